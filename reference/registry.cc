@@ -1,0 +1,21 @@
+#include <string_view>
+#include <utility>
+
+#include "reference/reference.h"
+
+namespace spmd::reference {
+
+// Generated from the op list: an op without its reference does not link.
+ReferenceFn FindReference(std::string_view op) {
+  static constexpr std::pair<std::string_view, ReferenceFn> kTable[] = {
+#define SPMD_REFERENCE_ENTRY(name) {#name, &ops::name},
+      SPMD_FOR_EACH_OP(SPMD_REFERENCE_ENTRY)
+#undef SPMD_REFERENCE_ENTRY
+  };
+  for (const auto& [name, fn] : kTable) {
+    if (name == op) return fn;
+  }
+  return nullptr;
+}
+
+}  // namespace spmd::reference

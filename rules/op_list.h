@@ -1,0 +1,73 @@
+// The registry is this explicit list: every op spmdkit has, by Paddle name.
+//
+// Each entry has one rule declaration (rules/ops_*.cc) and one float64 reference
+// (reference/ops_*.cc). The reference table is generated from this list, so an op
+// without a reference does not link. docs/OPS.md describes each op.
+#pragma once
+
+#define SPMD_FOR_EACH_OP(X) \
+  /* elementwise unary */   \
+  X(relu)                   \
+  X(gelu)                   \
+  X(silu)                   \
+  X(exp)                    \
+  X(log)                    \
+  X(tanh)                   \
+  X(sigmoid)                \
+  X(sqrt)                   \
+  X(abs)                    \
+  X(scale)                  \
+  X(clip)                   \
+  X(cast)                   \
+  /* elementwise binary */  \
+  X(add)                    \
+  X(subtract)               \
+  X(multiply)               \
+  X(divide)                 \
+  X(maximum)                \
+  X(minimum)                \
+  X(greater_than)           \
+  X(less_than)              \
+  X(where)                  \
+  /* contractions */        \
+  X(matmul)                 \
+  X(bmm)                    \
+  X(einsum)                 \
+  X(matmul_grad)            \
+  /* reductions */          \
+  X(sum)                    \
+  X(mean)                   \
+  X(max)                    \
+  X(min)                    \
+  X(prod)                   \
+  X(any)                    \
+  X(all)                    \
+  X(squared_l2_norm)        \
+  X(mean_all)               \
+  X(logsumexp)              \
+  X(p_norm)                 \
+  X(argmax)                 \
+  X(cumsum)                 \
+  /* normalisation */       \
+  X(softmax)                \
+  X(log_softmax)            \
+  X(softmax_grad)           \
+  X(layer_norm)             \
+  X(rms_norm)               \
+  X(lookup_table_v2)        \
+  X(cross_entropy_with_softmax) \
+  /* shape ops */           \
+  X(reshape)                \
+  X(flatten)                \
+  X(squeeze)                \
+  X(unsqueeze)              \
+  X(transpose)              \
+  X(split)                  \
+  X(split_with_num)         \
+  X(unbind)                 \
+  X(concat)                 \
+  X(stack)                  \
+  X(slice)                  \
+  X(tile)                   \
+  X(expand)                 \
+  X(expand_as)
