@@ -1,0 +1,26 @@
+// The `spmd infer` interface (SEMANTICS.md §10): one JSON request in, one JSON answer out.
+// The golden tests and the CLI both go through InferJson.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "rules/dist_attr.h"
+
+namespace spmd {
+
+// Answers one request object. Never throws: a bad request gives
+// {"error": {"type": ..., "message": ...}} with the field named in the message.
+nlohmann::json InferJson(const nlohmann::json& request);
+
+// Answers one line of text (parses it first; text that is not a JSON object is an
+// InvalidArgument naming `line`). Returns the answer on one line.
+std::string InferLine(std::string_view line);
+
+// The JSON form of a dist attr: {"dims_mapping": [...], "partial": {"0": "sum"}}; the flat
+// form when every dim has at most one axis, else a list per dim.
+nlohmann::json DistAttrToJson(const DistAttr& attr);
+
+}  // namespace spmd

@@ -1,0 +1,39 @@
+// The uneven ceil layout of SEMANTICS.md §2.2.
+//
+// Size s over n ranks, c = ceil(s / n): chunk i covers [min(i*c, s), min((i+1)*c, s)).
+// Co-shard applies this at each level to the parent chunk. Empty chunks are normal.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "rules/dist_attr.h"
+#include "rules/mesh.h"
+
+namespace spmd {
+
+struct Range {
+  int64_t begin = 0;
+  int64_t end = 0;  // exclusive; end >= begin
+  int64_t size() const { return end - begin; }
+  bool operator==(const Range&) const = default;
+};
+
+// Returns chunk `index` of `size` split over `parts` ranks.
+// @post result.begin <= result.end <= size; chunks 0..parts-1 tile [0, size) in order.
+Range ChunkOf(int64_t size, int64_t parts, int64_t index);
+
+// Returns the global range of dim `dim` held by the rank at `coord` (a mesh coordinate):
+// the dim's axis list applied major to minor.
+Range DimRangeAt(int64_t dim_size, const AxisList& axes, const Mesh& mesh,
+                 const std::vector<int64_t>& coord);
+
+// Returns the local shape held by the rank at `coord`.
+std::vector<int64_t> LocalShape(const std::vector<int64_t>& global_shape, const DistAttr& attr,
+                                const Mesh& mesh, const std::vector<int64_t>& coord);
+// Returns the global offset of that rank's shard (one entry per dim).
+std::vector<int64_t> GlobalOffset(const std::vector<int64_t>& global_shape,
+                                  const DistAttr& attr, const Mesh& mesh,
+                                  const std::vector<int64_t>& coord);
+
+}  // namespace spmd

@@ -1,0 +1,188 @@
+#include "rules/op_decl.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "rules/error.h"
+
+namespace spmd {
+namespace {
+
+const char* KindName(AttrKind kind) {
+  switch (kind) {
+    case AttrKind::kBool: return "a bool";
+    case AttrKind::kInt: return "an int";
+    case AttrKind::kFloat: return "a float";
+    case AttrKind::kString: return "a string";
+    case AttrKind::kInts: return "a list of ints";
+    case AttrKind::kFloats: return "a list of floats";
+  }
+  return "a value";
+}
+
+// Converts `value` to `kind` where the conversion loses nothing.
+AttrValue ConvertAttr(const AttrValue& value, AttrKind kind, const std::string& field) {
+  auto fail = [&]() -> AttrValue { ThrowInvalid(field, std::string("expected ") + KindName(kind)); };
+  switch (kind) {
+    case AttrKind::kBool:
+      if (auto* b = std::get_if<bool>(&value)) return *b;
+      return fail();
+    case AttrKind::kInt:
+      if (auto* i = std::get_if<int64_t>(&value)) return *i;
+      return fail();
+    case AttrKind::kFloat:
+      if (auto* f = std::get_if<double>(&value)) {
+        if (!std::isfinite(*f)) ThrowInvalid(field, "must be finite");
+        return *f;
+      }
+      if (auto* i = std::get_if<int64_t>(&value)) return static_cast<double>(*i);
+      return fail();
+    case AttrKind::kString:
+      if (auto* s = std::get_if<std::string>(&value)) return *s;
+      return fail();
+    case AttrKind::kInts:
+      if (auto* v = std::get_if<std::vector<int64_t>>(&value)) return *v;
+      if (auto* i = std::get_if<int64_t>(&value)) return std::vector<int64_t>{*i};
+      if (auto* f = std::get_if<std::vector<double>>(&value); f && f->empty()) {
+        return std::vector<int64_t>{};
+      }
+      return fail();
+    case AttrKind::kFloats:
+      if (auto* v = std::get_if<std::vector<double>>(&value)) return *v;
+      if (auto* v = std::get_if<std::vector<int64_t>>(&value)) {
+        return std::vector<double>(v->begin(), v->end());
+      }
+      if (auto* f = std::get_if<double>(&value)) return std::vector<double>{*f};
+      return fail();
+  }
+  return fail();
+}
+
+std::string InputField(size_t i) { return "inputs[" + std::to_string(i) + "]"; }
+std::string OutputField(size_t i) { return "outputs[" + std::to_string(i) + "]"; }
+
+constexpr size_t kMaxRank = 16;
+
+void CheckShape(const Shape& shape, const std::string& field) {
+  if (shape.size() > kMaxRank) {
+    ThrowInvalid(field + ".shape", "rank " + std::to_string(shape.size()) + " exceeds " +
+                                       std::to_string(kMaxRank));
+  }
+  int64_t numel = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] > 0 && numel > (int64_t{1} << 62) / shape[d]) {
+      ThrowInvalid(field + ".shape", "more than 2^62 elements");
+    }
+    numel *= std::max<int64_t>(shape[d], 1);
+    if (shape[d] < 0) {
+      ThrowInvalid(field + ".shape[" + std::to_string(d) + "]",
+                   "size " + std::to_string(shape[d]) + " is negative (dynamic sizes are not "
+                   "accepted by rules; D5)");
+    }
+  }
+}
+
+void CheckArity(const OpDecl& op, size_t count) {
+  if (op.variadic_inputs ? count == 0 : count != op.inputs.size()) {
+    std::string want = op.variadic_inputs ? "at least 1" : std::to_string(op.inputs.size());
+    ThrowInvalid("inputs", op.name + " takes " + want + " inputs, got " + std::to_string(count));
+  }
+}
+
+}  // namespace
+
+Attrs OpDecl::NormalizeAttrs(const Attrs& given) const {
+  Attrs normalized;
+  std::vector<bool> seen(attrs.size(), false);
+  for (const auto& [name, value] : given.values()) {
+    size_t k = 0;
+    for (; k < attrs.size(); ++k) {
+      bool match = attrs[k].name == name;
+      for (const std::string& alias : attrs[k].aliases) match = match || alias == name;
+      if (match) break;
+    }
+    if (k == attrs.size()) ThrowInvalid("attrs." + name, "is not an attribute of " + this->name);
+    if (seen[k]) ThrowInvalid("attrs." + name, "given twice (under an alias)");
+    seen[k] = true;
+    normalized.Set(attrs[k].name, ConvertAttr(value, attrs[k].kind, "attrs." + name));
+  }
+  for (size_t k = 0; k < attrs.size(); ++k) {
+    if (seen[k]) continue;
+    if (!attrs[k].default_value) ThrowInvalid("attrs." + attrs[k].name, "is required");
+    normalized.Set(attrs[k].name, *attrs[k].default_value);
+  }
+  return normalized;
+}
+
+std::optional<EinsumSpec> BuildEinsumSpec(const OpDecl& op, const std::vector<Shape>& shapes,
+                                          const Attrs& normalized_attrs) {
+  if (!op.einsum) return std::nullopt;
+  RuleContext context{shapes, normalized_attrs};
+  EinsumSpec spec = op.einsum(context);
+  CheckNotationShapes(spec, shapes);
+  return spec;
+}
+
+InferResult InferForward(const OpDecl& op, const Mesh& mesh, const std::vector<TensorArg>& inputs,
+                         const Attrs& attrs) {
+  CheckArity(op, inputs.size());
+  std::vector<Shape> shapes;
+  std::vector<DistAttr> dists;
+  shapes.reserve(inputs.size());
+  dists.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    CheckShape(inputs[i].shape, InputField(i));
+    Validate(inputs[i].dist, mesh, static_cast<int>(inputs[i].shape.size()), InputField(i));
+    shapes.push_back(inputs[i].shape);
+    dists.push_back(inputs[i].dist);
+  }
+  const Attrs normalized = op.NormalizeAttrs(attrs);
+  RuleContext context{shapes, normalized};
+  if (op.dist_check) op.dist_check(context, dists);
+  if (op.dimtrans) {
+    return InferDimTransForward(op.dimtrans(context), mesh, dists[0]);
+  }
+  EinsumSpec spec = op.einsum(context);
+  CheckNotationShapes(spec, shapes);
+  if (op.forward_override) return op.forward_override(context, mesh, dists);
+  return InferEinsumForward(spec, mesh, dists);
+}
+
+InferResult InferReverse(const OpDecl& op, const Mesh& mesh,
+                         const std::vector<Shape>& input_shapes,
+                         const std::vector<TensorArg>& outputs, const Attrs& attrs) {
+  CheckArity(op, input_shapes.size());
+  for (size_t i = 0; i < input_shapes.size(); ++i) CheckShape(input_shapes[i], InputField(i));
+  const Attrs normalized = op.NormalizeAttrs(attrs);
+  RuleContext context{input_shapes, normalized};
+
+  std::vector<size_t> ranks;
+  std::optional<EinsumSpec> spec;
+  std::optional<DimTransSpec> dimtrans;
+  if (op.dimtrans) {
+    dimtrans = op.dimtrans(context);
+    ranks.push_back(dimtrans->outputs.size());
+  } else {
+    spec = op.einsum(context);
+    CheckNotationShapes(*spec, input_shapes);
+    for (const std::string& notation : spec->outputs) ranks.push_back(notation.size());
+  }
+  if (outputs.size() != ranks.size()) {
+    ThrowInvalid("outputs", op.name + " has " + std::to_string(ranks.size()) +
+                                " outputs here, got " + std::to_string(outputs.size()));
+  }
+  std::vector<DistAttr> dists;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    CheckShape(outputs[o].shape, OutputField(o));
+    if (outputs[o].shape.size() != ranks[o]) {
+      ThrowInvalid(OutputField(o) + ".shape", "rank " + std::to_string(outputs[o].shape.size()) +
+                                                  ", the rule gives rank " + std::to_string(ranks[o]));
+    }
+    Validate(outputs[o].dist, mesh, static_cast<int>(ranks[o]), OutputField(o));
+    dists.push_back(outputs[o].dist);
+  }
+  if (dimtrans) return InferDimTransReverse(*dimtrans, mesh, dists[0]);
+  return InferEinsumReverse(*spec, mesh, dists);
+}
+
+}  // namespace spmd

@@ -1,0 +1,132 @@
+// The op declaration: everything per-op about its rule, in one value.
+//
+// A declaration names the op (Paddle's name), its inputs, outputs and attrs (kinds and
+// defaults), and how to build its rule from shapes and attrs: an einsum notation
+// (compute ops and most shape ops) or DimTrans transforms (reshape, flatten), plus an
+// optional forward override (concat/stack's cost rule) and an optional check of the
+// input dist attrs (embedding's row-sharding limits). Forward and reverse inference, attr
+// normalisation and input validation are derived from it; nothing is hand-written per
+// direction. References live in reference/ under the same name (rules/op_list.h).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rules/attrs.h"
+#include "rules/dtype.h"
+#include "rules/dimtrans.h"
+#include "rules/einsum.h"
+
+namespace spmd {
+
+using Shape = std::vector<int64_t>;
+
+struct AttrSpec {
+  std::string name;
+  AttrKind kind = AttrKind::kInt;
+  std::optional<AttrValue> default_value;  // none: required
+  std::vector<std::string> aliases;        // other names accepted (keepdim for keep_dim)
+};
+
+// What a rule builder sees: the shapes of the inputs (and, in reverse, of the outputs
+// when the caller gave them) and the normalised attrs.
+struct RuleContext {
+  const std::vector<Shape>& input_shapes;
+  const Attrs& attrs;
+};
+
+using EinsumBuilder = std::function<EinsumSpec(const RuleContext&)>;
+using DimTransBuilder = std::function<DimTransSpec(const RuleContext&)>;
+using ForwardOverride = std::function<InferResult(const RuleContext&, const Mesh&,
+                                                  const std::vector<DistAttr>&)>;
+using DistCheck = std::function<void(const RuleContext&, const std::vector<DistAttr>&)>;
+
+struct OpDecl {
+  std::string name;
+  std::vector<std::string> inputs;   // names; a variadic op has one name (e.g. "xs")
+  bool variadic_inputs = false;      // 1 or more inputs
+  std::vector<std::string> outputs;  // names; the output count comes from the rule
+  std::vector<AttrSpec> attrs;
+  EinsumBuilder einsum;              // exactly one of einsum / dimtrans
+  DimTransBuilder dimtrans;
+  ForwardOverride forward_override;  // optional
+  DistCheck dist_check;              // optional, forward only
+
+  // Returns the attrs with every declared attr present (defaults filled, aliases resolved,
+  // kinds converted: int -> float, int -> ints, ints -> floats). Throws
+  // SpmdError(kInvalidArgument, "attrs.NAME") for an undeclared name, a wrong kind, or a
+  // missing required attr.
+  Attrs NormalizeAttrs(const Attrs& given) const;
+};
+
+// A small builder so that a declaration reads as one expression.
+class OpBuilder {
+ public:
+  explicit OpBuilder(std::string name) { decl_.name = std::move(name); }
+  OpBuilder& Inputs(std::vector<std::string> names) {
+    decl_.inputs = std::move(names);
+    return *this;
+  }
+  OpBuilder& VariadicInputs(std::string name) {
+    decl_.inputs = {std::move(name)};
+    decl_.variadic_inputs = true;
+    return *this;
+  }
+  OpBuilder& Outputs(std::vector<std::string> names) {
+    decl_.outputs = std::move(names);
+    return *this;
+  }
+  OpBuilder& Attr(std::string name, AttrKind kind, std::optional<AttrValue> default_value,
+                  std::vector<std::string> aliases = {}) {
+    decl_.attrs.push_back({std::move(name), kind, std::move(default_value), std::move(aliases)});
+    return *this;
+  }
+  OpBuilder& Einsum(EinsumBuilder builder) {
+    decl_.einsum = std::move(builder);
+    return *this;
+  }
+  OpBuilder& DimTrans(DimTransBuilder builder) {
+    decl_.dimtrans = std::move(builder);
+    return *this;
+  }
+  OpBuilder& Forward(ForwardOverride fn) {
+    decl_.forward_override = std::move(fn);
+    return *this;
+  }
+  OpBuilder& CheckDist(DistCheck fn) {
+    decl_.dist_check = std::move(fn);
+    return *this;
+  }
+  // The builder is a temporary of one declaration expression: converting moves out.
+  operator OpDecl() { return std::move(decl_); }
+
+ private:
+  OpDecl decl_;
+};
+
+// One tensor of a rule request: its shape and (forward inputs, reverse outputs) its dist
+// attr.
+struct TensorArg {
+  Shape shape;
+  DistAttr dist;
+};
+
+// Forward inference for `op`: validates arity, ranks and dist attrs against `mesh`,
+// normalises attrs, builds the rule and runs it. Throws SpmdError naming the field.
+InferResult InferForward(const OpDecl& op, const Mesh& mesh, const std::vector<TensorArg>& inputs,
+                         const Attrs& attrs);
+
+// Reverse inference: `input_shapes` and the outputs' shapes and dist attrs.
+InferResult InferReverse(const OpDecl& op, const Mesh& mesh,
+                         const std::vector<Shape>& input_shapes,
+                         const std::vector<TensorArg>& outputs, const Attrs& attrs);
+
+// Returns the op's rule as an einsum spec for these shapes and attrs, or nothing for a
+// DimTrans op (used by `spmd explain` and the tests).
+std::optional<EinsumSpec> BuildEinsumSpec(const OpDecl& op, const std::vector<Shape>& shapes,
+                                          const Attrs& normalized_attrs);
+
+}  // namespace spmd

@@ -1,0 +1,157 @@
+// Contractions: matmul, bmm, einsum and matmul_grad. Factors absent from an output make
+// it partial(sum).
+#include <algorithm>
+#include <cctype>
+
+#include "rules/error.h"
+#include "rules/notation.h"
+#include "rules/registry.h"
+
+namespace spmd::declare {
+namespace {
+
+// matmul's notation: batch letters (upper case, broadcast like elementwise), then
+// `mk` / `kn` (`km` / `nk` when transposed); a 1-D operand is just `k`.
+// Example: x [2, 1, 8, 4], y [3, 4, 5] -> x `AB` batch from [2, 1] vs [3]: `A1mk`,
+// y `Bkn`, out `ABmn`.
+EinsumSpec MatmulNotation(const RuleContext& c) {
+  const Shape& x = c.input_shapes[0];
+  const Shape& y = c.input_shapes[1];
+  if (x.empty()) ThrowInvalid("inputs[0].shape", "matmul needs rank >= 1");
+  if (y.empty()) ThrowInvalid("inputs[1].shape", "matmul needs rank >= 1");
+  const bool trans_x = c.attrs.GetBool("trans_x") && x.size() > 1;
+  const bool trans_y = c.attrs.GetBool("trans_y") && y.size() > 1;
+  const Shape x_batch(x.begin(), x.end() - std::min<size_t>(2, x.size()));
+  const Shape y_batch(y.begin(), y.end() - std::min<size_t>(2, y.size()));
+  EinsumSpec batch = notation::Elementwise({x_batch, y_batch});
+  auto upper = [](std::string s) {
+    for (char& ch : s) ch = ch == '1' ? '1' : static_cast<char>(std::toupper(ch));
+    return s;
+  };
+  EinsumSpec spec;
+  spec.inputs.push_back(upper(batch.inputs[0]) +
+                        (x.size() == 1 ? "k" : (trans_x ? "km" : "mk")));
+  spec.inputs.push_back(upper(batch.inputs[1]) +
+                        (y.size() == 1 ? "k" : (trans_y ? "nk" : "kn")));
+  spec.outputs.push_back(upper(batch.outputs[0]) + (x.size() > 1 ? "m" : "") +
+                         (y.size() > 1 ? "n" : ""));
+  return spec;
+}
+
+EinsumSpec Matmul(const RuleContext& c) {
+  EinsumSpec spec = MatmulNotation(c);
+  spec.accept = PartialAcceptance::kMultilinear;
+  return spec;
+}
+
+// einsum's equation: explicit `ij,jk->ik`, or implicit (letters seen once, sorted).
+EinsumSpec ParseEquation(const std::string& equation, size_t operands) {
+  const std::string field = "attrs.equation";
+  if (equation.find("...") != std::string::npos) {
+    ThrowUnsupported(field, "ellipsis ('...') is not supported");
+  }
+  std::string lhs = equation, rhs;
+  const size_t arrow = equation.find("->");
+  const bool explicit_out = arrow != std::string::npos;
+  if (explicit_out) {
+    lhs = equation.substr(0, arrow);
+    rhs = equation.substr(arrow + 2);
+  }
+  auto strip = [](std::string s) {
+    s.erase(std::remove(s.begin(), s.end(), ' '), s.end());
+    return s;
+  };
+  lhs = strip(lhs);
+  rhs = strip(rhs);
+  EinsumSpec spec;
+  std::string term;
+  for (size_t i = 0; i <= lhs.size(); ++i) {
+    if (i == lhs.size() || lhs[i] == ',') {
+      spec.inputs.push_back(term);
+      term.clear();
+    } else {
+      term.push_back(lhs[i]);
+    }
+  }
+  if (spec.inputs.size() != operands) {
+    ThrowInvalid(field, "has " + std::to_string(spec.inputs.size()) + " operands, " +
+                            std::to_string(operands) + " inputs given");
+  }
+  int count[256] = {0};
+  for (const std::string& in : spec.inputs) {
+    for (size_t d = 0; d < in.size(); ++d) {
+      if (!std::isalpha(static_cast<unsigned char>(in[d]))) {
+        ThrowInvalid(field, std::string("'") + in[d] + "' is not a letter");
+      }
+      if (in.find(in[d], d + 1) != std::string::npos) {
+        ThrowUnsupported(field, std::string("letter '") + in[d] +
+                                    "' repeats within one operand (diagonals are not supported)");
+      }
+      ++count[static_cast<unsigned char>(in[d])];
+    }
+  }
+  if (!explicit_out) {
+    for (int ch = 0; ch < 256; ++ch) {
+      if (count[ch] == 1) rhs.push_back(static_cast<char>(ch));
+    }
+  }
+  for (size_t d = 0; d < rhs.size(); ++d) {
+    if (!std::isalpha(static_cast<unsigned char>(rhs[d])) ||
+        count[static_cast<unsigned char>(rhs[d])] == 0) {
+      ThrowInvalid(field, std::string("output letter '") + rhs[d] + "' is in no operand");
+    }
+    if (rhs.find(rhs[d], d + 1) != std::string::npos) {
+      ThrowInvalid(field, std::string("output letter '") + rhs[d] + "' repeats");
+    }
+  }
+  spec.outputs.push_back(rhs);
+  spec.accept = PartialAcceptance::kMultilinear;
+  return spec;
+}
+
+}  // namespace
+
+OpDecl matmul() {
+  return OpBuilder("matmul").Inputs({"x", "y"}).Outputs({"out"})
+      .Attr("trans_x", AttrKind::kBool, false)
+      .Attr("trans_y", AttrKind::kBool, false)
+      .Einsum(Matmul);
+}
+
+OpDecl bmm() {
+  return OpBuilder("bmm").Inputs({"x", "y"}).Outputs({"out"}).Einsum([](const RuleContext& c) {
+    for (size_t i = 0; i < 2; ++i) {
+      if (c.input_shapes[i].size() != 3) {
+        ThrowInvalid("inputs[" + std::to_string(i) + "].shape", "bmm needs rank 3");
+      }
+    }
+    EinsumSpec spec{{"bmk", "bkn"}, {"bmn"}};
+    spec.accept = PartialAcceptance::kMultilinear;
+    return spec;
+  });
+}
+
+OpDecl einsum() {
+  return OpBuilder("einsum").VariadicInputs("operands").Outputs({"out"})
+      .Attr("equation", AttrKind::kString, std::nullopt)
+      .Einsum([](const RuleContext& c) {
+        return ParseEquation(c.attrs.GetString("equation"), c.input_shapes.size());
+      });
+}
+
+// x_grad = out_grad . y^T lacks n; y_grad = x^T . out_grad lacks m (and the batch when y
+// was broadcast): both come out partial(sum) on those factors' axes.
+OpDecl matmul_grad() {
+  return OpBuilder("matmul_grad").Inputs({"x", "y", "out_grad"}).Outputs({"x_grad", "y_grad"})
+      .Attr("trans_x", AttrKind::kBool, false)
+      .Attr("trans_y", AttrKind::kBool, false)
+      .Einsum([](const RuleContext& c) {
+        EinsumSpec fwd = MatmulNotation(c);
+        EinsumSpec spec;
+        spec.inputs = {fwd.inputs[0], fwd.inputs[1], fwd.outputs[0]};
+        spec.outputs = {fwd.inputs[0], fwd.inputs[1]};
+        return spec;
+      });
+}
+
+}  // namespace spmd::declare

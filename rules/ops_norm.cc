@@ -1,0 +1,128 @@
+// Softmax family, layer_norm, rms_norm, the embedding and the softmax cross entropy:
+// their normalised factors are forced replicated (the local kernels need them whole).
+#include "rules/error.h"
+#include "rules/notation.h"
+#include "rules/registry.h"
+
+namespace spmd::declare {
+namespace {
+
+// `n` inputs and one output sharing x's letters, with the axis letter forced replicated.
+EinsumSpec AlongAxis(const RuleContext& c, size_t operands) {
+  const int rank = static_cast<int>(c.input_shapes[0].size());
+  const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
+  EinsumSpec spec;
+  const std::string letters = notation::Letters(rank);
+  spec.inputs.assign(operands, letters);
+  spec.outputs.push_back(letters);
+  spec.forced_replicated.push_back(letters[axis]);
+  return spec;
+}
+
+OpDecl Softmax(const char* name) {
+  return OpBuilder(name).Inputs({"x"}).Outputs({"out"})
+      .Attr("axis", AttrKind::kInt, int64_t{-1})
+      .Einsum([](const RuleContext& c) { return AlongAxis(c, 1); });
+}
+
+// layer_norm / rms_norm: x `abcd` with begin 2 -> out `abcd`, statistics `ab`; scale and
+// bias are 1-D of prod(x.shape[begin:]) (a fresh letter); c, d and the fresh letter are
+// forced replicated.
+EinsumSpec Normalization(const RuleContext& c, size_t params, size_t statistics) {
+  const Shape& x = c.input_shapes[0];
+  const int rank = static_cast<int>(x.size());
+  const int64_t begin = c.attrs.GetInt("begin_norm_axis");
+  if (begin < 0 || begin >= rank) {
+    ThrowInvalid("attrs.begin_norm_axis", "must be in [0, " + std::to_string(rank) + ")");
+  }
+  int64_t normalized = 1;
+  for (int d = static_cast<int>(begin); d < rank; ++d) normalized *= x[d];
+  for (size_t p = 1; p <= params; ++p) {
+    if (c.input_shapes[p] != Shape{normalized}) {
+      ThrowInvalid("inputs[" + std::to_string(p) + "].shape",
+                   "must be [" + std::to_string(normalized) + "] (prod of x.shape[" +
+                       std::to_string(begin) + ":])");
+    }
+  }
+  const std::string letters = notation::Letters(rank);
+  const std::string param(1, notation::Fresh(0));
+  EinsumSpec spec;
+  spec.inputs.push_back(letters);
+  for (size_t p = 0; p < params; ++p) spec.inputs.push_back(param);
+  spec.outputs.push_back(letters);
+  for (size_t s = 0; s < statistics; ++s) spec.outputs.push_back(letters.substr(0, begin));
+  spec.forced_replicated = letters.substr(begin) + param;
+  return spec;
+}
+
+}  // namespace
+
+OpDecl softmax() { return Softmax("softmax"); }
+OpDecl log_softmax() { return Softmax("log_softmax"); }
+OpDecl softmax_grad() {
+  return OpBuilder("softmax_grad").Inputs({"out", "out_grad"}).Outputs({"x_grad"})
+      .Attr("axis", AttrKind::kInt, int64_t{-1})
+      .Einsum([](const RuleContext& c) { return AlongAxis(c, 2); });
+}
+
+OpDecl layer_norm() {
+  return OpBuilder("layer_norm").Inputs({"x", "scale", "bias"})
+      .Outputs({"out", "mean", "variance"})
+      .Attr("epsilon", AttrKind::kFloat, 1e-5)
+      .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
+      .Einsum([](const RuleContext& c) { return Normalization(c, 2, 2); });
+}
+
+OpDecl rms_norm() {
+  return OpBuilder("rms_norm").Inputs({"x", "scale"}).Outputs({"out", "invvar"})
+      .Attr("epsilon", AttrKind::kFloat, 1e-6)
+      .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
+      .Einsum([](const RuleContext& c) { return Normalization(c, 1, 1); });
+}
+
+// `ids..,VW->..W`: a vocabulary (V) sharding leaves each rank the rows of its own range
+// and zeros elsewhere, so the output is partial(sum). A padding row or a sparse gradient
+// cannot be split that way.
+OpDecl lookup_table_v2() {
+  return OpBuilder("lookup_table_v2").Inputs({"x", "weight"}).Outputs({"out"})
+      .Attr("padding_idx", AttrKind::kInt, int64_t{-1})
+      .Attr("sparse", AttrKind::kBool, false)
+      .Einsum([](const RuleContext& c) {
+        if (c.input_shapes[1].size() != 2) ThrowInvalid("inputs[1].shape", "weight must be 2-D");
+        const std::string ids = notation::Letters(static_cast<int>(c.input_shapes[0].size()));
+        return EinsumSpec{{ids, "VW"}, {ids + "W"}};
+      })
+      .CheckDist([](const RuleContext& c, const std::vector<DistAttr>& inputs) {
+        if (inputs[1].dims[0].empty()) return;
+        if (c.attrs.GetInt("padding_idx") >= 0 || c.attrs.GetBool("sparse")) {
+          ThrowUnsupported("inputs[1].dims_mapping[0]",
+                           "the vocabulary dim cannot be sharded with padding_idx >= 0 or "
+                           "sparse");
+        }
+      });
+}
+
+// logits `abc` (class axis c) -> softmax_out `abc`, loss `ab1`; a hard label is `ab1`,
+// a soft one `abc`. The class axis is forced replicated (D8).
+OpDecl cross_entropy_with_softmax() {
+  return OpBuilder("cross_entropy_with_softmax").Inputs({"logits", "label"})
+      .Outputs({"softmax_out", "loss"})
+      .Attr("soft_label", AttrKind::kBool, false)
+      .Attr("use_softmax", AttrKind::kBool, true)
+      .Attr("numeric_stable_mode", AttrKind::kBool, true)
+      .Attr("ignore_index", AttrKind::kInt, int64_t{-100})
+      .Attr("axis", AttrKind::kInt, int64_t{-1})
+      .Einsum([](const RuleContext& c) {
+        const int rank = static_cast<int>(c.input_shapes[0].size());
+        const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
+        const std::string letters = notation::Letters(rank);
+        std::string reduced = letters;
+        reduced[axis] = '1';
+        const bool soft = c.attrs.GetBool("soft_label");
+        EinsumSpec spec{{letters, soft ? letters : reduced}, {letters, reduced}};
+        spec.forced_replicated.push_back(letters[axis]);
+        return spec;
+      });
+}
+
+}  // namespace spmd::declare

@@ -1,0 +1,164 @@
+// Reductions: the output drops (or keeps as `1`) the reduced letters. Sum-like ones leave
+// the output partial with their own reduce op (D3, D7); logsumexp and p_norm need the
+// reduced factors whole (D2); argmax and cumsum need their axis whole.
+#include <algorithm>
+
+#include "rules/error.h"
+#include "rules/notation.h"
+#include "rules/registry.h"
+
+namespace spmd::declare {
+namespace {
+
+// Which dims a reduction reduces: every dim when `all` or the list is empty.
+std::vector<bool> ReducedDims(const std::vector<int64_t>& axis, bool all, int rank,
+                              const std::string& field) {
+  std::vector<bool> reduced(rank, all || axis.empty());
+  for (int a : notation::NormalizeAxes(axis, rank, field)) reduced[a] = true;
+  return reduced;
+}
+
+// x `abc`, reduced {1}: out `ac`, or `a1c` with keep_dim.
+EinsumSpec Reduction(int rank, const std::vector<bool>& reduced, bool keep_dim) {
+  EinsumSpec spec;
+  spec.inputs.push_back(notation::Letters(rank));
+  std::string out;
+  for (int d = 0; d < rank; ++d) {
+    if (!reduced[d]) {
+      out.push_back(static_cast<char>('a' + d));
+    } else if (keep_dim) {
+      out.push_back('1');
+    }
+  }
+  spec.outputs.push_back(out);
+  return spec;
+}
+
+// sum, mean, max, ...: attrs axis, keep_dim (alias keepdim), reduce_all.
+OpDecl SumLike(const char* name, ReduceOp reduce, PartialAcceptance accept) {
+  return OpBuilder(name).Inputs({"x"}).Outputs({"out"})
+      .Attr("axis", AttrKind::kInts, std::vector<int64_t>{})
+      .Attr("keep_dim", AttrKind::kBool, false, {"keepdim"})
+      .Attr("reduce_all", AttrKind::kBool, false)
+      .Einsum([reduce, accept](const RuleContext& c) {
+        const int rank = static_cast<int>(c.input_shapes[0].size());
+        EinsumSpec spec = Reduction(
+            rank, ReducedDims(c.attrs.GetInts("axis"), c.attrs.GetBool("reduce_all"), rank,
+                              "attrs.axis"),
+            c.attrs.GetBool("keep_dim"));
+        spec.reduce = reduce;
+        spec.accept = accept;
+        spec.accepted_op = reduce;
+        return spec;
+      });
+}
+
+void ForceReducedReplicated(EinsumSpec& spec) {
+  for (char letter : spec.inputs[0]) {
+    if (spec.outputs[0].find(letter) == std::string::npos) spec.forced_replicated.push_back(letter);
+  }
+}
+
+}  // namespace
+
+OpDecl sum() { return SumLike("sum", ReduceOp::kSum, PartialAcceptance::kSameOp); }
+OpDecl mean() { return SumLike("mean", ReduceOp::kSum, PartialAcceptance::kNone); }
+OpDecl max() { return SumLike("max", ReduceOp::kMax, PartialAcceptance::kSameOp); }
+OpDecl min() { return SumLike("min", ReduceOp::kMin, PartialAcceptance::kSameOp); }
+OpDecl prod() { return SumLike("prod", ReduceOp::kProd, PartialAcceptance::kNone); }
+OpDecl any() { return SumLike("any", ReduceOp::kAny, PartialAcceptance::kNone); }
+OpDecl all() { return SumLike("all", ReduceOp::kAll, PartialAcceptance::kNone); }
+
+OpDecl squared_l2_norm() {
+  return OpBuilder("squared_l2_norm").Inputs({"x"}).Outputs({"out"})
+      .Attr("axis", AttrKind::kInts, std::vector<int64_t>{})
+      .Attr("keep_dim", AttrKind::kBool, false, {"keepdim"})
+      .Einsum([](const RuleContext& c) {
+        const int rank = static_cast<int>(c.input_shapes[0].size());
+        return Reduction(rank, ReducedDims(c.attrs.GetInts("axis"), false, rank, "attrs.axis"),
+                         c.attrs.GetBool("keep_dim"));
+      });
+}
+
+OpDecl mean_all() {
+  return OpBuilder("mean_all").Inputs({"x"}).Outputs({"out"}).Einsum([](const RuleContext& c) {
+    const int rank = static_cast<int>(c.input_shapes[0].size());
+    return Reduction(rank, std::vector<bool>(rank, true), false);
+  });
+}
+
+OpDecl logsumexp() {
+  return OpBuilder("logsumexp").Inputs({"x"}).Outputs({"out"})
+      .Attr("axis", AttrKind::kInts, std::vector<int64_t>{})
+      .Attr("keepdim", AttrKind::kBool, false, {"keep_dim"})
+      .Attr("reduce_all", AttrKind::kBool, false)
+      .Einsum([](const RuleContext& c) {
+        const int rank = static_cast<int>(c.input_shapes[0].size());
+        EinsumSpec spec = Reduction(
+            rank, ReducedDims(c.attrs.GetInts("axis"), c.attrs.GetBool("reduce_all"), rank,
+                              "attrs.axis"),
+            c.attrs.GetBool("keepdim"));
+        ForceReducedReplicated(spec);
+        return spec;
+      });
+}
+
+OpDecl p_norm() {
+  return OpBuilder("p_norm").Inputs({"x"}).Outputs({"out"})
+      .Attr("porder", AttrKind::kFloat, 2.0)
+      .Attr("axis", AttrKind::kInt, int64_t{-1})
+      .Attr("epsilon", AttrKind::kFloat, 1e-12)
+      .Attr("keepdim", AttrKind::kBool, false, {"keep_dim"})
+      .Attr("asvector", AttrKind::kBool, false)
+      .Einsum([](const RuleContext& c) {
+        if (c.attrs.GetFloat("porder") == 0.0) ThrowInvalid("attrs.porder", "must be non-zero");
+        const int rank = static_cast<int>(c.input_shapes[0].size());
+        const bool asvector = c.attrs.GetBool("asvector");
+        std::vector<bool> reduced(rank, asvector);
+        if (!asvector) reduced[notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis")] = true;
+        EinsumSpec spec = Reduction(rank, reduced, c.attrs.GetBool("keepdim"));
+        ForceReducedReplicated(spec);
+        return spec;
+      });
+}
+
+OpDecl argmax() {
+  return OpBuilder("argmax").Inputs({"x"}).Outputs({"out"})
+      .Attr("axis", AttrKind::kInt, int64_t{-1})
+      .Attr("keepdims", AttrKind::kBool, false, {"keepdim", "keep_dim"})
+      .Attr("flatten", AttrKind::kBool, false)
+      .Attr("dtype", AttrKind::kString, std::string("int64"))
+      .Einsum([](const RuleContext& c) {
+        const int rank = static_cast<int>(c.input_shapes[0].size());
+        const bool flatten = c.attrs.GetBool("flatten");
+        std::vector<bool> reduced(rank, flatten);
+        if (!flatten) reduced[notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis")] = true;
+        EinsumSpec spec = Reduction(rank, reduced, c.attrs.GetBool("keepdims"));
+        ForceReducedReplicated(spec);
+        return spec;
+      });
+}
+
+OpDecl cumsum() {
+  return OpBuilder("cumsum").Inputs({"x"}).Outputs({"out"})
+      .Attr("axis", AttrKind::kInt, int64_t{-1})
+      .Attr("flatten", AttrKind::kBool, false)
+      .Attr("exclusive", AttrKind::kBool, false)
+      .Attr("reverse", AttrKind::kBool, false)
+      .Einsum([](const RuleContext& c) {
+        const int rank = static_cast<int>(c.input_shapes[0].size());
+        EinsumSpec spec;
+        spec.inputs.push_back(notation::Letters(rank));
+        if (c.attrs.GetBool("flatten")) {
+          spec.outputs.push_back(std::string(1, notation::Fresh(0)));
+          spec.forced_replicated = spec.inputs[0] + notation::Fresh(0);
+        } else {
+          const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
+          spec.outputs.push_back(spec.inputs[0]);
+          spec.forced_replicated.push_back(spec.inputs[0][axis]);
+        }
+        return spec;
+      });
+}
+
+}  // namespace spmd::declare

@@ -1,0 +1,437 @@
+// Shape ops. reshape and flatten are DimTrans; the others are notations where the
+// operated dims get fresh letters that are forced replicated (SEMANTICS.md §6.3).
+#include <algorithm>
+#include <limits>
+
+#include "rules/error.h"
+#include "rules/layout.h"
+#include "rules/notation.h"
+#include "rules/registry.h"
+
+namespace spmd::declare {
+namespace {
+
+using notation::Fresh;
+using notation::Letters;
+
+int Rank(const RuleContext& c, size_t i = 0) { return static_cast<int>(c.input_shapes[i].size()); }
+
+DimTransSpec Reshape(const Shape& src, const Shape& tgt) {
+  DimTransSpec spec{src, tgt, {}};
+  const bool empty = std::find(src.begin(), src.end(), 0) != src.end();
+  spec.outputs = empty ? std::vector<DimTrans>(tgt.size(), DimTrans::Singleton())
+                       : ReshapeTransforms(src, tgt);
+  return spec;
+}
+
+// Every operand `letters`, with `axis` given a fresh letter per operand (its size may
+// differ between them), all fresh letters forced replicated.
+EinsumSpec FreshAxis(const std::string& letters, int axis, size_t inputs,
+                     std::vector<std::string> outputs) {
+  EinsumSpec spec;
+  for (size_t i = 0; i < inputs; ++i) {
+    std::string in = letters;
+    in[axis] = Fresh(static_cast<int>(i));
+    spec.inputs.push_back(in);
+    spec.forced_replicated.push_back(in[axis]);
+  }
+  spec.outputs = std::move(outputs);
+  return spec;
+}
+
+// Paddle's cost rule for concat and stack (SEMANTICS.md §6.3, DECISIONS.md): per mesh axis,
+// keep the dim every user agrees on, else the cheapest non-concat dim.
+InferResult ConcatCost(const RuleContext& c, const Mesh& mesh, const std::vector<DistAttr>& in,
+                       int concat_axis, int stack_axis) {
+  const int rank = Rank(c);
+  const double kInfinity = std::numeric_limits<double>::infinity();
+  std::vector<int> chosen(mesh.ndim(), -1);  // mesh axis -> dim
+  std::vector<bool> disputed(mesh.ndim(), false);
+  for (int a = 0; a < mesh.ndim(); ++a) {  // first: the axes every user agrees on
+    int agreed = -2;  // -2: no user yet, -3: users disagree
+    for (const DistAttr& attr : in) {
+      const int d = attr.DimOfAxis(a);
+      if (d < 0) continue;
+      agreed = agreed == -2 || agreed == d ? d : -3;
+    }
+    if (agreed >= 0 && agreed != concat_axis) {
+      chosen[a] = agreed;
+    } else {
+      disputed[a] = agreed != -2;
+    }
+  }
+  for (int a = 0; a < mesh.ndim(); ++a) {  // then: the cheapest free non-concat dim
+    if (!disputed[a]) continue;
+    double best = kInfinity;
+    for (int d = 0; d < rank; ++d) {
+      const bool taken = std::find(chosen.begin(), chosen.end(), d) != chosen.end();
+      if (d == concat_axis || taken || c.input_shapes[0][d] < mesh.axis_size(a)) continue;
+      double cost = 0;
+      for (size_t i = 0; i < in.size(); ++i) {
+        if (in[i].DimOfAxis(a) == d) continue;
+        double numel = 1;
+        for (int e = 0; e < rank; ++e) {
+          int64_t parts = 1;
+          for (int axis : in[i].dims[e]) parts *= mesh.axis_size(axis);
+          numel *= static_cast<double>((c.input_shapes[i][e] + parts - 1) / parts);
+        }
+        cost += numel * static_cast<double>(mesh.axis_size(a));
+      }
+      if (cost < best) {
+        best = cost;
+        chosen[a] = d;
+      }
+    }
+  }
+  // Place the axes of each dim in the order the first input holding them has, then by axis.
+  DistAttr merged = DistAttr::Replicated(rank);
+  for (int a = 0; a < mesh.ndim(); ++a) {
+    if (chosen[a] >= 0) merged.dims[chosen[a]].push_back(a);
+  }
+  for (int d = 0; d < rank; ++d) {
+    auto position = [&](int axis) {
+      for (const DistAttr& attr : in) {
+        auto it = std::find(attr.dims[d].begin(), attr.dims[d].end(), axis);
+        if (it != attr.dims[d].end()) return static_cast<int>(it - attr.dims[d].begin());
+      }
+      return kMaxMeshAxes;
+    };
+    std::stable_sort(merged.dims[d].begin(), merged.dims[d].end(),
+                     [&](int x, int y) { return position(x) < position(y); });
+  }
+  InferResult result;
+  result.inputs.assign(in.size(), merged);
+  DistAttr out = merged;
+  if (stack_axis >= 0) out.dims.insert(out.dims.begin() + stack_axis, AxisList{});
+  result.outputs.push_back(out);
+  return result;
+}
+
+}  // namespace
+
+OpDecl reshape() {
+  return OpBuilder("reshape").Inputs({"x"}).Outputs({"out"})
+      .Attr("shape", AttrKind::kInts, std::nullopt)
+      .DimTrans([](const RuleContext& c) {
+        const Shape& src = c.input_shapes[0];
+        return Reshape(src, ResolveReshapeTarget(src, c.attrs.GetInts("shape"), "attrs.shape"));
+      });
+}
+
+OpDecl flatten() {
+  return OpBuilder("flatten").Inputs({"x"}).Outputs({"out"})
+      .Attr("start_axis", AttrKind::kInt, int64_t{0})
+      .Attr("stop_axis", AttrKind::kInt, int64_t{-1})
+      .DimTrans([](const RuleContext& c) {
+        const Shape& src = c.input_shapes[0];
+        if (src.empty()) return Reshape(src, {1});
+        const int rank = Rank(c);
+        const int start = notation::NormalizeAxis(c.attrs.GetInt("start_axis"), rank, "attrs.start_axis");
+        const int stop = notation::NormalizeAxis(c.attrs.GetInt("stop_axis"), rank, "attrs.stop_axis");
+        if (start > stop) ThrowInvalid("attrs.start_axis", "start_axis is after stop_axis");
+        Shape tgt(src.begin(), src.begin() + start);
+        int64_t merged = 1;
+        for (int d = start; d <= stop; ++d) merged *= src[d];
+        tgt.push_back(merged);
+        tgt.insert(tgt.end(), src.begin() + stop + 1, src.end());
+        return Reshape(src, tgt);
+      });
+}
+
+OpDecl squeeze() {
+  return OpBuilder("squeeze").Inputs({"x"}).Outputs({"out"})
+      .Attr("axis", AttrKind::kInts, std::vector<int64_t>{})
+      .Einsum([](const RuleContext& c) {
+        const Shape& x = c.input_shapes[0];
+        const int rank = Rank(c);
+        std::vector<bool> drop(rank, false);
+        const auto& axis = c.attrs.GetInts("axis");
+        for (int d = 0; d < rank; ++d) drop[d] = axis.empty() && x[d] == 1;
+        for (int d : notation::NormalizeAxes(axis, rank, "attrs.axis")) drop[d] = x[d] == 1;
+        EinsumSpec spec{{Letters(rank)}, {""}};
+        for (int d = 0; d < rank; ++d) {
+          if (drop[d]) {
+            spec.inputs[0][d] = '1';
+          } else {
+            spec.outputs[0].push_back(spec.inputs[0][d]);
+          }
+        }
+        spec.accept = PartialAcceptance::kAnyOp;
+        return spec;
+      });
+}
+
+OpDecl unsqueeze() {
+  return OpBuilder("unsqueeze").Inputs({"x"}).Outputs({"out"})
+      .Attr("axis", AttrKind::kInts, std::nullopt)
+      .Einsum([](const RuleContext& c) {
+        const int rank = Rank(c);
+        const auto& axis = c.attrs.GetInts("axis");
+        const int out_rank = rank + static_cast<int>(axis.size());
+        std::vector<bool> added(out_rank, false);
+        for (int d : notation::NormalizeAxes(axis, out_rank, "attrs.axis")) added[d] = true;
+        const std::string letters = Letters(rank);
+        EinsumSpec spec{{letters}, {""}};
+        size_t next = 0;
+        for (int d = 0; d < out_rank; ++d) spec.outputs[0].push_back(added[d] ? '1' : letters[next++]);
+        spec.accept = PartialAcceptance::kAnyOp;
+        return spec;
+      });
+}
+
+OpDecl transpose() {
+  return OpBuilder("transpose").Inputs({"x"}).Outputs({"out"})
+      .Attr("perm", AttrKind::kInts, std::nullopt)
+      .Einsum([](const RuleContext& c) {
+        const int rank = Rank(c);
+        const auto& perm = c.attrs.GetInts("perm");
+        if (static_cast<int>(perm.size()) != rank) {
+          ThrowInvalid("attrs.perm", "has " + std::to_string(perm.size()) +
+                                         " entries for rank " + std::to_string(rank));
+        }
+        const std::vector<int> axes = notation::NormalizeAxes(perm, rank, "attrs.perm");
+        const std::string letters = Letters(rank);
+        EinsumSpec spec{{letters}, {""}};
+        for (int d : axes) spec.outputs[0].push_back(letters[d]);
+        spec.accept = PartialAcceptance::kAnyOp;
+        return spec;
+      });
+}
+
+OpDecl split() {
+  return OpBuilder("split").Inputs({"x"}).Outputs({"out"})
+      .Attr("sections", AttrKind::kInts, std::nullopt)
+      .Attr("axis", AttrKind::kInt, int64_t{0})
+      .Einsum([](const RuleContext& c) {
+        const int rank = Rank(c);
+        const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
+        const auto& sections = c.attrs.GetInts("sections");
+        if (sections.empty()) ThrowInvalid("attrs.sections", "is empty");
+        int64_t known = 0, inferred = 0;
+        for (int64_t s : sections) {
+          if (s == -1) {
+            ++inferred;
+          } else if (s < 0) {
+            ThrowInvalid("attrs.sections", "section " + std::to_string(s) + " is negative");
+          } else {
+            known += s;
+          }
+        }
+        const int64_t size = c.input_shapes[0][axis];
+        if (inferred > 1) ThrowInvalid("attrs.sections", "only one -1 is allowed");
+        if (inferred == 0 ? known != size : known > size) {
+          ThrowInvalid("attrs.sections", "sections sum to " + std::to_string(known) +
+                                             ", the dim has size " + std::to_string(size));
+        }
+        std::string out = Letters(rank);
+        out[axis] = Fresh(100);
+        EinsumSpec spec = FreshAxis(Letters(rank), axis, 1,
+                                    std::vector<std::string>(sections.size(), out));
+        spec.forced_replicated.push_back(Fresh(100));
+        return spec;
+      });
+}
+
+OpDecl split_with_num() {
+  return OpBuilder("split_with_num").Inputs({"x"}).Outputs({"out"})
+      .Attr("num", AttrKind::kInt, std::nullopt)
+      .Attr("axis", AttrKind::kInt, int64_t{0})
+      .Einsum([](const RuleContext& c) {
+        const int rank = Rank(c);
+        const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
+        const int64_t num = c.attrs.GetInt("num");
+        if (num <= 0 || c.input_shapes[0][axis] % num != 0) {
+          ThrowInvalid("attrs.num", "size " + std::to_string(c.input_shapes[0][axis]) +
+                                        " does not split into " + std::to_string(num) +
+                                        " equal pieces");
+        }
+        std::string out = Letters(rank);
+        out[axis] = Fresh(100);
+        EinsumSpec spec = FreshAxis(Letters(rank), axis, 1,
+                                    std::vector<std::string>(static_cast<size_t>(num), out));
+        spec.forced_replicated.push_back(Fresh(100));
+        return spec;
+      });
+}
+
+OpDecl unbind() {
+  return OpBuilder("unbind").Inputs({"x"}).Outputs({"out"})
+      .Attr("axis", AttrKind::kInt, int64_t{0})
+      .Einsum([](const RuleContext& c) {
+        const int rank = Rank(c);
+        const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
+        if (c.input_shapes[0][axis] > 4096) {
+          ThrowUnsupported("inputs[0].shape", "unbind into more than 4096 outputs");
+        }
+        std::string out = Letters(rank);
+        out.erase(axis, 1);
+        return FreshAxis(Letters(rank), axis, 1,
+                         std::vector<std::string>(static_cast<size_t>(c.input_shapes[0][axis]), out));
+      });
+}
+
+OpDecl concat() {
+  auto notation = [](const RuleContext& c) {
+    const int rank = Rank(c);
+    if (rank == 0) ThrowInvalid("inputs[0].shape", "concat needs rank >= 1");
+    if (c.input_shapes.size() > 100) ThrowUnsupported("inputs", "more than 100 inputs");
+    const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
+    std::string out = Letters(rank);
+    out[axis] = Fresh(100);
+    EinsumSpec spec = FreshAxis(Letters(rank), axis, c.input_shapes.size(), {out});
+    spec.forced_replicated.push_back(Fresh(100));
+    return spec;
+  };
+  return OpBuilder("concat").VariadicInputs("x").Outputs({"out"})
+      .Attr("axis", AttrKind::kInt, int64_t{0})
+      .Einsum(notation)
+      .Forward([](const RuleContext& c, const Mesh& mesh, const std::vector<DistAttr>& in) {
+        const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), Rank(c), "attrs.axis");
+        return ConcatCost(c, mesh, in, axis, -1);
+      });
+}
+
+OpDecl stack() {
+  auto notation = [](const RuleContext& c) {
+    const int rank = Rank(c);
+    const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank + 1, "attrs.axis");
+    std::string out = Letters(rank);
+    out.insert(out.begin() + axis, Fresh(100));
+    EinsumSpec spec{std::vector<std::string>(c.input_shapes.size(), Letters(rank)), {out}};
+    spec.forced_replicated.push_back(Fresh(100));
+    return spec;
+  };
+  return OpBuilder("stack").VariadicInputs("x").Outputs({"out"})
+      .Attr("axis", AttrKind::kInt, int64_t{0})
+      .Einsum(notation)
+      .Forward([](const RuleContext& c, const Mesh& mesh, const std::vector<DistAttr>& in) {
+        const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), Rank(c) + 1, "attrs.axis");
+        return ConcatCost(c, mesh, in, -1, axis);
+      });
+}
+
+OpDecl slice() {
+  return OpBuilder("slice").Inputs({"x"}).Outputs({"out"})
+      .Attr("axes", AttrKind::kInts, std::nullopt)
+      .Attr("starts", AttrKind::kInts, std::nullopt)
+      .Attr("ends", AttrKind::kInts, std::nullopt)
+      .Attr("infer_flags", AttrKind::kInts, std::vector<int64_t>{})
+      .Attr("decrease_axis", AttrKind::kInts, std::vector<int64_t>{})
+      .Einsum([](const RuleContext& c) {
+        const Shape& x = c.input_shapes[0];
+        const int rank = Rank(c);
+        const auto& starts = c.attrs.GetInts("starts");
+        const auto& ends = c.attrs.GetInts("ends");
+        const std::vector<int> axes = notation::NormalizeAxes(c.attrs.GetInts("axes"), rank, "attrs.axes");
+        if (starts.size() != axes.size()) ThrowInvalid("attrs.starts", "needs one entry per axis");
+        if (ends.size() != axes.size()) ThrowInvalid("attrs.ends", "needs one entry per axis");
+        std::string in = Letters(rank), out = in;
+        std::vector<int64_t> size(x.begin(), x.end());
+        for (size_t k = 0; k < axes.size(); ++k) {
+          const int d = axes[k];
+          auto clamp = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + x[d] : v, 0, x[d]); };
+          size[d] = std::max<int64_t>(0, clamp(ends[k]) - clamp(starts[k]));
+          out[d] = Fresh(d);
+        }
+        std::vector<bool> drop(rank, false);
+        for (int d : notation::NormalizeAxes(c.attrs.GetInts("decrease_axis"), rank, "attrs.decrease_axis")) {
+          if (size[d] != 1) ThrowInvalid("attrs.decrease_axis", "dim " + std::to_string(d) + " does not have size 1 after slicing");
+          drop[d] = true;
+        }
+        EinsumSpec spec{{in}, {""}};
+        for (int d = 0; d < rank; ++d) {
+          if (out[d] != in[d]) spec.forced_replicated += std::string{in[d], out[d]};
+          if (!drop[d]) spec.outputs[0].push_back(out[d]);
+        }
+        return spec;
+      });
+}
+
+OpDecl tile() {
+  return OpBuilder("tile").Inputs({"x"}).Outputs({"out"})
+      .Attr("repeat_times", AttrKind::kInts, std::nullopt)
+      .Einsum([](const RuleContext& c) {
+        const int rank = Rank(c);
+        std::vector<int64_t> repeat = c.attrs.GetInts("repeat_times");
+        for (int64_t r : repeat) {
+          if (r < 0) ThrowInvalid("attrs.repeat_times", "entry " + std::to_string(r) + " is negative");
+        }
+        const int out_rank = std::max<int>(rank, static_cast<int>(repeat.size()));
+        repeat.insert(repeat.begin(), out_rank - repeat.size(), 1);
+        const std::string in = Letters(rank);
+        EinsumSpec spec{{in}, {""}};
+        for (int p = 0; p < out_rank; ++p) {
+          const int d = p - (out_rank - rank);  // the input dim at p, or < 0 for a new dim
+          if (d >= 0 && repeat[p] == 1) {
+            spec.outputs[0].push_back(in[d]);
+            continue;
+          }
+          spec.outputs[0].push_back(Fresh(p));
+          spec.forced_replicated.push_back(Fresh(p));
+          if (d >= 0) spec.forced_replicated.push_back(in[d]);
+        }
+        return spec;
+      });
+}
+
+namespace {
+
+// expand / expand_as: broadcast x to `target` (right-aligned; -1 keeps the input dim).
+// Expanded (1 -> n) and new dims get fresh, replicated letters.
+EinsumSpec Expand(const Shape& x, const std::vector<int64_t>& target, const std::string& field) {
+  const int rank = static_cast<int>(x.size());
+  const int out_rank = static_cast<int>(target.size());
+  if (out_rank < rank) ThrowInvalid(field, "has fewer dims than the input");
+  std::string in = Letters(rank), out;
+  for (int p = 0; p < out_rank; ++p) {
+    const int d = p - (out_rank - rank);
+    const int64_t t = target[p];
+    if (d < 0) {
+      if (t < 0) ThrowInvalid(field, "a new dim cannot be -1");
+      out.push_back(Fresh(p));
+      continue;
+    }
+    if (t == -1 || t == x[d]) {
+      out.push_back(x[d] == 1 ? '1' : in[d]);
+      if (x[d] == 1) in[d] = '1';
+    } else if (x[d] == 1 && t >= 0) {
+      in[d] = '1';
+      out.push_back(Fresh(p));
+    } else {
+      ThrowInvalid(field, "cannot expand dim " + std::to_string(d) + " of size " +
+                              std::to_string(x[d]) + " to " + std::to_string(t));
+    }
+  }
+  EinsumSpec spec{{in}, {out}};
+  for (char ch : out) {
+    if (static_cast<unsigned char>(ch) >= 128) spec.forced_replicated.push_back(ch);
+  }
+  return spec;
+}
+
+}  // namespace
+
+OpDecl expand() {
+  return OpBuilder("expand").Inputs({"x"}).Outputs({"out"})
+      .Attr("shape", AttrKind::kInts, std::nullopt)
+      .Einsum([](const RuleContext& c) {
+        return Expand(c.input_shapes[0], c.attrs.GetInts("shape"), "attrs.shape");
+      });
+}
+
+OpDecl expand_as() {
+  return OpBuilder("expand_as").Inputs({"x", "y"}).Outputs({"out"})
+      .Attr("target_shape", AttrKind::kInts, std::vector<int64_t>{})
+      .Einsum([](const RuleContext& c) {
+        const auto& given = c.attrs.GetInts("target_shape");
+        const Shape& target = given.empty() ? c.input_shapes[1] : given;
+        EinsumSpec spec = Expand(c.input_shapes[0], target, "attrs.target_shape");
+        std::string y;  // y's values are not read: every dim fresh and replicated
+        for (size_t d = 0; d < c.input_shapes[1].size(); ++d) y.push_back(notation::Fresh(64 + static_cast<int>(d)));
+        spec.inputs.push_back(y);
+        spec.forced_replicated += y;
+        return spec;
+      });
+}
+
+}  // namespace spmd::declare
