@@ -1,26 +1,37 @@
 // The `spmd` command: a thin layer over the library.
-//   spmd infer [FILE...]   JSONL requests (stdin when no file) -> JSONL answers on stdout
+//   spmd infer [FILE...]          JSONL requests -> JSONL answers (SEMANTICS.md §10)
+//   spmd infer --check FILE...    golden cases: answer each, compare with its "expect",
+//                                 print a table and a total; exit 1 on any mismatch
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "rules/infer_io.h"
 
 namespace {
 
+using nlohmann::json;
+
 int Usage(std::ostream& out, int code) {
   out << "usage: spmd infer [FILE...]\n"
-         "  infer   answer SPMD rule requests, one JSON object per line (SEMANTICS.md §10);\n"
-         "          reads stdin when no FILE is given; empty lines are skipped\n";
+         "       spmd infer --check FILE...\n"
+         "  infer          answer SPMD rule requests, one JSON object per line; reads stdin\n"
+         "                 when no FILE is given; empty lines are skipped\n"
+         "  infer --check  answer golden cases (requests with \"name\" and \"expect\") and\n"
+         "                 report every case whose answer differs\n";
   return code;
 }
+
+bool Blank(const std::string& line) { return line.find_first_not_of(" \t\r") == std::string::npos; }
 
 void InferStream(std::istream& in, std::ostream& out) {
   std::string line;
   while (std::getline(in, line)) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    out << spmd::InferLine(line) << '\n';
+    if (!Blank(line)) out << spmd::InferLine(line) << '\n';
   }
   out.flush();
 }
@@ -41,6 +52,45 @@ int Infer(const std::vector<std::string>& files) {
   return 0;
 }
 
+int Check(const std::vector<std::string>& files) {
+  if (files.empty()) return Usage(std::cerr, 2);
+  int total = 0, failed = 0;
+  std::printf("%-40s %7s %7s %7s\n", "file", "cases", "passed", "failed");
+  for (const std::string& path : files) {
+    std::ifstream in(path);
+    if (!in) {
+      std::cerr << "spmd infer --check: cannot open " << path << "\n";
+      return 2;
+    }
+    int cases = 0, bad = 0, number = 0;
+    std::string line;
+    while (std::getline(in, line)) {
+      ++number;
+      if (Blank(line)) continue;
+      ++cases;
+      const json golden = json::parse(line, nullptr, /*allow_exceptions=*/false);
+      std::string mismatch;
+      if (golden.is_discarded() || !golden.is_object() || !golden.contains("expect")) {
+        mismatch = "not a golden case (a JSON object with \"expect\")";
+      } else {
+        const json answer = json::parse(spmd::InferLine(spmd::StripGoldenFields(golden).dump()));
+        mismatch = spmd::CompareWithExpect(answer, golden["expect"]);
+      }
+      if (!mismatch.empty()) {
+        ++bad;
+        std::cerr << path << ":" << number << " "
+                  << (golden.is_object() ? golden.value("name", "") : "") << ": " << mismatch
+                  << "\n";
+      }
+    }
+    std::printf("%-40s %7d %7d %7d\n", path.c_str(), cases, cases - bad, bad);
+    total += cases;
+    failed += bad;
+  }
+  std::printf("checked %d golden rule cases: %d passed, %d failed\n", total, total - failed, failed);
+  return failed == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,7 +98,10 @@ int main(int argc, char** argv) {
   if (argc < 2) return Usage(std::cerr, 2);
   const std::string command = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
-  if (command == "infer") return Infer(args);
+  if (command == "infer") {
+    if (!args.empty() && args[0] == "--check") return Check({args.begin() + 1, args.end()});
+    return Infer(args);
+  }
   if (command == "--help" || command == "-h" || command == "help") return Usage(std::cout, 0);
   std::cerr << "spmd: unknown command '" << command << "'\n";
   return Usage(std::cerr, 2);

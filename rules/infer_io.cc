@@ -216,6 +216,35 @@ json InferJson(const json& request) {
   }
 }
 
+json StripGoldenFields(const json& golden_case) {
+  json request = golden_case;
+  for (const char* key : {"name", "why", "expect"}) request.erase(key);
+  return request;
+}
+
+std::string CompareWithExpect(const json& answer, const json& expect) {
+  if (expect.contains("error")) {
+    if (!answer.contains("error")) return "expected an error, got " + answer.dump();
+    if (answer["error"]["type"] != expect["error"]["type"]) {
+      return "expected error type " + expect["error"]["type"].dump() + ", got " + answer.dump();
+    }
+    if (expect["error"].contains("field")) {
+      const std::string field = expect["error"]["field"].get<std::string>();
+      if (answer["error"]["message"].get<std::string>().find(field) == std::string::npos) {
+        return "the message does not name " + field + ": " + answer.dump();
+      }
+    }
+    return "";
+  }
+  if (answer.contains("error")) return "expected an answer, got " + answer.dump();
+  for (const char* key : {"inputs", "outputs"}) {
+    if (answer[key] != expect[key]) {
+      return std::string(key) + ": expected " + expect[key].dump() + ", got " + answer[key].dump();
+    }
+  }
+  return "";
+}
+
 std::string InferLine(std::string_view line) {
   json request = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
   if (request.is_discarded()) {

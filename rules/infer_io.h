@@ -19,6 +19,13 @@ nlohmann::json InferJson(const nlohmann::json& request);
 // InvalidArgument naming `line`). Returns the answer on one line.
 std::string InferLine(std::string_view line);
 
+// Golden cases are requests with three more fields: "name", "why" and "expect" (either
+// {"inputs": [...], "outputs": [...]} or {"error": {"type": ..., "field": ...}}).
+// Returns the request without them.
+nlohmann::json StripGoldenFields(const nlohmann::json& golden_case);
+// Returns an empty string when `answer` is what `expect` says, else what differs.
+std::string CompareWithExpect(const nlohmann::json& answer, const nlohmann::json& expect);
+
 // The JSON form of a dist attr: {"dims_mapping": [...], "partial": {"0": "sum"}}; the flat
 // form when every dim has at most one axis, else a list per dim.
 nlohmann::json DistAttrToJson(const DistAttr& attr);
