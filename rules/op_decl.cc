@@ -114,6 +114,11 @@ Attrs OpDecl::NormalizeAttrs(const Attrs& given) const {
   return normalized;
 }
 
+std::vector<InputValues> OpDecl::InputValueKinds(const RuleContext& context) const {
+  if (values) return values(context);
+  return std::vector<InputValues>(context.input_shapes.size());
+}
+
 std::optional<EinsumSpec> BuildEinsumSpec(const OpDecl& op, const std::vector<Shape>& shapes,
                                           const Attrs& normalized_attrs) {
   if (!op.einsum) return std::nullopt;

@@ -38,7 +38,22 @@ struct RuleContext {
   const Attrs& attrs;
 };
 
+// What values the generators give an input (DESIGN.md: value ranges). Real values are
+// distinct (so that max and argmax have one answer) and sign-varying.
+enum class ValueKind {
+  kReal,      // distinct values in (-2, 2)
+  kPositive,  // distinct values in (0.1, 2): sqrt, log, probabilities
+  kNonZero,   // distinct values with |v| >= 0.5: divisors
+  kBool,      // 0 or 1
+  kIndex,     // integers in [0, bound): ids, labels
+};
+struct InputValues {
+  ValueKind kind = ValueKind::kReal;
+  int64_t bound = 0;  // kIndex: one past the largest value
+};
+
 using EinsumBuilder = std::function<EinsumSpec(const RuleContext&)>;
+using ValuesBuilder = std::function<std::vector<InputValues>(const RuleContext&)>;
 using DimTransBuilder = std::function<DimTransSpec(const RuleContext&)>;
 using ForwardOverride = std::function<InferResult(const RuleContext&, const Mesh&,
                                                   const std::vector<DistAttr>&)>;
@@ -54,6 +69,10 @@ struct OpDecl {
   DimTransBuilder dimtrans;
   ForwardOverride forward_override;  // optional
   DistCheck dist_check;              // optional, forward only
+  ValuesBuilder values;              // optional: every input kReal when absent
+
+  // Returns the value kind of every input for these shapes and normalised attrs.
+  std::vector<InputValues> InputValueKinds(const RuleContext& context) const;
 
   // Returns the attrs with every declared attr present (defaults filled, aliases resolved,
   // kinds converted: int -> float, int -> ints, ints -> floats). Throws
@@ -94,6 +113,10 @@ class OpBuilder {
   }
   OpBuilder& Forward(ForwardOverride fn) {
     decl_.forward_override = std::move(fn);
+    return *this;
+  }
+  OpBuilder& Values(ValuesBuilder fn) {
+    decl_.values = std::move(fn);
     return *this;
   }
   OpBuilder& CheckDist(DistCheck fn) {

@@ -16,8 +16,9 @@ EinsumSpec Accepting(const RuleContext& c, PartialAcceptance accept) {
   return spec;
 }
 
-OpDecl Unary(const char* name) {
-  return OpBuilder(name).Inputs({"x"}).Outputs({"out"}).Einsum(Pointwise);
+OpDecl Unary(const char* name, ValueKind values = ValueKind::kReal) {
+  return OpBuilder(name).Inputs({"x"}).Outputs({"out"}).Einsum(Pointwise)
+      .Values([values](const RuleContext&) { return std::vector<InputValues>{{values}}; });
 }
 
 OpDecl Binary(const char* name, PartialAcceptance accept = PartialAcceptance::kNone) {
@@ -34,10 +35,10 @@ OpDecl gelu() {
 }
 OpDecl silu() { return Unary("silu"); }
 OpDecl exp() { return Unary("exp"); }
-OpDecl log() { return Unary("log"); }
+OpDecl log() { return Unary("log", ValueKind::kPositive); }
 OpDecl tanh() { return Unary("tanh"); }
 OpDecl sigmoid() { return Unary("sigmoid"); }
-OpDecl sqrt() { return Unary("sqrt"); }
+OpDecl sqrt() { return Unary("sqrt", ValueKind::kPositive); }
 OpDecl abs() { return Unary("abs"); }
 
 // scale is linear in x only without a bias: a bias would be added once per rank.
@@ -79,13 +80,22 @@ OpDecl cast() {
 OpDecl add() { return Binary("add", PartialAcceptance::kSumOfAll); }
 OpDecl subtract() { return Binary("subtract", PartialAcceptance::kSumOfAll); }
 OpDecl multiply() { return Binary("multiply", PartialAcceptance::kMultilinear); }
-OpDecl divide() { return Binary("divide"); }
+OpDecl divide() {
+  OpDecl op = Binary("divide");
+  op.values = [](const RuleContext&) {
+    return std::vector<InputValues>{{ValueKind::kReal}, {ValueKind::kNonZero}};
+  };
+  return op;
+}
 OpDecl maximum() { return Binary("maximum"); }
 OpDecl minimum() { return Binary("minimum"); }
 OpDecl greater_than() { return Binary("greater_than"); }
 OpDecl less_than() { return Binary("less_than"); }
 OpDecl where() {
-  return OpBuilder("where").Inputs({"condition", "x", "y"}).Outputs({"out"}).Einsum(Pointwise);
+  return OpBuilder("where").Inputs({"condition", "x", "y"}).Outputs({"out"}).Einsum(Pointwise)
+      .Values([](const RuleContext&) {
+        return std::vector<InputValues>{{ValueKind::kBool}, {ValueKind::kReal}, {ValueKind::kReal}};
+      });
 }
 
 }  // namespace spmd::declare

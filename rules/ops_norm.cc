@@ -92,6 +92,9 @@ OpDecl lookup_table_v2() {
         const std::string ids = notation::Letters(static_cast<int>(c.input_shapes[0].size()));
         return EinsumSpec{{ids, "VW"}, {ids + "W"}};
       })
+      .Values([](const RuleContext& c) {
+        return std::vector<InputValues>{{ValueKind::kIndex, c.input_shapes[1][0]}, {}};
+      })
       .CheckDist([](const RuleContext& c, const std::vector<DistAttr>& inputs) {
         if (inputs[1].dims[0].empty()) return;
         if (c.attrs.GetInt("padding_idx") >= 0 || c.attrs.GetBool("sparse")) {
@@ -122,6 +125,17 @@ OpDecl cross_entropy_with_softmax() {
         EinsumSpec spec{{letters, soft ? letters : reduced}, {letters, reduced}};
         spec.forced_replicated.push_back(letters[axis]);
         return spec;
+      })
+      .Values([](const RuleContext& c) {
+        const Shape& logits = c.input_shapes[0];
+        const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"),
+                                                 static_cast<int>(logits.size()), "attrs.axis");
+        const ValueKind probabilities =
+            c.attrs.GetBool("use_softmax") ? ValueKind::kReal : ValueKind::kPositive;
+        if (c.attrs.GetBool("soft_label")) {
+          return std::vector<InputValues>{{probabilities}, {ValueKind::kPositive}};
+        }
+        return std::vector<InputValues>{{probabilities}, {ValueKind::kIndex, logits[axis]}};
       });
 }
 
