@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Enforces the include graph of DESIGN.md: which top-level folder may include which.
 #   rules -> (nothing else); reference -> rules; kernels -> rules;
-#   runtime -> rules, kernels; property_tests -> runtime, reference, rules;
+#   runtime -> rules, kernels; checker -> reference, rules;
+#   property_tests -> checker, runtime, reference, rules;
 #   cli and bench -> everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +11,8 @@ declare -A allowed=(
   [reference]="reference rules"
   [kernels]="kernels rules"
   [runtime]="runtime rules kernels"
-  [property_tests]="property_tests runtime reference rules kernels"
+  [checker]="checker reference rules"
+  [property_tests]="property_tests checker runtime reference rules kernels"
 )
 bad=0
 for layer in "${!allowed[@]}"; do

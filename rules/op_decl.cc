@@ -101,6 +101,7 @@ Attrs OpDecl::NormalizeAttrs(const Attrs& given) const {
       for (const std::string& alias : attrs[k].aliases) match = match || alias == name;
       if (match) break;
     }
+    if (name.rfind("__", 0) == 0) ThrowInvalid("attrs." + name, "is set by localization only");
     if (k == attrs.size()) ThrowInvalid("attrs." + name, "is not an attribute of " + this->name);
     if (seen[k]) ThrowInvalid("attrs." + name, "given twice (under an alias)");
     seen[k] = true;

@@ -52,7 +52,26 @@ struct InputValues {
   int64_t bound = 0;  // kIndex: one past the largest value
 };
 
+// What a localizer sees when one rank runs the op on its shards (SEMANTICS.md §3,
+// soundness): global and local shapes of every input and output, and the global offset
+// of every input shard.
+struct LocalContext {
+  const Attrs& attrs;  // normalised
+  const std::vector<Shape>& global_inputs;
+  const std::vector<Shape>& local_inputs;
+  const std::vector<Shape>& input_offsets;
+  const std::vector<Shape>& global_outputs;
+  const std::vector<Shape>& local_outputs;
+};
+
+// Localized attrs the references understand (docs/OPS.md, "Localized attrs"): set only by
+// an op's localizer, never accepted from callers.
+inline constexpr const char* kLocalCount = "__count";              // mean, mean_all
+inline constexpr const char* kLocalVocabStart = "__vocab_start";   // lookup_table_v2
+inline constexpr const char* kLocalSqueezeExact = "__exact";       // squeeze
+
 using EinsumBuilder = std::function<EinsumSpec(const RuleContext&)>;
+using Localizer = std::function<Attrs(const LocalContext&)>;
 using ValuesBuilder = std::function<std::vector<InputValues>(const RuleContext&)>;
 using DimTransBuilder = std::function<DimTransSpec(const RuleContext&)>;
 using ForwardOverride = std::function<InferResult(const RuleContext&, const Mesh&,
@@ -70,6 +89,7 @@ struct OpDecl {
   ForwardOverride forward_override;  // optional
   DistCheck dist_check;              // optional, forward only
   ValuesBuilder values;              // optional: every input kReal when absent
+  Localizer localize;                // optional: attrs unchanged on a shard when absent
 
   // Returns the value kind of every input for these shapes and normalised attrs.
   std::vector<InputValues> InputValueKinds(const RuleContext& context) const;
@@ -113,6 +133,10 @@ class OpBuilder {
   }
   OpBuilder& Forward(ForwardOverride fn) {
     decl_.forward_override = std::move(fn);
+    return *this;
+  }
+  OpBuilder& Localize(Localizer fn) {
+    decl_.localize = std::move(fn);
     return *this;
   }
   OpBuilder& Values(ValuesBuilder fn) {

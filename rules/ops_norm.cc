@@ -95,6 +95,9 @@ OpDecl lookup_table_v2() {
       .Values([](const RuleContext& c) {
         return std::vector<InputValues>{{ValueKind::kIndex, c.input_shapes[1][0]}, {}};
       })
+      .Localize([](const LocalContext& c) {  // a shard holds rows [start, start + rows)
+        return c.attrs.With(kLocalVocabStart, c.input_offsets[1][0]);
+      })
       .CheckDist([](const RuleContext& c, const std::vector<DistAttr>& inputs) {
         if (inputs[1].dims[0].empty()) return;
         if (c.attrs.GetInt("padding_idx") >= 0 || c.attrs.GetBool("sparse")) {

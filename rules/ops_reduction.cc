@@ -10,6 +10,12 @@
 namespace spmd::declare {
 namespace {
 
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
 // Which dims a reduction reduces: every dim when `all` or the list is empty.
 std::vector<bool> ReducedDims(const std::vector<int64_t>& axis, bool all, int rank,
                               const std::string& field) {
@@ -62,7 +68,17 @@ void ForceReducedReplicated(EinsumSpec& spec) {
 }  // namespace
 
 OpDecl sum() { return SumLike("sum", ReduceOp::kSum, PartialAcceptance::kSameOp); }
-OpDecl mean() { return SumLike("mean", ReduceOp::kSum, PartialAcceptance::kNone); }
+// A shard's mean divides by the global count of reduced elements (D7).
+Attrs LocalizeMean(const LocalContext& c) {
+  const int64_t in = NumElements(c.global_inputs[0]), out = NumElements(c.global_outputs[0]);
+  return c.attrs.With(kLocalCount, out == 0 ? int64_t{0} : in / out);
+}
+
+OpDecl mean() {
+  OpDecl op = SumLike("mean", ReduceOp::kSum, PartialAcceptance::kNone);
+  op.localize = LocalizeMean;
+  return op;
+}
 OpDecl max() { return SumLike("max", ReduceOp::kMax, PartialAcceptance::kSameOp); }
 OpDecl min() { return SumLike("min", ReduceOp::kMin, PartialAcceptance::kSameOp); }
 OpDecl prod() { return SumLike("prod", ReduceOp::kProd, PartialAcceptance::kNone); }
@@ -84,7 +100,7 @@ OpDecl mean_all() {
   return OpBuilder("mean_all").Inputs({"x"}).Outputs({"out"}).Einsum([](const RuleContext& c) {
     const int rank = static_cast<int>(c.input_shapes[0].size());
     return Reduction(rank, std::vector<bool>(rank, true), false);
-  });
+  }).Localize(LocalizeMean);
 }
 
 OpDecl logsumexp() {

@@ -107,6 +107,11 @@ InferResult ConcatCost(const RuleContext& c, const Mesh& mesh, const std::vector
   return result;
 }
 
+// Ops whose attr spells the output shape take the shard's output shape on a shard.
+Localizer LocalOutputShape(const char* attr) {
+  return [attr](const LocalContext& c) { return c.attrs.With(attr, c.local_outputs[0]); };
+}
+
 }  // namespace
 
 OpDecl reshape() {
@@ -115,7 +120,8 @@ OpDecl reshape() {
       .DimTrans([](const RuleContext& c) {
         const Shape& src = c.input_shapes[0];
         return Reshape(src, ResolveReshapeTarget(src, c.attrs.GetInts("shape"), "attrs.shape"));
-      });
+      })
+      .Localize(LocalOutputShape("shape"));
 }
 
 OpDecl flatten() {
@@ -158,6 +164,18 @@ OpDecl squeeze() {
         }
         spec.accept = PartialAcceptance::kAnyOp;
         return spec;
+      })
+      .Localize([](const LocalContext& c) {
+        // A shard's dim may have size 1 where the global one does not: name the dims.
+        const Shape& x = c.global_inputs[0];
+        const auto& axis = c.attrs.GetInts("axis");
+        std::vector<int64_t> exact;
+        for (int d = 0; d < static_cast<int>(x.size()); ++d) {
+          bool listed = axis.empty();
+          for (int64_t a : axis) listed = listed || a == d || a + static_cast<int64_t>(x.size()) == d;
+          if (listed && x[d] == 1) exact.push_back(d);
+        }
+        return c.attrs.With("axis", exact).With(kLocalSqueezeExact, true);
       });
 }
 
@@ -416,7 +434,8 @@ OpDecl expand() {
       .Attr("shape", AttrKind::kInts, std::nullopt)
       .Einsum([](const RuleContext& c) {
         return Expand(c.input_shapes[0], c.attrs.GetInts("shape"), "attrs.shape");
-      });
+      })
+      .Localize(LocalOutputShape("shape"));
 }
 
 OpDecl expand_as() {
@@ -431,7 +450,8 @@ OpDecl expand_as() {
         spec.inputs.push_back(y);
         spec.forced_replicated += y;
         return spec;
-      });
+      })
+      .Localize(LocalOutputShape("target_shape"));
 }
 
 }  // namespace spmd::declare

@@ -1,0 +1,437 @@
+#include "checker/simulate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "reference/reference.h"
+#include "rules/error.h"
+#include "rules/infer_io.h"
+#include "rules/layout.h"
+
+namespace spmd::checker {
+namespace {
+
+using reference::Tensor;
+using reference::Tensors;
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : gen_(seed) {}
+  double Uniform(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(gen_); }
+  int64_t Int(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(gen_); }
+  std::mt19937_64& gen() { return gen_; }
+
+ private:
+  std::mt19937_64 gen_;
+};
+
+struct NotApplicable {
+  std::string why;
+};
+
+int64_t Numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+// Distinct values (so max and argmax have one answer), sign-varying unless positive.
+Tensor MakeInput(const Shape& shape, InputValues values, Rng& rng) {
+  Tensor t;
+  t.shape = shape;
+  const int64_t n = Numel(shape);
+  t.data.resize(n);
+  std::vector<int64_t> rank(n);
+  std::iota(rank.begin(), rank.end(), 0);
+  std::shuffle(rank.begin(), rank.end(), rng.gen());
+  const double step = n > 0 ? 1.0 / static_cast<double>(n) : 1.0;
+  for (int64_t k = 0; k < n; ++k) {
+    const double u = (static_cast<double>(rank[k]) + 0.5 + rng.Uniform(-0.25, 0.25)) * step;  // (0, 1)
+    switch (values.kind) {
+      case ValueKind::kReal: t.data[k] = -2.0 + 4.0 * u; break;
+      case ValueKind::kPositive: t.data[k] = 0.1 + 1.9 * u; break;
+      case ValueKind::kNonZero: t.data[k] = (rng.Int(0, 1) ? 1.0 : -1.0) * (0.5 + 1.5 * u); break;
+      case ValueKind::kBool: t.data[k] = static_cast<double>(rng.Int(0, 1)); break;
+      case ValueKind::kIndex:
+        if (values.bound <= 0) throw NotApplicable{"no valid index below bound 0"};
+        t.data[k] = static_cast<double>(rng.Int(0, values.bound - 1));
+        break;
+    }
+  }
+  if (values.kind == ValueKind::kBool) t.dtype = DType::kBool;
+  if (values.kind == ValueKind::kIndex) t.dtype = DType::kInt64;
+  return t;
+}
+
+// Splits `whole` into n local values whose reduction with `op` gives it back, chosen so
+// that another reduce op gives something else.
+std::vector<Tensor> SplitOne(const Tensor& whole, ReduceOp op, int64_t n, Rng& rng) {
+  std::vector<Tensor> parts(n, whole);
+  if (n == 1) return parts;
+  for (size_t k = 0; k < whole.data.size(); ++k) {
+    const double v = whole.data[k];
+    const int64_t keeper = rng.Int(0, n - 1);
+    double rest = op == ReduceOp::kProd ? 1.0 : 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (i == keeper) continue;
+      double& p = parts[i].data[k];
+      switch (op) {
+        case ReduceOp::kSum:
+        case ReduceOp::kAvg: p = rng.Uniform(-1.5, 1.5); rest += p; break;
+        case ReduceOp::kMax: p = v - rng.Uniform(0.25, 1.5); break;
+        case ReduceOp::kMin: p = v + rng.Uniform(0.25, 1.5); break;
+        case ReduceOp::kProd: p = (rng.Int(0, 1) ? 1 : -1) * rng.Uniform(0.5, 1.5); rest *= p; break;
+        case ReduceOp::kAny: p = v != 0 ? static_cast<double>(rng.Int(0, 1)) : 0.0; break;
+        case ReduceOp::kAll: p = v != 0 ? 1.0 : static_cast<double>(rng.Int(0, 1)); break;
+      }
+    }
+    double& kept = parts[keeper].data[k];
+    switch (op) {
+      case ReduceOp::kSum: kept = v - rest; break;
+      case ReduceOp::kAvg: kept = static_cast<double>(n) * v - rest; break;
+      case ReduceOp::kProd: kept = v / rest; break;
+      default: kept = v; break;  // max, min, any, all: the keeper holds the value itself
+    }
+  }
+  return parts;
+}
+
+// Nested split over the partial axes in ascending order; index = mixed radix of the
+// coordinates on those axes, the lowest axis most significant.
+std::vector<Tensor> SplitPartial(const Tensor& whole, const PartialMap& partial, const Mesh& mesh,
+                                 Rng& rng) {
+  std::vector<Tensor> parts{whole};
+  for (const auto& [axis, op] : partial) {
+    std::vector<Tensor> next;
+    for (const Tensor& p : parts) {
+      for (Tensor& q : SplitOne(p, op, mesh.axis_size(axis), rng)) next.push_back(std::move(q));
+    }
+    parts = std::move(next);
+  }
+  return parts;
+}
+
+int64_t PartialIndex(const PartialMap& partial, const Mesh& mesh, const std::vector<int64_t>& coord) {
+  int64_t index = 0;
+  for (const auto& [axis, op] : partial) index = index * mesh.axis_size(axis) + coord[axis];
+  return index;
+}
+
+std::vector<int64_t> Strides(const Shape& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+// Calls fn(multi-index) for every element of `shape` in row-major order.
+template <typename Fn>
+void ForEachIndex(const Shape& shape, Fn&& fn) {
+  const int64_t n = Numel(shape);
+  std::vector<int64_t> index(shape.size(), 0);
+  for (int64_t k = 0; k < n; ++k) {
+    fn(index, k);
+    for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+      if (++index[d] < shape[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+Tensor Slice(const Tensor& t, const std::vector<Range>& ranges) {
+  Tensor out;
+  out.dtype = t.dtype;
+  for (const Range& r : ranges) out.shape.push_back(r.size());
+  out.data.resize(Numel(out.shape));
+  const std::vector<int64_t> strides = Strides(t.shape);
+  ForEachIndex(out.shape, [&](const std::vector<int64_t>& index, int64_t k) {
+    int64_t at = 0;
+    for (size_t d = 0; d < index.size(); ++d) at += (ranges[d].begin + index[d]) * strides[d];
+    out.data[k] = t.data[at];
+  });
+  return out;
+}
+
+std::vector<std::vector<int64_t>> AllCoordinates(const Mesh& mesh) {
+  std::vector<std::vector<int64_t>> coords;
+  ForEachIndex(mesh.shape(), [&](const std::vector<int64_t>& index, int64_t) { coords.push_back(index); });
+  return coords;
+}
+
+double Reduce(ReduceOp op, const double* values, int64_t n) {
+  double r = values[0];
+  for (int64_t i = 1; i < n; ++i) {
+    const double v = values[i];
+    switch (op) {
+      case ReduceOp::kSum: case ReduceOp::kAvg: r += v; break;
+      case ReduceOp::kMax: r = std::max(r, v); break;
+      case ReduceOp::kMin: r = std::min(r, v); break;
+      case ReduceOp::kProd: r *= v; break;
+      case ReduceOp::kAny: r = (r != 0 || v != 0) ? 1 : 0; break;
+      case ReduceOp::kAll: r = (r != 0 && v != 0) ? 1 : 0; break;
+    }
+  }
+  if (op == ReduceOp::kAvg) r /= static_cast<double>(n);
+  if (op == ReduceOp::kAny || op == ReduceOp::kAll) r = r != 0 ? 1 : 0;
+  return r;
+}
+
+// Reduces the block of Π n(axis) values, the first axis most significant, innermost first.
+double ReduceNested(const std::vector<std::pair<ReduceOp, int64_t>>& axes, size_t level,
+                    const double* values) {
+  if (level == axes.size()) return values[0];
+  int64_t block = 1;
+  for (size_t l = level + 1; l < axes.size(); ++l) block *= axes[l].second;
+  std::vector<double> inner(axes[level].second);
+  for (int64_t c = 0; c < axes[level].second; ++c) inner[c] = ReduceNested(axes, level + 1, values + c * block);
+  return Reduce(axes[level].first, inner.data(), axes[level].second);
+}
+
+bool Close(double expected, double got, DType dtype) {
+  if (std::isnan(expected) || std::isnan(got)) return std::isnan(expected) && std::isnan(got);
+  if (std::isinf(expected) || std::isinf(got)) return expected == got;
+  if (!IsFloating(dtype)) return expected == got;
+  return std::abs(expected - got) <= 1e-9 * std::max(1.0, std::abs(expected));
+}
+
+std::string IndexString(const std::vector<int64_t>& index) {
+  std::string s = "[";
+  for (size_t i = 0; i < index.size(); ++i) s += (i ? "," : "") + std::to_string(index[i]);
+  return s + "]";
+}
+
+std::string Number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+Outcome Unsound(Counterexample ce) {
+  Outcome outcome;
+  outcome.verdict = Verdict::kUnsound;
+  outcome.counterexample = std::move(ce);
+  return outcome;
+}
+
+// Assembles output `o` from the local outputs per SEMANTICS.md §2.1 and compares it with
+// the global reference. Returns a counterexample or nothing.
+std::optional<Counterexample> CheckOutput(int o, const Tensor& global, const DistAttr& claim,
+                                          const Mesh& mesh,
+                                          const std::vector<std::vector<int64_t>>& coords,
+                                          const std::vector<Tensors>& local) {
+  std::vector<int> replicated;
+  for (int a = 0; a < mesh.ndim(); ++a) {
+    if (claim.DimOfAxis(a) < 0 && claim.partial.count(a) == 0) replicated.push_back(a);
+  }
+  std::vector<std::pair<ReduceOp, int64_t>> partial_axes;
+  int64_t partial_count = 1;
+  for (const auto& [axis, op] : claim.partial) {
+    partial_axes.push_back({op, mesh.axis_size(axis)});
+    partial_count *= mesh.axis_size(axis);
+  }
+  const int64_t numel = Numel(global.shape);
+  std::vector<double> values(numel * partial_count, 0.0);
+  std::vector<int64_t> filled(numel, 0);
+  const std::vector<int64_t> strides = Strides(global.shape);
+  auto linear = [&](const std::vector<int64_t>& coord) {
+    int64_t r = 0;
+    for (int a = 0; a < mesh.ndim(); ++a) r = r * mesh.axis_size(a) + coord[a];
+    return r;
+  };
+  for (size_t r = 0; r < coords.size(); ++r) {
+    const std::vector<int64_t>& coord = coords[r];
+    const Tensor& mine = local[r][o];
+    const int64_t pid = mesh.process_ids()[r];
+    const Shape want = LocalShape(global.shape, claim, mesh, coord);
+    if (mine.shape != want) {
+      return Counterexample{"shape", o, pid, mine.shape, 0, 0,
+                            "output " + std::to_string(o) + " on rank " + std::to_string(pid) +
+                                " has local shape " + IndexString(mine.shape) + ", the layout says " +
+                                IndexString(want)};
+    }
+    std::vector<int64_t> base = coord;
+    bool is_base = true;
+    for (int a : replicated) {
+      is_base = is_base && coord[a] == 0;
+      base[a] = 0;
+    }
+    if (!is_base) {  // a replica must hold what its coordinate-0 peer holds
+      const Tensor& peer = local[linear(base)][o];
+      for (size_t k = 0; k < mine.data.size(); ++k) {
+        if (!Close(peer.data[k], mine.data[k], global.dtype)) {
+          return Counterexample{"replica", o, pid, {static_cast<int64_t>(k)}, peer.data[k], mine.data[k],
+                                "output " + std::to_string(o) + " is claimed replicated but rank " +
+                                    std::to_string(pid) + " holds " + Number(mine.data[k]) +
+                                    " at local element " + std::to_string(k) + " where rank " +
+                                    std::to_string(mesh.process_ids()[linear(base)]) + " holds " +
+                                    Number(peer.data[k])};
+        }
+      }
+      continue;
+    }
+    const Shape offset = GlobalOffset(global.shape, claim, mesh, coord);
+    const int64_t slot = PartialIndex(claim.partial, mesh, coord);
+    ForEachIndex(mine.shape, [&](const std::vector<int64_t>& index, int64_t k) {
+      int64_t at = 0;
+      for (size_t d = 0; d < index.size(); ++d) at += (offset[d] + index[d]) * strides[d];
+      values[at * partial_count + slot] = mine.data[k];
+      ++filled[at];
+    });
+  }
+  std::optional<Counterexample> found;
+  ForEachIndex(global.shape, [&](const std::vector<int64_t>& index, int64_t at) {
+    if (found) return;
+    const double expected = global.data[at];
+    if (filled[at] != partial_count) {
+      found = Counterexample{"value", o, -1, index, expected, NAN,
+                             "output " + std::to_string(o) + " element " + IndexString(index) +
+                                 " is held by " + std::to_string(filled[at]) + " ranks, expected " +
+                                 std::to_string(partial_count)};
+      return;
+    }
+    const double got = ReduceNested(partial_axes, 0, values.data() + at * partial_count);
+    if (!Close(expected, got, global.dtype)) {
+      // The rank holding this element with coordinate 0 on the partial axes.
+      int64_t pid = -1;
+      for (size_t r = 0; r < coords.size() && pid < 0; ++r) {
+        bool holds = PartialIndex(claim.partial, mesh, coords[r]) == 0;
+        for (int a : replicated) holds = holds && coords[r][a] == 0;
+        for (int d = 0; d < claim.rank() && holds; ++d) {
+          const Range range = DimRangeAt(global.shape[d], claim.dims[d], mesh, coords[r]);
+          holds = index[d] >= range.begin && index[d] < range.end;
+        }
+        if (holds) pid = mesh.process_ids()[r];
+      }
+      found = Counterexample{"value", o, pid, index, expected, got,
+                             "output " + std::to_string(o) + " element " + IndexString(index) +
+                                 " (on rank " + std::to_string(pid) + "): expected " + Number(expected) +
+                                 ", got " + Number(got)};
+    }
+  });
+  return found;
+}
+
+}  // namespace
+
+Outcome CheckClaim(const Case& c, const std::vector<DistAttr>& required,
+                   const std::vector<DistAttr>& claimed) {
+  Outcome outcome;
+  outcome.required = required;
+  outcome.outputs = claimed;
+  const reference::ReferenceFn fn = reference::FindReference(c.op->name);
+  try {
+    const Attrs attrs = c.op->NormalizeAttrs(c.attrs);
+    const RuleContext rule_context{c.shapes, attrs};
+    const std::vector<InputValues> kinds = c.op->InputValueKinds(rule_context);
+    Rng rng(c.seed);
+    Tensors global_inputs;
+    for (size_t i = 0; i < c.shapes.size(); ++i) global_inputs.push_back(MakeInput(c.shapes[i], kinds[i], rng));
+    Tensors global_outputs;
+    try {
+      global_outputs = fn(global_inputs, attrs);
+    } catch (const SpmdError& e) {
+      throw NotApplicable{std::string("the reference refuses the global inputs: ") + e.what()};
+    }
+    if (required.size() != c.shapes.size()) ThrowInvalid("inputs", "one required dist attr per input");
+    if (claimed.size() != global_outputs.size()) {
+      ThrowInvalid("claim_outputs", "the op has " + std::to_string(global_outputs.size()) + " outputs here");
+    }
+    for (size_t i = 0; i < required.size(); ++i) {
+      Validate(required[i], c.mesh, static_cast<int>(c.shapes[i].size()), "inputs[" + std::to_string(i) + "]");
+    }
+    for (size_t o = 0; o < claimed.size(); ++o) {
+      Validate(claimed[o], c.mesh, static_cast<int>(global_outputs[o].shape.size()),
+               "claim_outputs[" + std::to_string(o) + "]");
+    }
+    std::vector<std::vector<Tensor>> partial_values;  // per input, per partial slot
+    for (size_t i = 0; i < c.shapes.size(); ++i) {
+      partial_values.push_back(SplitPartial(global_inputs[i], required[i].partial, c.mesh, rng));
+    }
+    std::vector<Shape> global_out_shapes;
+    for (const Tensor& t : global_outputs) global_out_shapes.push_back(t.shape);
+    const auto coords = AllCoordinates(c.mesh);
+    std::vector<Tensors> local(coords.size());
+    for (size_t r = 0; r < coords.size(); ++r) {
+      const std::vector<int64_t>& coord = coords[r];
+      Tensors inputs;
+      std::vector<Shape> local_shapes, offsets, local_out_shapes;
+      for (size_t i = 0; i < c.shapes.size(); ++i) {
+        std::vector<Range> ranges;
+        for (int d = 0; d < required[i].rank(); ++d) {
+          ranges.push_back(DimRangeAt(c.shapes[i][d], required[i].dims[d], c.mesh, coord));
+        }
+        inputs.push_back(Slice(partial_values[i][PartialIndex(required[i].partial, c.mesh, coord)], ranges));
+        local_shapes.push_back(inputs.back().shape);
+        offsets.push_back(GlobalOffset(c.shapes[i], required[i], c.mesh, coord));
+      }
+      for (size_t o = 0; o < claimed.size(); ++o) {
+        local_out_shapes.push_back(LocalShape(global_out_shapes[o], claimed[o], c.mesh, coord));
+      }
+      const LocalContext local_context{attrs, c.shapes, local_shapes, offsets, global_out_shapes, local_out_shapes};
+      const Attrs local_attrs = c.op->localize ? c.op->localize(local_context) : attrs;
+      try {
+        local[r] = fn(inputs, local_attrs);
+      } catch (const SpmdError& e) {
+        const int64_t pid = c.mesh.process_ids()[r];
+        return Unsound({"local error", -1, pid, {}, 0, 0,
+                        "the reference fails on rank " + std::to_string(pid) + "'s shards: " + e.what()});
+      }
+      if (local[r].size() != global_outputs.size()) {
+        return Unsound({"local error", -1, c.mesh.process_ids()[r], {}, 0, 0, "wrong number of local outputs"});
+      }
+    }
+    for (size_t o = 0; o < claimed.size(); ++o) {
+      if (auto ce = CheckOutput(static_cast<int>(o), global_outputs[o], claimed[o], c.mesh, coords, local)) {
+        Outcome bad = Unsound(std::move(*ce));
+        bad.required = required;
+        bad.outputs = claimed;
+        return bad;
+      }
+    }
+    outcome.verdict = Verdict::kSound;
+    return outcome;
+  } catch (const NotApplicable& e) {
+    outcome.verdict = Verdict::kNotApplicable;
+    outcome.note = e.why;
+    return outcome;
+  }
+}
+
+Outcome CheckForward(const Case& c) {
+  std::vector<TensorArg> args;
+  for (size_t i = 0; i < c.shapes.size(); ++i) args.push_back({c.shapes[i], c.inputs[i]});
+  InferResult rule;
+  try {
+    rule = InferForward(*c.op, c.mesh, args, c.attrs);
+  } catch (const SpmdError& e) {
+    Outcome outcome;
+    outcome.note = std::string("the rule refuses: ") + e.what();
+    return outcome;
+  }
+  return CheckClaim(c, rule.inputs, rule.outputs);
+}
+
+std::string CaseToJson(const Case& c) {
+  nlohmann::json j;
+  j["op"] = c.op->name;
+  j["mesh_shape"] = c.mesh.shape();
+  j["process_ids"] = c.mesh.process_ids();
+  nlohmann::json attrs = nlohmann::json::object();
+  for (const auto& [name, value] : c.attrs.values()) {
+    std::visit([&](const auto& v) { attrs[name] = v; }, value);
+  }
+  j["attrs"] = attrs;
+  j["inputs"] = nlohmann::json::array();
+  for (size_t i = 0; i < c.shapes.size(); ++i) {
+    nlohmann::json t = DistAttrToJson(c.inputs[i]);
+    t["shape"] = c.shapes[i];
+    j["inputs"].push_back(t);
+  }
+  j["seed"] = c.seed;
+  return j.dump();
+}
+
+}  // namespace spmd::checker

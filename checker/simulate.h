@@ -1,0 +1,66 @@
+// Simulated-mesh soundness (DESIGN.md level 2; SEMANTICS.md §3): no communication.
+//
+// For one case: make global float64 inputs (value kinds from the op's declaration), give
+// each rank its shard of every input under the required dist attrs (partial inputs split
+// into unequal, sign-varying addends, or values that make a wrong reduce op visible), run
+// the reference per rank with attrs localized to its shards, assemble each output per
+// SEMANTICS.md §2.1, and compare with the reference on the global inputs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "reference/tensor.h"
+#include "rules/op_decl.h"
+
+namespace spmd::checker {
+
+// One case: an op, a mesh, input shapes and dist attrs, attrs.
+struct Case {
+  const OpDecl* op = nullptr;
+  Mesh mesh;
+  std::vector<Shape> shapes;
+  std::vector<DistAttr> inputs;  // forward: the given input dist attrs
+  Attrs attrs;                   // as a caller gives them (normalised inside)
+  uint64_t seed = 1;
+};
+
+// The smallest evidence that a claim is wrong.
+struct Counterexample {
+  std::string what;            // "value", "shape", "replica", "local error"
+  int output = -1;             // which output
+  int64_t process_id = -1;     // the rank at fault (for value: the rank holding the element)
+  std::vector<int64_t> index;  // global element index (value) or local shape (shape)
+  double expected = 0;
+  double got = 0;
+  std::string message;         // one line, readable
+};
+
+enum class Verdict {
+  kSound,
+  kUnsound,
+  kNotApplicable,  // the rule or the global reference refused the case (typed error)
+};
+
+struct Outcome {
+  Verdict verdict = Verdict::kNotApplicable;
+  std::optional<Counterexample> counterexample;
+  std::vector<DistAttr> required;  // the required input dist attrs checked
+  std::vector<DistAttr> outputs;   // the output dist attrs checked
+  std::string note;                // why not applicable
+};
+
+// Infers the rule forward and checks it.
+Outcome CheckForward(const Case& c);
+
+// Checks a claim as if a rule had made it: the inputs hold `required`, the outputs are
+// claimed to be `claimed`.
+Outcome CheckClaim(const Case& c, const std::vector<DistAttr>& required,
+                   const std::vector<DistAttr>& claimed);
+
+// Prints the case as one `spmd check --claim` / replay JSON object.
+std::string CaseToJson(const Case& c);
+
+}  // namespace spmd::checker
