@@ -1,5 +1,6 @@
 // The `spmd` command: a thin layer over the library.
 //   spmd infer [FILE...]          JSONL requests -> JSONL answers (SEMANTICS.md §10)
+//   spmd check ...                the soundness sweep (cli/check.cc)
 //   spmd infer --check FILE...    golden cases: answer each, compare with its "expect",
 //                                 print a table and a total; exit 1 on any mismatch
 #include <cstdio>
@@ -10,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/check.h"
 #include "rules/infer_io.h"
 
 namespace {
@@ -19,6 +21,8 @@ using nlohmann::json;
 int Usage(std::ostream& out, int code) {
   out << "usage: spmd infer [FILE...]\n"
          "       spmd infer --check FILE...\n"
+         "       spmd check [--op NAME]... [--mesh 2x3]... [--exhaustive | --random N] ...\n"
+         "                  (spmd check --help for more)\n"
          "  infer          answer SPMD rule requests, one JSON object per line; reads stdin\n"
          "                 when no FILE is given; empty lines are skipped\n"
          "  infer --check  answer golden cases (requests with \"name\" and \"expect\") and\n"
@@ -98,6 +102,7 @@ int main(int argc, char** argv) {
   if (argc < 2) return Usage(std::cerr, 2);
   const std::string command = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "check") return spmd::cli::Check(args);
   if (command == "infer") {
     if (!args.empty() && args[0] == "--check") return Check({args.begin() + 1, args.end()});
     return Infer(args);

@@ -186,29 +186,40 @@ json DistAttrToJson(const DistAttr& attr) {
   return json{{"dims_mapping", mapping}, {"partial", partial}};
 }
 
+RuleRequest ParseRuleRequest(const json& request) {
+  if (!request.is_object()) ThrowInvalid("line", "expected a JSON object");
+  if (!request.contains("op") || !request["op"].is_string()) ThrowInvalid("op", "expected a string");
+  const std::string name = request["op"].get<std::string>();
+  RuleRequest parsed;
+  parsed.op = FindOp(name);
+  if (parsed.op == nullptr) throw SpmdError(ErrorType::kUnknownOp, "op", "unknown op '" + name + "'");
+  std::string direction = "forward";
+  if (request.contains("direction")) {
+    if (!request["direction"].is_string()) ThrowInvalid("direction", "expected a string");
+    direction = request["direction"].get<std::string>();
+  }
+  if (direction != "forward" && direction != "reverse") {
+    ThrowInvalid("direction", "expected 'forward' or 'reverse', got '" + direction + "'");
+  }
+  parsed.reverse = direction == "reverse";
+  parsed.mesh = ParseMesh(request);
+  parsed.attrs = ParseAttrs(request);
+  parsed.inputs = ParseTensors(request, "inputs", !parsed.reverse);
+  if (parsed.reverse) parsed.outputs = ParseTensors(request, "outputs", true);
+  return parsed;
+}
+
+std::vector<TensorArg> ParseTensorList(const json& request, const char* key) {
+  return ParseTensors(request, key, true);
+}
+
 json InferJson(const json& request) {
   try {
-    if (!request.is_object()) ThrowInvalid("line", "expected a JSON object");
-    if (!request.contains("op") || !request["op"].is_string()) ThrowInvalid("op", "expected a string");
-    const std::string name = request["op"].get<std::string>();
-    const OpDecl* op = FindOp(name);
-    if (op == nullptr) throw SpmdError(ErrorType::kUnknownOp, "op", "unknown op '" + name + "'");
-    std::string direction = "forward";
-    if (request.contains("direction")) {
-      if (!request["direction"].is_string()) ThrowInvalid("direction", "expected a string");
-      direction = request["direction"].get<std::string>();
-    }
-    if (direction != "forward" && direction != "reverse") {
-      ThrowInvalid("direction", "expected 'forward' or 'reverse', got '" + direction + "'");
-    }
-    const Mesh mesh = ParseMesh(request);
-    const Attrs attrs = ParseAttrs(request);
-    if (direction == "forward") {
-      return ResultToJson(InferForward(*op, mesh, ParseTensors(request, "inputs", true), attrs));
-    }
+    const RuleRequest r = ParseRuleRequest(request);
+    if (!r.reverse) return ResultToJson(InferForward(*r.op, r.mesh, r.inputs, r.attrs));
     std::vector<Shape> input_shapes;
-    for (const TensorArg& t : ParseTensors(request, "inputs", false)) input_shapes.push_back(t.shape);
-    return ResultToJson(InferReverse(*op, mesh, input_shapes, ParseTensors(request, "outputs", true), attrs));
+    for (const TensorArg& t : r.inputs) input_shapes.push_back(t.shape);
+    return ResultToJson(InferReverse(*r.op, r.mesh, input_shapes, r.outputs, r.attrs));
   } catch (const SpmdError& e) {
     return ErrorJson(e.type(), e.what());
   } catch (const std::exception& e) {

@@ -8,8 +8,24 @@
 #include <nlohmann/json.hpp>
 
 #include "rules/dist_attr.h"
+#include "rules/op_decl.h"
 
 namespace spmd {
+
+// A parsed request (SEMANTICS.md §10 fields).
+struct RuleRequest {
+  const OpDecl* op = nullptr;
+  Mesh mesh;
+  bool reverse = false;
+  std::vector<TensorArg> inputs;   // forward: shapes and dist attrs; reverse: shapes
+  std::vector<TensorArg> outputs;  // reverse: shapes and dist attrs
+  Attrs attrs;                     // as given (not normalised)
+};
+
+// Parses a request; throws SpmdError naming the field (UnknownOp for an unknown op).
+RuleRequest ParseRuleRequest(const nlohmann::json& request);
+// Parses a list of tensors like "inputs" (shape, dims_mapping, partial_dims / partial).
+std::vector<TensorArg> ParseTensorList(const nlohmann::json& request, const char* key);
 
 // Answers one request object. Never throws: a bad request gives
 // {"error": {"type": ..., "message": ...}} with the field named in the message.

@@ -74,4 +74,40 @@ EinsumSpec Elementwise(const std::vector<Shape>& shapes) {
   return spec;
 }
 
+std::vector<Shape> ShapesOf(const std::vector<std::string>& patterns, const SizePalette& palette) {
+  std::string seen;
+  std::vector<Shape> shapes;
+  for (const std::string& pattern : patterns) {
+    Shape shape;
+    for (char letter : pattern) {
+      if (letter == '1') {
+        shape.push_back(1);
+        continue;
+      }
+      size_t k = seen.find(letter);
+      if (k == std::string::npos) {
+        k = seen.size();
+        seen.push_back(letter);
+      }
+      shape.push_back(palette[k]);
+    }
+    shapes.push_back(shape);
+  }
+  return shapes;
+}
+
+ExampleBuilder FromSignatures(std::vector<Signature> signatures) {
+  return [signatures = std::move(signatures)](const SizePalette& palette) {
+    std::vector<Example> examples;
+    for (const Signature& s : signatures) examples.push_back({ShapesOf(s.patterns, palette), s.attrs});
+    return examples;
+  };
+}
+
+Attrs MakeAttrs(std::initializer_list<std::pair<std::string, AttrValue>> values) {
+  Attrs attrs;
+  for (const auto& [name, value] : values) attrs.Set(name, value);
+  return attrs;
+}
+
 }  // namespace spmd::notation

@@ -32,4 +32,18 @@ EinsumSpec Elementwise(const std::vector<Shape>& shapes);
 // Returns the numpy broadcast of `shapes`, or throws as Elementwise does.
 Shape BroadcastShapes(const std::vector<Shape>& shapes);
 
+// Examples from letter patterns: each distinct letter takes the palette's next size in
+// order of first appearance; '1' is size 1. Signature({{"mk", "kn"}}, p) with p = {4, 5, 6}
+// gives shapes [4, 5] and [5, 6].
+struct Signature {
+  std::vector<std::string> patterns;
+  Attrs attrs;
+};
+ExampleBuilder FromSignatures(std::vector<Signature> signatures);
+std::vector<Shape> ShapesOf(const std::vector<std::string>& patterns, const SizePalette& palette);
+
+// Attrs from a list: MakeAttrs({{"axis", Ints{1}}, {"keep_dim", true}}).
+using Ints = std::vector<int64_t>;
+Attrs MakeAttrs(std::initializer_list<std::pair<std::string, AttrValue>> values);
+
 }  // namespace spmd::notation

@@ -70,6 +70,19 @@ inline constexpr const char* kLocalCount = "__count";              // mean, mean
 inline constexpr const char* kLocalVocabStart = "__vocab_start";   // lookup_table_v2
 inline constexpr const char* kLocalSqueezeExact = "__exact";       // squeeze
 
+// Examples for the checker's generators: shapes and attrs an op is checked on. Sizes
+// come from a palette the checker picks (divisible by the mesh axes, uneven, smaller than
+// a mesh axis, 1), so one example gives every kind of layout.
+struct SizePalette {
+  std::vector<int64_t> sizes;
+  int64_t operator[](size_t i) const { return sizes[i % sizes.size()]; }
+};
+struct Example {
+  std::vector<Shape> shapes;
+  Attrs attrs;
+};
+using ExampleBuilder = std::function<std::vector<Example>(const SizePalette&)>;
+
 using EinsumBuilder = std::function<EinsumSpec(const RuleContext&)>;
 using Localizer = std::function<Attrs(const LocalContext&)>;
 using ValuesBuilder = std::function<std::vector<InputValues>(const RuleContext&)>;
@@ -90,6 +103,7 @@ struct OpDecl {
   DistCheck dist_check;              // optional, forward only
   ValuesBuilder values;              // optional: every input kReal when absent
   Localizer localize;                // optional: attrs unchanged on a shard when absent
+  ExampleBuilder examples;           // shapes and attrs the checker uses
 
   // Returns the value kind of every input for these shapes and normalised attrs.
   std::vector<InputValues> InputValueKinds(const RuleContext& context) const;
@@ -133,6 +147,10 @@ class OpBuilder {
   }
   OpBuilder& Forward(ForwardOverride fn) {
     decl_.forward_override = std::move(fn);
+    return *this;
+  }
+  OpBuilder& Examples(ExampleBuilder fn) {
+    decl_.examples = std::move(fn);
     return *this;
   }
   OpBuilder& Localize(Localizer fn) {

@@ -10,6 +10,9 @@
 namespace spmd::declare {
 namespace {
 
+using notation::FromSignatures;
+using notation::MakeAttrs;
+
 // matmul's notation: batch letters (upper case, broadcast like elementwise), then
 // `mk` / `kn` (`km` / `nk` when transposed); a 1-D operand is just `k`.
 // Example: x [2, 1, 8, 4], y [3, 4, 5] -> x `AB` batch from [2, 1] vs [3]: `A1mk`,
@@ -115,7 +118,13 @@ OpDecl matmul() {
   return OpBuilder("matmul").Inputs({"x", "y"}).Outputs({"out"})
       .Attr("trans_x", AttrKind::kBool, false)
       .Attr("trans_y", AttrKind::kBool, false)
-      .Einsum(Matmul);
+      .Einsum(Matmul)
+      .Examples(FromSignatures({{{"mk", "kn"}},
+                                {{"bmk", "kn"}},
+                                {{"k", "kn"}},
+                                {{"mk", "k"}},
+                                {{"b1mk", "cbkn"}},
+                                {{"km", "nk"}, MakeAttrs({{"trans_x", true}, {"trans_y", true}})}}));
 }
 
 OpDecl bmm() {
@@ -128,7 +137,7 @@ OpDecl bmm() {
     EinsumSpec spec{{"bmk", "bkn"}, {"bmn"}};
     spec.accept = PartialAcceptance::kMultilinear;
     return spec;
-  });
+  }).Examples(FromSignatures({{{"bmk", "bkn"}}}));
 }
 
 OpDecl einsum() {
@@ -136,7 +145,13 @@ OpDecl einsum() {
       .Attr("equation", AttrKind::kString, std::nullopt)
       .Einsum([](const RuleContext& c) {
         return ParseEquation(c.attrs.GetString("equation"), c.input_shapes.size());
-      });
+      })
+      .Examples(FromSignatures({
+          {{"ij", "jk"}, MakeAttrs({{"equation", std::string("ij,jk->ik")}})},
+          {{"bij", "bjk"}, MakeAttrs({{"equation", std::string("bij,bjk->bik")}})},
+          {{"ijk", "ik"}, MakeAttrs({{"equation", std::string("ijk,ik->j")}})},
+          {{"ij"}, MakeAttrs({{"equation", std::string("ij->ji")}})},
+          {{"ij", "jk", "kl"}, MakeAttrs({{"equation", std::string("ij,jk,kl")}})}}));
 }
 
 // x_grad = out_grad . y^T lacks n; y_grad = x^T . out_grad lacks m (and the batch when y
@@ -151,7 +166,10 @@ OpDecl matmul_grad() {
         spec.inputs = {fwd.inputs[0], fwd.inputs[1], fwd.outputs[0]};
         spec.outputs = {fwd.inputs[0], fwd.inputs[1]};
         return spec;
-      });
+      })
+      .Examples(FromSignatures({{{"mk", "kn", "mn"}},
+                                {{"bmk", "kn", "bmn"}},
+                                {{"mk", "nk", "mn"}, MakeAttrs({{"trans_y", true}})}}));
 }
 
 }  // namespace spmd::declare

@@ -6,6 +6,9 @@
 namespace spmd::declare {
 namespace {
 
+using notation::FromSignatures;
+using notation::MakeAttrs;
+
 constexpr double kFloatMax = 1.7976931348623157e308;
 
 EinsumSpec Pointwise(const RuleContext& c) { return notation::Elementwise(c.input_shapes); }
@@ -18,12 +21,14 @@ EinsumSpec Accepting(const RuleContext& c, PartialAcceptance accept) {
 
 OpDecl Unary(const char* name, ValueKind values = ValueKind::kReal) {
   return OpBuilder(name).Inputs({"x"}).Outputs({"out"}).Einsum(Pointwise)
-      .Values([values](const RuleContext&) { return std::vector<InputValues>{{values}}; });
+      .Values([values](const RuleContext&) { return std::vector<InputValues>{{values}}; })
+      .Examples(FromSignatures({{{"abc"}}, {{"a1"}}}));
 }
 
 OpDecl Binary(const char* name, PartialAcceptance accept = PartialAcceptance::kNone) {
-  return OpBuilder(name).Inputs({"x", "y"}).Outputs({"out"}).Einsum(
-      [accept](const RuleContext& c) { return Accepting(c, accept); });
+  return OpBuilder(name).Inputs({"x", "y"}).Outputs({"out"})
+      .Einsum([accept](const RuleContext& c) { return Accepting(c, accept); })
+      .Examples(FromSignatures({{{"ab", "ab"}}, {{"abc", "c"}}, {{"1b", "ab"}}}));
 }
 
 }  // namespace
@@ -31,7 +36,8 @@ OpDecl Binary(const char* name, PartialAcceptance accept = PartialAcceptance::kN
 OpDecl relu() { return Unary("relu"); }
 OpDecl gelu() {
   return OpBuilder("gelu").Inputs({"x"}).Outputs({"out"})
-      .Attr("approximate", AttrKind::kBool, false).Einsum(Pointwise);
+      .Attr("approximate", AttrKind::kBool, false).Einsum(Pointwise)
+      .Examples(FromSignatures({{{"abc"}}, {{"ab"}, MakeAttrs({{"approximate", true}})}}));
 }
 OpDecl silu() { return Unary("silu"); }
 OpDecl exp() { return Unary("exp"); }
@@ -51,7 +57,10 @@ OpDecl scale() {
         EinsumSpec spec = notation::Elementwise(c.input_shapes);
         if (c.attrs.GetFloat("bias") == 0.0) spec.accept = PartialAcceptance::kSameOp;
         return spec;
-      });
+      })
+      .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"scale", 2.5}})},
+                                {{"ab"}, MakeAttrs({{"scale", -1.5}, {"bias", 0.5}})},
+                                {{"ab"}, MakeAttrs({{"bias", 1.0}, {"bias_after_scale", false}})}}));
 }
 
 OpDecl clip() {
@@ -63,7 +72,8 @@ OpDecl clip() {
           ThrowInvalid("attrs.min", "min is greater than max");
         }
         return notation::Elementwise(c.input_shapes);
-      });
+      })
+      .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"min", -0.5}, {"max", 0.75}})}}));
 }
 
 OpDecl cast() {
@@ -74,7 +84,10 @@ OpDecl cast() {
           ThrowInvalid("attrs.dtype", "unknown dtype '" + c.attrs.GetString("dtype") + "'");
         }
         return notation::Elementwise(c.input_shapes);
-      });
+      })
+      .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"dtype", std::string("float32")}})},
+                                {{"ab"}, MakeAttrs({{"dtype", std::string("int64")}})},
+                                {{"ab"}, MakeAttrs({{"dtype", std::string("bool")}})}}));
 }
 
 OpDecl add() { return Binary("add", PartialAcceptance::kSumOfAll); }
@@ -95,7 +108,8 @@ OpDecl where() {
   return OpBuilder("where").Inputs({"condition", "x", "y"}).Outputs({"out"}).Einsum(Pointwise)
       .Values([](const RuleContext&) {
         return std::vector<InputValues>{{ValueKind::kBool}, {ValueKind::kReal}, {ValueKind::kReal}};
-      });
+      })
+      .Examples(FromSignatures({{{"ab", "ab", "ab"}}, {{"ab", "b", "1b"}}}));
 }
 
 }  // namespace spmd::declare

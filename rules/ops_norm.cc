@@ -7,6 +7,9 @@
 namespace spmd::declare {
 namespace {
 
+using notation::FromSignatures;
+using notation::MakeAttrs;
+
 // `n` inputs and one output sharing x's letters, with the axis letter forced replicated.
 EinsumSpec AlongAxis(const RuleContext& c, size_t operands) {
   const int rank = static_cast<int>(c.input_shapes[0].size());
@@ -22,7 +25,25 @@ EinsumSpec AlongAxis(const RuleContext& c, size_t operands) {
 OpDecl Softmax(const char* name) {
   return OpBuilder(name).Inputs({"x"}).Outputs({"out"})
       .Attr("axis", AttrKind::kInt, int64_t{-1})
-      .Einsum([](const RuleContext& c) { return AlongAxis(c, 1); });
+      .Einsum([](const RuleContext& c) { return AlongAxis(c, 1); })
+      .Examples(FromSignatures({{{"abc"}}, {{"ab"}, MakeAttrs({{"axis", int64_t{0}}})}}));
+}
+
+// layer_norm / rms_norm examples: x `abc` with begin 1 and 2, parameters of the
+// flattened normalised size.
+ExampleBuilder NormExamples(size_t params) {
+  return [params](const SizePalette& p) {
+    std::vector<Example> examples;
+    for (int64_t begin : {1, 2}) {
+      Shape x{p[0], p[1], p[2]};
+      int64_t normalized = 1;
+      for (size_t d = begin; d < x.size(); ++d) normalized *= x[d];
+      std::vector<Shape> shapes{x};
+      for (size_t k = 0; k < params; ++k) shapes.push_back({normalized});
+      examples.push_back({shapes, MakeAttrs({{"begin_norm_axis", begin}})});
+    }
+    return examples;
+  };
 }
 
 // layer_norm / rms_norm: x `abcd` with begin 2 -> out `abcd`, statistics `ab`; scale and
@@ -62,7 +83,8 @@ OpDecl log_softmax() { return Softmax("log_softmax"); }
 OpDecl softmax_grad() {
   return OpBuilder("softmax_grad").Inputs({"out", "out_grad"}).Outputs({"x_grad"})
       .Attr("axis", AttrKind::kInt, int64_t{-1})
-      .Einsum([](const RuleContext& c) { return AlongAxis(c, 2); });
+      .Einsum([](const RuleContext& c) { return AlongAxis(c, 2); })
+      .Examples(FromSignatures({{{"abc", "abc"}, MakeAttrs({{"axis", int64_t{1}}})}}));
 }
 
 OpDecl layer_norm() {
@@ -70,14 +92,16 @@ OpDecl layer_norm() {
       .Outputs({"out", "mean", "variance"})
       .Attr("epsilon", AttrKind::kFloat, 1e-5)
       .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
-      .Einsum([](const RuleContext& c) { return Normalization(c, 2, 2); });
+      .Einsum([](const RuleContext& c) { return Normalization(c, 2, 2); })
+      .Examples(NormExamples(2));
 }
 
 OpDecl rms_norm() {
   return OpBuilder("rms_norm").Inputs({"x", "scale"}).Outputs({"out", "invvar"})
       .Attr("epsilon", AttrKind::kFloat, 1e-6)
       .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
-      .Einsum([](const RuleContext& c) { return Normalization(c, 1, 1); });
+      .Einsum([](const RuleContext& c) { return Normalization(c, 1, 1); })
+      .Examples(NormExamples(1));
 }
 
 // `ids..,VW->..W`: a vocabulary (V) sharding leaves each rank the rows of its own range
@@ -98,6 +122,7 @@ OpDecl lookup_table_v2() {
       .Localize([](const LocalContext& c) {  // a shard holds rows [start, start + rows)
         return c.attrs.With(kLocalVocabStart, c.input_offsets[1][0]);
       })
+      .Examples(FromSignatures({{{"ab", "vh"}}, {{"a", "vh"}, MakeAttrs({{"padding_idx", int64_t{0}}})}}))
       .CheckDist([](const RuleContext& c, const std::vector<DistAttr>& inputs) {
         if (inputs[1].dims[0].empty()) return;
         if (c.attrs.GetInt("padding_idx") >= 0 || c.attrs.GetBool("sparse")) {
@@ -139,7 +164,11 @@ OpDecl cross_entropy_with_softmax() {
           return std::vector<InputValues>{{probabilities}, {ValueKind::kPositive}};
         }
         return std::vector<InputValues>{{probabilities}, {ValueKind::kIndex, logits[axis]}};
-      });
+      })
+      .Examples(FromSignatures({{{"abc", "ab1"}},
+                                {{"ac", "a1"}, MakeAttrs({{"ignore_index", int64_t{1}}})},
+                                {{"abc", "abc"}, MakeAttrs({{"soft_label", true}})},
+                                {{"1ab", "1ab"}, MakeAttrs({{"soft_label", true}, {"axis", int64_t{1}}})}}));
 }
 
 }  // namespace spmd::declare

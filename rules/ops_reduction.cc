@@ -10,6 +10,10 @@
 namespace spmd::declare {
 namespace {
 
+using notation::FromSignatures;
+using notation::Ints;
+using notation::MakeAttrs;
+
 int64_t NumElements(const Shape& shape) {
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
@@ -56,7 +60,10 @@ OpDecl SumLike(const char* name, ReduceOp reduce, PartialAcceptance accept) {
         spec.accept = accept;
         spec.accepted_op = reduce;
         return spec;
-      });
+      })
+      .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"axis", Ints{1}}})},
+                                {{"abc"}, MakeAttrs({{"axis", Ints{0, -1}}, {"keep_dim", true}})},
+                                {{"ab"}, MakeAttrs({{"reduce_all", true}})}}));
 }
 
 void ForceReducedReplicated(EinsumSpec& spec) {
@@ -93,14 +100,15 @@ OpDecl squared_l2_norm() {
         const int rank = static_cast<int>(c.input_shapes[0].size());
         return Reduction(rank, ReducedDims(c.attrs.GetInts("axis"), false, rank, "attrs.axis"),
                          c.attrs.GetBool("keep_dim"));
-      });
+      })
+      .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"axis", Ints{1}}})}, {{"ab"}}}));
 }
 
 OpDecl mean_all() {
   return OpBuilder("mean_all").Inputs({"x"}).Outputs({"out"}).Einsum([](const RuleContext& c) {
     const int rank = static_cast<int>(c.input_shapes[0].size());
     return Reduction(rank, std::vector<bool>(rank, true), false);
-  }).Localize(LocalizeMean);
+  }).Localize(LocalizeMean).Examples(FromSignatures({{{"abc"}}, {{"a"}}}));
 }
 
 OpDecl logsumexp() {
@@ -116,7 +124,9 @@ OpDecl logsumexp() {
             c.attrs.GetBool("keepdim"));
         ForceReducedReplicated(spec);
         return spec;
-      });
+      })
+      .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"axis", Ints{1}}})},
+                                {{"ab"}, MakeAttrs({{"keepdim", true}})}}));
 }
 
 OpDecl p_norm() {
@@ -135,7 +145,9 @@ OpDecl p_norm() {
         EinsumSpec spec = Reduction(rank, reduced, c.attrs.GetBool("keepdim"));
         ForceReducedReplicated(spec);
         return spec;
-      });
+      })
+      .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"axis", int64_t{1}}})},
+                                {{"ab"}, MakeAttrs({{"porder", 3.0}, {"asvector", true}})}}));
 }
 
 OpDecl argmax() {
@@ -152,7 +164,10 @@ OpDecl argmax() {
         EinsumSpec spec = Reduction(rank, reduced, c.attrs.GetBool("keepdims"));
         ForceReducedReplicated(spec);
         return spec;
-      });
+      })
+      .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"axis", int64_t{1}}})},
+                                {{"ab"}, MakeAttrs({{"keepdims", true}})},
+                                {{"ab"}, MakeAttrs({{"flatten", true}})}}));
 }
 
 OpDecl cumsum() {
@@ -174,7 +189,10 @@ OpDecl cumsum() {
           spec.forced_replicated.push_back(spec.inputs[0][axis]);
         }
         return spec;
-      });
+      })
+      .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"axis", int64_t{1}}})},
+                                {{"ab"}, MakeAttrs({{"axis", int64_t{0}}, {"exclusive", true}, {"reverse", true}})},
+                                {{"ab"}, MakeAttrs({{"flatten", true}})}}));
 }
 
 }  // namespace spmd::declare

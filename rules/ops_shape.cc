@@ -12,7 +12,10 @@ namespace spmd::declare {
 namespace {
 
 using notation::Fresh;
+using notation::FromSignatures;
+using notation::Ints;
 using notation::Letters;
+using notation::MakeAttrs;
 
 int Rank(const RuleContext& c, size_t i = 0) { return static_cast<int>(c.input_shapes[i].size()); }
 
@@ -121,7 +124,19 @@ OpDecl reshape() {
         const Shape& src = c.input_shapes[0];
         return Reshape(src, ResolveReshapeTarget(src, c.attrs.GetInts("shape"), "attrs.shape"));
       })
-      .Localize(LocalOutputShape("shape"));
+      .Localize(LocalOutputShape("shape"))
+      .Examples([](const SizePalette& p) {
+        auto reshape = [](Shape x, Ints target) {
+          return Example{{std::move(x)}, MakeAttrs({{"shape", std::move(target)}})};
+        };
+        return std::vector<Example>{
+            reshape({p[0], p[1], p[2]}, {p[0] * p[1], p[2]}),      // flatten the leading pair
+            reshape({p[0], p[1], p[2]}, {p[0], -1}),               // flatten the trailing pair
+            reshape({p[0] * p[1], p[2]}, {p[0], p[1], 0}),         // split
+            reshape({p[0], p[1] * p[2]}, {p[0] * p[1], p[2]}),     // split and merge
+            reshape({p[0], 1, p[1]}, {1, p[0], p[1], 1}),          // size-1 dims
+        };
+      });
 }
 
 OpDecl flatten() {
@@ -141,7 +156,10 @@ OpDecl flatten() {
         tgt.push_back(merged);
         tgt.insert(tgt.end(), src.begin() + stop + 1, src.end());
         return Reshape(src, tgt);
-      });
+      })
+      .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"start_axis", int64_t{1}}})},
+                                {{"abc"}},
+                                {{"a1c"}, MakeAttrs({{"stop_axis", int64_t{1}}})}}));
 }
 
 OpDecl squeeze() {
@@ -176,7 +194,10 @@ OpDecl squeeze() {
           if (listed && x[d] == 1) exact.push_back(d);
         }
         return c.attrs.With("axis", exact).With(kLocalSqueezeExact, true);
-      });
+      })
+      .Examples(FromSignatures({{{"a1c"}, MakeAttrs({{"axis", Ints{1}}})},
+                                {{"1b1"}},
+                                {{"ab"}, MakeAttrs({{"axis", Ints{0}}})}}));
 }
 
 OpDecl unsqueeze() {
@@ -194,7 +215,9 @@ OpDecl unsqueeze() {
         for (int d = 0; d < out_rank; ++d) spec.outputs[0].push_back(added[d] ? '1' : letters[next++]);
         spec.accept = PartialAcceptance::kAnyOp;
         return spec;
-      });
+      })
+      .Examples(FromSignatures({{{"ab"}, MakeAttrs({{"axis", Ints{0}}})},
+                                {{"ab"}, MakeAttrs({{"axis", Ints{-1, 1}}})}}));
 }
 
 OpDecl transpose() {
@@ -213,7 +236,9 @@ OpDecl transpose() {
         for (int d : axes) spec.outputs[0].push_back(letters[d]);
         spec.accept = PartialAcceptance::kAnyOp;
         return spec;
-      });
+      })
+      .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"perm", Ints{2, 0, 1}}})},
+                                {{"ab"}, MakeAttrs({{"perm", Ints{1, 0}}})}}));
 }
 
 OpDecl split() {
@@ -247,6 +272,11 @@ OpDecl split() {
                                     std::vector<std::string>(sections.size(), out));
         spec.forced_replicated.push_back(Fresh(100));
         return spec;
+      })
+      .Examples([](const SizePalette& p) {
+        return std::vector<Example>{
+            {{{p[0], p[1] + 1, p[2]}}, MakeAttrs({{"sections", Ints{1, -1}}, {"axis", int64_t{1}}})},
+            {{{p[0], p[1]}}, MakeAttrs({{"sections", Ints{p[0]}}})}};
       });
 }
 
@@ -269,6 +299,10 @@ OpDecl split_with_num() {
                                     std::vector<std::string>(static_cast<size_t>(num), out));
         spec.forced_replicated.push_back(Fresh(100));
         return spec;
+      })
+      .Examples([](const SizePalette& p) {
+        return std::vector<Example>{
+            {{{p[0], 2 * p[1]}}, MakeAttrs({{"num", int64_t{2}}, {"axis", int64_t{-1}}})}};
       });
 }
 
@@ -285,7 +319,8 @@ OpDecl unbind() {
         out.erase(axis, 1);
         return FreshAxis(Letters(rank), axis, 1,
                          std::vector<std::string>(static_cast<size_t>(c.input_shapes[0][axis]), out));
-      });
+      })
+      .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"axis", int64_t{1}}})}}));
 }
 
 OpDecl concat() {
@@ -306,6 +341,11 @@ OpDecl concat() {
       .Forward([](const RuleContext& c, const Mesh& mesh, const std::vector<DistAttr>& in) {
         const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), Rank(c), "attrs.axis");
         return ConcatCost(c, mesh, in, axis, -1);
+      })
+      .Examples([](const SizePalette& p) {
+        return std::vector<Example>{
+            {{{p[0], p[1]}, {p[2], p[1]}}, Attrs()},
+            {{{p[0], p[1], p[2]}, {p[0], p[1], 2}, {p[0], p[1], 1}}, MakeAttrs({{"axis", int64_t{-1}}})}};
       });
 }
 
@@ -325,7 +365,8 @@ OpDecl stack() {
       .Forward([](const RuleContext& c, const Mesh& mesh, const std::vector<DistAttr>& in) {
         const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), Rank(c) + 1, "attrs.axis");
         return ConcatCost(c, mesh, in, -1, axis);
-      });
+      })
+      .Examples(FromSignatures({{{"ab", "ab"}}, {{"ab", "ab", "ab"}, MakeAttrs({{"axis", int64_t{2}}})}}));
 }
 
 OpDecl slice() {
@@ -362,7 +403,11 @@ OpDecl slice() {
           if (!drop[d]) spec.outputs[0].push_back(out[d]);
         }
         return spec;
-      });
+      })
+      .Examples(FromSignatures({
+          {{"abc"}, MakeAttrs({{"axes", Ints{1}}, {"starts", Ints{1}}, {"ends", Ints{-1}}})},
+          {{"abc"}, MakeAttrs({{"axes", Ints{0, 2}}, {"starts", Ints{0, -2}}, {"ends", Ints{1, 100}},
+                               {"decrease_axis", Ints{0}}})}}));
 }
 
 OpDecl tile() {
@@ -389,7 +434,9 @@ OpDecl tile() {
           if (d >= 0) spec.forced_replicated.push_back(in[d]);
         }
         return spec;
-      });
+      })
+      .Examples(FromSignatures({{{"ab"}, MakeAttrs({{"repeat_times", Ints{2, 1}}})},
+                                {{"ab"}, MakeAttrs({{"repeat_times", Ints{2, 1, 3}}})}}));
 }
 
 namespace {
@@ -435,7 +482,12 @@ OpDecl expand() {
       .Einsum([](const RuleContext& c) {
         return Expand(c.input_shapes[0], c.attrs.GetInts("shape"), "attrs.shape");
       })
-      .Localize(LocalOutputShape("shape"));
+      .Localize(LocalOutputShape("shape"))
+      .Examples([](const SizePalette& p) {
+        return std::vector<Example>{
+            {{{1, p[1]}}, MakeAttrs({{"shape", Ints{p[0], p[1]}}})},
+            {{{p[0], p[1]}}, MakeAttrs({{"shape", Ints{3, -1, p[1]}}})}};
+      });
 }
 
 OpDecl expand_as() {
@@ -451,7 +503,8 @@ OpDecl expand_as() {
         spec.forced_replicated += y;
         return spec;
       })
-      .Localize(LocalOutputShape("target_shape"));
+      .Localize(LocalOutputShape("target_shape"))
+      .Examples(FromSignatures({{{"1b", "ab"}}, {{"b", "ab"}}}));
 }
 
 }  // namespace spmd::declare

@@ -1,0 +1,56 @@
+// The soundness sweep behind `spmd check`: every op x mesh, exhaustive over the input
+// dist attrs of the op's examples (and over output dist attrs, for the reverse rule), or
+// random cases on larger meshes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "checker/simulate.h"
+#include "rules/op_decl.h"
+
+namespace spmd::checker {
+
+struct SweepOptions {
+  std::vector<std::string> ops;                  // empty: every registered op
+  std::vector<std::vector<int64_t>> meshes;      // empty: 2, 3, 4, 2x2, 2x3, 2x2x2
+  bool exhaustive = true;                        // else random
+  int64_t random_cases = 0;                      // random: cases per op
+  uint64_t seed = 1;
+  int jobs = 1;
+  bool reverse = true;                           // also check the reverse rule
+  int64_t max_combinations = 20000;              // per example, palette and direction
+};
+
+struct SweepRow {
+  std::string op;
+  std::string mesh;     // "2x3"; "random" in random mode
+  int64_t cases = 0;    // cases run (not-applicable ones excluded)
+  int64_t passed = 0;
+  int64_t failed = 0;
+  int64_t skipped = 0;  // the rule or the reference refused (typed error)
+  double seconds = 0;
+  std::vector<std::string> failures;  // the first few: message and replay command
+};
+
+// The default meshes of the exhaustive sweep.
+std::vector<std::vector<int64_t>> DefaultMeshes();
+// The size palettes: divisible, uneven, and smaller than the mesh axes (empty shards,
+// size-1 dims).
+std::vector<SizePalette> DefaultPalettes();
+
+// Every dist attr of a rank-`rank` tensor on a mesh of `mesh_ndim` axes: each axis R,
+// S(d) or P(op) for op in `partial_ops`, every co-shard order.
+std::vector<DistAttr> EnumerateDistAttrs(int rank, int mesh_ndim,
+                                         const std::vector<ReduceOp>& partial_ops);
+
+// Runs the sweep; `progress` is called after each (op, mesh) row completes.
+std::vector<SweepRow> RunSweep(const SweepOptions& options,
+                               const std::function<void(const SweepRow&, size_t done, size_t total)>& progress);
+
+// One line: how to replay a failing case.
+std::string ReplayCommand(const Case& c);
+
+}  // namespace spmd::checker

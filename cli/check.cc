@@ -1,0 +1,220 @@
+#include "cli/check.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "checker/simulate.h"
+#include "checker/sweep.h"
+#include "rules/error.h"
+#include "rules/infer_io.h"
+
+namespace spmd::cli {
+namespace {
+
+using nlohmann::json;
+
+int Usage(std::ostream& out, int code) {
+  out << "usage: spmd check [--op NAME]... [--mesh 2x3]... [--exhaustive | --random N]\n"
+         "                  [--seed S] [--jobs J] [--json] [--no-reverse] [--max-combinations N]\n"
+         "       spmd check --case JSON      replay one case (the rule's answer, checked)\n"
+         "       spmd check --claim JSON     check a claimed output dist attr (\"claim_outputs\")\n"
+         "  JSON is a request as for `spmd infer` (op, mesh_shape, process_ids, attrs, inputs)\n"
+         "  plus \"seed\"; `-` reads it from stdin.\n";
+  return code;
+}
+
+std::vector<int64_t> ParseMesh(const std::string& text) {
+  std::vector<int64_t> shape;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, 'x')) {
+    try {
+      shape.push_back(std::stoll(part));
+    } catch (const std::exception&) {
+      ThrowInvalid("--mesh", "expected sizes like 2x3, got '" + text + "'");
+    }
+  }
+  Mesh check(shape);  // validates
+  return shape;
+}
+
+json ReadJsonArg(const std::string& text) {
+  std::string body = text;
+  if (text == "-") body.assign(std::istreambuf_iterator<char>(std::cin), {});
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) ThrowInvalid("JSON", "expected one JSON object");
+  return j;
+}
+
+checker::Case CaseFrom(const json& j, std::vector<DistAttr>* claims) {
+  const RuleRequest r = ParseRuleRequest(j);
+  checker::Case c;
+  c.op = r.op;
+  c.mesh = r.mesh;
+  c.attrs = r.attrs;
+  for (const TensorArg& t : r.inputs) {
+    c.shapes.push_back(t.shape);
+    c.inputs.push_back(t.dist);
+  }
+  if (j.contains("seed")) {
+    if (!j["seed"].is_number_unsigned() && !j["seed"].is_number_integer()) ThrowInvalid("seed", "expected an integer");
+    c.seed = j["seed"].get<uint64_t>();
+  }
+  if (claims != nullptr) {
+    if (!j.contains("claim_outputs")) ThrowInvalid("claim_outputs", "is missing");
+    json list = j["claim_outputs"];
+    for (json& t : list) {
+      if (t.is_object() && !t.contains("shape") && t.contains("dims_mapping")) {
+        t["shape"] = std::vector<int64_t>(t["dims_mapping"].size(), 1);  // shape is not needed
+      }
+    }
+    for (const TensorArg& t : ParseTensorList(json{{"claim_outputs", list}}, "claim_outputs")) {
+      claims->push_back(t.dist);
+    }
+  }
+  return c;
+}
+
+void PrintOutcome(const checker::Case& c, const checker::Outcome& outcome, const char* sound, const char* unsound) {
+  std::printf("op %s on mesh %s\n", c.op->name.c_str(), ToString(c.mesh).c_str());
+  for (size_t i = 0; i < outcome.required.size(); ++i) {
+    std::printf("  input %zu  %s\n", i, ToPlacementString(outcome.required[i], c.mesh.ndim()).c_str());
+  }
+  for (size_t o = 0; o < outcome.outputs.size(); ++o) {
+    std::printf("  output %zu %s\n", o, ToPlacementString(outcome.outputs[o], c.mesh.ndim()).c_str());
+  }
+  switch (outcome.verdict) {
+    case checker::Verdict::kSound: std::printf("%s\n", sound); break;
+    case checker::Verdict::kUnsound: {
+      const auto& ce = *outcome.counterexample;
+      std::printf("%s: %s\n", unsound, ce.message.c_str());
+      break;
+    }
+    case checker::Verdict::kNotApplicable: std::printf("NOT APPLICABLE: %s\n", outcome.note.c_str()); break;
+  }
+}
+
+// A claim is checked on several seeds; the first counterexample found is reported.
+int Claim(const std::string& text) {
+  std::vector<DistAttr> claims;
+  checker::Case c = CaseFrom(ReadJsonArg(text), &claims);
+  checker::Outcome outcome;
+  for (int k = 0; k < 4; ++k) {
+    outcome = checker::CheckClaim(c, c.inputs, claims);
+    if (outcome.verdict != checker::Verdict::kSound) break;
+    ++c.seed;
+  }
+  PrintOutcome(c, outcome, "SOUND", "UNSOUND");
+  return outcome.verdict == checker::Verdict::kSound ? 0 : 1;
+}
+
+int Replay(const std::string& text) {
+  checker::Case c = CaseFrom(ReadJsonArg(text), nullptr);
+  const checker::Outcome outcome = checker::CheckForward(c);
+  PrintOutcome(c, outcome, "PASSED", "FAILED");
+  return outcome.verdict == checker::Verdict::kUnsound ? 1 : 0;
+}
+
+int Sweep(const checker::SweepOptions& options, bool as_json) {
+  const bool tty = isatty(fileno(stderr));
+  const auto start = std::chrono::steady_clock::now();
+  auto rows = checker::RunSweep(options, [&](const checker::SweepRow& row, size_t done, size_t total) {
+    if (tty) {
+      std::fprintf(stderr, "\r[%zu/%zu] %-28s %-6s %8lld cases", done, total, row.op.c_str(), row.mesh.c_str(),
+                   static_cast<long long>(row.cases));
+    } else if (done % 20 == 0 || done == total) {
+      std::fprintf(stderr, "[%zu/%zu] checked through %s %s\n", done, total, row.op.c_str(), row.mesh.c_str());
+    }
+  });
+  if (tty) std::fprintf(stderr, "\n");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  int64_t cases = 0, passed = 0, failed = 0, skipped = 0;
+  std::map<std::string, bool> ops;
+  for (const auto& r : rows) {
+    cases += r.cases;
+    passed += r.passed;
+    failed += r.failed;
+    skipped += r.skipped;
+    ops[r.op] = true;
+  }
+  if (as_json) {
+    json out = {{"cases", cases}, {"passed", passed}, {"failed", failed}, {"skipped", skipped},
+                {"ops", ops.size()}, {"seconds", seconds}, {"rows", json::array()}};
+    for (const auto& r : rows) {
+      out["rows"].push_back({{"op", r.op}, {"mesh", r.mesh}, {"cases", r.cases}, {"passed", r.passed},
+                             {"failed", r.failed}, {"skipped", r.skipped}, {"seconds", r.seconds},
+                             {"failures", r.failures}});
+    }
+    std::printf("%s\n", out.dump(1).c_str());
+  } else {
+    std::printf("%-28s %-7s %9s %9s %7s %8s %8s\n", "op", "mesh", "cases", "passed", "failed", "skipped", "seconds");
+    for (const auto& r : rows) {
+      std::printf("%-28s %-7s %9lld %9lld %7lld %8lld %8.2f\n", r.op.c_str(), r.mesh.c_str(),
+                  static_cast<long long>(r.cases), static_cast<long long>(r.passed),
+                  static_cast<long long>(r.failed), static_cast<long long>(r.skipped), r.seconds);
+    }
+    for (const auto& r : rows) {
+      for (const std::string& f : r.failures) std::printf("FAIL %s %s: %s\n", r.op.c_str(), r.mesh.c_str(), f.c_str());
+    }
+    std::printf("%.1f s, %.0f cases per second (%lld not applicable: the rule or reference refused)\n", seconds,
+                seconds > 0 ? static_cast<double>(cases) / seconds : 0.0, static_cast<long long>(skipped));
+    std::printf("checked %lld cases over %zu ops: %lld passed, %lld failed\n", static_cast<long long>(cases),
+                ops.size(), static_cast<long long>(passed), static_cast<long long>(failed));
+  }
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int Check(const std::vector<std::string>& args) {
+  try {
+    checker::SweepOptions options;
+    options.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    bool as_json = false;
+    for (size_t i = 0; i < args.size(); ++i) {
+      const std::string& a = args[i];
+      auto value = [&]() -> const std::string& {
+        if (i + 1 >= args.size()) ThrowInvalid(a, "needs a value");
+        return args[++i];
+      };
+      auto number = [&]() {
+        const std::string& v = value();
+        try {
+          return std::stoll(v);
+        } catch (const std::exception&) {
+          ThrowInvalid(a, "expected a number, got '" + v + "'");
+        }
+      };
+      if (a == "--op") options.ops.push_back(value());
+      else if (a == "--mesh") options.meshes.push_back(ParseMesh(value()));
+      else if (a == "--exhaustive") options.exhaustive = true;
+      else if (a == "--random") { options.exhaustive = false; options.random_cases = number(); }
+      else if (a == "--seed") options.seed = static_cast<uint64_t>(number());
+      else if (a == "--jobs") options.jobs = static_cast<int>(number());
+      else if (a == "--json") as_json = true;
+      else if (a == "--no-reverse") options.reverse = false;
+      else if (a == "--max-combinations") options.max_combinations = number();
+      else if (a == "--case") return Replay(value());
+      else if (a == "--claim") return Claim(value());
+      else if (a == "--help" || a == "-h") return Usage(std::cout, 0);
+      else {
+        std::cerr << "spmd check: unknown argument '" << a << "'\n";
+        return Usage(std::cerr, 2);
+      }
+    }
+    return Sweep(options, as_json);
+  } catch (const SpmdError& e) {
+    std::cerr << "spmd check: " << ToString(e.type()) << ": " << e.what() << "\n";
+    return 2;
+  }
+}
+
+}  // namespace spmd::cli
