@@ -22,11 +22,17 @@ int NormalizeAxis(int64_t axis, int rank, const std::string& field) {
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
+int NormalizeAxisOrScalar(int64_t axis, int rank, const std::string& field) {
+  if (rank == 0 && (axis == 0 || axis == -1)) return -1;
+  return NormalizeAxis(axis, rank, field);
+}
+
 std::vector<int> NormalizeAxes(const std::vector<int64_t>& axes, int rank,
                                const std::string& field) {
   std::vector<int> result;
   for (int64_t a : axes) {
-    int axis = NormalizeAxis(a, rank, field);
+    const int axis = NormalizeAxisOrScalar(a, rank, field);
+    if (axis < 0) continue;
     if (std::find(result.begin(), result.end(), axis) != result.end()) {
       ThrowInvalid(field, "axis " + std::to_string(a) + " is listed twice");
     }

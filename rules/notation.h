@@ -17,10 +17,13 @@ std::string Letters(int n, char first = 'a');
 char Fresh(int i);
 
 // Returns axis + rank for a negative axis; throws SpmdError(kInvalidArgument, field) when
-// it is outside [-rank, rank). `rank` 0 accepts 0 and -1 as Paddle does for 0-d tensors
-// only when `allow_scalar`.
+// it is outside [-rank, rank).
 int NormalizeAxis(int64_t axis, int rank, const std::string& field);
-// Normalises a list of axes, rejecting duplicates.
+// As NormalizeAxis, but a 0-d tensor accepts 0 and -1 (Paddle's scalar case) and gets -1:
+// the op then has no dim to act on.
+int NormalizeAxisOrScalar(int64_t axis, int rank, const std::string& field);
+// Normalises a list of axes, rejecting duplicates; on a 0-d tensor 0 and -1 are accepted
+// and dropped.
 std::vector<int> NormalizeAxes(const std::vector<int64_t>& axes, int rank,
                                const std::string& field);
 

@@ -19,6 +19,7 @@
 #include "rules/dtype.h"
 #include "rules/dimtrans.h"
 #include "rules/einsum.h"
+#include "rules/local_attrs.h"
 
 namespace spmd {
 
@@ -63,12 +64,6 @@ struct LocalContext {
   const std::vector<Shape>& global_outputs;
   const std::vector<Shape>& local_outputs;
 };
-
-// Localized attrs the references understand (docs/OPS.md, "Localized attrs"): set only by
-// an op's localizer, never accepted from callers.
-inline constexpr const char* kLocalCount = "__count";              // mean, mean_all
-inline constexpr const char* kLocalVocabStart = "__vocab_start";   // lookup_table_v2
-inline constexpr const char* kLocalSqueezeExact = "__exact";       // squeeze
 
 // Examples for the checker's generators: shapes and attrs an op is checked on. Sizes
 // come from a palette the checker picks (divisible by the mesh axes, uneven, smaller than

@@ -13,12 +13,12 @@ using notation::MakeAttrs;
 // `n` inputs and one output sharing x's letters, with the axis letter forced replicated.
 EinsumSpec AlongAxis(const RuleContext& c, size_t operands) {
   const int rank = static_cast<int>(c.input_shapes[0].size());
-  const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
+  const int axis = notation::NormalizeAxisOrScalar(c.attrs.GetInt("axis"), rank, "attrs.axis");
   EinsumSpec spec;
   const std::string letters = notation::Letters(rank);
   spec.inputs.assign(operands, letters);
   spec.outputs.push_back(letters);
-  spec.forced_replicated.push_back(letters[axis]);
+  if (axis >= 0) spec.forced_replicated.push_back(letters[axis]);
   return spec;
 }
 

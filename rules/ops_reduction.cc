@@ -141,7 +141,8 @@ OpDecl p_norm() {
         const int rank = static_cast<int>(c.input_shapes[0].size());
         const bool asvector = c.attrs.GetBool("asvector");
         std::vector<bool> reduced(rank, asvector);
-        if (!asvector) reduced[notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis")] = true;
+        const int axis = notation::NormalizeAxisOrScalar(c.attrs.GetInt("axis"), rank, "attrs.axis");
+        if (!asvector && axis >= 0) reduced[axis] = true;
         EinsumSpec spec = Reduction(rank, reduced, c.attrs.GetBool("keepdim"));
         ForceReducedReplicated(spec);
         return spec;
@@ -160,7 +161,8 @@ OpDecl argmax() {
         const int rank = static_cast<int>(c.input_shapes[0].size());
         const bool flatten = c.attrs.GetBool("flatten");
         std::vector<bool> reduced(rank, flatten);
-        if (!flatten) reduced[notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis")] = true;
+        const int axis = notation::NormalizeAxisOrScalar(c.attrs.GetInt("axis"), rank, "attrs.axis");
+        if (!flatten && axis >= 0) reduced[axis] = true;
         EinsumSpec spec = Reduction(rank, reduced, c.attrs.GetBool("keepdims"));
         ForceReducedReplicated(spec);
         return spec;
@@ -184,9 +186,9 @@ OpDecl cumsum() {
           spec.outputs.push_back(std::string(1, notation::Fresh(0)));
           spec.forced_replicated = spec.inputs[0] + notation::Fresh(0);
         } else {
-          const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
+          const int axis = notation::NormalizeAxisOrScalar(c.attrs.GetInt("axis"), rank, "attrs.axis");
           spec.outputs.push_back(spec.inputs[0]);
-          spec.forced_replicated.push_back(spec.inputs[0][axis]);
+          if (axis >= 0) spec.forced_replicated.push_back(spec.inputs[0][axis]);
         }
         return spec;
       })

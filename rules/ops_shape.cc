@@ -111,8 +111,11 @@ InferResult ConcatCost(const RuleContext& c, const Mesh& mesh, const std::vector
 }
 
 // Ops whose attr spells the output shape take the shard's output shape on a shard.
+// The shard's sizes are literal: a 0 there is an empty shard, not Paddle's "copy the dim".
 Localizer LocalOutputShape(const char* attr) {
-  return [attr](const LocalContext& c) { return c.attrs.With(attr, c.local_outputs[0]); };
+  return [attr](const LocalContext& c) {
+    return c.attrs.With(attr, c.local_outputs[0]).With(kLocalExact, true);
+  };
 }
 
 }  // namespace
@@ -193,7 +196,7 @@ OpDecl squeeze() {
           for (int64_t a : axis) listed = listed || a == d || a + static_cast<int64_t>(x.size()) == d;
           if (listed && x[d] == 1) exact.push_back(d);
         }
-        return c.attrs.With("axis", exact).With(kLocalSqueezeExact, true);
+        return c.attrs.With("axis", exact).With(kLocalExact, true);
       })
       .Examples(FromSignatures({{{"a1c"}, MakeAttrs({{"axis", Ints{1}}})},
                                 {{"1b1"}},

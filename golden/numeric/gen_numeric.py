@@ -1,0 +1,1003 @@
+#!/usr/bin/env python3
+"""Numeric goldens for the float64 references (reference/*.cc), computed with numpy.
+
+Writes one JSONL file per op family next to this script. Each line is one case:
+
+  value case: {"op", "name", "attrs", "inputs", "outputs"}
+  error case: {"op", "name", "attrs", "inputs", "error_field"[, "error_type"]}
+
+A tensor is {"shape": [..], "dtype": "float64" | "float32" | "int64" | "bool",
+"data": [..] (row-major)}. int64 / bool data are JSON integers; float data are written
+with full precision (repr); a non-finite value is the string "inf", "-inf" or "nan".
+"attrs" holds every attr the op declares (docs/OPS.md), defaults filled in, with the JSON
+type of the attr kind (bool, int, float such as 1.0, string, list of ints). Cases named
+localized_* also carry a localized attr ("__count", "__vocab_start", "__exact"; see
+rules/op_decl.h): what the checker sets when it runs a reference on one shard.
+error_type defaults to "InvalidArgument".
+
+The expected values come from numpy (np.matmul, np.einsum, np.cumsum, np.logaddexp, ...),
+written from docs/OPS.md and not from the C++ code. Run: python3 gen_numeric.py
+"""
+
+import json
+import math
+import os
+from collections import defaultdict
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RNG = np.random.default_rng(20240531)
+REQUIRED = object()
+FLOAT_MAX = 1.7976931348623157e308
+
+# Every declared attr of every op with its default (REQUIRED: no default). The Python
+# type of the default is the attr kind: bool, int, float, str, list (ints).
+_REDUCE = {"axis": [], "keep_dim": False, "reduce_all": False}
+DEFAULTS = {
+    "relu": {}, "silu": {}, "exp": {}, "log": {}, "tanh": {}, "sigmoid": {}, "sqrt": {},
+    "abs": {},
+    "gelu": {"approximate": False},
+    "scale": {"scale": 1.0, "bias": 0.0, "bias_after_scale": True},
+    "clip": {"min": -FLOAT_MAX, "max": FLOAT_MAX},
+    "cast": {"dtype": "float64"},
+    "add": {}, "subtract": {}, "multiply": {}, "divide": {}, "maximum": {}, "minimum": {},
+    "greater_than": {}, "less_than": {}, "where": {},
+    "matmul": {"trans_x": False, "trans_y": False},
+    "bmm": {},
+    "einsum": {"equation": REQUIRED},
+    "matmul_grad": {"trans_x": False, "trans_y": False},
+    "sum": _REDUCE, "mean": _REDUCE, "max": _REDUCE, "min": _REDUCE, "prod": _REDUCE,
+    "any": _REDUCE, "all": _REDUCE,
+    "squared_l2_norm": {"axis": [], "keep_dim": False},
+    "mean_all": {},
+    "logsumexp": {"axis": [], "keepdim": False, "reduce_all": False},
+    "p_norm": {"porder": 2.0, "axis": -1, "epsilon": 1e-12, "keepdim": False,
+               "asvector": False},
+    "argmax": {"axis": -1, "keepdims": False, "flatten": False, "dtype": "int64"},
+    "cumsum": {"axis": -1, "flatten": False, "exclusive": False, "reverse": False},
+    "softmax": {"axis": -1}, "log_softmax": {"axis": -1}, "softmax_grad": {"axis": -1},
+    "layer_norm": {"epsilon": 1e-5, "begin_norm_axis": 1},
+    "rms_norm": {"epsilon": 1e-6, "begin_norm_axis": 1},
+    "lookup_table_v2": {"padding_idx": -1, "sparse": False},
+    "cross_entropy_with_softmax": {"soft_label": False, "use_softmax": True,
+                                   "numeric_stable_mode": True, "ignore_index": -100,
+                                   "axis": -1},
+    "reshape": {"shape": REQUIRED},
+    "flatten": {"start_axis": 0, "stop_axis": -1},
+    "squeeze": {"axis": []},
+    "unsqueeze": {"axis": REQUIRED},
+    "transpose": {"perm": REQUIRED},
+    "split": {"sections": REQUIRED, "axis": 0},
+    "split_with_num": {"num": REQUIRED, "axis": 0},
+    "unbind": {"axis": 0},
+    "concat": {"axis": 0},
+    "stack": {"axis": 0},
+    "slice": {"axes": REQUIRED, "starts": REQUIRED, "ends": REQUIRED, "infer_flags": [],
+              "decrease_axis": []},
+    "tile": {"repeat_times": REQUIRED},
+    "expand": {"shape": REQUIRED},
+    "expand_as": {"target_shape": []},
+}
+
+
+def full_attrs(op, given):
+    """Every declared attr of `op`, `given` over the defaults, typed by the attr kind."""
+    declared = DEFAULTS[op]
+    for name in given:
+        if name not in declared and not name.startswith("__"):
+            raise KeyError(f"{op} declares no attr {name}")
+    out = {}
+    for name, default in declared.items():
+        value = given.get(name, default)
+        if value is REQUIRED:
+            raise KeyError(f"{op}: attr {name} is required")
+        kind = default if default is not REQUIRED else value
+        if isinstance(kind, bool):
+            value = bool(value)
+        elif isinstance(kind, int):
+            value = int(value)
+        elif isinstance(kind, float):
+            value = float(value)
+        elif isinstance(kind, list):
+            value = [int(v) for v in value]
+        out[name] = value
+    for name, value in given.items():
+        if name.startswith("__"):  # localized attrs: int or bool
+            out[name] = value
+    return out
+
+
+# ---------------------------------------------------------------- tensors and cases
+
+def enc(v, dtype):
+    if dtype in ("int64", "bool"):
+        return int(v)
+    v = float(v)
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+class T:
+    """An array with a dtype tag (float64 unless said otherwise)."""
+
+    def __init__(self, array, dtype="float64"):
+        self.array = np.asarray(array, dtype=np.float64)
+        self.dtype = dtype
+
+    def to_json(self):
+        return {"shape": [int(s) for s in self.array.shape], "dtype": self.dtype,
+                "data": [enc(v, self.dtype) for v in self.array.reshape(-1)]}
+
+
+def as_t(x):
+    return x if isinstance(x, T) else T(x)
+
+
+FAMILIES = defaultdict(list)
+FAMILY_OF = {}
+
+
+def family(name, ops):
+    for op in ops:
+        FAMILY_OF[op] = name
+
+
+def case(op, name, attrs, inputs, outputs):
+    FAMILIES[FAMILY_OF[op]].append({
+        "op": op, "name": name, "attrs": full_attrs(op, attrs),
+        "inputs": [as_t(x).to_json() for x in inputs],
+        "outputs": [as_t(x).to_json() for x in outputs]})
+
+
+def error(op, name, attrs, inputs, field, error_type="InvalidArgument"):
+    line = {"op": op, "name": name, "attrs": full_attrs(op, attrs),
+            "inputs": [as_t(x).to_json() if not isinstance(x, dict) else x for x in inputs],
+            "error_field": field}
+    if error_type != "InvalidArgument":
+        line["error_type"] = error_type
+    FAMILIES[FAMILY_OF[op]].append(line)
+
+
+def vals(*shape, lo=-3.0, hi=3.0):
+    """Random values with two decimals."""
+    return np.round(RNG.uniform(lo, hi, size=shape), 2)
+
+
+def pos(*shape):
+    return np.round(RNG.uniform(0.1, 3.0, size=shape), 2)
+
+
+def small_ints(*shape, lo=-2, hi=3):
+    """Small integral values as floats (ties for max / argmax / comparisons)."""
+    return RNG.integers(lo, hi, size=shape).astype(np.float64)
+
+
+def bools(*shape):
+    return T(RNG.integers(0, 2, size=shape), "bool")
+
+
+# ---------------------------------------------------------------- elementwise
+
+UNARY = ["relu", "gelu", "silu", "exp", "log", "tanh", "sigmoid", "sqrt", "abs", "scale",
+         "clip", "cast"]
+BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "greater_than",
+          "less_than"]
+family("elementwise", UNARY + BINARY + ["where"])
+
+
+def gelu_exact(x):
+    return np.vectorize(lambda v: 0.5 * v * (1.0 + math.erf(v / math.sqrt(2.0))), otypes=[np.float64])(x)
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+UNARY_FN = {
+    "relu": lambda x: np.maximum(x, 0.0),
+    "silu": lambda x: x / (1.0 + np.exp(-x)),
+    "exp": np.exp,
+    "log": np.log,
+    "tanh": np.tanh,
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "sqrt": np.sqrt,
+    "abs": np.abs,
+}
+
+
+def unary_input(op, shape):
+    if op == "log":
+        return pos(*shape)
+    if op == "sqrt":
+        x = pos(*shape)
+        if x.size:
+            x.reshape(-1)[0] = 0.0
+        return x
+    return vals(*shape)
+
+
+def gen_elementwise():
+    shapes = [("2x3", (2, 3)), ("0d", ()), ("empty_0x3", (0, 3)), ("size1_1x4x1", (1, 4, 1))]
+    for op, fn in UNARY_FN.items():
+        for label, shape in shapes:
+            x = unary_input(op, shape)
+            case(op, label, {}, [x], [fn(x)])
+    for label, shape in shapes:
+        x = vals(*shape)
+        case("gelu", label, {}, [x], [gelu_exact(x)])
+    for label, shape in shapes[:2]:
+        x = vals(*shape)
+        case("gelu", "approximate_" + label, {"approximate": True}, [x], [gelu_tanh(x)])
+    error("relu", "two_inputs", {}, [vals(2), vals(2)], "inputs")
+    error("exp", "data_size_mismatch",
+          {}, [{"shape": [2, 3], "dtype": "float64", "data": [1.0, 2.0, 3.0, 4.0, 5.0]}],
+          "inputs[0].data")
+
+    # scale
+    x = vals(2, 3)
+    case("scale", "defaults", {}, [x], [x * 1.0 + 0.0])
+    case("scale", "after", {"scale": 2.5, "bias": 0.5}, [x], [2.5 * x + 0.5])
+    case("scale", "before", {"scale": -1.5, "bias": 0.25, "bias_after_scale": False}, [x],
+         [-1.5 * (x + 0.25)])
+    x0 = vals()
+    case("scale", "0d", {"scale": 3.0, "bias": -1.0}, [x0], [3.0 * x0 - 1.0])
+
+    # clip
+    x = vals(3, 4)
+    case("clip", "both", {"min": -1.0, "max": 1.5}, [x], [np.clip(x, -1.0, 1.5)])
+    case("clip", "min_only", {"min": 0.5}, [x], [np.maximum(x, 0.5)])
+    case("clip", "defaults", {}, [x], [x])
+    case("clip", "min_eq_max", {"min": 0.25, "max": 0.25}, [vals(4)], [np.full(4, 0.25)])
+    x0 = vals()
+    case("clip", "0d", {"min": -0.5, "max": 0.5}, [x0], [np.clip(x0, -0.5, 0.5)])
+    error("clip", "min_gt_max", {"min": 2.0, "max": 1.0}, [x], "attrs.min")
+
+    # cast
+    x = np.array([[0.1, -2.7, 3.5], [0.0, 1e-3, -0.0], [2.9, -0.5, 1234.5678]])
+    case("cast", "float64", {}, [x], [T(x, "float64")])
+    case("cast", "float32", {"dtype": "float32"}, [x],
+         [T(x.astype(np.float32).astype(np.float64), "float32")])
+    case("cast", "int64", {"dtype": "int64"}, [x], [T(np.trunc(x), "int64")])
+    case("cast", "bool", {"dtype": "bool"}, [x], [T(x != 0, "bool")])
+    ids = T(np.array([3, 0, -2]), "int64")
+    case("cast", "int64_to_float64", {}, [ids], [T(ids.array, "float64")])
+    case("cast", "bool_0d", {"dtype": "bool"}, [np.array(0.0)], [T(np.array(0), "bool")])
+    error("cast", "unknown_dtype", {"dtype": "int8"}, [x], "attrs.dtype")
+
+    # binary
+    binary_fn = {
+        "add": lambda a, b: (a + b, "float64"),
+        "subtract": lambda a, b: (a - b, "float64"),
+        "multiply": lambda a, b: (a * b, "float64"),
+        "divide": lambda a, b: (a / b, "float64"),
+        "maximum": lambda a, b: (np.maximum(a, b), "float64"),
+        "minimum": lambda a, b: (np.minimum(a, b), "float64"),
+        "greater_than": lambda a, b: (a > b, "bool"),
+        "less_than": lambda a, b: (a < b, "bool"),
+    }
+    pairs = [("same_2x3", (2, 3), (2, 3)), ("broadcast_2x1x3_4x1", (2, 1, 3), (4, 1)),
+             ("0d_and_3", (), (3,)), ("3_and_0d", (3,), ()), ("empty_0x3_1x3", (0, 3), (1, 3)),
+             ("0d_0d", (), ())]
+    for op, fn in binary_fn.items():
+        for label, sx, sy in pairs:
+            if op in ("maximum", "minimum", "greater_than", "less_than"):
+                a, b = small_ints(*sx), small_ints(*sy)  # ties included
+            else:
+                a = vals(*sx)
+                b = vals(*sy)
+                if op == "divide":
+                    b = pos(*sy) * np.where(RNG.integers(0, 2, size=sy) == 0, -1.0, 1.0)
+            out, dtype = fn(a, b)
+            case(op, label, {}, [a, b], [T(out, dtype)])
+        error(op, "not_broadcastable", {}, [vals(2, 3), vals(4)], "inputs[1].shape")
+
+    # where
+    for label, sc, sx, sy in [("same_2x3", (2, 3), (2, 3), (2, 3)),
+                              ("broadcast", (2, 1), (3,), ()),
+                              ("0d_condition", (), (2,), (2,)),
+                              ("empty", (0, 1), (0, 2), (2,))]:
+        c, a, b = bools(*sc), vals(*sx), vals(*sy)
+        case("where", label, {}, [c, a, b], [np.where(c.array != 0, a, b)])
+    c = T(np.array([[1.0, 0.0, 2.5]]), "float64")  # a float condition: != 0 is true
+    a, b = vals(2, 3), vals(2, 3)
+    case("where", "float_condition", {}, [c, a, b], [np.where(c.array != 0, a, b)])
+    error("where", "not_broadcastable", {}, [bools(2), vals(3), vals(3)], "inputs[1].shape")
+    error("where", "two_inputs", {}, [bools(2), vals(2)], "inputs")
+
+
+# ---------------------------------------------------------------- contractions
+
+family("contraction", ["matmul", "bmm", "einsum", "matmul_grad"])
+
+
+def swap(a):
+    return np.swapaxes(a, -1, -2)
+
+
+def np_matmul(x, y, trans_x, trans_y):
+    xx = swap(x) if trans_x and x.ndim >= 2 else x
+    yy = swap(y) if trans_y and y.ndim >= 2 else y
+    return np.matmul(xx, yy)
+
+
+def unbroadcast(g, shape):
+    """Sums g down to `shape` (the inverse of broadcasting)."""
+    while g.ndim > len(shape):
+        g = g.sum(axis=0)
+    for d, s in enumerate(shape):
+        if s == 1 and g.shape[d] != 1:
+            g = g.sum(axis=d, keepdims=True)
+    return g
+
+
+def np_matmul_grad(x, y, og, trans_x, trans_y):
+    # Effective operands X [.., m, k], Y [.., k, n] and out_grad G [.., m, n].
+    if x.ndim == 1:
+        X = x[None, :]
+    else:
+        X = swap(x) if trans_x else x
+    if y.ndim == 1:
+        Y = y[:, None]
+    else:
+        Y = swap(y) if trans_y else y
+    G = og
+    if y.ndim == 1:
+        G = G[..., None]
+    if x.ndim == 1:
+        G = G[..., None, :]
+    dX = np.matmul(G, swap(Y))
+    dY = np.matmul(swap(X), G)
+    dX = unbroadcast(dX, X.shape)
+    dY = unbroadcast(dY, Y.shape)
+    if x.ndim >= 2 and trans_x:
+        dX = swap(dX)
+    if y.ndim >= 2 and trans_y:
+        dY = swap(dY)
+    return dX.reshape(x.shape), dY.reshape(y.shape)
+
+
+MATMUL_CASES = [
+    ("2x3_3x4", (2, 3), (3, 4), False, False),
+    ("trans_x", (3, 2), (3, 4), True, False),
+    ("trans_y", (2, 3), (4, 3), False, True),
+    ("trans_both", (3, 2), (4, 3), True, True),
+    ("x_1d", (3,), (3, 4), False, False),
+    ("y_1d", (2, 3), (3,), False, False),
+    ("both_1d", (3,), (3,), False, False),
+    ("x_1d_trans_flags_ignored", (3,), (4, 3), True, True),
+    ("batch_broadcast", (2, 1, 2, 3), (5, 3, 4), False, False),
+    ("batch_broadcast_trans", (1, 3, 2), (4, 4, 3), True, True),
+    ("x_1d_batched_y", (3,), (2, 3, 4), False, False),
+    ("batched_x_y_1d", (2, 2, 3), (3,), False, False),
+    ("size1_dims", (1, 1), (1, 1), False, False),
+    ("k0", (2, 0), (0, 3), False, False),
+]
+
+
+def gen_contraction():
+    for label, sx, sy, tx, ty in MATMUL_CASES:
+        x, y = vals(*sx), vals(*sy)
+        attrs = {"trans_x": tx, "trans_y": ty}
+        case("matmul", label, attrs, [x, y], [np_matmul(x, y, tx, ty)])
+    error("matmul", "k_mismatch", {}, [vals(2, 3), vals(4, 2)], "inputs[1].shape")
+    error("matmul", "k_mismatch_trans", {"trans_x": True}, [vals(2, 3), vals(3, 4)],
+          "inputs[1].shape")
+    error("matmul", "x_0d", {}, [vals(), vals(3)], "inputs[0].shape")
+    error("matmul", "batch_mismatch", {}, [vals(2, 2, 3), vals(3, 3, 4)], "inputs[1].shape")
+
+    for label, sx, sy in [("2x3x4_2x4x5", (2, 3, 4), (2, 4, 5)), ("ones", (1, 1, 1), (1, 1, 2)),
+                          ("m0", (3, 0, 2), (3, 2, 2)), ("k0", (2, 2, 0), (2, 0, 3))]:
+        x, y = vals(*sx), vals(*sy)
+        case("bmm", label, {}, [x, y], [np.matmul(x, y)])
+    error("bmm", "rank2", {}, [vals(3, 4), vals(4, 5)], "inputs[0].shape")
+    error("bmm", "batch_mismatch", {}, [vals(2, 3, 4), vals(3, 4, 5)], "inputs[1].shape")
+    error("bmm", "k_mismatch", {}, [vals(2, 3, 4), vals(2, 3, 5)], "inputs[1].shape")
+
+    einsums = [
+        ("matmul", "ij,jk->ik", [(2, 3), (3, 4)]),
+        ("transpose", "ij->ji", [(2, 3)]),
+        ("implicit_matmul", "ij,jk", [(2, 3), (3, 4)]),
+        ("implicit_sorted", "ba", [(2, 3)]),
+        ("implicit_upper_first", "Ab,bc", [(2, 3), (3, 4)]),
+        ("batch_matmul", "bij,bjk->bik", [(2, 2, 3), (2, 3, 2)]),
+        ("dot_0d", "i,i->", [(4,), (4,)]),
+        ("outer", "i,j->ij", [(2,), (3,)]),
+        ("sum_all", "ij->", [(2, 3)]),
+        ("three_operands", "ij,jk,kl->il", [(2, 3), (3, 2), (2, 2)]),
+        ("scalar_operand", "i,->i", [(3,), ()]),
+        ("identity_0d", "->", [()]),
+        ("empty_contraction", "ij,jk->ik", [(2, 0), (0, 3)]),
+        ("permute_3d", "ijk->kji", [(2, 3, 4)]),
+        ("keep_summed_free", "ij,j->i", [(3, 2), (2,)]),
+        ("size1", "ab,bc->ac", [(1, 1), (1, 2)]),
+    ]
+    for label, eq, shapes in einsums:
+        ops = [vals(*s) for s in shapes]
+        case("einsum", label, {"equation": eq}, ops, [np.asarray(np.einsum(eq, *ops))])
+    error("einsum", "diagonal", {"equation": "ii->i"}, [vals(3, 3)], "attrs.equation",
+          "Unsupported")
+    error("einsum", "ellipsis", {"equation": "...ij->...ji"}, [vals(2, 2, 3)],
+          "attrs.equation", "Unsupported")
+    error("einsum", "operand_count", {"equation": "ij,jk->ik"}, [vals(2, 3)], "attrs.equation")
+    error("einsum", "size_mismatch", {"equation": "ij,jk->ik"}, [vals(2, 3), vals(4, 2)],
+          "inputs[1].shape")
+    error("einsum", "rank_mismatch", {"equation": "ijk->i"}, [vals(2, 3)], "inputs[0].shape")
+    error("einsum", "unknown_output_letter", {"equation": "ij->k"}, [vals(2, 3)],
+          "attrs.equation")
+    error("einsum", "repeated_output_letter", {"equation": "ij->ii"}, [vals(2, 3)],
+          "attrs.equation")
+    error("einsum", "bad_character", {"equation": "i j->ij"}, [vals(2, 3)], "attrs.equation")
+
+    grads = [c for c in MATMUL_CASES if c[0] not in ("k0",)] + [
+        ("y_2d_batched_x", (2, 2, 3), (3, 4), False, False)]
+    for label, sx, sy, tx, ty in grads:
+        x, y = vals(*sx), vals(*sy)
+        out = np_matmul(x, y, tx, ty)
+        og = vals(*out.shape)
+        xg, yg = np_matmul_grad(x, y, og, tx, ty)
+        case("matmul_grad", label, {"trans_x": tx, "trans_y": ty}, [x, y, og], [xg, yg])
+    error("matmul_grad", "out_grad_shape", {}, [vals(2, 3), vals(3, 4), vals(2, 3)],
+          "inputs[2].shape")
+    error("matmul_grad", "k_mismatch", {}, [vals(2, 3), vals(2, 4), vals(2, 4)],
+          "inputs[1].shape")
+
+
+# ---------------------------------------------------------------- reductions
+
+REDUCE_OPS = ["sum", "mean", "max", "min", "prod", "any", "all"]
+family("reduction", REDUCE_OPS + ["squared_l2_norm", "mean_all", "logsumexp", "p_norm",
+                                  "argmax", "cumsum"])
+
+
+def np_reduce(op, x, axis, keep):
+    """axis: a tuple of dims (already normalised)."""
+    if op == "sum":
+        return np.sum(x, axis=axis, keepdims=keep), "float64"
+    if op == "mean":
+        return np.mean(x, axis=axis, keepdims=keep), "float64"
+    if op == "max":
+        return np.max(x, axis=axis, keepdims=keep, initial=-np.inf), "float64"
+    if op == "min":
+        return np.min(x, axis=axis, keepdims=keep, initial=np.inf), "float64"
+    if op == "prod":
+        return np.prod(x, axis=axis, keepdims=keep), "float64"
+    if op == "any":
+        return np.any(x != 0, axis=axis, keepdims=keep), "bool"
+    if op == "all":
+        return np.all(x != 0, axis=axis, keepdims=keep), "bool"
+    if op == "squared_l2_norm":
+        return np.sum(x * x, axis=axis, keepdims=keep), "float64"
+    if op == "logsumexp":
+        if x.ndim == 0:
+            return x.copy(), "float64"
+        return np.logaddexp.reduce(x, axis=axis, keepdims=keep), "float64"
+    raise KeyError(op)
+
+
+def reduce_input(op, shape):
+    if op in ("any", "all"):
+        x = small_ints(*shape, lo=0, hi=3)  # about a third zeros
+        return x
+    if op == "prod":
+        return np.round(RNG.uniform(0.5, 1.5, size=shape), 2) * np.where(
+            RNG.integers(0, 4, size=shape) == 0, -1.0, 1.0)
+    return vals(*shape)
+
+
+def gen_reduction():
+    keep_name = {op: "keep_dim" for op in REDUCE_OPS + ["squared_l2_norm"]}
+    keep_name["logsumexp"] = "keepdim"
+    for op in REDUCE_OPS + ["squared_l2_norm", "logsumexp"]:
+        kn = keep_name[op]
+        x = reduce_input(op, (2, 3, 4))
+        variants = [
+            ("all_dims_default", {}, (0, 1, 2), False),
+            ("axis1", {"axis": [1]}, (1,), False),
+            ("neg_axes_keep", {"axis": [-1, 0], kn: True}, (0, 2), True),
+            ("keep_all", {kn: True}, (0, 1, 2), True),
+        ]
+        if op != "squared_l2_norm":
+            variants.append(("reduce_all_overrides_axis", {"axis": [1], "reduce_all": True},
+                             (0, 1, 2), False))
+        for label, attrs, axes, keep in variants:
+            out, dtype = np_reduce(op, x, axes, keep)
+            case(op, label, attrs, [x], [T(out, dtype)])
+        x0 = reduce_input(op, ())
+        out, dtype = np_reduce(op, x0, (), False)
+        case(op, "0d", {}, [x0], [T(out, dtype)])
+        # Paddle's 0-d convention: axis 0 / -1 names the one element; the output stays 0-d.
+        case(op, "0d_axis_minus1_keep", {"axis": [-1], kn: True}, [x0], [T(out, dtype)])
+        x1 = reduce_input(op, (1, 3))
+        out, dtype = np_reduce(op, x1, (0,), False)
+        case(op, "size1_axis0", {"axis": [0]}, [x1], [T(out, dtype)])
+        xe = reduce_input(op, (0, 3))
+        out, dtype = np_reduce(op, xe, (1,), False)
+        case(op, "empty_keep_rows", {"axis": [1]}, [xe], [T(out, dtype)])
+        if op == "mean":
+            error(op, "empty_set", {"axis": [0]}, [xe], "inputs[0].shape")
+        else:
+            with np.errstate(divide="ignore"):
+                out, dtype = np_reduce(op, xe, (0,), False)
+            case(op, "empty_set_identity", {"axis": [0]}, [xe], [T(out, dtype)])
+        error(op, "axis_out_of_range", {"axis": [3]}, [x], "attrs.axis")
+        error(op, "duplicate_axis", {"axis": [1, -2]}, [x], "attrs.axis")
+
+    # Localized mean (D7): a shard divides its local sum by the global count.
+    x = vals(2, 3)
+    case("mean", "localized_count", {"axis": [1], "__count": 6}, [x], [np.sum(x, axis=1) / 6.0])
+    case("mean", "localized_empty_shard", {"axis": [0], "__count": 4}, [vals(0, 3)],
+         [np.zeros(3)])
+    error("mean", "localized_zero_count", {"axis": [1], "__count": 0}, [vals(2, 0)],
+          "inputs[0].shape")
+    case("mean_all", "localized_count", {"__count": 10}, [x], [np.array(np.sum(x) / 10.0)])
+    case("mean_all", "localized_empty_shard", {"__count": 10}, [vals(0, 3)], [np.array(0.0)])
+
+    x = T(bools(2, 3).array, "bool")
+    case("any", "bool_input", {"axis": [0]}, [x], [T(np.any(x.array != 0, axis=0), "bool")])
+    x = np.array([[1000.0, 1001.0, -1000.0], [-5.0, -7.0, -6.0]])
+    case("logsumexp", "large_values", {"axis": [1]}, [x],
+         [np.logaddexp.reduce(x, axis=1)])
+
+    # mean_all
+    for label, shape in [("2x3", (2, 3)), ("0d", ()), ("1x1x5", (1, 1, 5))]:
+        x = vals(*shape)
+        case("mean_all", label, {}, [x], [np.array(np.mean(x))])
+    error("mean_all", "empty", {}, [vals(0, 3)], "inputs[0].shape")
+
+    # p_norm
+    def pn(x, p, axis, keep):
+        return np.sum(np.abs(x) ** p, axis=axis, keepdims=keep) ** (1.0 / p)
+
+    x = vals(3, 4)
+    case("p_norm", "default_l2_last_axis", {}, [x], [pn(x, 2.0, -1, False)])
+    case("p_norm", "l1_axis0_keepdim", {"porder": 1.0, "axis": 0, "keepdim": True}, [x],
+         [pn(x, 1.0, 0, True)])
+    case("p_norm", "p3", {"porder": 3.0, "axis": 1}, [x], [pn(x, 3.0, 1, False)])
+    case("p_norm", "p_half", {"porder": 0.5, "axis": -2}, [x], [pn(x, 0.5, 0, False)])
+    xn = pos(2, 3)
+    case("p_norm", "p_negative", {"porder": -1.5}, [xn], [pn(xn, -1.5, 1, False)])
+    case("p_norm", "asvector", {"asvector": True, "porder": 2.0}, [x],
+         [pn(x, 2.0, None, False)])
+    case("p_norm", "asvector_keepdim", {"asvector": True, "keepdim": True}, [x],
+         [pn(x, 2.0, None, True)])
+    x3 = vals(2, 3, 2)
+    case("p_norm", "3d_axis1_epsilon", {"axis": 1, "epsilon": 1e-6}, [x3],
+         [pn(x3, 2.0, 1, False)])
+    x0 = vals()
+    case("p_norm", "0d", {}, [x0], [np.array(abs(float(x0)))])
+    xe = vals(2, 0)
+    case("p_norm", "empty_axis", {}, [xe], [pn(xe, 2.0, -1, False)])
+    error("p_norm", "porder_zero", {"porder": 0.0}, [x], "attrs.porder")
+    error("p_norm", "axis_out_of_range", {"axis": 2}, [x], "attrs.axis")
+
+    # argmax (first maximum; small integers give ties)
+    x = small_ints(3, 4)
+    x[0, :] = [2.0, 1.0, 2.0, 0.0]
+    case("argmax", "last_axis", {}, [x], [T(np.argmax(x, axis=-1), "int64")])
+    case("argmax", "axis0_keepdims", {"axis": 0, "keepdims": True}, [x],
+         [T(np.argmax(x, axis=0, keepdims=True), "int64")])
+    case("argmax", "flatten", {"flatten": True}, [x], [T(np.array(np.argmax(x)), "int64")])
+    case("argmax", "flatten_keepdims", {"flatten": True, "keepdims": True}, [x],
+         [T(np.argmax(x).reshape(1, 1), "int64")])
+    x3 = small_ints(2, 3, 2)
+    case("argmax", "3d_axis1", {"axis": 1}, [x3], [T(np.argmax(x3, axis=1), "int64")])
+    x0 = vals()
+    case("argmax", "0d", {}, [x0], [T(np.array(0), "int64")])
+    case("argmax", "empty_rows", {"axis": 1}, [vals(0, 3)],
+         [T(np.zeros((0,)), "int64")])
+    error("argmax", "dtype_int32", {"dtype": "int32"}, [x], "attrs.dtype")
+    error("argmax", "axis_out_of_range", {"axis": 2}, [x], "attrs.axis")
+    error("argmax", "empty_axis", {"axis": 0}, [vals(0, 3)], "inputs[0].shape")
+
+    # cumsum
+    def exclusive(x, axis):
+        c = np.cumsum(x, axis=axis)
+        shifted = np.zeros_like(c)
+        idx = [slice(None)] * x.ndim
+        src = [slice(None)] * x.ndim
+        idx[axis] = slice(1, None)
+        src[axis] = slice(0, -1)
+        shifted[tuple(idx)] = c[tuple(src)]
+        return shifted
+
+    def rev(fn, x, axis):
+        return np.flip(fn(np.flip(x, axis), axis), axis)
+
+    x = vals(3, 4)
+    case("cumsum", "last_axis", {}, [x], [np.cumsum(x, axis=-1)])
+    case("cumsum", "axis0", {"axis": 0}, [x], [np.cumsum(x, axis=0)])
+    case("cumsum", "flatten", {"flatten": True, "axis": 0}, [x], [np.cumsum(x)])
+    case("cumsum", "exclusive", {"exclusive": True}, [x], [exclusive(x, 1)])
+    case("cumsum", "reverse", {"reverse": True, "axis": -2}, [x],
+         [rev(lambda a, ax: np.cumsum(a, axis=ax), x, 0)])
+    case("cumsum", "exclusive_reverse", {"exclusive": True, "reverse": True}, [x],
+         [rev(exclusive, x, 1)])
+    x0 = vals()
+    case("cumsum", "0d", {}, [x0], [x0])
+    case("cumsum", "0d_flatten", {"flatten": True}, [x0], [x0.reshape(1)])
+    xe = vals(0, 3)
+    case("cumsum", "empty", {"axis": 0}, [xe], [xe])
+    x3 = vals(2, 1, 3)
+    case("cumsum", "size1_axis", {"axis": 1}, [x3], [np.cumsum(x3, axis=1)])
+    error("cumsum", "axis_out_of_range", {"axis": -3}, [x], "attrs.axis")
+
+
+# ---------------------------------------------------------------- normalisation
+
+family("norm", ["softmax", "log_softmax", "softmax_grad", "layer_norm", "rms_norm",
+                "lookup_table_v2", "cross_entropy_with_softmax"])
+
+
+def np_softmax(x, axis):
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def np_log_softmax(x, axis):
+    return x - np.logaddexp.reduce(x, axis=axis, keepdims=True)
+
+
+def gen_norm():
+    for op, fn in [("softmax", np_softmax), ("log_softmax", np_log_softmax)]:
+        x = vals(2, 3)
+        case(op, "last_axis", {}, [x], [fn(x, -1)])
+        case(op, "axis0", {"axis": 0}, [x], [fn(x, 0)])
+        x3 = vals(2, 3, 4)
+        case(op, "3d_axis1", {"axis": 1}, [x3], [fn(x3, 1)])
+        case(op, "3d_axis_minus3", {"axis": -3}, [x3], [fn(x3, 0)])
+        x1 = vals(3, 1)
+        case(op, "size1_axis", {}, [x1], [fn(x1, -1)])
+        big = np.array([[1000.0, 999.0, -1000.0], [0.5, 0.25, 0.0]])
+        case(op, "large_values", {}, [big], [fn(big, -1)])
+        x0 = vals()
+        case(op, "0d", {}, [x0], [np.array(1.0 if op == "softmax" else 0.0)])
+        xe = vals(0, 3)
+        case(op, "empty_rows", {}, [xe], [xe])
+        error(op, "axis_out_of_range", {"axis": 2}, [x], "attrs.axis")
+
+    for label, shape, axis in [("last_axis", (2, 3), -1), ("axis0", (3, 2), 0),
+                               ("3d_axis1", (2, 3, 2), 1), ("0d", (), -1)]:
+        out = np_softmax(vals(*shape), axis) if shape else np.array(1.0)
+        og = vals(*shape)
+        expect = out * (og - np.sum(og * out, axis=axis if shape else None,
+                                    keepdims=bool(shape)))
+        case("softmax_grad", label, {"axis": axis}, [out, og], [expect])
+    error("softmax_grad", "shape_mismatch", {}, [vals(2, 3), vals(3, 2)], "inputs[1].shape")
+
+    # layer_norm / rms_norm: stats over dims >= begin, stats shape x.shape[:begin]
+    def ln(x, scale, bias, eps, begin):
+        axes = tuple(range(begin, x.ndim))
+        mean = np.mean(x, axis=axes)
+        var = np.var(x, axis=axes)
+        mk = np.mean(x, axis=axes, keepdims=True)
+        vk = np.var(x, axis=axes, keepdims=True)
+        norm_shape = x.shape[begin:]
+        out = (x - mk) / np.sqrt(vk + eps) * scale.reshape(norm_shape) + bias.reshape(norm_shape)
+        return out, mean, var
+
+    def rms(x, scale, eps, begin):
+        axes = tuple(range(begin, x.ndim))
+        ms = np.mean(x * x, axis=axes, keepdims=True)
+        inv = 1.0 / np.sqrt(ms + eps)
+        norm_shape = x.shape[begin:]
+        return x * inv * scale.reshape(norm_shape), inv.reshape(x.shape[:begin])
+
+    for label, shape, begin, attrs in [
+            ("default_begin1", (2, 3, 4), 1, {}),
+            ("begin2", (2, 3, 4), 2, {"begin_norm_axis": 2}),
+            ("begin_minus1_eps", (3, 4), 1, {"begin_norm_axis": -1, "epsilon": 1e-3}),
+            ("begin0", (2, 3), 0, {"begin_norm_axis": 0}),
+            ("empty_outer", (0, 4), 1, {}),
+            ("size1", (2, 1), 1, {})]:
+        x = vals(*shape)
+        n = int(np.prod(shape[begin:]))
+        scale, bias = vals(n), vals(n)
+        eps = attrs.get("epsilon", 1e-5)
+        out, mean, var = ln(x, scale, bias, eps, begin)
+        case("layer_norm", label, attrs, [x, scale, bias], [out, mean, var])
+        eps = attrs.get("epsilon", 1e-6)
+        out, inv = rms(x, scale, eps, begin)
+        case("rms_norm", label, attrs, [x, scale], [out, inv])
+    x = vals(2, 3)
+    error("layer_norm", "scale_shape", {}, [x, vals(2), vals(3)], "inputs[1].shape")
+    error("layer_norm", "bias_shape", {}, [x, vals(3), vals(1, 3)], "inputs[2].shape")
+    error("layer_norm", "begin_out_of_range", {"begin_norm_axis": 2}, [x, vals(1), vals(1)],
+          "attrs.begin_norm_axis")
+    error("layer_norm", "empty_norm_set", {}, [vals(2, 0), vals(0), vals(0)], "inputs[0].shape")
+    error("rms_norm", "scale_shape", {}, [x, vals(2)], "inputs[1].shape")
+    error("rms_norm", "begin_out_of_range", {"begin_norm_axis": -3}, [x, vals(6)],
+          "attrs.begin_norm_axis")
+
+    # lookup_table_v2
+    weight = vals(5, 4)
+    ids = np.array([[0, 3, 4], [3, 1, 2]])
+    case("lookup_table_v2", "2d_ids", {}, [T(ids, "int64"), weight], [weight[ids]])
+    padded = weight[ids].copy()
+    padded[ids == 3] = 0.0
+    case("lookup_table_v2", "padding_idx", {"padding_idx": 3, "sparse": True},
+         [T(ids, "int64"), weight], [padded])
+    case("lookup_table_v2", "0d_id", {}, [T(np.array(2), "int64"), weight], [weight[2]])
+    case("lookup_table_v2", "empty_ids", {}, [T(np.zeros((0,)), "int64"), weight],
+         [np.zeros((0, 4))])
+    case("lookup_table_v2", "padding_idx_0", {"padding_idx": 0},
+         [T(np.array([0, 1]), "int64"), weight], [np.stack([np.zeros(4), weight[1]])])
+    # Localized: the weight shard holds global rows [2, 5); other ids read zeros.
+    shard = vals(3, 4)
+    ids = np.array([[0, 3, 4], [2, 6, 1]])
+    expect = np.zeros((2, 3, 4))
+    for (i, j), v in np.ndenumerate(ids):
+        if 2 <= v < 5:
+            expect[i, j] = shard[v - 2]
+    case("lookup_table_v2", "localized_vocab_start", {"__vocab_start": 2},
+         [T(ids, "int64"), shard], [expect])
+    error("lookup_table_v2", "id_too_large", {}, [T(np.array([1, 5]), "int64"), weight],
+          "inputs[0].data")
+    error("lookup_table_v2", "id_negative", {}, [T(np.array([-1]), "int64"), weight],
+          "inputs[0].data")
+    error("lookup_table_v2", "weight_1d", {}, [T(np.array([0]), "int64"), vals(5)],
+          "inputs[1].shape")
+
+    # cross_entropy_with_softmax
+    def hard(logits, label, axis, ignore_index=-100, use_softmax=True):
+        sm = np_softmax(logits, axis) if use_softmax else logits
+        logp = np_log_softmax(logits, axis) if use_softmax else np.log(logits)
+        safe = np.where(label == ignore_index, 0, label).astype(np.int64)
+        loss = -np.take_along_axis(logp, safe, axis=axis)
+        loss = np.where(label == ignore_index, 0.0, loss)
+        return sm, loss
+
+    logits = vals(4, 5)
+    label = np.array([[0], [4], [2], [2]])
+    sm, loss = hard(logits, label, -1)
+    case("cross_entropy_with_softmax", "hard_label", {}, [logits, T(label, "int64")],
+         [sm, loss])
+    label = np.array([[0], [-100], [2], [1]])
+    sm, loss = hard(logits, label, -1)
+    case("cross_entropy_with_softmax", "ignore_index_default", {},
+         [logits, T(label, "int64")], [sm, loss])
+    label = np.array([[3], [1], [3], [0]])
+    sm, loss = hard(logits, label, -1, ignore_index=3)
+    case("cross_entropy_with_softmax", "ignore_index_3", {"ignore_index": 3},
+         [logits, T(label, "int64")], [sm, loss])
+    logits0 = vals(3, 2)
+    label0 = np.array([[2, 0]])
+    sm, loss = hard(logits0, label0, 0)
+    case("cross_entropy_with_softmax", "axis0", {"axis": 0}, [logits0, T(label0, "int64")],
+         [sm, loss])
+    logits3 = vals(2, 3, 2)
+    label3 = np.array([[[1, 0]], [[2, 2]]])
+    sm, loss = hard(logits3, label3, 1)
+    case("cross_entropy_with_softmax", "3d_axis1", {"axis": 1},
+         [logits3, T(label3, "int64")], [sm, loss])
+    probs = np_softmax(vals(3, 4), -1)
+    labelp = np.array([[1], [0], [3]])
+    sm, loss = hard(probs, labelp, -1, use_softmax=False)
+    case("cross_entropy_with_softmax", "no_softmax", {"use_softmax": False,
+                                                      "numeric_stable_mode": False},
+         [probs, T(labelp, "int64")], [sm, loss])
+    soft = np_softmax(vals(3, 4), -1)
+    logits = vals(3, 4)
+    loss = -np.sum(soft * np_log_softmax(logits, -1), axis=-1, keepdims=True)
+    case("cross_entropy_with_softmax", "soft_label", {"soft_label": True},
+         [logits, soft], [np_softmax(logits, -1), loss])
+    soft0 = np_softmax(vals(3, 2), 0)
+    logits = vals(3, 2)
+    loss = -np.sum(soft0 * np_log_softmax(logits, 0), axis=0, keepdims=True)
+    case("cross_entropy_with_softmax", "soft_label_axis0", {"soft_label": True, "axis": 0},
+         [logits, soft0], [np_softmax(logits, 0), loss])
+    logits = vals(4, 5)
+    error("cross_entropy_with_softmax", "label_out_of_range", {},
+          [logits, T(np.array([[0], [5], [1], [1]]), "int64")], "inputs[1].data")
+    error("cross_entropy_with_softmax", "label_shape", {},
+          [logits, T(np.array([0, 1, 2, 3]), "int64")], "inputs[1].shape")
+    error("cross_entropy_with_softmax", "soft_label_shape", {"soft_label": True},
+          [logits, vals(4, 1)], "inputs[1].shape")
+    error("cross_entropy_with_softmax", "axis_out_of_range", {"axis": 2},
+          [logits, T(np.zeros((4, 1)), "int64")], "attrs.axis")
+
+
+# ---------------------------------------------------------------- shape ops
+
+family("shape", ["reshape", "flatten", "squeeze", "unsqueeze", "transpose", "split",
+                 "split_with_num", "unbind", "concat", "stack", "slice", "tile", "expand",
+                 "expand_as"])
+
+
+def gen_shape():
+    x = vals(2, 3, 4)
+    for label, shape, out_shape in [("to_4x6", [4, 6], (4, 6)),
+                                    ("infer", [-1, 4], (6, 4)),
+                                    ("copy_dim0_infer", [0, -1], (2, 12)),
+                                    ("flat", [24], (24,)),
+                                    ("add_ones", [2, 1, 3, 1, 4], (2, 1, 3, 1, 4))]:
+        case("reshape", label, {"shape": shape}, [x], [x.reshape(out_shape)])
+    x11 = vals(1, 1)
+    case("reshape", "to_0d", {"shape": []}, [x11], [x11.reshape(())])
+    x0 = vals()
+    case("reshape", "0d_to_1x1", {"shape": [1, 1]}, [x0], [x0.reshape(1, 1)])
+    case("reshape", "0d_infer", {"shape": [-1]}, [x0], [x0.reshape(1)])
+    xe = vals(0, 3)
+    case("reshape", "empty_infer", {"shape": [3, -1]}, [xe], [xe.reshape(3, 0)])
+    case("reshape", "empty_copy_dim", {"shape": [0, 1, 3]}, [xe], [xe.reshape(0, 1, 3)])
+    ids = T(np.arange(6).reshape(2, 3), "int64")
+    case("reshape", "int64_keeps_dtype", {"shape": [3, 2]}, [ids],
+         [T(ids.array.reshape(3, 2), "int64")])
+    error("reshape", "two_infers", {"shape": [-1, -1]}, [x], "attrs.shape")
+    error("reshape", "size_mismatch", {"shape": [5, 5]}, [x], "attrs.shape")
+    error("reshape", "infer_not_divisible", {"shape": [5, -1]}, [x], "attrs.shape")
+    error("reshape", "copy_beyond_rank", {"shape": [6, 2, 2, 0]}, [vals(6, 4)], "attrs.shape")
+    error("reshape", "infer_with_zero", {"shape": [0, -1]}, [xe], "attrs.shape")
+    error("reshape", "negative", {"shape": [-2, 12]}, [x], "attrs.shape")
+
+    x4 = vals(2, 3, 4, 5)
+    case("flatten", "default", {}, [x4], [x4.reshape(-1)])
+    case("flatten", "middle", {"start_axis": 1, "stop_axis": 2}, [x4], [x4.reshape(2, 12, 5)])
+    case("flatten", "negative", {"start_axis": -2}, [x4], [x4.reshape(2, 3, 20)])
+    case("flatten", "start_eq_stop", {"start_axis": 1, "stop_axis": 1}, [x4], [x4])
+    case("flatten", "0d", {}, [x0], [x0.reshape(1)])
+    case("flatten", "empty", {"start_axis": 0, "stop_axis": 1}, [xe], [xe.reshape(0)])
+    error("flatten", "start_after_stop", {"start_axis": 2, "stop_axis": 1}, [x4],
+          "attrs.start_axis")
+    error("flatten", "stop_out_of_range", {"stop_axis": 4}, [x4], "attrs.stop_axis")
+
+    xs = vals(1, 3, 1)
+    case("squeeze", "all_ones", {}, [xs], [xs.reshape(3)])
+    case("squeeze", "axis0", {"axis": [0]}, [xs], [xs.reshape(3, 1)])
+    case("squeeze", "non_one_ignored", {"axis": [-1, 1]}, [xs], [xs.reshape(1, 3)])
+    case("squeeze", "0d", {}, [x0], [x0])
+    case("squeeze", "0d_axis0", {"axis": [0]}, [x0], [x0])
+    x1 = vals(1)
+    case("squeeze", "to_0d", {}, [x1], [x1.reshape(())])
+    case("squeeze", "empty_dims", {}, [vals(0, 1)], [np.zeros((0,))])
+    # Localized: exactly the listed dims go (a shard's other size-1 dims stay).
+    xl = vals(1, 1, 3)
+    case("squeeze", "localized_exact", {"axis": [0], "__exact": True}, [xl], [xl.reshape(1, 3)])
+    case("squeeze", "localized_exact_none", {"axis": [], "__exact": True}, [xl], [xl])
+    error("squeeze", "localized_exact_not_1", {"axis": [2], "__exact": True}, [xl],
+          "attrs.axis")
+    error("squeeze", "axis_out_of_range", {"axis": [3]}, [xs], "attrs.axis")
+
+    x2 = vals(2, 3)
+    case("unsqueeze", "front", {"axis": [0]}, [x2], [np.expand_dims(x2, 0)])
+    case("unsqueeze", "back", {"axis": [-1]}, [x2], [np.expand_dims(x2, -1)])
+    case("unsqueeze", "two", {"axis": [0, 3]}, [x2], [np.expand_dims(x2, (0, 3))])
+    case("unsqueeze", "two_negative", {"axis": [1, -1]}, [x2], [np.expand_dims(x2, (1, -1))])
+    case("unsqueeze", "0d", {"axis": [0]}, [x0], [np.expand_dims(x0, 0)])
+    case("unsqueeze", "none", {"axis": []}, [x2], [x2])
+    error("unsqueeze", "duplicate", {"axis": [0, -4]}, [x2], "attrs.axis")
+    error("unsqueeze", "out_of_range", {"axis": [3]}, [x2], "attrs.axis")
+
+    case("transpose", "3d", {"perm": [2, 0, 1]}, [x], [np.transpose(x, (2, 0, 1))])
+    case("transpose", "2d", {"perm": [1, 0]}, [x2], [x2.T])
+    case("transpose", "negative_entries", {"perm": [-1, 0, 1]}, [x],
+         [np.transpose(x, (2, 0, 1))])
+    case("transpose", "identity", {"perm": [0, 1, 2]}, [x], [x])
+    case("transpose", "0d", {"perm": []}, [x0], [x0])
+    case("transpose", "empty", {"perm": [1, 0]}, [xe], [xe.T])
+    error("transpose", "not_permutation", {"perm": [0, 0, 1]}, [x], "attrs.perm")
+    error("transpose", "wrong_length", {"perm": [1, 0]}, [x], "attrs.perm")
+    error("transpose", "out_of_range", {"perm": [0, 1, 3]}, [x], "attrs.perm")
+
+    x6 = vals(6, 2)
+    case("split", "two", {"sections": [2, 4]}, [x6], np.split(x6, [2]))
+    case("split", "infer", {"sections": [1, -1, 2]}, [x6], np.split(x6, [1, 4]))
+    case("split", "last_axis", {"sections": [1, 1], "axis": -1}, [x6], np.split(x6, [1], 1))
+    case("split", "zero_section", {"sections": [0, 6, 0]}, [x6], np.split(x6, [0, 6]))
+    case("split", "one", {"sections": [2], "axis": 1}, [x6], [x6])
+    error("split", "sum_mismatch", {"sections": [2, 3]}, [x6], "attrs.sections")
+    error("split", "two_infers", {"sections": [-1, -1]}, [x6], "attrs.sections")
+    error("split", "axis_out_of_range", {"sections": [6], "axis": 2}, [x6], "attrs.axis")
+
+    case("split_with_num", "three", {"num": 3}, [x6], np.split(x6, 3))
+    case("split_with_num", "last_axis", {"num": 2, "axis": -1}, [x6], np.split(x6, 2, axis=1))
+    case("split_with_num", "one", {"num": 1}, [x6], [x6])
+    case("split_with_num", "empty_dim", {"num": 2, "axis": 1}, [vals(0, 4)],
+         np.split(np.zeros((0, 4)), 2, axis=1))
+    error("split_with_num", "not_divisible", {"num": 4}, [x6], "attrs.num")
+    error("split_with_num", "zero", {"num": 0}, [x6], "attrs.num")
+
+    case("unbind", "axis0", {}, [x2], list(x2))
+    case("unbind", "last_axis", {"axis": -1}, [x2], [x2[:, j] for j in range(3)])
+    x213 = vals(2, 1, 3)
+    case("unbind", "size1", {"axis": 1}, [x213], [x213[:, 0, :]])
+    x3 = vals(3)
+    case("unbind", "to_0d", {}, [x3], [x3[i] for i in range(3)])
+    error("unbind", "0d", {}, [x0], "attrs.axis")
+
+    a, b, c = vals(2, 3), vals(1, 3), vals(4, 3)
+    case("concat", "axis0", {}, [a, b, c], [np.concatenate([a, b, c], 0)])
+    a2, b2 = vals(2, 1), vals(2, 4)
+    case("concat", "last_axis", {"axis": -1}, [a2, b2], [np.concatenate([a2, b2], -1)])
+    case("concat", "single", {}, [a], [a])
+    case("concat", "with_empty", {}, [a, vals(0, 3)], [a])
+    bt = T(np.array([[1, 0, 1]]), "bool")
+    case("concat", "bool_keeps_dtype", {}, [bt, bt], [T(np.array([[1, 0, 1], [1, 0, 1]]), "bool")])
+    error("concat", "dim_mismatch", {}, [a, vals(2, 4)], "inputs[1].shape")
+    error("concat", "rank_mismatch", {}, [a, vals(3)], "inputs[1].shape")
+    error("concat", "0d", {}, [x0, x0], "attrs.axis")
+    error("concat", "no_inputs", {}, [], "inputs")
+
+    p, q = vals(2, 3), vals(2, 3)
+    case("stack", "axis0", {}, [p, q], [np.stack([p, q], 0)])
+    case("stack", "last_axis", {"axis": -1}, [p, q, p], [np.stack([p, q, p], -1)])
+    case("stack", "middle", {"axis": 1}, [p, q], [np.stack([p, q], 1)])
+    s1, s2 = vals(), vals()
+    case("stack", "0d", {}, [s1, s2], [np.stack([s1, s2])])
+    case("stack", "single", {"axis": 2}, [p], [np.stack([p], 2)])
+    error("stack", "shape_mismatch", {}, [p, vals(3, 2)], "inputs[1].shape")
+    error("stack", "axis_out_of_range", {"axis": 3}, [p, q], "attrs.axis")
+
+    xsl = vals(4, 5)
+    slices = [
+        ("axis0", {"axes": [0], "starts": [1], "ends": [3]}, xsl[1:3]),
+        ("negative", {"axes": [1], "starts": [-3], "ends": [-1]}, xsl[:, -3:-1]),
+        ("clamped", {"axes": [0, 1], "starts": [-100, 2], "ends": [100, 1000000]},
+         xsl[:, 2:]),
+        ("end_before_start", {"axes": [1], "starts": [3], "ends": [1]}, xsl[:, 3:1]),
+        ("decrease", {"axes": [0], "starts": [2], "ends": [3], "decrease_axis": [0],
+                      "infer_flags": [1]}, xsl[2]),
+        ("decrease_all", {"axes": [0, 1], "starts": [1, 4], "ends": [2, 5],
+                          "decrease_axis": [0, -1]}, np.array(xsl[1, 4])),
+        ("no_axes", {"axes": [], "starts": [], "ends": []}, xsl),
+    ]
+    for label, attrs, out in slices:
+        case("slice", label, attrs, [xsl], [out])
+    error("slice", "decrease_size2", {"axes": [0], "starts": [0], "ends": [2],
+                                      "decrease_axis": [0]}, [xsl], "attrs.decrease_axis")
+    error("slice", "starts_length", {"axes": [0, 1], "starts": [0], "ends": [1, 1]}, [xsl],
+          "attrs.starts")
+    error("slice", "axis_out_of_range", {"axes": [2], "starts": [0], "ends": [1]}, [xsl],
+          "attrs.axes")
+
+    case("tile", "2x1", {"repeat_times": [2, 1]}, [x2], [np.tile(x2, (2, 1))])
+    case("tile", "shorter_repeats", {"repeat_times": [2]}, [x2], [np.tile(x2, 2)])
+    case("tile", "longer_repeats", {"repeat_times": [2, 1, 2]}, [x2], [np.tile(x2, (2, 1, 2))])
+    case("tile", "zero", {"repeat_times": [0, 2]}, [x2], [np.tile(x2, (0, 2))])
+    case("tile", "0d", {"repeat_times": [3]}, [x0], [np.tile(x0, 3)])
+    case("tile", "empty_repeats", {"repeat_times": []}, [x2], [x2])
+    error("tile", "negative", {"repeat_times": [1, -1]}, [x2], "attrs.repeat_times")
+
+    v3 = vals(3)
+    case("expand", "new_dim", {"shape": [2, 3]}, [v3], [np.broadcast_to(v3, (2, 3))])
+    c21 = vals(2, 1)
+    case("expand", "size1", {"shape": [2, 4]}, [c21], [np.broadcast_to(c21, (2, 4))])
+    case("expand", "keep_minus1", {"shape": [3, -1, 4]}, [c21],
+         [np.broadcast_to(c21, (3, 2, 4))])
+    case("expand", "0d", {"shape": [2, 2]}, [x0], [np.broadcast_to(x0, (2, 2))])
+    case("expand", "to_empty", {"shape": [0, 3]}, [v3], [np.zeros((0, 3))])
+    error("expand", "incompatible", {"shape": [2, 4]}, [x2], "attrs.shape")
+    error("expand", "fewer_dims", {"shape": [3]}, [x2], "attrs.shape")
+    error("expand", "minus1_new_dim", {"shape": [-1, 3]}, [v3], "attrs.shape")
+
+    y23 = vals(2, 3)
+    case("expand_as", "from_y", {}, [v3, y23], [np.broadcast_to(v3, (2, 3))])
+    r13 = vals(1, 3)
+    case("expand_as", "target_shape", {"target_shape": [4, 3]}, [r13, vals(4, 3)],
+         [np.broadcast_to(r13, (4, 3))])
+    case("expand_as", "0d_x", {}, [x0, vals(2)], [np.broadcast_to(x0, (2,))])
+    case("expand_as", "same", {}, [y23, vals(2, 3)], [y23])
+    error("expand_as", "incompatible_y", {}, [vals(2), y23], "inputs[1].shape")
+    error("expand_as", "incompatible_target", {"target_shape": [2, 4]}, [v3, y23],
+          "attrs.target_shape")
+
+
+def main():
+    gen_elementwise()
+    gen_contraction()
+    gen_reduction()
+    gen_norm()
+    gen_shape()
+    for name, lines in sorted(FAMILIES.items()):
+        path = os.path.join(HERE, name + ".jsonl")
+        with open(path, "w") as f:
+            for line in lines:
+                f.write(json.dumps(line, allow_nan=False) + "\n")
+        print(f"{name}.jsonl: {len(lines)} cases")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,317 @@
+// Contractions: matmul, bmm, einsum, matmul_grad (docs/OPS.md "Contractions").
+#include <array>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "reference/reference.h"
+#include "reference/util.h"
+
+namespace spmd::reference::ops {
+namespace {
+
+using internal::CheckArity;
+using internal::InputField;
+using internal::ShapeToString;
+
+// matmul as index math: every (batch, i, j, p) term out[b,i,j] += x[b,i,p] * y[b,p,j] is
+// visited with the flat offsets of its three elements in x, y and out. Transposes, 1-D
+// operands and batch broadcasting live only in the offsets, so matmul and matmul_grad
+// share them.
+//
+// Example: x [2, 1, 3, 4] (trans_x), y [5, 3, 6] -> out [2, 5, 4, 6], k = 3.
+struct MatmulPlan {
+  Shape out_shape;
+  Shape batch;  // the broadcast batch shape
+  int64_t m = 1, n = 1, k = 1;
+  // Per operand: its batch shape, batch strides, and strides of its two matrix dims.
+  Shape x_batch, x_batch_strides, y_batch, y_batch_strides;
+  int64_t x_stride_m = 0, x_stride_k = 0, y_stride_k = 0, y_stride_n = 0;
+
+  // Calls fn(x_offset, y_offset, out_offset) for every term.
+  template <typename F>
+  void ForEachTerm(F fn) const {
+    int64_t batch_count = NumElements(batch);
+    for (int64_t b = 0; b < batch_count; ++b) {
+      std::vector<int64_t> index = internal::Unravel(b, batch);
+      int64_t xb = BatchOffset(index, x_batch, x_batch_strides);
+      int64_t yb = BatchOffset(index, y_batch, y_batch_strides);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          int64_t o = (b * m + i) * n + j;
+          for (int64_t p = 0; p < k; ++p) {
+            fn(xb + i * x_stride_m + p * x_stride_k, yb + p * y_stride_k + j * y_stride_n, o);
+          }
+        }
+      }
+    }
+  }
+
+ private:
+  static int64_t BatchOffset(const std::vector<int64_t>& index, const Shape& shape,
+                             const Shape& strides) {
+    size_t shift = index.size() - shape.size();
+    int64_t offset = 0;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      offset += (shape[d] == 1 ? 0 : index[d + shift]) * strides[d];
+    }
+    return offset;
+  }
+};
+
+MatmulPlan PlanMatmul(const Tensor& x, const Tensor& y, bool trans_x, bool trans_y) {
+  int64_t rx = internal::Rank(x);
+  int64_t ry = internal::Rank(y);
+  if (rx == 0) ThrowInvalid(InputField(0, "shape"), "matmul needs rank >= 1, got []");
+  if (ry == 0) ThrowInvalid(InputField(1, "shape"), "matmul needs rank >= 1, got []");
+  MatmulPlan plan;
+  Shape xs = internal::Strides(x.shape);
+  Shape ys = internal::Strides(y.shape);
+  int64_t kx, ky;
+  if (rx == 1) {  // [k]
+    plan.m = 1;
+    kx = x.shape[0];
+    plan.x_stride_m = 0;
+    plan.x_stride_k = 1;
+  } else {
+    int64_t dm = trans_x ? rx - 1 : rx - 2;
+    int64_t dk = trans_x ? rx - 2 : rx - 1;
+    plan.m = x.shape[dm];
+    kx = x.shape[dk];
+    plan.x_stride_m = xs[dm];
+    plan.x_stride_k = xs[dk];
+    plan.x_batch.assign(x.shape.begin(), x.shape.end() - 2);
+    plan.x_batch_strides.assign(xs.begin(), xs.end() - 2);
+  }
+  if (ry == 1) {  // [k]
+    plan.n = 1;
+    ky = y.shape[0];
+    plan.y_stride_k = 1;
+    plan.y_stride_n = 0;
+  } else {
+    int64_t dk = trans_y ? ry - 1 : ry - 2;
+    int64_t dn = trans_y ? ry - 2 : ry - 1;
+    plan.n = y.shape[dn];
+    ky = y.shape[dk];
+    plan.y_stride_k = ys[dk];
+    plan.y_stride_n = ys[dn];
+    plan.y_batch.assign(y.shape.begin(), y.shape.end() - 2);
+    plan.y_batch_strides.assign(ys.begin(), ys.end() - 2);
+  }
+  if (kx != ky) {
+    ThrowInvalid(InputField(1, "shape"), "contracted dim " + std::to_string(ky) + " of " +
+                                             ShapeToString(y.shape) + " != " + std::to_string(kx) +
+                                             " of x " + ShapeToString(x.shape));
+  }
+  plan.k = kx;
+  plan.batch = internal::BroadcastShapes({plan.x_batch, plan.y_batch});
+  plan.out_shape = plan.batch;
+  if (rx >= 2) plan.out_shape.push_back(plan.m);
+  if (ry >= 2) plan.out_shape.push_back(plan.n);
+  return plan;
+}
+
+// ---- einsum ----
+
+bool IsLetter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+struct EinsumSpec {
+  std::vector<std::string> terms;  // one per operand
+  std::string output;
+};
+
+// Parses "ij,jk->ik" or implicit "ij,jk" (output: letters seen once, in ASCII order).
+EinsumSpec ParseEquation(const std::string& equation, size_t operand_count) {
+  const std::string field = "attrs.equation";
+  if (equation.find('.') != std::string::npos) {
+    ThrowUnsupported(field, "'...' (broadcast dims) is not supported in '" + equation + "'");
+  }
+  EinsumSpec spec;
+  std::string lhs = equation;
+  bool explicit_output = false;
+  size_t arrow = equation.find("->");
+  if (arrow != std::string::npos) {
+    lhs = equation.substr(0, arrow);
+    spec.output = equation.substr(arrow + 2);
+    explicit_output = true;
+  }
+  for (char c : lhs) {
+    if (!IsLetter(c) && c != ',') {
+      ThrowInvalid(field, std::string("unexpected character '") + c + "' in '" + equation + "'");
+    }
+  }
+  for (char c : spec.output) {
+    if (!IsLetter(c)) {
+      ThrowInvalid(field, std::string("unexpected character '") + c + "' in the output of '" +
+                              equation + "'");
+    }
+  }
+  std::string term;
+  for (char c : lhs) {
+    if (c == ',') {
+      spec.terms.push_back(term);
+      term.clear();
+    } else {
+      term += c;
+    }
+  }
+  spec.terms.push_back(term);
+  if (spec.terms.size() != operand_count) {
+    ThrowInvalid(field, "'" + equation + "' has " + std::to_string(spec.terms.size()) +
+                            " operands, got " + std::to_string(operand_count) + " inputs");
+  }
+  std::map<char, int> counts;
+  for (const std::string& t : spec.terms) {
+    std::map<char, int> seen;
+    for (char c : t) {
+      if (++seen[c] > 1) {
+        ThrowUnsupported(field, std::string("letter '") + c +
+                                    "' repeated within one operand (a diagonal) in '" + equation +
+                                    "'");
+      }
+      ++counts[c];
+    }
+  }
+  if (explicit_output) {
+    std::map<char, int> seen;
+    for (char c : spec.output) {
+      if (++seen[c] > 1) {
+        ThrowInvalid(field,
+                     std::string("output letter '") + c + "' repeated in '" + equation + "'");
+      }
+      if (counts.count(c) == 0) {
+        ThrowInvalid(field, std::string("output letter '") + c + "' appears in no operand of '" +
+                                equation + "'");
+      }
+    }
+  } else {
+    for (const auto& [c, n] : counts) {  // std::map iterates in ASCII order
+      if (n == 1) spec.output += c;
+    }
+  }
+  return spec;
+}
+
+}  // namespace
+
+Tensors matmul(const Tensors& inputs, const Attrs& attrs) {
+  bool trans_x = attrs.GetBool("trans_x");
+  bool trans_y = attrs.GetBool("trans_y");
+  CheckArity(inputs, 2);
+  const Tensor& x = inputs[0];
+  const Tensor& y = inputs[1];
+  MatmulPlan plan = PlanMatmul(x, y, trans_x, trans_y);
+  Tensor out = internal::Zeros(plan.out_shape);
+  plan.ForEachTerm(
+      [&](int64_t xo, int64_t yo, int64_t oo) { out.data[oo] += x.data[xo] * y.data[yo]; });
+  return {out};
+}
+
+Tensors bmm(const Tensors& inputs, const Attrs&) {
+  CheckArity(inputs, 2);
+  const Tensor& x = inputs[0];
+  const Tensor& y = inputs[1];
+  if (x.shape.size() != 3) {
+    ThrowInvalid(InputField(0, "shape"), "bmm needs [b, m, k], got " + ShapeToString(x.shape));
+  }
+  if (y.shape.size() != 3) {
+    ThrowInvalid(InputField(1, "shape"), "bmm needs [b, k, n], got " + ShapeToString(y.shape));
+  }
+  if (x.shape[0] != y.shape[0] || x.shape[2] != y.shape[1]) {
+    ThrowInvalid(InputField(1, "shape"), ShapeToString(y.shape) + " does not fit x " +
+                                             ShapeToString(x.shape) + " as [b, k, n]");
+  }
+  Attrs plain;
+  plain.Set("trans_x", false);
+  plain.Set("trans_y", false);
+  return matmul(inputs, plain);
+}
+
+Tensors einsum(const Tensors& inputs, const Attrs& attrs) {
+  const std::string& equation = attrs.GetString("equation");
+  internal::CheckArityAtLeast(inputs, 1);
+  EinsumSpec spec = ParseEquation(equation, inputs.size());
+
+  // Letter sizes; every operand must agree (no size-1 broadcasting).
+  std::map<char, int64_t> size;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string& t = spec.terms[i];
+    const Shape& shape = inputs[i].shape;
+    if (t.size() != shape.size()) {
+      ThrowInvalid(InputField(i, "shape"), "operand '" + t + "' has " + std::to_string(t.size()) +
+                                               " letters, shape " + ShapeToString(shape));
+    }
+    for (size_t d = 0; d < t.size(); ++d) {
+      auto it = size.find(t[d]);
+      if (it == size.end()) {
+        size[t[d]] = shape[d];
+      } else if (it->second != shape[d]) {
+        ThrowInvalid(InputField(i, "shape"), std::string("letter '") + t[d] + "' has size " +
+                                                 std::to_string(shape[d]) + ", elsewhere " +
+                                                 std::to_string(it->second));
+      }
+    }
+  }
+
+  // Loop over every assignment of every letter (output letters first, then summed ones).
+  std::string letters = spec.output;
+  for (const auto& [c, n] : size) {
+    if (spec.output.find(c) == std::string::npos) letters += c;
+  }
+  Shape loop_shape;
+  for (char c : letters) loop_shape.push_back(size[c]);
+  Shape out_shape;
+  for (char c : spec.output) out_shape.push_back(size[c]);
+  Tensor out = internal::Zeros(out_shape);
+
+  // For each operand (and the output), the stride of each loop letter in it.
+  auto strides_of = [&](const std::string& term, const Shape& shape) {
+    Shape own = internal::Strides(shape);
+    Shape per_letter(letters.size(), 0);
+    for (size_t l = 0; l < letters.size(); ++l) {
+      size_t d = term.find(letters[l]);
+      if (d != std::string::npos) per_letter[l] = own[d];
+    }
+    return per_letter;
+  };
+  std::vector<Shape> operand_strides;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    operand_strides.push_back(strides_of(spec.terms[i], inputs[i].shape));
+  }
+  Shape out_strides = strides_of(spec.output, out_shape);
+
+  for (int64_t flat = 0; flat < NumElements(loop_shape); ++flat) {
+    std::vector<int64_t> index = internal::Unravel(flat, loop_shape);
+    double term = 1.0;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      term *= inputs[i].data[internal::Dot(index, operand_strides[i])];
+    }
+    out.data[internal::Dot(index, out_strides)] += term;
+  }
+  return {out};
+}
+
+Tensors matmul_grad(const Tensors& inputs, const Attrs& attrs) {
+  bool trans_x = attrs.GetBool("trans_x");
+  bool trans_y = attrs.GetBool("trans_y");
+  CheckArity(inputs, 3);
+  const Tensor& x = inputs[0];
+  const Tensor& y = inputs[1];
+  const Tensor& out_grad = inputs[2];
+  MatmulPlan plan = PlanMatmul(x, y, trans_x, trans_y);
+  if (out_grad.shape != plan.out_shape) {
+    ThrowInvalid(InputField(2, "shape"), "out_grad " + ShapeToString(out_grad.shape) +
+                                             " != matmul output " + ShapeToString(plan.out_shape));
+  }
+  // d(sum(out * out_grad)) / dx: each term x*y*g contributes y*g to x and x*g to y; a
+  // broadcast batch dim maps several terms to one element, which sums them back.
+  Tensor x_grad = internal::Zeros(x.shape);
+  Tensor y_grad = internal::Zeros(y.shape);
+  plan.ForEachTerm([&](int64_t xo, int64_t yo, int64_t oo) {
+    x_grad.data[xo] += out_grad.data[oo] * y.data[yo];
+    y_grad.data[yo] += out_grad.data[oo] * x.data[xo];
+  });
+  return {x_grad, y_grad};
+}
+
+}  // namespace spmd::reference::ops

@@ -1,0 +1,185 @@
+// Elementwise unary and binary ops, and where (docs/OPS.md "Elementwise").
+//
+// Note: inside namespace ops, exp/log/abs/sqrt/tanh/max/min are ops; math is always std::.
+#include <cmath>
+#include <numbers>
+#include <string>
+
+#include "reference/reference.h"
+#include "reference/util.h"
+
+namespace spmd::reference::ops {
+namespace {
+
+using internal::BroadcastOffset;
+using internal::BroadcastShapes;
+using internal::CheckArity;
+using internal::Unravel;
+
+// out[i] = f(x[i]), same shape, dtype `out_dtype`.
+template <typename F>
+Tensors Unary(const Tensors& inputs, F f, DType out_dtype = DType::kFloat64) {
+  CheckArity(inputs, 1);
+  const Tensor& x = inputs[0];
+  Tensor out;
+  out.shape = x.shape;
+  out.dtype = out_dtype;
+  out.data.reserve(x.data.size());
+  for (double v : x.data) out.data.push_back(f(v));
+  return {out};
+}
+
+// out = f(x, y) with numpy broadcasting.
+template <typename F>
+Tensors Binary(const Tensors& inputs, F f, DType out_dtype = DType::kFloat64) {
+  CheckArity(inputs, 2);
+  const Tensor& x = inputs[0];
+  const Tensor& y = inputs[1];
+  Shape shape = BroadcastShapes({x.shape, y.shape});
+  Tensor out = internal::Zeros(shape, out_dtype);
+  for (int64_t i = 0; i < NumElements(shape); ++i) {
+    std::vector<int64_t> index = Unravel(i, shape);
+    out.data[i] =
+        f(x.data[BroadcastOffset(index, x.shape)], y.data[BroadcastOffset(index, y.shape)]);
+  }
+  return {out};
+}
+
+double Sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
+
+}  // namespace
+
+Tensors relu(const Tensors& inputs, const Attrs&) {
+  return Unary(inputs, [](double v) { return v > 0.0 ? v : 0.0; });
+}
+
+Tensors gelu(const Tensors& inputs, const Attrs& attrs) {
+  bool approximate = attrs.GetBool("approximate");
+  if (approximate) {
+    return Unary(inputs, [](double v) {
+      double c = std::sqrt(2.0 / std::numbers::pi);
+      return 0.5 * v * (1.0 + std::tanh(c * (v + 0.044715 * v * v * v)));
+    });
+  }
+  return Unary(inputs,
+               [](double v) { return 0.5 * v * (1.0 + std::erf(v / std::numbers::sqrt2)); });
+}
+
+Tensors silu(const Tensors& inputs, const Attrs&) {
+  return Unary(inputs, [](double v) { return v * Sigmoid(v); });
+}
+
+Tensors exp(const Tensors& inputs, const Attrs&) {
+  return Unary(inputs, [](double v) { return std::exp(v); });
+}
+
+Tensors log(const Tensors& inputs, const Attrs&) {
+  return Unary(inputs, [](double v) { return std::log(v); });
+}
+
+Tensors tanh(const Tensors& inputs, const Attrs&) {
+  return Unary(inputs, [](double v) { return std::tanh(v); });
+}
+
+Tensors sigmoid(const Tensors& inputs, const Attrs&) { return Unary(inputs, Sigmoid); }
+
+Tensors sqrt(const Tensors& inputs, const Attrs&) {
+  return Unary(inputs, [](double v) { return std::sqrt(v); });
+}
+
+Tensors abs(const Tensors& inputs, const Attrs&) {
+  return Unary(inputs, [](double v) { return std::fabs(v); });
+}
+
+Tensors scale(const Tensors& inputs, const Attrs& attrs) {
+  double s = attrs.GetFloat("scale");
+  double bias = attrs.GetFloat("bias");
+  bool after = attrs.GetBool("bias_after_scale");
+  if (after) return Unary(inputs, [=](double v) { return s * v + bias; });
+  return Unary(inputs, [=](double v) { return s * (v + bias); });
+}
+
+Tensors clip(const Tensors& inputs, const Attrs& attrs) {
+  double lo = attrs.GetFloat("min");
+  double hi = attrs.GetFloat("max");
+  if (lo > hi) {
+    ThrowInvalid("attrs.min", "min " + std::to_string(lo) + " > max " + std::to_string(hi));
+  }
+  return Unary(inputs, [=](double v) {
+    double r = v < lo ? lo : v;
+    return r > hi ? hi : r;
+  });
+}
+
+Tensors cast(const Tensors& inputs, const Attrs& attrs) {
+  const std::string& name = attrs.GetString("dtype");
+  std::optional<DType> dtype = ParseDType(name);
+  if (!dtype) ThrowInvalid("attrs.dtype", "unknown dtype '" + name + "'");
+  switch (*dtype) {
+    case DType::kFloat64:
+      return Unary(
+          inputs, [](double v) { return v; }, *dtype);
+    case DType::kFloat32:
+      return Unary(
+          inputs, [](double v) { return static_cast<double>(static_cast<float>(v)); }, *dtype);
+    case DType::kInt64:
+      return Unary(
+          inputs, [](double v) { return std::trunc(v); }, *dtype);
+    case DType::kBool:
+      return Unary(
+          inputs, [](double v) { return v != 0.0 ? 1.0 : 0.0; }, *dtype);
+  }
+  ThrowInvalid("attrs.dtype", "unknown dtype '" + name + "'");
+}
+
+Tensors add(const Tensors& inputs, const Attrs&) {
+  return Binary(inputs, [](double a, double b) { return a + b; });
+}
+
+Tensors subtract(const Tensors& inputs, const Attrs&) {
+  return Binary(inputs, [](double a, double b) { return a - b; });
+}
+
+Tensors multiply(const Tensors& inputs, const Attrs&) {
+  return Binary(inputs, [](double a, double b) { return a * b; });
+}
+
+Tensors divide(const Tensors& inputs, const Attrs&) {
+  return Binary(inputs, [](double a, double b) { return a / b; });
+}
+
+Tensors maximum(const Tensors& inputs, const Attrs&) {
+  return Binary(inputs, [](double a, double b) { return a >= b ? a : b; });
+}
+
+Tensors minimum(const Tensors& inputs, const Attrs&) {
+  return Binary(inputs, [](double a, double b) { return a <= b ? a : b; });
+}
+
+Tensors greater_than(const Tensors& inputs, const Attrs&) {
+  return Binary(
+      inputs, [](double a, double b) { return a > b ? 1.0 : 0.0; }, DType::kBool);
+}
+
+Tensors less_than(const Tensors& inputs, const Attrs&) {
+  return Binary(
+      inputs, [](double a, double b) { return a < b ? 1.0 : 0.0; }, DType::kBool);
+}
+
+Tensors where(const Tensors& inputs, const Attrs&) {
+  CheckArity(inputs, 3);
+  const Tensor& cond = inputs[0];
+  const Tensor& x = inputs[1];
+  const Tensor& y = inputs[2];
+  Shape shape = BroadcastShapes({cond.shape, x.shape, y.shape});
+  Tensor out = internal::Zeros(shape);
+  for (int64_t i = 0; i < NumElements(shape); ++i) {
+    std::vector<int64_t> index = Unravel(i, shape);
+    bool c = cond.data[BroadcastOffset(index, cond.shape)] != 0.0;
+    out.data[i] =
+        c ? x.data[BroadcastOffset(index, x.shape)] : y.data[BroadcastOffset(index, y.shape)];
+  }
+  return {out};
+}
+
+}  // namespace spmd::reference::ops

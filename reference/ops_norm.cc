@@ -1,0 +1,288 @@
+// Normalisation and losses: softmax, log_softmax, softmax_grad, layer_norm, rms_norm,
+// lookup_table_v2, cross_entropy_with_softmax (docs/OPS.md "Normalisation and losses").
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "reference/reference.h"
+#include "reference/util.h"
+
+namespace spmd::reference::ops {
+namespace {
+
+using internal::AxisView;
+using internal::CheckArity;
+using internal::InputField;
+using internal::ShapeToString;
+
+// softmax of x along the dim that `view` describes, written into a tensor of x's shape.
+Tensor SoftmaxAlong(const Tensor& x, const AxisView& view) {
+  Tensor out = internal::Zeros(x.shape);
+  for (int64_t o = 0; o < view.outer; ++o) {
+    for (int64_t i = 0; i < view.inner; ++i) {
+      double m = -std::numeric_limits<double>::infinity();
+      for (int64_t a = 0; a < view.len; ++a) {
+        double v = x.data[view.At(o, a, i)];
+        if (v > m) m = v;
+      }
+      double s = 0.0;
+      for (int64_t a = 0; a < view.len; ++a) s += std::exp(x.data[view.At(o, a, i)] - m);
+      for (int64_t a = 0; a < view.len; ++a) {
+        out.data[view.At(o, a, i)] = std::exp(x.data[view.At(o, a, i)] - m) / s;
+      }
+    }
+  }
+  return out;
+}
+
+AxisView ViewFromAxisAttr(const Tensor& x, const Attrs& attrs) {
+  int64_t axis =
+      internal::NormalizeAxisOrScalar(attrs.GetInt("axis"), internal::Rank(x), "attrs.axis");
+  return internal::ViewAlong(x.shape, axis);
+}
+
+// For layer_norm / rms_norm: the begin_norm_axis split of x into [outer, n], and the
+// check that `scale` (and bias) are [n].
+struct NormSplit {
+  int64_t begin = 0;
+  int64_t outer = 1;
+  int64_t n = 1;
+  Shape stats_shape;  // x.shape[:begin]
+};
+
+NormSplit SplitForNorm(const Tensor& x, int64_t begin_norm_axis) {
+  NormSplit split;
+  split.begin =
+      internal::NormalizeAxis(begin_norm_axis, internal::Rank(x), "attrs.begin_norm_axis");
+  for (int64_t d = 0; d < internal::Rank(x); ++d) {
+    if (d < split.begin) {
+      split.outer *= x.shape[d];
+      split.stats_shape.push_back(x.shape[d]);
+    } else {
+      split.n *= x.shape[d];
+    }
+  }
+  if (split.n == 0) {
+    ThrowInvalid(InputField(0, "shape"),
+                 "normalising over an empty set of elements of " + ShapeToString(x.shape));
+  }
+  return split;
+}
+
+void CheckVectorShape(const Tensor& t, size_t i, int64_t n) {
+  if (t.shape != Shape{n}) {
+    ThrowInvalid(InputField(i, "shape"),
+                 "expected [" + std::to_string(n) + "], got " + ShapeToString(t.shape));
+  }
+}
+
+// Returns `v` as an integral id, or throws naming `field`.
+int64_t IdOf(double v, const std::string& field) {
+  if (!std::isfinite(v) || v != std::trunc(v)) {
+    ThrowInvalid(field, "id " + std::to_string(v) + " is not an integer");
+  }
+  if (std::fabs(v) > 9.0e15) {  // beyond exact doubles; also keeps the cast defined
+    ThrowInvalid(field, "id " + std::to_string(v) + " is out of range");
+  }
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
+
+Tensors softmax(const Tensors& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 1);
+  AxisView view = ViewFromAxisAttr(inputs[0], attrs);
+  return {SoftmaxAlong(inputs[0], view)};
+}
+
+Tensors log_softmax(const Tensors& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 1);
+  const Tensor& x = inputs[0];
+  AxisView view = ViewFromAxisAttr(x, attrs);
+  Tensor out = internal::Zeros(x.shape);
+  for (int64_t o = 0; o < view.outer; ++o) {
+    for (int64_t i = 0; i < view.inner; ++i) {
+      double m = -std::numeric_limits<double>::infinity();
+      for (int64_t a = 0; a < view.len; ++a) {
+        double v = x.data[view.At(o, a, i)];
+        if (v > m) m = v;
+      }
+      double s = 0.0;
+      for (int64_t a = 0; a < view.len; ++a) s += std::exp(x.data[view.At(o, a, i)] - m);
+      for (int64_t a = 0; a < view.len; ++a) {
+        out.data[view.At(o, a, i)] = x.data[view.At(o, a, i)] - m - std::log(s);
+      }
+    }
+  }
+  return {out};
+}
+
+Tensors softmax_grad(const Tensors& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 2);
+  const Tensor& out = inputs[0];
+  const Tensor& out_grad = inputs[1];
+  if (out_grad.shape != out.shape) {
+    ThrowInvalid(InputField(1, "shape"), "out_grad " + ShapeToString(out_grad.shape) + " != out " +
+                                             ShapeToString(out.shape));
+  }
+  AxisView view = ViewFromAxisAttr(out, attrs);
+  Tensor x_grad = internal::Zeros(out.shape);
+  for (int64_t o = 0; o < view.outer; ++o) {
+    for (int64_t i = 0; i < view.inner; ++i) {
+      double dot = 0.0;
+      for (int64_t a = 0; a < view.len; ++a) {
+        dot += out_grad.data[view.At(o, a, i)] * out.data[view.At(o, a, i)];
+      }
+      for (int64_t a = 0; a < view.len; ++a) {
+        int64_t at = view.At(o, a, i);
+        x_grad.data[at] = out.data[at] * (out_grad.data[at] - dot);
+      }
+    }
+  }
+  return {x_grad};
+}
+
+Tensors layer_norm(const Tensors& inputs, const Attrs& attrs) {
+  double epsilon = attrs.GetFloat("epsilon");
+  int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
+  CheckArity(inputs, 3);
+  const Tensor& x = inputs[0];
+  NormSplit split = SplitForNorm(x, begin_norm_axis);
+  CheckVectorShape(inputs[1], 1, split.n);
+  CheckVectorShape(inputs[2], 2, split.n);
+  const Tensor& scale = inputs[1];
+  const Tensor& bias = inputs[2];
+  Tensor out = internal::Zeros(x.shape);
+  Tensor mean = internal::Zeros(split.stats_shape);  // x.shape[:begin]
+  Tensor variance = internal::Zeros(split.stats_shape);
+  for (int64_t o = 0; o < split.outer; ++o) {
+    const double* row = x.data.data() + o * split.n;
+    double mu = 0.0;
+    for (int64_t j = 0; j < split.n; ++j) mu += row[j];
+    mu /= static_cast<double>(split.n);
+    double var = 0.0;
+    for (int64_t j = 0; j < split.n; ++j) var += (row[j] - mu) * (row[j] - mu);
+    var /= static_cast<double>(split.n);
+    double inv = 1.0 / std::sqrt(var + epsilon);
+    for (int64_t j = 0; j < split.n; ++j) {
+      out.data[o * split.n + j] = (row[j] - mu) * inv * scale.data[j] + bias.data[j];
+    }
+    mean.data[o] = mu;
+    variance.data[o] = var;
+  }
+  return {out, mean, variance};
+}
+
+Tensors rms_norm(const Tensors& inputs, const Attrs& attrs) {
+  double epsilon = attrs.GetFloat("epsilon");
+  int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
+  CheckArity(inputs, 2);
+  const Tensor& x = inputs[0];
+  NormSplit split = SplitForNorm(x, begin_norm_axis);
+  CheckVectorShape(inputs[1], 1, split.n);
+  const Tensor& scale = inputs[1];
+  Tensor out = internal::Zeros(x.shape);
+  Tensor invvar = internal::Zeros(split.stats_shape);  // x.shape[:begin]
+  for (int64_t o = 0; o < split.outer; ++o) {
+    const double* row = x.data.data() + o * split.n;
+    double sq = 0.0;
+    for (int64_t j = 0; j < split.n; ++j) sq += row[j] * row[j];
+    double inv = 1.0 / std::sqrt(sq / static_cast<double>(split.n) + epsilon);
+    for (int64_t j = 0; j < split.n; ++j) out.data[o * split.n + j] = row[j] * inv * scale.data[j];
+    invvar.data[o] = inv;
+  }
+  return {out, invvar};
+}
+
+Tensors lookup_table_v2(const Tensors& inputs, const Attrs& attrs) {
+  int64_t padding_idx = attrs.GetInt("padding_idx");
+  (void)attrs.GetBool("sparse");  // how Paddle stores the gradient; no effect on values
+  CheckArity(inputs, 2);
+  const Tensor& ids = inputs[0];
+  const Tensor& weight = inputs[1];
+  if (weight.shape.size() != 2) {
+    ThrowInvalid(InputField(1, "shape"),
+                 "weight must be [V, H], got " + ShapeToString(weight.shape));
+  }
+  // Localized: this weight shard holds the rows [start, start + V) of the global table;
+  // ids outside it read zeros (another shard holds them).
+  bool sharded = attrs.Has(internal::kLocalVocabStart);
+  int64_t start = sharded ? attrs.GetInt(internal::kLocalVocabStart) : 0;
+  if (start < 0) {
+    ThrowInvalid(std::string("attrs.") + internal::kLocalVocabStart, "negative row offset");
+  }
+  int64_t vocab = weight.shape[0];
+  int64_t hidden = weight.shape[1];
+  Shape out_shape = ids.shape;
+  out_shape.push_back(hidden);
+  Tensor out = internal::Zeros(out_shape);  // ids.shape + [H]
+  for (size_t t = 0; t < ids.data.size(); ++t) {
+    int64_t id = IdOf(ids.data[t], InputField(0, "data"));
+    if (id < 0 || (!sharded && id >= vocab)) {
+      ThrowInvalid(InputField(0, "data"),
+                   "id " + std::to_string(id) + " outside [0, " + std::to_string(vocab) + ")");
+    }
+    if (padding_idx >= 0 && id == padding_idx) continue;  // stays zero
+    int64_t row = id - start;
+    if (row < 0 || row >= vocab) continue;  // another shard's row: stays zero
+    for (int64_t h = 0; h < hidden; ++h) {
+      out.data[t * hidden + h] = weight.data[row * hidden + h];
+    }
+  }
+  return {out};
+}
+
+Tensors cross_entropy_with_softmax(const Tensors& inputs, const Attrs& attrs) {
+  bool soft_label = attrs.GetBool("soft_label");
+  bool use_softmax = attrs.GetBool("use_softmax");
+  (void)attrs.GetBool("numeric_stable_mode");  // float64 math is always the stable form
+  int64_t ignore_index = attrs.GetInt("ignore_index");
+  int64_t axis_attr = attrs.GetInt("axis");
+  CheckArity(inputs, 2);
+  const Tensor& logits = inputs[0];
+  const Tensor& label = inputs[1];
+  if (logits.shape.empty()) {
+    ThrowInvalid(InputField(0, "shape"), "logits need a class dim, got []");
+  }
+  int64_t axis = internal::NormalizeAxis(axis_attr, internal::Rank(logits), "attrs.axis");
+  AxisView view = internal::ViewAlong(logits.shape, axis);
+  Tensor softmax_out = use_softmax ? SoftmaxAlong(logits, view) : logits;
+  softmax_out.dtype = DType::kFloat64;
+  Shape loss_shape = logits.shape;
+  loss_shape[axis] = 1;
+  if (soft_label) {
+    if (label.shape != logits.shape) {
+      ThrowInvalid(InputField(1, "shape"), "soft label must have logits' shape " +
+                                               ShapeToString(logits.shape) + ", got " +
+                                               ShapeToString(label.shape));
+    }
+  } else if (label.shape != loss_shape) {
+    ThrowInvalid(InputField(1, "shape"), "hard label must have shape " + ShapeToString(loss_shape) +
+                                             ", got " + ShapeToString(label.shape));
+  }
+  Tensor loss = internal::Zeros(loss_shape);
+  for (int64_t o = 0; o < view.outer; ++o) {
+    for (int64_t i = 0; i < view.inner; ++i) {
+      int64_t at = o * view.inner + i;  // position in loss (and in a hard label)
+      if (soft_label) {
+        double total = 0.0;
+        for (int64_t a = 0; a < view.len; ++a) {
+          total += label.data[view.At(o, a, i)] * std::log(softmax_out.data[view.At(o, a, i)]);
+        }
+        loss.data[at] = -total;
+        continue;
+      }
+      int64_t id = IdOf(label.data[at], InputField(1, "data"));
+      if (id == ignore_index) continue;  // loss stays 0
+      if (id < 0 || id >= view.len) {
+        ThrowInvalid(InputField(1, "data"), "label " + std::to_string(id) + " outside [0, " +
+                                                std::to_string(view.len) + ")");
+      }
+      loss.data[at] = -std::log(softmax_out.data[view.At(o, id, i)]);
+    }
+  }
+  return {softmax_out, loss};
+}
+
+}  // namespace spmd::reference::ops
