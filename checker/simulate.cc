@@ -414,6 +414,35 @@ Outcome CheckForward(const Case& c) {
   return CheckClaim(c, rule.inputs, rule.outputs);
 }
 
+Case CaseFromJson(const nlohmann::json& j, std::vector<DistAttr>* claims) {
+  const RuleRequest r = ParseRuleRequest(j);
+  Case c;
+  c.op = r.op;
+  c.mesh = r.mesh;
+  c.attrs = r.attrs;
+  for (const TensorArg& t : r.inputs) {
+    c.shapes.push_back(t.shape);
+    c.inputs.push_back(t.dist);
+  }
+  if (j.contains("seed")) {
+    if (!j["seed"].is_number_unsigned() && !j["seed"].is_number_integer()) ThrowInvalid("seed", "expected an integer");
+    c.seed = j["seed"].get<uint64_t>();
+  }
+  if (claims != nullptr) {
+    if (!j.contains("claim_outputs")) ThrowInvalid("claim_outputs", "is missing");
+    nlohmann::json list = j["claim_outputs"];
+    for (nlohmann::json& t : list) {
+      if (t.is_object() && !t.contains("shape") && t.contains("dims_mapping")) {
+        t["shape"] = std::vector<int64_t>(t["dims_mapping"].size(), 1);  // shape is not needed
+      }
+    }
+    for (const TensorArg& t : ParseTensorList(nlohmann::json{{"claim_outputs", list}}, "claim_outputs")) {
+      claims->push_back(t.dist);
+    }
+  }
+  return c;
+}
+
 std::string CaseToJson(const Case& c) {
   nlohmann::json j;
   j["op"] = c.op->name;

@@ -54,35 +54,6 @@ json ReadJsonArg(const std::string& text) {
   return j;
 }
 
-checker::Case CaseFrom(const json& j, std::vector<DistAttr>* claims) {
-  const RuleRequest r = ParseRuleRequest(j);
-  checker::Case c;
-  c.op = r.op;
-  c.mesh = r.mesh;
-  c.attrs = r.attrs;
-  for (const TensorArg& t : r.inputs) {
-    c.shapes.push_back(t.shape);
-    c.inputs.push_back(t.dist);
-  }
-  if (j.contains("seed")) {
-    if (!j["seed"].is_number_unsigned() && !j["seed"].is_number_integer()) ThrowInvalid("seed", "expected an integer");
-    c.seed = j["seed"].get<uint64_t>();
-  }
-  if (claims != nullptr) {
-    if (!j.contains("claim_outputs")) ThrowInvalid("claim_outputs", "is missing");
-    json list = j["claim_outputs"];
-    for (json& t : list) {
-      if (t.is_object() && !t.contains("shape") && t.contains("dims_mapping")) {
-        t["shape"] = std::vector<int64_t>(t["dims_mapping"].size(), 1);  // shape is not needed
-      }
-    }
-    for (const TensorArg& t : ParseTensorList(json{{"claim_outputs", list}}, "claim_outputs")) {
-      claims->push_back(t.dist);
-    }
-  }
-  return c;
-}
-
 void PrintOutcome(const checker::Case& c, const checker::Outcome& outcome, const char* sound, const char* unsound) {
   std::printf("op %s on mesh %s\n", c.op->name.c_str(), ToString(c.mesh).c_str());
   for (size_t i = 0; i < outcome.required.size(); ++i) {
@@ -105,7 +76,7 @@ void PrintOutcome(const checker::Case& c, const checker::Outcome& outcome, const
 // A claim is checked on several seeds; the first counterexample found is reported.
 int Claim(const std::string& text) {
   std::vector<DistAttr> claims;
-  checker::Case c = CaseFrom(ReadJsonArg(text), &claims);
+  checker::Case c = checker::CaseFromJson(ReadJsonArg(text), &claims);
   checker::Outcome outcome;
   for (int k = 0; k < 4; ++k) {
     outcome = checker::CheckClaim(c, c.inputs, claims);
@@ -117,7 +88,7 @@ int Claim(const std::string& text) {
 }
 
 int Replay(const std::string& text) {
-  checker::Case c = CaseFrom(ReadJsonArg(text), nullptr);
+  checker::Case c = checker::CaseFromJson(ReadJsonArg(text), nullptr);
   const checker::Outcome outcome = checker::CheckForward(c);
   PrintOutcome(c, outcome, "PASSED", "FAILED");
   return outcome.verdict == checker::Verdict::kUnsound ? 1 : 0;
