@@ -453,4 +453,18 @@ Tensors expand_as(const Tensors& inputs, const Attrs& attrs) {
   return {BroadcastTo(inputs[0], target_shape, "attrs.target_shape")};
 }
 
+Tensors triu(const Tensors& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 1);
+  const Tensor& x = inputs[0];
+  if (x.shape.size() < 2) ThrowInvalid(InputField(0, "shape"), "triu needs rank >= 2");
+  const int64_t diagonal = attrs.GetInt("diagonal");
+  const int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back();
+  Tensor out = x;
+  for (int64_t k = 0; k < NumElements(x.shape); ++k) {
+    const int64_t col = k % cols, row = (k / cols) % rows;
+    if (col - row < diagonal) out.data[k] = 0.0;
+  }
+  return {out};
+}
+
 }  // namespace spmd::reference::ops

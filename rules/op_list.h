@@ -70,4 +70,6 @@
   X(slice)                  \
   X(tile)                   \
   X(expand)                 \
-  X(expand_as)
+  X(expand_as)              \
+  /* added after the first set */ \
+  X(triu)

@@ -510,4 +510,24 @@ OpDecl expand_as() {
       .Examples(FromSignatures({{{"1b", "ab"}}, {{"b", "ab"}}}));
 }
 
+// triu keeps x where col - row >= diagonal. Every dim may stay sharded: a shard at rows
+// from r0 and columns from c0 is triu of its block with diagonal + r0 - c0. (Paddle's rule
+// requires the last two dims replicated.)
+OpDecl triu() {
+  return OpBuilder("triu").Inputs({"x"}).Outputs({"out"})
+      .Attr("diagonal", AttrKind::kInt, int64_t{0})
+      .Einsum([](const RuleContext& c) {
+        if (c.input_shapes[0].size() < 2) ThrowInvalid("inputs[0].shape", "triu needs rank >= 2");
+        const std::string letters = Letters(Rank(c));
+        return EinsumSpec{{letters}, {letters}};
+      })
+      .Localize([](const LocalContext& c) {
+        const Shape& offset = c.input_offsets[0];
+        const size_t rows = offset.size() - 2, cols = offset.size() - 1;
+        return c.attrs.With("diagonal", c.attrs.GetInt("diagonal") + offset[rows] - offset[cols]);
+      })
+      .Examples(FromSignatures({{{"ab"}}, {{"abc"}, MakeAttrs({{"diagonal", int64_t{-1}}})},
+                                {{"ab"}, MakeAttrs({{"diagonal", int64_t{2}}})}}));
+}
+
 }  // namespace spmd::declare

@@ -78,6 +78,7 @@ DEFAULTS = {
     "tile": {"repeat_times": REQUIRED},
     "expand": {"shape": REQUIRED},
     "expand_as": {"target_shape": []},
+    "triu": {"diagonal": 0},
 }
 
 
@@ -804,7 +805,7 @@ def gen_norm():
 
 family("shape", ["reshape", "flatten", "squeeze", "unsqueeze", "transpose", "split",
                  "split_with_num", "unbind", "concat", "stack", "slice", "tile", "expand",
-                 "expand_as"])
+                 "expand_as", "triu"])
 
 
 def gen_shape():
@@ -983,6 +984,16 @@ def gen_shape():
     error("expand_as", "incompatible_y", {}, [vals(2), y23], "inputs[1].shape")
     error("expand_as", "incompatible_target", {"target_shape": [2, 4]}, [v3, y23],
           "attrs.target_shape")
+
+    xt = vals(2, 4, 5)
+    for k in [0, 1, -2, 7]:
+        case("triu", f"diagonal_{k}", {"diagonal": k}, [xt], [np.triu(xt, k)])
+    wide = vals(3, 7)
+    case("triu", "wide", {"diagonal": -1}, [wide], [np.triu(wide, -1)])
+    # A shard's localized diagonal: rows from 2, columns from 3 of the global x.
+    case("triu", "localized_shifted_diagonal", {"diagonal": 1 + 2 - 3}, [wide[2:, 3:]],
+         [np.triu(wide, 1)[2:, 3:]])
+    error("triu", "rank1", {}, [vals(4)], "inputs[0].shape")
 
 
 def main():
