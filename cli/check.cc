@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checker/completeness.h"
 #include "checker/simulate.h"
 #include "checker/sweep.h"
 #include "rules/error.h"
@@ -26,6 +27,7 @@ int Usage(std::ostream& out, int code) {
          "                  [--seed S] [--jobs J] [--json] [--no-reverse] [--max-combinations N]\n"
          "       spmd check --case JSON      replay one case (the rule's answer, checked)\n"
          "       spmd check --claim JSON     check a claimed output dist attr (\"claim_outputs\")\n"
+         "       spmd check --completeness [--op NAME]... [--mesh 2]...   missed no-reshard answers\n"
          "  JSON is a request as for `spmd infer` (op, mesh_shape, process_ids, attrs, inputs)\n"
          "  plus \"seed\"; `-` reads it from stdin.\n";
   return code;
@@ -143,13 +145,33 @@ int Sweep(const checker::SweepOptions& options, bool as_json) {
   return failed == 0 ? 0 : 1;
 }
 
+int Completeness(const checker::CompletenessOptions& options) {
+  const auto rows = checker::RunCompleteness(options);
+  int64_t resharding = 0, missed = 0, unsearched = 0;
+  std::printf("%-28s %-5s %10s %7s %10s\n", "op", "mesh", "resharding", "missed", "unsearched");
+  for (const auto& r : rows) {
+    std::printf("%-28s %-5s %10lld %7lld %10lld\n", r.op.c_str(), r.mesh.c_str(),
+                static_cast<long long>(r.resharding), static_cast<long long>(r.missed),
+                static_cast<long long>(r.unsearched));
+    resharding += r.resharding;
+    missed += r.missed;
+    unsearched += r.unsearched;
+  }
+  for (const auto& r : rows) {
+    if (!r.example.empty()) std::printf("missed %s %s: %s\n", r.op.c_str(), r.mesh.c_str(), r.example.c_str());
+  }
+  std::printf("completeness: %lld resharding cases, %lld with a sound answer needing no reshard, %lld not searched\n",
+              static_cast<long long>(resharding), static_cast<long long>(missed), static_cast<long long>(unsearched));
+  return 0;
+}
+
 }  // namespace
 
 int Check(const std::vector<std::string>& args) {
   try {
     checker::SweepOptions options;
     options.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    bool as_json = false;
+    bool as_json = false, completeness = false;
     for (size_t i = 0; i < args.size(); ++i) {
       const std::string& a = args[i];
       auto value = [&]() -> const std::string& {
@@ -173,6 +195,7 @@ int Check(const std::vector<std::string>& args) {
       else if (a == "--json") as_json = true;
       else if (a == "--no-reverse") options.reverse = false;
       else if (a == "--max-combinations") options.max_combinations = number();
+      else if (a == "--completeness") completeness = true;
       else if (a == "--case") return Replay(value());
       else if (a == "--claim") return Claim(value());
       else if (a == "--help" || a == "-h") return Usage(std::cout, 0);
@@ -180,6 +203,13 @@ int Check(const std::vector<std::string>& args) {
         std::cerr << "spmd check: unknown argument '" << a << "'\n";
         return Usage(std::cerr, 2);
       }
+    }
+    if (completeness) {
+      checker::CompletenessOptions c;
+      c.ops = options.ops;
+      c.meshes = options.meshes;
+      c.jobs = options.jobs;
+      return Completeness(c);
     }
     return Sweep(options, as_json);
   } catch (const SpmdError& e) {

@@ -1,6 +1,7 @@
 // The `spmd` command: a thin layer over the library.
 //   spmd infer [FILE...]          JSONL requests -> JSONL answers (SEMANTICS.md §10)
 //   spmd check ...                the soundness sweep (cli/check.cc)
+//   spmd explain JSON             one case in words (cli/explain.cc)
 //   spmd infer --check FILE...    golden cases: answer each, compare with its "expect",
 //                                 print a table and a total; exit 1 on any mismatch
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/check.h"
+#include "cli/explain.h"
 #include "rules/infer_io.h"
 
 namespace {
@@ -23,6 +25,7 @@ int Usage(std::ostream& out, int code) {
          "       spmd infer --check FILE...\n"
          "       spmd check [--op NAME]... [--mesh 2x3]... [--exhaustive | --random N] ...\n"
          "                  (spmd check --help for more)\n"
+         "       spmd explain JSON\n"
          "  infer          answer SPMD rule requests, one JSON object per line; reads stdin\n"
          "                 when no FILE is given; empty lines are skipped\n"
          "  infer --check  answer golden cases (requests with \"name\" and \"expect\") and\n"
@@ -103,6 +106,7 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "check") return spmd::cli::Check(args);
+  if (command == "explain") return spmd::cli::Explain(args);
   if (command == "infer") {
     if (!args.empty() && args[0] == "--check") return Check({args.begin() + 1, args.end()});
     return Infer(args);

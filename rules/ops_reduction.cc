@@ -89,8 +89,15 @@ OpDecl mean() {
 OpDecl max() { return SumLike("max", ReduceOp::kMax, PartialAcceptance::kSameOp); }
 OpDecl min() { return SumLike("min", ReduceOp::kMin, PartialAcceptance::kSameOp); }
 OpDecl prod() { return SumLike("prod", ReduceOp::kProd, PartialAcceptance::kNone); }
-OpDecl any() { return SumLike("any", ReduceOp::kAny, PartialAcceptance::kNone); }
-OpDecl all() { return SumLike("all", ReduceOp::kAll, PartialAcceptance::kNone); }
+// Logical reductions get 0/1 inputs: with nonzero reals every wrong rule would pass.
+OpDecl Logical(const char* name, ReduceOp reduce) {
+  OpDecl op = SumLike(name, reduce, PartialAcceptance::kNone);
+  op.values = [](const RuleContext&) { return std::vector<InputValues>{{ValueKind::kBool}}; };
+  return op;
+}
+
+OpDecl any() { return Logical("any", ReduceOp::kAny); }
+OpDecl all() { return Logical("all", ReduceOp::kAll); }
 
 OpDecl squared_l2_norm() {
   return OpBuilder("squared_l2_norm").Inputs({"x"}).Outputs({"out"})

@@ -519,7 +519,9 @@ OpDecl triu() {
       .Einsum([](const RuleContext& c) {
         if (c.input_shapes[0].size() < 2) ThrowInvalid("inputs[0].shape", "triu needs rank >= 2");
         const std::string letters = Letters(Rank(c));
-        return EinsumSpec{{letters}, {letters}};
+        EinsumSpec spec{{letters}, {letters}};
+        spec.accept = PartialAcceptance::kAnyOp;  // a mask: every reduce op of 0s is 0
+        return spec;
       })
       .Localize([](const LocalContext& c) {
         const Shape& offset = c.input_offsets[0];

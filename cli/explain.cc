@@ -1,0 +1,126 @@
+#include "cli/explain.h"
+
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "rules/error.h"
+#include "rules/infer_io.h"
+
+namespace spmd::cli {
+namespace {
+
+std::string Printable(const std::string& notation) {
+  std::string s;
+  for (char c : notation) s.push_back(static_cast<unsigned char>(c) >= 128 ? '*' : c);
+  return s;
+}
+
+std::string Axes(const AxisList& axes) {
+  if (axes.empty()) return "replicated";
+  std::string s = axes.size() > 1 ? "axes " : "axis ";
+  for (size_t i = 0; i < axes.size(); ++i) s += (i ? "," : "") + std::to_string(axes[i]);
+  return s;
+}
+
+void ExplainEinsum(const OpDecl& op, const RuleRequest& r, const EinsumSpec& spec, const InferResult& result) {
+  std::printf("rule       einsum notation %s\n", Printable(spec.ToString()).c_str());
+  // The merged factor map, read back from the required inputs (and the outputs for
+  // factors only outputs carry).
+  std::map<char, AxisList> factors;
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    for (size_t d = 0; d < spec.inputs[i].size(); ++d) {
+      if (spec.inputs[i][d] != '1') factors[spec.inputs[i][d]] = result.inputs[i].dims[d];
+    }
+  }
+  std::printf("factors   ");
+  for (const auto& [letter, axes] : factors) {
+    if (static_cast<unsigned char>(letter) >= 128) continue;
+    std::printf(" %c: %s;", letter, Axes(axes).c_str());
+  }
+  std::printf("\n");
+  if (!spec.forced_replicated.empty()) {
+    std::printf("           %s must be whole on every rank (the local kernel needs it)\n",
+                Printable(spec.forced_replicated).c_str());
+  }
+  for (size_t o = 0; o < spec.outputs.size(); ++o) {
+    for (const auto& [axis, reduce] : result.outputs[o].partial) {
+      std::string why = "a partial input the op keeps";
+      for (const auto& [letter, axes] : factors) {
+        for (int a : axes) {
+          if (a == axis && spec.outputs[o].find(letter) == std::string::npos) {
+            why = std::string("factor ") + letter + " is contracted and sharded by axis " + std::to_string(axis);
+          }
+        }
+      }
+      std::printf("           %s %zu is partial(%s) on axis %d: %s\n", op.outputs.size() > o ? op.outputs[o].c_str() : "output", o,
+                  std::string(ToString(reduce)).c_str(), axis, why.c_str());
+    }
+  }
+  (void)r;
+}
+
+int ExplainJson(const nlohmann::json& j) {
+  const RuleRequest r = ParseRuleRequest(j);
+  const OpDecl& op = *r.op;
+  const int k = r.mesh.ndim();
+  std::printf("op         %s on %s\n", op.name.c_str(), ToString(r.mesh).c_str());
+  std::vector<Shape> shapes;
+  for (const TensorArg& t : r.inputs) shapes.push_back(t.shape);
+  InferResult result;
+  if (r.reverse) {
+    result = InferReverse(op, r.mesh, shapes, r.outputs, r.attrs);
+    for (size_t o = 0; o < r.outputs.size(); ++o) {
+      std::printf("given      output %zu %s\n", o, ToPlacementString(r.outputs[o].dist, k).c_str());
+    }
+  } else {
+    result = InferForward(op, r.mesh, r.inputs, r.attrs);
+    for (size_t i = 0; i < r.inputs.size(); ++i) {
+      std::printf("given      input %zu %s\n", i, ToPlacementString(r.inputs[i].dist, k).c_str());
+    }
+  }
+  const Attrs attrs = op.NormalizeAttrs(r.attrs);
+  if (auto spec = BuildEinsumSpec(op, shapes, attrs)) {
+    ExplainEinsum(op, r, *spec, result);
+  } else {
+    const DimTransSpec transforms = op.dimtrans(RuleContext{shapes, attrs});
+    std::printf("rule       DimTrans\n");
+    for (size_t d = 0; d < transforms.outputs.size(); ++d) {
+      std::printf("           out dim %zu = %s\n", d, transforms.outputs[d].ToString().c_str());
+    }
+  }
+  for (size_t i = 0; i < result.inputs.size(); ++i) {
+    const bool same = r.reverse || result.inputs[i] == r.inputs[i].dist;
+    std::printf("required   input %zu %s%s\n", i, ToPlacementString(result.inputs[i], k).c_str(),
+                same ? "" : "   (resharded from the given one)");
+  }
+  for (size_t o = 0; o < result.outputs.size(); ++o) {
+    std::printf("output     %zu %s   %s\n", o, ToPlacementString(result.outputs[o], k).c_str(),
+                ToString(result.outputs[o]).c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int Explain(const std::vector<std::string>& args) {
+  if (args.size() != 1 || args[0] == "--help") {
+    std::cerr << "usage: spmd explain JSON   (a request as for `spmd infer`; - reads stdin)\n";
+    return args.size() == 1 ? 0 : 2;
+  }
+  std::string text = args[0];
+  if (text == "-") text.assign(std::istreambuf_iterator<char>(std::cin), {});
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  try {
+    if (j.is_discarded()) ThrowInvalid("line", "not valid JSON");
+    return ExplainJson(j);
+  } catch (const SpmdError& e) {
+    std::cerr << "spmd explain: " << ToString(e.type()) << ": " << e.what() << "\n";
+    return 2;
+  }
+}
+
+}  // namespace spmd::cli
