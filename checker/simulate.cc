@@ -82,8 +82,15 @@ std::vector<Tensor> SplitOne(const Tensor& whole, ReduceOp op, int64_t n, Rng& r
       switch (op) {
         case ReduceOp::kSum:
         case ReduceOp::kAvg: p = rng.Uniform(-1.5, 1.5); rest += p; break;
-        case ReduceOp::kMax: p = v - rng.Uniform(0.25, 1.5); break;
-        case ReduceOp::kMin: p = v + rng.Uniform(0.25, 1.5); break;
+        // Boolean tensors stay 0/1: max/min then behave as any/all.
+        case ReduceOp::kMax:
+          p = whole.dtype == DType::kBool ? (v != 0 ? static_cast<double>(rng.Int(0, 1)) : 0.0)
+                                          : v - rng.Uniform(0.25, 1.5);
+          break;
+        case ReduceOp::kMin:
+          p = whole.dtype == DType::kBool ? (v != 0 ? 1.0 : static_cast<double>(rng.Int(0, 1)))
+                                          : v + rng.Uniform(0.25, 1.5);
+          break;
         case ReduceOp::kProd: p = (rng.Int(0, 1) ? 1 : -1) * rng.Uniform(0.5, 1.5); rest *= p; break;
         case ReduceOp::kAny: p = v != 0 ? static_cast<double>(rng.Int(0, 1)) : 0.0; break;
         case ReduceOp::kAll: p = v != 0 ? 1.0 : static_cast<double>(rng.Int(0, 1)); break;
