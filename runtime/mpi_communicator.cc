@@ -1,0 +1,458 @@
+#include "runtime/mpi_communicator.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <numeric>
+
+#include "rules/error.h"
+
+namespace spmd::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Tags on the private world duplicate.
+constexpr int kDataTag = 1;
+constexpr int kHeaderTag = 2;  // SPMD_DEBUG=collectives: {dtype, count, step} before each send
+constexpr int kGroupTag = 3;   // the handshake before creating a group's communicator
+constexpr int kCreateTag = 4;  // MPI_Comm_create_group
+
+// The fixed-size descriptor the collective check all-gathers.
+enum RecordField {
+  kKind, kDType, kOp, kRoot, kSize, kGroupHash, kCountsHash, kCountsSize, kStep,
+  kPreview,  // the first kPreviewCounts counts (for the message)
+};
+constexpr int kPreviewCounts = 8;
+constexpr int kRecordSize = kPreview + kPreviewCounts;
+using Record = std::array<int64_t, kRecordSize>;
+
+int64_t Hash(const std::vector<int64_t>& values) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the bytes
+  for (int64_t v : values) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (static_cast<uint64_t>(v) >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  }
+  return static_cast<int64_t>(h & 0x7fffffffffffffffull);
+}
+
+Record MakeRecord(const CollectiveDesc& d, int64_t step) {
+  Record r{};
+  r[kKind] = static_cast<int64_t>(d.kind);
+  r[kDType] = static_cast<int64_t>(d.dtype);
+  const bool reduces = d.kind == Collective::kAllReduce || d.kind == Collective::kReduceScatter;
+  r[kOp] = reduces ? static_cast<int64_t>(d.op) : -1;
+  r[kRoot] = d.root;
+  r[kSize] = static_cast<int64_t>(d.group.size());
+  r[kGroupHash] = Hash(d.group);
+  // all_to_all counts differ per member by design: checked pairwise afterwards.
+  r[kCountsHash] = d.kind == Collective::kAllToAll ? 0 : Hash(d.counts);
+  r[kCountsSize] = static_cast<int64_t>(d.counts.size());
+  r[kStep] = step;
+  for (int i = 0; i < kPreviewCounts; ++i) {
+    r[kPreview + i] = i < static_cast<int>(d.counts.size()) ? d.counts[i] : -1;
+  }
+  return r;
+}
+
+bool SameCall(const Record& a, const Record& b) {
+  return std::equal(a.begin(), a.begin() + kStep, b.begin());
+}
+
+// Prints a member's call from its record (its counts as far as the preview goes).
+std::string DescribeRecord(const Record& r, const Group& group) {
+  CollectiveDesc d;
+  d.kind = static_cast<Collective>(r[kKind]);
+  d.dtype = static_cast<DType>(r[kDType]);
+  if (r[kOp] >= 0) d.op = static_cast<ReduceOp>(r[kOp]);
+  d.root = r[kRoot];
+  d.group = group;
+  const int64_t shown = std::min<int64_t>(r[kCountsSize], kPreviewCounts);
+  for (int64_t i = 0; i < shown; ++i) d.counts.push_back(r[kPreview + i]);
+  if (d.kind == Collective::kAllToAll) d.recv_counts = {};
+  if ((d.kind == Collective::kAllReduce || d.kind == Collective::kBroadcast) && d.counts.empty()) {
+    d.counts = {0};
+  }
+  std::string out;
+  if (d.kind == Collective::kAllToAll) {
+    out = "all_to_all(" + std::string(ToString(d.dtype)) + ")";
+  } else {
+    out = ToString(d);
+    const size_t on = out.rfind(" on group ");
+    if (on != std::string::npos) out.resize(on);
+    if (r[kCountsSize] > kPreviewCounts) out += " (counts truncated)";
+  }
+  if (r[kGroupHash] != Hash(group)) out += " on another group";
+  return out;
+}
+
+MPI_Datatype ToMpi(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat64: return MPI_DOUBLE;
+    case DType::kFloat32: return MPI_FLOAT;
+    case DType::kInt64: return MPI_INT64_T;
+    case DType::kBool: return MPI_C_BOOL;
+  }
+  return MPI_DOUBLE;
+}
+
+MPI_Op ToMpi(ReduceOp op, DType dtype) {
+  if (dtype == DType::kBool) {
+    return op == ReduceOp::kMax || op == ReduceOp::kAny ? MPI_LOR : MPI_LAND;
+  }
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: return MPI_SUM;
+    case ReduceOp::kProd: return MPI_PROD;
+    case ReduceOp::kMax:
+    case ReduceOp::kAny: return MPI_MAX;  // on 0/1 values
+    case ReduceOp::kMin:
+    case ReduceOp::kAll: return MPI_MIN;
+  }
+  return MPI_SUM;
+}
+
+int ToInt(int64_t v, std::string_view what) {
+  if (v > INT_MAX) {
+    ThrowUnsupported(std::string(what), std::to_string(v) +
+                                            " elements: MPI counts and displacements must fit in an int");
+  }
+  return static_cast<int>(v);
+}
+
+std::vector<int> ToInts(const std::vector<int64_t>& v, std::string_view what) {
+  std::vector<int> out;
+  out.reserve(v.size());
+  for (int64_t x : v) out.push_back(ToInt(x, what));
+  return out;
+}
+
+std::vector<int> Displacements(const std::vector<int64_t>& counts, std::string_view what) {
+  std::vector<int> out;
+  int64_t offset = 0;
+  for (int64_t c : counts) {
+    out.push_back(ToInt(offset, what));
+    offset += c;
+  }
+  ToInt(offset, what);
+  return out;
+}
+
+std::string Seconds(double s) {
+  std::string out = std::to_string(s);
+  out.erase(out.find_last_not_of('0') + 1);
+  if (!out.empty() && out.back() == '.') out.pop_back();
+  return out + " s";
+}
+
+int WorldRank(MPI_Comm comm) {
+  int r = 0;
+  MPI_Comm_rank(comm, &r);
+  return r;
+}
+
+int WorldSize(MPI_Comm comm) {
+  int s = 0;
+  MPI_Comm_size(comm, &s);
+  return s;
+}
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(MPI_Comm world, CommOptions options)
+    : Communicator(WorldRank(world), WorldSize(world), options), parent_(world) {
+  MPI_Comm_dup(world, &world_);
+  MPI_Comm_set_errhandler(world_, MPI_ERRORS_RETURN);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  for (auto& [group, comm] : group_comms_) MPI_Comm_free(&comm);
+  MPI_Comm_free(&world_);
+}
+
+void MpiCommunicator::AbortJob(const std::string& message) const {
+  std::fprintf(stderr, "spmd: %s\n", message.c_str());
+  std::fflush(stderr);
+  MPI_Abort(parent_, 1);
+  std::abort();  // MPI_Abort does not return; this keeps [[noreturn]] honest
+}
+
+void MpiCommunicator::Check(int mpi_error, const Call& call, const char* what) {
+  if (mpi_error == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(mpi_error, text, &length);
+  AbortJob(Describe(call) + ": " + what + " failed: " + std::string(text, length));
+}
+
+void MpiCommunicator::Wait(std::vector<MPI_Request>& requests, const Call& call, const char* what) {
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(options().timeout_s));
+  for (int64_t iteration = 0;; ++iteration) {
+    int done = 0;
+    Check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
+                      MPI_STATUSES_IGNORE),
+          call, what);
+    if (done) return;
+    if (iteration < 16) continue;
+    // Nonblocking collectives progress only inside MPI calls, so keep polling (as blocking
+    // MPI does) but yield the core: oversubscribed ranks need it.
+    sched_yield();
+    if (iteration % 16 == 0 && Clock::now() > deadline) {
+      AbortJob(Describe(call) + ": timed out after " + Seconds(options().timeout_s) + " in " + what);
+    }
+  }
+}
+
+MPI_Comm MpiCommunicator::GroupComm(const Call& call) {
+  const Group& group = call.desc.group;
+  if (auto it = group_comms_.find(group); it != group_comms_.end()) return it->second;
+
+  // Handshake: every member tells every other one which group it is creating. Polled, so a
+  // member that never comes times out; a member with another group (or order) is named.
+  const int64_t n = static_cast<int64_t>(group.size());
+  const int64_t mine = Hash(group);
+  std::vector<int64_t> theirs(n, 0);
+  std::vector<MPI_Request> requests;
+  for (int64_t q = 0; q < n; ++q) {
+    if (group[q] == rank()) continue;
+    requests.emplace_back();
+    Check(MPI_Irecv(&theirs[q], 1, MPI_INT64_T, static_cast<int>(group[q]), kGroupTag, world_,
+                    &requests.back()),
+          call, "MPI_Irecv (group handshake)");
+    requests.emplace_back();
+    Check(MPI_Isend(&mine, 1, MPI_INT64_T, static_cast<int>(group[q]), kGroupTag, world_,
+                    &requests.back()),
+          call, "MPI_Isend (group handshake)");
+  }
+  Wait(requests, call, "creating the group's communicator");
+  for (int64_t q = 0; q < n; ++q) {
+    if (group[q] != rank() && theirs[q] != mine) {
+      AbortJob(Describe(call) + ": collective mismatch: rank " + std::to_string(group[q]) +
+               " calls a collective on another group (other members or another order)");
+    }
+  }
+
+  MPI_Group world_group;
+  MPI_Group sub_group;
+  MPI_Comm comm;
+  std::vector<int> ranks(group.begin(), group.end());
+  MPI_Comm_group(world_, &world_group);
+  MPI_Group_incl(world_group, static_cast<int>(n), ranks.data(), &sub_group);
+  Check(MPI_Comm_create_group(world_, sub_group, kCreateTag, &comm), call, "MPI_Comm_create_group");
+  MPI_Group_free(&sub_group);
+  MPI_Group_free(&world_group);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  group_comms_.emplace(group, comm);
+  return comm;
+}
+
+void MpiCommunicator::CheckCollective(const Call& call, MPI_Comm comm) {
+  const CollectiveDesc& d = call.desc;
+  const auto n = static_cast<int64_t>(d.group.size());
+  const Record mine = MakeRecord(d, call.step);
+  std::vector<Record> all(n);
+  std::vector<MPI_Request> request(1);
+  Check(MPI_Iallgather(mine.data(), kRecordSize, MPI_INT64_T, all.data(), kRecordSize,
+                       MPI_INT64_T, comm, request.data()),
+        call, "MPI_Iallgather (collective check)");
+  Wait(request, call, "the collective check");
+  for (int64_t q = 1; q < n; ++q) {
+    if (!SameCall(all[0], all[q])) {
+      AbortJob(Describe(call) + ": collective mismatch: rank " + std::to_string(d.group[0]) +
+               " calls " + DescribeRecord(all[0], d.group) + " at its step " +
+               std::to_string(all[0][kStep]) + ", rank " + std::to_string(d.group[q]) +
+               " calls " + DescribeRecord(all[q], d.group) + " at its step " +
+               std::to_string(all[q][kStep]));
+    }
+  }
+  if (d.kind != Collective::kAllToAll) return;
+
+  // all_to_all: what each member sends this rank must be what this rank expects.
+  std::vector<int64_t> incoming(n);
+  Check(MPI_Ialltoall(d.counts.data(), 1, MPI_INT64_T, incoming.data(), 1, MPI_INT64_T, comm,
+                      request.data()),
+        call, "MPI_Ialltoall (collective check)");
+  Wait(request, call, "the collective check");
+  std::array<int64_t, 4> verdict{n, 0, 0, 0};  // {first bad sender position or n, to, sent, expected}
+  for (int64_t q = 0; q < n; ++q) {
+    if (incoming[q] != d.recv_counts[q]) {
+      verdict = {q, call.position, incoming[q], d.recv_counts[q]};
+      break;
+    }
+  }
+  std::vector<std::array<int64_t, 4>> verdicts(n);
+  Check(MPI_Iallgather(verdict.data(), 4, MPI_INT64_T, verdicts.data(), 4, MPI_INT64_T, comm,
+                       request.data()),
+        call, "MPI_Iallgather (collective check)");
+  Wait(request, call, "the collective check");
+  for (const auto& v : verdicts) {
+    if (v[0] < n) {
+      AbortJob(Describe(call) + ": collective mismatch: rank " + std::to_string(d.group[v[0]]) +
+               " sends " + std::to_string(v[2]) + " elements to rank " +
+               std::to_string(d.group[v[1]]) + ", which expects " + std::to_string(v[3]));
+    }
+  }
+}
+
+void MpiCommunicator::Run(const Call& call) {
+  const CollectiveDesc& d = call.desc;
+  const MPI_Datatype type = ToMpi(d.dtype);
+  const int64_t e = ElementSize(d.dtype);
+
+  if (d.kind == Collective::kSend || d.kind == Collective::kRecv) {
+    const int peer = static_cast<int>(d.root);
+    const int count = ToInt(d.counts[0], ToString(d.kind));
+    Pending pending{call, {}, nullptr};
+    if (options().check_collectives) {
+      pending.header = std::make_unique<std::array<int64_t, 3>>(
+          std::array<int64_t, 3>{static_cast<int64_t>(d.dtype), d.counts[0], call.step});
+      pending.requests.emplace_back();
+      Check(d.kind == Collective::kSend
+                ? MPI_Isend(pending.header->data(), 3, MPI_INT64_T, peer, kHeaderTag, world_,
+                            &pending.requests.back())
+                : MPI_Irecv(pending.header->data(), 3, MPI_INT64_T, peer, kHeaderTag, world_,
+                            &pending.requests.back()),
+            call, "posting the header");
+    }
+    pending.requests.emplace_back();
+    Check(d.kind == Collective::kSend
+              ? MPI_Isend(call.send, count, type, peer, kDataTag, world_, &pending.requests.back())
+              : MPI_Irecv(call.recv, count, type, peer, kDataTag, world_, &pending.requests.back()),
+          call, d.kind == Collective::kSend ? "MPI_Isend" : "MPI_Irecv");
+    pending_.push_back(std::move(pending));
+    return;
+  }
+
+  MPI_Comm comm = GroupComm(call);
+  if (options().check_collectives) CheckCollective(call, comm);
+  const auto n = static_cast<int64_t>(d.group.size());
+  const bool truth = d.op == ReduceOp::kAny || d.op == ReduceOp::kAll;
+  std::vector<MPI_Request> request(1);
+  std::vector<unsigned char> scratch;
+  switch (d.kind) {
+    case Collective::kAllGather: {
+      const std::vector<int> counts = ToInts(d.counts, "all_gather.counts");
+      const std::vector<int> displs = Displacements(d.counts, "all_gather.counts");
+      Check(MPI_Iallgatherv(call.send, counts[call.position], type, call.recv, counts.data(),
+                            displs.data(), type, comm, request.data()),
+            call, "MPI_Iallgatherv");
+      Wait(request, call, "MPI_Iallgatherv");
+      return;
+    }
+    case Collective::kReduceScatter: {
+      const std::vector<int> counts = ToInts(d.counts, "reduce_scatter.counts");
+      Displacements(d.counts, "reduce_scatter.counts");  // the total must fit too
+      const int64_t total = std::accumulate(d.counts.begin(), d.counts.end(), int64_t{0});
+      const void* send = call.send;
+      if (truth && d.dtype != DType::kBool) {
+        scratch.resize(total * e);
+        ToTruth(call.send, scratch.data(), total, d.dtype);
+        send = scratch.data();
+      }
+      Check(MPI_Ireduce_scatter(send, call.recv, counts.data(), type, ToMpi(d.op, d.dtype), comm,
+                                request.data()),
+            call, "MPI_Ireduce_scatter");
+      Wait(request, call, "MPI_Ireduce_scatter");
+      if (d.op == ReduceOp::kAvg) DivideBy(call.recv, d.counts[call.position], d.dtype, n);
+      return;
+    }
+    case Collective::kAllReduce: {
+      const int count = ToInt(d.counts[0], "all_reduce.count");
+      const void* send = call.send == call.recv ? MPI_IN_PLACE : call.send;
+      if (truth && d.dtype != DType::kBool) {
+        scratch.resize(count * e);
+        ToTruth(call.send, scratch.data(), count, d.dtype);
+        send = scratch.data();
+      }
+      Check(MPI_Iallreduce(send, call.recv, count, type, ToMpi(d.op, d.dtype), comm,
+                           request.data()),
+            call, "MPI_Iallreduce");
+      Wait(request, call, "MPI_Iallreduce");
+      if (d.op == ReduceOp::kAvg) DivideBy(call.recv, count, d.dtype, n);
+      return;
+    }
+    case Collective::kAllToAll: {
+      const std::vector<int> send_counts = ToInts(d.counts, "all_to_all.send_counts");
+      const std::vector<int> recv_counts = ToInts(d.recv_counts, "all_to_all.recv_counts");
+      const std::vector<int> send_displs = Displacements(d.counts, "all_to_all.send_counts");
+      const std::vector<int> recv_displs = Displacements(d.recv_counts, "all_to_all.recv_counts");
+      Check(MPI_Ialltoallv(call.send, send_counts.data(), send_displs.data(), type, call.recv,
+                           recv_counts.data(), recv_displs.data(), type, comm, request.data()),
+            call, "MPI_Ialltoallv");
+      Wait(request, call, "MPI_Ialltoallv");
+      return;
+    }
+    case Collective::kBroadcast: {
+      const int root = static_cast<int>(std::find(d.group.begin(), d.group.end(), d.root) -
+                                        d.group.begin());
+      Check(MPI_Ibcast(call.recv, ToInt(d.counts[0], "broadcast.count"), type, root, comm,
+                       request.data()),
+            call, "MPI_Ibcast");
+      Wait(request, call, "MPI_Ibcast");
+      return;
+    }
+    case Collective::kBarrier:
+      Check(MPI_Ibarrier(comm, request.data()), call, "MPI_Ibarrier");
+      Wait(request, call, "MPI_Ibarrier");
+      return;
+    default:
+      return;
+  }
+}
+
+void MpiCommunicator::DoSynchronize() {
+  std::vector<Pending> pending;
+  pending.swap(pending_);
+  for (Pending& p : pending) {
+    const CollectiveDesc& d = p.call.desc;
+    if (p.header != nullptr && d.kind == Collective::kRecv) {
+      std::vector<MPI_Request> header(1, p.requests.front());
+      Wait(header, p.call, "waiting for the sender");
+      p.requests.front() = MPI_REQUEST_NULL;
+      const auto& h = *p.header;
+      if (h[0] != static_cast<int64_t>(d.dtype) || h[1] != d.counts[0]) {
+        AbortJob(Describe(p.call) + ": mismatch: rank " + std::to_string(d.root) + " sends " +
+                 std::to_string(h[1]) + " " + std::string(ToString(static_cast<DType>(h[0]))) +
+                 " at its step " + std::to_string(h[2]));
+      }
+    }
+    Wait(p.requests, p.call, d.kind == Collective::kSend ? "waiting for the receiver"
+                                                         : "waiting for the sender");
+  }
+}
+
+int GuardedMain(int argc, char** argv, const std::function<int(MpiCommunicator&)>& body) {
+  MPI_Init(&argc, &argv);
+  int code = 0;
+  {
+    std::unique_ptr<MpiCommunicator> comm;
+    try {
+      comm = std::make_unique<MpiCommunicator>();
+      code = body(*comm);
+      comm->Synchronize();
+    } catch (const std::exception& e) {
+      const std::string message =
+          comm ? FailureMessage(*comm, e.what())
+               : "rank " + std::to_string(WorldRank(MPI_COMM_WORLD)) +
+                     " failed before any collective: " + e.what();
+      std::fprintf(stderr, "spmd: %s\n", message.c_str());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+  MPI_Finalize();
+  return code;
+}
+
+}  // namespace spmd::runtime

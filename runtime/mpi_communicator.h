@@ -1,0 +1,90 @@
+// The Open MPI backend of Communicator.
+//
+// - One MPI communicator per group (its ranks in the group's order), created on the first
+//   call on that group and cached: MPI_Comm_create_group, collective over the group only,
+//   so sub-groups are created by their members alone. Before creating it the members
+//   exchange a token over point-to-point messages (polled, so a missing member times out
+//   instead of hanging).
+// - Collectives are nonblocking MPI calls (MPI_Iallgatherv, MPI_Ireduce_scatter,
+//   MPI_Iallreduce, MPI_Ialltoallv, MPI_Ibcast, MPI_Ibarrier) polled with MPI_Testall until
+//   they complete or the deadline (options().timeout_s) passes; they complete before the
+//   call returns. Send / Recv are MPI_Isend / MPI_Irecv on a private duplicate of the
+//   world, completed by Synchronize().
+// - avg: MPI_SUM, then divide by the group size; any / all: map to 0/1, then MPI_MAX /
+//   MPI_MIN; bool travels as MPI_C_BOOL.
+// - Counts and displacements must fit in an int (MPI 3); larger calls throw Unsupported.
+// - Two members that disagree on a group's order (or members) are found by the handshake
+//   when neither has used that group before; otherwise they wait on different
+//   communicators and time out.
+//
+// Failure (job-wide, bounded): a timeout, an MPI error, or a mismatch found by the
+// collective check (options().check_collectives, env SPMD_DEBUG=collectives: before each
+// collective the group all-gathers a fixed-size descriptor of every member's call, and
+// for all_to_all also the counts each member sends each other one; each send carries a
+// {dtype, count, step} header that the receiver compares at Synchronize()) prints one line to
+// stderr, e.g.
+//   spmd: rank 0: all_reduce(float64, count=4, op=sum) on group [0,1] at step 3: timed out
+//         after 2 s in MPI_Iallreduce
+//   spmd: rank 2: all_reduce(float64, count=4, op=sum) on group [0,1,2,3] at step 3:
+//         collective mismatch: rank 0 calls all_reduce(float64, count=4, op=sum) at its
+//         step 3, rank 1 calls all_gather(float64, counts=[4,4,4,4]) at its step 3
+// and calls MPI_Abort, so that every rank of the job ends.
+#pragma once
+
+#include <mpi.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/communicator.h"
+
+namespace spmd::runtime {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Collective over `world` (duplicates it). MPI must be initialised; destroy the
+  // communicator before MPI_Finalize.
+  explicit MpiCommunicator(MPI_Comm world = MPI_COMM_WORLD,
+                           CommOptions options = CommOptions::FromEnv());
+  ~MpiCommunicator() override;
+
+  // Prints `spmd: <message>` to stderr and aborts the job (MPI_Abort on the world).
+  [[noreturn]] void AbortJob(const std::string& message) const;
+
+ private:
+  void Run(const Call& call) override;
+  void DoSynchronize() override;
+
+  // The cached communicator of `group` (rank order = group order).
+  MPI_Comm GroupComm(const Call& call);
+  // Polls `requests` until all complete; fails the job at the deadline.
+  void Wait(std::vector<MPI_Request>& requests, const Call& call, const char* what);
+  // SPMD_DEBUG=collectives: compares the members' descriptors; fails the job on mismatch.
+  void CheckCollective(const Call& call, MPI_Comm comm);
+  void Check(int mpi_error, const Call& call, const char* what);
+
+  MPI_Comm parent_;  // what MPI_Abort aborts
+  MPI_Comm world_;   // private duplicate: point to point and group creation
+  std::map<Group, MPI_Comm> group_comms_;
+  // A send or recv in flight until Synchronize(); with the collective check, its
+  // {dtype, count, step} header travels first (requests[0]).
+  struct Pending {
+    Call call;
+    std::vector<MPI_Request> requests;
+    std::unique_ptr<std::array<int64_t, 3>> header;
+  };
+  std::vector<Pending> pending_;
+};
+
+// For MPI programs: MPI_Init, builds the communicator, runs body(comm) and returns its exit
+// code after MPI_Finalize. If body throws, prints FailureMessage (`rank R failed at step S
+// (collective): what`) to stderr and aborts the job, so that the other ranks end too.
+int GuardedMain(int argc, char** argv, const std::function<int(MpiCommunicator&)>& body);
+
+}  // namespace spmd::runtime
