@@ -2,6 +2,7 @@
 //   spmd infer [FILE...]          JSONL requests -> JSONL answers (SEMANTICS.md §10)
 //   spmd check ...                the soundness sweep (cli/check.cc)
 //   spmd explain JSON             one case in words (cli/explain.cc)
+//   spmd plan --mesh ... --from ... --to ...   a reshard plan (cli/plan.cc)
 //   spmd infer --check FILE...    golden cases: answer each, compare with its "expect",
 //                                 print a table and a total; exit 1 on any mismatch
 #include <cstdio>
@@ -14,6 +15,7 @@
 
 #include "cli/check.h"
 #include "cli/explain.h"
+#include "cli/plan.h"
 #include "rules/infer_io.h"
 
 namespace {
@@ -26,6 +28,8 @@ int Usage(std::ostream& out, int code) {
          "       spmd check [--op NAME]... [--mesh 2x3]... [--exhaustive | --random N] ...\n"
          "                  (spmd check --help for more)\n"
          "       spmd explain JSON\n"
+         "       spmd plan --mesh 2x4 --shape 1024,512 --from '[S(0), P(sum)]' --to '[R, S(1)]'\n"
+         "                 [--dtype float32] [--json] (spmd plan --help for more)\n"
          "  infer          answer SPMD rule requests, one JSON object per line; reads stdin\n"
          "                 when no FILE is given; empty lines are skipped\n"
          "  infer --check  answer golden cases (requests with \"name\" and \"expect\") and\n"
@@ -107,6 +111,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "check") return spmd::cli::Check(args);
   if (command == "explain") return spmd::cli::Explain(args);
+  if (command == "plan") return spmd::cli::Plan(args);
   if (command == "infer") {
     if (!args.empty() && args[0] == "--check") return Check({args.begin() + 1, args.end()});
     return Infer(args);

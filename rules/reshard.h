@@ -47,7 +47,8 @@
 // Bytes (the executor counts the same, per rank; `s` = bytes per element, `T` = the rank's
 // local buffer bytes before the step):
 // - AllGather: received = the others' chunks in its group; sent = (n-1) * its own chunk.
-// - ReduceScatter: sent = received = ceil((n-1) * T / n) (ring-algorithm accounting).
+// - ReduceScatter: sent = received = max(ceil((n-1) * T / n), the bytes of the rank's own
+//   new chunk) (ring-algorithm accounting, never below the reduced values it must get).
 // - AllReduce: sent = received = ceil(2 * (n-1) * T / n) (ring-algorithm accounting).
 // - AllToAll: received = the part of its `after` box it did not hold; sent = the part of
 //   its `before` box it does not keep.
@@ -163,7 +164,8 @@ ReshardPlan NaiveReshardPlan(const Mesh& from_mesh, const DistAttr& from, const 
 // (docs/RESHARD.md "Lower bound"): per rank, the bytes of its target shard it does not hold;
 // with a partial source, the reduction bound ((N_P - 2) * E + sum of target shard sizes)
 // * s / (ranks) over the N_P addends; with a partial target, per target partial group, the
-// bytes no member holds divided by the group size. Equals SEMANTICS.md §8 on one axis.
+// bytes no member holds divided by the group size; partial to partial: 0 (no bound derived).
+// Equals SEMANTICS.md §8 on one axis.
 int64_t ReshardLowerBound(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_mesh,
                           const DistAttr& to, const std::vector<int64_t>& shape, DType dtype);
 
