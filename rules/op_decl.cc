@@ -144,12 +144,14 @@ InferResult InferForward(const OpDecl& op, const Mesh& mesh, const std::vector<T
   }
   const Attrs normalized = op.NormalizeAttrs(attrs);
   RuleContext context{shapes, normalized};
-  if (op.dist_check) op.dist_check(context, dists);
   if (op.dimtrans) {
-    return InferDimTransForward(op.dimtrans(context), mesh, dists[0]);
+    const DimTransSpec spec = op.dimtrans(context);  // validates shapes and attrs first
+    if (op.dist_check) op.dist_check(context, dists);
+    return InferDimTransForward(spec, mesh, dists[0]);
   }
   EinsumSpec spec = op.einsum(context);
   CheckNotationShapes(spec, shapes);
+  if (op.dist_check) op.dist_check(context, dists);
   if (op.forward_override) return op.forward_override(context, mesh, dists);
   return InferEinsumForward(spec, mesh, dists);
 }

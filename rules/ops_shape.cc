@@ -291,6 +291,7 @@ OpDecl split_with_num() {
         const int rank = Rank(c);
         const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
         const int64_t num = c.attrs.GetInt("num");
+        if (num > 4096) ThrowUnsupported("attrs.num", "split into more than 4096 outputs");
         if (num <= 0 || c.input_shapes[0][axis] % num != 0) {
           ThrowInvalid("attrs.num", "size " + std::to_string(c.input_shapes[0][axis]) +
                                         " does not split into " + std::to_string(num) +
