@@ -332,7 +332,19 @@ Outcome CheckClaim(const Case& c, const std::vector<DistAttr>& required,
   try {
     const Attrs attrs = c.op->NormalizeAttrs(c.attrs);
     const RuleContext rule_context{c.shapes, attrs};
-    const std::vector<InputValues> kinds = c.op->InputValueKinds(rule_context);
+    std::vector<InputValues> kinds = c.op->InputValueKinds(rule_context);
+    for (size_t i = 0; i < kinds.size() && i < required.size(); ++i) {
+      int logical = 0;
+      for (const auto& [axis, op] : required[i].partial) {
+        logical += op == ReduceOp::kAny || op == ReduceOp::kAll;
+      }
+      // A logical partial is a value of 0/1: the global input must be boolean too; mixed
+      // with an arithmetic partial (a sum of booleans) it has no consistent value.
+      if (logical > 0) kinds[i] = {ValueKind::kBool};
+      if (logical > 0 && logical < static_cast<int>(required[i].partial.size())) {
+        throw NotApplicable{"input " + std::to_string(i) + " mixes logical and arithmetic partial ops"};
+      }
+    }
     Rng rng(c.seed);
     Tensors global_inputs;
     for (size_t i = 0; i < c.shapes.size(); ++i) global_inputs.push_back(MakeInput(c.shapes[i], kinds[i], rng));

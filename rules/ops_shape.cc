@@ -158,7 +158,20 @@ OpDecl flatten() {
         for (int d = start; d <= stop; ++d) merged *= src[d];
         tgt.push_back(merged);
         tgt.insert(tgt.end(), src.begin() + stop + 1, src.end());
-        return Reshape(src, tgt);
+        DimTransSpec spec = Reshape(src, tgt);
+        if (std::find(src.begin(), src.end(), 0) != src.end()) return spec;
+        // Not the two-pointer walk: it would pair size-1 dims one-to-one across the range
+        // ([1,1,1] -> [1,1] keeps dim 1 as out dim 1), while a shard's flatten merges the
+        // range whatever its sizes. Size-1 dims of the range are dropped (§6.1).
+        spec.outputs.clear();
+        for (int d = 0; d < start; ++d) spec.outputs.push_back(DimTrans::InputDim(d));
+        std::vector<DimTrans> range;
+        for (int d = start; d <= stop; ++d) {
+          if (src[d] != 1) range.push_back(DimTrans::InputDim(d));
+        }
+        spec.outputs.push_back(DimTrans::Flatten(std::move(range)));
+        for (int d = stop + 1; d < rank; ++d) spec.outputs.push_back(DimTrans::InputDim(d));
+        return spec;
       })
       .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"start_axis", int64_t{1}}})},
                                 {{"abc"}},
