@@ -119,7 +119,9 @@ std::vector<int64_t> ResolveReshapeTarget(const std::vector<int64_t>& src,
     } else if (shape[d] < -1) {
       ThrowInvalid(at, "size " + std::to_string(shape[d]) + " is negative");
     }
-    known *= shape[d];
+    if (__builtin_mul_overflow(known, shape[d], &known) || known > (int64_t{1} << 62)) {
+      ThrowInvalid(field, "the target has more than 2^62 elements");
+    }
   }
   if (inferred >= 0) {
     if (known == 0 || total % known != 0) {

@@ -272,8 +272,8 @@ OpDecl split() {
             ++inferred;
           } else if (s < 0) {
             ThrowInvalid("attrs.sections", "section " + std::to_string(s) + " is negative");
-          } else {
-            known += s;
+          } else if (__builtin_add_overflow(known, s, &known)) {
+            ThrowInvalid("attrs.sections", "sections overflow");
           }
         }
         const int64_t size = c.input_shapes[0][axis];
