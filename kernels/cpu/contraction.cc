@@ -1,0 +1,460 @@
+// Contractions: matmul, bmm, einsum, matmul_grad (docs/OPS.md "Contractions").
+//
+// Everything goes through internal::Gemm (cache-blocked, packed, register-blocked), once
+// per batch: transposes, 1-D operands and broadcast batch dims live only in the matrix
+// views' strides and the per-batch offsets. einsum contracts its operands pairwise, left
+// to right, each pair permuted into batched-matmul form [batch, free, contracted].
+#include <algorithm>
+#include <array>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/internal.h"
+#include "kernels/cpu/permute.h"
+
+namespace spmd::kernels::cpu {
+namespace {
+
+using internal::CheckArity;
+using internal::ComputeDType;
+using internal::DispatchFloat;
+using internal::Gemm;
+using internal::InputField;
+using internal::MatrixView;
+using internal::NewOutput;
+using internal::ValuesAs;
+
+// matmul's shapes and strides (as the reference plans them; the same checks in the same
+// order). Example: x [2, 1, 3, 4] (trans_x), y [5, 3, 6] -> out [2, 5, 4, 6], k = 3.
+struct MatmulPlan {
+  Shape out_shape;
+  Shape batch;  // the broadcast batch shape
+  int64_t m = 1, n = 1, k = 1;
+  Shape x_batch, y_batch;
+  int64_t x_stride_m = 0, x_stride_k = 0, y_stride_k = 0, y_stride_n = 0;
+  int64_t x_matrix = 1, y_matrix = 1;  // elements per batch entry of x and y
+
+  // Calls fn(b, x_offset, y_offset) for every batch entry b (flat in `batch`).
+  template <typename F>
+  void ForEachBatch(F fn) const {
+    const int64_t count = NumElements(batch);
+    if (count == 0) return;
+    const size_t r = batch.size();
+    // Per batch dim: the step of x's and y's offsets (0 where that operand broadcasts).
+    std::vector<int64_t> xs(r, 0), ys(r, 0);
+    Strides(x_batch, x_matrix, r, xs);
+    Strides(y_batch, y_matrix, r, ys);
+    std::vector<int64_t> index(r, 0);
+    int64_t xo = 0, yo = 0;
+    for (int64_t b = 0; b < count; ++b) {
+      fn(b, xo, yo);
+      for (size_t d = r; d-- > 0;) {
+        xo += xs[d];
+        yo += ys[d];
+        if (++index[d] < batch[d]) break;
+        xo -= xs[d] * batch[d];
+        yo -= ys[d] * batch[d];
+        index[d] = 0;
+      }
+    }
+  }
+
+ private:
+  static void Strides(const Shape& own, int64_t matrix, size_t r, std::vector<int64_t>& out) {
+    const size_t shift = r - own.size();
+    int64_t stride = matrix;
+    for (size_t d = own.size(); d-- > 0;) {
+      out[d + shift] = own[d] == 1 ? 0 : stride;
+      stride *= own[d];
+    }
+  }
+};
+
+MatmulPlan PlanMatmul(const Tensor& x, const Tensor& y, bool trans_x, bool trans_y) {
+  const int64_t rx = x.rank();
+  const int64_t ry = y.rank();
+  if (rx == 0) ThrowInvalid(InputField(0, "shape"), "matmul needs rank >= 1, got []");
+  if (ry == 0) ThrowInvalid(InputField(1, "shape"), "matmul needs rank >= 1, got []");
+  MatmulPlan plan;
+  const Shape& xs = x.shape();
+  const Shape& ys = y.shape();
+  int64_t kx, ky;
+  if (rx == 1) {
+    plan.m = 1;
+    kx = xs[0];
+    plan.x_stride_m = 0;
+    plan.x_stride_k = 1;
+    plan.x_matrix = kx;
+  } else {
+    const int64_t rows = xs[rx - 2], cols = xs[rx - 1];
+    plan.m = trans_x ? cols : rows;
+    kx = trans_x ? rows : cols;
+    plan.x_stride_m = trans_x ? 1 : cols;
+    plan.x_stride_k = trans_x ? cols : 1;
+    plan.x_matrix = rows * cols;
+    plan.x_batch.assign(xs.begin(), xs.end() - 2);
+  }
+  if (ry == 1) {
+    plan.n = 1;
+    ky = ys[0];
+    plan.y_stride_k = 1;
+    plan.y_stride_n = 0;
+    plan.y_matrix = ky;
+  } else {
+    const int64_t rows = ys[ry - 2], cols = ys[ry - 1];
+    plan.n = trans_y ? rows : cols;
+    ky = trans_y ? cols : rows;
+    plan.y_stride_k = trans_y ? 1 : cols;
+    plan.y_stride_n = trans_y ? cols : 1;
+    plan.y_matrix = rows * cols;
+    plan.y_batch.assign(ys.begin(), ys.end() - 2);
+  }
+  if (kx != ky) {
+    ThrowInvalid(InputField(1, "shape"), "contracted dim " + std::to_string(ky) + " of " +
+                                             ShapeToString(ys) + " != " + std::to_string(kx) +
+                                             " of x " + ShapeToString(xs));
+  }
+  plan.k = kx;
+  plan.batch = internal::BroadcastShapes({plan.x_batch, plan.y_batch});
+  plan.out_shape = plan.batch;
+  if (rx >= 2) plan.out_shape.push_back(plan.m);
+  if (ry >= 2) plan.out_shape.push_back(plan.n);
+  internal::CheckOutputShape(plan.out_shape);
+  return plan;
+}
+
+template <typename T>
+Tensor RunMatmul(const Tensor& xt, const Tensor& yt, const MatmulPlan& plan) {
+  ValuesAs<T> xv(xt);
+  ValuesAs<T> yv(yt);
+  Tensor out = NewOutput(plan.out_shape, DTypeOf<T>::value, /*zero=*/true);
+  T* o = out.data<T>();
+  const T* x = xv.data();
+  const T* y = yv.data();
+  const int64_t mn = plan.m * plan.n;
+  plan.ForEachBatch([&](int64_t b, int64_t xo, int64_t yo) {
+    Gemm<T>(plan.m, plan.n, plan.k, MatrixView<T>{x + xo, plan.x_stride_m, plan.x_stride_k},
+            MatrixView<T>{y + yo, plan.y_stride_k, plan.y_stride_n}, o + b * mn, plan.n, 1);
+  });
+  return out;
+}
+
+// ---- einsum ----
+
+bool IsLetter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+struct EinsumEquation {
+  std::vector<std::string> terms;  // one per operand
+  std::string output;
+};
+
+// Parses "ij,jk->ik" or implicit "ij,jk" (output: letters seen once, in ASCII order),
+// with the reference's checks and fields.
+EinsumEquation ParseEquation(const std::string& equation, size_t operand_count) {
+  const std::string field = "attrs.equation";
+  if (equation.find('.') != std::string::npos) {
+    ThrowUnsupported(field, "'...' (broadcast dims) is not supported in '" + equation + "'");
+  }
+  EinsumEquation spec;
+  std::string lhs = equation;
+  bool explicit_output = false;
+  const size_t arrow = equation.find("->");
+  if (arrow != std::string::npos) {
+    lhs = equation.substr(0, arrow);
+    spec.output = equation.substr(arrow + 2);
+    explicit_output = true;
+  }
+  for (char c : lhs) {
+    if (!IsLetter(c) && c != ',') {
+      ThrowInvalid(field, std::string("unexpected character '") + c + "' in '" + equation + "'");
+    }
+  }
+  for (char c : spec.output) {
+    if (!IsLetter(c)) {
+      ThrowInvalid(field, std::string("unexpected character '") + c + "' in the output of '" +
+                              equation + "'");
+    }
+  }
+  std::string term;
+  for (char c : lhs) {
+    if (c == ',') {
+      spec.terms.push_back(term);
+      term.clear();
+    } else {
+      term += c;
+    }
+  }
+  spec.terms.push_back(term);
+  if (spec.terms.size() != operand_count) {
+    ThrowInvalid(field, "'" + equation + "' has " + std::to_string(spec.terms.size()) +
+                            " operands, got " + std::to_string(operand_count) + " inputs");
+  }
+  std::map<char, int> counts;
+  for (const std::string& t : spec.terms) {
+    std::map<char, int> seen;
+    for (char c : t) {
+      if (++seen[c] > 1) {
+        ThrowUnsupported(field, std::string("letter '") + c +
+                                    "' repeated within one operand (a diagonal) in '" + equation +
+                                    "'");
+      }
+      ++counts[c];
+    }
+  }
+  if (explicit_output) {
+    std::map<char, int> seen;
+    for (char c : spec.output) {
+      if (++seen[c] > 1) {
+        ThrowInvalid(field,
+                     std::string("output letter '") + c + "' repeated in '" + equation + "'");
+      }
+      if (counts.count(c) == 0) {
+        ThrowInvalid(field, std::string("output letter '") + c + "' appears in no operand of '" +
+                                equation + "'");
+      }
+    }
+  } else {
+    for (const auto& [c, n] : counts) {
+      if (n == 1) spec.output += c;
+    }
+  }
+  return spec;
+}
+
+// An intermediate einsum operand: row-major data whose dims are `letters`.
+template <typename T>
+struct Term {
+  std::string letters;
+  Shape shape;
+  std::vector<T> data;
+};
+
+template <typename T>
+Shape ShapeOf(const std::string& letters, const std::map<char, int64_t>& size) {
+  Shape s;
+  for (char c : letters) s.push_back(size.at(c));
+  return s;
+}
+
+// Returns `t` with its dims reordered to `order` (a permutation of t.letters).
+template <typename T>
+Term<T> Reorder(Term<T> t, const std::string& order) {
+  if (order == t.letters) return t;
+  std::vector<int64_t> perm;
+  Shape shape;
+  for (char c : order) {
+    const int64_t d = static_cast<int64_t>(t.letters.find(c));
+    perm.push_back(d);
+    shape.push_back(t.shape[d]);
+  }
+  Term<T> out{order, shape, internal::Permuted(t.data.data(), t.shape, perm)};
+  return out;
+}
+
+// Sums `t` over every letter not in `keep`; the result's letters keep t's order.
+template <typename T>
+Term<T> SumOut(Term<T> t, const std::string& keep) {
+  std::string kept, summed;
+  for (char c : t.letters) (keep.find(c) != std::string::npos ? kept : summed) += c;
+  if (summed.empty()) return t;
+  Term<T> moved = Reorder(std::move(t), kept + summed);
+  const int64_t len = NumElements(Shape(moved.shape.begin() + kept.size(), moved.shape.end()));
+  Term<T> out;
+  out.letters = kept;
+  out.shape.assign(moved.shape.begin(), moved.shape.begin() + kept.size());
+  const int64_t rows = NumElements(out.shape);
+  out.data.assign(static_cast<size_t>(rows), T(0));
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* p = moved.data.data() + r * len;
+    T s = T(0);
+    for (int64_t j = 0; j < len; ++j) s += p[j];
+    out.data[r] = s;
+  }
+  return out;
+}
+
+// The product of a and b summed over the letters in both that `keep` lacks:
+// a -> [batch, left, contracted], b -> [batch, contracted, right], one Gemm per batch.
+template <typename T>
+Term<T> Contract(Term<T> a, Term<T> b, const std::string& keep,
+                 const std::map<char, int64_t>& size) {
+  std::string batch, left, right, contracted;
+  for (char c : a.letters) {
+    const bool in_b = b.letters.find(c) != std::string::npos;
+    const bool kept = keep.find(c) != std::string::npos;
+    if (in_b) {
+      (kept ? batch : contracted) += c;
+    } else {
+      left += c;
+    }
+  }
+  for (char c : b.letters) {
+    if (a.letters.find(c) == std::string::npos) right += c;
+  }
+  auto prod = [&](const std::string& letters) {
+    int64_t p = 1;
+    for (char c : letters) p *= size.at(c);
+    return p;
+  };
+  Term<T> out;
+  out.letters = batch + left + right;
+  out.shape = ShapeOf<T>(out.letters, size);
+  internal::CheckOutputShape(out.shape);  // before the products below: they cannot overflow
+  const int64_t nb = prod(batch), m = prod(left), n = prod(right), k = prod(contracted);
+  a = Reorder(std::move(a), batch + left + contracted);
+  b = Reorder(std::move(b), batch + contracted + right);
+  out.data.assign(static_cast<size_t>(NumElements(out.shape)), T(0));
+  for (int64_t i = 0; i < nb; ++i) {
+    Gemm<T>(m, n, k, MatrixView<T>{a.data.data() + i * m * k, k, 1},
+            MatrixView<T>{b.data.data() + i * k * n, n, 1}, out.data.data() + i * m * n, n, 1);
+  }
+  return out;
+}
+
+template <typename T>
+Tensor RunEinsum(const Tensors& inputs, const EinsumEquation& spec,
+                 const std::map<char, int64_t>& size) {
+  const size_t count = inputs.size();
+  // Letters still needed after operand i: the output's and those of operands after i.
+  std::vector<std::string> needed_after(count);
+  std::string needed = spec.output;
+  for (size_t i = count; i-- > 0;) {
+    needed_after[i] = needed;
+    needed += spec.terms[i];
+  }
+  auto load = [&](size_t i) {
+    ValuesAs<T> v(inputs[i]);
+    Term<T> t;
+    t.letters = spec.terms[i];
+    t.shape = inputs[i].shape();
+    t.data.assign(v.data(), v.data() + inputs[i].numel());
+    return t;
+  };
+  // Each operand first drops the letters no one else needs (summed out on their own).
+  auto own_keep = [&](size_t i) {
+    std::string keep = needed_after[i];
+    for (size_t j = 0; j < i; ++j) keep += spec.terms[j];
+    return keep;
+  };
+  Term<T> acc = SumOut(load(0), own_keep(0));
+  for (size_t i = 1; i < count; ++i) {
+    Term<T> next = SumOut(load(i), own_keep(i) + acc.letters);
+    acc = SumOut(std::move(acc), needed_after[i] + next.letters);
+    acc = Contract(std::move(acc), std::move(next), needed_after[i], size);
+  }
+  acc = Reorder(SumOut(std::move(acc), spec.output), spec.output);
+  Tensor out = NewOutput(ShapeOf<T>(spec.output, size), DTypeOf<T>::value);
+  std::copy(acc.data.begin(), acc.data.end(), out.data<T>());
+  return out;
+}
+
+}  // namespace
+
+Tensors matmul(const Tensors& inputs, const Attrs& attrs) {
+  const bool trans_x = attrs.GetBool("trans_x");
+  const bool trans_y = attrs.GetBool("trans_y");
+  CheckArity(inputs, 2);
+  const MatmulPlan plan = PlanMatmul(inputs[0], inputs[1], trans_x, trans_y);
+  return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return Tensors{RunMatmul<T>(inputs[0], inputs[1], plan)};
+  });
+}
+
+Tensors bmm(const Tensors& inputs, const Attrs&) {
+  CheckArity(inputs, 2);
+  const Tensor& x = inputs[0];
+  const Tensor& y = inputs[1];
+  if (x.rank() != 3) {
+    ThrowInvalid(InputField(0, "shape"), "bmm needs [b, m, k], got " + ShapeToString(x.shape()));
+  }
+  if (y.rank() != 3) {
+    ThrowInvalid(InputField(1, "shape"), "bmm needs [b, k, n], got " + ShapeToString(y.shape()));
+  }
+  if (x.shape()[0] != y.shape()[0] || x.shape()[2] != y.shape()[1]) {
+    ThrowInvalid(InputField(1, "shape"), ShapeToString(y.shape()) + " does not fit x " +
+                                             ShapeToString(x.shape()) + " as [b, k, n]");
+  }
+  const MatmulPlan plan = PlanMatmul(x, y, false, false);
+  return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return Tensors{RunMatmul<T>(x, y, plan)};
+  });
+}
+
+Tensors einsum(const Tensors& inputs, const Attrs& attrs) {
+  const std::string& equation = attrs.GetString("equation");
+  internal::CheckArityAtLeast(inputs, 1);
+  const EinsumEquation spec = ParseEquation(equation, inputs.size());
+  // Letter sizes; every operand must agree (no size-1 broadcasting).
+  std::map<char, int64_t> size;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string& t = spec.terms[i];
+    const Shape& shape = inputs[i].shape();
+    if (t.size() != shape.size()) {
+      ThrowInvalid(InputField(i, "shape"), "operand '" + t + "' has " + std::to_string(t.size()) +
+                                               " letters, shape " + ShapeToString(shape));
+    }
+    for (size_t d = 0; d < t.size(); ++d) {
+      auto it = size.find(t[d]);
+      if (it == size.end()) {
+        size[t[d]] = shape[d];
+      } else if (it->second != shape[d]) {
+        ThrowInvalid(InputField(i, "shape"), std::string("letter '") + t[d] + "' has size " +
+                                                 std::to_string(shape[d]) + ", elsewhere " +
+                                                 std::to_string(it->second));
+      }
+    }
+  }
+  Shape out_shape;
+  for (char c : spec.output) out_shape.push_back(size[c]);
+  internal::CheckOutputShape(out_shape);
+  return DispatchFloat(internal::ComputeDTypeAll(inputs), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return Tensors{RunEinsum<T>(inputs, spec, size)};
+  });
+}
+
+Tensors matmul_grad(const Tensors& inputs, const Attrs& attrs) {
+  const bool trans_x = attrs.GetBool("trans_x");
+  const bool trans_y = attrs.GetBool("trans_y");
+  CheckArity(inputs, 3);
+  const Tensor& xt = inputs[0];
+  const Tensor& yt = inputs[1];
+  const Tensor& gt = inputs[2];
+  const MatmulPlan plan = PlanMatmul(xt, yt, trans_x, trans_y);
+  if (gt.shape() != plan.out_shape) {
+    ThrowInvalid(InputField(2, "shape"), "out_grad " + ShapeToString(gt.shape()) +
+                                             " != matmul output " + ShapeToString(plan.out_shape));
+  }
+  // Per batch entry: x_grad_b (m x k, x's strides) += G_b . Y_b^T and
+  // y_grad_b (k x n, y's strides) += X_b^T . G_b. A broadcast batch dim maps several
+  // entries onto one x (or y) block, whose gradient sums them.
+  return DispatchFloat(ComputeDType(inputs, {0, 1, 2}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> xv(xt);
+    ValuesAs<T> yv(yt);
+    ValuesAs<T> gv(gt);
+    Tensor x_grad = NewOutput(xt.shape(), DTypeOf<T>::value, /*zero=*/true);
+    Tensor y_grad = NewOutput(yt.shape(), DTypeOf<T>::value, /*zero=*/true);
+    T* xg = x_grad.data<T>();
+    T* yg = y_grad.data<T>();
+    const T* x = xv.data();
+    const T* y = yv.data();
+    const T* g = gv.data();
+    const int64_t m = plan.m, n = plan.n, k = plan.k;
+    plan.ForEachBatch([&](int64_t b, int64_t xo, int64_t yo) {
+      const T* gb = g + b * m * n;
+      Gemm<T>(m, k, n, MatrixView<T>{gb, n, 1},
+              MatrixView<T>{y + yo, plan.y_stride_n, plan.y_stride_k}, xg + xo, plan.x_stride_m,
+              plan.x_stride_k);
+      Gemm<T>(k, n, m, MatrixView<T>{x + xo, plan.x_stride_k, plan.x_stride_m},
+              MatrixView<T>{gb, n, 1}, yg + yo, plan.y_stride_k, plan.y_stride_n);
+    });
+    return Tensors{std::move(x_grad), std::move(y_grad)};
+  });
+}
+
+}  // namespace spmd::kernels::cpu

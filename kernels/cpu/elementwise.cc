@@ -1,0 +1,349 @@
+// Elementwise unary and binary ops, and where (docs/OPS.md "Elementwise").
+//
+// Flat loops over contiguous data; broadcasting goes through a collapsed row loop
+// (internal::PlanBroadcast) whose inner rows have input strides 0 or 1. The formulas are
+// written as the references write them, so float64 results agree to the last bit or so.
+// Inside namespace cpu, exp/log/... are ops: math is always std::.
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <optional>
+#include <string>
+#include <type_traits>
+
+#include "kernels/cpu/internal.h"
+
+namespace spmd::kernels::cpu {
+namespace {
+
+using internal::BroadcastShapes;
+using internal::CheckArity;
+using internal::ComputeDType;
+using internal::DispatchFloat;
+using internal::ForEachRow;
+using internal::NewOutput;
+using internal::PlanBroadcast;
+using internal::ValuesAs;
+
+// A double as T, rounded as a conversion rounds, but without an out-of-range conversion:
+// beyond float's range the result is +-FLT_MAX or +-inf as round-to-nearest gives.
+template <typename T>
+T Saturate(double v) {
+  if constexpr (std::is_same_v<T, double>) {
+    return v;
+  } else {
+    constexpr double kMax = static_cast<double>(std::numeric_limits<float>::max());
+    constexpr double kHalfway = kMax + 0x1p103;  // FLT_MAX + half an ulp
+    const double a = std::fabs(v);
+    if (!(a > kMax)) return static_cast<float>(v);  // NaN included
+    const float r = a < kHalfway ? std::numeric_limits<float>::max()
+                                 : std::numeric_limits<float>::infinity();
+    return v < 0 ? -r : r;
+  }
+}
+
+// out[i] = f(x[i]) in the compute dtype of x. `make` gives the functor for a Tag<T>.
+template <typename Make>
+Tensors Unary(const Tensors& inputs, Make make) {
+  CheckArity(inputs, 1);
+  return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto f = make(tag);
+    ValuesAs<T> x(inputs[0]);
+    Tensor out = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
+    T* o = out.data<T>();
+    const T* p = x.data();
+    const int64_t n = out.numel();
+    for (int64_t i = 0; i < n; ++i) o[i] = f(p[i]);
+    return Tensors{std::move(out)};
+  });
+}
+
+// out = f(x, y) with numpy broadcasting; T the compute dtype, Out the output element type.
+template <typename T, typename Out, typename F>
+Tensor BinaryMap(const Tensor& xt, const Tensor& yt, F f) {
+  Shape shape = BroadcastShapes({xt.shape(), yt.shape()});
+  ValuesAs<T> xv(xt);
+  ValuesAs<T> yv(yt);
+  Tensor out = NewOutput(shape, DTypeOf<Out>::value);
+  Out* __restrict o = out.data<Out>();
+  const T* __restrict x = xv.data();
+  const T* __restrict y = yv.data();
+  if (xt.shape() == yt.shape()) {
+    const int64_t n = out.numel();
+    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+    return out;
+  }
+  const internal::BroadcastLoop plan = PlanBroadcast(shape, {xt.shape(), yt.shape()});
+  const int64_t sx = plan.inner_stride(0);
+  const int64_t sy = plan.inner_stride(1);
+  ForEachRow(plan, [&](int64_t oo, const int64_t* off, int64_t len) {
+    const T* xp = x + off[0];
+    const T* yp = y + off[1];
+    Out* op = o + oo;
+    if (sx == 1 && sy == 1) {
+      for (int64_t j = 0; j < len; ++j) op[j] = f(xp[j], yp[j]);
+    } else if (sx == 0 && sy == 1) {
+      const T a = xp[0];
+      for (int64_t j = 0; j < len; ++j) op[j] = f(a, yp[j]);
+    } else if (sx == 1 && sy == 0) {
+      const T b = yp[0];
+      for (int64_t j = 0; j < len; ++j) op[j] = f(xp[j], b);
+    } else {
+      for (int64_t j = 0; j < len; ++j) op[j] = f(xp[j * sx], yp[j * sy]);
+    }
+  });
+  return out;
+}
+
+// A binary op whose output is in the compute dtype.
+template <typename F>
+Tensors Arithmetic(const Tensors& inputs, F f) {
+  CheckArity(inputs, 2);
+  return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return Tensors{BinaryMap<T, T>(inputs[0], inputs[1], f)};
+  });
+}
+
+// A comparison: bool output.
+template <typename F>
+Tensors Comparison(const Tensors& inputs, F f) {
+  CheckArity(inputs, 2);
+  return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return Tensors{BinaryMap<T, bool>(inputs[0], inputs[1], f)};
+  });
+}
+
+template <typename T>
+T Sigmoid(T v) {
+  return T(1) / (T(1) + std::exp(-v));
+}
+
+}  // namespace
+
+Tensors relu(const Tensors& inputs, const Attrs&) {
+  return Unary(inputs, [](auto tag) {
+    using T = typename decltype(tag)::type;
+    return [](T v) { return v > T(0) ? v : T(0); };
+  });
+}
+
+Tensors gelu(const Tensors& inputs, const Attrs& attrs) {
+  const bool approximate = attrs.GetBool("approximate");
+  if (approximate) {
+    return Unary(inputs, [](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T c = static_cast<T>(std::sqrt(2.0 / std::numbers::pi));
+      return [c](T v) {
+        return T(0.5) * v * (T(1) + std::tanh(c * (v + T(0.044715) * v * v * v)));
+      };
+    });
+  }
+  return Unary(inputs, [](auto tag) {
+    using T = typename decltype(tag)::type;
+    return [](T v) {
+      return T(0.5) * v * (T(1) + std::erf(v / static_cast<T>(std::numbers::sqrt2)));
+    };
+  });
+}
+
+Tensors silu(const Tensors& inputs, const Attrs&) {
+  return Unary(inputs, [](auto tag) {
+    using T = typename decltype(tag)::type;
+    return [](T v) { return v * Sigmoid(v); };
+  });
+}
+
+Tensors exp(const Tensors& inputs, const Attrs&) {
+  return Unary(inputs, [](auto tag) {
+    using T = typename decltype(tag)::type;
+    return [](T v) { return std::exp(v); };
+  });
+}
+
+Tensors log(const Tensors& inputs, const Attrs&) {
+  return Unary(inputs, [](auto tag) {
+    using T = typename decltype(tag)::type;
+    return [](T v) { return std::log(v); };
+  });
+}
+
+Tensors tanh(const Tensors& inputs, const Attrs&) {
+  return Unary(inputs, [](auto tag) {
+    using T = typename decltype(tag)::type;
+    return [](T v) { return std::tanh(v); };
+  });
+}
+
+Tensors sigmoid(const Tensors& inputs, const Attrs&) {
+  return Unary(inputs, [](auto tag) {
+    using T = typename decltype(tag)::type;
+    return [](T v) { return Sigmoid(v); };
+  });
+}
+
+Tensors sqrt(const Tensors& inputs, const Attrs&) {
+  return Unary(inputs, [](auto tag) {
+    using T = typename decltype(tag)::type;
+    return [](T v) { return std::sqrt(v); };
+  });
+}
+
+Tensors abs(const Tensors& inputs, const Attrs&) {
+  return Unary(inputs, [](auto tag) {
+    using T = typename decltype(tag)::type;
+    return [](T v) { return std::fabs(v); };
+  });
+}
+
+Tensors scale(const Tensors& inputs, const Attrs& attrs) {
+  const double s = attrs.GetFloat("scale");
+  const double bias = attrs.GetFloat("bias");
+  const bool after = attrs.GetBool("bias_after_scale");
+  return Unary(inputs, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T ts = Saturate<T>(s);
+    const T tb = Saturate<T>(bias);
+    return [ts, tb, after](T v) { return after ? ts * v + tb : ts * (v + tb); };
+  });
+}
+
+Tensors clip(const Tensors& inputs, const Attrs& attrs) {
+  const double lo = attrs.GetFloat("min");
+  const double hi = attrs.GetFloat("max");
+  if (lo > hi) {
+    ThrowInvalid("attrs.min", "min " + std::to_string(lo) + " > max " + std::to_string(hi));
+  }
+  return Unary(inputs, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T tlo = Saturate<T>(lo);
+    const T thi = Saturate<T>(hi);
+    return [tlo, thi](T v) {
+      const T r = v < tlo ? tlo : v;
+      return r > thi ? thi : r;
+    };
+  });
+}
+
+// cast: from any dtype to attrs.dtype, element by element. float32 is produced as the
+// reference does (through double, then rounded); int64 truncates toward zero and refuses
+// values int64 cannot hold (NaN, +-inf, |v| >= 2^63: InvalidArgument "inputs[0].data",
+// where the float64 reference would keep them); bool is v != 0.
+Tensors cast(const Tensors& inputs, const Attrs& attrs) {
+  const std::string& name = attrs.GetString("dtype");
+  const std::optional<DType> dtype = ParseDType(name);
+  if (!dtype) ThrowInvalid("attrs.dtype", "unknown dtype '" + name + "'");
+  CheckArity(inputs, 1);
+  const Tensor& x = inputs[0];
+  Tensor out = NewOutput(x.shape(), *dtype);
+  const int64_t n = x.numel();
+  internal::VisitData(x, [&](const auto* src) {
+    using S = std::remove_cv_t<std::remove_pointer_t<decltype(src)>>;
+    switch (*dtype) {
+      case DType::kFloat64: {
+        double* o = out.data<double>();
+        for (int64_t i = 0; i < n; ++i) o[i] = static_cast<double>(src[i]);
+        return;
+      }
+      case DType::kFloat32: {
+        float* o = out.data<float>();
+        for (int64_t i = 0; i < n; ++i) o[i] = Saturate<float>(static_cast<double>(src[i]));
+        return;
+      }
+      case DType::kInt64: {
+        int64_t* o = out.data<int64_t>();
+        if constexpr (std::is_floating_point_v<S>) {
+          for (int64_t i = 0; i < n; ++i) {
+            const double t = std::trunc(static_cast<double>(src[i]));
+            if (!(t >= -9223372036854775808.0 && t < 9223372036854775808.0)) {
+              ThrowInvalid(internal::InputField(0, "data"),
+                           "value " + std::to_string(t) + " does not fit int64");
+            }
+            o[i] = static_cast<int64_t>(t);
+          }
+        } else {
+          for (int64_t i = 0; i < n; ++i) o[i] = static_cast<int64_t>(src[i]);
+        }
+        return;
+      }
+      case DType::kBool: {
+        bool* o = out.data<bool>();
+        for (int64_t i = 0; i < n; ++i) o[i] = src[i] != S(0);
+        return;
+      }
+    }
+  });
+  return {std::move(out)};
+}
+
+Tensors add(const Tensors& inputs, const Attrs&) {
+  return Arithmetic(inputs, [](auto a, auto b) { return a + b; });
+}
+
+Tensors subtract(const Tensors& inputs, const Attrs&) {
+  return Arithmetic(inputs, [](auto a, auto b) { return a - b; });
+}
+
+Tensors multiply(const Tensors& inputs, const Attrs&) {
+  return Arithmetic(inputs, [](auto a, auto b) { return a * b; });
+}
+
+Tensors divide(const Tensors& inputs, const Attrs&) {
+  return Arithmetic(inputs, [](auto a, auto b) { return a / b; });
+}
+
+Tensors maximum(const Tensors& inputs, const Attrs&) {
+  return Arithmetic(inputs, [](auto a, auto b) { return a >= b ? a : b; });
+}
+
+Tensors minimum(const Tensors& inputs, const Attrs&) {
+  return Arithmetic(inputs, [](auto a, auto b) { return a <= b ? a : b; });
+}
+
+Tensors greater_than(const Tensors& inputs, const Attrs&) {
+  return Comparison(inputs, [](auto a, auto b) { return a > b; });
+}
+
+Tensors less_than(const Tensors& inputs, const Attrs&) {
+  return Comparison(inputs, [](auto a, auto b) { return a < b; });
+}
+
+// where(condition, x, y): condition != 0 (of any dtype) picks x. Output: the compute dtype
+// of x and y.
+Tensors where(const Tensors& inputs, const Attrs&) {
+  CheckArity(inputs, 3);
+  const Shape shape = BroadcastShapes({inputs[0].shape(), inputs[1].shape(), inputs[2].shape()});
+  return DispatchFloat(ComputeDType(inputs, {1, 2}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<bool> cv(inputs[0]);
+    ValuesAs<T> xv(inputs[1]);
+    ValuesAs<T> yv(inputs[2]);
+    Tensor out = NewOutput(shape, DTypeOf<T>::value);
+    T* __restrict o = out.data<T>();
+    const bool* c = cv.data();
+    const T* x = xv.data();
+    const T* y = yv.data();
+    if (inputs[0].shape() == shape && inputs[1].shape() == shape && inputs[2].shape() == shape) {
+      const int64_t n = out.numel();
+      for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? x[i] : y[i];
+      return Tensors{std::move(out)};
+    }
+    const internal::BroadcastLoop plan =
+        PlanBroadcast(shape, {inputs[0].shape(), inputs[1].shape(), inputs[2].shape()});
+    const int64_t sc = plan.inner_stride(0);
+    const int64_t sx = plan.inner_stride(1);
+    const int64_t sy = plan.inner_stride(2);
+    ForEachRow(plan, [&](int64_t oo, const int64_t* off, int64_t len) {
+      const bool* cp = c + off[0];
+      const T* xp = x + off[1];
+      const T* yp = y + off[2];
+      T* op = o + oo;
+      for (int64_t j = 0; j < len; ++j) op[j] = cp[j * sc] ? xp[j * sx] : yp[j * sy];
+    });
+    return Tensors{std::move(out)};
+  });
+}
+
+}  // namespace spmd::kernels::cpu

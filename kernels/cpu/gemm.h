@@ -1,0 +1,31 @@
+// C += A . B for strided matrices: the one matrix-multiply routine under matmul, bmm,
+// matmul_grad and einsum. Internal to kernels/cpu.
+#pragma once
+
+#include <cstdint>
+
+namespace spmd::kernels::cpu::internal {
+
+// A matrix view: element (i, j) at p[i * rs + j * cs]. Any strides (transposes, a stride
+// of 0 for a broadcast row) are fine: blocks are packed before the inner kernel.
+template <typename T>
+struct MatrixView {
+  const T* p;
+  int64_t rs;
+  int64_t cs;
+};
+
+// C[m, n] += A[m, k] . B[k, n], C element (i, j) at c[i * c_rs + j * c_cs]. T is float or
+// double; accumulation is in T (float32 accumulates in float). Cache-blocked (panels of
+// B and A packed contiguously) with a 4-row register-blocked inner kernel. Within one
+// K block each C element sums its terms in increasing k.
+template <typename T>
+void Gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T* c, int64_t c_rs,
+          int64_t c_cs);
+
+extern template void Gemm<float>(int64_t, int64_t, int64_t, MatrixView<float>,
+                                 MatrixView<float>, float*, int64_t, int64_t);
+extern template void Gemm<double>(int64_t, int64_t, int64_t, MatrixView<double>,
+                                  MatrixView<double>, double*, int64_t, int64_t);
+
+}  // namespace spmd::kernels::cpu::internal

@@ -1,0 +1,53 @@
+// CPU kernels: the local compute of every op in rules/op_list.h, in float32 and float64.
+//
+// A kernel runs one op on one rank's local tensors (or on whole tensors: the same thing on
+// one device). It computes what the float64 reference (reference/) computes, written for
+// speed and kept separate from it so that the oracle and the kernels do not share bugs.
+// No communication and no rule logic live here; attrs that depend on the shard (the
+// localized attrs of rules/local_attrs.h: __count, __vocab_start, __exact, and rewritten
+// attrs such as triu's diagonal) come from the op's localizer (rules/op_decl.h).
+//
+// Dtypes (kernels/README.md has the details):
+// - The compute dtype is the dtype of the op's floating value inputs: float32 or float64.
+//   Mixing float32 and float64 among them is InvalidArgument ("inputs[i].dtype"). With no
+//   floating value input (an int64 or bool x) it is float64. int64 and bool inputs used as
+//   values are converted to the compute dtype; ids, labels and conditions are read as
+//   they are (integral floats are accepted, as the references accept them).
+// - Outputs follow the reference's dtype rules (docs/OPS.md "Reference decisions" 1), with
+//   one difference: where the reference outputs float64, the kernel outputs the compute
+//   dtype (float32 in, float32 out). cast outputs exactly attrs.dtype; shape ops keep x's
+//   dtype (any dtype: they move bytes); argmax gives int64; comparisons, any, all give bool.
+// Errors: SpmdError naming the field exactly as the references do (the property tests
+// check that both refuse the same inputs with the same type and field). Never a crash.
+#pragma once
+
+#include <string_view>
+
+#include "kernels/tensor.h"
+#include "rules/attrs.h"
+#include "rules/op_list.h"
+
+namespace spmd::kernels {
+
+// One op's CPU kernel. `attrs` are normalised (every declared attr present, as
+// OpDecl::NormalizeAttrs gives them), plus any localized attrs.
+using CpuKernelFn = Tensors (*)(const Tensors& inputs, const Attrs& attrs);
+
+namespace cpu {
+#define SPMD_DECLARE_CPU_KERNEL(name) Tensors name(const Tensors& inputs, const Attrs& attrs);
+SPMD_FOR_EACH_OP(SPMD_DECLARE_CPU_KERNEL)
+#undef SPMD_DECLARE_CPU_KERNEL
+}  // namespace cpu
+
+// Returns the CPU kernel of `op`, or nullptr when spmdkit has no such op.
+CpuKernelFn FindCpuKernel(std::string_view op);
+
+// True when `op` has a CPU kernel (every op of rules/op_list.h has one: the table is
+// generated from the list, so a missing kernel does not link).
+bool HasCpuKernel(std::string_view op);
+
+// Runs `op`'s CPU kernel. Throws SpmdError(kUnknownOp, "op") for an op spmdkit does not
+// have, and SpmdError naming the field for inputs or attrs the op cannot take.
+Tensors RunCpuKernel(std::string_view op, const Tensors& inputs, const Attrs& attrs);
+
+}  // namespace spmd::kernels

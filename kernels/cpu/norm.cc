@@ -1,0 +1,415 @@
+// Normalisation and losses: softmax, log_softmax, softmax_grad, layer_norm, rms_norm,
+// lookup_table_v2, cross_entropy_with_softmax (docs/OPS.md "Normalisation and losses").
+//
+// The softmax family works on [outer, len, inner]: with inner == 1 a row at a time, else
+// rows of `inner` contiguous elements with per-column running max and sum. layer_norm and
+// rms_norm work per row of the flattened [outer, n] (two passes: mean, then the sum of
+// squared deviations; no E[x^2] - E[x]^2 cancellation).
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/internal.h"
+
+namespace spmd::kernels::cpu {
+namespace {
+
+using internal::AxisView;
+using internal::CheckArity;
+using internal::ComputeDType;
+using internal::DispatchFloat;
+using internal::InputField;
+using internal::NewOutput;
+using internal::ValuesAs;
+
+// softmax of x along `view` into out (same layout).
+template <typename T>
+void SoftmaxAlong(const T* x, const AxisView& v, T* out) {
+  if (v.inner == 1) {
+    for (int64_t o = 0; o < v.outer; ++o) {
+      const T* row = x + o * v.len;
+      T* dst = out + o * v.len;
+      T m = -std::numeric_limits<T>::infinity();
+      for (int64_t a = 0; a < v.len; ++a) m = row[a] > m ? row[a] : m;
+      T s = T(0);
+      for (int64_t a = 0; a < v.len; ++a) {
+        dst[a] = std::exp(row[a] - m);
+        s += dst[a];
+      }
+      for (int64_t a = 0; a < v.len; ++a) dst[a] /= s;
+    }
+    return;
+  }
+  std::vector<T> m(static_cast<size_t>(v.inner)), s(static_cast<size_t>(v.inner));
+  for (int64_t o = 0; o < v.outer; ++o) {
+    const T* block = x + o * v.len * v.inner;
+    T* dst = out + o * v.len * v.inner;
+    std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
+    std::fill(s.begin(), s.end(), T(0));
+    for (int64_t a = 0; a < v.len; ++a) {
+      const T* row = block + a * v.inner;
+      for (int64_t i = 0; i < v.inner; ++i) m[i] = row[i] > m[i] ? row[i] : m[i];
+    }
+    for (int64_t a = 0; a < v.len; ++a) {
+      const T* row = block + a * v.inner;
+      T* d = dst + a * v.inner;
+      for (int64_t i = 0; i < v.inner; ++i) {
+        d[i] = std::exp(row[i] - m[i]);
+        s[i] += d[i];
+      }
+    }
+    for (int64_t a = 0; a < v.len; ++a) {
+      T* d = dst + a * v.inner;
+      for (int64_t i = 0; i < v.inner; ++i) d[i] /= s[i];
+    }
+  }
+}
+
+AxisView ViewFromAxisAttr(const Tensor& x, const Attrs& attrs) {
+  const int64_t axis =
+      internal::NormalizeAxisOrScalar(attrs.GetInt("axis"), x.rank(), "attrs.axis");
+  return internal::ViewAlong(x.shape(), axis);
+}
+
+// layer_norm / rms_norm: x split at begin_norm_axis into [outer, n].
+struct NormSplit {
+  int64_t begin = 0;
+  int64_t outer = 1;
+  int64_t n = 1;
+  Shape stats_shape;  // x.shape[:begin]
+};
+
+NormSplit SplitForNorm(const Tensor& x, int64_t begin_norm_axis) {
+  NormSplit split;
+  split.begin = internal::NormalizeAxis(begin_norm_axis, x.rank(), "attrs.begin_norm_axis");
+  split.stats_shape.assign(x.shape().begin(), x.shape().begin() + split.begin);
+  split.outer = NumElements(split.stats_shape);
+  split.n = NumElements(Shape(x.shape().begin() + split.begin, x.shape().end()));
+  if (split.n == 0) {
+    ThrowInvalid(InputField(0, "shape"),
+                 "normalising over an empty set of elements of " + ShapeToString(x.shape()));
+  }
+  return split;
+}
+
+void CheckVectorShape(const Tensor& t, size_t i, int64_t n) {
+  if (t.shape() != Shape{n}) {
+    ThrowInvalid(InputField(i, "shape"),
+                 "expected [" + std::to_string(n) + "], got " + ShapeToString(t.shape()));
+  }
+}
+
+// Reads ids / labels of any dtype as int64: int64 and bool as they are; floats must be
+// whole numbers of at most 9e15 in magnitude (as the references require). Errors name
+// `field`.
+class Ids {
+ public:
+  Ids(const Tensor& t, const std::string& field) {
+    if (t.dtype() == DType::kInt64) {
+      ptr_ = t.data<int64_t>();
+      return;
+    }
+    const int64_t n = t.numel();
+    storage_.resize(static_cast<size_t>(n));
+    internal::VisitData(t, [&](const auto* src) {
+      using V = std::remove_cv_t<std::remove_pointer_t<decltype(src)>>;
+      for (int64_t i = 0; i < n; ++i) {
+        if constexpr (std::is_floating_point_v<V>) {
+          const double v = static_cast<double>(src[i]);
+          if (!std::isfinite(v) || v != std::trunc(v)) {
+            ThrowInvalid(field, "id " + std::to_string(v) + " is not an integer");
+          }
+          if (std::fabs(v) > 9.0e15) {
+            ThrowInvalid(field, "id " + std::to_string(v) + " is out of range");
+          }
+          storage_[i] = static_cast<int64_t>(v);
+        } else {
+          storage_[i] = static_cast<int64_t>(src[i]);
+        }
+      }
+    });
+    ptr_ = storage_.data();
+  }
+  int64_t operator[](int64_t i) const { return ptr_[i]; }
+
+ private:
+  std::vector<int64_t> storage_;
+  const int64_t* ptr_ = nullptr;
+};
+
+}  // namespace
+
+Tensors softmax(const Tensors& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 1);
+  const AxisView view = ViewFromAxisAttr(inputs[0], attrs);
+  return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> x(inputs[0]);
+    Tensor out = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
+    SoftmaxAlong(x.data(), view, out.data<T>());
+    return Tensors{std::move(out)};
+  });
+}
+
+Tensors log_softmax(const Tensors& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 1);
+  const AxisView v = ViewFromAxisAttr(inputs[0], attrs);
+  return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> xv(inputs[0]);
+    Tensor out = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
+    const T* x = xv.data();
+    T* o = out.data<T>();
+    std::vector<T> m(static_cast<size_t>(v.inner)), s(static_cast<size_t>(v.inner));
+    for (int64_t r = 0; r < v.outer; ++r) {
+      const T* block = x + r * v.len * v.inner;
+      T* dst = o + r * v.len * v.inner;
+      std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
+      std::fill(s.begin(), s.end(), T(0));
+      for (int64_t a = 0; a < v.len; ++a) {
+        const T* row = block + a * v.inner;
+        for (int64_t i = 0; i < v.inner; ++i) m[i] = row[i] > m[i] ? row[i] : m[i];
+      }
+      for (int64_t a = 0; a < v.len; ++a) {
+        const T* row = block + a * v.inner;
+        for (int64_t i = 0; i < v.inner; ++i) s[i] += std::exp(row[i] - m[i]);
+      }
+      for (int64_t i = 0; i < v.inner; ++i) s[i] = std::log(s[i]);
+      for (int64_t a = 0; a < v.len; ++a) {
+        const T* row = block + a * v.inner;
+        T* d = dst + a * v.inner;
+        for (int64_t i = 0; i < v.inner; ++i) d[i] = row[i] - m[i] - s[i];
+      }
+    }
+    return Tensors{std::move(out)};
+  });
+}
+
+Tensors softmax_grad(const Tensors& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 2);
+  const Tensor& out_t = inputs[0];
+  const Tensor& grad_t = inputs[1];
+  if (grad_t.shape() != out_t.shape()) {
+    ThrowInvalid(InputField(1, "shape"), "out_grad " + ShapeToString(grad_t.shape()) +
+                                             " != out " + ShapeToString(out_t.shape()));
+  }
+  const AxisView v = ViewFromAxisAttr(out_t, attrs);
+  return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> yv(out_t);
+    ValuesAs<T> gv(grad_t);
+    Tensor x_grad = NewOutput(out_t.shape(), DTypeOf<T>::value);
+    const T* y = yv.data();
+    const T* g = gv.data();
+    T* o = x_grad.data<T>();
+    std::vector<T> dot(static_cast<size_t>(v.inner));
+    for (int64_t r = 0; r < v.outer; ++r) {
+      const int64_t base = r * v.len * v.inner;
+      std::fill(dot.begin(), dot.end(), T(0));
+      for (int64_t a = 0; a < v.len; ++a) {
+        const T* yr = y + base + a * v.inner;
+        const T* gr = g + base + a * v.inner;
+        for (int64_t i = 0; i < v.inner; ++i) dot[i] += gr[i] * yr[i];
+      }
+      for (int64_t a = 0; a < v.len; ++a) {
+        const int64_t at = base + a * v.inner;
+        for (int64_t i = 0; i < v.inner; ++i) o[at + i] = y[at + i] * (g[at + i] - dot[i]);
+      }
+    }
+    return Tensors{std::move(x_grad)};
+  });
+}
+
+Tensors layer_norm(const Tensors& inputs, const Attrs& attrs) {
+  const double epsilon = attrs.GetFloat("epsilon");
+  const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
+  CheckArity(inputs, 3);
+  const NormSplit split = SplitForNorm(inputs[0], begin_norm_axis);
+  CheckVectorShape(inputs[1], 1, split.n);
+  CheckVectorShape(inputs[2], 2, split.n);
+  return DispatchFloat(ComputeDType(inputs, {0, 1, 2}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> xv(inputs[0]);
+    ValuesAs<T> sv(inputs[1]);
+    ValuesAs<T> bv(inputs[2]);
+    Tensor out = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
+    Tensor mean = NewOutput(split.stats_shape, DTypeOf<T>::value);
+    Tensor variance = NewOutput(split.stats_shape, DTypeOf<T>::value);
+    const T* scale = sv.data();
+    const T* bias = bv.data();
+    T* o = out.data<T>();
+    T* mo = mean.data<T>();
+    T* vo = variance.data<T>();
+    const int64_t n = split.n;
+    const T tn = static_cast<T>(static_cast<double>(n));
+    const T eps = static_cast<T>(epsilon);
+    for (int64_t r = 0; r < split.outer; ++r) {
+      const T* row = xv.data() + r * n;
+      T mu = T(0);
+      for (int64_t j = 0; j < n; ++j) mu += row[j];
+      mu /= tn;
+      T var = T(0);
+      for (int64_t j = 0; j < n; ++j) var += (row[j] - mu) * (row[j] - mu);
+      var /= tn;
+      const T inv = T(1) / std::sqrt(var + eps);
+      T* dst = o + r * n;
+      for (int64_t j = 0; j < n; ++j) dst[j] = (row[j] - mu) * inv * scale[j] + bias[j];
+      mo[r] = mu;
+      vo[r] = var;
+    }
+    return Tensors{std::move(out), std::move(mean), std::move(variance)};
+  });
+}
+
+Tensors rms_norm(const Tensors& inputs, const Attrs& attrs) {
+  const double epsilon = attrs.GetFloat("epsilon");
+  const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
+  CheckArity(inputs, 2);
+  const NormSplit split = SplitForNorm(inputs[0], begin_norm_axis);
+  CheckVectorShape(inputs[1], 1, split.n);
+  return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> xv(inputs[0]);
+    ValuesAs<T> sv(inputs[1]);
+    Tensor out = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
+    Tensor invvar = NewOutput(split.stats_shape, DTypeOf<T>::value);
+    const T* scale = sv.data();
+    T* o = out.data<T>();
+    T* io = invvar.data<T>();
+    const int64_t n = split.n;
+    const T tn = static_cast<T>(static_cast<double>(n));
+    const T eps = static_cast<T>(epsilon);
+    for (int64_t r = 0; r < split.outer; ++r) {
+      const T* row = xv.data() + r * n;
+      T sq = T(0);
+      for (int64_t j = 0; j < n; ++j) sq += row[j] * row[j];
+      const T inv = T(1) / std::sqrt(sq / tn + eps);
+      T* dst = o + r * n;
+      for (int64_t j = 0; j < n; ++j) dst[j] = row[j] * inv * scale[j];
+      io[r] = inv;
+    }
+    return Tensors{std::move(out), std::move(invvar)};
+  });
+}
+
+Tensors lookup_table_v2(const Tensors& inputs, const Attrs& attrs) {
+  const int64_t padding_idx = attrs.GetInt("padding_idx");
+  (void)attrs.GetBool("sparse");  // how Paddle stores the gradient; no effect on values
+  CheckArity(inputs, 2);
+  const Tensor& ids_t = inputs[0];
+  const Tensor& weight = inputs[1];
+  if (weight.rank() != 2) {
+    ThrowInvalid(InputField(1, "shape"),
+                 "weight must be [V, H], got " + ShapeToString(weight.shape()));
+  }
+  // Localized: this weight shard holds the rows [start, start + V) of the global table;
+  // ids outside it read zeros (another shard holds them).
+  const bool sharded = attrs.Has(kLocalVocabStart);
+  const int64_t start = sharded ? attrs.GetInt(kLocalVocabStart) : 0;
+  if (start < 0) ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "negative row offset");
+  const int64_t vocab = weight.shape()[0];
+  const int64_t hidden = weight.shape()[1];
+  Shape out_shape = ids_t.shape();
+  out_shape.push_back(hidden);
+  const std::string ids_field = InputField(0, "data");
+  const Ids ids(ids_t, ids_field);
+  return DispatchFloat(ComputeDType(inputs, {1}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> wv(weight);
+    Tensor out = NewOutput(out_shape, DTypeOf<T>::value);
+    T* o = out.data<T>();
+    const T* w = wv.data();
+    const int64_t count = ids_t.numel();
+    for (int64_t t = 0; t < count; ++t) {
+      const int64_t id = ids[t];
+      if (id < 0 || (!sharded && id >= vocab)) {
+        ThrowInvalid(ids_field,
+                     "id " + std::to_string(id) + " outside [0, " + std::to_string(vocab) + ")");
+      }
+      T* dst = o + t * hidden;
+      const bool padding = padding_idx >= 0 && id == padding_idx;
+      const int64_t row = id - start;  // no overflow: 0 <= id, 0 <= start
+      if (padding || row < 0 || row >= vocab) {  // zeros: padding, or another shard's row
+        std::fill(dst, dst + hidden, T(0));
+      } else if (hidden > 0) {
+        std::memcpy(dst, w + row * hidden, static_cast<size_t>(hidden) * sizeof(T));
+      }
+    }
+    return Tensors{std::move(out)};
+  });
+}
+
+Tensors cross_entropy_with_softmax(const Tensors& inputs, const Attrs& attrs) {
+  const bool soft_label = attrs.GetBool("soft_label");
+  const bool use_softmax = attrs.GetBool("use_softmax");
+  (void)attrs.GetBool("numeric_stable_mode");  // the kernel always uses the stable form
+  const int64_t ignore_index = attrs.GetInt("ignore_index");
+  const int64_t axis_attr = attrs.GetInt("axis");
+  CheckArity(inputs, 2);
+  const Tensor& logits = inputs[0];
+  const Tensor& label = inputs[1];
+  if (logits.rank() == 0) {
+    ThrowInvalid(InputField(0, "shape"), "logits need a class dim, got []");
+  }
+  const int64_t axis = internal::NormalizeAxis(axis_attr, logits.rank(), "attrs.axis");
+  const AxisView v = internal::ViewAlong(logits.shape(), axis);
+  Shape loss_shape = logits.shape();
+  loss_shape[axis] = 1;
+  if (soft_label) {
+    if (label.shape() != logits.shape()) {
+      ThrowInvalid(InputField(1, "shape"), "soft label must have logits' shape " +
+                                               ShapeToString(logits.shape()) + ", got " +
+                                               ShapeToString(label.shape()));
+    }
+  } else if (label.shape() != loss_shape) {
+    ThrowInvalid(InputField(1, "shape"), "hard label must have shape " +
+                                             ShapeToString(loss_shape) + ", got " +
+                                             ShapeToString(label.shape()));
+  }
+  const DType dtype = soft_label ? ComputeDType(inputs, {0, 1}) : ComputeDType(inputs, {0});
+  return DispatchFloat(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> xv(logits);
+    Tensor softmax_out = NewOutput(logits.shape(), DTypeOf<T>::value);
+    T* p = softmax_out.data<T>();
+    if (use_softmax) {
+      SoftmaxAlong(xv.data(), v, p);
+    } else if (logits.numel() > 0) {
+      std::memcpy(p, xv.data(), static_cast<size_t>(logits.numel()) * sizeof(T));
+    }
+    Tensor loss = NewOutput(loss_shape, DTypeOf<T>::value, /*zero=*/true);
+    T* lo = loss.data<T>();
+    if (soft_label) {
+      ValuesAs<T> lv(label);
+      const T* l = lv.data();
+      for (int64_t o = 0; o < v.outer; ++o) {
+        T* dst = lo + o * v.inner;
+        for (int64_t a = 0; a < v.len; ++a) {
+          const int64_t at = (o * v.len + a) * v.inner;
+          for (int64_t i = 0; i < v.inner; ++i) dst[i] += l[at + i] * std::log(p[at + i]);
+        }
+        for (int64_t i = 0; i < v.inner; ++i) dst[i] = -dst[i];
+      }
+      return Tensors{std::move(softmax_out), std::move(loss)};
+    }
+    const std::string label_field = InputField(1, "data");
+    const Ids ids(label, label_field);
+    for (int64_t o = 0; o < v.outer; ++o) {
+      for (int64_t i = 0; i < v.inner; ++i) {
+        const int64_t at = o * v.inner + i;
+        const int64_t id = ids[at];
+        if (id == ignore_index) continue;  // loss stays 0
+        if (id < 0 || id >= v.len) {
+          ThrowInvalid(label_field, "label " + std::to_string(id) + " outside [0, " +
+                                        std::to_string(v.len) + ")");
+        }
+        lo[at] = -std::log(p[(o * v.len + id) * v.inner + i]);
+      }
+    }
+    return Tensors{std::move(softmax_out), std::move(loss)};
+  });
+}
+
+}  // namespace spmd::kernels::cpu

@@ -1,0 +1,140 @@
+// The kernels' tensor: a shape, a dtype and one contiguous row-major byte buffer.
+//
+// This is what local kernels (kernels/cpu, later kernels/cuda) read and write, and what
+// the runtime hands to a Communicator: `bytes()` is one contiguous buffer of `nbytes()`
+// bytes that MPI (or NCCL, later) can send from and receive into. Element types:
+//   float64 -> double, float32 -> float, int64 -> int64_t, bool -> bool (one byte, 0 or 1).
+// The dtype set is open: a new DType needs a size in ElementSize() and, where typed
+// access is wanted, a DTypeOf<> specialisation (bf16/fp16 come with the GPU backend).
+//
+// A Tensor owns its buffer (64-byte aligned); copies are deep, moves are cheap.
+// Invariant: the buffer holds exactly NumElements(shape) elements of dtype.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "rules/dtype.h"
+#include "rules/error.h"
+
+namespace spmd::kernels {
+
+using Shape = std::vector<int64_t>;
+
+// Bytes per element of `dtype`; Unsupported (field "dtype") for a dtype without a size.
+size_t ElementSize(DType dtype);
+
+// The product of the dims ([] gives 1). Assumes a checked shape (CheckShape).
+int64_t NumElements(const Shape& shape);
+
+// "[2, 3]".
+std::string ShapeToString(const Shape& shape);
+
+// Throws SpmdError(kInvalidArgument, field) unless every dim is >= 0 and the tensor's
+// bytes (at `element_size` each) stay below 2^62, so counts, strides and byte sizes
+// cannot overflow.
+void CheckShape(const Shape& shape, size_t element_size, const std::string& field);
+
+// The DType of a C++ element type (double, float, int64_t, bool).
+template <typename T>
+struct DTypeOf;
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::kFloat64;
+};
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::kFloat32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::kInt64;
+};
+template <>
+struct DTypeOf<bool> {
+  static constexpr DType value = DType::kBool;
+};
+static_assert(sizeof(bool) == 1, "bool tensors store one byte per element");
+
+class Tensor {
+ public:
+  // A 0-d float64 tensor holding 0.
+  Tensor();
+  // A zero-filled tensor. Throws InvalidArgument ("shape") for a negative dim or a size
+  // that overflows, Unsupported ("dtype") for a dtype without a size.
+  Tensor(Shape shape, DType dtype);
+  // As above, with the contents left uninitialised (for kernels that write every element).
+  static Tensor Uninitialized(Shape shape, DType dtype);
+  // A tensor holding `values` (NumElements(shape) of them; InvalidArgument "data" else).
+  template <typename T>
+  static Tensor FromVector(Shape shape, const std::vector<T>& values);
+
+  Tensor(const Tensor& other);
+  Tensor& operator=(const Tensor& other);
+  Tensor(Tensor&& other) noexcept = default;
+  Tensor& operator=(Tensor&& other) noexcept = default;
+  ~Tensor() = default;
+
+  const Shape& shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
+  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t numel() const { return numel_; }
+  size_t element_size() const { return element_size_; }
+  size_t nbytes() const { return static_cast<size_t>(numel_) * element_size_; }
+
+  // The raw buffer: nbytes() contiguous bytes, row-major (nullptr only when empty).
+  std::byte* bytes() { return buffer_.get(); }
+  const std::byte* bytes() const { return buffer_.get(); }
+
+  // Typed access; throws InvalidArgument ("dtype") when T is not this tensor's type.
+  template <typename T>
+  T* data() {
+    CheckType(DTypeOf<T>::value);
+    return reinterpret_cast<T*>(buffer_.get());
+  }
+  template <typename T>
+  const T* data() const {
+    CheckType(DTypeOf<T>::value);
+    return reinterpret_cast<const T*>(buffer_.get());
+  }
+
+  // Gives the tensor a new shape with the same element count (the data stay as they
+  // are, row-major); InvalidArgument ("shape") otherwise.
+  void Reshape(Shape shape);
+
+  // Byte-wise equality of shape, dtype and contents.
+  bool operator==(const Tensor& other) const;
+
+ private:
+  struct FreeDeleter {
+    void operator()(std::byte* p) const;
+  };
+  Tensor(Shape shape, DType dtype, bool zero);
+  void CheckType(DType want) const;
+
+  Shape shape_;
+  DType dtype_ = DType::kFloat64;
+  int64_t numel_ = 1;
+  size_t element_size_ = 8;
+  std::unique_ptr<std::byte[], FreeDeleter> buffer_;
+};
+
+using Tensors = std::vector<Tensor>;
+
+template <typename T>
+Tensor Tensor::FromVector(Shape shape, const std::vector<T>& values) {
+  Tensor t = Uninitialized(std::move(shape), DTypeOf<T>::value);
+  if (static_cast<int64_t>(values.size()) != t.numel()) {
+    ThrowInvalid("data", std::to_string(values.size()) + " values for shape " +
+                             ShapeToString(t.shape()));
+  }
+  T* out = t.data<T>();
+  for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];
+  return t;
+}
+
+}  // namespace spmd::kernels

@@ -1,0 +1,1232 @@
+// The CPU kernels (kernels/cpu) against the float64 references (reference/): every op of
+// AllOps(), on every example of its declaration, in float64 and in float32, plus random
+// sizes (RapidCheck), the localized attrs, and error parity on broken requests.
+//
+// Nothing here is written per op except the float32 error model below (which op is which
+// kind of computation) and the hand-made shards of the localized-attr tests.
+//
+// Inputs come from the op's value kinds (OpDecl::InputValueKinds): reals in (-2, 2),
+// positives in (0.1, 2), non-zero reals with |v| >= 0.5, bools (a bool tensor), indices in
+// [0, bound) (an int64 tensor); float inputs are float64 or float32 tensors as the run
+// asks. The reference always runs in float64 on the same values (in a float32 run: on the
+// values already rounded to float), so the only difference left is the kernel's own
+// arithmetic.
+//
+// Verdicts:
+// - The reference refuses (SpmdError): the kernel must refuse with the same error type and
+//   field. Anything but an SpmdError from a kernel is a failure.
+// - Outputs: same count and shapes; dtype as the reference's, except that float64 outputs
+//   come in the run's dtype (float32 in, float32 out; cast outputs exactly attrs.dtype).
+//   int64 and bool outputs must be equal.
+// - float64 run: |kernel - ref| <= 1e-12 |ref| + 1e-12 (NaN matches NaN, inf the same inf).
+// - float32 run: the bound of the op's kind of computation (F32Rule below).
+//
+// float32 error model. u = 2^-24 (float's unit roundoff). K is the number of terms one
+// output element reduces over (below, per op; at least 1). M = max(1, max |float input|).
+// Every bound also has an absolute floor of 1e-30 (underflow).
+//   exact         values are moved or compared, not computed: kernel == (float)ref.
+//                 relu, abs, clip, cast, maximum, minimum, greater_than, less_than, where,
+//                 max, min, any, all, argmax, lookup_table_v2, triu, every shape op.
+//   pointwise     one formula per element: 1e-5 |ref| + 1e-6. libm's float functions are
+//                 within a few ulp (< 4u ~ 2.4e-7 relative); the worst amplification is
+//                 gelu's 1 + erf(x/sqrt2) (or 1 + tanh(..)) near x = -2, about 25x, so
+//                 < 6e-6 relative; scale's s x + b loses at most 2u (|s x| + |b|) < 1e-6
+//                 absolute for the declared attrs. gelu silu exp log tanh sigmoid sqrt
+//                 scale add subtract multiply divide.
+//   sum of products  |err| <= 2 (K + 2) u A, with A the reference run on |inputs| (the sum
+//                 of |terms| per element: Higham's gamma_K bound for any summation order,
+//                 plus the rounding of each product and of a final division).
+//                 K = max of the reference run on all-ones inputs (terms per element) for
+//                 matmul bmm einsum matmul_grad sum cumsum squared_l2_norm; K = numel(x) /
+//                 numel(out) for mean mean_all prod.
+//   relative      2 (K + 8 + 2M) u |ref|: softmax (each exp is relative-accurate to
+//                 (2M + 2) u since |x - max| <= 2M; the sum of K positive terms adds K u;
+//                 the division u) and p_norm (times max(1, 1/|p|) for the final root).
+//                 K = the axis length (softmax), numel(x) / numel(out) (p_norm).
+//   log domain    2 (K + 8 + 2M) u (|ref| + M + 1): logsumexp, log_softmax (x - m - log s:
+//                 each of x, m, log s carries u of its size, log s also the sum's K u).
+//   cross entropy softmax_out as "relative"; loss 2 (K + 8 + 2M) u (|ref| + 1 + K M L),
+//                 L = max |log softmax_out| (a soft label's loss sums K terms l log p).
+//   layer_norm    mean: 2 (K + 8) u (|ref| + M); variance: 2 (K + 8) u |ref| + 4 (K M u)^2
+//                 (two-pass: the mean's error, <= (K + 1) u M, enters the variance only to
+//                 second order);
+//                 out: 2 (K + 8 + 2M) u (|ref| + B + inv S 3M), inv = 1/sqrt(var + eps) of
+//                 the element's row (from the reference's variance), S = max |scale|,
+//                 B = max |bias|: (x - mean) carries u |x - mean| + the mean's error, and
+//                 inv multiplies it. K = the normalised size.
+//   rms_norm      2 (K + 8 + 2M) u |ref| (products and one sum of K squares).
+//   softmax_grad  2 (K + 8) u (|ref| + M (M + K M^2)): out (g - sum(g out)), the sum of K
+//                 products of size <= M^2. K = the axis length.
+//
+// Replay: the examples' seeds are fixed; a RapidCheck failure prints the op, sizes,
+// example and seed; RC_PARAMS="seed=..." replays it, SPMD_KERNEL_OPS=matmul,sum limits the
+// ops.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/tensor.h"
+#include "reference/reference.h"
+#include "rules/error.h"
+#include "rules/local_attrs.h"
+#include "rules/registry.h"
+
+namespace spmd {
+namespace {
+
+namespace ref = reference;
+using kernels::RunCpuKernel;
+using KTensor = kernels::Tensor;
+using KTensors = kernels::Tensors;
+
+constexpr double kU = 0x1p-24;  // float32 unit roundoff
+
+// ---- Ops under test --------------------------------------------------------------------------
+
+std::vector<std::string> OpsUnderTest() {
+  std::set<std::string> only;
+  if (const char* env = std::getenv("SPMD_KERNEL_OPS")) {
+    std::stringstream ss(env);
+    std::string name;
+    while (std::getline(ss, name, ',')) {
+      if (!name.empty()) only.insert(name);
+    }
+  }
+  std::vector<std::string> names;
+  for (const OpDecl& op : AllOps()) {
+    if (only.empty() || only.count(op.name)) names.push_back(op.name);
+  }
+  return names;
+}
+
+std::string ShapeString(const Shape& s) { return kernels::ShapeToString(s); }
+
+std::string AttrsString(const Attrs& attrs) {
+  std::string s = "{";
+  for (const auto& [name, value] : attrs.values()) {
+    if (s.size() > 1) s += ", ";
+    s += name + ": ";
+    std::visit(
+        [&](const auto& v) {
+          using V = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<V, bool>) {
+            s += v ? "true" : "false";
+          } else if constexpr (std::is_same_v<V, int64_t> || std::is_same_v<V, double>) {
+            std::ostringstream os;
+            os << v;
+            s += os.str();
+          } else if constexpr (std::is_same_v<V, std::string>) {
+            s += "'" + v + "'";
+          } else {
+            std::ostringstream os;
+            os << "[";
+            for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+            os << "]";
+            s += os.str();
+          }
+        },
+        value);
+  }
+  return s + "}";
+}
+
+// ---- Tensors both ways ---------------------------------------------------------------------
+
+// The kernel tensor holding a reference tensor's values in its dtype (float32 values are
+// rounded to float; integral dtypes hold the integral values).
+KTensor ToKernel(const ref::Tensor& t) {
+  KTensor k(t.shape, t.dtype);
+  const size_t n = t.data.size();
+  switch (t.dtype) {
+    case DType::kFloat64:
+      std::copy(t.data.begin(), t.data.end(), k.data<double>());
+      break;
+    case DType::kFloat32:
+      for (size_t i = 0; i < n; ++i) k.data<float>()[i] = static_cast<float>(t.data[i]);
+      break;
+    case DType::kInt64:
+      for (size_t i = 0; i < n; ++i) k.data<int64_t>()[i] = static_cast<int64_t>(t.data[i]);
+      break;
+    case DType::kBool:
+      for (size_t i = 0; i < n; ++i) k.data<bool>()[i] = t.data[i] != 0.0;
+      break;
+  }
+  return k;
+}
+
+KTensors ToKernel(const ref::Tensors& ts) {
+  KTensors out;
+  for (const ref::Tensor& t : ts) out.push_back(ToKernel(t));
+  return out;
+}
+
+std::vector<double> ValuesOf(const KTensor& t) {
+  std::vector<double> v(static_cast<size_t>(t.numel()));
+  switch (t.dtype()) {
+    case DType::kFloat64:
+      for (size_t i = 0; i < v.size(); ++i) v[i] = t.data<double>()[i];
+      break;
+    case DType::kFloat32:
+      for (size_t i = 0; i < v.size(); ++i) v[i] = t.data<float>()[i];
+      break;
+    case DType::kInt64:
+      for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(t.data<int64_t>()[i]);
+      break;
+    case DType::kBool:
+      for (size_t i = 0; i < v.size(); ++i) v[i] = t.data<bool>()[i] ? 1.0 : 0.0;
+      break;
+  }
+  return v;
+}
+
+// ---- Inputs ----------------------------------------------------------------------------------
+
+// The op's value kinds for these shapes, or none when the rule refuses them (the
+// declaration's builders assume shapes the rule accepts, so they are asked only then).
+std::vector<InputValues> KindsOf(const OpDecl& op, const std::vector<Shape>& shapes,
+                                 const Attrs& attrs) {
+  const bool arity = op.variadic_inputs ? !shapes.empty() : shapes.size() == op.inputs.size();
+  if (!arity) return {};
+  try {
+    if (op.einsum) BuildEinsumSpec(op, shapes, attrs);
+    return op.InputValueKinds(RuleContext{shapes, attrs});
+  } catch (const SpmdError&) {
+    return {};  // reals everywhere: the verdict is then error parity
+  }
+}
+
+// Inputs of the op's value kinds, float ones in `float_dtype` (float32 values rounded).
+ref::Tensors MakeInputs(const OpDecl& op, const std::vector<Shape>& shapes, const Attrs& attrs,
+                        DType float_dtype, uint64_t seed) {
+  const std::vector<InputValues> kinds = KindsOf(op, shapes, attrs);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  ref::Tensors inputs;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const InputValues kind = i < kinds.size() ? kinds[i] : InputValues{};
+    ref::Tensor t;
+    t.shape = shapes[i];
+    t.dtype = float_dtype;
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    t.data.resize(static_cast<size_t>(n));
+    for (double& v : t.data) {
+      switch (kind.kind) {
+        case ValueKind::kReal: v = -2.0 + 4.0 * unit(rng); break;
+        case ValueKind::kPositive: v = 0.1 + 1.9 * unit(rng); break;
+        case ValueKind::kNonZero: v = (unit(rng) < 0.5 ? -1.0 : 1.0) * (0.5 + 1.5 * unit(rng)); break;
+        case ValueKind::kBool: v = unit(rng) < 0.5 ? 0.0 : 1.0; break;
+        case ValueKind::kIndex:
+          v = kind.bound > 0 ? static_cast<double>(rng() % static_cast<uint64_t>(kind.bound)) : 0.0;
+          break;
+      }
+      if (float_dtype == DType::kFloat32) v = static_cast<double>(static_cast<float>(v));
+    }
+    if (kind.kind == ValueKind::kBool) t.dtype = DType::kBool;
+    if (kind.kind == ValueKind::kIndex) t.dtype = DType::kInt64;
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
+}
+
+// ---- Running both ----------------------------------------------------------------------------
+
+struct Outcome {
+  std::optional<ref::Tensors> ref_outputs;
+  std::optional<KTensors> kernel_outputs;
+  std::optional<SpmdError> ref_error, kernel_error;
+  std::string foreign;  // the kernel threw something that is not an SpmdError
+};
+
+Outcome RunBoth(const std::string& op, const ref::Tensors& inputs, const Attrs& attrs) {
+  Outcome o;
+  try {
+    o.ref_outputs = ref::FindReference(op)(inputs, attrs);
+  } catch (const SpmdError& e) {
+    o.ref_error = e;
+  }
+  const KTensors k_inputs = ToKernel(inputs);
+  try {
+    o.kernel_outputs = RunCpuKernel(op, k_inputs, attrs);
+  } catch (const SpmdError& e) {
+    o.kernel_error = e;
+  } catch (const std::exception& e) {
+    o.foreign = std::string("the kernel threw a non-SpmdError: ") + e.what();
+  } catch (...) {
+    o.foreign = "the kernel threw a non-std::exception";
+  }
+  return o;
+}
+
+// ---- float32 tolerances ----------------------------------------------------------------------
+
+enum class F32Rule {
+  kExact,
+  kPointwise,
+  kSumOfProducts,
+  kRelative,
+  kLogDomain,
+  kCrossEntropy,
+  kLayerNorm,
+  kRmsNorm,
+  kSoftmaxGrad,
+};
+
+F32Rule RuleOf(const std::string& op) {
+  static const std::set<std::string> pointwise = {
+      "gelu", "silu", "exp", "log", "tanh", "sigmoid", "sqrt", "scale",
+      "add", "subtract", "multiply", "divide"};
+  static const std::set<std::string> sums = {"matmul", "bmm", "einsum", "matmul_grad", "sum",
+                                             "cumsum", "squared_l2_norm", "mean", "mean_all",
+                                             "prod"};
+  if (pointwise.count(op)) return F32Rule::kPointwise;
+  if (sums.count(op)) return F32Rule::kSumOfProducts;
+  if (op == "softmax" || op == "p_norm") return F32Rule::kRelative;
+  if (op == "logsumexp" || op == "log_softmax") return F32Rule::kLogDomain;
+  if (op == "cross_entropy_with_softmax") return F32Rule::kCrossEntropy;
+  if (op == "layer_norm") return F32Rule::kLayerNorm;
+  if (op == "rms_norm") return F32Rule::kRmsNorm;
+  if (op == "softmax_grad") return F32Rule::kSoftmaxGrad;
+  return F32Rule::kExact;
+}
+
+int64_t Numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+double MaxAbs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+// The length of the axis attr's dim of x (1 for a 0-d x).
+int64_t AxisLength(const Shape& x, const Attrs& attrs) {
+  if (x.empty()) return 1;
+  int64_t a = attrs.GetInt("axis");
+  if (a < 0) a += static_cast<int64_t>(x.size());
+  return x[static_cast<size_t>(a)];
+}
+
+// What a float32 bound needs, computed once per case.
+struct F32Bounds {
+  F32Rule rule = F32Rule::kExact;
+  double k = 1;                    // terms per output element
+  double m = 1;                    // max(1, max |float input|)
+  std::optional<ref::Tensors> abs_run;  // reference on |inputs| (sum of products)
+  // layer_norm
+  std::vector<double> inv;  // per row
+  int64_t row = 1;
+  double scale_max = 0, bias_max = 0;
+  double log_max = 0;  // cross entropy: max |log softmax_out|
+  double p_factor = 1;
+};
+
+F32Bounds MakeBounds(const std::string& op, const ref::Tensors& inputs, const Attrs& attrs,
+                     const ref::Tensors& expected) {
+  F32Bounds b;
+  b.rule = RuleOf(op);
+  for (const ref::Tensor& t : inputs) {
+    if (IsFloating(t.dtype)) b.m = std::max(b.m, MaxAbs(t.data));
+  }
+  const ref::ReferenceFn fn = ref::FindReference(op);
+  auto ratio = [&](const Shape& x, const Shape& out) {
+    return static_cast<double>(std::max<int64_t>(1, Numel(x) / std::max<int64_t>(1, Numel(out))));
+  };
+  switch (b.rule) {
+    case F32Rule::kSumOfProducts: {
+      ref::Tensors abs_inputs = inputs, ones = inputs;
+      for (ref::Tensor& t : abs_inputs) {
+        for (double& v : t.data) v = std::fabs(v);
+      }
+      b.abs_run = fn(abs_inputs, attrs);
+      if (op == "mean" || op == "mean_all" || op == "prod") {
+        b.k = ratio(inputs[0].shape, expected[0].shape);
+      } else {
+        for (ref::Tensor& t : ones) std::fill(t.data.begin(), t.data.end(), 1.0);
+        const ref::Tensors counted = fn(ones, attrs);
+        for (const ref::Tensor& t : counted) b.k = std::max(b.k, MaxAbs(t.data));
+      }
+      break;
+    }
+    case F32Rule::kRelative:
+      if (op == "softmax") {
+        b.k = static_cast<double>(AxisLength(inputs[0].shape, attrs));
+      } else {
+        b.k = ratio(inputs[0].shape, expected[0].shape);
+        b.p_factor = std::max(1.0, 1.0 / std::fabs(attrs.GetFloat("porder")));
+      }
+      break;
+    case F32Rule::kLogDomain:
+      b.k = op == "log_softmax" ? static_cast<double>(AxisLength(inputs[0].shape, attrs))
+                                : ratio(inputs[0].shape, expected[0].shape);
+      break;
+    case F32Rule::kCrossEntropy:
+      b.k = static_cast<double>(AxisLength(inputs[0].shape, attrs));
+      for (double p : expected[0].data) {
+        if (p > 0) b.log_max = std::max(b.log_max, std::fabs(std::log(p)));
+      }
+      break;
+    case F32Rule::kLayerNorm: {
+      b.k = ratio(inputs[0].shape, expected[1].shape);
+      b.row = static_cast<int64_t>(b.k);
+      const double eps = attrs.GetFloat("epsilon");
+      for (double var : expected[2].data) b.inv.push_back(1.0 / std::sqrt(var + eps));
+      b.scale_max = MaxAbs(inputs[1].data);
+      b.bias_max = MaxAbs(inputs[2].data);
+      break;
+    }
+    case F32Rule::kRmsNorm:
+      b.k = ratio(inputs[0].shape, expected[1].shape);
+      break;
+    case F32Rule::kSoftmaxGrad:
+      b.k = static_cast<double>(AxisLength(inputs[0].shape, attrs));
+      break;
+    default:
+      break;
+  }
+  b.k = std::max(b.k, 1.0);
+  return b;
+}
+
+// The allowed |kernel - ref| of element i of output `out` in a float32 run (the exact rule
+// is handled by the caller).
+double F32Tolerance(const F32Bounds& b, size_t out, size_t i, double r) {
+  constexpr double kFloor = 1e-30;
+  const double a = std::fabs(r);
+  const double k = b.k, m = b.m;
+  switch (b.rule) {
+    case F32Rule::kExact: return 0;
+    case F32Rule::kPointwise: return 1e-5 * a + 1e-6;
+    case F32Rule::kSumOfProducts:
+      return 2 * (k + 2) * kU * std::fabs((*b.abs_run)[out].data[i]) + kFloor;
+    case F32Rule::kRelative: return 2 * (k + 8 + 2 * m) * kU * a * b.p_factor + kFloor;
+    case F32Rule::kLogDomain: return 2 * (k + 8 + 2 * m) * kU * (a + m + 1) + kFloor;
+    case F32Rule::kCrossEntropy:
+      if (out == 0) return 2 * (k + 8 + 2 * m) * kU * a + kFloor;
+      return 2 * (k + 8 + 2 * m) * kU * (a + 1 + k * m * b.log_max) + kFloor;
+    case F32Rule::kLayerNorm:
+      if (out == 1) return 2 * (k + 8) * kU * (a + m) + kFloor;
+      if (out == 2) return 2 * (k + 8) * kU * a + 4 * (k * m * kU) * (k * m * kU) + kFloor;
+      return 2 * (k + 8 + 2 * m) * kU *
+                 (a + b.bias_max + b.inv[i / static_cast<size_t>(b.row)] * b.scale_max * 3 * m) +
+             kFloor;
+    case F32Rule::kRmsNorm: return 2 * (k + 8 + 2 * m) * kU * a + kFloor;
+    case F32Rule::kSoftmaxGrad: return 2 * (k + 8) * kU * (a + m * (m + k * m * m)) + kFloor;
+  }
+  return 0;
+}
+
+// ---- Verdicts --------------------------------------------------------------------------------
+
+bool SameSpecial(double x, double y) {
+  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
+  if (std::isinf(x) || std::isinf(y)) return x == y;
+  return false;
+}
+
+// Empty when the kernel's outputs match; else what differs.
+std::string CompareOutputs(const std::string& op, const ref::Tensors& inputs, const Attrs& attrs,
+                           const ref::Tensors& expected, const KTensors& got, DType run_dtype) {
+  if (got.size() != expected.size()) {
+    return "kernel gave " + std::to_string(got.size()) + " outputs, reference " +
+           std::to_string(expected.size());
+  }
+  std::optional<F32Bounds> bounds;
+  for (size_t o = 0; o < expected.size(); ++o) {
+    const ref::Tensor& e = expected[o];
+    const KTensor& g = got[o];
+    const std::string where = "outputs[" + std::to_string(o) + "]";
+    if (g.shape() != e.shape) {
+      return where + " shape " + ShapeString(g.shape()) + ", reference " + ShapeString(e.shape);
+    }
+    const DType want = (e.dtype == DType::kFloat64 && op != "cast") ? run_dtype : e.dtype;
+    if (g.dtype() != want) {
+      return where + " dtype " + std::string(ToString(g.dtype())) + ", expected " +
+             std::string(ToString(want));
+    }
+    const std::vector<double> values = ValuesOf(g);
+    for (size_t i = 0; i < values.size(); ++i) {
+      const double r = e.data[i];
+      const double k = values[i];
+      double tolerance = 0;
+      bool ok;
+      if (!IsFloating(g.dtype())) {
+        ok = k == r;
+      } else if (SameSpecial(k, r)) {
+        ok = true;
+      } else if (g.dtype() == DType::kFloat64) {
+        tolerance = 1e-12 * std::fabs(r) + 1e-12;
+        ok = std::fabs(k - r) <= tolerance;
+      } else if (RuleOf(op) == F32Rule::kExact) {
+        ok = k == static_cast<double>(static_cast<float>(r));
+      } else {
+        if (!bounds) bounds = MakeBounds(op, inputs, attrs, expected);
+        tolerance = F32Tolerance(*bounds, o, i, r);
+        ok = std::fabs(k - r) <= tolerance ||
+             (std::isinf(static_cast<float>(r)) && k == static_cast<double>(static_cast<float>(r)));
+      }
+      if (!ok) {
+        std::ostringstream os;
+        os.precision(17);
+        os << where << " element " << i << ": kernel " << k << ", reference " << r
+           << " (|diff| " << std::fabs(k - r) << ", tolerance " << tolerance << ")";
+        return os.str();
+      }
+    }
+  }
+  return "";
+}
+
+// The verdict on one request: empty when the kernel agrees with the reference.
+std::string Verdict(const std::string& op, const ref::Tensors& inputs, const Attrs& attrs,
+                    DType run_dtype, bool* compared = nullptr) {
+  const Outcome o = RunBoth(op, inputs, attrs);
+  if (!o.foreign.empty()) return o.foreign;
+  if (o.ref_error) {
+    if (!o.kernel_error) {
+      return std::string("the reference refused (") + o.ref_error->what() +
+             ") but the kernel answered";
+    }
+    if (o.kernel_error->type() != o.ref_error->type() ||
+        o.kernel_error->field() != o.ref_error->field()) {
+      return std::string("the reference refused with ") +
+             std::string(ToString(o.ref_error->type())) + " (" + o.ref_error->what() +
+             "), the kernel with " + std::string(ToString(o.kernel_error->type())) + " (" +
+             o.kernel_error->what() + ")";
+    }
+    return "";
+  }
+  if (o.kernel_error) {
+    return std::string("the kernel refused (") + o.kernel_error->what() +
+           ") where the reference answered";
+  }
+  if (compared) *compared = true;
+  return CompareOutputs(op, inputs, attrs, *o.ref_outputs, *o.kernel_outputs, run_dtype);
+}
+
+std::string Describe(const std::string& op, const std::vector<Shape>& shapes, const Attrs& attrs,
+                     DType dtype, uint64_t seed) {
+  std::string s = op + " shapes [";
+  for (size_t i = 0; i < shapes.size(); ++i) s += (i ? ", " : "") + ShapeString(shapes[i]);
+  return s + "] attrs " + AttrsString(attrs) + " dtype " + std::string(ToString(dtype)) +
+         " seed " + std::to_string(seed);
+}
+
+// Checks one example in both dtypes. Returns the failures; counts compared runs.
+std::vector<std::string> CheckExample(const OpDecl& op, const Example& example, uint64_t seed,
+                                      int* compared_runs) {
+  std::vector<std::string> failures;
+  Attrs attrs;
+  try {
+    attrs = op.NormalizeAttrs(example.attrs);
+  } catch (const SpmdError& e) {
+    failures.push_back(op.name + ": example attrs do not normalise: " + e.what());
+    return failures;
+  }
+  for (DType dtype : {DType::kFloat64, DType::kFloat32}) {
+    const ref::Tensors inputs = MakeInputs(op, example.shapes, attrs, dtype, seed);
+    bool compared = false;
+    const std::string verdict = Verdict(op.name, inputs, attrs, dtype, &compared);
+    if (compared && compared_runs) ++*compared_runs;
+    if (!verdict.empty()) {
+      failures.push_back(Describe(op.name, example.shapes, attrs, dtype, seed) + ": " + verdict);
+    }
+  }
+  return failures;
+}
+
+const std::vector<SizePalette>& Palettes() {
+  static const std::vector<SizePalette> kPalettes = {
+      SizePalette{{4, 6, 8}}, SizePalette{{5, 7, 3}}, SizePalette{{1, 2, 3}}};
+  return kPalettes;
+}
+
+class KernelTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  const OpDecl& Op() const { return *FindOp(GetParam()); }
+};
+
+std::string ParamName(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
+
+// ---- Registry --------------------------------------------------------------------------------
+
+TEST(KernelRegistry, EveryOpHasAKernelAndUnknownOpsAreTyped) {
+  for (const OpDecl& op : AllOps()) EXPECT_TRUE(kernels::HasCpuKernel(op.name)) << op.name;
+  EXPECT_FALSE(kernels::HasCpuKernel("no_such_op"));
+  try {
+    RunCpuKernel("no_such_op", {}, Attrs());
+    ADD_FAILURE() << "no error for an unknown op";
+  } catch (const SpmdError& e) {
+    EXPECT_EQ(e.type(), ErrorType::kUnknownOp);
+    EXPECT_EQ(e.field(), "op");
+  }
+}
+
+TEST(KernelRegistry, MixedFloatInputsAreInvalid) {
+  const Attrs attrs = FindOp("add")->NormalizeAttrs(Attrs());
+  KTensors inputs{KTensor({2}, DType::kFloat32), KTensor({2}, DType::kFloat64)};
+  try {
+    RunCpuKernel("add", inputs, attrs);
+    ADD_FAILURE() << "no error for float32 + float64";
+  } catch (const SpmdError& e) {
+    EXPECT_EQ(e.type(), ErrorType::kInvalidArgument);
+    EXPECT_EQ(e.field(), "inputs[1].dtype");
+  }
+}
+
+TEST(KernelTensor, ShapesDtypesAndBuffers) {
+  KTensor t({2, 3}, DType::kFloat32);
+  EXPECT_EQ(t.numel(), 6);
+  EXPECT_EQ(t.nbytes(), 24u);
+  EXPECT_EQ(t.data<float>()[5], 0.0f);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t.bytes()) % 64, 0u);
+  EXPECT_THROW(t.data<double>(), SpmdError);
+  t.Reshape({3, 2});
+  EXPECT_EQ(t.shape(), (Shape{3, 2}));
+  EXPECT_THROW(t.Reshape({4}), SpmdError);
+  EXPECT_THROW(KTensor({-1}, DType::kFloat64), SpmdError);
+  EXPECT_THROW(KTensor({int64_t{1} << 40, int64_t{1} << 40}, DType::kFloat64), SpmdError);
+  KTensor empty({0, int64_t{1} << 40}, DType::kBool);
+  EXPECT_EQ(empty.numel(), 0);
+  KTensor copy = KTensor::FromVector<int64_t>({3}, {1, 2, 3});
+  KTensor other = copy;
+  other.data<int64_t>()[0] = 7;
+  EXPECT_EQ(copy.data<int64_t>()[0], 1);
+  EXPECT_FALSE(copy == other);
+  EXPECT_EQ(KTensor().numel(), 1);
+  EXPECT_EQ(kernels::ElementSize(DType::kBool), 1u);
+}
+
+// ---- Every example, fixed palettes -----------------------------------------------------------
+
+TEST_P(KernelTest, ExamplesMatchReference) {
+  const OpDecl& op = Op();
+  int compared = 0, examples = 0;
+  std::vector<std::string> failures;
+  for (const SizePalette& palette : Palettes()) {
+    for (const Example& example : op.examples(palette)) {
+      ++examples;
+      for (uint64_t seed : {1u, 2u}) {
+        for (std::string& f : CheckExample(op, example, seed, &compared)) {
+          failures.push_back(std::move(f));
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < failures.size() && i < 10; ++i) ADD_FAILURE() << failures[i];
+  EXPECT_TRUE(failures.empty()) << failures.size() << " failures";
+  EXPECT_GT(compared, 0) << "every example was refused by the reference";
+  RecordProperty("examples", examples);
+  RecordProperty("compared_runs", compared);
+}
+
+// ---- Random sizes (RapidCheck) ---------------------------------------------------------------
+
+TEST_P(KernelTest, RandomSizesMatchReference) {
+  const OpDecl& op = Op();
+  const bool ok = rc::check(op.name + ": kernel == reference at random letter sizes", [&] {
+    const auto sizes = *rc::gen::container<std::vector<int64_t>>(4, rc::gen::inRange<int64_t>(0, 10));
+    const std::vector<Example> examples = op.examples(SizePalette{sizes});
+    RC_PRE(!examples.empty());
+    const size_t index = *rc::gen::inRange<size_t>(0, examples.size());
+    const uint64_t seed = *rc::gen::arbitrary<uint32_t>();
+    const std::vector<std::string> failures = CheckExample(op, examples[index], seed, nullptr);
+    if (!failures.empty()) RC_FAIL(failures.front());
+  });
+  EXPECT_TRUE(ok);
+}
+
+// ---- Error parity on broken requests ---------------------------------------------------------
+
+// Variants of a valid request that may be refused: each attr set to odd values of its kind,
+// an input dropped or added, a dim dropped or grown, an index value out of range.
+struct Variant {
+  std::string what;
+  std::vector<Shape> shapes;
+  Attrs attrs;
+  std::function<void(ref::Tensors&)> poke;  // optional change to the values
+};
+
+std::vector<Variant> Variants(const OpDecl& op, const Example& example, const Attrs& attrs) {
+  std::vector<Variant> out;
+  auto add = [&](std::string what, std::vector<Shape> shapes, Attrs a) {
+    out.push_back({std::move(what), std::move(shapes), std::move(a), nullptr});
+  };
+  for (const AttrSpec& spec : op.attrs) {
+    std::vector<AttrValue> values;
+    switch (spec.kind) {
+      case AttrKind::kBool:
+        values = {true, false};
+        break;
+      case AttrKind::kInt:
+        values = {int64_t{-99}, int64_t{-3}, int64_t{-1}, int64_t{0}, int64_t{1}, int64_t{2},
+                  int64_t{99}};
+        break;
+      case AttrKind::kFloat:
+        values = {0.0, -1.0, 1.0, 2.0};
+        break;
+      case AttrKind::kString:
+        values = {std::string("bogus"), std::string(""), std::string("float32"),
+                  std::string("ij,jk"), std::string("ij->j...")};
+        break;
+      case AttrKind::kInts:
+        values = {std::vector<int64_t>{}, std::vector<int64_t>{99}, std::vector<int64_t>{-99},
+                  std::vector<int64_t>{0, 0}, std::vector<int64_t>{1, -1},
+                  std::vector<int64_t>{0}, std::vector<int64_t>{-1, 2, 3}};
+        break;
+      case AttrKind::kFloats:
+        values = {std::vector<double>{}, std::vector<double>{1.0}};
+        break;
+    }
+    for (const AttrValue& v : values) add("attrs." + spec.name, example.shapes, attrs.With(spec.name, v));
+  }
+  if (!example.shapes.empty()) {
+    std::vector<Shape> fewer(example.shapes.begin(), example.shapes.end() - 1);
+    add("one input fewer", fewer, attrs);
+    std::vector<Shape> more = example.shapes;
+    more.push_back(example.shapes.back());
+    add("one input more", more, attrs);
+    for (size_t i = 0; i < example.shapes.size(); ++i) {
+      if (!example.shapes[i].empty()) {
+        std::vector<Shape> dropped = example.shapes;
+        dropped[i].pop_back();
+        add("inputs[" + std::to_string(i) + "] last dim dropped", dropped, attrs);
+        std::vector<Shape> grown = example.shapes;
+        grown[i].back() += 1;
+        add("inputs[" + std::to_string(i) + "] last dim grown", grown, attrs);
+      }
+      std::vector<Shape> scalar = example.shapes;
+      scalar[i] = {};
+      add("inputs[" + std::to_string(i) + "] 0-d", scalar, attrs);
+    }
+  }
+  // Index values out of range (ids, labels).
+  const std::vector<InputValues> kinds = KindsOf(op, example.shapes, attrs);
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    if (kinds[i].kind != ValueKind::kIndex) continue;
+    for (double bad : {static_cast<double>(kinds[i].bound), -1.0, 0.5}) {
+      Variant v{"inputs[" + std::to_string(i) + "] holds " + std::to_string(bad), example.shapes,
+                attrs, nullptr};
+      v.poke = [i, bad](ref::Tensors& inputs) {
+        if (!inputs[i].data.empty()) {
+          inputs[i].data.back() = bad;
+          if (bad != std::trunc(bad)) inputs[i].dtype = DType::kFloat64;
+        }
+      };
+      out.push_back(std::move(v));
+    }
+  }
+  return out;
+}
+
+TEST_P(KernelTest, BrokenRequestsRefusedAlike) {
+  const OpDecl& op = Op();
+  int variants = 0;
+  std::vector<std::string> failures;
+  for (const Example& example : op.examples(Palettes()[0])) {
+    const Attrs attrs = op.NormalizeAttrs(example.attrs);
+    for (const Variant& v : Variants(op, example, attrs)) {
+      ref::Tensors inputs = MakeInputs(op, v.shapes, v.attrs, DType::kFloat64, 7);
+      if (v.poke) v.poke(inputs);
+      ++variants;
+      const std::string verdict = Verdict(op.name, inputs, v.attrs, DType::kFloat64);
+      if (!verdict.empty()) {
+        failures.push_back(v.what + ": " + Describe(op.name, v.shapes, v.attrs, DType::kFloat64, 7) +
+                           ": " + verdict);
+      }
+    }
+  }
+  for (size_t i = 0; i < failures.size() && i < 10; ++i) ADD_FAILURE() << failures[i];
+  EXPECT_TRUE(failures.empty()) << failures.size() << " of " << variants << " variants differ";
+}
+
+// ---- Localized attrs -------------------------------------------------------------------------
+
+// Every op with a localizer, on every example, localized for a one-rank shard (the whole
+// tensor: offsets 0, local shapes = global): the kernel must agree with the reference on the
+// localized attrs too.
+std::vector<std::string> OpsWithLocalizers() {
+  std::vector<std::string> names;
+  for (const std::string& name : OpsUnderTest()) {
+    if (FindOp(name)->localize) names.push_back(name);
+  }
+  return names;
+}
+
+class KernelLocalizerTest : public KernelTest {};
+
+TEST_P(KernelLocalizerTest, LocalizedOnWholeTensorMatchesReference) {
+  const OpDecl& op = Op();
+  std::vector<std::string> failures;
+  int compared = 0;
+  for (const SizePalette& palette : Palettes()) {
+    for (const Example& example : op.examples(palette)) {
+      const Attrs attrs = op.NormalizeAttrs(example.attrs);
+      for (DType dtype : {DType::kFloat64, DType::kFloat32}) {
+        const ref::Tensors inputs = MakeInputs(op, example.shapes, attrs, dtype, 3);
+        ref::Tensors global;
+        try {
+          global = ref::FindReference(op.name)(inputs, attrs);
+        } catch (const SpmdError&) {
+          continue;
+        }
+        std::vector<Shape> out_shapes, offsets;
+        for (const ref::Tensor& t : global) out_shapes.push_back(t.shape);
+        for (const Shape& s : example.shapes) offsets.push_back(Shape(s.size(), 0));
+        const LocalContext context{attrs, example.shapes, example.shapes, offsets, out_shapes,
+                                   out_shapes};
+        const Attrs local = op.localize(context);
+        bool ran = false;
+        const std::string verdict = Verdict(op.name, inputs, local, dtype, &ran);
+        compared += ran ? 1 : 0;
+        if (!verdict.empty()) {
+          failures.push_back(Describe(op.name, example.shapes, local, dtype, 3) + ": " + verdict);
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < failures.size() && i < 10; ++i) ADD_FAILURE() << failures[i];
+  EXPECT_TRUE(failures.empty());
+  EXPECT_GT(compared, 0);
+}
+
+// Runs the kernel and the reference on one request and expects them to agree; returns the
+// kernel's outputs (float64).
+KTensors AgreeAndRun(const std::string& op, const ref::Tensors& inputs, const Attrs& attrs) {
+  const std::string verdict = Verdict(op, inputs, attrs, DType::kFloat64);
+  EXPECT_EQ(verdict, "") << Describe(op, {}, attrs, DType::kFloat64, 0);
+  try {
+    return RunCpuKernel(op, ToKernel(inputs), attrs);
+  } catch (const SpmdError& e) {
+    ADD_FAILURE() << op << ": " << e.what();
+    return {};
+  }
+}
+
+ref::Tensor Real(Shape shape, uint64_t seed) {
+  ref::Tensor t;
+  t.shape = std::move(shape);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unit(-2.0, 2.0);
+  t.data.resize(static_cast<size_t>(Numel(t.shape)));
+  for (double& v : t.data) v = unit(rng);
+  return t;
+}
+
+// Rows [begin, end) of dim `axis` of t.
+ref::Tensor Rows(const ref::Tensor& t, size_t axis, int64_t begin, int64_t end) {
+  ref::Tensor out;
+  out.shape = t.shape;
+  out.shape[axis] = end - begin;
+  out.dtype = t.dtype;
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < axis; ++d) outer *= t.shape[d];
+  for (size_t d = axis + 1; d < t.shape.size(); ++d) inner *= t.shape[d];
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t a = begin; a < end; ++a) {
+      for (int64_t i = 0; i < inner; ++i) {
+        out.data.push_back(t.data[static_cast<size_t>((o * t.shape[axis] + a) * inner + i)]);
+      }
+    }
+  }
+  return out;
+}
+
+Attrs Localize(const OpDecl& op, const Attrs& attrs, const std::vector<Shape>& global_in,
+               const std::vector<Shape>& local_in, const std::vector<Shape>& offsets,
+               const std::vector<Shape>& global_out, const std::vector<Shape>& local_out) {
+  const LocalContext context{attrs, global_in, local_in, offsets, global_out, local_out};
+  return op.localize(context);
+}
+
+void ExpectNear(const KTensor& got, const ref::Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape) << what;
+  const std::vector<double> v = ValuesOf(got);
+  for (size_t i = 0; i < v.size(); ++i) {
+    EXPECT_NEAR(v[i], want.data[i], 1e-12 * (1 + std::fabs(want.data[i]))) << what << " [" << i << "]";
+  }
+}
+
+// mean over a sharded reduced dim: each shard divides by the global count (__count), so the
+// shards' outputs sum to the global mean (D7).
+TEST(KernelLocalized, MeanShardsSumToGlobalMean) {
+  const OpDecl& op = *FindOp("mean");
+  for (bool keep : {false, true}) {
+    const Attrs attrs = op.NormalizeAttrs(Attrs().With("axis", std::vector<int64_t>{1}).With("keep_dim", keep));
+    const ref::Tensor x = Real({4, 6, 3}, 11);
+    const ref::Tensors global = ref::FindReference("mean")({x}, attrs);
+    std::vector<double> total(global[0].data.size(), 0.0);
+    for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 4}, {4, 6}, {6, 6}}) {
+      const ref::Tensor shard = Rows(x, 1, begin, end);
+      const Attrs local = Localize(op, attrs, {x.shape}, {shard.shape}, {{0, begin, 0}},
+                                   {global[0].shape}, {global[0].shape});
+      ASSERT_EQ(local.GetInt(kLocalCount), 6);
+      const KTensors out = AgreeAndRun("mean", {shard}, local);
+      ASSERT_EQ(out.size(), 1u);
+      const std::vector<double> v = ValuesOf(out[0]);
+      for (size_t i = 0; i < v.size(); ++i) total[i] += v[i];
+    }
+    for (size_t i = 0; i < total.size(); ++i) EXPECT_NEAR(total[i], global[0].data[i], 1e-12);
+  }
+}
+
+TEST(KernelLocalized, MeanAllShardsSumToGlobalMean) {
+  const OpDecl& op = *FindOp("mean_all");
+  const Attrs attrs = op.NormalizeAttrs(Attrs());
+  const ref::Tensor x = Real({5, 3}, 12);
+  const ref::Tensors global = ref::FindReference("mean_all")({x}, attrs);
+  double total = 0;
+  for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 2}, {2, 5}}) {
+    const ref::Tensor shard = Rows(x, 0, begin, end);
+    const Attrs local =
+        Localize(op, attrs, {x.shape}, {shard.shape}, {{begin, 0}}, {Shape{}}, {Shape{}});
+    const KTensors out = AgreeAndRun("mean_all", {shard}, local);
+    ASSERT_EQ(out.size(), 1u);
+    total += ValuesOf(out[0])[0];
+  }
+  EXPECT_NEAR(total, global[0].data[0], 1e-12);
+  // An empty shard with a global count gives 0, not an error.
+  const ref::Tensor empty = Rows(x, 0, 0, 0);
+  const KTensors out = AgreeAndRun("mean_all", {empty}, attrs.With(kLocalCount, int64_t{15}));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(ValuesOf(out[0])[0], 0.0);
+}
+
+// lookup_table_v2 with the vocabulary sharded: each shard reads its own rows and zeros
+// elsewhere (__vocab_start), so the shards' outputs sum to the global lookup.
+TEST(KernelLocalized, LookupVocabShardsSumToGlobalLookup) {
+  const OpDecl& op = *FindOp("lookup_table_v2");
+  const Attrs attrs = op.NormalizeAttrs(Attrs());
+  const ref::Tensor weight = Real({7, 4}, 13);
+  ref::Tensor ids;
+  ids.shape = {2, 5};
+  ids.dtype = DType::kInt64;
+  for (int i = 0; i < 10; ++i) ids.data.push_back((i * 3) % 7);
+  const ref::Tensors global = ref::FindReference("lookup_table_v2")({ids, weight}, attrs);
+  std::vector<double> total(global[0].data.size(), 0.0);
+  for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 3}, {3, 7}, {7, 7}}) {
+    const ref::Tensor shard = Rows(weight, 0, begin, end);
+    const Attrs local = Localize(op, attrs, {ids.shape, weight.shape}, {ids.shape, shard.shape},
+                                 {{0, 0}, {begin, 0}}, {global[0].shape}, {global[0].shape});
+    ASSERT_EQ(local.GetInt(kLocalVocabStart), begin);
+    const KTensors out = AgreeAndRun("lookup_table_v2", {ids, shard}, local);
+    ASSERT_EQ(out.size(), 1u);
+    const std::vector<double> v = ValuesOf(out[0]);
+    for (size_t i = 0; i < v.size(); ++i) total[i] += v[i];
+  }
+  for (size_t i = 0; i < total.size(); ++i) EXPECT_EQ(total[i], global[0].data[i]);
+  // A negative start is refused alike.
+  EXPECT_EQ(Verdict("lookup_table_v2", {ids, weight}, attrs.With(kLocalVocabStart, int64_t{-1}),
+                    DType::kFloat64),
+            "");
+}
+
+// reshape with __exact: the localized target is literal, so a 0 is an empty shard's dim.
+TEST(KernelLocalized, ReshapeExactTakesZeroLiterally) {
+  const OpDecl& op = *FindOp("reshape");
+  const Attrs attrs = op.NormalizeAttrs(Attrs().With("shape", std::vector<int64_t>{6, -1}));
+  ref::Tensor shard = Real({6, 0}, 14);
+  const Attrs local = Localize(op, attrs, {{6, 8}}, {shard.shape}, {{0, 8}}, {{6, 8}}, {{0, 6}});
+  ASSERT_TRUE(local.GetBool(kLocalExact));
+  const KTensors out = AgreeAndRun("reshape", {shard}, local);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].shape(), (Shape{0, 6}));
+  // Without __exact the 0 copies x's dim 0 (6): [6, 6] does not hold 0 elements.
+  EXPECT_EQ(Verdict("reshape", {shard}, attrs.With("shape", std::vector<int64_t>{0, 6}),
+                    DType::kFloat64),
+            "");
+  // A non-empty shard: [2, 8] -> [2, 2, 4].
+  ref::Tensor rows = Real({2, 8}, 15);
+  const KTensors split = AgreeAndRun(
+      "reshape", {rows}, attrs.With("shape", std::vector<int64_t>{2, 2, 4}).With(kLocalExact, true));
+  ASSERT_EQ(split.size(), 1u);
+  ExpectNear(split[0], ref::Tensor{{2, 2, 4}, rows.data, DType::kFloat64}, "reshape");
+}
+
+// squeeze with __exact: exactly the dims the localizer names go, even where a shard has a
+// size-1 dim that the global tensor does not.
+TEST(KernelLocalized, SqueezeExactRemovesOnlyNamedDims) {
+  const OpDecl& op = *FindOp("squeeze");
+  const Attrs attrs = op.NormalizeAttrs(Attrs());
+  ref::Tensor shard = Real({1, 3, 1}, 16);  // global [4, 3, 1]: dim 0 is sharded 4 ways
+  const Attrs local = Localize(op, attrs, {{4, 3, 1}}, {shard.shape}, {{2, 0, 0}}, {{4, 3}}, {{1, 3}});
+  const KTensors out = AgreeAndRun("squeeze", {shard}, local);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].shape(), (Shape{1, 3}));
+  // An empty list with __exact removes nothing; a listed dim that is not 1 is refused alike.
+  const KTensors none = AgreeAndRun("squeeze", {shard},
+                                    attrs.With("axis", std::vector<int64_t>{}).With(kLocalExact, true));
+  ASSERT_EQ(none.size(), 1u);
+  EXPECT_EQ(none[0].shape(), shard.shape);
+  EXPECT_EQ(Verdict("squeeze", {shard},
+                    attrs.With("axis", std::vector<int64_t>{1}).With(kLocalExact, true),
+                    DType::kFloat64),
+            "");
+}
+
+// expand / expand_as with __exact: the localized target is the shard's output shape.
+TEST(KernelLocalized, ExpandToTheShardsShape) {
+  for (const char* name : {"expand", "expand_as"}) {
+    const OpDecl& op = *FindOp(name);
+    const bool as = std::string(name) == "expand_as";
+    const Attrs attrs = op.NormalizeAttrs(
+        as ? Attrs() : Attrs().With("shape", std::vector<int64_t>{4, 5}));
+    const ref::Tensor x = Real({1, 5}, 17);
+    ref::Tensors inputs{x};
+    std::vector<Shape> global_in{x.shape}, local_in{x.shape}, offsets{{0, 0}};
+    if (as) {
+      inputs.push_back(Real({4, 5}, 18));
+      global_in.push_back({4, 5});
+      local_in.push_back({4, 5});
+      offsets.push_back({0, 0});
+    }
+    for (const Shape& local_out : {Shape{2, 5}, Shape{0, 5}}) {
+      const Attrs local = Localize(op, attrs, global_in, local_in, offsets, {{4, 5}}, {local_out});
+      const KTensors out = AgreeAndRun(name, inputs, local);
+      ASSERT_EQ(out.size(), 1u) << name;
+      EXPECT_EQ(out[0].shape(), local_out) << name;
+    }
+  }
+}
+
+// triu on a block: the localizer shifts the diagonal by the block's offsets, so each block
+// of the output is triu of the block.
+TEST(KernelLocalized, TriuBlocksMatchTheGlobalResult) {
+  const OpDecl& op = *FindOp("triu");
+  for (int64_t diagonal : {-2, 0, 1, 3}) {
+    const Attrs attrs = op.NormalizeAttrs(Attrs().With("diagonal", diagonal));
+    const ref::Tensor x = Real({2, 5, 7}, 19);
+    const KTensors global = AgreeAndRun("triu", {x}, attrs);
+    ASSERT_EQ(global.size(), 1u);
+    const ref::Tensor global_ref{global[0].shape(), ValuesOf(global[0]), DType::kFloat64};
+    for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 2}, {2, 5}}) {
+      for (auto [c0, c1] : {std::pair<int64_t, int64_t>{0, 3}, {3, 7}}) {
+        const ref::Tensor block = Rows(Rows(x, 1, r0, r1), 2, c0, c1);
+        const Attrs local = Localize(op, attrs, {x.shape}, {block.shape}, {{0, r0, c0}},
+                                     {x.shape}, {block.shape});
+        const KTensors out = AgreeAndRun("triu", {block}, local);
+        ASSERT_EQ(out.size(), 1u);
+        ExpectNear(out[0], Rows(Rows(global_ref, 1, r0, r1), 2, c0, c1),
+                   "triu diagonal " + std::to_string(diagonal));
+      }
+    }
+  }
+}
+
+// ---- Dtypes ----------------------------------------------------------------------------------
+
+// Shape ops take every dtype (they move bytes); int64 and bool inputs of value ops are
+// converted to the compute dtype.
+TEST(KernelDtypes, ShapeOpsKeepEveryDtype) {
+  const Attrs attrs = FindOp("transpose")->NormalizeAttrs(Attrs().With("perm", std::vector<int64_t>{1, 0}));
+  for (DType dtype : {DType::kFloat64, DType::kFloat32, DType::kInt64, DType::kBool}) {
+    ref::Tensor x;
+    x.shape = {3, 4};
+    x.dtype = dtype;
+    for (int i = 0; i < 12; ++i) x.data.push_back(dtype == DType::kBool ? i % 2 : i);
+    EXPECT_EQ(Verdict("transpose", {x}, attrs, DType::kFloat64), "") << ToString(dtype);
+  }
+}
+
+TEST(KernelDtypes, IntegralInputsComputeInFloat64) {
+  ref::Tensor x;
+  x.shape = {2, 3};
+  x.dtype = DType::kInt64;
+  x.data = {1, -2, 3, 4, 0, 6};
+  for (const char* op : {"sum", "relu", "cumsum", "exp", "softmax"}) {
+    const Attrs attrs = FindOp(op)->NormalizeAttrs(Attrs());
+    EXPECT_EQ(Verdict(op, {x}, attrs, DType::kFloat64), "") << op;
+  }
+  ref::Tensor flags = x;
+  flags.dtype = DType::kBool;
+  flags.data = {1, 0, 1, 1, 0, 0};
+  for (const char* op : {"any", "all", "sum", "argmax"}) {
+    const Attrs attrs = FindOp(op)->NormalizeAttrs(Attrs());
+    EXPECT_EQ(Verdict(op, {flags}, attrs, DType::kFloat64), "") << op;
+  }
+  const Attrs to_float = FindOp("cast")->NormalizeAttrs(Attrs().With("dtype", std::string("float32")));
+  EXPECT_EQ(Verdict("cast", {x}, to_float, DType::kFloat32), "");
+}
+
+// ---- A larger matmul (several cache blocks, edge panels) ------------------------------------
+
+TEST(KernelMatmul, BlockedGemmMatchesReferenceOnLargerShapes) {
+  const OpDecl& op = *FindOp("matmul");
+  struct Shapes {
+    Shape x, y;
+    bool tx, ty;
+  };
+  for (const Shapes& s : {Shapes{{131, 300}, {300, 67}, false, false},
+                          Shapes{{2, 300, 33}, {2, 45, 300}, true, true},
+                          Shapes{{3, 1, 9, 260}, {4, 260, 2050}, false, false}}) {
+    const Attrs attrs = op.NormalizeAttrs(Attrs().With("trans_x", s.tx).With("trans_y", s.ty));
+    for (DType dtype : {DType::kFloat64, DType::kFloat32}) {
+      const ref::Tensors inputs = MakeInputs(op, {s.x, s.y}, attrs, dtype, 21);
+      EXPECT_EQ(Verdict("matmul", inputs, attrs, dtype), "")
+          << Describe("matmul", {s.x, s.y}, attrs, dtype, 21);
+    }
+  }
+}
+
+// ---- Hand-made layouts the declared examples do not reach ----------------------------------
+
+struct Extra {
+  const char* op;
+  std::vector<Shape> shapes;
+  Attrs attrs;
+};
+
+Attrs A(std::initializer_list<std::pair<std::string, AttrValue>> values) {
+  Attrs attrs;
+  for (const auto& [name, value] : values) attrs.Set(name, value);
+  return attrs;
+}
+
+using Ints = std::vector<int64_t>;
+
+std::vector<Extra> Extras() {
+  std::vector<Extra> extras = {
+      // matmul / matmul_grad: 1-D operands, broadcast batch dims on either side, transposes.
+      {"matmul", {{5}, {5}}, {}},
+      {"matmul", {{5}, {3, 5, 4}}, {}},
+      {"matmul", {{3, 4, 5}, {5}}, {}},
+      {"matmul", {{2, 1, 3, 5}, {4, 5, 6}}, A({{"trans_y", false}})},
+      {"matmul", {{2, 1, 5, 3}, {1, 4, 6, 5}}, A({{"trans_x", true}, {"trans_y", true}})},
+      {"matmul_grad", {{2, 1, 3, 5}, {4, 5, 6}, {2, 4, 3, 6}}, {}},
+      {"matmul_grad", {{3, 5}, {2, 6, 5}, {2, 3, 6}}, A({{"trans_y", true}})},
+      {"matmul_grad", {{2, 5, 3}, {5}, {2, 3}}, A({{"trans_x", true}})},
+      {"matmul_grad", {{5}, {2, 5, 4}, {2, 4}}, {}},
+      {"matmul_grad", {{5}, {5}, {}}, {}},
+      // einsum: outer products, three and four operands, letters shared by all, sums of a
+      // single operand, 0-d operands, upper case.
+      {"einsum", {{3}, {4}}, A({{"equation", std::string("i,j->ij")}})},
+      {"einsum", {{3, 4}, {3, 4}, {3, 4}}, A({{"equation", std::string("ij,ij,ij->i")}})},
+      {"einsum", {{2, 3}, {3, 4}, {4, 5}, {5, 2}}, A({{"equation", std::string("ab,bc,cd,da->")}})},
+      {"einsum", {{2, 3, 4}, {4, 3, 5}}, A({{"equation", std::string("bij,jik->kb")}})},
+      {"einsum", {{2, 3, 4}}, A({{"equation", std::string("ijk->")}})},
+      {"einsum", {{2, 3, 4}}, A({{"equation", std::string("ijk->kj")}})},
+      {"einsum", {{}, {3}}, A({{"equation", std::string(",i->i")}})},
+      {"einsum", {{2, 3}, {3, 2}}, A({{"equation", std::string("Ab,bA")}})},
+      {"einsum", {{2, 3, 4}, {4, 5}, {5}}, A({{"equation", std::string("abc,cd,d->ab")}})},
+      {"einsum", {{2, 0}, {0, 3}}, A({{"equation", std::string("ij,jk->ik")}})},
+      // reductions over several separate dims of a rank-4 x (the permuted path).
+      {"sum", {{3, 4, 5, 6}}, A({{"axis", Ints{0, 2}}})},
+      {"sum", {{3, 4, 5, 6}}, A({{"axis", Ints{1, 3}}, {"keep_dim", true}})},
+      {"mean", {{3, 4, 5, 6}}, A({{"axis", Ints{3, 0}}})},
+      {"max", {{3, 4, 5, 6}}, A({{"axis", Ints{0, 1, 3}}})},
+      {"min", {{3, 1, 5, 6}}, A({{"axis", Ints{1, 2}}})},
+      {"prod", {{3, 4, 5, 2}}, A({{"axis", Ints{0, 2}}, {"keep_dim", true}})},
+      {"any", {{3, 4, 5, 6}}, A({{"axis", Ints{1, 3}}})},
+      {"all", {{3, 4, 5, 6}}, A({{"axis", Ints{0, 3}}})},
+      {"logsumexp", {{3, 4, 5, 6}}, A({{"axis", Ints{0, 2}}})},
+      {"squared_l2_norm", {{3, 4, 5, 6}}, A({{"axis", Ints{2, 0}}})},
+      {"sum", {{3, 0, 5}}, A({{"axis", Ints{1}}})},
+      {"max", {{3, 0, 5}}, A({{"axis", Ints{1}}})},
+      {"sum", {{}}, A({{"axis", Ints{0}}, {"keep_dim", true}})},
+      {"p_norm", {{3, 4, 5}}, A({{"axis", int64_t{0}}, {"porder", 1.0}})},
+      {"p_norm", {{3, 4, 5}}, A({{"axis", int64_t{1}}, {"porder", -2.0}})},
+      {"p_norm", {{3, 4, 5}}, A({{"axis", int64_t{2}}, {"porder", 0.5}, {"keepdim", true}})},
+      {"argmax", {{3, 4, 5}}, A({{"axis", int64_t{0}}})},
+      {"argmax", {{3, 4, 5}}, A({{"flatten", true}, {"keepdims", true}})},
+      {"cumsum", {{3, 4, 5}}, A({{"axis", int64_t{1}}, {"exclusive", true}})},
+      {"cumsum", {{3, 4, 5}}, A({{"axis", int64_t{-1}}, {"reverse", true}})},
+      {"cumsum", {{3, 4, 5}}, A({{"flatten", true}, {"reverse", true}, {"exclusive", true}})},
+      // softmax family along a middle axis (inner > 1), and on 0-d x.
+      {"softmax", {{3, 4, 5}}, A({{"axis", int64_t{1}}})},
+      {"log_softmax", {{3, 4, 5}}, A({{"axis", int64_t{0}}})},
+      {"softmax", {{}}, {}},
+      {"softmax_grad", {{3, 4, 5}, {3, 4, 5}}, A({{"axis", int64_t{-1}}})},
+      {"cross_entropy_with_softmax", {{3, 4, 5}, {3, 1, 5}}, A({{"axis", int64_t{1}}})},
+      {"cross_entropy_with_softmax", {{3, 4, 5}, {3, 4, 5}},
+       A({{"axis", int64_t{1}}, {"soft_label", true}, {"use_softmax", false}})},
+      {"layer_norm", {{3, 4, 5}, {60}, {60}}, A({{"begin_norm_axis", int64_t{0}}})},
+      {"rms_norm", {{3, 4, 5}, {5}}, A({{"begin_norm_axis", int64_t{-1}}})},
+      {"lookup_table_v2", {{}, {5, 3}}, {}},
+      {"lookup_table_v2", {{2, 3}, {5, 3}}, A({{"padding_idx", int64_t{2}}})},
+      // broadcasting: both sides broadcast, leading dims added, size-1 inner dims.
+      {"add", {{3, 1, 5}, {4, 1}}, {}},
+      {"multiply", {{1, 4, 1}, {3, 1, 5}}, {}},
+      {"divide", {{2, 3, 4, 5}, {3, 1, 5}}, {}},
+      {"maximum", {{}, {3, 4}}, {}},
+      {"less_than", {{3, 4}, {}}, {}},
+      {"where", {{3, 1, 5}, {4, 1}, {1}}, {}},
+      {"where", {{5}, {3, 1, 5}, {3, 4, 1}}, {}},
+      // shape ops: rank-4 permutations (tiled and row paths), slices, tiles, splits.
+      {"transpose", {{3, 4, 5, 6}}, A({{"perm", Ints{3, 1, 2, 0}}})},
+      {"transpose", {{3, 4, 5, 6}}, A({{"perm", Ints{0, 1, 3, 2}}})},
+      {"transpose", {{3, 40, 50}}, A({{"perm", Ints{2, 0, 1}}})},
+      {"transpose", {{2, 1, 3, 1}}, A({{"perm", Ints{3, 2, 1, 0}}})},
+      {"transpose", {{}}, A({{"perm", Ints{}}})},
+      {"slice", {{3, 4, 5, 6}}, A({{"axes", Ints{1, 3}}, {"starts", Ints{1, -4}}, {"ends", Ints{3, 100}}})},
+      {"slice", {{3, 4, 5, 6}}, A({{"axes", Ints{0}}, {"starts", Ints{-100}}, {"ends", Ints{2}}})},
+      {"slice", {{3, 4, 5}}, A({{"axes", Ints{2}}, {"starts", Ints{4}}, {"ends", Ints{2}}})},
+      {"tile", {{2, 3}}, A({{"repeat_times", Ints{2, 1, 3}}})},
+      {"tile", {{2, 3, 4}}, A({{"repeat_times", Ints{3, 2}}})},
+      {"tile", {{}}, A({{"repeat_times", Ints{}}})},
+      {"tile", {{2, 3}}, A({{"repeat_times", Ints{0, 2}}})},
+      {"split", {{3, 7, 2}}, A({{"sections", Ints{2, 0, -1, 1}}, {"axis", int64_t{1}}})},
+      {"split_with_num", {{6, 4}}, A({{"num", int64_t{3}}})},
+      {"unbind", {{3, 4, 2}}, A({{"axis", int64_t{-1}}})},
+      {"concat", {{2, 3}, {2, 0}, {2, 5}}, A({{"axis", int64_t{1}}})},
+      {"stack", {{2, 3}, {2, 3}, {2, 3}}, A({{"axis", int64_t{1}}})},
+      {"stack", {{}, {}}, {}},
+      {"expand", {{3, 1}}, A({{"shape", Ints{2, -1, 4}}})},
+      {"expand", {{3, 1}}, A({{"shape", Ints{0, 3, 0}}})},
+      {"expand_as", {{1, 3}, {2, 4, 3}}, {}},
+      {"reshape", {{2, 3, 4}}, A({{"shape", Ints{0, -1}}})},
+      {"reshape", {{2, 0, 4}}, A({{"shape", Ints{4, 0, 2}}})},
+      {"flatten", {{2, 3, 4, 5}}, A({{"start_axis", int64_t{1}}, {"stop_axis", int64_t{2}}})},
+      {"flatten", {{}}, {}},
+      {"squeeze", {{1, 3, 1}}, A({{"axis", Ints{0, -1, 0}}})},
+      {"unsqueeze", {{}}, A({{"axis", Ints{0, -1}}})},
+      {"triu", {{3, 4}}, A({{"diagonal", int64_t{-99}}})},
+      {"triu", {{3, 4}}, A({{"diagonal", int64_t{99}}})},
+      {"triu", {{2, 0, 3}}, {}},
+      {"cast", {{3, 4}}, A({{"dtype", std::string("float64")}})},
+      {"clip", {{3, 4}}, A({{"min", 0.25}})},
+      {"scale", {{3, 4}}, A({{"scale", 3.0}, {"bias", -1.0}, {"bias_after_scale", false}})},
+  };
+  return extras;
+}
+
+TEST(KernelExtras, HandMadeLayoutsMatchReference) {
+  int compared = 0;
+  for (const Extra& e : Extras()) {
+    const OpDecl* op = FindOp(e.op);
+    ASSERT_NE(op, nullptr) << e.op;
+    for (uint64_t seed : {1u, 2u, 3u}) {
+      int before = compared;
+      for (const std::string& failure : CheckExample(*op, Example{e.shapes, e.attrs}, seed, &compared)) {
+        ADD_FAILURE() << failure;
+      }
+      EXPECT_GT(compared, before) << "the reference refused " << e.op << " "
+                                  << Describe(e.op, e.shapes, e.attrs, DType::kFloat64, seed);
+    }
+  }
+  RecordProperty("compared_runs", compared);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, KernelTest, ::testing::ValuesIn(OpsUnderTest()), ParamName);
+INSTANTIATE_TEST_SUITE_P(Localized, KernelLocalizerTest, ::testing::ValuesIn(OpsWithLocalizers()),
+                         ParamName);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(KernelLocalizerTest);
+
+}  // namespace
+}  // namespace spmd
