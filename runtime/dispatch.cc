@@ -1,0 +1,202 @@
+#include "runtime/dispatch.h"
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "kernels/cpu/kernels.h"
+#include "rules/error.h"
+#include "rules/layout.h"
+#include "rules/registry.h"
+
+namespace spmd::runtime {
+namespace {
+
+using kernels::Tensor;
+using kernels::Tensors;
+
+std::string Field(const char* what, size_t i) { return std::string(what) + "[" + std::to_string(i) + "]"; }
+
+bool HasUnknown(const std::vector<Shape>& shapes) {
+  for (const Shape& s : shapes) {
+    for (int64_t d : s) {
+      if (d < 0) return true;
+    }
+  }
+  return false;
+}
+
+// Fills the unknown dims of `shapes` from the kernel's outputs.
+void FillUnknown(std::vector<Shape>& shapes, const Tensors& outputs, const char* how) {
+  if (outputs.size() != shapes.size()) {
+    throw std::logic_error(std::string("the kernel gave ") + std::to_string(outputs.size()) +
+                           " outputs (" + how + "), the rule " + std::to_string(shapes.size()));
+  }
+  for (size_t o = 0; o < shapes.size(); ++o) {
+    if (outputs[o].shape().size() != shapes[o].size()) {
+      throw std::logic_error("output " + std::to_string(o) + " has rank " +
+                             std::to_string(outputs[o].shape().size()) + " from the kernel (" +
+                             how + "), " + std::to_string(shapes[o].size()) + " from the rule");
+    }
+    for (size_t k = 0; k < shapes[o].size(); ++k) {
+      if (shapes[o][k] < 0) shapes[o][k] = outputs[o].shape()[k];
+    }
+  }
+}
+
+DType PlaceholderDType(const std::vector<DistTensor>& inputs) {
+  for (const DistTensor& t : inputs) {
+    if (IsFloating(t.dtype())) return t.dtype();
+  }
+  return DType::kFloat64;
+}
+
+}  // namespace
+
+std::vector<Shape> RuleOutputShapes(const OpDecl& op, const std::vector<Shape>& input_shapes,
+                                    const Attrs& normalized_attrs) {
+  if (op.dimtrans) {
+    const DimTransSpec spec = op.dimtrans(RuleContext{input_shapes, normalized_attrs});
+    return {spec.output_shape};
+  }
+  const std::optional<EinsumSpec> spec = BuildEinsumSpec(op, input_shapes, normalized_attrs);
+  int64_t size[256];
+  std::fill(std::begin(size), std::end(size), int64_t{-1});
+  for (size_t i = 0; i < spec->inputs.size(); ++i) {
+    for (size_t d = 0; d < spec->inputs[i].size(); ++d) {
+      const auto c = static_cast<unsigned char>(spec->inputs[i][d]);
+      if (spec->inputs[i][d] != '1') size[c] = input_shapes[i][d];
+    }
+  }
+  std::vector<Shape> shapes;
+  for (const std::string& notation : spec->outputs) {
+    Shape shape;
+    for (char letter : notation) {
+      shape.push_back(letter == '1' ? 1 : size[static_cast<unsigned char>(letter)]);
+    }
+    shapes.push_back(std::move(shape));
+  }
+  return shapes;
+}
+
+std::vector<DistTensor> Dispatch(const OpDecl& op, const std::vector<DistTensor>& inputs,
+                                 const Attrs& attrs, Communicator& comm, DispatchReport* report) {
+  const int64_t me = comm.rank();
+  if (inputs.empty()) ThrowInvalid("inputs", "no inputs");
+  const Mesh& mesh = inputs[0].mesh();
+  std::vector<TensorArg> args;
+  std::vector<Shape> shapes;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!(inputs[i].mesh() == mesh)) {
+      ThrowInvalid(Field("inputs", i) + ".mesh", "is " + ToString(inputs[i].mesh()) +
+                                                      ", inputs[0] is on " + ToString(mesh));
+    }
+    if (inputs[i].process_id() != me) {
+      ThrowInvalid(Field("inputs", i), "belongs to rank " + std::to_string(inputs[i].process_id()) +
+                                           ", the communicator to rank " + std::to_string(me));
+    }
+    args.push_back({inputs[i].shape(), inputs[i].dist_attr()});
+    shapes.push_back(inputs[i].shape());
+  }
+  const InferResult rule = InferForward(op, mesh, args, attrs);
+  const Attrs normalized = op.NormalizeAttrs(attrs);
+  if (report != nullptr) {
+    *report = DispatchReport{};
+    report->rule = rule;
+    report->resharded.assign(inputs.size(), false);
+    report->reshards.resize(inputs.size());
+  }
+
+  // Reshard the inputs that need it (a no-op on ranks outside the mesh).
+  const std::optional<std::vector<int64_t>> coord = mesh.CoordinateOf(me);
+  Tensors locals;
+  std::vector<Shape> local_shapes, offsets;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const bool move = !(inputs[i].dist_attr() == rule.inputs[i]);
+    ReshardReport* r = report != nullptr ? &report->reshards[i] : nullptr;
+    if (report != nullptr) report->resharded[i] = move;
+    if (!coord) continue;
+    if (move) {
+      DistTensor ready = inputs[i].Reshard(rule.inputs[i], comm, r);
+      locals.push_back(std::move(ready.local()));
+    } else {
+      locals.push_back(inputs[i].local());
+    }
+    local_shapes.push_back(locals.back().shape());
+    offsets.push_back(GlobalOffset(shapes[i], rule.inputs[i], mesh, *coord));
+  }
+
+  std::vector<Shape> global_out = RuleOutputShapes(op, shapes, normalized);
+  if (global_out.size() != rule.outputs.size()) {
+    throw std::logic_error("the rule of " + op.name + " gives " + std::to_string(rule.outputs.size()) +
+                           " output dist attrs for " + std::to_string(global_out.size()) + " outputs");
+  }
+  for (size_t o = 0; o < global_out.size(); ++o) {
+    for (size_t k = 0; k < global_out[o].size(); ++k) {
+      if (global_out[o][k] < 0 && !rule.outputs[o].dims[k].empty()) {
+        ThrowUnsupported(Field("outputs", o) + ".dims_mapping[" + std::to_string(k) + "]",
+                         "the rule shards a dim whose size only the kernel knows");
+      }
+    }
+  }
+  if (!coord) {
+    std::vector<DistTensor> out;
+    for (size_t o = 0; o < global_out.size(); ++o) {
+      out.push_back(DistTensor::Absent(global_out[o], PlaceholderDType(inputs), mesh,
+                                       rule.outputs[o], me));
+    }
+    return out;
+  }
+
+  Attrs local_attrs = normalized;
+  if (op.localize) {
+    if (HasUnknown(global_out)) {
+      try {
+        FillUnknown(global_out, kernels::RunCpuKernel(op.name, locals, normalized), "probe");
+      } catch (const SpmdError&) {
+        Tensors placeholders;
+        for (size_t i = 0; i < inputs.size(); ++i) placeholders.emplace_back(shapes[i], locals[i].dtype());
+        FillUnknown(global_out, kernels::RunCpuKernel(op.name, placeholders, normalized),
+                    "probe on global placeholders");
+      }
+    }
+    std::vector<Shape> local_out;
+    for (size_t o = 0; o < global_out.size(); ++o) {
+      local_out.push_back(LocalShape(global_out[o], rule.outputs[o], mesh, *coord));
+    }
+    const LocalContext context{normalized, shapes, local_shapes, offsets, global_out, local_out};
+    local_attrs = op.localize(context);
+  }
+  if (report != nullptr) report->local_attrs = local_attrs;
+
+  Tensors results = kernels::RunCpuKernel(op.name, locals, local_attrs);
+  FillUnknown(global_out, results, "run");
+  std::vector<DistTensor> out;
+  for (size_t o = 0; o < results.size(); ++o) {
+    const Shape want = LocalShape(global_out[o], rule.outputs[o], mesh, *coord);
+    if (results[o].shape() != want) {
+      throw std::logic_error(op.name + ": output " + std::to_string(o) + " on rank " +
+                             std::to_string(me) + " has local shape " +
+                             kernels::ShapeToString(results[o].shape()) + ", the layout gives " +
+                             kernels::ShapeToString(want) + " (global " +
+                             kernels::ShapeToString(global_out[o]) + ")");
+    }
+    const DType dtype = results[o].dtype();
+    out.push_back(DistTensor::FromLocal(std::move(results[o]), global_out[o], dtype, mesh,
+                                        rule.outputs[o], me));
+  }
+  return out;
+}
+
+std::vector<DistTensor> Dispatch(std::string_view op, const std::vector<DistTensor>& inputs,
+                                 const Attrs& attrs, Communicator& comm, DispatchReport* report) {
+  const OpDecl* decl = FindOp(op);
+  if (decl == nullptr) {
+    throw SpmdError(ErrorType::kUnknownOp, "op", "no op named '" + std::string(op) + "'");
+  }
+  return Dispatch(*decl, inputs, attrs, comm, report);
+}
+
+}  // namespace spmd::runtime

@@ -1,0 +1,69 @@
+// Dispatch: runs any registered op on DistTensors (DESIGN.md "Runtime shape": rule ->
+// reshard -> kernel).
+//
+// Dispatch(op, inputs, attrs, comm), on every rank of the inputs' mesh:
+// 1. the rule: InferForward(op, mesh, {shape, dist attr} of each input, attrs) gives the
+//    required input dist attrs and the output dist attrs;
+// 2. each input whose dist attr differs from the required one is resharded to it
+//    (PlanReshard's plan, run by the executor);
+// 3. the local kernel: kernels::RunCpuKernel(op, local shards, attrs), with the attrs the
+//    op's localizer derives for this rank (LocalContext: global and local shapes of inputs
+//    and outputs, the global offset of every input shard; as checker/simulate.cc does);
+// 4. the outputs are DistTensors with the inferred dist attrs; partial outputs stay
+//    partial until someone reshards them.
+//
+// Global output shapes (needed by localizers before the kernel runs, and by the result):
+// - the rule fixes most of them: an einsum letter has one size over all operands, so an
+//   output dim takes the size of the input dim with its letter (`1` dims are 1); a DimTrans
+//   op's spec has the output shape;
+// - the rest are dims with a letter no input has (concat's axis, split's pieces, slice,
+//   tile, stack's new dim, expand's new dims). A forward rule never shards such a dim (no
+//   input carries its letter; the notations force them replicated), so every rank's local
+//   size is the global size and Dispatch reads it from the kernel's output. When the op
+//   has a localizer, which needs the shapes before the kernel runs, Dispatch first runs
+//   the kernel once with the unlocalized attrs to learn those sizes (only expand and
+//   expand_as today); if that run refuses the shard, it runs on zero-filled placeholders
+//   of the global input shapes instead.
+// - Every kernel output is checked against the layout: its local shape must be
+//   LocalShape(global shape, output dist attr, mesh, coord), else std::logic_error.
+//
+// Ranks outside the mesh do nothing: they get outputs without a buffer, with the inferred
+// dist attrs and the global shapes the rule fixes (-1 for a dim only the kernel knows;
+// dtype: that of the first floating input, else float64).
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "rules/attrs.h"
+#include "rules/op_decl.h"
+#include "runtime/communicator.h"
+#include "runtime/dist_tensor.h"
+#include "runtime/reshard_executor.h"
+
+namespace spmd::runtime {
+
+struct DispatchReport {
+  InferResult rule;                     // required input and output dist attrs
+  std::vector<bool> resharded;          // per input: whether it was resharded
+  std::vector<ReshardReport> reshards;  // per input: the bytes its reshard moved
+  Attrs local_attrs;                    // the attrs the kernel ran with on this rank
+};
+
+// Runs `op` on `inputs` (all on one mesh, all of this rank: process_id() == comm.rank()).
+// Throws SpmdError as InferForward does (naming the field), SpmdError(kInvalidArgument,
+// "inputs[i].mesh") when the meshes differ, and what the kernel throws.
+std::vector<DistTensor> Dispatch(const OpDecl& op, const std::vector<DistTensor>& inputs,
+                                 const Attrs& attrs, Communicator& comm,
+                                 DispatchReport* report = nullptr);
+// By name; SpmdError(kUnknownOp, "op") for a name spmdkit does not have.
+std::vector<DistTensor> Dispatch(std::string_view op, const std::vector<DistTensor>& inputs,
+                                 const Attrs& attrs, Communicator& comm,
+                                 DispatchReport* report = nullptr);
+
+// The global output shapes the rule fixes for these input shapes and normalised attrs,
+// with -1 for a dim whose size only the kernel determines (see above).
+std::vector<Shape> RuleOutputShapes(const OpDecl& op, const std::vector<Shape>& input_shapes,
+                                    const Attrs& normalized_attrs);
+
+}  // namespace spmd::runtime

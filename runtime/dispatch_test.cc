@@ -1,0 +1,166 @@
+// Dispatch on the thread backend: worked examples (partial outputs left pending, localized
+// attrs, the shape probe of expand), errors, and ranks outside the mesh. Every op against
+// the reference is property_tests/runtime_properties_test.cc.
+#include "runtime/dispatch.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "kernels/cpu/kernels.h"
+#include "rules/error.h"
+#include "rules/local_attrs.h"
+#include "rules/registry.h"
+#include "runtime/thread_communicator.h"
+
+namespace spmd::runtime {
+namespace {
+
+using kernels::Tensor;
+
+CommOptions Quick() {
+  CommOptions options;
+  options.timeout_s = 20;
+  return options;
+}
+
+Tensor Values(const Shape& shape, double scale = 0.25) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = scale * static_cast<double>((i * 7) % 11) - 1.0;
+  return Tensor::FromVector<double>(shape, v);
+}
+
+DistAttr Parse(const std::string& text, int rank) { return ParsePlacementString(text, rank, "test"); }
+
+void ExpectNear(const Tensor& got, const Tensor& want) {
+  ASSERT_EQ(got.shape(), want.shape());
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    EXPECT_NEAR(got.data<double>()[i], want.data<double>()[i], 1e-12) << i;
+  }
+}
+
+TEST(Dispatch, MatmulLeavesThePartialSumPending) {
+  const Mesh mesh({2});
+  const Tensor x = Values({3, 5}), y = Values({5, 4}, 0.5);
+  const Tensor want = kernels::RunCpuKernel("matmul", {x, y}, FindOp("matmul")->NormalizeAttrs({}))[0];
+  RunRanks(
+      2,
+      [&](Communicator& comm) {
+        const DistTensor dx = DistTensor::ShardTensor(x, mesh, Parse("[S(1)]", 2), comm.rank());
+        const DistTensor dy = DistTensor::ShardTensor(y, mesh, Parse("[S(0)]", 2), comm.rank());
+        DispatchReport report;
+        const std::vector<DistTensor> out = Dispatch("matmul", {dx, dy}, Attrs(), comm, &report);
+        ASSERT_EQ(out.size(), 1u);
+        EXPECT_EQ(out[0].dist_attr(), Parse("[P(sum)]", 2));
+        EXPECT_EQ(out[0].shape(), (Shape{3, 4}));
+        EXPECT_FALSE(report.resharded[0]);
+        EXPECT_FALSE(report.resharded[1]);
+        ExpectNear(*out[0].ToGlobal(comm), want);
+      },
+      Quick());
+}
+
+TEST(Dispatch, ReshardsInputsAndLocalizesAttrs) {
+  // triu on a row-sharded input keeps the rows sharded and shifts the diagonal per shard;
+  // mean over a sharded dim divides by the global count (__count).
+  const Mesh mesh({2, 2});
+  const Tensor x = Values({5, 6});
+  const Attrs triu_attrs = Attrs().With("diagonal", int64_t{1});
+  const Tensor triu = kernels::RunCpuKernel("triu", {x}, FindOp("triu")->NormalizeAttrs(triu_attrs))[0];
+  const Attrs mean_attrs = Attrs().With("axis", std::vector<int64_t>{0});
+  const Tensor mean = kernels::RunCpuKernel("mean", {x}, FindOp("mean")->NormalizeAttrs(mean_attrs))[0];
+  RunRanks(
+      4,
+      [&](Communicator& comm) {
+        const DistTensor dx = DistTensor::ShardTensor(x, mesh, Parse("[S(0), S(1)]", 2), comm.rank());
+        DispatchReport report;
+        const DistTensor t = Dispatch("triu", {dx}, triu_attrs, comm, &report)[0];
+        ExpectNear(*t.ToGlobal(comm), triu);
+        const DistTensor m = Dispatch("mean", {dx}, mean_attrs, comm, &report)[0];
+        EXPECT_TRUE(report.local_attrs.Has(kLocalCount));
+        ExpectNear(*m.ToGlobal(comm), mean);
+        // A partial input that the rule does not accept is reduced first.
+        const DistTensor p = DistTensor::ShardTensor(x, mesh, Parse("[P(sum), R]", 2), comm.rank());
+        const DistTensor e = Dispatch("exp", {p}, Attrs(), comm, &report)[0];
+        EXPECT_TRUE(report.resharded[0]);
+        EXPECT_FALSE(e.dist_attr().IsPartial());
+      },
+      Quick());
+}
+
+TEST(Dispatch, ExpandLearnsItsNewDimsFromAProbe) {
+  // x [4, 1] sharded on dim 0 expands to [2, 4, 3]: the rule leaves dims 0 and 2 to the
+  // kernel; the probe on the shard refuses (4 != the shard's 2 rows), so Dispatch probes
+  // on global placeholders.
+  const Mesh mesh({2});
+  const Tensor x = Values({4, 1});
+  const Attrs attrs = Attrs().With("shape", std::vector<int64_t>{2, 4, 3});
+  const Tensor want = kernels::RunCpuKernel("expand", {x}, FindOp("expand")->NormalizeAttrs(attrs))[0];
+  EXPECT_EQ(RuleOutputShapes(*FindOp("expand"), {{4, 1}}, FindOp("expand")->NormalizeAttrs(attrs)),
+            (std::vector<Shape>{{-1, 4, -1}}));
+  RunRanks(
+      2,
+      [&](Communicator& comm) {
+        const DistTensor dx = DistTensor::ShardTensor(x, mesh, Parse("[S(0)]", 2), comm.rank());
+        const DistTensor out = Dispatch("expand", {dx}, attrs, comm)[0];
+        EXPECT_EQ(out.shape(), (Shape{2, 4, 3}));
+        ExpectNear(*out.ToGlobal(comm), want);
+      },
+      Quick());
+}
+
+TEST(Dispatch, RanksOutsideTheMeshGetMetadataOnly) {
+  const Mesh mesh({2}, {2, 0});
+  const Tensor x = Values({4, 3}), y = Values({3, 2});
+  RunRanks(
+      3,
+      [&](Communicator& comm) {
+        const DistTensor dx = DistTensor::ShardTensor(x, mesh, Parse("[S(1)]", 2), comm.rank());
+        const DistTensor dy = DistTensor::ShardTensor(y, mesh, Parse("[R]", 2), comm.rank());
+        const std::vector<DistTensor> out = Dispatch("matmul", {dx, dy}, Attrs(), comm);
+        EXPECT_EQ(out[0].shape(), (Shape{4, 2}));
+        EXPECT_EQ(out[0].has_local(), comm.rank() != 1);
+        const std::vector<DistTensor> parts =
+            Dispatch("split_with_num", {dx}, Attrs().With("num", int64_t{2}).With("axis", int64_t{0}), comm);
+        ASSERT_EQ(parts.size(), 2u);
+        EXPECT_EQ(parts[0].shape(), comm.rank() == 1 ? (Shape{-1, 3}) : (Shape{2, 3}));
+      },
+      Quick());
+}
+
+TEST(Dispatch, Errors) {
+  const Mesh a({2}), b({2}, {1, 0});
+  const Tensor x = Values({2, 2});
+  RunRanks(
+      2,
+      [&](Communicator& comm) {
+        const DistTensor dx = DistTensor::ShardTensor(x, a, Parse("[R]", 2), comm.rank());
+        const DistTensor dy = DistTensor::ShardTensor(x, b, Parse("[R]", 2), comm.rank());
+        try {
+          Dispatch("no_such_op", {dx}, Attrs(), comm);
+          ADD_FAILURE() << "no error";
+        } catch (const SpmdError& e) {
+          EXPECT_EQ(e.type(), ErrorType::kUnknownOp);
+        }
+        try {
+          Dispatch("add", {dx, dy}, Attrs(), comm);
+          ADD_FAILURE() << "no error";
+        } catch (const SpmdError& e) {
+          EXPECT_EQ(e.field(), "inputs[1].mesh");
+        }
+        try {
+          Dispatch("add", {dx}, Attrs(), comm);
+          ADD_FAILURE() << "no error";
+        } catch (const SpmdError& e) {
+          EXPECT_EQ(e.type(), ErrorType::kInvalidArgument);
+        }
+      },
+      Quick());
+}
+
+}  // namespace
+}  // namespace spmd::runtime

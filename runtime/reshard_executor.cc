@@ -1,0 +1,647 @@
+#include "runtime/reshard_executor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "rules/error.h"
+#include "rules/layout.h"
+
+namespace spmd::runtime {
+namespace {
+
+using kernels::Tensor;
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+Shape SizesOf(const Box& box) {
+  Shape s;
+  s.reserve(box.size());
+  for (const Range& r : box) s.push_back(r.size());
+  return s;
+}
+
+Shape BeginsOf(const Box& box) {
+  Shape s;
+  s.reserve(box.size());
+  for (const Range& r : box) s.push_back(r.begin);
+  return s;
+}
+
+// `box` (global) relative to `origin` (global): local coordinates inside origin's buffer.
+Shape RelativeAt(const Box& box, const Box& origin) {
+  Shape at(box.size());
+  for (size_t d = 0; d < box.size(); ++d) at[d] = box[d].begin - origin[d].begin;
+  return at;
+}
+
+std::string ShapeText(const Shape& s) { return kernels::ShapeToString(s); }
+
+// Throws unless `local` is what `attr` gives the rank at `coord`.
+void CheckLocal(const Tensor& local, const Shape& shape, DType dtype, const DistAttr& attr,
+                const Mesh& mesh, const std::vector<int64_t>& coord) {
+  const Shape want = LocalShape(shape, attr, mesh, coord);
+  if (local.shape() != want || local.dtype() != dtype) {
+    ThrowInvalid("local", "this rank holds a " + std::string(ToString(local.dtype())) + " " +
+                              ShapeText(local.shape()) + " buffer; the step expects " +
+                              std::string(ToString(dtype)) + " " + ShapeText(want));
+  }
+}
+
+// Product of the dims before / after `d`.
+int64_t Outer(const Shape& s, int d) {
+  int64_t n = 1;
+  for (int k = 0; k < d; ++k) n *= s[k];
+  return n;
+}
+int64_t Inner(const Shape& s, int d) {
+  int64_t n = 1;
+  for (size_t k = d + 1; k < s.size(); ++k) n *= s[k];
+  return n;
+}
+
+// The members of this rank's group and their coordinates.
+struct GroupInfo {
+  Group ids;
+  std::vector<std::vector<int64_t>> coords;
+  int64_t position = 0;
+};
+
+GroupInfo GroupAt(const Mesh& mesh, const std::vector<int64_t>& coord, const AxisList& axes,
+                  int64_t me) {
+  GroupInfo g;
+  g.ids = mesh.GroupOf(coord, axes);
+  for (size_t q = 0; q < g.ids.size(); ++q) {
+    g.coords.push_back(*mesh.CoordinateOf(g.ids[q]));
+    if (g.ids[q] == me) g.position = static_cast<int64_t>(q);
+  }
+  return g;
+}
+
+// Two scratch buffers per thread (a rank is one thread in both backends), as large as the
+// largest step so far: packing buffers are reused instead of coming back as fresh pages.
+std::byte* Scratch(int slot, int64_t bytes) {
+  struct Buffer {
+    std::unique_ptr<std::byte[]> data;
+    int64_t size = 0;
+  };
+  thread_local Buffer buffers[2];
+  Buffer& b = buffers[slot];
+  if (b.size < bytes) {
+    b.data.reset();
+    b.data.reset(new std::byte[static_cast<size_t>(bytes)]);
+    b.size = bytes;
+  }
+  return b.data.get();
+}
+
+// ---- typed element loops --------------------------------------------------------------------
+
+template <class T>
+void Fill(Tensor& t, T value) {
+  T* p = t.data<T>();
+  std::fill(p, p + t.numel(), value);
+}
+
+void FillOne(Tensor& t) {
+  switch (t.dtype()) {
+    case DType::kFloat64: Fill<double>(t, 1.0); return;
+    case DType::kFloat32: Fill<float>(t, 1.0f); return;
+    case DType::kInt64: Fill<int64_t>(t, 1); return;
+    case DType::kBool: Fill<bool>(t, true); return;
+  }
+}
+
+template <class T>
+void Scale(Tensor& t, T factor, bool divide) {
+  T* p = t.data<T>();
+  const int64_t n = t.numel();
+  if (divide) {
+    for (int64_t i = 0; i < n; ++i) p[i] = p[i] / factor;
+  } else {
+    for (int64_t i = 0; i < n; ++i) p[i] = p[i] * factor;
+  }
+}
+
+// ---- the steps -------------------------------------------------------------------------------
+
+struct StepContext {
+  const ReshardStep& step;
+  const Shape& shape;
+  DType dtype;
+  Communicator& comm;
+  size_t e;  // bytes per element
+};
+
+Tensor RunAllGather(const StepContext& c, Tensor local, const std::vector<int64_t>& coord) {
+  const ReshardStep& step = c.step;
+  const int d = step.dim;
+  const GroupInfo g = GroupAt(step.mesh, coord, step.axes, c.comm.rank());
+  const int64_t n = static_cast<int64_t>(g.ids.size());
+  const Shape& in_shape = local.shape();
+  const int64_t outer = Outer(in_shape, d), inner = Inner(in_shape, d);
+  std::vector<int64_t> sizes(n), counts(n);
+  int64_t total = 0;
+  for (int64_t q = 0; q < n; ++q) {
+    sizes[q] = DimRangeAt(c.shape[d], step.before.dims[d], step.mesh, g.coords[q]).size();
+    counts[q] = outer * sizes[q] * inner;
+    total += sizes[q];
+  }
+  Shape out_shape = in_shape;
+  out_shape[d] = total;
+  Tensor out = Tensor::Uninitialized(out_shape, c.dtype);
+  if (outer == 1) {  // the chunks are contiguous in the result
+    c.comm.AllGather(local.bytes(), out.bytes(), counts, c.dtype, g.ids);
+    c.comm.Synchronize();
+    return out;
+  }
+  std::byte* scratch = Scratch(0, NumElements(out_shape) * static_cast<int64_t>(c.e));
+  c.comm.AllGather(local.bytes(), scratch, counts, c.dtype, g.ids);
+  c.comm.Synchronize();
+  int64_t offset_elements = 0, at = 0;
+  for (int64_t q = 0; q < n; ++q) {
+    Shape chunk = in_shape;
+    chunk[d] = sizes[q];
+    Shape dst_at(in_shape.size(), 0);
+    dst_at[d] = at;
+    CopyBox(scratch + offset_elements * c.e, chunk, Shape(chunk.size(), 0), out.bytes(),
+            out_shape, dst_at, chunk, c.e);
+    offset_elements += counts[q];
+    at += sizes[q];
+  }
+  return out;
+}
+
+Tensor RunReduceScatter(const StepContext& c, Tensor local, const std::vector<int64_t>& coord) {
+  const ReshardStep& step = c.step;
+  const int d = step.dim;
+  const GroupInfo g = GroupAt(step.mesh, coord, step.axes, c.comm.rank());
+  const int64_t n = static_cast<int64_t>(g.ids.size());
+  const Shape& in_shape = local.shape();
+  const int64_t outer = Outer(in_shape, d), inner = Inner(in_shape, d);
+  const int64_t base = DimRangeAt(c.shape[d], step.before.dims[d], step.mesh, coord).begin;
+  std::vector<Range> chunks(n);
+  std::vector<int64_t> counts(n);
+  for (int64_t q = 0; q < n; ++q) {
+    const Range r = DimRangeAt(c.shape[d], step.after.dims[d], step.mesh, g.coords[q]);
+    chunks[q] = Range{r.begin - base, r.end - base};
+    counts[q] = outer * r.size() * inner;
+  }
+  Shape out_shape = in_shape;
+  out_shape[d] = chunks[g.position].size();
+  Tensor out = Tensor::Uninitialized(out_shape, c.dtype);
+  if (outer == 1) {
+    c.comm.ReduceScatter(local.bytes(), out.bytes(), counts, c.dtype, step.op, g.ids);
+    c.comm.Synchronize();
+    return out;
+  }
+  std::byte* packed = Scratch(0, local.numel() * static_cast<int64_t>(c.e));
+  int64_t offset_elements = 0;
+  for (int64_t q = 0; q < n; ++q) {
+    Shape chunk = in_shape;
+    chunk[d] = chunks[q].size();
+    Shape src_at(in_shape.size(), 0);
+    src_at[d] = chunks[q].begin;
+    CopyBox(local.bytes(), in_shape, src_at, packed + offset_elements * c.e, chunk,
+            Shape(chunk.size(), 0), chunk, c.e);
+    offset_elements += counts[q];
+  }
+  c.comm.ReduceScatter(packed, out.bytes(), counts, c.dtype, step.op, g.ids);
+  c.comm.Synchronize();
+  return out;
+}
+
+Tensor RunAllReduce(const StepContext& c, Tensor local, const std::vector<int64_t>& coord) {
+  const GroupInfo g = GroupAt(c.step.mesh, coord, c.step.axes, c.comm.rank());
+  c.comm.AllReduce(local.bytes(), local.bytes(), local.numel(), c.dtype, c.step.op, g.ids);
+  c.comm.Synchronize();
+  return local;
+}
+
+// The element offset of `box` (local coordinates `at`, sizes `extent`) in a row-major
+// array of `shape` when the box is one contiguous run (leading dims of extent 1, then any,
+// then whole dims); nothing otherwise.
+std::optional<int64_t> ContiguousOffset(const Shape& shape, const Shape& at, const Shape& extent) {
+  const size_t rank = shape.size();
+  size_t k = 0;
+  while (k < rank && extent[k] == 1) ++k;
+  for (size_t d = k + 1; d < rank; ++d) {
+    if (extent[d] != shape[d]) return std::nullopt;
+  }
+  int64_t offset = 0;
+  for (size_t d = 0; d < rank; ++d) offset = offset * shape[d] + at[d];
+  return offset;
+}
+
+// True when `boxes` (global, in position order; empty ones skipped) lie one after the other
+// from the start of the array of `origin`'s box: the array itself is the packed buffer.
+bool TilesInOrder(const std::vector<Box>& boxes, const Box& origin) {
+  const Shape shape = SizesOf(origin);
+  int64_t next = 0;
+  for (const Box& b : boxes) {
+    const int64_t v = Volume(b);
+    if (v == 0) continue;
+    const std::optional<int64_t> at = ContiguousOffset(shape, RelativeAt(b, origin), SizesOf(b));
+    if (!at || *at != next) return false;
+    next += v;
+  }
+  return true;
+}
+
+Tensor RunAllToAll(const StepContext& c, Tensor local, const std::vector<int64_t>& coord) {
+  const ReshardStep& step = c.step;
+  const GroupInfo g = GroupAt(step.mesh, coord, step.axes, c.comm.rank());
+  const int64_t n = static_cast<int64_t>(g.ids.size());
+  const Box my_before = BoxAt(c.shape, step.before, step.mesh, coord);
+  const Box my_after = BoxAt(c.shape, step.after, step.mesh, coord);
+  Tensor out = Tensor::Uninitialized(SizesOf(my_after), c.dtype);
+  std::vector<Box> send_boxes(n), recv_boxes(n);
+  for (int64_t q = 0; q < n; ++q) {
+    send_boxes[q] = Intersect(my_before, BoxAt(c.shape, step.after, step.mesh, g.coords[q]));
+    recv_boxes[q] = Intersect(BoxAt(c.shape, step.before, step.mesh, g.coords[q]), my_after);
+  }
+  // When the pieces tile this rank's old (new) buffer in position order, that buffer is the
+  // send (receive) buffer and the own piece travels through the collective (a local copy
+  // there, 0 bytes counted); otherwise the pieces are packed, and the own piece is copied
+  // directly.
+  const bool send_direct = TilesInOrder(send_boxes, my_before);
+  const bool recv_direct = TilesInOrder(recv_boxes, my_after);
+  const bool self_through = send_direct || recv_direct;
+  std::vector<int64_t> send_counts(n, 0), recv_counts(n, 0);
+  int64_t send_total = 0, recv_total = 0;
+  for (int64_t q = 0; q < n; ++q) {
+    if (q == g.position && !self_through) continue;
+    send_counts[q] = Volume(send_boxes[q]);
+    recv_counts[q] = Volume(recv_boxes[q]);
+    send_total += send_counts[q];
+    recv_total += recv_counts[q];
+  }
+  std::byte* send = send_direct ? local.bytes() : Scratch(0, send_total * static_cast<int64_t>(c.e));
+  std::byte* recv = recv_direct ? out.bytes() : Scratch(1, recv_total * static_cast<int64_t>(c.e));
+  if (!send_direct) {
+    int64_t offset = 0;
+    for (int64_t q = 0; q < n; ++q) {
+      if (send_counts[q] == 0) continue;
+      const Shape extent = SizesOf(send_boxes[q]);
+      CopyBox(local.bytes(), local.shape(), RelativeAt(send_boxes[q], my_before),
+              send + offset * c.e, extent, Shape(extent.size(), 0), extent, c.e);
+      offset += send_counts[q];
+    }
+  }
+  c.comm.AllToAll(send, send_counts, recv, recv_counts, c.dtype, g.ids);
+  if (!self_through) {  // the own part, while the others' arrive
+    const Box kept = Intersect(my_before, my_after);
+    if (Volume(kept) > 0) {
+      CopyBox(local.bytes(), local.shape(), RelativeAt(kept, my_before), out.bytes(),
+              out.shape(), RelativeAt(kept, my_after), SizesOf(kept), c.e);
+    }
+  }
+  c.comm.Synchronize();
+  if (!recv_direct) {
+    int64_t offset = 0;
+    for (int64_t q = 0; q < n; ++q) {
+      if (recv_counts[q] == 0) continue;
+      const Shape extent = SizesOf(recv_boxes[q]);
+      CopyBox(recv + offset * c.e, extent, Shape(extent.size(), 0), out.bytes(), out.shape(),
+              RelativeAt(recv_boxes[q], my_after), extent, c.e);
+      offset += recv_counts[q];
+    }
+  }
+  return out;
+}
+
+std::optional<Tensor> RunSendRecv(const StepContext& c, std::optional<Tensor> local) {
+  const ReshardStep& step = c.step;
+  const int64_t me = c.comm.rank();
+  const std::optional<std::vector<int64_t>> from_coord = step.mesh.CoordinateOf(me);
+  const std::optional<std::vector<int64_t>> to_coord = step.to_mesh.CoordinateOf(me);
+  if (!from_coord && !to_coord) return std::nullopt;
+  const std::vector<Transfer> transfers = SendRecvTransfers(step, c.shape);
+  Box my_before, my_after;
+  if (from_coord) my_before = BoxAt(c.shape, step.before, step.mesh, *from_coord);
+  std::optional<Tensor> out;
+  if (to_coord) {
+    my_after = BoxAt(c.shape, step.after, step.to_mesh, *to_coord);
+    out = Tensor::Uninitialized(SizesOf(my_after), c.dtype);
+  }
+  // A piece that is one contiguous run of this rank's old (new) buffer is sent from (received
+  // into) it directly; the others are packed one after the other in scratch 0 (1). Both stay
+  // untouched until Synchronize.
+  const int64_t e = static_cast<int64_t>(c.e);
+  std::vector<std::optional<int64_t>> direct(transfers.size());
+  int64_t out_total = 0, in_total = 0;
+  for (size_t k = 0; k < transfers.size(); ++k) {
+    const Transfer& t = transfers[k];
+    if (t.from_process == me) {
+      direct[k] = ContiguousOffset(local->shape(), RelativeAt(t.box, my_before), SizesOf(t.box));
+      if (!direct[k]) out_total += Volume(t.box);
+    } else if (t.to_process == me) {
+      direct[k] = ContiguousOffset(out->shape(), RelativeAt(t.box, my_after), SizesOf(t.box));
+      if (!direct[k]) in_total += Volume(t.box);
+    }
+  }
+  std::byte* outgoing = Scratch(0, out_total * e);
+  std::byte* incoming = Scratch(1, in_total * e);
+  int64_t offset = 0;
+  for (size_t k = 0; k < transfers.size(); ++k) {
+    const Transfer& t = transfers[k];
+    if (t.from_process != me) continue;
+    if (direct[k]) {
+      c.comm.Send(local->bytes() + *direct[k] * e, Volume(t.box), c.dtype, t.to_process);
+      continue;
+    }
+    const Shape extent = SizesOf(t.box);
+    CopyBox(local->bytes(), local->shape(), RelativeAt(t.box, my_before), outgoing + offset * e,
+            extent, Shape(extent.size(), 0), extent, c.e);
+    c.comm.Send(outgoing + offset * e, Volume(t.box), c.dtype, t.to_process);
+    offset += Volume(t.box);
+  }
+  offset = 0;
+  for (size_t k = 0; k < transfers.size(); ++k) {
+    const Transfer& t = transfers[k];
+    if (t.to_process != me) continue;
+    if (direct[k]) {
+      c.comm.Recv(out->bytes() + *direct[k] * e, Volume(t.box), c.dtype, t.from_process);
+      continue;
+    }
+    c.comm.Recv(incoming + offset * e, Volume(t.box), c.dtype, t.from_process);
+    offset += Volume(t.box);
+  }
+  if (out && from_coord) {  // what this rank already holds
+    const Box kept = Intersect(my_before, my_after);
+    if (Volume(kept) > 0) {
+      CopyBox(local->bytes(), local->shape(), RelativeAt(kept, my_before), out->bytes(),
+              out->shape(), RelativeAt(kept, my_after), SizesOf(kept), c.e);
+    }
+  }
+  c.comm.Synchronize();
+  offset = 0;
+  for (size_t k = 0; k < transfers.size(); ++k) {
+    const Transfer& t = transfers[k];
+    if (t.to_process != me || direct[k]) continue;
+    const Shape extent = SizesOf(t.box);
+    CopyBox(incoming + offset * e, extent, Shape(extent.size(), 0), out->bytes(), out->shape(),
+            RelativeAt(t.box, my_after), extent, c.e);
+    offset += Volume(t.box);
+  }
+  return out;
+}
+
+Tensor RunLocalSlice(const StepContext& c, Tensor local, const std::vector<int64_t>& coord) {
+  const Box before = BoxAt(c.shape, c.step.before, c.step.mesh, coord);
+  const Box after = BoxAt(c.shape, c.step.after, c.step.mesh, coord);
+  Box rel(after.size());
+  for (size_t d = 0; d < after.size(); ++d) {
+    rel[d] = Range{after[d].begin - before[d].begin, after[d].end - before[d].begin};
+  }
+  return SliceBox(local, rel);
+}
+
+Tensor RunLocalPartial(const StepContext& c, Tensor local, const std::vector<int64_t>& coord) {
+  const int a = c.step.axes.at(0);
+  if (coord[a] == 0) return local;
+  switch (c.step.op) {
+    case ReduceOp::kSum:
+      if (local.numel() > 0) std::memset(local.bytes(), 0, local.nbytes());
+      return local;
+    case ReduceOp::kProd:
+      FillOne(local);
+      return local;
+    default:  // avg, max, min, any, all: every rank keeps its value
+      return local;
+  }
+}
+
+Tensor RunShardToPartial(const StepContext& c, Tensor local, const std::vector<int64_t>& coord) {
+  const Box before = BoxAt(c.shape, c.step.before, c.step.mesh, coord);
+  const Box after = BoxAt(c.shape, c.step.after, c.step.mesh, coord);
+  Tensor out(SizesOf(after), c.dtype);  // zeros
+  if (local.numel() > 0) {
+    CopyBox(local.bytes(), local.shape(), Shape(local.shape().size(), 0), out.bytes(),
+            out.shape(), RelativeAt(before, after), local.shape(), c.e);
+  }
+  return out;
+}
+
+Tensor RunRescale(const StepContext& c, Tensor local) {
+  const int a = c.step.axes.at(0);
+  const int64_t n = c.step.mesh.axis_size(a);
+  const bool divide = c.step.op == ReduceOp::kAvg && c.step.to_op == ReduceOp::kSum;
+  switch (c.dtype) {
+    case DType::kFloat64: Scale<double>(local, static_cast<double>(n), divide); break;
+    case DType::kFloat32: Scale<float>(local, static_cast<float>(n), divide); break;
+    default:
+      ThrowUnsupported("step", "rescale needs a floating dtype, got " +
+                                   std::string(ToString(c.dtype)));
+  }
+  return local;
+}
+
+// ---- the plan cache ----------------------------------------------------------------------
+
+std::string PlanKey(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_mesh,
+                    const DistAttr& to, const Shape& shape, DType dtype) {
+  std::string key = ToString(from_mesh) + "|" + ToString(from) + "|" + ToString(to_mesh) + "|" +
+                    ToString(to) + "|" + std::string(ToString(dtype)) + "|";
+  for (int64_t s : shape) key += std::to_string(s) + ",";
+  return key;
+}
+
+}  // namespace
+
+// ---- boxes ------------------------------------------------------------------------------------
+
+Box BoxAt(const Shape& shape, const DistAttr& attr, const Mesh& mesh,
+          const std::vector<int64_t>& coord) {
+  Box box(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) box[d] = DimRangeAt(shape[d], attr.dims[d], mesh, coord);
+  return box;
+}
+
+Box Intersect(const Box& a, const Box& b) {
+  Box out(a.size());
+  for (size_t d = 0; d < a.size(); ++d) {
+    const int64_t begin = std::max(a[d].begin, b[d].begin);
+    const int64_t end = std::min(a[d].end, b[d].end);
+    out[d] = Range{begin, std::max(begin, end)};
+  }
+  return out;
+}
+
+int64_t Volume(const Box& box) {
+  int64_t v = 1;
+  for (const Range& r : box) v *= r.size();
+  return v;
+}
+
+void CopyBox(const std::byte* src, const Shape& src_shape, const Shape& src_at, std::byte* dst,
+             const Shape& dst_shape, const Shape& dst_at, const Shape& extent,
+             size_t element_size) {
+  const int rank = static_cast<int>(extent.size());
+  for (int64_t x : extent) {
+    if (x == 0) return;
+  }
+  if (rank == 0) {
+    std::memcpy(dst, src, element_size);
+    return;
+  }
+  std::vector<int64_t> ss(rank, 1), ds(rank, 1);
+  for (int d = rank - 2; d >= 0; --d) {
+    ss[d] = ss[d + 1] * src_shape[d + 1];
+    ds[d] = ds[d + 1] * dst_shape[d + 1];
+  }
+  // The contiguous run: dims k..rank-1, where every dim after k is whole in both arrays.
+  int k = rank - 1;
+  int64_t run = extent[k];
+  while (k > 0 && extent[k] == src_shape[k] && extent[k] == dst_shape[k]) {
+    --k;
+    run *= extent[k];
+  }
+  int64_t so = 0, dof = 0;
+  for (int d = 0; d < rank; ++d) {
+    so += src_at[d] * ss[d];
+    dof += dst_at[d] * ds[d];
+  }
+  const size_t run_bytes = static_cast<size_t>(run) * element_size;
+  std::vector<int64_t> index(k, 0);
+  while (true) {
+    std::memcpy(dst + dof * element_size, src + so * element_size, run_bytes);
+    int d = k - 1;
+    for (; d >= 0; --d) {
+      if (++index[d] < extent[d]) {
+        so += ss[d];
+        dof += ds[d];
+        break;
+      }
+      so -= (extent[d] - 1) * ss[d];
+      dof -= (extent[d] - 1) * ds[d];
+      index[d] = 0;
+    }
+    if (d < 0) break;
+  }
+}
+
+kernels::Tensor SliceBox(const kernels::Tensor& t, const Box& box) {
+  const Shape extent = SizesOf(box);
+  kernels::Tensor out = kernels::Tensor::Uninitialized(extent, t.dtype());
+  if (out.numel() > 0) {
+    CopyBox(t.bytes(), t.shape(), BeginsOf(box), out.bytes(), extent, Shape(extent.size(), 0),
+            extent, t.element_size());
+  }
+  return out;
+}
+
+// ---- the executor ---------------------------------------------------------------------------
+
+std::optional<kernels::Tensor> ExecuteStep(const ReshardStep& step, const Shape& shape,
+                                           DType dtype, std::optional<kernels::Tensor> local,
+                                           Communicator& comm) {
+  const StepContext c{step, shape, dtype, comm, static_cast<size_t>(ElementSize(dtype))};
+  const std::optional<std::vector<int64_t>> coord = step.mesh.CoordinateOf(comm.rank());
+  if (coord) {
+    if (!local) ThrowInvalid("local", "a rank of the step's mesh holds no buffer");
+    CheckLocal(*local, shape, dtype, step.before, step.mesh, *coord);
+  }
+  if (step.kind == StepKind::kSendRecv) return RunSendRecv(c, std::move(local));
+  if (!coord) return std::nullopt;
+  Tensor t = std::move(*local);
+  switch (step.kind) {
+    case StepKind::kAllGather: return RunAllGather(c, std::move(t), *coord);
+    case StepKind::kReduceScatter: return RunReduceScatter(c, std::move(t), *coord);
+    case StepKind::kAllReduce: return RunAllReduce(c, std::move(t), *coord);
+    case StepKind::kAllToAll: return RunAllToAll(c, std::move(t), *coord);
+    case StepKind::kLocalSlice: return RunLocalSlice(c, std::move(t), *coord);
+    case StepKind::kLocalPartial: return RunLocalPartial(c, std::move(t), *coord);
+    case StepKind::kShardToPartial: return RunShardToPartial(c, std::move(t), *coord);
+    case StepKind::kRescale: return RunRescale(c, std::move(t));
+    case StepKind::kSendRecv: break;
+  }
+  ThrowInvalid("step", "unknown step kind");
+}
+
+std::optional<kernels::Tensor> ExecutePlan(const ReshardPlan& plan,
+                                           std::optional<kernels::Tensor> local,
+                                           Communicator& comm, ReshardReport* report) {
+  const int64_t me = comm.rank();
+  const bool in_from = plan.from_mesh.CoordinateOf(me).has_value();
+  if (in_from && !local) ThrowInvalid("local", "a rank of the source mesh holds no buffer");
+  if (!in_from) local.reset();
+  if (report != nullptr) *report = ReshardReport{};
+  for (const ReshardStep& step : plan.steps) {
+    const int64_t sent0 = comm.counters().total_sent();
+    const int64_t received0 = comm.counters().total_received();
+    local = ExecuteStep(step, plan.shape, plan.dtype, std::move(local), comm);
+    if (report != nullptr) {
+      StepRecord r;
+      r.kind = step.kind;
+      r.planned = StepBytesOf(step, plan.shape, plan.dtype, me);
+      r.expected = ExecutorStepBytes(step, plan.shape, plan.dtype, me);
+      r.counted = RankBytes{comm.counters().total_sent() - sent0,
+                            comm.counters().total_received() - received0};
+      report->planned.sent += r.planned.sent;
+      report->planned.received += r.planned.received;
+      report->counted.sent += r.counted.sent;
+      report->counted.received += r.counted.received;
+      report->steps.push_back(r);
+    }
+  }
+  if (!plan.to_mesh.CoordinateOf(me)) return std::nullopt;
+  return local;
+}
+
+RankBytes ExecutorStepBytes(const ReshardStep& step, const Shape& shape, DType dtype,
+                            int64_t process_id) {
+  if (step.kind != StepKind::kReduceScatter && step.kind != StepKind::kAllReduce) {
+    return StepBytesOf(step, shape, dtype, process_id);
+  }
+  const std::optional<std::vector<int64_t>> coord = step.mesh.CoordinateOf(process_id);
+  if (!coord) return {};
+  const GroupInfo g = GroupAt(step.mesh, *coord, step.axes, process_id);
+  const int64_t n = static_cast<int64_t>(g.ids.size());
+  CollectiveDesc desc;
+  desc.dtype = dtype;
+  desc.op = step.op;
+  desc.group = g.ids;
+  const Shape local = LocalShape(shape, step.before, step.mesh, *coord);
+  if (step.kind == StepKind::kAllReduce) {
+    desc.kind = Collective::kAllReduce;
+    desc.counts = {NumElements(local)};
+  } else {
+    desc.kind = Collective::kReduceScatter;
+    const int d = step.dim;
+    const int64_t rest = Outer(local, d) * Inner(local, d);
+    for (int64_t q = 0; q < n; ++q) {
+      desc.counts.push_back(
+          rest * DimRangeAt(shape[d], step.after.dims[d], step.mesh, g.coords[q]).size());
+    }
+  }
+  const ByteCount b = CountBytes(desc, g.position);
+  return RankBytes{b.sent, b.received};
+}
+
+ReshardPlan CachedPlanReshard(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_mesh,
+                              const DistAttr& to, const Shape& shape, DType dtype) {
+  static std::mutex mu;
+  static std::map<std::string, ReshardPlan> cache;
+  const std::string key = PlanKey(from_mesh, from, to_mesh, to, shape, dtype);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  ReshardPlan plan = from_mesh == to_mesh ? PlanReshard(from_mesh, shape, dtype, from, to)
+                                          : PlanReshard(from_mesh, from, to_mesh, to, shape, dtype);
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() >= 4096) cache.clear();
+  cache.emplace(key, plan);
+  return plan;
+}
+
+}  // namespace spmd::runtime

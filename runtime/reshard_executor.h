@@ -1,0 +1,103 @@
+// The reshard executor: runs the steps of a ReshardPlan (rules/reshard.h) on one rank with
+// a Communicator, each step exactly as its contract in rules/reshard.h says.
+//
+// Every rank of the plan's meshes calls ExecutePlan with the same plan (plans are
+// deterministic, so ranks that planned on their own agree); ranks in neither mesh may call
+// it too and do nothing. Per step:
+// - AllGather(g, d): one all_gather over the group (counts = the members' chunk sizes,
+//   uneven allowed); when the dims before d are all of size 1 the chunks land in place,
+//   otherwise they go to a scratch buffer and are unpacked along d.
+// - ReduceScatter(g, d, op): the buffer is packed along d into the members' `after` chunks
+//   (in place when the dims before d are of size 1) and reduce_scatter'ed with those counts.
+// - AllReduce(g, op): one in-place all_reduce.
+// - AllToAll(g, i -> j): one all_to_all with per-member counts (the parts of this rank's
+//   old box in each member's new box; its own part is copied locally, not sent).
+// - SendRecv: exactly SendRecvTransfers(step, shape): this rank sends the boxes it is the
+//   source of, receives those addressed to it, and copies what it already held.
+// - LocalSlice, LocalPartial, ShardToPartial, Rescale: local, no communication.
+//
+// Bytes: the communicator counts, per rank and step, exactly ExecutorStepBytes(...). That
+// equals the plan's StepBytesOf(...) for every step except ReduceScatter and AllReduce on
+// buffers that do not split evenly over the group, where the plan uses the ring formulas
+// (fractions of a buffer) and the communicator counts whole elements of its own formulas
+// (communicator.h); docs/RUNTIME.md "Bytes" has the numbers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "kernels/tensor.h"
+#include "rules/reshard.h"
+#include "runtime/communicator.h"
+
+namespace spmd::runtime {
+
+using Shape = std::vector<int64_t>;
+
+// ---- Boxes and strided copies ---------------------------------------------------------------
+
+// One range per dim, global coordinates.
+using Box = std::vector<Range>;
+
+// The global box held by the rank at `coord` of `mesh` under `attr`.
+Box BoxAt(const Shape& shape, const DistAttr& attr, const Mesh& mesh,
+          const std::vector<int64_t>& coord);
+// The intersection (an empty range on a dim where they do not meet).
+Box Intersect(const Box& a, const Box& b);
+int64_t Volume(const Box& box);
+
+// Copies the sub-box of `extent` elements per dim starting at `src_at` in the row-major
+// array `src` of shape `src_shape` to `dst_at` in `dst` (shape `dst_shape`); `element_size`
+// bytes per element. Contiguous runs are copied with one memcpy each (trailing dims that
+// both arrays hold whole are merged into the run).
+void CopyBox(const std::byte* src, const Shape& src_shape, const Shape& src_at, std::byte* dst,
+             const Shape& dst_shape, const Shape& dst_at, const Shape& extent,
+             size_t element_size);
+// The part `box` (local coordinates of `t`) of `t` as a new tensor.
+kernels::Tensor SliceBox(const kernels::Tensor& t, const Box& box);
+
+// ---- The executor ---------------------------------------------------------------------------
+
+// What one step moved on this rank.
+struct StepRecord {
+  StepKind kind = StepKind::kAllGather;
+  RankBytes planned;   // StepBytesOf(step, shape, dtype, this rank)
+  RankBytes expected;  // ExecutorStepBytes(step, shape, dtype, this rank)
+  RankBytes counted;   // the communicator's counters over the step
+};
+
+struct ReshardReport {
+  std::vector<StepRecord> steps;  // one per plan step, in order
+  RankBytes planned;              // sums over the steps
+  RankBytes counted;
+};
+
+// Runs one step on this rank (comm.rank() is its process id). `local` is this rank's buffer
+// under step.before (nothing when the rank is not in step.mesh); returns its buffer under
+// step.after (nothing when it is not in step.to_mesh). Throws SpmdError(kInvalidArgument,
+// "local") when the buffer's shape or dtype is not what step.before gives this rank.
+std::optional<kernels::Tensor> ExecuteStep(const ReshardStep& step, const Shape& shape,
+                                           DType dtype, std::optional<kernels::Tensor> local,
+                                           Communicator& comm);
+
+// Runs every step of `plan` in order. `local` is this rank's buffer under plan.from on
+// plan.from_mesh (nothing for a rank outside it); returns its buffer under plan.to on
+// plan.to_mesh (nothing for a rank outside it). Fills `report` when given.
+std::optional<kernels::Tensor> ExecutePlan(const ReshardPlan& plan,
+                                           std::optional<kernels::Tensor> local,
+                                           Communicator& comm, ReshardReport* report = nullptr);
+
+// The bytes the executor's communicator calls count for the rank `process_id` in `step`
+// (0 and 0 outside the step's meshes). See the header comment for where this differs from
+// StepBytesOf.
+RankBytes ExecutorStepBytes(const ReshardStep& step, const Shape& shape, DType dtype,
+                            int64_t process_id);
+
+// PlanReshard behind a cache shared by every thread of the process (plans are pure
+// functions of their request; the cache holds at most a few thousand plans).
+ReshardPlan CachedPlanReshard(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_mesh,
+                              const DistAttr& to, const Shape& shape, DType dtype);
+
+}  // namespace spmd::runtime
