@@ -80,6 +80,7 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/tensor.h"
+#include "property_tests/float32_tolerance.h"
 #include "reference/reference.h"
 #include "rules/error.h"
 #include "rules/local_attrs.h"
@@ -274,164 +275,14 @@ Outcome RunBoth(const std::string& op, const ref::Tensors& inputs, const Attrs& 
 
 // ---- float32 tolerances ----------------------------------------------------------------------
 
-enum class F32Rule {
-  kExact,
-  kPointwise,
-  kSumOfProducts,
-  kRelative,
-  kLogDomain,
-  kCrossEntropy,
-  kLayerNorm,
-  kRmsNorm,
-  kSoftmaxGrad,
-};
-
-F32Rule RuleOf(const std::string& op) {
-  static const std::set<std::string> pointwise = {
-      "gelu", "silu", "exp", "log", "tanh", "sigmoid", "sqrt", "scale",
-      "add", "subtract", "multiply", "divide"};
-  static const std::set<std::string> sums = {"matmul", "bmm", "einsum", "matmul_grad", "sum",
-                                             "cumsum", "squared_l2_norm", "mean", "mean_all",
-                                             "prod"};
-  if (pointwise.count(op)) return F32Rule::kPointwise;
-  if (sums.count(op)) return F32Rule::kSumOfProducts;
-  if (op == "softmax" || op == "p_norm") return F32Rule::kRelative;
-  if (op == "logsumexp" || op == "log_softmax") return F32Rule::kLogDomain;
-  if (op == "cross_entropy_with_softmax") return F32Rule::kCrossEntropy;
-  if (op == "layer_norm") return F32Rule::kLayerNorm;
-  if (op == "rms_norm") return F32Rule::kRmsNorm;
-  if (op == "softmax_grad") return F32Rule::kSoftmaxGrad;
-  return F32Rule::kExact;
-}
-
-int64_t Numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-
-double MaxAbs(const std::vector<double>& v) {
-  double m = 0;
-  for (double x : v) m = std::max(m, std::fabs(x));
-  return m;
-}
-
-// The length of the axis attr's dim of x (1 for a 0-d x).
-int64_t AxisLength(const Shape& x, const Attrs& attrs) {
-  if (x.empty()) return 1;
-  int64_t a = attrs.GetInt("axis");
-  if (a < 0) a += static_cast<int64_t>(x.size());
-  return x[static_cast<size_t>(a)];
-}
-
-// What a float32 bound needs, computed once per case.
-struct F32Bounds {
-  F32Rule rule = F32Rule::kExact;
-  double k = 1;                    // terms per output element
-  double m = 1;                    // max(1, max |float input|)
-  std::optional<ref::Tensors> abs_run;  // reference on |inputs| (sum of products)
-  // layer_norm
-  std::vector<double> inv;  // per row
-  int64_t row = 1;
-  double scale_max = 0, bias_max = 0;
-  double log_max = 0;  // cross entropy: max |log softmax_out|
-  double p_factor = 1;
-};
-
-F32Bounds MakeBounds(const std::string& op, const ref::Tensors& inputs, const Attrs& attrs,
-                     const ref::Tensors& expected) {
-  F32Bounds b;
-  b.rule = RuleOf(op);
-  for (const ref::Tensor& t : inputs) {
-    if (IsFloating(t.dtype)) b.m = std::max(b.m, MaxAbs(t.data));
-  }
-  const ref::ReferenceFn fn = ref::FindReference(op);
-  auto ratio = [&](const Shape& x, const Shape& out) {
-    return static_cast<double>(std::max<int64_t>(1, Numel(x) / std::max<int64_t>(1, Numel(out))));
-  };
-  switch (b.rule) {
-    case F32Rule::kSumOfProducts: {
-      ref::Tensors abs_inputs = inputs, ones = inputs;
-      for (ref::Tensor& t : abs_inputs) {
-        for (double& v : t.data) v = std::fabs(v);
-      }
-      b.abs_run = fn(abs_inputs, attrs);
-      if (op == "mean" || op == "mean_all" || op == "prod") {
-        b.k = ratio(inputs[0].shape, expected[0].shape);
-      } else {
-        for (ref::Tensor& t : ones) std::fill(t.data.begin(), t.data.end(), 1.0);
-        const ref::Tensors counted = fn(ones, attrs);
-        for (const ref::Tensor& t : counted) b.k = std::max(b.k, MaxAbs(t.data));
-      }
-      break;
-    }
-    case F32Rule::kRelative:
-      if (op == "softmax") {
-        b.k = static_cast<double>(AxisLength(inputs[0].shape, attrs));
-      } else {
-        b.k = ratio(inputs[0].shape, expected[0].shape);
-        b.p_factor = std::max(1.0, 1.0 / std::fabs(attrs.GetFloat("porder")));
-      }
-      break;
-    case F32Rule::kLogDomain:
-      b.k = op == "log_softmax" ? static_cast<double>(AxisLength(inputs[0].shape, attrs))
-                                : ratio(inputs[0].shape, expected[0].shape);
-      break;
-    case F32Rule::kCrossEntropy:
-      b.k = static_cast<double>(AxisLength(inputs[0].shape, attrs));
-      for (double p : expected[0].data) {
-        if (p > 0) b.log_max = std::max(b.log_max, std::fabs(std::log(p)));
-      }
-      break;
-    case F32Rule::kLayerNorm: {
-      b.k = ratio(inputs[0].shape, expected[1].shape);
-      b.row = static_cast<int64_t>(b.k);
-      const double eps = attrs.GetFloat("epsilon");
-      for (double var : expected[2].data) b.inv.push_back(1.0 / std::sqrt(var + eps));
-      b.scale_max = MaxAbs(inputs[1].data);
-      b.bias_max = MaxAbs(inputs[2].data);
-      break;
-    }
-    case F32Rule::kRmsNorm:
-      b.k = ratio(inputs[0].shape, expected[1].shape);
-      break;
-    case F32Rule::kSoftmaxGrad:
-      b.k = static_cast<double>(AxisLength(inputs[0].shape, attrs));
-      break;
-    default:
-      break;
-  }
-  b.k = std::max(b.k, 1.0);
-  return b;
-}
-
-// The allowed |kernel - ref| of element i of output `out` in a float32 run (the exact rule
-// is handled by the caller).
-double F32Tolerance(const F32Bounds& b, size_t out, size_t i, double r) {
-  constexpr double kFloor = 1e-30;
-  const double a = std::fabs(r);
-  const double k = b.k, m = b.m;
-  switch (b.rule) {
-    case F32Rule::kExact: return 0;
-    case F32Rule::kPointwise: return 1e-5 * a + 1e-6;
-    case F32Rule::kSumOfProducts:
-      return 2 * (k + 2) * kU * std::fabs((*b.abs_run)[out].data[i]) + kFloor;
-    case F32Rule::kRelative: return 2 * (k + 8 + 2 * m) * kU * a * b.p_factor + kFloor;
-    case F32Rule::kLogDomain: return 2 * (k + 8 + 2 * m) * kU * (a + m + 1) + kFloor;
-    case F32Rule::kCrossEntropy:
-      if (out == 0) return 2 * (k + 8 + 2 * m) * kU * a + kFloor;
-      return 2 * (k + 8 + 2 * m) * kU * (a + 1 + k * m * b.log_max) + kFloor;
-    case F32Rule::kLayerNorm:
-      if (out == 1) return 2 * (k + 8) * kU * (a + m) + kFloor;
-      if (out == 2) return 2 * (k + 8) * kU * a + 4 * (k * m * kU) * (k * m * kU) + kFloor;
-      return 2 * (k + 8 + 2 * m) * kU *
-                 (a + b.bias_max + b.inv[i / static_cast<size_t>(b.row)] * b.scale_max * 3 * m) +
-             kFloor;
-    case F32Rule::kRmsNorm: return 2 * (k + 8 + 2 * m) * kU * a + kFloor;
-    case F32Rule::kSoftmaxGrad: return 2 * (k + 8) * kU * (a + m * (m + k * m * m)) + kFloor;
-  }
-  return 0;
-}
+using prop::F32Bounds;
+using prop::F32Rule;
+using prop::F32Tolerance;
+using prop::MakeBounds;
+using prop::MaxAbs;
+using prop::Numel;
+using prop::AxisLength;
+using prop::RuleOf;
 
 // ---- Verdicts --------------------------------------------------------------------------------
 
