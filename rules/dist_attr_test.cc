@@ -6,51 +6,22 @@
 #include <functional>
 
 #include "rules/error.h"
+#include "rules/model_test_util.h"
 
 namespace spmd {
 namespace {
 
-void ExpectInvalid(const std::function<void()>& call, const std::string& field) {
-  try {
-    call();
-    ADD_FAILURE() << "expected SpmdError on field " << field;
-  } catch (const SpmdError& e) {
-    EXPECT_EQ(e.type(), ErrorType::kInvalidArgument) << e.what();
-    EXPECT_EQ(e.field(), field) << e.what();
-  }
-}
+using spmd::testing::ExpectInvalid;
+using spmd::testing::Shuffled;
 
-// Returns `values` in a random order (this RapidCheck has no gen::shuffle); shrinks
-// towards the given order.
-template <class T>
-std::vector<T> Shuffled(std::vector<T> values) {
-  for (size_t i = 0; i < values.size(); ++i) {
-    const size_t j = *rc::gen::inRange(i, values.size());
-    std::swap(values[i], values[j]);
-  }
-  return values;
-}
+
 
 const std::vector<ReduceOp> kAllReduceOps = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax,
                                              ReduceOp::kMin, ReduceOp::kProd, ReduceOp::kAny,
                                              ReduceOp::kAll};
 
-// A valid dist attr of `rank` dims over `mesh_ndim` axes: each axis is replicated,
-// partial, or appended to a dim's list, axes visited in random order so that co-shard
-// orders are random too.
 DistAttr GenDistAttr(int mesh_ndim, int rank) {
-  DistAttr attr = DistAttr::Replicated(rank);
-  std::vector<int> axes(mesh_ndim);
-  for (int a = 0; a < mesh_ndim; ++a) axes[a] = a;
-  for (int axis : Shuffled(axes)) {
-    const int role = *rc::gen::inRange(0, 3);
-    if (role == 1 && rank > 0) {
-      attr.dims[*rc::gen::inRange(0, rank)].push_back(axis);
-    } else if (role == 2) {
-      attr.partial[axis] = *rc::gen::elementOf(kAllReduceOps);
-    }
-  }
-  return attr;
+  return testing::GenDistAttr(mesh_ndim, rank, kAllReduceOps);
 }
 
 TEST(DistAttrTest, ReduceOpNames) {

@@ -7,30 +7,15 @@
 #include <limits>
 
 #include "rules/error.h"
+#include "rules/model_test_util.h"
 
 namespace spmd {
 namespace {
 
-void ExpectInvalid(const std::function<void()>& call, const std::string& field) {
-  try {
-    call();
-    ADD_FAILURE() << "expected SpmdError on field " << field;
-  } catch (const SpmdError& e) {
-    EXPECT_EQ(e.type(), ErrorType::kInvalidArgument) << e.what();
-    EXPECT_EQ(e.field(), field) << e.what();
-  }
-}
+using spmd::testing::ExpectInvalid;
+using spmd::testing::Shuffled;
 
-// Returns `values` in a random order (this RapidCheck has no gen::shuffle); shrinks
-// towards the given order.
-template <class T>
-std::vector<T> Shuffled(std::vector<T> values) {
-  for (size_t i = 0; i < values.size(); ++i) {
-    const size_t j = *rc::gen::inRange(i, values.size());
-    std::swap(values[i], values[j]);
-  }
-  return values;
-}
+
 
 std::vector<int64_t> ChunkSizes(int64_t size, int64_t parts) {
   std::vector<int64_t> sizes;
@@ -43,17 +28,8 @@ Mesh GenMesh() {
                                                         rc::gen::inRange<int64_t>(1, 5)));
 }
 
-// As in dist_attr_test.cc: each axis replicated, partial or appended to a random dim.
 DistAttr GenDistAttr(int mesh_ndim, int rank) {
-  DistAttr attr = DistAttr::Replicated(rank);
-  std::vector<int> axes(mesh_ndim);
-  for (int a = 0; a < mesh_ndim; ++a) axes[a] = a;
-  for (int axis : Shuffled(axes)) {
-    const int role = *rc::gen::inRange(0, 3);
-    if (role == 1 && rank > 0) attr.dims[*rc::gen::inRange(0, rank)].push_back(axis);
-    if (role == 2) attr.partial[axis] = ReduceOp::kSum;
-  }
-  return attr;
+  return testing::GenDistAttr(mesh_ndim, rank, {ReduceOp::kSum});
 }
 
 std::vector<std::vector<int64_t>> AllCoords(const Mesh& mesh) {

@@ -8,30 +8,15 @@
 #include <set>
 
 #include "rules/error.h"
+#include "rules/model_test_util.h"
 
 namespace spmd {
 namespace {
 
-void ExpectInvalid(const std::function<void()>& call, const std::string& field) {
-  try {
-    call();
-    ADD_FAILURE() << "expected SpmdError on field " << field;
-  } catch (const SpmdError& e) {
-    EXPECT_EQ(e.type(), ErrorType::kInvalidArgument) << e.what();
-    EXPECT_EQ(e.field(), field) << e.what();
-  }
-}
+using spmd::testing::ExpectInvalid;
+using spmd::testing::Shuffled;
 
-// Returns `values` in a random order (this RapidCheck has no gen::shuffle); shrinks
-// towards the given order.
-template <class T>
-std::vector<T> Shuffled(std::vector<T> values) {
-  for (size_t i = 0; i < values.size(); ++i) {
-    const size_t j = *rc::gen::inRange(i, values.size());
-    std::swap(values[i], values[j]);
-  }
-  return values;
-}
+
 
 // A mesh of 1-4 axes of size 1-4 whose ids are a shuffled, sparse set (not 0..n-1).
 Mesh GenMesh() {

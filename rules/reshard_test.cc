@@ -13,10 +13,13 @@
 #include <sstream>
 
 #include "rules/error.h"
+#include "rules/model_test_util.h"
 #include "rules/layout.h"
 
 namespace spmd {
 namespace {
+
+using spmd::testing::Shuffled;
 
 using Box = std::vector<Range>;
 
@@ -494,14 +497,6 @@ std::string Show(const ReshardPlan& plan) { return ToString(plan); }
 
 // ---- Generators --------------------------------------------------------------------------
 
-template <class T>
-std::vector<T> Shuffled(std::vector<T> values) {
-  for (size_t i = 0; i < values.size(); ++i) {
-    const size_t j = *rc::gen::inRange(i, values.size());
-    std::swap(values[i], values[j]);
-  }
-  return values;
-}
 
 std::vector<int64_t> Iota(int64_t n, int64_t start = 0) {
   std::vector<int64_t> ids(n);
