@@ -149,4 +149,10 @@ double F32Tolerance(const F32Bounds& b, size_t out, size_t i, double r) {
   return 0;
 }
 
+bool SameSpecial(double x, double y) {
+  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
+  if (std::isinf(x) || std::isinf(y)) return x == y;
+  return false;
+}
+
 }  // namespace spmd::prop

@@ -49,6 +49,9 @@ struct F32Bounds {
 
 F32Bounds MakeBounds(const std::string& op, const reference::Tensors& inputs, const Attrs& attrs,
                      const reference::Tensors& expected);
+// True when x and y are both NaN or the same infinity; false when either is finite.
+bool SameSpecial(double x, double y);
+
 // The allowed |float32 run - reference| of element i of output `out` (kExact: 0).
 double F32Tolerance(const F32Bounds& b, size_t out, size_t i, double r);
 

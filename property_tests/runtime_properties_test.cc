@@ -69,6 +69,7 @@
 #include <mpi.h>
 
 #include "runtime/mpi_communicator.h"
+#include "runtime/mpi_test_main.h"
 #else
 #include "runtime/thread_communicator.h"
 #endif
@@ -611,11 +612,7 @@ using prop::MaxAbs;
 using prop::AxisLength;
 using prop::RuleOf;
 
-bool SameSpecial(double x, double y) {
-  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
-  if (std::isinf(x) || std::isinf(y)) return x == y;
-  return false;
-}
+using prop::SameSpecial;
 
 // Distinct values (so max and argmax have one answer), sign-varying unless positive (as
 // checker/simulate.cc makes them).
@@ -885,41 +882,9 @@ INSTANTIATE_TEST_SUITE_P(AllOps, RuntimeOps, ::testing::ValuesIn(OpsUnderTest())
 
 #ifdef SPMD_RUNTIME_PROPS_MPI
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  const int rank = spmd::runtime::WorldRank();
   spmd::runtime::g_program = argv[0];
-
-  // One seed for every rank: rank 0 draws it unless RC_PARAMS fixes it.
-  const char* env = std::getenv("RC_PARAMS");
-  std::string params = env != nullptr ? env : "";
-  if (params.find("seed=") == std::string::npos) {
-    unsigned long long seed = rank == 0 ? std::random_device{}() : 0;
-    MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
-    params += " seed=" + std::to_string(seed);
-  }
-  setenv("RC_PARAMS", params.c_str(), 1);
-
-  ::testing::InitGoogleTest(&argc, argv);
-  std::ofstream null_stream;
-  if (rank != 0) {
-    // RapidCheck and gtest reports: rank 0's suffice (every rank reaches the same verdicts).
-    // Failure messages of the runtime use stderr directly and still show.
-    null_stream.open("/dev/null");
-    std::cerr.rdbuf(null_stream.rdbuf());
-    std::cout.rdbuf(null_stream.rdbuf());
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int code = 0;
-  {
-    spmd::runtime::MpiCommunicator comm;
-    spmd::runtime::g_comm = &comm;
-    code = RUN_ALL_TESTS();
-    spmd::runtime::g_comm = nullptr;
-  }
-  int worst = 0;
-  MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return worst;
+  return spmd::runtime::RunMpiTests(argc, argv, "", [](spmd::runtime::MpiCommunicator* comm) {
+    spmd::runtime::g_comm = comm;
+  });
 }
 #endif

@@ -14,6 +14,7 @@
 
 #include "runtime/communicator_cases.h"
 #include "runtime/mpi_communicator.h"
+#include "runtime/mpi_test_main.h"
 
 namespace spmd::runtime {
 namespace {
@@ -71,39 +72,7 @@ TEST(MpiCommunicator, MeshAxisGroups) {
 }  // namespace spmd::runtime
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  const int rank = spmd::runtime::WorldRank();
-
-  // One seed for every rank: rank 0 draws it unless RC_PARAMS fixes it.
-  const char* env = std::getenv("RC_PARAMS");
-  std::string params = env != nullptr ? env : "";
-  if (params.find("seed=") == std::string::npos) {
-    unsigned long long seed = rank == 0 ? std::random_device{}() : 0;
-    MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
-    params += " seed=" + std::to_string(seed);
-  }
-  if (params.find("max_success=") == std::string::npos) params += " max_success=200";
-  setenv("RC_PARAMS", params.c_str(), 1);
-
-  ::testing::InitGoogleTest(&argc, argv);
-  std::ofstream null_stream;
-  if (rank != 0) {
-    // RapidCheck reports (configuration, reproduce lines) on std::cerr: rank 0's suffice.
-    // Failure messages of the runtime use stderr directly and still show.
-    null_stream.open("/dev/null");
-    std::cerr.rdbuf(null_stream.rdbuf());
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int code = 0;
-  {
-    spmd::runtime::MpiCommunicator comm;
-    spmd::runtime::g_comm = &comm;
-    code = RUN_ALL_TESTS();
-    spmd::runtime::g_comm = nullptr;
-  }
-  int worst = 0;
-  MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return worst;
+  return spmd::runtime::RunMpiTests(argc, argv, "max_success=200", [](spmd::runtime::MpiCommunicator* comm) {
+    spmd::runtime::g_comm = comm;
+  });
 }

@@ -1,0 +1,65 @@
+// The main of a GoogleTest + RapidCheck program under mpirun (TOOLCHAIN.md's verified
+// pattern), shared by the MPI test programs: one RapidCheck seed for every rank (rank 0
+// draws it unless RC_PARAMS fixes it), only rank 0's reports, the exit code all-reduced
+// (max) so that one failing rank fails the run. Test-only; include from one .cc per program.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <random>
+#include <string>
+
+#include "runtime/mpi_communicator.h"
+
+namespace spmd::runtime {
+
+// Calls MPI_Init, runs every test with `set_comm` given a live MpiCommunicator (and
+// nullptr after), finalizes. `extra_params` is appended to RC_PARAMS unless it already
+// names a max_success.
+inline int RunMpiTests(int argc, char** argv, const std::string& extra_params,
+                       const std::function<void(MpiCommunicator*)>& set_comm) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const char* env = std::getenv("RC_PARAMS");
+  std::string params = env != nullptr ? env : "";
+  if (params.find("seed=") == std::string::npos) {
+    unsigned long long seed = rank == 0 ? std::random_device{}() : 0;
+    MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+    params += " seed=" + std::to_string(seed);
+  }
+  if (!extra_params.empty() && params.find("max_success=") == std::string::npos) {
+    params += " " + extra_params;
+  }
+  setenv("RC_PARAMS", params.c_str(), 1);
+
+  ::testing::InitGoogleTest(&argc, argv);
+  std::ofstream null_stream;
+  if (rank != 0) {
+    // RapidCheck and gtest reports: rank 0's suffice (every rank reaches the same verdicts).
+    // Failure messages of the runtime use stderr directly and still show.
+    null_stream.open("/dev/null");
+    std::cerr.rdbuf(null_stream.rdbuf());
+    std::cout.rdbuf(null_stream.rdbuf());
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  int code = 0;
+  {
+    MpiCommunicator comm;
+    set_comm(&comm);
+    code = RUN_ALL_TESTS();
+    set_comm(nullptr);
+  }
+  int worst = 0;
+  MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return worst;
+}
+
+}  // namespace spmd::runtime
