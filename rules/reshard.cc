@@ -69,10 +69,12 @@ std::vector<std::vector<int64_t>> AllCoords(const Mesh& mesh) {
   return coords;
 }
 
-// ceil(factor * (n - 1) * bytes / n): the ring-algorithm accounting.
-int64_t RingBytes(int64_t bytes, int64_t n, int factor) {
-  const __int128 num = static_cast<__int128>(factor) * (n - 1) * bytes;
-  return static_cast<int64_t>((num + n - 1) / n);
+// The position of the rank at `coord` in its group along `axes` (major to minor, as
+// Mesh::GroupOf orders the group).
+int64_t GroupPosition(const Mesh& mesh, const AxisList& axes, const std::vector<int64_t>& coord) {
+  int64_t p = 0;
+  for (int a : axes) p = p * mesh.axis_size(a) + coord[a];
+  return p;
 }
 
 int64_t CeilDiv(__int128 num, int64_t den) { return static_cast<int64_t>((num + den - 1) / den); }
@@ -194,14 +196,20 @@ RankBytes CollectiveBytesAt(const StepRef& step, const std::vector<int64_t>& sha
       return RankBytes{(n - 1) * Volume(before) * s, (Volume(after) - Volume(before)) * s};
     }
     case StepKind::kReduceScatter: {
-      // Never less than the reduced chunk the rank ends with: it held one addend of it.
+      // Direct reduce-scatter: the rank sends every member its chunk and receives n - 1
+      // addends of its own (the Communicator's accounting, runtime/communicator.h).
       const Box after = BoxAt(shape, step.after, step.mesh, coord);
-      const int64_t b =
-          std::max(RingBytes(Volume(before) * s, n, 1), n > 1 ? Volume(after) * s : 0);
-      return RankBytes{b, b};
+      if (n <= 1) return RankBytes{};
+      return RankBytes{(Volume(before) - Volume(after)) * s, (n - 1) * Volume(after) * s};
     }
     case StepKind::kAllReduce: {
-      const int64_t b = RingBytes(Volume(before) * s, n, 2);
+      // Reduce-scatter then all-gather over the balanced split of the buffer: the member at
+      // position p owns count / n elements, one more when p < count % n.
+      if (n <= 1) return RankBytes{};
+      const int64_t count = Volume(before);
+      const int64_t p = GroupPosition(step.mesh, step.axes, coord);
+      const int64_t chunk = count / n + (p < count % n ? 1 : 0);
+      const int64_t b = (count - chunk + (n - 1) * chunk) * s;
       return RankBytes{b, b};
     }
     case StepKind::kAllToAll: {
@@ -794,7 +802,8 @@ int64_t ReshardLowerBound(const Mesh& from_mesh, const DistAttr& from, const Mes
       // Each element: (N_P - 1) receptions to combine its addends, plus one for every rank
       // needing it but the first to complete it; spread over every rank at best.
       const __int128 receptions = static_cast<__int128>(addends - 2) * elements + target_total;
-      bound = std::max(bound, CeilDiv(receptions * s, static_cast<int64_t>(ranks.size())));
+      // Receptions are of whole elements.
+      bound = std::max(bound, CeilDiv(receptions, static_cast<int64_t>(ranks.size())) * s);
     }
     return bound;
   }
@@ -820,8 +829,7 @@ int64_t ReshardLowerBound(const Mesh& from_mesh, const DistAttr& from, const Mes
       });
       if (!held) missing += Volume(Intersect(target, c.box));
     }
-    bound = std::max(
-        bound, CeilDiv(static_cast<__int128>(missing) * s, static_cast<int64_t>(members.size())));
+    bound = std::max(bound, CeilDiv(missing, static_cast<int64_t>(members.size())) * s);
   }
   return bound;
 }

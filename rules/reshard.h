@@ -47,9 +47,14 @@
 // Bytes (the executor counts the same, per rank; `s` = bytes per element, `T` = the rank's
 // local buffer bytes before the step):
 // - AllGather: received = the others' chunks in its group; sent = (n-1) * its own chunk.
-// - ReduceScatter: sent = received = max(ceil((n-1) * T / n), the bytes of the rank's own
-//   new chunk) (ring-algorithm accounting, never below the reduced values it must get).
-// - AllReduce: sent = received = ceil(2 * (n-1) * T / n) (ring-algorithm accounting).
+// - ReduceScatter (direct): received = (n-1) * its own new chunk (one addend from each
+//   other member); sent = T - its own new chunk (every other member's chunk).
+// - AllReduce (reduce-scatter then all-gather over a balanced split of the T / s elements:
+//   the member at position p of the group owns c_p = floor(T/s / n), plus one when p <
+//   (T/s) mod n): sent = received = T - c_p * s + (n-1) * c_p * s. Where n divides the
+//   element count both equal the ring figures of SEMANTICS.md §8 ((n-1)/n T and
+//   2(n-1)/n T); otherwise they are what these algorithms really move, in whole elements
+//   (docs/RESHARD.md "Uneven reductions").
 // - AllToAll: received = the part of its `after` box it did not hold; sent = the part of
 //   its `before` box it does not keep.
 // - Local steps: 0.
@@ -162,9 +167,10 @@ ReshardPlan NaiveReshardPlan(const Mesh& from_mesh, const DistAttr& from, const 
 
 // Returns a lower bound on the max over ranks of the bytes any algorithm receives
 // (docs/RESHARD.md "Lower bound"): per rank, the bytes of its target shard it does not hold;
-// with a partial source, the reduction bound ((N_P - 2) * E + sum of target shard sizes)
-// * s / (ranks) over the N_P addends; with a partial target, per target partial group, the
-// bytes no member holds divided by the group size; partial to partial: 0 (no bound derived).
+// with a partial source, the reduction bound ceil(((N_P - 2) * E + sum of target shard
+// sizes) / ranks) * s over the N_P addends (whole elements); with a partial target, per
+// target partial group, the elements no member holds divided by the group size (rounded
+// up, times s); partial to partial: 0 (no bound derived).
 // Equals SEMANTICS.md §8 on one axis.
 int64_t ReshardLowerBound(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_mesh,
                           const DistAttr& to, const std::vector<int64_t>& shape, DType dtype);

@@ -16,11 +16,11 @@
 //   source of, receives those addressed to it, and copies what it already held.
 // - LocalSlice, LocalPartial, ShardToPartial, Rescale: local, no communication.
 //
-// Bytes: the communicator counts, per rank and step, exactly ExecutorStepBytes(...). That
-// equals the plan's StepBytesOf(...) for every step except ReduceScatter and AllReduce on
-// buffers that do not split evenly over the group, where the plan uses the ring formulas
-// (fractions of a buffer) and the communicator counts whole elements of its own formulas
-// (communicator.h); docs/RUNTIME.md "Bytes" has the numbers.
+// Bytes: the communicator counts, per rank and step, exactly ExecutorStepBytes(...) (the
+// communicator's CountBytes applied to the counts this executor passes), and that equals
+// the plan's StepBytesOf(...) for every step, uneven reductions included: both count the
+// whole elements of the same algorithms (rules/reshard.h "Bytes", communicator.h). The
+// tests check counted == expected == planned on every rank.
 #pragma once
 
 #include <cstddef>

@@ -165,16 +165,19 @@ TEST(Executor, MovesToASubMeshAndAnotherShape) {
 }
 
 TEST(Executor, UnevenReductionsCountWholeElements) {
-  // 5 float32 over 4 ranks: the plan's ring accounting is ceil(2 * 3/4 * 20) = 30 bytes per
-  // rank; the communicator's balanced ring counts whole elements: 36 bytes for the rank
-  // with the 2-element chunk, 28 for the others.
+  // 5 float32 over 4 ranks: the balanced split gives the rank at position 0 a 2-element
+  // chunk (5 - 2 + 3 * 2 = 9 elements, 36 bytes) and the others one (7 elements, 28
+  // bytes); the plan, the executor's formula and the communicator all count that. The
+  // averaged bound is ceil((2 * 5 + 4 * 5) / 4) = 8 elements.
   const Mesh mesh({4});
   const ReshardPlan plan = PlanReshard(mesh, {5}, DType::kFloat32, Parse("[P(sum)]", 1), Parse("[R]", 1));
   ASSERT_EQ(plan.steps.size(), 1u);
   EXPECT_EQ(plan.steps[0].kind, StepKind::kAllReduce);
+  EXPECT_EQ(plan.bytes_per_rank, 36);
+  EXPECT_EQ(plan.lower_bound_bytes, 32);
   for (int64_t pid = 0; pid < 4; ++pid) {
-    EXPECT_EQ(StepBytesOf(plan.steps[0], plan.shape, plan.dtype, pid), (RankBytes{30, 30}));
     const int64_t want = pid == 0 ? 36 : 28;
+    EXPECT_EQ(StepBytesOf(plan.steps[0], plan.shape, plan.dtype, pid), (RankBytes{want, want}));
     EXPECT_EQ(ExecutorStepBytes(plan.steps[0], plan.shape, plan.dtype, pid), (RankBytes{want, want}));
   }
   RoundTrip(4, mesh, Iota({5}), Parse("[P(sum)]", 1), Parse("[R]", 1));
