@@ -9,13 +9,17 @@
 //
 // A Tensor owns its buffer (64-byte aligned); copies are deep, moves are cheap.
 // Invariant: the buffer holds exactly NumElements(shape) elements of dtype.
+// Kernels read their inputs through TensorArgs (below), a list of pointers, so passing
+// tensors to a kernel copies no buffer.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "rules/dtype.h"
@@ -124,6 +128,64 @@ class Tensor {
 };
 
 using Tensors = std::vector<Tensor>;
+
+// The inputs of a kernel: a non-owning, read-only list of tensors. Kernels take this rather
+// than `const Tensors&` so that a caller holding its tensors elsewhere (the runtime's
+// Dispatch: the caller's shards next to freshly resharded ones) passes them without
+// copying their buffers. The tensors must outlive the list: use it as a parameter type,
+// not to keep tensors around (a list made from a temporary Tensors dangles once that
+// temporary is gone). Entries may alias one another (add(x, x)); kernels only read them.
+class TensorArgs {
+ public:
+  // Iterates the tensors as `const Tensor&`.
+  class Iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = Tensor;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const Tensor*;
+    using reference = const Tensor&;
+    explicit Iterator(const Tensor* const* at) : at_(at) {}
+    const Tensor& operator*() const { return **at_; }
+    const Tensor* operator->() const { return *at_; }
+    Iterator& operator++() {
+      ++at_;
+      return *this;
+    }
+    Iterator operator++(int) {
+      Iterator before = *this;
+      ++at_;
+      return before;
+    }
+    bool operator==(const Iterator& other) const { return at_ == other.at_; }
+    bool operator!=(const Iterator& other) const { return at_ != other.at_; }
+
+   private:
+    const Tensor* const* at_;
+  };
+
+  TensorArgs() = default;
+  // Views every tensor of `tensors` (implicit, so a Tensors can be passed as it is).
+  TensorArgs(const Tensors& tensors) {
+    ptrs_.reserve(tensors.size());
+    for (const Tensor& t : tensors) ptrs_.push_back(&t);
+  }
+  // Views the tensors pointed to; InvalidArgument ("inputs[i]") for a null pointer.
+  explicit TensorArgs(std::vector<const Tensor*> tensors) : ptrs_(std::move(tensors)) {
+    for (size_t i = 0; i < ptrs_.size(); ++i) {
+      if (ptrs_[i] == nullptr) ThrowInvalid("inputs[" + std::to_string(i) + "]", "null tensor");
+    }
+  }
+
+  size_t size() const { return ptrs_.size(); }
+  bool empty() const { return ptrs_.empty(); }
+  const Tensor& operator[](size_t i) const { return *ptrs_[i]; }
+  Iterator begin() const { return Iterator(ptrs_.data()); }
+  Iterator end() const { return Iterator(ptrs_.data() + ptrs_.size()); }
+
+ private:
+  std::vector<const Tensor*> ptrs_;
+};
 
 template <typename T>
 Tensor Tensor::FromVector(Shape shape, const std::vector<T>& values) {

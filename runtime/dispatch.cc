@@ -1,6 +1,7 @@
 #include "runtime/dispatch.h"
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -46,9 +47,9 @@ void FillUnknown(std::vector<Shape>& shapes, const Tensors& outputs, const char*
   }
 }
 
-DType PlaceholderDType(const std::vector<DistTensor>& inputs) {
-  for (const DistTensor& t : inputs) {
-    if (IsFloating(t.dtype())) return t.dtype();
+DType PlaceholderDType(const std::vector<const DistTensor*>& inputs) {
+  for (const DistTensor* t : inputs) {
+    if (IsFloating(t->dtype())) return t->dtype();
   }
   return DType::kFloat64;
 }
@@ -81,24 +82,27 @@ std::vector<Shape> RuleOutputShapes(const OpDecl& op, const std::vector<Shape>& 
   return shapes;
 }
 
-std::vector<DistTensor> Dispatch(const OpDecl& op, const std::vector<DistTensor>& inputs,
-                                 const Attrs& attrs, Communicator& comm, DispatchReport* report) {
+namespace {
+
+// Dispatch on the caller's tensors, by pointer (none is copied).
+std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const DistTensor*>& inputs,
+                                   const Attrs& attrs, Communicator& comm, DispatchReport* report) {
   const int64_t me = comm.rank();
   if (inputs.empty()) ThrowInvalid("inputs", "no inputs");
-  const Mesh& mesh = inputs[0].mesh();
+  const Mesh& mesh = inputs[0]->mesh();
   std::vector<TensorArg> args;
   std::vector<Shape> shapes;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!(inputs[i].mesh() == mesh)) {
-      ThrowInvalid(Field("inputs", i) + ".mesh", "is " + ToString(inputs[i].mesh()) +
+    if (!(inputs[i]->mesh() == mesh)) {
+      ThrowInvalid(Field("inputs", i) + ".mesh", "is " + ToString(inputs[i]->mesh()) +
                                                       ", inputs[0] is on " + ToString(mesh));
     }
-    if (inputs[i].process_id() != me) {
-      ThrowInvalid(Field("inputs", i), "belongs to rank " + std::to_string(inputs[i].process_id()) +
+    if (inputs[i]->process_id() != me) {
+      ThrowInvalid(Field("inputs", i), "belongs to rank " + std::to_string(inputs[i]->process_id()) +
                                            ", the communicator to rank " + std::to_string(me));
     }
-    args.push_back({inputs[i].shape(), inputs[i].dist_attr()});
-    shapes.push_back(inputs[i].shape());
+    args.push_back({inputs[i]->shape(), inputs[i]->dist_attr()});
+    shapes.push_back(inputs[i]->shape());
   }
   const InferResult rule = InferForward(op, mesh, args, attrs);
   const Attrs normalized = op.NormalizeAttrs(attrs);
@@ -109,24 +113,29 @@ std::vector<DistTensor> Dispatch(const OpDecl& op, const std::vector<DistTensor>
     report->reshards.resize(inputs.size());
   }
 
-  // Reshard the inputs that need it (a no-op on ranks outside the mesh).
+  // Reshard the inputs that need it (a no-op on ranks outside the mesh). The kernel reads
+  // the others from the caller's shards: `locals` points at inputs[i]->local() for them and
+  // at an entry of `resharded` (a deque: its elements never move) for the rest.
   const std::optional<std::vector<int64_t>> coord = mesh.CoordinateOf(me);
-  Tensors locals;
+  std::deque<Tensor> resharded;
+  std::vector<const Tensor*> local_ptrs;
   std::vector<Shape> local_shapes, offsets;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const bool move = !(inputs[i].dist_attr() == rule.inputs[i]);
+    const bool move = !(inputs[i]->dist_attr() == rule.inputs[i]);
     ReshardReport* r = report != nullptr ? &report->reshards[i] : nullptr;
     if (report != nullptr) report->resharded[i] = move;
     if (!coord) continue;
     if (move) {
-      DistTensor ready = inputs[i].Reshard(rule.inputs[i], comm, r);
-      locals.push_back(std::move(ready.local()));
+      DistTensor ready = inputs[i]->Reshard(rule.inputs[i], comm, r);
+      resharded.push_back(std::move(ready.local()));
+      local_ptrs.push_back(&resharded.back());
     } else {
-      locals.push_back(inputs[i].local());
+      local_ptrs.push_back(&inputs[i]->local());
     }
-    local_shapes.push_back(locals.back().shape());
+    local_shapes.push_back(local_ptrs.back()->shape());
     offsets.push_back(GlobalOffset(shapes[i], rule.inputs[i], mesh, *coord));
   }
+  const kernels::TensorArgs locals(std::move(local_ptrs));
 
   std::vector<Shape> global_out = RuleOutputShapes(op, shapes, normalized);
   if (global_out.size() != rule.outputs.size()) {
@@ -169,7 +178,10 @@ std::vector<DistTensor> Dispatch(const OpDecl& op, const std::vector<DistTensor>
     const LocalContext context{normalized, shapes, local_shapes, offsets, global_out, local_out};
     local_attrs = op.localize(context);
   }
-  if (report != nullptr) report->local_attrs = local_attrs;
+  if (report != nullptr) {
+    report->local_attrs = local_attrs;
+    for (const Tensor& t : locals) report->input_buffers.push_back(t.bytes());
+  }
 
   Tensors results = kernels::RunCpuKernel(op.name, locals, local_attrs);
   FillUnknown(global_out, results, "run");
@@ -190,13 +202,48 @@ std::vector<DistTensor> Dispatch(const OpDecl& op, const std::vector<DistTensor>
   return out;
 }
 
-std::vector<DistTensor> Dispatch(std::string_view op, const std::vector<DistTensor>& inputs,
-                                 const Attrs& attrs, Communicator& comm, DispatchReport* report) {
+std::vector<const DistTensor*> Pointers(const std::vector<DistTensor>& inputs) {
+  std::vector<const DistTensor*> out;
+  out.reserve(inputs.size());
+  for (const DistTensor& t : inputs) out.push_back(&t);
+  return out;
+}
+
+std::vector<const DistTensor*> Pointers(DistTensorRefs inputs) {
+  std::vector<const DistTensor*> out;
+  out.reserve(inputs.size());
+  for (const DistTensor& t : inputs) out.push_back(&t);
+  return out;
+}
+
+const OpDecl& FindOrThrow(std::string_view op) {
   const OpDecl* decl = FindOp(op);
   if (decl == nullptr) {
     throw SpmdError(ErrorType::kUnknownOp, "op", "no op named '" + std::string(op) + "'");
   }
-  return Dispatch(*decl, inputs, attrs, comm, report);
+  return *decl;
+}
+
+}  // namespace
+
+std::vector<DistTensor> Dispatch(const OpDecl& op, const std::vector<DistTensor>& inputs,
+                                 const Attrs& attrs, Communicator& comm, DispatchReport* report) {
+  return DispatchOn(op, Pointers(inputs), attrs, comm, report);
+}
+
+std::vector<DistTensor> Dispatch(const OpDecl& op, DistTensorRefs inputs, const Attrs& attrs,
+                                 Communicator& comm, DispatchReport* report) {
+  return DispatchOn(op, Pointers(inputs), attrs, comm, report);
+}
+
+std::vector<DistTensor> Dispatch(std::string_view op, const std::vector<DistTensor>& inputs,
+                                 const Attrs& attrs, Communicator& comm, DispatchReport* report) {
+  return DispatchOn(FindOrThrow(op), Pointers(inputs), attrs, comm, report);
+}
+
+std::vector<DistTensor> Dispatch(std::string_view op, DistTensorRefs inputs, const Attrs& attrs,
+                                 Communicator& comm, DispatchReport* report) {
+  return DispatchOn(FindOrThrow(op), Pointers(inputs), attrs, comm, report);
 }
 
 }  // namespace spmd::runtime

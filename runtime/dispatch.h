@@ -8,7 +8,10 @@
 //    (PlanReshard's plan, run by the executor);
 // 3. the local kernel: kernels::RunCpuKernel(op, local shards, attrs), with the attrs the
 //    op's localizer derives for this rank (LocalContext: global and local shapes of inputs
-//    and outputs, the global offset of every input shard; as checker/simulate.cc does);
+//    and outputs, the global offset of every input shard; as checker/simulate.cc does).
+//    The kernel reads an input that needed no reshard from the caller's own shard
+//    (inputs[i].local(), not a copy; kernels take a kernels::TensorArgs) and a resharded
+//    one from the reshard's result;
 // 4. the outputs are DistTensors with the inferred dist attrs; partial outputs stay
 //    partial until someone reshards them.
 //
@@ -32,6 +35,9 @@
 // dtype: that of the first floating input, else float64).
 #pragma once
 
+#include <cstddef>
+#include <functional>
+#include <initializer_list>
 #include <string_view>
 #include <vector>
 
@@ -48,7 +54,17 @@ struct DispatchReport {
   std::vector<bool> resharded;          // per input: whether it was resharded
   std::vector<ReshardReport> reshards;  // per input: the bytes its reshard moved
   Attrs local_attrs;                    // the attrs the kernel ran with on this rank
+  // Per input, on ranks of the mesh (empty elsewhere): the buffer (bytes()) of the tensor
+  // the kernel was given. It is inputs[i].local().bytes() for an input that needed no
+  // reshard (no copy) and the reshard's result otherwise, which is freed when Dispatch
+  // returns: compare these pointers, never read through them. nullptr for an empty shard.
+  std::vector<const std::byte*> input_buffers;
 };
+
+// A braced list of the caller's DistTensors, by reference: `Dispatch("matmul", {x, w}, ...)`
+// picks the overloads taking it (an initializer_list conversion ranks first) and copies
+// neither tensor. A list holding a temporary falls back to the std::vector overloads.
+using DistTensorRefs = std::initializer_list<std::reference_wrapper<const DistTensor>>;
 
 // Runs `op` on `inputs` (all on one mesh, all of this rank: process_id() == comm.rank()).
 // Throws SpmdError as InferForward does (naming the field), SpmdError(kInvalidArgument,
@@ -56,10 +72,14 @@ struct DispatchReport {
 std::vector<DistTensor> Dispatch(const OpDecl& op, const std::vector<DistTensor>& inputs,
                                  const Attrs& attrs, Communicator& comm,
                                  DispatchReport* report = nullptr);
+std::vector<DistTensor> Dispatch(const OpDecl& op, DistTensorRefs inputs, const Attrs& attrs,
+                                 Communicator& comm, DispatchReport* report = nullptr);
 // By name; SpmdError(kUnknownOp, "op") for a name spmdkit does not have.
 std::vector<DistTensor> Dispatch(std::string_view op, const std::vector<DistTensor>& inputs,
                                  const Attrs& attrs, Communicator& comm,
                                  DispatchReport* report = nullptr);
+std::vector<DistTensor> Dispatch(std::string_view op, DistTensorRefs inputs, const Attrs& attrs,
+                                 Communicator& comm, DispatchReport* report = nullptr);
 
 // The global output shapes the rule fixes for these input shapes and normalised attrs,
 // with -1 for a dim whose size only the kernel determines (see above).

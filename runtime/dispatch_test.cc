@@ -92,6 +92,55 @@ TEST(Dispatch, ReshardsInputsAndLocalizesAttrs) {
       Quick());
 }
 
+TEST(Dispatch, PassesInputsThatNeedNoReshardWithoutCopying) {
+  // The kernel reads an input already in the required layout from the caller's own buffer,
+  // and a resharded one from the reshard's result, whether the inputs come as a vector or
+  // as a braced list of the caller's tensors.
+  const Mesh mesh({2});
+  const Tensor x = Values({4, 6}), y = Values({6, 2}, 0.5);
+  const Tensor want = kernels::RunCpuKernel("matmul", {x, y}, FindOp("matmul")->NormalizeAttrs({}))[0];
+  const Tensor twice = kernels::RunCpuKernel("add", {x, x}, Attrs())[0];
+  RunRanks(
+      2,
+      [&](Communicator& comm) {
+        std::vector<DistTensor> in;
+        in.push_back(DistTensor::ShardTensor(x, mesh, Parse("[S(1)]", 2), comm.rank()));
+        in.push_back(DistTensor::ShardTensor(y, mesh, Parse("[S(0)]", 2), comm.rank()));
+        DispatchReport report;
+        const DistTensor out = Dispatch("matmul", in, Attrs(), comm, &report)[0];
+        ASSERT_EQ(report.input_buffers.size(), 2u);
+        EXPECT_FALSE(report.resharded[0]);
+        EXPECT_FALSE(report.resharded[1]);
+        EXPECT_EQ(report.input_buffers[0], in[0].local().bytes());
+        EXPECT_EQ(report.input_buffers[1], in[1].local().bytes());
+        ExpectNear(*out.ToGlobal(comm), want);
+        const DistTensor& dx = in[0];
+        const DistTensor& dy = in[1];
+        Dispatch("matmul", {dx, dy}, Attrs(), comm, &report);
+        ASSERT_EQ(report.input_buffers.size(), 2u);
+        EXPECT_EQ(report.input_buffers[0], dx.local().bytes());
+        EXPECT_EQ(report.input_buffers[1], dy.local().bytes());
+        // x + x with x sharded and replicated: the rule keeps the shard, so only the
+        // replicated x is resharded (sliced into a new buffer).
+        in[1] = DistTensor::ShardTensor(x, mesh, Parse("[R]", 2), comm.rank());
+        const DistTensor sum = Dispatch("add", in, Attrs(), comm, &report)[0];
+        ASSERT_EQ(report.input_buffers.size(), 2u);
+        EXPECT_FALSE(report.resharded[0]);
+        EXPECT_TRUE(report.resharded[1]);
+        EXPECT_EQ(report.input_buffers[0], in[0].local().bytes());
+        EXPECT_NE(report.input_buffers[1], in[1].local().bytes());
+        ExpectNear(*sum.ToGlobal(comm), twice);
+        // A partial input that the rule does not accept is reduced into a new buffer.
+        in.assign(1, DistTensor::ShardTensor(x, mesh, Parse("[P(sum)]", 2), comm.rank()));
+        Dispatch("exp", in, Attrs(), comm, &report);
+        ASSERT_TRUE(report.resharded[0]);
+        ASSERT_EQ(report.input_buffers.size(), 1u);
+        EXPECT_NE(report.input_buffers[0], in[0].local().bytes());
+        EXPECT_NE(report.input_buffers[0], nullptr);
+      },
+      Quick());
+}
+
 TEST(Dispatch, ExpandLearnsItsNewDimsFromAProbe) {
   // x [4, 1] sharded on dim 0 expands to [2, 4, 3]: the rule leaves dims 0 and 2 to the
   // kernel; the probe on the shard refuses (4 != the shard's 2 rows), so Dispatch probes

@@ -314,7 +314,7 @@ Term<T> Contract(Term<T> a, Term<T> b, const std::string& keep,
 }
 
 template <typename T>
-Tensor RunEinsum(const Tensors& inputs, const EinsumEquation& spec,
+Tensor RunEinsum(const TensorArgs& inputs, const EinsumEquation& spec,
                  const std::map<char, int64_t>& size) {
   const size_t count = inputs.size();
   // Letters still needed after operand i: the output's and those of operands after i.
@@ -352,7 +352,7 @@ Tensor RunEinsum(const Tensors& inputs, const EinsumEquation& spec,
 
 }  // namespace
 
-Tensors matmul(const Tensors& inputs, const Attrs& attrs) {
+Tensors matmul(const TensorArgs& inputs, const Attrs& attrs) {
   const bool trans_x = attrs.GetBool("trans_x");
   const bool trans_y = attrs.GetBool("trans_y");
   CheckArity(inputs, 2);
@@ -363,7 +363,7 @@ Tensors matmul(const Tensors& inputs, const Attrs& attrs) {
   });
 }
 
-Tensors bmm(const Tensors& inputs, const Attrs&) {
+Tensors bmm(const TensorArgs& inputs, const Attrs&) {
   CheckArity(inputs, 2);
   const Tensor& x = inputs[0];
   const Tensor& y = inputs[1];
@@ -384,7 +384,7 @@ Tensors bmm(const Tensors& inputs, const Attrs&) {
   });
 }
 
-Tensors einsum(const Tensors& inputs, const Attrs& attrs) {
+Tensors einsum(const TensorArgs& inputs, const Attrs& attrs) {
   const std::string& equation = attrs.GetString("equation");
   internal::CheckArityAtLeast(inputs, 1);
   const EinsumEquation spec = ParseEquation(equation, inputs.size());
@@ -417,7 +417,7 @@ Tensors einsum(const Tensors& inputs, const Attrs& attrs) {
   });
 }
 
-Tensors matmul_grad(const Tensors& inputs, const Attrs& attrs) {
+Tensors matmul_grad(const TensorArgs& inputs, const Attrs& attrs) {
   const bool trans_x = attrs.GetBool("trans_x");
   const bool trans_y = attrs.GetBool("trans_y");
   CheckArity(inputs, 3);

@@ -44,7 +44,7 @@ T Saturate(double v) {
 
 // out[i] = f(x[i]) in the compute dtype of x. `make` gives the functor for a Tag<T>.
 template <typename Make>
-Tensors Unary(const Tensors& inputs, Make make) {
+Tensors Unary(const TensorArgs& inputs, Make make) {
   CheckArity(inputs, 1);
   return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -98,7 +98,7 @@ Tensor BinaryMap(const Tensor& xt, const Tensor& yt, F f) {
 
 // A binary op whose output is in the compute dtype.
 template <typename F>
-Tensors Arithmetic(const Tensors& inputs, F f) {
+Tensors Arithmetic(const TensorArgs& inputs, F f) {
   CheckArity(inputs, 2);
   return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -108,7 +108,7 @@ Tensors Arithmetic(const Tensors& inputs, F f) {
 
 // A comparison: bool output.
 template <typename F>
-Tensors Comparison(const Tensors& inputs, F f) {
+Tensors Comparison(const TensorArgs& inputs, F f) {
   CheckArity(inputs, 2);
   return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -123,14 +123,14 @@ T Sigmoid(T v) {
 
 }  // namespace
 
-Tensors relu(const Tensors& inputs, const Attrs&) {
+Tensors relu(const TensorArgs& inputs, const Attrs&) {
   return Unary(inputs, [](auto tag) {
     using T = typename decltype(tag)::type;
     return [](T v) { return v > T(0) ? v : T(0); };
   });
 }
 
-Tensors gelu(const Tensors& inputs, const Attrs& attrs) {
+Tensors gelu(const TensorArgs& inputs, const Attrs& attrs) {
   const bool approximate = attrs.GetBool("approximate");
   if (approximate) {
     return Unary(inputs, [](auto tag) {
@@ -149,56 +149,56 @@ Tensors gelu(const Tensors& inputs, const Attrs& attrs) {
   });
 }
 
-Tensors silu(const Tensors& inputs, const Attrs&) {
+Tensors silu(const TensorArgs& inputs, const Attrs&) {
   return Unary(inputs, [](auto tag) {
     using T = typename decltype(tag)::type;
     return [](T v) { return v * Sigmoid(v); };
   });
 }
 
-Tensors exp(const Tensors& inputs, const Attrs&) {
+Tensors exp(const TensorArgs& inputs, const Attrs&) {
   return Unary(inputs, [](auto tag) {
     using T = typename decltype(tag)::type;
     return [](T v) { return std::exp(v); };
   });
 }
 
-Tensors log(const Tensors& inputs, const Attrs&) {
+Tensors log(const TensorArgs& inputs, const Attrs&) {
   return Unary(inputs, [](auto tag) {
     using T = typename decltype(tag)::type;
     return [](T v) { return std::log(v); };
   });
 }
 
-Tensors tanh(const Tensors& inputs, const Attrs&) {
+Tensors tanh(const TensorArgs& inputs, const Attrs&) {
   return Unary(inputs, [](auto tag) {
     using T = typename decltype(tag)::type;
     return [](T v) { return std::tanh(v); };
   });
 }
 
-Tensors sigmoid(const Tensors& inputs, const Attrs&) {
+Tensors sigmoid(const TensorArgs& inputs, const Attrs&) {
   return Unary(inputs, [](auto tag) {
     using T = typename decltype(tag)::type;
     return [](T v) { return Sigmoid(v); };
   });
 }
 
-Tensors sqrt(const Tensors& inputs, const Attrs&) {
+Tensors sqrt(const TensorArgs& inputs, const Attrs&) {
   return Unary(inputs, [](auto tag) {
     using T = typename decltype(tag)::type;
     return [](T v) { return std::sqrt(v); };
   });
 }
 
-Tensors abs(const Tensors& inputs, const Attrs&) {
+Tensors abs(const TensorArgs& inputs, const Attrs&) {
   return Unary(inputs, [](auto tag) {
     using T = typename decltype(tag)::type;
     return [](T v) { return std::fabs(v); };
   });
 }
 
-Tensors scale(const Tensors& inputs, const Attrs& attrs) {
+Tensors scale(const TensorArgs& inputs, const Attrs& attrs) {
   const double s = attrs.GetFloat("scale");
   const double bias = attrs.GetFloat("bias");
   const bool after = attrs.GetBool("bias_after_scale");
@@ -210,7 +210,7 @@ Tensors scale(const Tensors& inputs, const Attrs& attrs) {
   });
 }
 
-Tensors clip(const Tensors& inputs, const Attrs& attrs) {
+Tensors clip(const TensorArgs& inputs, const Attrs& attrs) {
   const double lo = attrs.GetFloat("min");
   const double hi = attrs.GetFloat("max");
   if (lo > hi) {
@@ -231,7 +231,7 @@ Tensors clip(const Tensors& inputs, const Attrs& attrs) {
 // reference does (through double, then rounded); int64 truncates toward zero and refuses
 // values int64 cannot hold (NaN, +-inf, |v| >= 2^63: InvalidArgument "inputs[0].data",
 // where the float64 reference would keep them); bool is v != 0.
-Tensors cast(const Tensors& inputs, const Attrs& attrs) {
+Tensors cast(const TensorArgs& inputs, const Attrs& attrs) {
   const std::string& name = attrs.GetString("dtype");
   const std::optional<DType> dtype = ParseDType(name);
   if (!dtype) ThrowInvalid("attrs.dtype", "unknown dtype '" + name + "'");
@@ -278,41 +278,41 @@ Tensors cast(const Tensors& inputs, const Attrs& attrs) {
   return {std::move(out)};
 }
 
-Tensors add(const Tensors& inputs, const Attrs&) {
+Tensors add(const TensorArgs& inputs, const Attrs&) {
   return Arithmetic(inputs, [](auto a, auto b) { return a + b; });
 }
 
-Tensors subtract(const Tensors& inputs, const Attrs&) {
+Tensors subtract(const TensorArgs& inputs, const Attrs&) {
   return Arithmetic(inputs, [](auto a, auto b) { return a - b; });
 }
 
-Tensors multiply(const Tensors& inputs, const Attrs&) {
+Tensors multiply(const TensorArgs& inputs, const Attrs&) {
   return Arithmetic(inputs, [](auto a, auto b) { return a * b; });
 }
 
-Tensors divide(const Tensors& inputs, const Attrs&) {
+Tensors divide(const TensorArgs& inputs, const Attrs&) {
   return Arithmetic(inputs, [](auto a, auto b) { return a / b; });
 }
 
-Tensors maximum(const Tensors& inputs, const Attrs&) {
+Tensors maximum(const TensorArgs& inputs, const Attrs&) {
   return Arithmetic(inputs, [](auto a, auto b) { return a >= b ? a : b; });
 }
 
-Tensors minimum(const Tensors& inputs, const Attrs&) {
+Tensors minimum(const TensorArgs& inputs, const Attrs&) {
   return Arithmetic(inputs, [](auto a, auto b) { return a <= b ? a : b; });
 }
 
-Tensors greater_than(const Tensors& inputs, const Attrs&) {
+Tensors greater_than(const TensorArgs& inputs, const Attrs&) {
   return Comparison(inputs, [](auto a, auto b) { return a > b; });
 }
 
-Tensors less_than(const Tensors& inputs, const Attrs&) {
+Tensors less_than(const TensorArgs& inputs, const Attrs&) {
   return Comparison(inputs, [](auto a, auto b) { return a < b; });
 }
 
 // where(condition, x, y): condition != 0 (of any dtype) picks x. Output: the compute dtype
 // of x and y.
-Tensors where(const Tensors& inputs, const Attrs&) {
+Tensors where(const TensorArgs& inputs, const Attrs&) {
   CheckArity(inputs, 3);
   const Shape shape = BroadcastShapes({inputs[0].shape(), inputs[1].shape(), inputs[2].shape()});
   return DispatchFloat(ComputeDType(inputs, {1, 2}), [&](auto tag) {

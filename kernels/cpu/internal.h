@@ -25,14 +25,14 @@ inline std::string InputField(size_t i, const std::string& what = "") {
   return what.empty() ? field : field + "." + what;
 }
 
-inline void CheckArity(const Tensors& inputs, size_t n) {
+inline void CheckArity(const TensorArgs& inputs, size_t n) {
   if (inputs.size() != n) {
     ThrowInvalid("inputs",
                  "expected " + std::to_string(n) + " inputs, got " + std::to_string(inputs.size()));
   }
 }
 
-inline void CheckArityAtLeast(const Tensors& inputs, size_t n) {
+inline void CheckArityAtLeast(const TensorArgs& inputs, size_t n) {
   if (inputs.size() < n) {
     ThrowInvalid("inputs", "expected at least " + std::to_string(n) + " inputs, got " +
                                std::to_string(inputs.size()));
@@ -116,7 +116,7 @@ inline void CheckOutputCount(int64_t n) {
 
 // The compute dtype: the dtype of the floating inputs among `which` (float32 or float64;
 // InvalidArgument "inputs[i].dtype" when they mix), float64 when none is floating.
-inline DType ComputeDType(const Tensors& inputs, std::initializer_list<size_t> which) {
+inline DType ComputeDType(const TensorArgs& inputs, std::initializer_list<size_t> which) {
   bool found = false;
   DType dtype = DType::kFloat64;
   size_t first = 0;
@@ -136,7 +136,7 @@ inline DType ComputeDType(const Tensors& inputs, std::initializer_list<size_t> w
 }
 
 // As above over every input.
-inline DType ComputeDTypeAll(const Tensors& inputs) {
+inline DType ComputeDTypeAll(const TensorArgs& inputs) {
   bool found = false;
   DType dtype = DType::kFloat64;
   size_t first = 0;

@@ -21,7 +21,11 @@
 // check that both refuse the same inputs with the same type and field). Never a crash.
 #pragma once
 
+#include <functional>
+#include <initializer_list>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "kernels/tensor.h"
 #include "rules/attrs.h"
@@ -30,11 +34,13 @@
 namespace spmd::kernels {
 
 // One op's CPU kernel. `attrs` are normalised (every declared attr present, as
-// OpDecl::NormalizeAttrs gives them), plus any localized attrs.
-using CpuKernelFn = Tensors (*)(const Tensors& inputs, const Attrs& attrs);
+// OpDecl::NormalizeAttrs gives them), plus any localized attrs. `inputs` are borrowed
+// (TensorArgs: no buffer is copied to call a kernel); a kernel only reads them, and they
+// may alias one another.
+using CpuKernelFn = Tensors (*)(const TensorArgs& inputs, const Attrs& attrs);
 
 namespace cpu {
-#define SPMD_DECLARE_CPU_KERNEL(name) Tensors name(const Tensors& inputs, const Attrs& attrs);
+#define SPMD_DECLARE_CPU_KERNEL(name) Tensors name(const TensorArgs& inputs, const Attrs& attrs);
 SPMD_FOR_EACH_OP(SPMD_DECLARE_CPU_KERNEL)
 #undef SPMD_DECLARE_CPU_KERNEL
 }  // namespace cpu
@@ -48,6 +54,16 @@ bool HasCpuKernel(std::string_view op);
 
 // Runs `op`'s CPU kernel. Throws SpmdError(kUnknownOp, "op") for an op spmdkit does not
 // have, and SpmdError naming the field for inputs or attrs the op cannot take.
-Tensors RunCpuKernel(std::string_view op, const Tensors& inputs, const Attrs& attrs);
+Tensors RunCpuKernel(std::string_view op, const TensorArgs& inputs, const Attrs& attrs);
+// The same on a braced list of the caller's tensors, RunCpuKernel(op, {x, y}, attrs), by
+// reference (an initializer_list conversion ranks first; nothing is copied).
+inline Tensors RunCpuKernel(std::string_view op,
+                            std::initializer_list<std::reference_wrapper<const Tensor>> inputs,
+                            const Attrs& attrs) {
+  std::vector<const Tensor*> ptrs;
+  ptrs.reserve(inputs.size());
+  for (const Tensor& t : inputs) ptrs.push_back(&t);
+  return RunCpuKernel(op, TensorArgs(std::move(ptrs)), attrs);
+}
 
 }  // namespace spmd::kernels

@@ -141,7 +141,7 @@ class Ids {
 
 }  // namespace
 
-Tensors softmax(const Tensors& inputs, const Attrs& attrs) {
+Tensors softmax(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
   const AxisView view = ViewFromAxisAttr(inputs[0], attrs);
   return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
@@ -153,7 +153,7 @@ Tensors softmax(const Tensors& inputs, const Attrs& attrs) {
   });
 }
 
-Tensors log_softmax(const Tensors& inputs, const Attrs& attrs) {
+Tensors log_softmax(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
   const AxisView v = ViewFromAxisAttr(inputs[0], attrs);
   return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
@@ -187,7 +187,7 @@ Tensors log_softmax(const Tensors& inputs, const Attrs& attrs) {
   });
 }
 
-Tensors softmax_grad(const Tensors& inputs, const Attrs& attrs) {
+Tensors softmax_grad(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 2);
   const Tensor& out_t = inputs[0];
   const Tensor& grad_t = inputs[1];
@@ -222,7 +222,7 @@ Tensors softmax_grad(const Tensors& inputs, const Attrs& attrs) {
   });
 }
 
-Tensors layer_norm(const Tensors& inputs, const Attrs& attrs) {
+Tensors layer_norm(const TensorArgs& inputs, const Attrs& attrs) {
   const double epsilon = attrs.GetFloat("epsilon");
   const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
   CheckArity(inputs, 3);
@@ -263,7 +263,7 @@ Tensors layer_norm(const Tensors& inputs, const Attrs& attrs) {
   });
 }
 
-Tensors rms_norm(const Tensors& inputs, const Attrs& attrs) {
+Tensors rms_norm(const TensorArgs& inputs, const Attrs& attrs) {
   const double epsilon = attrs.GetFloat("epsilon");
   const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
   CheckArity(inputs, 2);
@@ -294,7 +294,7 @@ Tensors rms_norm(const Tensors& inputs, const Attrs& attrs) {
   });
 }
 
-Tensors lookup_table_v2(const Tensors& inputs, const Attrs& attrs) {
+Tensors lookup_table_v2(const TensorArgs& inputs, const Attrs& attrs) {
   const int64_t padding_idx = attrs.GetInt("padding_idx");
   (void)attrs.GetBool("sparse");  // how Paddle stores the gradient; no effect on values
   CheckArity(inputs, 2);
@@ -341,7 +341,7 @@ Tensors lookup_table_v2(const Tensors& inputs, const Attrs& attrs) {
   });
 }
 
-Tensors cross_entropy_with_softmax(const Tensors& inputs, const Attrs& attrs) {
+Tensors cross_entropy_with_softmax(const TensorArgs& inputs, const Attrs& attrs) {
   const bool soft_label = attrs.GetBool("soft_label");
   const bool use_softmax = attrs.GetBool("use_softmax");
   (void)attrs.GetBool("numeric_stable_mode");  // the kernel always uses the stable form

@@ -180,7 +180,7 @@ Tensor FloatReduction(const Tensor& xt, const ReducePlan& plan, Body body) {
 }
 
 template <typename Body>
-Tensors FloatReduce(const Tensors& inputs, const ReducePlan& plan, Body body) {
+Tensors FloatReduce(const TensorArgs& inputs, const ReducePlan& plan, Body body) {
   return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
     using T = typename decltype(tag)::type;
     return Tensors{FloatReduction<T>(inputs[0], plan, [&](const Arranged<T>& a, T* out) {
@@ -202,7 +202,7 @@ int64_t MeanDivisor(const Attrs& attrs, int64_t local_count, int64_t out_element
 }
 
 template <typename Combine>
-Tensors Logical(const Tensors& inputs, const Attrs& attrs, bool init, Combine combine) {
+Tensors Logical(const TensorArgs& inputs, const Attrs& attrs, bool init, Combine combine) {
   CheckArity(inputs, 1);
   const ReducePlan plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
   ValuesAs<bool> xv(inputs[0]);
@@ -214,7 +214,7 @@ Tensors Logical(const Tensors& inputs, const Attrs& attrs, bool init, Combine co
 
 }  // namespace
 
-Tensors sum(const Tensors& inputs, const Attrs& attrs) {
+Tensors sum(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
   const ReducePlan plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
   return FloatReduce(inputs, plan, [](auto tag, const auto& a, auto* out) {
@@ -223,7 +223,7 @@ Tensors sum(const Tensors& inputs, const Attrs& attrs) {
   });
 }
 
-Tensors mean(const Tensors& inputs, const Attrs& attrs) {
+Tensors mean(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
   const ReducePlan plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
   const int64_t divisor =
@@ -237,7 +237,7 @@ Tensors mean(const Tensors& inputs, const Attrs& attrs) {
   });
 }
 
-Tensors max(const Tensors& inputs, const Attrs& attrs) {
+Tensors max(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
   const ReducePlan plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
   return FloatReduce(inputs, plan, [](auto tag, const auto& a, auto* out) {
@@ -247,7 +247,7 @@ Tensors max(const Tensors& inputs, const Attrs& attrs) {
   });
 }
 
-Tensors min(const Tensors& inputs, const Attrs& attrs) {
+Tensors min(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
   const ReducePlan plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
   return FloatReduce(inputs, plan, [](auto tag, const auto& a, auto* out) {
@@ -257,7 +257,7 @@ Tensors min(const Tensors& inputs, const Attrs& attrs) {
   });
 }
 
-Tensors prod(const Tensors& inputs, const Attrs& attrs) {
+Tensors prod(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
   const ReducePlan plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
   return FloatReduce(inputs, plan, [](auto tag, const auto& a, auto* out) {
@@ -266,15 +266,15 @@ Tensors prod(const Tensors& inputs, const Attrs& attrs) {
   });
 }
 
-Tensors any(const Tensors& inputs, const Attrs& attrs) {
+Tensors any(const TensorArgs& inputs, const Attrs& attrs) {
   return Logical(inputs, attrs, false, [](bool acc, bool v) { return acc || v; });
 }
 
-Tensors all(const Tensors& inputs, const Attrs& attrs) {
+Tensors all(const TensorArgs& inputs, const Attrs& attrs) {
   return Logical(inputs, attrs, true, [](bool acc, bool v) { return acc && v; });
 }
 
-Tensors squared_l2_norm(const Tensors& inputs, const Attrs& attrs) {
+Tensors squared_l2_norm(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
   // OPS.md declares axis and keep_dim; reduce_all is read only where it is declared.
   const bool reduce_all = attrs.Has("reduce_all") && attrs.GetBool("reduce_all");
@@ -286,7 +286,7 @@ Tensors squared_l2_norm(const Tensors& inputs, const Attrs& attrs) {
   });
 }
 
-Tensors mean_all(const Tensors& inputs, const Attrs& attrs) {
+Tensors mean_all(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
   const Tensor& x = inputs[0];
   const int64_t divisor = MeanDivisor(attrs, x.numel(), 1, x.shape());
@@ -298,7 +298,7 @@ Tensors mean_all(const Tensors& inputs, const Attrs& attrs) {
   });
 }
 
-Tensors logsumexp(const Tensors& inputs, const Attrs& attrs) {
+Tensors logsumexp(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
   const ReducePlan plan = PlanFromAttrs(inputs[0], attrs, "keepdim");
   // log(sum(exp(x))) = m + log(sum(exp(x - m))) with m the max; an empty set gives -inf.
@@ -325,7 +325,7 @@ Tensors logsumexp(const Tensors& inputs, const Attrs& attrs) {
   });
 }
 
-Tensors p_norm(const Tensors& inputs, const Attrs& attrs) {
+Tensors p_norm(const TensorArgs& inputs, const Attrs& attrs) {
   const double porder = attrs.GetFloat("porder");
   const int64_t axis = attrs.GetInt("axis");
   (void)attrs.GetFloat("epsilon");  // only Paddle's backward uses it
@@ -356,7 +356,7 @@ Tensors p_norm(const Tensors& inputs, const Attrs& attrs) {
   });
 }
 
-Tensors argmax(const Tensors& inputs, const Attrs& attrs) {
+Tensors argmax(const TensorArgs& inputs, const Attrs& attrs) {
   const int64_t axis = attrs.GetInt("axis");
   const bool keepdims = attrs.GetBool("keepdims");
   const bool flatten = attrs.GetBool("flatten");
@@ -426,7 +426,7 @@ Tensors argmax(const Tensors& inputs, const Attrs& attrs) {
   return {std::move(out)};
 }
 
-Tensors cumsum(const Tensors& inputs, const Attrs& attrs) {
+Tensors cumsum(const TensorArgs& inputs, const Attrs& attrs) {
   const int64_t axis = attrs.GetInt("axis");
   const bool flatten = attrs.GetBool("flatten");
   const bool exclusive = attrs.GetBool("exclusive");

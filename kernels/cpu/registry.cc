@@ -22,7 +22,7 @@ CpuKernelFn FindCpuKernel(std::string_view op) {
 
 bool HasCpuKernel(std::string_view op) { return FindCpuKernel(op) != nullptr; }
 
-Tensors RunCpuKernel(std::string_view op, const Tensors& inputs, const Attrs& attrs) {
+Tensors RunCpuKernel(std::string_view op, const TensorArgs& inputs, const Attrs& attrs) {
   CpuKernelFn fn = FindCpuKernel(op);
   if (fn == nullptr) {
     throw SpmdError(ErrorType::kUnknownOp, "op", "no op named '" + std::string(op) + "'");

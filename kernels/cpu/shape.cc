@@ -90,7 +90,7 @@ Tensor BroadcastTo(const Tensor& x, const std::vector<int64_t>& target, const st
 
 }  // namespace
 
-Tensors reshape(const Tensors& inputs, const Attrs& attrs) {
+Tensors reshape(const TensorArgs& inputs, const Attrs& attrs) {
   const std::vector<int64_t>& target = attrs.GetInts("shape");
   CheckArity(inputs, 1);
   const Tensor& x = inputs[0];
@@ -135,7 +135,7 @@ Tensors reshape(const Tensors& inputs, const Attrs& attrs) {
   return {Reshaped(x, shape)};
 }
 
-Tensors flatten(const Tensors& inputs, const Attrs& attrs) {
+Tensors flatten(const TensorArgs& inputs, const Attrs& attrs) {
   const int64_t start_attr = attrs.GetInt("start_axis");
   const int64_t stop_attr = attrs.GetInt("stop_axis");
   CheckArity(inputs, 1);
@@ -159,7 +159,7 @@ Tensors flatten(const Tensors& inputs, const Attrs& attrs) {
   return {Reshaped(x, shape)};
 }
 
-Tensors squeeze(const Tensors& inputs, const Attrs& attrs) {
+Tensors squeeze(const TensorArgs& inputs, const Attrs& attrs) {
   const std::vector<int64_t>& axis = attrs.GetInts("axis");
   CheckArity(inputs, 1);
   const Tensor& x = inputs[0];
@@ -183,7 +183,7 @@ Tensors squeeze(const Tensors& inputs, const Attrs& attrs) {
   return {Reshaped(x, shape)};
 }
 
-Tensors unsqueeze(const Tensors& inputs, const Attrs& attrs) {
+Tensors unsqueeze(const TensorArgs& inputs, const Attrs& attrs) {
   const std::vector<int64_t>& axis = attrs.GetInts("axis");
   CheckArity(inputs, 1);
   const Tensor& x = inputs[0];
@@ -200,7 +200,7 @@ Tensors unsqueeze(const Tensors& inputs, const Attrs& attrs) {
   return {Reshaped(x, shape)};
 }
 
-Tensors transpose(const Tensors& inputs, const Attrs& attrs) {
+Tensors transpose(const TensorArgs& inputs, const Attrs& attrs) {
   const std::vector<int64_t>& perm_attr = attrs.GetInts("perm");
   CheckArity(inputs, 1);
   const Tensor& x = inputs[0];
@@ -224,7 +224,7 @@ Tensors transpose(const Tensors& inputs, const Attrs& attrs) {
   return {std::move(out)};
 }
 
-Tensors split(const Tensors& inputs, const Attrs& attrs) {
+Tensors split(const TensorArgs& inputs, const Attrs& attrs) {
   const std::vector<int64_t>& sections = attrs.GetInts("sections");
   const int64_t axis_attr = attrs.GetInt("axis");
   CheckArity(inputs, 1);
@@ -262,7 +262,7 @@ Tensors split(const Tensors& inputs, const Attrs& attrs) {
   return SplitBySizes(x, axis, sizes);
 }
 
-Tensors split_with_num(const Tensors& inputs, const Attrs& attrs) {
+Tensors split_with_num(const TensorArgs& inputs, const Attrs& attrs) {
   const int64_t num = attrs.GetInt("num");
   const int64_t axis_attr = attrs.GetInt("axis");
   CheckArity(inputs, 1);
@@ -278,7 +278,7 @@ Tensors split_with_num(const Tensors& inputs, const Attrs& attrs) {
   return SplitBySizes(x, axis, std::vector<int64_t>(static_cast<size_t>(num), size / num));
 }
 
-Tensors unbind(const Tensors& inputs, const Attrs& attrs) {
+Tensors unbind(const TensorArgs& inputs, const Attrs& attrs) {
   const int64_t axis_attr = attrs.GetInt("axis");
   CheckArity(inputs, 1);
   const Tensor& x = inputs[0];
@@ -296,7 +296,7 @@ Tensors unbind(const Tensors& inputs, const Attrs& attrs) {
   return outs;
 }
 
-Tensors concat(const Tensors& inputs, const Attrs& attrs) {
+Tensors concat(const TensorArgs& inputs, const Attrs& attrs) {
   const int64_t axis_attr = attrs.GetInt("axis");
   internal::CheckArityAtLeast(inputs, 1);
   const Tensor& first = inputs[0];
@@ -342,7 +342,7 @@ Tensors concat(const Tensors& inputs, const Attrs& attrs) {
   return {std::move(out)};
 }
 
-Tensors stack(const Tensors& inputs, const Attrs& attrs) {
+Tensors stack(const TensorArgs& inputs, const Attrs& attrs) {
   const int64_t axis_attr = attrs.GetInt("axis");
   internal::CheckArityAtLeast(inputs, 1);
   const Tensor& first = inputs[0];
@@ -379,7 +379,7 @@ Tensors stack(const Tensors& inputs, const Attrs& attrs) {
   return {std::move(out)};
 }
 
-Tensors slice(const Tensors& inputs, const Attrs& attrs) {
+Tensors slice(const TensorArgs& inputs, const Attrs& attrs) {
   const std::vector<int64_t>& axes = attrs.GetInts("axes");
   const std::vector<int64_t>& starts = attrs.GetInts("starts");
   const std::vector<int64_t>& ends = attrs.GetInts("ends");
@@ -463,7 +463,7 @@ Tensors slice(const Tensors& inputs, const Attrs& attrs) {
   return {std::move(out)};
 }
 
-Tensors tile(const Tensors& inputs, const Attrs& attrs) {
+Tensors tile(const TensorArgs& inputs, const Attrs& attrs) {
   const std::vector<int64_t>& repeat_times = attrs.GetInts("repeat_times");
   CheckArity(inputs, 1);
   const Tensor& x = inputs[0];
@@ -516,13 +516,13 @@ Tensors tile(const Tensors& inputs, const Attrs& attrs) {
   return {std::move(out)};
 }
 
-Tensors expand(const Tensors& inputs, const Attrs& attrs) {
+Tensors expand(const TensorArgs& inputs, const Attrs& attrs) {
   const std::vector<int64_t>& target = attrs.GetInts("shape");
   CheckArity(inputs, 1);
   return {BroadcastTo(inputs[0], target, "attrs.shape")};
 }
 
-Tensors expand_as(const Tensors& inputs, const Attrs& attrs) {
+Tensors expand_as(const TensorArgs& inputs, const Attrs& attrs) {
   const std::vector<int64_t>& target_shape = attrs.GetInts("target_shape");
   CheckArity(inputs, 2);
   if (target_shape.empty()) {
@@ -533,7 +533,7 @@ Tensors expand_as(const Tensors& inputs, const Attrs& attrs) {
 
 // triu keeps x where col - row >= diagonal: per matrix row, the first
 // clamp(row + diagonal, 0, cols) columns become zero.
-Tensors triu(const Tensors& inputs, const Attrs& attrs) {
+Tensors triu(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
   const Tensor& x = inputs[0];
   if (x.rank() < 2) ThrowInvalid(InputField(0, "shape"), "triu needs rank >= 2");
