@@ -10,6 +10,10 @@
 //   MPI_Allreduce, MPI_Alltoallv, MPI_Isend/Irecv; local steps cost nothing there). The
 //   difference is the runtime's overhead: packing along inner dims, local steps, the
 //   polling of nonblocking collectives, and bookkeeping.
+// - the runtime's time split in two: inside the communicator (the backend's hooks, waits
+//   for peers included: CommCounters::seconds) and outside it (packing, local steps,
+//   allocation, planning-cache lookup, bookkeeping). "outside / raw" is the runtime's own
+//   cost relative to the raw blocking collectives: the part no faster network would hide.
 // Each time is the median over repetitions of the max over ranks (a barrier before each).
 //
 // A plain MPI program, not Google Benchmark: every rank must run the same iterations, and
@@ -85,23 +89,38 @@ int64_t MaxOverRanks(int64_t v) {
   return out;
 }
 
-// Median over `reps` runs of the slowest rank's time of run(); prepare() is not timed.
-double TimeIt(const std::function<void()>& prepare, const std::function<void()>& run, int reps) {
+struct Timing {
+  double total = 0;    // median over runs of the slowest rank's time
+  double inside = 0;   // median over runs of the max over ranks of inside() (0 without it)
+  double outside = 0;  // median over runs of the max over ranks of (own time - inside())
+};
+
+// Times run() `reps` times (after 6 warm-up runs); prepare() is not timed. `inside`, when
+// given, returns the seconds of the last run this rank spent inside the communicator.
+Timing TimeIt(const std::function<void()>& prepare, const std::function<void()>& run, int reps,
+              const std::function<double()>& inside = nullptr) {
   for (int warm = 0; warm < 6; ++warm) {
     prepare();
     MPI_Barrier(MPI_COMM_WORLD);
     run();
   }
-  std::vector<double> times;
+  std::vector<double> totals, insides, outsides;
   for (int r = 0; r < reps; ++r) {
     prepare();
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = MPI_Wtime();
     run();
-    times.push_back(MaxOverRanks(MPI_Wtime() - t0));
+    const double mine = MPI_Wtime() - t0;
+    const double in = inside ? inside() : 0.0;
+    totals.push_back(MaxOverRanks(mine));
+    insides.push_back(MaxOverRanks(in));
+    outsides.push_back(MaxOverRanks(mine - in));
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  auto median = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  return Timing{median(totals), median(insides), median(outsides)};
 }
 
 // ---- The raw MPI version of a plan -------------------------------------------------------
@@ -322,12 +341,18 @@ void RunCase(MpiCommunicator& comm, const Case& c, int64_t mib, int reps) {
   }
   std::optional<DistTensor> ready;
   spmd::runtime::ReshardReport report;
-  const double runtime_s = TimeIt([&] { ready = *source; },
-                                  [&] {
-                                    DistTensor out = c.to_mesh ? std::move(*ready).Reshard(to_mesh, to, comm, &report)
-                                                               : std::move(*ready).Reshard(to, comm, &report);
-                                  },
-                                  reps);
+  double comm_seconds_before = 0;
+  const Timing runtime = TimeIt(
+      [&] {
+        ready = *source;
+        comm_seconds_before = comm.counters().seconds;
+      },
+      [&] {
+        DistTensor out = c.to_mesh ? std::move(*ready).Reshard(to_mesh, to, comm, &report)
+                                   : std::move(*ready).Reshard(to, comm, &report);
+      },
+      reps, [&] { return comm.counters().seconds - comm_seconds_before; });
+  const double runtime_s = runtime.total;
   ready.reset();
   const int64_t counted = MaxOverRanks(report.counted.received);
   std::vector<float> a, b;
@@ -338,25 +363,27 @@ void RunCase(MpiCommunicator& comm, const Case& c, int64_t mib, int reps) {
   for (const ReshardStep& step : plan.steps) any_raw = any_raw || spmd::Communicates(step.kind);
   const double raw_s = TimeIt([] {}, [&] {
     for (auto& f : raw) f();
-  }, reps);
+  }, reps).total;
   const double raw_nb_s = TimeIt([] {}, [&] {
     for (auto& f : raw_nb) f();
-  }, reps);
+  }, reps).total;
   if (WorldRank() == 0) {
     char overhead[32] = "local";
     if (any_raw) std::snprintf(overhead, sizeof overhead, "%+.0f%%", 100.0 * (runtime_s - raw_s) / raw_s);
     char ratio[32] = "n/a";
     if (plan.lower_bound_bytes > 0 || plan.bytes_per_rank == 0) std::snprintf(ratio, sizeof ratio, "%.2f", plan.Ratio());
-    char raw_ms[32] = "-", raw_nb_ms[32] = "-", overhead_nb[32] = "local";
+    char raw_ms[32] = "-", raw_nb_ms[32] = "-", overhead_nb[32] = "local", outside_share[32] = "local";
     if (any_raw) {
       std::snprintf(raw_ms, sizeof raw_ms, "%.3f", raw_s * 1e3);
       std::snprintf(raw_nb_ms, sizeof raw_nb_ms, "%.3f", raw_nb_s * 1e3);
       std::snprintf(overhead_nb, sizeof overhead_nb, "%+.0f%%", 100.0 * (runtime_s - raw_nb_s) / raw_nb_s);
+      std::snprintf(outside_share, sizeof outside_share, "%.0f%%", 100.0 * runtime.outside / raw_s);
     }
-    std::printf("| %s | %s | %lld | %s | %s | %s | %s | %s | %.3f | %s | %s | %s | %s |\n", c.name.c_str(),
-                MeshText(c.mesh).c_str(), static_cast<long long>(mib), StepsText(plan).c_str(),
+    std::printf("| %s | %s | %lld | %s | %s | %s | %s | %s | %.3f | %s | %s | %s | %s | %.3f | %.3f | %s |\n",
+                c.name.c_str(), MeshText(c.mesh).c_str(), static_cast<long long>(mib), StepsText(plan).c_str(),
                 Mib(plan.bytes_per_rank).c_str(), Mib(counted).c_str(), Mib(plan.lower_bound_bytes).c_str(),
-                ratio, runtime_s * 1e3, raw_ms, overhead, raw_nb_ms, overhead_nb);
+                ratio, runtime_s * 1e3, raw_ms, overhead, raw_nb_ms, overhead_nb, runtime.inside * 1e3,
+                runtime.outside * 1e3, outside_share);
     std::fflush(stdout);
   }
 }
@@ -426,8 +453,8 @@ int main(int argc, char** argv) {
     if (comm.rank() == 0) {
       std::printf("reshard_bench: %d ranks, float32, median of %d (max over ranks)%s\n\n", n, reps,
                   keep_pages ? "" : ", fresh pages for every buffer");
-      std::printf("| transition | mesh | MiB | plan | plan MiB/rank | counted MiB (max) | bound MiB | ratio | runtime ms | raw MPI ms | vs raw | raw MPI_I* ms | vs MPI_I* |\n");
-      std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+      std::printf("| transition | mesh | MiB | plan | plan MiB/rank | counted MiB (max) | bound MiB | ratio | runtime ms | raw MPI ms | vs raw | raw MPI_I* ms | vs MPI_I* | in collectives ms | outside ms | outside / raw |\n");
+      std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     }
     for (int64_t mib : sizes) {
       for (const Case& c : cases) {

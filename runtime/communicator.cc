@@ -1,6 +1,7 @@
 #include "runtime/communicator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -340,7 +341,27 @@ void Communicator::Barrier(const Group& group) {
   Enqueue(std::move(call));
 }
 
-void Communicator::Synchronize() { DoSynchronize(); }
+namespace {
+// Adds the wall time of its scope to `seconds` (also when the scope throws).
+class ScopeTimer {
+ public:
+  explicit ScopeTimer(double& seconds) : seconds_(seconds), start_(std::chrono::steady_clock::now()) {}
+  ~ScopeTimer() {
+    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  ScopeTimer(const ScopeTimer&) = delete;
+  ScopeTimer& operator=(const ScopeTimer&) = delete;
+
+ private:
+  double& seconds_;
+  std::chrono::steady_clock::time_point start_;
+};
+}  // namespace
+
+void Communicator::Synchronize() {
+  const ScopeTimer timer(counters_.seconds);
+  DoSynchronize();
+}
 
 void Communicator::Enqueue(Call call) {
   call.step = ++step_;
@@ -376,6 +397,7 @@ void Communicator::Enqueue(Call call) {
         break;  // send / recv have group {rank, peer}: never size 1
     }
   }
+  const ScopeTimer timer(counters_.seconds);
   Run(call);
 }
 

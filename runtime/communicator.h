@@ -125,6 +125,10 @@ struct CommCounters {
     bool operator==(const PerKind&) const = default;
   };
   std::array<PerKind, kNumCollectives> per_kind{};
+  // Wall time spent inside the backend (its Run and Synchronize hooks), in seconds: what
+  // the collectives themselves took on this rank, waiting for peers included. Everything
+  // else a caller spends (packing, allocation, bookkeeping) is outside it.
+  double seconds = 0;
 
   const PerKind& operator[](Collective kind) const { return per_kind[static_cast<int>(kind)]; }
   int64_t total_sent() const;

@@ -190,6 +190,24 @@ TEST(ThreadCommunicator, GroupOfOneMovesNothing) {
   EXPECT_EQ(comm.counters()[Collective::kAllReduce].calls, 0);
 }
 
+// CommCounters::seconds is the time inside the backend: positive after a collective that
+// waited for a peer, and within the caller's own time around the calls.
+TEST(ThreadCommunicator, CountsSecondsInsideTheBackend) {
+  std::vector<double> inside(2), around(2);
+  RunRanks(2, [&](Communicator& comm) {
+    if (comm.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const auto start = Clock::now();
+    comm.Barrier({0, 1});
+    comm.Synchronize();
+    around[comm.rank()] = std::chrono::duration<double>(Clock::now() - start).count();
+    inside[comm.rank()] = comm.counters().seconds;
+  }, Options(20));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_GT(inside[r], 0.0) << "rank " << r;
+    EXPECT_LE(inside[r], around[r]) << "rank " << r;
+  }
+}
+
 TEST(CountBytes, FollowsTheConvention) {
   CollectiveDesc all_reduce{Collective::kAllReduce, DType::kFloat32, ReduceOp::kSum, -1,
                             {0, 1, 2, 3}, {10}, {}};
