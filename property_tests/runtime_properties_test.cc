@@ -419,7 +419,7 @@ DistTensor FromAddends(const Shape& shape, DType dtype, const std::vector<std::v
 // Every step's counted bytes equal the executor's formula and the plan's, on every rank.
 int64_t g_steps_checked = 0;  // steps whose bytes were checked on this rank
 
-std::string CheckBytes(const ReshardPlan& plan, const ReshardReport& report, int64_t me,
+std::string CheckBytes(const ReshardPlan& plan, const ReshardReport& report,
                        const std::string& what) {
   if (report.steps.size() != plan.steps.size()) {
     return what + ": the report has " + std::to_string(report.steps.size()) + " steps, the plan " +
@@ -431,8 +431,7 @@ std::string CheckBytes(const ReshardPlan& plan, const ReshardReport& report, int
     auto text = [](RankBytes b) {
       return "sent " + std::to_string(b.sent) + ", received " + std::to_string(b.received);
     };
-    const std::string where = "rank " + std::to_string(me) + ": " + what + " step " +
-                              std::to_string(k + 1) + " (" + step.Describe() + ")";
+    const std::string where = what + " step " + std::to_string(k + 1) + " (" + step.Describe() + ")";
     if (r.counted != r.expected) {
       return where + ": counted " + text(r.counted) + ", the executor's formula " + text(r.expected);
     }
@@ -485,7 +484,7 @@ std::string RunReshardCase(const ReshardCase& c, const ReshardPlan& plan, Commun
   ReshardReport report;
   const DistTensor result = source.Reshard(c.to_mesh, c.to, comm, &report);
   const bool takes_part = c.mesh.CoordinateOf(me) || c.to_mesh.CoordinateOf(me);
-  std::string error = takes_part ? CheckBytes(plan, report, me, "reshard") : "";
+  std::string error = takes_part ? CheckBytes(plan, report, "reshard") : "";
   if (!error.empty()) return error;
   if (const auto coord = c.to_mesh.CoordinateOf(me)) {
     if (!result.has_local()) return "a rank of the target mesh holds no buffer";
@@ -502,7 +501,7 @@ std::string RunReshardCase(const ReshardCase& c, const ReshardPlan& plan, Commun
     const ReshardPlan gather = CachedPlanReshard(c.to_mesh, c.to, c.to_mesh,
                                                  DistAttr::Replicated(static_cast<int>(c.shape.size())),
                                                  c.shape, c.dtype);
-    error = CheckBytes(gather, gather_report, me, "to_global");
+    error = CheckBytes(gather, gather_report, "to_global");
     if (!error.empty()) return error;
     if (!back) return "ToGlobal gave nothing on a rank of the mesh";
     if (back->shape() != c.shape || back->dtype() != c.dtype) return "ToGlobal: wrong shape or dtype";
@@ -575,8 +574,8 @@ TEST(RuntimeProperties, ReshardRoundTrip) {
       EnvCount("SPMD_RUNTIME_RESHARD_CASES", 200));
   std::cout << "steps run:";
   for (const auto& [kind, count] : g_step_kinds) std::cout << " " << kind << " " << count;
-  std::cout << "\nbytes checked (this process): " << g_steps_checked
-            << " steps, counted == planned on every one" << std::endl;
+  std::cout << "\nbytes (this process): counted == planned on " << g_steps_checked << " steps"
+            << std::endl;
 }
 
 // ---- (b) Every op -----------------------------------------------------------------------------
@@ -753,7 +752,7 @@ std::string RunOpCase(const OpCase& c, const OpValues& v, const InferResult& rul
     if (!report.resharded[i] || !c.mesh.CoordinateOf(me)) continue;
     const ReshardPlan plan = CachedPlanReshard(c.mesh, c.inputs[i], c.mesh, rule.inputs[i], c.shapes[i],
                                                inputs[i].dtype());
-    const std::string error = CheckBytes(plan, report.reshards[i], me, "inputs[" + std::to_string(i) + "]");
+    const std::string error = CheckBytes(plan, report.reshards[i], "inputs[" + std::to_string(i) + "]");
     if (!error.empty()) return error;
   }
   std::optional<F32Bounds> bounds;
