@@ -202,14 +202,9 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
   return out;
 }
 
-std::vector<const DistTensor*> Pointers(const std::vector<DistTensor>& inputs) {
-  std::vector<const DistTensor*> out;
-  out.reserve(inputs.size());
-  for (const DistTensor& t : inputs) out.push_back(&t);
-  return out;
-}
-
-std::vector<const DistTensor*> Pointers(DistTensorRefs inputs) {
+// The addresses of the caller's tensors (a vector of them, or DistTensorRefs).
+template <typename Range>
+std::vector<const DistTensor*> Pointers(const Range& inputs) {
   std::vector<const DistTensor*> out;
   out.reserve(inputs.size());
   for (const DistTensor& t : inputs) out.push_back(&t);
