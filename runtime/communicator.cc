@@ -155,6 +155,60 @@ ByteCount CountBytes(const CollectiveDesc& desc, int64_t p) {
   }
 }
 
+int64_t BufferBox::volume() const {
+  int64_t v = 1;
+  for (int64_t x : extent) v *= x;
+  return v;
+}
+
+void CopyBox(const std::byte* src, const std::vector<int64_t>& src_shape,
+             const std::vector<int64_t>& src_at, std::byte* dst,
+             const std::vector<int64_t>& dst_shape, const std::vector<int64_t>& dst_at,
+             const std::vector<int64_t>& extent, size_t element_size) {
+  const int rank = static_cast<int>(extent.size());
+  for (int64_t x : extent) {
+    if (x == 0) return;
+  }
+  if (rank == 0) {
+    std::memcpy(dst, src, element_size);
+    return;
+  }
+  std::vector<int64_t> ss(rank, 1), ds(rank, 1);
+  for (int d = rank - 2; d >= 0; --d) {
+    ss[d] = ss[d + 1] * src_shape[d + 1];
+    ds[d] = ds[d + 1] * dst_shape[d + 1];
+  }
+  // The contiguous run: dims k..rank-1, where every dim after k is whole in both arrays.
+  int k = rank - 1;
+  int64_t run = extent[k];
+  while (k > 0 && extent[k] == src_shape[k] && extent[k] == dst_shape[k]) {
+    --k;
+    run *= extent[k];
+  }
+  int64_t so = 0, dof = 0;
+  for (int d = 0; d < rank; ++d) {
+    so += src_at[d] * ss[d];
+    dof += dst_at[d] * ds[d];
+  }
+  const size_t run_bytes = static_cast<size_t>(run) * element_size;
+  std::vector<int64_t> index(k, 0);
+  while (true) {
+    std::memcpy(dst + dof * element_size, src + so * element_size, run_bytes);
+    int d = k - 1;
+    for (; d >= 0; --d) {
+      if (++index[d] < extent[d]) {
+        so += ss[d];
+        dof += ds[d];
+        break;
+      }
+      so -= (extent[d] - 1) * ss[d];
+      dof -= (extent[d] - 1) * ds[d];
+      index[d] = 0;
+    }
+    if (d < 0) break;
+  }
+}
+
 int64_t CommCounters::total_sent() const {
   int64_t s = 0;
   for (const PerKind& k : per_kind) s += k.sent;
@@ -229,6 +283,29 @@ void CheckCounts(std::span<const int64_t> counts, size_t n, std::string_view wha
 
 void CheckCount(int64_t count, std::string_view what) {
   if (count < 0) ThrowInvalid(std::string(what) + ".count", "negative count " + std::to_string(count));
+}
+
+// Throws InvalidArgument (field `field`) unless `box` fits its array: three equal-length
+// vectors, dims >= 0, 0 <= at and at + extent <= array on every dim, and a volume (of the
+// array too) that cannot overflow.
+void CheckBox(const BufferBox& box, const std::string& field) {
+  const size_t rank = box.array.size();
+  if (box.at.size() != rank || box.extent.size() != rank) {
+    ThrowInvalid(field, "array, at and extent have " + std::to_string(rank) + ", " +
+                            std::to_string(box.at.size()) + " and " +
+                            std::to_string(box.extent.size()) + " dims");
+  }
+  __int128 array_volume = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t a = box.array[d], at = box.at[d], x = box.extent[d];
+    if (a < 0 || at < 0 || x < 0 || at > a || x > a - at) {
+      ThrowInvalid(field, "dim " + std::to_string(d) + ": [" + std::to_string(at) + ", " +
+                              std::to_string(at) + " + " + std::to_string(x) +
+                              ") does not fit in " + std::to_string(a));
+    }
+    array_volume *= a;
+    if (array_volume > (__int128{1} << 62)) ThrowInvalid(field, "the array is too large");
+  }
 }
 
 void CheckOp(DType dtype, ReduceOp op, std::string_view what) {
@@ -331,6 +408,30 @@ void Communicator::Recv(void* buffer, int64_t count, DType dtype, int64_t peer) 
   Call call;
   call.desc = {Collective::kRecv, dtype, ReduceOp::kSum, peer, {rank_, peer}, {count}, {}};
   call.recv = buffer;
+  Enqueue(std::move(call));
+}
+
+void Communicator::SendBox(const void* base, const BufferBox& box, DType dtype, int64_t peer) {
+  CheckBox(box, "send.box");
+  if (peer < 0 || peer >= world_size_ || peer == rank_) {
+    ThrowInvalid("send.peer", "peer " + std::to_string(peer) + " is not another rank");
+  }
+  Call call;
+  call.desc = {Collective::kSend, dtype, ReduceOp::kSum, peer, {rank_, peer}, {box.volume()}, {}};
+  call.send = base;
+  call.box = box;
+  Enqueue(std::move(call));
+}
+
+void Communicator::RecvBox(void* base, const BufferBox& box, DType dtype, int64_t peer) {
+  CheckBox(box, "recv.box");
+  if (peer < 0 || peer >= world_size_ || peer == rank_) {
+    ThrowInvalid("recv.peer", "peer " + std::to_string(peer) + " is not another rank");
+  }
+  Call call;
+  call.desc = {Collective::kRecv, dtype, ReduceOp::kSum, peer, {rank_, peer}, {box.volume()}, {}};
+  call.recv = base;
+  call.box = box;
   Enqueue(std::move(call));
 }
 

@@ -44,6 +44,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -103,6 +104,17 @@ struct CollectiveDesc {
 
   bool operator==(const CollectiveDesc&) const = default;
 };
+// Where a piece lies in a row-major array: the box of `extent` elements per dim starting at
+// `at`, in an array of shape `array` (elements of the call's dtype; all three the same
+// length, 0 for a 0-d array holding one element).
+struct BufferBox {
+  std::vector<int64_t> array;
+  std::vector<int64_t> at;
+  std::vector<int64_t> extent;
+  int64_t volume() const;
+  bool operator==(const BufferBox&) const = default;
+};
+
 // Prints `all_reduce(float32, count=16, op=sum) on group [3,1]`.
 std::string ToString(const CollectiveDesc& desc);
 std::string ToString(const Group& group);  // `[3,1]`
@@ -183,6 +195,13 @@ class Communicator {
   // Both complete by the next Synchronize(), so Send; Recv; Synchronize() exchanges safely.
   void Send(const void* buffer, int64_t count, DType dtype, int64_t peer);
   void Recv(void* buffer, int64_t count, DType dtype, int64_t peer);
+  // The same for a piece that lies as `box` in the array at `base`: it is read from (written
+  // into) its place, strided, without a separate packing pass where the backend can (MPI:
+  // a subarray datatype). On the wire and in the counters it is box.volume() elements, so
+  // a SendBox matches a Recv or RecvBox of that count. InvalidArgument ("send.box" /
+  // "recv.box") for a box that does not fit its array.
+  void SendBox(const void* base, const BufferBox& box, DType dtype, int64_t peer);
+  void RecvBox(void* base, const BufferBox& box, DType dtype, int64_t peer);
   // Returns once every member has called it.
   void Barrier(const Group& group);
   // Waits until every call enqueued so far has completed.
@@ -207,6 +226,8 @@ class Communicator {
     int64_t step = 0;
     const void* send = nullptr;
     void* recv = nullptr;  // broadcast: the buffer
+    // SendBox / RecvBox: where the piece lies in `send` / `recv` (kind kSend / kRecv).
+    std::optional<BufferBox> box;
   };
   // Backends implement one hook; the base has validated the call (group contains this
   // rank, sizes match), counted its bytes and numbered it. Groups of one rank never reach
@@ -241,5 +262,14 @@ void ReduceInto(void* acc, const void* in, int64_t count, DType dtype, ReduceOp 
 void ToTruth(const void* in, void* out, int64_t count, DType dtype);
 // Divides each element by n (avg's final step; int64 truncates).
 void DivideBy(void* buffer, int64_t count, DType dtype, int64_t n);
+
+// Copies the sub-box of `extent` elements per dim starting at `src_at` in the row-major
+// array `src` of shape `src_shape` to `dst_at` in `dst` (shape `dst_shape`); `element_size`
+// bytes per element. Contiguous runs are copied with one memcpy each (trailing dims that
+// both arrays hold whole are merged into the run).
+void CopyBox(const std::byte* src, const std::vector<int64_t>& src_shape,
+             const std::vector<int64_t>& src_at, std::byte* dst,
+             const std::vector<int64_t>& dst_shape, const std::vector<int64_t>& dst_at,
+             const std::vector<int64_t>& extent, size_t element_size);
 
 }  // namespace spmd::runtime

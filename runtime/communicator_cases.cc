@@ -9,6 +9,8 @@
 #include <ostream>
 #include <sstream>
 
+#include "rules/error.h"
+
 namespace spmd::runtime::testing {
 namespace {
 
@@ -447,6 +449,92 @@ rc::Gen<CollectiveCase> GenCase(int64_t world_size, Collective kind) {
     c.in_place = kind == Collective::kAllReduce && *rc::gen::arbitrary<bool>();
     return c;
   });
+}
+
+std::string RunBoxSendRecv(Communicator& comm) {
+  const int64_t n = comm.world_size(), me = comm.rank();
+  if (n < 2) return "";
+  const int64_t to = (me + 1) % n, from = (me + n - 1) % n;
+  // Element (index i of the sender's [4, 5, 3] array) carries sender * 1000 + i.
+  auto source = [](int64_t sender) {
+    std::vector<double> a(4 * 5 * 3);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<double>(sender * 1000 + static_cast<int64_t>(i));
+    return a;
+  };
+  const BufferBox piece{{4, 5, 3}, {1, 2, 0}, {2, 3, 3}};  // 18 elements, strided
+  const BufferBox target{{3, 6, 3}, {0, 1, 0}, {2, 3, 3}};
+  const BufferBox scalar{{}, {}, {}};                      // a 0-d array: one element
+  const BufferBox empty{{4, 5, 3}, {1, 2, 0}, {2, 0, 3}};  // nothing
+  // What arrives from `from`, in row-major order of the piece.
+  std::vector<double> want;
+  const std::vector<double> theirs = source(from);
+  for (int64_t i = 1; i < 3; ++i)
+    for (int64_t j = 2; j < 5; ++j)
+      for (int64_t k = 0; k < 3; ++k) want.push_back(theirs[(i * 5 + j) * 3 + k]);
+
+  const std::vector<double> mine = source(me);
+  std::vector<double> boxed(3 * 6 * 3, -1.0), flat(18, -1.0), from_flat(3 * 6 * 3, -1.0);
+  double one = -1.0;
+  const double my_scalar = static_cast<double>(me) + 0.5;
+  const int64_t step0 = comm.step();
+  const CommCounters before = comm.counters();
+  // Box -> box, box -> contiguous, contiguous -> box, 0-d box, empty box; receives first on
+  // even ranks, sends first on odd ones.
+  auto sends = [&] {
+    comm.SendBox(mine.data(), piece, DType::kFloat64, to);
+    comm.SendBox(mine.data(), piece, DType::kFloat64, to);
+    comm.Send(want.data(), 0, DType::kFloat64, to);  // an empty message keeps the order honest
+    comm.SendBox(&my_scalar, scalar, DType::kFloat64, to);
+    comm.SendBox(mine.data(), empty, DType::kFloat64, to);
+  };
+  auto recvs = [&] {
+    comm.RecvBox(boxed.data(), target, DType::kFloat64, from);
+    comm.Recv(flat.data(), 18, DType::kFloat64, from);
+    comm.Recv(nullptr, 0, DType::kFloat64, from);
+    comm.RecvBox(&one, scalar, DType::kFloat64, from);
+    comm.RecvBox(from_flat.data(), empty, DType::kFloat64, from);
+  };
+  if (me % 2 == 0) {
+    recvs();
+    sends();
+  } else {
+    sends();
+    recvs();
+  }
+  comm.Synchronize();
+  std::ostringstream err;
+  if (flat != want) err << "box -> contiguous: wrong values; ";
+  for (int64_t i = 0; i < 3; ++i) {
+    for (int64_t j = 0; j < 6; ++j) {
+      for (int64_t k = 0; k < 3; ++k) {
+        const bool inside = i < 2 && j >= 1 && j < 4;
+        const double expect = inside ? want[(i * 3 + (j - 1)) * 3 + k] : -1.0;
+        if (boxed[(i * 6 + j) * 3 + k] != expect) {
+          err << "box -> box: element (" << i << "," << j << "," << k << ") is "
+              << boxed[(i * 6 + j) * 3 + k] << ", expected " << expect << "; ";
+          i = 3, j = 6, k = 3;
+        }
+      }
+    }
+  }
+  if (one != static_cast<double>(from) + 0.5) err << "0-d box: got " << one << "; ";
+  if (std::any_of(from_flat.begin(), from_flat.end(), [](double v) { return v != -1.0; }))
+    err << "empty box wrote into its array; ";
+  const int64_t sent = comm.counters()[Collective::kSend].sent - before[Collective::kSend].sent;
+  const int64_t received =
+      comm.counters()[Collective::kRecv].received - before[Collective::kRecv].received;
+  if (sent != (18 + 18 + 1) * 8 || received != (18 + 18 + 1) * 8) {
+    err << "counted sent " << sent << ", received " << received << ", expected " << 37 * 8 << "; ";
+  }
+  if (comm.step() != step0 + 10) err << "step " << comm.step() << ", expected " << step0 + 10 << "; ";
+  // A box that does not fit is refused before anything moves.
+  try {
+    comm.SendBox(mine.data(), BufferBox{{4, 5, 3}, {3, 0, 0}, {2, 1, 1}}, DType::kFloat64, to);
+    err << "a box past its array was accepted; ";
+  } catch (const SpmdError& e) {
+    if (e.field() != "send.box") err << "bad box: field " << e.field() << "; ";
+  }
+  return err.str();
 }
 
 std::string RunMeshAxes(Communicator& comm) {

@@ -48,4 +48,9 @@ std::string RunCase(Communicator& comm, const CollectiveCase& c);
 // and all-gathers over its group from Mesh::GroupOf. Returns "" when all results are right.
 std::string RunMeshAxes(Communicator& comm);
 
+// SendBox / RecvBox between neighbours (rank r sends to r + 1 mod n): box to box, box to
+// contiguous, a 0-d box, an empty box, a bad box; checks values, counters and steps.
+// Returns "" when all is right (and on a world of one).
+std::string RunBoxSendRecv(Communicator& comm);
+
 }  // namespace spmd::runtime::testing

@@ -64,6 +64,10 @@ RC_GTEST_PROP(MpiCommunicator, Broadcast, ()) { CheckKind(Collective::kBroadcast
 RC_GTEST_PROP(MpiCommunicator, SendRecv, ()) { CheckKind(Collective::kSend); }
 RC_GTEST_PROP(MpiCommunicator, Barrier, ()) { CheckKind(Collective::kBarrier); }
 
+TEST(MpiCommunicator, BoxSendRecv) {
+  EXPECT_EQ(FirstError(testing::RunBoxSendRecv(*g_comm)), "");
+}
+
 TEST(MpiCommunicator, MeshAxisGroups) {
   EXPECT_EQ(FirstError(testing::RunMeshAxes(*g_comm)), "");
 }

@@ -325,11 +325,30 @@ void MpiCommunicator::Run(const Call& call) {
                             &pending.requests.back()),
             call, "posting the header");
     }
+    // A box of rank >= 1 holding elements travels as one subarray datatype: MPI reads or
+    // writes the strided piece in place (same type signature as `count` elements, so it
+    // matches a contiguous Send / Recv). The type may be freed once the call is posted.
+    MPI_Datatype wire = type;
+    int wire_count = count;
+    const bool subarray = call.box && !call.box->array.empty() && count > 0;
+    if (subarray) {
+      const std::vector<int> sizes = ToInts(call.box->array, "box.array");
+      const std::vector<int> subsizes = ToInts(call.box->extent, "box.extent");
+      const std::vector<int> starts = ToInts(call.box->at, "box.at");
+      Check(MPI_Type_create_subarray(static_cast<int>(sizes.size()), sizes.data(), subsizes.data(),
+                                     starts.data(), MPI_ORDER_C, type, &wire),
+            call, "MPI_Type_create_subarray");
+      Check(MPI_Type_commit(&wire), call, "MPI_Type_commit");
+      wire_count = 1;
+    }
     pending.requests.emplace_back();
     Check(d.kind == Collective::kSend
-              ? MPI_Isend(call.send, count, type, peer, kDataTag, world_, &pending.requests.back())
-              : MPI_Irecv(call.recv, count, type, peer, kDataTag, world_, &pending.requests.back()),
+              ? MPI_Isend(call.send, wire_count, wire, peer, kDataTag, world_,
+                          &pending.requests.back())
+              : MPI_Irecv(call.recv, wire_count, wire, peer, kDataTag, world_,
+                          &pending.requests.back()),
           call, d.kind == Collective::kSend ? "MPI_Isend" : "MPI_Irecv");
+    if (subarray) Check(MPI_Type_free(&wire), call, "MPI_Type_free");
     pending_.push_back(std::move(pending));
     return;
   }

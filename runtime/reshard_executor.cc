@@ -332,48 +332,27 @@ std::optional<Tensor> RunSendRecv(const StepContext& c, std::optional<Tensor> lo
     my_after = BoxAt(c.shape, step.after, step.to_mesh, *to_coord);
     out = Tensor::Uninitialized(SizesOf(my_after), c.dtype);
   }
-  // A piece that is one contiguous run of this rank's old (new) buffer is sent from (received
-  // into) it directly; the others are packed one after the other in scratch 0 (1). Both stay
-  // untouched until Synchronize.
+  // Each piece is sent from (received into) its place in this rank's old (new) buffer: a
+  // contiguous run as it is, a strided box as a BufferBox (no packing pass where the
+  // backend can read or write it in place). Both buffers stay untouched until Synchronize.
   const int64_t e = static_cast<int64_t>(c.e);
-  std::vector<std::optional<int64_t>> direct(transfers.size());
-  int64_t out_total = 0, in_total = 0;
-  for (size_t k = 0; k < transfers.size(); ++k) {
-    const Transfer& t = transfers[k];
-    if (t.from_process == me) {
-      direct[k] = ContiguousOffset(local->shape(), RelativeAt(t.box, my_before), SizesOf(t.box));
-      if (!direct[k]) out_total += Volume(t.box);
-    } else if (t.to_process == me) {
-      direct[k] = ContiguousOffset(out->shape(), RelativeAt(t.box, my_after), SizesOf(t.box));
-      if (!direct[k]) in_total += Volume(t.box);
-    }
-  }
-  std::byte* outgoing = Scratch(0, out_total * e);
-  std::byte* incoming = Scratch(1, in_total * e);
-  int64_t offset = 0;
-  for (size_t k = 0; k < transfers.size(); ++k) {
-    const Transfer& t = transfers[k];
+  for (const Transfer& t : transfers) {
     if (t.from_process != me) continue;
-    if (direct[k]) {
-      c.comm.Send(local->bytes() + *direct[k] * e, Volume(t.box), c.dtype, t.to_process);
-      continue;
+    const Shape at = RelativeAt(t.box, my_before), extent = SizesOf(t.box);
+    if (const std::optional<int64_t> run = ContiguousOffset(local->shape(), at, extent)) {
+      c.comm.Send(local->bytes() + *run * e, Volume(t.box), c.dtype, t.to_process);
+    } else {
+      c.comm.SendBox(local->bytes(), BufferBox{local->shape(), at, extent}, c.dtype, t.to_process);
     }
-    const Shape extent = SizesOf(t.box);
-    CopyBox(local->bytes(), local->shape(), RelativeAt(t.box, my_before), outgoing + offset * e,
-            extent, Shape(extent.size(), 0), extent, c.e);
-    c.comm.Send(outgoing + offset * e, Volume(t.box), c.dtype, t.to_process);
-    offset += Volume(t.box);
   }
-  offset = 0;
-  for (size_t k = 0; k < transfers.size(); ++k) {
-    const Transfer& t = transfers[k];
+  for (const Transfer& t : transfers) {
     if (t.to_process != me) continue;
-    if (direct[k]) {
-      c.comm.Recv(out->bytes() + *direct[k] * e, Volume(t.box), c.dtype, t.from_process);
-      continue;
+    const Shape at = RelativeAt(t.box, my_after), extent = SizesOf(t.box);
+    if (const std::optional<int64_t> run = ContiguousOffset(out->shape(), at, extent)) {
+      c.comm.Recv(out->bytes() + *run * e, Volume(t.box), c.dtype, t.from_process);
+    } else {
+      c.comm.RecvBox(out->bytes(), BufferBox{out->shape(), at, extent}, c.dtype, t.from_process);
     }
-    c.comm.Recv(incoming + offset * e, Volume(t.box), c.dtype, t.from_process);
-    offset += Volume(t.box);
   }
   if (out && from_coord) {  // what this rank already holds
     const Box kept = Intersect(my_before, my_after);
@@ -383,15 +362,6 @@ std::optional<Tensor> RunSendRecv(const StepContext& c, std::optional<Tensor> lo
     }
   }
   c.comm.Synchronize();
-  offset = 0;
-  for (size_t k = 0; k < transfers.size(); ++k) {
-    const Transfer& t = transfers[k];
-    if (t.to_process != me || direct[k]) continue;
-    const Shape extent = SizesOf(t.box);
-    CopyBox(incoming + offset * e, extent, Shape(extent.size(), 0), out->bytes(), out->shape(),
-            RelativeAt(t.box, my_after), extent, c.e);
-    offset += Volume(t.box);
-  }
   return out;
 }
 
@@ -482,52 +452,6 @@ int64_t Volume(const Box& box) {
   return v;
 }
 
-void CopyBox(const std::byte* src, const Shape& src_shape, const Shape& src_at, std::byte* dst,
-             const Shape& dst_shape, const Shape& dst_at, const Shape& extent,
-             size_t element_size) {
-  const int rank = static_cast<int>(extent.size());
-  for (int64_t x : extent) {
-    if (x == 0) return;
-  }
-  if (rank == 0) {
-    std::memcpy(dst, src, element_size);
-    return;
-  }
-  std::vector<int64_t> ss(rank, 1), ds(rank, 1);
-  for (int d = rank - 2; d >= 0; --d) {
-    ss[d] = ss[d + 1] * src_shape[d + 1];
-    ds[d] = ds[d + 1] * dst_shape[d + 1];
-  }
-  // The contiguous run: dims k..rank-1, where every dim after k is whole in both arrays.
-  int k = rank - 1;
-  int64_t run = extent[k];
-  while (k > 0 && extent[k] == src_shape[k] && extent[k] == dst_shape[k]) {
-    --k;
-    run *= extent[k];
-  }
-  int64_t so = 0, dof = 0;
-  for (int d = 0; d < rank; ++d) {
-    so += src_at[d] * ss[d];
-    dof += dst_at[d] * ds[d];
-  }
-  const size_t run_bytes = static_cast<size_t>(run) * element_size;
-  std::vector<int64_t> index(k, 0);
-  while (true) {
-    std::memcpy(dst + dof * element_size, src + so * element_size, run_bytes);
-    int d = k - 1;
-    for (; d >= 0; --d) {
-      if (++index[d] < extent[d]) {
-        so += ss[d];
-        dof += ds[d];
-        break;
-      }
-      so -= (extent[d] - 1) * ss[d];
-      dof -= (extent[d] - 1) * ds[d];
-      index[d] = 0;
-    }
-    if (d < 0) break;
-  }
-}
 
 kernels::Tensor SliceBox(const kernels::Tensor& t, const Box& box) {
   const Shape extent = SizesOf(box);

@@ -13,7 +13,9 @@
 // - AllToAll(g, i -> j): one all_to_all with per-member counts (the parts of this rank's
 //   old box in each member's new box; its own part is copied locally, not sent).
 // - SendRecv: exactly SendRecvTransfers(step, shape): this rank sends the boxes it is the
-//   source of, receives those addressed to it, and copies what it already held.
+//   source of, receives those addressed to it, and copies what it already held. A piece
+//   that is not one contiguous run of its buffer travels as a BufferBox (SendBox /
+//   RecvBox: read and written in place, no packing pass of the executor's own).
 // - LocalSlice, LocalPartial, ShardToPartial, Rescale: local, no communication.
 //
 // Bytes: the communicator counts, per rank and step, exactly ExecutorStepBytes(...) (the
@@ -48,13 +50,7 @@ Box BoxAt(const Shape& shape, const DistAttr& attr, const Mesh& mesh,
 Box Intersect(const Box& a, const Box& b);
 int64_t Volume(const Box& box);
 
-// Copies the sub-box of `extent` elements per dim starting at `src_at` in the row-major
-// array `src` of shape `src_shape` to `dst_at` in `dst` (shape `dst_shape`); `element_size`
-// bytes per element. Contiguous runs are copied with one memcpy each (trailing dims that
-// both arrays hold whole are merged into the run).
-void CopyBox(const std::byte* src, const Shape& src_shape, const Shape& src_at, std::byte* dst,
-             const Shape& dst_shape, const Shape& dst_at, const Shape& extent,
-             size_t element_size);
+// CopyBox (strided box copies) is declared in communicator.h.
 // The part `box` (local coordinates of `t`) of `t` as a new tensor.
 kernels::Tensor SliceBox(const kernels::Tensor& t, const Box& box);
 

@@ -89,7 +89,16 @@ void ThreadCommunicator::Run(const Call& call) {
       const CollectiveDesc& d = call.desc;
       ThreadWorld::Message message{d.dtype, d.counts[0], call.step, {}};
       const auto* bytes = static_cast<const unsigned char*>(call.send);
-      message.bytes.assign(bytes, bytes + d.counts[0] * ElementSize(d.dtype));
+      const int64_t e = ElementSize(d.dtype);
+      if (call.box) {  // pack the piece (the MPI backend lets MPI read it in place)
+        message.bytes.resize(d.counts[0] * e);
+        const BufferBox& b = *call.box;
+        CopyBox(static_cast<const std::byte*>(call.send), b.array, b.at,
+                reinterpret_cast<std::byte*>(message.bytes.data()), b.extent,
+                std::vector<int64_t>(b.extent.size(), 0), b.extent, e);
+      } else {
+        message.bytes.assign(bytes, bytes + d.counts[0] * e);
+      }
       std::unique_lock lock(world_.mu_);
       if (world_.abort_message_) throw CommError(*world_.abort_message_);
       world_.mailboxes_[{rank(), d.root}].push_back(std::move(message));
@@ -129,7 +138,15 @@ void ThreadCommunicator::DoSynchronize() {
                std::to_string(message.step));
     }
     lock.unlock();
-    if (!message.bytes.empty()) std::memcpy(call.recv, message.bytes.data(), message.bytes.size());
+    if (message.bytes.empty()) continue;
+    if (call.box) {
+      const BufferBox& b = *call.box;
+      CopyBox(reinterpret_cast<const std::byte*>(message.bytes.data()), b.extent,
+              std::vector<int64_t>(b.extent.size(), 0), static_cast<std::byte*>(call.recv),
+              b.array, b.at, b.extent, ElementSize(d.dtype));
+    } else {
+      std::memcpy(call.recv, message.bytes.data(), message.bytes.size());
+    }
   }
 }
 

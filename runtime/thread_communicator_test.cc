@@ -53,6 +53,15 @@ TEST(ThreadCommunicator, MeshAxisGroups) {
   }
 }
 
+TEST(ThreadCommunicator, BoxSendRecv) {
+  for (int64_t world : {2, 3, 4}) {
+    std::vector<std::string> errors(world);
+    RunRanks(world, [&](Communicator& comm) { errors[comm.rank()] = testing::RunBoxSendRecv(comm); },
+             Options(20));
+    for (const std::string& error : errors) EXPECT_EQ(error, "") << "world " << world;
+  }
+}
+
 // Runs fn on `world` ranks and returns RunRanks' failure message ("" if none), checking
 // that it came within `bound_s`.
 std::string FailureOf(int64_t world, const std::function<void(Communicator&)>& fn,
