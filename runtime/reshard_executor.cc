@@ -241,21 +241,6 @@ std::optional<int64_t> ContiguousOffset(const Shape& shape, const Shape& at, con
   return offset;
 }
 
-// True when `boxes` (global, in position order; empty ones skipped) lie one after the other
-// from the start of the array of `origin`'s box: the array itself is the packed buffer.
-bool TilesInOrder(const std::vector<Box>& boxes, const Box& origin) {
-  const Shape shape = SizesOf(origin);
-  int64_t next = 0;
-  for (const Box& b : boxes) {
-    const int64_t v = Volume(b);
-    if (v == 0) continue;
-    const std::optional<int64_t> at = ContiguousOffset(shape, RelativeAt(b, origin), SizesOf(b));
-    if (!at || *at != next) return false;
-    next += v;
-  }
-  return true;
-}
-
 Tensor RunAllToAll(const StepContext& c, Tensor local, const std::vector<int64_t>& coord) {
   const ReshardStep& step = c.step;
   const GroupInfo g = GroupAt(step.mesh, coord, step.axes, c.comm.rank());
@@ -268,53 +253,39 @@ Tensor RunAllToAll(const StepContext& c, Tensor local, const std::vector<int64_t
     send_boxes[q] = Intersect(my_before, BoxAt(c.shape, step.after, step.mesh, g.coords[q]));
     recv_boxes[q] = Intersect(BoxAt(c.shape, step.before, step.mesh, g.coords[q]), my_after);
   }
-  // When the pieces tile this rank's old (new) buffer in position order, that buffer is the
-  // send (receive) buffer and the own piece travels through the collective (a local copy
-  // there, 0 bytes counted); otherwise the pieces are packed, and the own piece is copied
-  // directly.
-  const bool send_direct = TilesInOrder(send_boxes, my_before);
-  const bool recv_direct = TilesInOrder(recv_boxes, my_after);
-  const bool self_through = send_direct || recv_direct;
-  std::vector<int64_t> send_counts(n, 0), recv_counts(n, 0);
-  int64_t send_total = 0, recv_total = 0;
-  for (int64_t q = 0; q < n; ++q) {
-    if (q == g.position && !self_through) continue;
-    send_counts[q] = Volume(send_boxes[q]);
-    recv_counts[q] = Volume(recv_boxes[q]);
-    send_total += send_counts[q];
-    recv_total += recv_counts[q];
-  }
-  std::byte* send = send_direct ? local.bytes() : Scratch(0, send_total * static_cast<int64_t>(c.e));
-  std::byte* recv = recv_direct ? out.bytes() : Scratch(1, recv_total * static_cast<int64_t>(c.e));
-  if (!send_direct) {
-    int64_t offset = 0;
-    for (int64_t q = 0; q < n; ++q) {
-      if (send_counts[q] == 0) continue;
-      const Shape extent = SizesOf(send_boxes[q]);
-      CopyBox(local.bytes(), local.shape(), RelativeAt(send_boxes[q], my_before),
-              send + offset * c.e, extent, Shape(extent.size(), 0), extent, c.e);
-      offset += send_counts[q];
+  // Point to point: each part is read from and written into its place (Send / Recv of a
+  // contiguous run, SendBox / RecvBox of a strided one: no packing pass); the own part is
+  // copied directly. (Every member takes this path: a choice between this and the
+  // all_to_all collective made from a rank's own boxes could differ between members.)
+  // Posted in shifted order (to position + k, from position - k) so that the members do
+  // not all start with the same peer.
+  const int64_t e = static_cast<int64_t>(c.e);
+  for (int64_t k = 1; k < n; ++k) {
+    const int64_t q = (g.position + k) % n;
+    if (Volume(send_boxes[q]) == 0) continue;
+    const Shape at = RelativeAt(send_boxes[q], my_before), extent = SizesOf(send_boxes[q]);
+    if (const std::optional<int64_t> run = ContiguousOffset(local.shape(), at, extent)) {
+      c.comm.Send(local.bytes() + *run * e, Volume(send_boxes[q]), c.dtype, g.ids[q]);
+    } else {
+      c.comm.SendBox(local.bytes(), BufferBox{local.shape(), at, extent}, c.dtype, g.ids[q]);
     }
   }
-  c.comm.AllToAll(send, send_counts, recv, recv_counts, c.dtype, g.ids);
-  if (!self_through) {  // the own part, while the others' arrive
-    const Box kept = Intersect(my_before, my_after);
-    if (Volume(kept) > 0) {
-      CopyBox(local.bytes(), local.shape(), RelativeAt(kept, my_before), out.bytes(),
-              out.shape(), RelativeAt(kept, my_after), SizesOf(kept), c.e);
+  for (int64_t k = 1; k < n; ++k) {
+    const int64_t q = (g.position + n - k) % n;
+    if (Volume(recv_boxes[q]) == 0) continue;
+    const Shape at = RelativeAt(recv_boxes[q], my_after), extent = SizesOf(recv_boxes[q]);
+    if (const std::optional<int64_t> run = ContiguousOffset(out.shape(), at, extent)) {
+      c.comm.Recv(out.bytes() + *run * e, Volume(recv_boxes[q]), c.dtype, g.ids[q]);
+    } else {
+      c.comm.RecvBox(out.bytes(), BufferBox{out.shape(), at, extent}, c.dtype, g.ids[q]);
     }
+  }
+  const Box kept = Intersect(my_before, my_after);  // the own part, while the others travel
+  if (Volume(kept) > 0) {
+    CopyBox(local.bytes(), local.shape(), RelativeAt(kept, my_before), out.bytes(), out.shape(),
+            RelativeAt(kept, my_after), SizesOf(kept), c.e);
   }
   c.comm.Synchronize();
-  if (!recv_direct) {
-    int64_t offset = 0;
-    for (int64_t q = 0; q < n; ++q) {
-      if (recv_counts[q] == 0) continue;
-      const Shape extent = SizesOf(recv_boxes[q]);
-      CopyBox(recv + offset * c.e, extent, Shape(extent.size(), 0), out.bytes(), out.shape(),
-              RelativeAt(recv_boxes[q], my_after), extent, c.e);
-      offset += recv_counts[q];
-    }
-  }
   return out;
 }
 

@@ -10,8 +10,11 @@
 // - ReduceScatter(g, d, op): the buffer is packed along d into the members' `after` chunks
 //   (in place when the dims before d are of size 1) and reduce_scatter'ed with those counts.
 // - AllReduce(g, op): one in-place all_reduce.
-// - AllToAll(g, i -> j): one all_to_all with per-member counts (the parts of this rank's
-//   old box in each member's new box; its own part is copied locally, not sent).
+// - AllToAll(g, i -> j): the part of this rank's old box in each member's new box goes to
+//   that member point to point, read from and written into its place (Send / Recv of a
+//   contiguous run, SendBox / RecvBox of a strided one: no packing pass); the own part is
+//   copied locally, not sent. The bytes are those of an all_to_all with per-member counts
+//   (the executor used that collective, with packing, before SendBox existed).
 // - SendRecv: exactly SendRecvTransfers(step, shape): this rank sends the boxes it is the
 //   source of, receives those addressed to it, and copies what it already held. A piece
 //   that is not one contiguous run of its buffer travels as a BufferBox (SendBox /
