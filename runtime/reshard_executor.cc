@@ -163,20 +163,29 @@ Tensor RunAllGather(const StepContext& c, Tensor local, const std::vector<int64_
     c.comm.Synchronize();
     return out;
   }
-  std::byte* scratch = Scratch(0, NumElements(out_shape) * static_cast<int64_t>(c.e));
-  c.comm.AllGather(local.bytes(), scratch, counts, c.dtype, g.ids);
-  c.comm.Synchronize();
-  int64_t offset_elements = 0, at = 0;
-  for (int64_t q = 0; q < n; ++q) {
-    Shape chunk = in_shape;
-    chunk[d] = sizes[q];
-    Shape dst_at(in_shape.size(), 0);
-    dst_at[d] = at;
-    CopyBox(scratch + offset_elements * c.e, chunk, Shape(chunk.size(), 0), out.bytes(),
-            out_shape, dst_at, chunk, c.e);
-    offset_elements += counts[q];
-    at += sizes[q];
+  // The chunks are strided in the result: point to point, this rank's (contiguous) chunk to
+  // every other member and each member's chunk written into its place as a BufferBox (no
+  // unpacking pass), in shifted order; the own chunk is copied locally. The bytes are the
+  // all_gather's. `outer` is the same on every member (the members' boxes differ on dim d
+  // only), so they all take the same path.
+  std::vector<Shape> dst_at(n, Shape(in_shape.size(), 0));
+  for (int64_t q = 1; q < n; ++q) dst_at[q][d] = dst_at[q - 1][d] + sizes[q - 1];
+  auto chunk = [&](int64_t q) {
+    Shape s = in_shape;
+    s[d] = sizes[q];
+    return s;
+  };
+  for (int64_t k = 1; k < n && counts[g.position] > 0; ++k) {
+    c.comm.Send(local.bytes(), counts[g.position], c.dtype, g.ids[(g.position + k) % n]);
   }
+  for (int64_t k = 1; k < n; ++k) {
+    const int64_t q = (g.position + n - k) % n;
+    if (counts[q] == 0) continue;
+    c.comm.RecvBox(out.bytes(), BufferBox{out_shape, dst_at[q], chunk(q)}, c.dtype, g.ids[q]);
+  }
+  CopyBox(local.bytes(), in_shape, Shape(in_shape.size(), 0), out.bytes(), out_shape,
+          dst_at[g.position], in_shape, c.e);
+  c.comm.Synchronize();
   return out;
 }
 
