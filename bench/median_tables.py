@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Merges the Markdown tables of several reshard_bench runs into one.
+
+On an oversubscribed machine one mpirun launch can differ from the next by a factor of two
+(where the ranks land, what else runs), more than the median over repetitions inside a
+launch can hide. So run the benchmark several times and keep, per row and numeric column,
+the median over the launches; percentages are recomputed from the merged times where the
+row has a "raw MPI ms" column.
+
+    for i in 1 2 3; do mpirun -np 8 ... build/bin/reshard_bench --sizes-mib 1,64 > run$i.md; done
+    python3 bench/median_tables.py run1.md run2.md run3.md
+"""
+import statistics
+import sys
+
+
+def rows(path):
+    header, out = None, []
+    for line in open(path):
+        if not line.startswith("|"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header = cells
+        elif not set("".join(cells)) <= set("-"):
+            out.append(cells)
+    return header, out
+
+
+def number(text):
+    try:
+        return float(text.rstrip("%"))
+    except ValueError:
+        return None
+
+
+def main(paths):
+    if not paths:
+        sys.exit("usage: median_tables.py RUN.md [RUN.md ...]")
+    header, merged, order = None, {}, []
+    for path in paths:
+        h, body = rows(path)
+        if h is None:
+            sys.exit(f"{path}: no table")
+        if header is not None and h != header:
+            sys.exit(f"{path}: another table layout")
+        header = h
+        for cells in body:
+            key = tuple(cells[:3])  # transition, mesh (or ranks), MiB
+            if key not in merged:
+                merged[key] = []
+                order.append(key)
+            merged[key].append(cells)
+    col = {name: i for i, name in enumerate(header)}
+    print(f"median over {len(paths)} launches\n")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for key in order:
+        runs = merged[key]
+        out = list(runs[0])
+        for i in range(3, len(header)):
+            values = [number(r[i]) for r in runs]
+            if all(v is not None for v in values) and not header[i].startswith("vs") \
+                    and header[i] != "outside / raw":
+                out[i] = f"{statistics.median(values):.3f}"
+        raw = col.get("raw MPI ms")
+        if raw is not None and number(out[raw]) not in (None, 0.0):
+            runtime = number(out[col["runtime ms"]])
+            out[col["vs raw"]] = f"{100 * (runtime - number(out[raw])) / number(out[raw]):+.0f}%"
+            nb = col.get("raw MPI_I* ms")
+            if nb is not None and number(out[nb]):
+                out[col["vs MPI_I*"]] = f"{100 * (runtime - number(out[nb])) / number(out[nb]):+.0f}%"
+            if "outside ms" in col:
+                outside = number(out[col["outside ms"]])
+                out[col["outside / raw"]] = f"{100 * outside / number(out[raw]):.0f}%"
+        print("| " + " | ".join(out) + " |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
