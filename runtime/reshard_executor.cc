@@ -86,15 +86,15 @@ GroupInfo GroupAt(const Mesh& mesh, const std::vector<int64_t>& coord, const Axi
   return g;
 }
 
-// Two scratch buffers per thread (a rank is one thread in both backends), as large as the
-// largest step so far: packing buffers are reused instead of coming back as fresh pages.
-std::byte* Scratch(int slot, int64_t bytes) {
+// One scratch buffer per thread (a rank is one thread in both backends), as large as the
+// largest step so far: the reduce-scatter's packing buffer is reused instead of coming back
+// as fresh pages.
+std::byte* Scratch(int64_t bytes) {
   struct Buffer {
     std::unique_ptr<std::byte[]> data;
     int64_t size = 0;
   };
-  thread_local Buffer buffers[2];
-  Buffer& b = buffers[slot];
+  thread_local Buffer b;
   if (b.size < bytes) {
     b.data.reset();
     b.data.reset(new std::byte[static_cast<size_t>(bytes)]);
@@ -212,7 +212,7 @@ Tensor RunReduceScatter(const StepContext& c, Tensor local, const std::vector<in
     c.comm.Synchronize();
     return out;
   }
-  std::byte* packed = Scratch(0, local.numel() * static_cast<int64_t>(c.e));
+  std::byte* packed = Scratch(local.numel() * static_cast<int64_t>(c.e));
   int64_t offset_elements = 0;
   for (int64_t q = 0; q < n; ++q) {
     Shape chunk = in_shape;
