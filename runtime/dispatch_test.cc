@@ -13,18 +13,16 @@
 #include "rules/error.h"
 #include "rules/local_attrs.h"
 #include "rules/registry.h"
+#include "runtime/runtime_test_util.h"
 #include "runtime/thread_communicator.h"
 
 namespace spmd::runtime {
 namespace {
 
 using kernels::Tensor;
-
-CommOptions Quick() {
-  CommOptions options;
-  options.timeout_s = 20;
-  return options;
-}
+using testing::Iota;
+using testing::Parse;
+using testing::Quick;
 
 Tensor Values(const Shape& shape, double scale = 0.25) {
   int64_t n = 1;
@@ -34,7 +32,6 @@ Tensor Values(const Shape& shape, double scale = 0.25) {
   return Tensor::FromVector<double>(shape, v);
 }
 
-DistAttr Parse(const std::string& text, int rank) { return ParsePlacementString(text, rank, "test"); }
 
 void ExpectNear(const Tensor& got, const Tensor& want) {
   ASSERT_EQ(got.shape(), want.shape());

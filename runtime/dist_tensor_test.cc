@@ -8,28 +8,17 @@
 #include <vector>
 
 #include "rules/error.h"
+#include "runtime/runtime_test_util.h"
 #include "runtime/thread_communicator.h"
 
 namespace spmd::runtime {
 namespace {
 
 using kernels::Tensor;
+using testing::Iota;
+using testing::Parse;
+using testing::Quick;
 
-CommOptions Quick() {
-  CommOptions options;
-  options.timeout_s = 20;
-  return options;
-}
-
-Tensor Iota(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  std::vector<double> v(n);
-  std::iota(v.begin(), v.end(), 1.0);
-  return Tensor::FromVector<double>(shape, v);
-}
-
-DistAttr Parse(const std::string& text, int rank) { return ParsePlacementString(text, rank, "test"); }
 
 TEST(DistTensor, ShardTensorGivesEachRankItsChunk) {
   const Mesh mesh({2, 2}, {3, 2, 1, 0});

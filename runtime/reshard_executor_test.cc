@@ -12,38 +12,17 @@
 
 #include "rules/dist_attr.h"
 #include "runtime/dist_tensor.h"
+#include "runtime/runtime_test_util.h"
 #include "runtime/thread_communicator.h"
 
 namespace spmd::runtime {
 namespace {
 
 using kernels::Tensor;
+using testing::Iota;
+using testing::Parse;
+using testing::Quick;
 
-CommOptions Quick() {
-  CommOptions options;
-  options.timeout_s = 20;
-  return options;
-}
-
-Tensor Iota(const Shape& shape, DType dtype = DType::kFloat32) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  std::vector<double> v(n);
-  std::iota(v.begin(), v.end(), 1.0);
-  Tensor t = Tensor::Uninitialized(shape, dtype);
-  for (int64_t i = 0; i < n; ++i) {
-    if (dtype == DType::kFloat32) {
-      t.data<float>()[i] = static_cast<float>(v[i]);
-    } else if (dtype == DType::kFloat64) {
-      t.data<double>()[i] = v[i];
-    } else {
-      t.data<int64_t>()[i] = static_cast<int64_t>(v[i]);
-    }
-  }
-  return t;
-}
-
-DistAttr Parse(const std::string& text, int rank) { return ParsePlacementString(text, rank, "test"); }
 
 TEST(CopyBox, CopiesASubBoxBetweenStridedArrays) {
   const Tensor src = Iota({3, 4, 5}, DType::kFloat64);
@@ -63,7 +42,7 @@ TEST(CopyBox, CopiesASubBoxBetweenStridedArrays) {
 TEST(CopyBox, SliceBoxHandlesScalarsAndEmptyBoxes) {
   const Tensor scalar = Tensor::FromVector<double>({}, {7.0});
   EXPECT_EQ(SliceBox(scalar, {}).data<double>()[0], 7.0);
-  const Tensor t = Iota({4, 3});
+  const Tensor t = Iota({4, 3}, DType::kFloat32);
   EXPECT_EQ(SliceBox(t, {Range{1, 1}, Range{0, 3}}).shape(), (Shape{0, 3}));
   const Tensor col = SliceBox(t, {Range{0, 4}, Range{2, 3}});
   EXPECT_EQ(col.shape(), (Shape{4, 1}));
@@ -100,7 +79,7 @@ std::vector<ReshardReport> RoundTrip(int64_t world, const Mesh& mesh, const Tens
 TEST(Executor, TwoPartialAxesToReplicatedIsOneAllReduceAtTheBound) {
   // The worked example of rules/reshard.h: [1024, 512] float32 on 2x2, (P, P) -> (R, R).
   const Mesh mesh({2, 2});
-  const Tensor global = Iota({1024, 512});
+  const Tensor global = Iota({1024, 512}, DType::kFloat32);
   const auto reports = RoundTrip(4, mesh, global, Parse("[P(sum), P(sum)]", 2), Parse("[R, R]", 2));
   for (const ReshardReport& r : reports) {
     ASSERT_EQ(r.steps.size(), 1u);
@@ -113,7 +92,7 @@ TEST(Executor, TwoPartialAxesToReplicatedIsOneAllReduceAtTheBound) {
 TEST(Executor, UnevenAllToAllMovesExactlyThePlannedBytes) {
   // D6: [10, 7] over 4 ranks, S(0) -> S(1); rank 0 receives 56 bytes (the plan's max).
   const Mesh mesh({4});
-  const auto reports = RoundTrip(4, mesh, Iota({10, 7}), Parse("[S(0)]", 2), Parse("[S(1)]", 2));
+  const auto reports = RoundTrip(4, mesh, Iota({10, 7}, DType::kFloat32), Parse("[S(0)]", 2), Parse("[S(1)]", 2));
   int64_t max_received = 0;
   for (const ReshardReport& r : reports) {
     ASSERT_EQ(r.steps.size(), 1u);
@@ -157,7 +136,7 @@ TEST(Executor, MovesToASubMeshAndAnotherShape) {
   const Mesh mesh({2, 2});
   const Mesh sub({2}, {3, 1});
   const Mesh other({4}, {2, 0, 3, 1});
-  const Tensor global = Iota({9, 4});
+  const Tensor global = Iota({9, 4}, DType::kFloat32);
   const auto reports = RoundTrip(5, mesh, global, Parse("[S(0), S(1)]", 2), Parse("[S(1)]", 2), &sub);
   EXPECT_EQ(reports[4].steps.size(), 0u);  // rank 4 is in neither mesh
   for (const ReshardReport& r : reports) EXPECT_EQ(r.counted, r.planned);
@@ -180,7 +159,7 @@ TEST(Executor, UnevenReductionsCountWholeElements) {
     EXPECT_EQ(StepBytesOf(plan.steps[0], plan.shape, plan.dtype, pid), (RankBytes{want, want}));
     EXPECT_EQ(ExecutorStepBytes(plan.steps[0], plan.shape, plan.dtype, pid), (RankBytes{want, want}));
   }
-  RoundTrip(4, mesh, Iota({5}), Parse("[P(sum)]", 1), Parse("[R]", 1));
+  RoundTrip(4, mesh, Iota({5}, DType::kFloat32), Parse("[P(sum)]", 1), Parse("[R]", 1));
 }
 
 TEST(Executor, RejectsABufferOfTheWrongShape) {
