@@ -16,12 +16,6 @@ namespace {
 
 using kernels::Tensor;
 
-int64_t NumElements(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return n;
-}
-
 Shape SizesOf(const Box& box) {
   Shape s;
   s.reserve(box.size());
@@ -487,7 +481,6 @@ std::optional<kernels::Tensor> ExecutePlan(const ReshardPlan& plan,
       StepRecord r;
       r.kind = step.kind;
       r.planned = StepBytesOf(step, plan.shape, plan.dtype, me);
-      r.expected = ExecutorStepBytes(step, plan.shape, plan.dtype, me);
       r.counted = RankBytes{comm.counters().total_sent() - sent0,
                             comm.counters().total_received() - received0};
       report->planned.sent += r.planned.sent;
@@ -499,36 +492,6 @@ std::optional<kernels::Tensor> ExecutePlan(const ReshardPlan& plan,
   }
   if (!plan.to_mesh.CoordinateOf(me)) return std::nullopt;
   return local;
-}
-
-RankBytes ExecutorStepBytes(const ReshardStep& step, const Shape& shape, DType dtype,
-                            int64_t process_id) {
-  if (step.kind != StepKind::kReduceScatter && step.kind != StepKind::kAllReduce) {
-    return StepBytesOf(step, shape, dtype, process_id);
-  }
-  const std::optional<std::vector<int64_t>> coord = step.mesh.CoordinateOf(process_id);
-  if (!coord) return {};
-  const GroupInfo g = GroupAt(step.mesh, *coord, step.axes, process_id);
-  const int64_t n = static_cast<int64_t>(g.ids.size());
-  CollectiveDesc desc;
-  desc.dtype = dtype;
-  desc.op = step.op;
-  desc.group = g.ids;
-  const Shape local = LocalShape(shape, step.before, step.mesh, *coord);
-  if (step.kind == StepKind::kAllReduce) {
-    desc.kind = Collective::kAllReduce;
-    desc.counts = {NumElements(local)};
-  } else {
-    desc.kind = Collective::kReduceScatter;
-    const int d = step.dim;
-    const int64_t rest = Outer(local, d) * Inner(local, d);
-    for (int64_t q = 0; q < n; ++q) {
-      desc.counts.push_back(
-          rest * DimRangeAt(shape[d], step.after.dims[d], step.mesh, g.coords[q]).size());
-    }
-  }
-  const ByteCount b = CountBytes(desc, g.position);
-  return RankBytes{b.sent, b.received};
 }
 
 ReshardPlan CachedPlanReshard(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_mesh,

@@ -21,11 +21,10 @@
 //   RecvBox: read and written in place, no packing pass of the executor's own).
 // - LocalSlice, LocalPartial, ShardToPartial, Rescale: local, no communication.
 //
-// Bytes: the communicator counts, per rank and step, exactly ExecutorStepBytes(...) (the
-// communicator's CountBytes applied to the counts this executor passes), and that equals
-// the plan's StepBytesOf(...) for every step, uneven reductions included: both count the
-// whole elements of the same algorithms (rules/reshard.h "Bytes", communicator.h). The
-// tests check counted == expected == planned on every rank.
+// Bytes: the communicator counts, per rank and step, exactly the plan's StepBytesOf(...),
+// uneven reductions included: both count the whole elements of the same algorithms
+// (rules/reshard.h "Bytes", communicator.h). The tests check counted == planned on every
+// rank and step.
 #pragma once
 
 #include <cstddef>
@@ -63,7 +62,6 @@ kernels::Tensor SliceBox(const kernels::Tensor& t, const Box& box);
 struct StepRecord {
   StepKind kind = StepKind::kAllGather;
   RankBytes planned;   // StepBytesOf(step, shape, dtype, this rank)
-  RankBytes expected;  // ExecutorStepBytes(step, shape, dtype, this rank)
   RankBytes counted;   // the communicator's counters over the step
 };
 
@@ -87,12 +85,6 @@ std::optional<kernels::Tensor> ExecuteStep(const ReshardStep& step, const Shape&
 std::optional<kernels::Tensor> ExecutePlan(const ReshardPlan& plan,
                                            std::optional<kernels::Tensor> local,
                                            Communicator& comm, ReshardReport* report = nullptr);
-
-// The bytes the executor's communicator calls count for the rank `process_id` in `step`
-// (0 and 0 outside the step's meshes). See the header comment for where this differs from
-// StepBytesOf.
-RankBytes ExecutorStepBytes(const ReshardStep& step, const Shape& shape, DType dtype,
-                            int64_t process_id);
 
 // PlanReshard behind a cache shared by every thread of the process (plans are pure
 // functions of their request; the cache holds at most a few thousand plans).
