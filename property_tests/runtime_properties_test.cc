@@ -103,34 +103,6 @@ uint64_t Seed() { return static_cast<uint64_t>(Uniform(0, int64_t{1} << 30)); }
 MpiCommunicator* g_comm = nullptr;
 std::string g_program = "runtime_properties_test";
 
-int WorldRank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-int64_t WorldSize() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
-
-// The error of the lowest failing rank ("" when every rank passed), on every rank. Plain
-// MPI on the world, independent of the code under test.
-std::string FirstError(const std::string& mine) {
-  const int size = static_cast<int>(WorldSize());
-  int candidate = mine.empty() ? size : WorldRank();
-  int first = size;
-  MPI_Allreduce(&candidate, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (first == size) return "";
-  int length = static_cast<int>(mine.size());
-  MPI_Bcast(&length, 1, MPI_INT, first, MPI_COMM_WORLD);
-  std::string message = mine;
-  message.resize(length);
-  MPI_Bcast(message.data(), length, MPI_CHAR, first, MPI_COMM_WORLD);
-  return "rank " + std::to_string(first) + ": " + message;
-}
-
 int64_t GenWorld() { return WorldSize(); }
 
 // Runs fn on every rank (this process is one of them); the combined verdict.

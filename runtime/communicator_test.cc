@@ -21,34 +21,6 @@ namespace {
 
 MpiCommunicator* g_comm = nullptr;
 
-int WorldRank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-int WorldSize() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
-
-// Returns the error of the lowest failing rank ("" when every rank passed), on every rank.
-// Plain MPI on the world, independent of the code under test.
-std::string FirstError(const std::string& mine) {
-  const int size = WorldSize();
-  int candidate = mine.empty() ? size : WorldRank();
-  int first = size;
-  MPI_Allreduce(&candidate, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (first == size) return "";
-  int length = static_cast<int>(mine.size());
-  MPI_Bcast(&length, 1, MPI_INT, first, MPI_COMM_WORLD);
-  std::string message = mine;
-  message.resize(length);
-  MPI_Bcast(message.data(), length, MPI_CHAR, first, MPI_COMM_WORLD);
-  return message;
-}
-
 void CheckKind(Collective kind) {
   const testing::CollectiveCase c = *testing::GenCase(WorldSize(), kind);
   const std::string error = FirstError(testing::RunCase(*g_comm, c));

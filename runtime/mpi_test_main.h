@@ -1,7 +1,8 @@
 // The main of a GoogleTest + RapidCheck program under mpirun (TOOLCHAIN.md's verified
 // pattern), shared by the MPI test programs: one RapidCheck seed for every rank (rank 0
 // draws it unless RC_PARAMS fixes it), only rank 0's reports, the exit code all-reduced
-// (max) so that one failing rank fails the run. Test-only; include from one .cc per program.
+// (max) so that one failing rank fails the run; and the verdict helpers (FirstError).
+// Test-only; include from one .cc per program.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -17,6 +18,35 @@
 #include "runtime/mpi_communicator.h"
 
 namespace spmd::runtime {
+
+inline int WorldRank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+inline int WorldSize() {
+  int s = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+// The error of the lowest failing rank, as "rank R: <error>" ("" when every rank passed),
+// on every rank: the verdict every rank asserts on, so that RapidCheck shrinks the same way
+// everywhere. Plain MPI on the world, independent of the code under test.
+inline std::string FirstError(const std::string& mine) {
+  const int size = WorldSize();
+  int candidate = mine.empty() ? size : WorldRank();
+  int first = size;
+  MPI_Allreduce(&candidate, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first == size) return "";
+  int length = static_cast<int>(mine.size());
+  MPI_Bcast(&length, 1, MPI_INT, first, MPI_COMM_WORLD);
+  std::string message = mine;
+  message.resize(length);
+  MPI_Bcast(message.data(), length, MPI_CHAR, first, MPI_COMM_WORLD);
+  return "rank " + std::to_string(first) + ": " + message;
+}
 
 // Calls MPI_Init, runs every test with `set_comm` given a live MpiCommunicator (and
 // nullptr after), finalizes. `extra_params` is appended to RC_PARAMS unless it already
