@@ -107,16 +107,7 @@ CompletenessRow Examine(const OpDecl& op, const std::vector<int64_t>& mesh_shape
 }  // namespace
 
 std::vector<CompletenessRow> RunCompleteness(const CompletenessOptions& options) {
-  std::vector<const OpDecl*> ops;
-  if (options.ops.empty()) {
-    for (const OpDecl& op : AllOps()) ops.push_back(&op);
-  } else {
-    for (const std::string& name : options.ops) {
-      const OpDecl* op = FindOp(name);
-      if (op == nullptr) throw SpmdError(ErrorType::kUnknownOp, "--op", "unknown op '" + name + "'");
-      ops.push_back(op);
-    }
-  }
+  const std::vector<const OpDecl*> ops = SelectOps(options.ops);
   const std::vector<std::vector<int64_t>> meshes =
       options.meshes.empty() ? std::vector<std::vector<int64_t>>{{2}, {2, 2}} : options.meshes;
   std::vector<std::pair<const OpDecl*, std::vector<int64_t>>> tasks;

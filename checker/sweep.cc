@@ -267,18 +267,23 @@ std::vector<DistAttr> EnumerateDistAttrs(int rank, int mesh_ndim, const std::vec
 
 std::string ReplayCommand(const Case& c) { return "build/bin/spmd check --case '" + CaseToJson(c) + "'"; }
 
+std::vector<const OpDecl*> SelectOps(const std::vector<std::string>& names) {
+  std::vector<const OpDecl*> ops;
+  if (names.empty()) {
+    for (const OpDecl& op : AllOps()) ops.push_back(&op);
+    return ops;
+  }
+  for (const std::string& name : names) {
+    const OpDecl* op = FindOp(name);
+    if (op == nullptr) throw SpmdError(ErrorType::kUnknownOp, "--op", "unknown op '" + name + "'");
+    ops.push_back(op);
+  }
+  return ops;
+}
+
 std::vector<SweepRow> RunSweep(const SweepOptions& options,
                                const std::function<void(const SweepRow&, size_t, size_t)>& progress) {
-  std::vector<const OpDecl*> ops;
-  if (options.ops.empty()) {
-    for (const OpDecl& op : AllOps()) ops.push_back(&op);
-  } else {
-    for (const std::string& name : options.ops) {
-      const OpDecl* op = FindOp(name);
-      if (op == nullptr) throw SpmdError(ErrorType::kUnknownOp, "--op", "unknown op '" + name + "'");
-      ops.push_back(op);
-    }
-  }
+  const std::vector<const OpDecl*> ops = SelectOps(options.ops);
   const auto meshes = options.meshes.empty() ? DefaultMeshes() : options.meshes;
   struct Task {
     const OpDecl* op;

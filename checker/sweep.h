@@ -35,6 +35,10 @@ struct SweepRow {
   std::vector<std::string> failures;  // the first few: message and replay command
 };
 
+// The ops named in `names` (every registered op when empty); SpmdError(kUnknownOp, "--op")
+// for a name spmdkit does not have.
+std::vector<const OpDecl*> SelectOps(const std::vector<std::string>& names);
+
 // The default meshes of the exhaustive sweep.
 std::vector<std::vector<int64_t>> DefaultMeshes();
 // The size palettes: divisible, uneven, and smaller than the mesh axes (empty shards,
