@@ -116,7 +116,8 @@ inline void CheckOutputCount(int64_t n) {
 
 // The compute dtype: the dtype of the floating inputs among `which` (float32 or float64;
 // InvalidArgument "inputs[i].dtype" when they mix), float64 when none is floating.
-inline DType ComputeDType(const TensorArgs& inputs, std::initializer_list<size_t> which) {
+template <typename Indices>
+inline DType ComputeDTypeOver(const TensorArgs& inputs, const Indices& which) {
   bool found = false;
   DType dtype = DType::kFloat64;
   size_t first = 0;
@@ -135,24 +136,15 @@ inline DType ComputeDType(const TensorArgs& inputs, std::initializer_list<size_t
   return dtype;
 }
 
+inline DType ComputeDType(const TensorArgs& inputs, std::initializer_list<size_t> which) {
+  return ComputeDTypeOver(inputs, which);
+}
+
 // As above over every input.
 inline DType ComputeDTypeAll(const TensorArgs& inputs) {
-  bool found = false;
-  DType dtype = DType::kFloat64;
-  size_t first = 0;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!IsFloating(inputs[i].dtype())) continue;
-    if (!found) {
-      found = true;
-      dtype = inputs[i].dtype();
-      first = i;
-    } else if (inputs[i].dtype() != dtype) {
-      ThrowInvalid(InputField(i, "dtype"),
-                   std::string(ToString(inputs[i].dtype())) + " mixed with " +
-                       std::string(ToString(dtype)) + " of " + InputField(first));
-    }
-  }
-  return dtype;
+  std::vector<size_t> all(inputs.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  return ComputeDTypeOver(inputs, all);
 }
 
 template <typename T>
