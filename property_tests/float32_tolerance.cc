@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <sstream>
 
 namespace spmd::prop {
 namespace {
@@ -153,6 +154,41 @@ bool SameSpecial(double x, double y) {
   if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
   if (std::isinf(x) || std::isinf(y)) return x == y;
   return false;
+}
+
+std::string CompareValues(const std::string& op, size_t out, const std::string& where,
+                          DType dtype, const std::vector<double>& got,
+                          const std::vector<double>& want, double f64_rel,
+                          std::optional<F32Bounds>& bounds,
+                          const std::function<F32Bounds()>& make_bounds) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double r = want[i], k = got[i];
+    double tolerance = 0;
+    bool ok;
+    if (!IsFloating(dtype)) {
+      ok = k == r;
+    } else if (SameSpecial(k, r)) {
+      ok = true;
+    } else if (dtype == DType::kFloat64) {
+      tolerance = f64_rel * std::max(1.0, std::fabs(r));
+      ok = std::fabs(k - r) <= tolerance;
+    } else if (RuleOf(op) == F32Rule::kExact) {
+      ok = k == static_cast<double>(static_cast<float>(r));
+    } else {
+      if (!bounds) bounds = make_bounds();
+      tolerance = F32Tolerance(*bounds, out, i, r);
+      ok = std::fabs(k - r) <= tolerance ||
+           (std::isinf(static_cast<float>(r)) && k == static_cast<double>(static_cast<float>(r)));
+    }
+    if (!ok) {
+      std::ostringstream os;
+      os.precision(17);
+      os << where << " element " << i << ": got " << k << ", reference " << r << " (|diff| "
+         << std::fabs(k - r) << ", tolerance " << tolerance << ")";
+      return os.str();
+    }
+  }
+  return "";
 }
 
 }  // namespace spmd::prop

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,5 +55,17 @@ bool SameSpecial(double x, double y);
 
 // The allowed |float32 run - reference| of element i of output `out` (kExact: 0).
 double F32Tolerance(const F32Bounds& b, size_t out, size_t i, double r);
+
+// Compares the values of output `out` of `op`, computed in `dtype`, with the reference's
+// `want`: integer and bool outputs exactly, NaN / infinities by kind, float64 within
+// f64_rel * max(1, |reference|),
+// float32 by the op's F32Rule (bounds from make_bounds, called at most once, on the first
+// element that needs them, and kept in `bounds`). Returns "" or "<where> element i: got k,
+// reference r (|diff| d, tolerance t)" for the first element that differs.
+std::string CompareValues(const std::string& op, size_t out, const std::string& where,
+                          DType dtype, const std::vector<double>& got,
+                          const std::vector<double>& want, double f64_rel,
+                          std::optional<F32Bounds>& bounds,
+                          const std::function<F32Bounds()>& make_bounds);
 
 }  // namespace spmd::prop

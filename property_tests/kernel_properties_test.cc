@@ -308,35 +308,10 @@ std::string CompareOutputs(const std::string& op, const ref::Tensors& inputs, co
       return where + " dtype " + std::string(ToString(g.dtype())) + ", expected " +
              std::string(ToString(want));
     }
-    const std::vector<double> values = ValuesOf(g);
-    for (size_t i = 0; i < values.size(); ++i) {
-      const double r = e.data[i];
-      const double k = values[i];
-      double tolerance = 0;
-      bool ok;
-      if (!IsFloating(g.dtype())) {
-        ok = k == r;
-      } else if (SameSpecial(k, r)) {
-        ok = true;
-      } else if (g.dtype() == DType::kFloat64) {
-        tolerance = 1e-12 * std::fabs(r) + 1e-12;
-        ok = std::fabs(k - r) <= tolerance;
-      } else if (RuleOf(op) == F32Rule::kExact) {
-        ok = k == static_cast<double>(static_cast<float>(r));
-      } else {
-        if (!bounds) bounds = MakeBounds(op, inputs, attrs, expected);
-        tolerance = F32Tolerance(*bounds, o, i, r);
-        ok = std::fabs(k - r) <= tolerance ||
-             (std::isinf(static_cast<float>(r)) && k == static_cast<double>(static_cast<float>(r)));
-      }
-      if (!ok) {
-        std::ostringstream os;
-        os.precision(17);
-        os << where << " element " << i << ": kernel " << k << ", reference " << r
-           << " (|diff| " << std::fabs(k - r) << ", tolerance " << tolerance << ")";
-        return os.str();
-      }
-    }
+    const std::string error =
+        CompareValues(op, o, where, g.dtype(), ValuesOf(g), e.data, 1e-12, bounds,
+                      [&] { return MakeBounds(op, inputs, attrs, expected); });
+    if (!error.empty()) return error;
   }
   return "";
 }

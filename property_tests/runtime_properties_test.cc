@@ -661,35 +661,8 @@ std::string CompareOutput(const OpCase& c, const OpValues& v, size_t o, const Te
   const ref::Tensor& e = v.expected[o];
   const std::string where = "outputs[" + std::to_string(o) + "]";
   if (got.shape() != e.shape) return where + " shape " + Join(got.shape()) + ", reference " + Join(e.shape);
-  const std::vector<double> values = ValuesOf(got);
-  for (size_t i = 0; i < values.size(); ++i) {
-    const double r = e.data[i], k = values[i];
-    double tolerance = 0;
-    bool ok;
-    if (!IsFloating(got.dtype())) {
-      ok = k == r;
-    } else if (SameSpecial(k, r)) {
-      ok = true;
-    } else if (got.dtype() == DType::kFloat64) {
-      tolerance = 1e-9 * std::max(1.0, std::fabs(r));
-      ok = std::fabs(k - r) <= tolerance;
-    } else if (RuleOf(c.op->name) == F32Rule::kExact) {
-      ok = k == static_cast<double>(static_cast<float>(r));
-    } else {
-      if (!bounds) bounds = MakeBounds(c.op->name, v.inputs, v.normalized, v.expected);
-      tolerance = F32Tolerance(*bounds, o, i, r);
-      ok = std::fabs(k - r) <= tolerance ||
-           (std::isinf(static_cast<float>(r)) && k == static_cast<double>(static_cast<float>(r)));
-    }
-    if (!ok) {
-      std::ostringstream os;
-      os.precision(17);
-      os << where << " element " << i << ": got " << k << ", reference " << r << " (|diff| "
-         << std::fabs(k - r) << ", tolerance " << tolerance << ")";
-      return os.str();
-    }
-  }
-  return "";
+  return CompareValues(c.op->name, o, where, got.dtype(), ValuesOf(got), e.data, 1e-9, bounds,
+                       [&] { return MakeBounds(c.op->name, v.inputs, v.normalized, v.expected); });
 }
 
 std::string RunOpCase(const OpCase& c, const OpValues& v, const InferResult& rule, Communicator& comm) {
