@@ -112,7 +112,6 @@ struct BufferBox {
   std::vector<int64_t> at;
   std::vector<int64_t> extent;
   int64_t volume() const;
-  bool operator==(const BufferBox&) const = default;
 };
 
 // Prints `all_reduce(float32, count=16, op=sum) on group [3,1]`.
