@@ -1,4 +1,5 @@
-// The reshard executor against raw MPI, under mpirun (issue 4 item 8).
+// The reshard executor against raw MPI, under mpirun: is executing a plan as fast as
+// calling the same MPI collectives by hand?
 //
 // For every 1-d transition of SEMANTICS.md §8 on a mesh of all the ranks, and the main 2-d
 // ones on 2 x (ranks/2), at each size (global float32 tensor of 1 and 64 MiB by default):

@@ -1,4 +1,4 @@
-// Level 2 at random (issue 3, random mode): RapidCheck draws an op, a mesh of 1-4 axes
+// Level 2 at random (the random mode of `spmd check`): RapidCheck draws an op, a mesh of 1-4 axes
 // and up to 16 ranks (permuted process ids included), sizes for the op's example, and
 // input dist attrs (co-shard, partial); the rule's answer must be sound on the simulated
 // mesh. Shrinking gives a minimal case; a failure prints one replay command.

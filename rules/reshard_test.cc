@@ -712,7 +712,7 @@ TEST(ReshardTest, TwoAxisAllReduceReachesTheOptimum) {
   EXPECT_EQ(RunPlan(small, 11), "");
 }
 
-TEST(ReshardTest, IssueExampleMeetsTheBound) {
+TEST(ReshardTest, ReadmeExampleMeetsTheBound) {
   const ReshardPlan plan =
       PlanReshard(Mesh({2, 4}), {1024, 512}, kF32, P("[S(0), P(sum)]", 2), P("[R, S(1)]", 2));
   SCOPED_TRACE(Show(plan));

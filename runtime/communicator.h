@@ -34,13 +34,14 @@
 //   send(count) / recv(count) sent / received count*e
 //   barrier                  nothing
 //
-// Failure behaviour (DESIGN.md "Verification", issue 4 item 6): every wait is bounded by
-// `CommOptions::timeout_s` (env SPMD_COLLECTIVE_TIMEOUT_S, default 60 s). On timeout, or on
-// a mismatch found by the collective check (env SPMD_DEBUG=collectives: every collective
-// first exchanges a descriptor among its group), the backend fails the whole job with a
-// message naming this rank, the collective, the group and the step (a per-communicator
-// count of calls): the MPI backend prints it and calls MPI_Abort; the thread backend
-// throws `CommError` in every rank (see thread_communicator.h).
+// Failure behaviour (a failing rank must never leave the others hanging; docs/RUNTIME.md):
+// every wait is bounded by `CommOptions::timeout_s` (env SPMD_COLLECTIVE_TIMEOUT_S, default
+// 60 s). On timeout, or on a mismatch found by the collective check (env
+// SPMD_DEBUG=collectives: every collective first exchanges a descriptor among its group),
+// the backend fails the whole job with a message naming this rank, the collective, the
+// group and the step (a per-communicator count of calls): the MPI backend prints it and
+// calls MPI_Abort; the thread backend throws `CommError` in every rank (see
+// thread_communicator.h).
 #pragma once
 
 #include <array>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs failure_demo under mpirun and checks that the job ends within a bound, with the
-# expected exit status and message (issue 4 item 6: a failing rank must not hang the rest).
+# expected exit status and message: a failing rank must not hang the rest of the job.
 # Usage: failure_test.sh MPIEXEC DEMO NP MODE BOUND_S EXPECT REGEX [NAME=VALUE...]
 #   EXPECT: `fail` (non-zero exit) or `pass` (exit 0); REGEX: grep -E on the output.
 # The NAME=VALUE pairs go to the environment (SPMD_COLLECTIVE_TIMEOUT_S, SPMD_DEBUG).

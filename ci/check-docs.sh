@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Keeps the docs self-contained and true to the registry. Fails when:
+# - README.md or docs/ point outside the repository (a `shared/` path), or any file does;
+# - a doc or a code comment cites an issue by number (a reader of the repository cannot
+#   see the tracker; say what was meant instead);
+# - docs/SEMANTICS.md's op table (section 7) misses an op of rules/op_list.h;
+# - a `§N` or `§N.M` anywhere names a section docs/SEMANTICS.md does not have.
+# Usage: check-docs.sh [ROOT] (default: the repository this script is in).
+set -euo pipefail
+root="${1:-$(dirname "$0")/..}"
+cd "$root"
+bad=0
+fail() { echo "check-docs: $*"; bad=1; }
+
+# Every text file of the repository, build outputs and git data excluded.
+files=()
+while IFS= read -r -d '' f; do files+=("$f"); done < <(
+  find . \( -name .git -o -name 'build*' -o -name .cache \) -prune -o -type f \
+    \( -name '*.md' -o -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh' \
+       -o -name '*.sh' -o -name '*.py' -o -name '*.txt' -o -name '*.cmake' -o -name '*.jsonl' \) \
+    -print0)
+
+# The patterns are spelled so that this script does not match itself.
+shared_pattern='(\.\./|/work/)shar[e]d/|shar[e]d/docs/'
+issue_pattern='\bi[s]sues? *#?[0-9]+|\bi[s]sue #|the i[s]sue'"'"'s (example|list)|\(i[s]sue[:)]'
+
+if out=$(grep -nEI "$shared_pattern" "${files[@]}"); then
+  fail "paths outside the repository (the repository's own docs/ are the reference):"
+  echo "$out"
+fi
+if out=$(grep -niEI "$issue_pattern" "${files[@]}"); then
+  fail "issue numbers cited (say what was meant instead):"
+  echo "$out"
+fi
+
+semantics=docs/SEMANTICS.md
+if [ ! -f "$semantics" ]; then
+  fail "$semantics is missing"
+else
+  # The first column of every table row of section 7, split on commas.
+  listed=$(awk '/^## 7\./ {in7 = 1; next} /^## / {in7 = 0} in7 && /^\|/ {print}' "$semantics" |
+           cut -d'|' -f2 | tr ',' '\n' | sed -E 's/^ +| +$//g' | sort -u)
+  for op in $(grep -oE '^ *X\([a-z0-9_]+\)' rules/op_list.h | sed -E 's/^ *X\((.*)\)/\1/'); do
+    grep -qxF "$op" <<<"$listed" || fail "$semantics section 7 has no row for the op '$op'"
+  done
+  # Section references: §N needs '## N.', §N.M needs '### N.M'.
+  while IFS=: read -r file ref; do
+    ref=${ref#§}
+    major=${ref%%.*}
+    if [[ "$ref" == *.* ]]; then
+      minor=$(cut -d. -f1-2 <<<"$ref")
+      grep -qE "^### ${minor//./\\.} " "$semantics" ||
+        fail "$file cites §$ref; $semantics has no section $minor"
+    else
+      grep -qE "^## ${major}\. " "$semantics" ||
+        fail "$file cites §$ref; $semantics has no section $major"
+    fi
+  done < <(grep -oHE '§[0-9]+(\.[0-9]+)*' "${files[@]}" | sort -u)
+fi
+
+[ $bad -eq 0 ] && echo "docs: ok (${#files[@]} files)"
+exit $bad
