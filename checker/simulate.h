@@ -1,4 +1,4 @@
-// Simulated-mesh soundness (DESIGN.md level 2; SEMANTICS.md §3): no communication.
+// Simulated-mesh soundness (level 2 of docs/ARCHITECTURE.md; SEMANTICS.md §3): no communication.
 //
 // For one case: make global float64 inputs (value kinds from the op's declaration), give
 // each rank its shard of every input under the required dist attrs (partial inputs split

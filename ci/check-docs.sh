@@ -4,7 +4,8 @@
 # - a doc or a code comment cites an issue by number (a reader of the repository cannot
 #   see the tracker; say what was meant instead);
 # - docs/SEMANTICS.md's op table (section 7) misses an op of rules/op_list.h;
-# - a `§N` or `§N.M` anywhere names a section docs/SEMANTICS.md does not have.
+# - a `§N` or `§N.M` anywhere names a section docs/SEMANTICS.md does not have;
+# - a file names an upper-case .md file the repository does not have.
 # Usage: check-docs.sh [ROOT] (default: the repository this script is in).
 set -euo pipefail
 root="${1:-$(dirname "$0")/..}"
@@ -57,6 +58,23 @@ else
     fi
   done < <(grep -oHE '§[0-9]+(\.[0-9]+)*' "${files[@]}" | sort -u)
 fi
+
+# Every doc a file names (an upper-case name ending in .md) is in the repository: at the path given
+# (from the root or beside the citing file), or, for a bare name, in docs/, at the root or
+# beside the citing file. (Python scripts are skipped: their usage lines name outputs.)
+doc_sources=()
+for f in "${files[@]}"; do [[ "$f" == *.py ]] || doc_sources+=("$f"); done
+while IFS=: read -r file ref; do
+  dir=$(dirname "$file")
+  if [[ "$ref" == ../* || "$ref" == */../* ]]; then
+    fail "$file names $ref, a path that leaves the repository"
+  elif [[ "$ref" == */* ]]; then
+    [ -f "$ref" ] || [ -f "$dir/$ref" ] || fail "$file names $ref, which is not in the repository"
+  else
+    [ -f "docs/$ref" ] || [ -f "$ref" ] || [ -f "$dir/$ref" ] ||
+      fail "$file names $ref, which is not in the repository"
+  fi
+done < <(grep -oHE '([A-Za-z0-9_.-]+/)*[A-Z][A-Z0-9_]*\.md\b' "${doc_sources[@]}" | sort -u)
 
 [ $bad -eq 0 ] && echo "docs: ok (${#files[@]} files)"
 exit $bad

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Enforces the include graph of DESIGN.md: which top-level folder may include which.
+# Enforces the include graph of docs/ARCHITECTURE.md: which top-level folder may include which.
 #   rules -> (nothing else); reference -> rules; kernels -> rules;
 #   runtime -> rules, kernels; checker -> reference, rules;
 #   property_tests -> checker, runtime, reference, rules;

@@ -1,6 +1,6 @@
-// Level-1 verification (DESIGN.md "Verification, three levels"): invariants of every rule,
-// no numerics. Nothing here is written per op: each property loops over every registered
-// op and draws its requests from the declarations (property_tests/generators.h).
+// Level-1 verification (docs/ARCHITECTURE.md "Verification, three levels"): invariants of
+// every rule, no numerics. Nothing here is written per op: each property loops over every
+// registered op and draws its requests from the declarations (property_tests/generators.h).
 //
 // Properties: NeverCrashes (a), ValidAnswersAreValid (b), ReinferIsIdempotent (c),
 // ReplicatedInReplicatedOut (d), ReverseAgreesWithForward and
@@ -260,7 +260,7 @@ void CheckBadInput(const Outcome& outcome, const std::string& bad, const std::st
 // SpmdError naming a field; any other exception fails, a crash fails by itself. Each call
 // is made twice and must give the same outcome (rules are deterministic, SEMANTICS.md §3).
 // A request that is bad input by construction (BadForward, BadReverse) must give an
-// InvalidArgument error (DESIGN.md: bad input gives a typed error).
+// InvalidArgument error (bad input gives a typed error, never a crash).
 RC_GTEST_PROP(RuleProperties, NeverCrashes, ()) {
   for (const OpDecl* op : OpsUnderTest()) {
     const ForwardRequest forward = *GenArbitraryForward(*op);

@@ -1,4 +1,4 @@
-// Level 3 (DESIGN.md "Verification"): the runtime on real collectives.
+// Level 3 (docs/ARCHITECTURE.md "Verification, three levels"): the runtime on real collectives.
 //
 // (a) Reshard round trip: a random mesh among 2, 3, 4, 8, 2x2, 2x3, 2x4, 4x2, 2x2x2 that
 //     fits the world, with process ids in order, permuted, or a subset of the world (a

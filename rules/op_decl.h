@@ -39,7 +39,7 @@ struct RuleContext {
   const Attrs& attrs;
 };
 
-// What values the generators give an input (DESIGN.md: value ranges). Real values are
+// What values the generators give an input (docs/CHECKER.md, "One case"). Real values are
 // distinct (so that max and argmax have one answer) and sign-varying.
 enum class ValueKind {
   kReal,      // distinct values in (-2, 2)

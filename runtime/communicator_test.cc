@@ -1,7 +1,7 @@
-// Properties of the MPI Communicator under mpirun (TOOLCHAIN.md "GoogleTest + RapidCheck
-// under mpirun"): every rank draws the same cases from one broadcast seed, runs its part,
-// and the verdicts are combined over the world before any RC_ASSERT, so that all ranks
-// shrink to the same minimal case; only rank 0 prints.
+// Properties of the MPI Communicator under mpirun (docs/ARCHITECTURE.md "Tests under
+// mpirun"): every rank draws the same cases from one broadcast seed, runs its part, and the
+// verdicts are combined over the world before any RC_ASSERT, so that all ranks shrink to
+// the same minimal case; only rank 0 prints.
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <rapidcheck/gtest.h>

@@ -1,4 +1,4 @@
-// Dispatch: runs any registered op on DistTensors (DESIGN.md "Runtime shape": rule ->
+// Dispatch: runs any registered op on DistTensors (docs/ARCHITECTURE.md "Runtime shape": rule ->
 // reshard -> kernel).
 //
 // Dispatch(op, inputs, attrs, comm), on every rank of the inputs' mesh:

@@ -1,6 +1,6 @@
-// The main of a GoogleTest + RapidCheck program under mpirun (TOOLCHAIN.md's verified
-// pattern), shared by the MPI test programs: one RapidCheck seed for every rank (rank 0
-// draws it unless RC_PARAMS fixes it), only rank 0's reports, the exit code all-reduced
+// The main of a GoogleTest + RapidCheck program under mpirun (docs/ARCHITECTURE.md, "Tests
+// under mpirun"), shared by the MPI test programs: one RapidCheck seed for every rank (rank
+// 0 draws it unless RC_PARAMS fixes it), only rank 0's reports, the exit code all-reduced
 // (max) so that one failing rank fails the run; and the verdict helpers (FirstError).
 // Test-only; include from one .cc per program.
 #pragma once
