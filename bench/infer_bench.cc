@@ -3,7 +3,7 @@
 // Every benchmark but the last calls spmd::InferForward directly (the library path): the
 // op is looked up once, the mesh, inputs and attrs are built once, and the loop times one
 // InferForward call (validation, attr normalisation, building the rule, running it). The
-// last one times spmd::InferLine on a matmul request line (JSON parse + infer + print).
+// last one times spmd::io::InferLine on a matmul request line (JSON parse + infer + print).
 //
 // Each case is run once before timing; a case that throws is reported as an error rather
 // than timed. The default minimum time is 0.1 s per run (see main); repetitions come from
@@ -20,7 +20,7 @@
 
 #include "rules/attrs.h"
 #include "rules/dist_attr.h"
-#include "rules/infer_io.h"
+#include "io/infer_io.h"
 #include "rules/mesh.h"
 #include "rules/op_decl.h"
 #include "rules/registry.h"
@@ -233,13 +233,13 @@ void BM_InferLine_Matmul(benchmark::State& state) {
       R"("direction": "forward", )"
       R"("inputs": [{"shape": [1024, 512], "dims_mapping": [1, 0], "partial_dims": []}, )"
       R"({"shape": [512, 256], "dims_mapping": [-1, -1]}], "outputs": []})";
-  const std::string answer = spmd::InferLine(line);
+  const std::string answer = spmd::io::InferLine(line);
   if (answer.find("\"error\"") != std::string::npos) {
     state.SkipWithError(answer.c_str());
     return;
   }
   for (auto _ : state) {
-    std::string result = spmd::InferLine(line);
+    std::string result = spmd::io::InferLine(line);
     benchmark::DoNotOptimize(result);
   }
 }

@@ -178,11 +178,10 @@ std::function<void()> RawStep(const ReshardStep& step, const Shape& shape, std::
   auto grow = [](std::vector<float>& v, int64_t n) {
     if (static_cast<int64_t>(v.size()) < n) v.resize(n, 1.0f);
   };
-  if (step.kind == StepKind::kSendRecv) {
+  if (step.kind() == StepKind::kSendRecv) {
     std::vector<std::pair<int, int>> sends, recvs;  // (peer, count)
     for (const spmd::Transfer& t : spmd::SendRecvTransfers(step, shape)) {
-      int64_t v = 1;
-      for (const spmd::Range& r : t.box) v *= r.size();
+      const int64_t v = spmd::Volume(t.box);
       if (t.from_process == me) sends.push_back({static_cast<int>(t.to_process), static_cast<int>(v)});
       if (t.to_process == me) recvs.push_back({static_cast<int>(t.from_process), static_cast<int>(v)});
     }
@@ -208,16 +207,17 @@ std::function<void()> RawStep(const ReshardStep& step, const Shape& shape, std::
       MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
     };
   }
-  if (!spmd::Communicates(step.kind)) return [] {};
-  MPI_Comm comm = GroupComm(step.mesh, step.axes);
+  if (!spmd::Communicates(step.kind())) return [] {};
+  const spmd::AxisList axes = step.axes();
+  MPI_Comm comm = GroupComm(step.mesh, axes);
   const auto coord = step.mesh.CoordinateOf(me);
   if (!coord) return [] {};
-  const std::vector<int64_t> group = step.mesh.GroupOf(*coord, step.axes);
+  const std::vector<int64_t> group = step.mesh.GroupOf(*coord, axes);
   std::vector<std::vector<int64_t>> coords;
   for (int64_t pid : group) coords.push_back(*step.mesh.CoordinateOf(pid));
   const int n = static_cast<int>(group.size());
   const Shape local = spmd::LocalShape(shape, step.before, step.mesh, *coord);
-  switch (step.kind) {
+  switch (step.kind()) {
     case StepKind::kAllGather: {
       std::vector<int> counts;
       for (const auto& c : coords) counts.push_back(static_cast<int>(Numel(spmd::LocalShape(shape, step.before, step.mesh, c))));
@@ -264,15 +264,15 @@ std::function<void()> RawStep(const ReshardStep& step, const Shape& shape, std::
       };
     }
     case StepKind::kAllToAll: {
-      const auto my_before = spmd::runtime::BoxAt(shape, step.before, step.mesh, *coord);
-      const auto my_after = spmd::runtime::BoxAt(shape, step.after, step.mesh, *coord);
+      const auto my_before = spmd::BoxAt(shape, step.before, step.mesh, *coord);
+      const auto my_after = spmd::BoxAt(shape, step.after, step.mesh, *coord);
       std::vector<int> sc(n, 0), rc(n, 0);
       for (int q = 0; q < n; ++q) {
         if (group[q] == me) continue;
-        sc[q] = static_cast<int>(spmd::runtime::Volume(spmd::runtime::Intersect(
-            my_before, spmd::runtime::BoxAt(shape, step.after, step.mesh, coords[q]))));
-        rc[q] = static_cast<int>(spmd::runtime::Volume(spmd::runtime::Intersect(
-            spmd::runtime::BoxAt(shape, step.before, step.mesh, coords[q]), my_after)));
+        sc[q] = static_cast<int>(spmd::Volume(spmd::Intersect(
+            my_before, spmd::BoxAt(shape, step.after, step.mesh, coords[q]))));
+        rc[q] = static_cast<int>(spmd::Volume(spmd::Intersect(
+            spmd::BoxAt(shape, step.before, step.mesh, coords[q]), my_after)));
       }
       int64_t st = 0, rt = 0;
       for (int q = 0; q < n; ++q) {
@@ -361,7 +361,7 @@ void RunCase(MpiCommunicator& comm, const Case& c, int64_t mib, int reps) {
   for (const ReshardStep& step : plan.steps) raw.push_back(RawStep(step, shape, a, b, false));
   for (const ReshardStep& step : plan.steps) raw_nb.push_back(RawStep(step, shape, a, b, true));
   bool any_raw = false;
-  for (const ReshardStep& step : plan.steps) any_raw = any_raw || spmd::Communicates(step.kind);
+  for (const ReshardStep& step : plan.steps) any_raw = any_raw || spmd::Communicates(step.kind());
   const double raw_s = TimeIt([] {}, [&] {
     for (auto& f : raw) f();
   }, reps).total;

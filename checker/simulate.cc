@@ -5,11 +5,9 @@
 #include <numeric>
 #include <random>
 
-#include <nlohmann/json.hpp>
 
 #include "reference/reference.h"
 #include "rules/error.h"
-#include "rules/infer_io.h"
 #include "rules/layout.h"
 
 namespace spmd::checker {
@@ -431,55 +429,6 @@ Outcome CheckForward(const Case& c) {
     return outcome;
   }
   return CheckClaim(c, rule.inputs, rule.outputs);
-}
-
-Case CaseFromJson(const nlohmann::json& j, std::vector<DistAttr>* claims) {
-  const RuleRequest r = ParseRuleRequest(j);
-  Case c;
-  c.op = r.op;
-  c.mesh = r.mesh;
-  c.attrs = r.attrs;
-  for (const TensorArg& t : r.inputs) {
-    c.shapes.push_back(t.shape);
-    c.inputs.push_back(t.dist);
-  }
-  if (j.contains("seed")) {
-    if (!j["seed"].is_number_unsigned() && !j["seed"].is_number_integer()) ThrowInvalid("seed", "expected an integer");
-    c.seed = j["seed"].get<uint64_t>();
-  }
-  if (claims != nullptr) {
-    if (!j.contains("claim_outputs")) ThrowInvalid("claim_outputs", "is missing");
-    nlohmann::json list = j["claim_outputs"];
-    for (nlohmann::json& t : list) {
-      if (t.is_object() && !t.contains("shape") && t.contains("dims_mapping")) {
-        t["shape"] = std::vector<int64_t>(t["dims_mapping"].size(), 1);  // shape is not needed
-      }
-    }
-    for (const TensorArg& t : ParseTensorList(nlohmann::json{{"claim_outputs", list}}, "claim_outputs")) {
-      claims->push_back(t.dist);
-    }
-  }
-  return c;
-}
-
-std::string CaseToJson(const Case& c) {
-  nlohmann::json j;
-  j["op"] = c.op->name;
-  j["mesh_shape"] = c.mesh.shape();
-  j["process_ids"] = c.mesh.process_ids();
-  nlohmann::json attrs = nlohmann::json::object();
-  for (const auto& [name, value] : c.attrs.values()) {
-    std::visit([&](const auto& v) { attrs[name] = v; }, value);
-  }
-  j["attrs"] = attrs;
-  j["inputs"] = nlohmann::json::array();
-  for (size_t i = 0; i < c.shapes.size(); ++i) {
-    nlohmann::json t = DistAttrToJson(c.inputs[i]);
-    t["shape"] = c.shapes[i];
-    j["inputs"].push_back(t);
-  }
-  j["seed"] = c.seed;
-  return j.dump();
 }
 
 }  // namespace spmd::checker

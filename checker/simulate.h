@@ -12,8 +12,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "reference/tensor.h"
 #include "rules/op_decl.h"
 
@@ -61,13 +59,5 @@ Outcome CheckForward(const Case& c);
 // claimed to be `claimed`.
 Outcome CheckClaim(const Case& c, const std::vector<DistAttr>& required,
                    const std::vector<DistAttr>& claimed);
-
-// Reads a case from a request as for `spmd infer` (op, mesh_shape, process_ids, attrs,
-// inputs) plus "seed"; with `claims`, also "claim_outputs" (dist attrs; shape optional).
-// Throws SpmdError naming the field.
-Case CaseFromJson(const nlohmann::json& j, std::vector<DistAttr>* claims);
-
-// Prints the case as one `spmd check --claim` / replay JSON object.
-std::string CaseToJson(const Case& c);
 
 }  // namespace spmd::checker

@@ -71,7 +71,8 @@ void ForEachCombination(const std::vector<std::vector<DistAttr>>& choices, int64
   }
 }
 
-void Record(SweepRow& row, const Case& c, const Outcome& outcome, const std::string& direction) {
+void Record(const SweepOptions& options, SweepRow& row, const Case& c, const Outcome& outcome,
+            const std::string& direction) {
   switch (outcome.verdict) {
     case Verdict::kNotApplicable: ++row.skipped; return;
     case Verdict::kSound: ++row.cases; ++row.passed; return;
@@ -79,8 +80,9 @@ void Record(SweepRow& row, const Case& c, const Outcome& outcome, const std::str
       ++row.cases;
       ++row.failed;
       if (row.failures.size() < 3) {
-        row.failures.push_back(direction + " " + outcome.counterexample->message + "\n    replay: " +
-                               ReplayCommand(c));
+        std::string failure = direction + " " + outcome.counterexample->message;
+        if (options.replay) failure += "\n    replay: " + options.replay(c);
+        row.failures.push_back(std::move(failure));
       }
       return;
   }
@@ -147,7 +149,7 @@ SweepRow SweepExhaustive(const OpDecl& op, const std::vector<int64_t>& mesh_shap
       ForEachCombination(choices, options.max_combinations, [&](const std::vector<DistAttr>& inputs) {
         c.inputs = inputs;
         c.seed = ++seed;
-        Record(row, c, CheckForward(c), "forward");
+        Record(options, row, c, CheckForward(c), "forward");
       });
       if (!options.reverse) continue;
       std::vector<Shape> out_shapes;
@@ -167,7 +169,7 @@ SweepRow SweepExhaustive(const OpDecl& op, const std::vector<int64_t>& mesh_shap
         base.seed = ++seed;
         Case forward_case;
         Outcome outcome = CheckReverse(base, out_shapes, outs, forward_case);
-        Record(row, outcome.verdict == Verdict::kNotApplicable ? base : forward_case, outcome, "reverse");
+        Record(options, row, outcome.verdict == Verdict::kNotApplicable ? base : forward_case, outcome, "reverse");
       });
     }
   }
@@ -210,7 +212,7 @@ SweepRow SweepRandom(const OpDecl& op, const SweepOptions& options) {
       auto all = EnumerateDistAttrs(static_cast<int>(s.size()), mesh.ndim(), partial_ops);
       c.inputs.push_back(all[pick(all.size())]);
     }
-    Record(row, c, CheckForward(c), "forward");
+    Record(options, row, c, CheckForward(c), "forward");
   }
   return row;
 }
@@ -264,8 +266,6 @@ std::vector<DistAttr> EnumerateDistAttrs(int rank, int mesh_ndim, const std::vec
   }
   return result;
 }
-
-std::string ReplayCommand(const Case& c) { return "build/bin/spmd check --case '" + CaseToJson(c) + "'"; }
 
 std::vector<const OpDecl*> SelectOps(const std::vector<std::string>& names) {
   std::vector<const OpDecl*> ops;

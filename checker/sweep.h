@@ -22,6 +22,9 @@ struct SweepOptions {
   int jobs = 1;
   bool reverse = true;                           // also check the reverse rule
   int64_t max_combinations = 20000;              // per example, palette and direction
+  // How to replay a failing case (one line, e.g. io::ReplayCommand); none: failures
+  // carry no replay line. The checker prints no JSON itself (io/ does).
+  std::function<std::string(const Case&)> replay;
 };
 
 struct SweepRow {
@@ -53,8 +56,5 @@ std::vector<DistAttr> EnumerateDistAttrs(int rank, int mesh_ndim,
 // Runs the sweep; `progress` is called after each (op, mesh) row completes.
 std::vector<SweepRow> RunSweep(const SweepOptions& options,
                                const std::function<void(const SweepRow&, size_t done, size_t total)>& progress);
-
-// One line: how to replay a failing case.
-std::string ReplayCommand(const Case& c);
 
 }  // namespace spmd::checker

@@ -2,8 +2,10 @@
 # Enforces the include graph of docs/ARCHITECTURE.md: which top-level folder may include which.
 #   rules -> (nothing else); reference -> rules; kernels -> rules;
 #   runtime -> rules, kernels; checker -> reference, rules;
-#   property_tests -> checker, runtime, reference, rules;
-#   cli and bench -> everything.
+#   io (the JSON side) -> rules, checker, runtime;
+#   property_tests -> everything but cli; cli and bench -> everything.
+# Every top-level folder with sources is listed: a new layer must be added here. Only io/
+# may include nlohmann/json.hpp among the libraries (their tests may too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 declare -A allowed=(
@@ -12,7 +14,10 @@ declare -A allowed=(
   [kernels]="kernels rules"
   [runtime]="runtime rules kernels"
   [checker]="checker reference rules"
-  [property_tests]="property_tests checker runtime reference rules kernels"
+  [io]="io rules checker runtime"
+  [property_tests]="property_tests io checker runtime reference rules kernels"
+  [cli]="cli io checker runtime reference rules kernels"
+  [bench]="bench io checker runtime reference rules kernels"
 )
 bad=0
 for layer in "${!allowed[@]}"; do
@@ -26,6 +31,24 @@ for layer in "${!allowed[@]}"; do
       bad=1
     fi
   done < <(grep -rn --include='*.h' --include='*.cc' --include='*.cu' --include='*.cuh' '#include *"' "$layer" || true)
+done
+# JSON lives in io/: the other libraries' sources (tests aside) do not include nlohmann.
+while IFS=: read -r file line include; do
+  case "$file" in
+    io/* | cli/* | bench/* | property_tests/* | golden/* | *_test.cc) continue ;;
+  esac
+  echo "$file:$line: only io/ may include nlohmann/json ($include)"
+  bad=1
+done < <(grep -rn --include='*.h' --include='*.cc' '#include *<nlohmann/' \
+           rules reference kernels runtime checker 2>/dev/null || true)
+# Every folder with C++ sources must be a known layer (else it would escape the check).
+for dir in */; do
+  dir=${dir%/}
+  [ "$dir" = build ] && continue
+  if [ -z "${allowed[$dir]+x}" ] && [ -n "$(find "$dir" -name '*.cc' -o -name '*.h' | head -1)" ]; then
+    echo "$dir/: a folder of sources the include graph does not know"
+    bad=1
+  fi
 done
 [ $bad -eq 0 ] && echo "include graph: ok"
 exit $bad

@@ -15,7 +15,8 @@
 #include "checker/simulate.h"
 #include "checker/sweep.h"
 #include "rules/error.h"
-#include "rules/infer_io.h"
+#include "io/case_json.h"
+#include "io/infer_io.h"
 
 namespace spmd::cli {
 namespace {
@@ -78,7 +79,7 @@ void PrintOutcome(const checker::Case& c, const checker::Outcome& outcome, const
 // A claim is checked on several seeds; the first counterexample found is reported.
 int Claim(const std::string& text) {
   std::vector<DistAttr> claims;
-  checker::Case c = checker::CaseFromJson(ReadJsonArg(text), &claims);
+  checker::Case c = io::CaseFromJson(ReadJsonArg(text), &claims);
   checker::Outcome outcome;
   for (int k = 0; k < 4; ++k) {
     outcome = checker::CheckClaim(c, c.inputs, claims);
@@ -90,7 +91,7 @@ int Claim(const std::string& text) {
 }
 
 int Replay(const std::string& text) {
-  checker::Case c = checker::CaseFromJson(ReadJsonArg(text), nullptr);
+  checker::Case c = io::CaseFromJson(ReadJsonArg(text), nullptr);
   const checker::Outcome outcome = checker::CheckForward(c);
   PrintOutcome(c, outcome, "PASSED", "FAILED");
   return outcome.verdict == checker::Verdict::kUnsound ? 1 : 0;
@@ -171,6 +172,7 @@ int Check(const std::vector<std::string>& args) {
   try {
     checker::SweepOptions options;
     options.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    options.replay = io::ReplayCommand;
     bool as_json = false, completeness = false;
     for (size_t i = 0; i < args.size(); ++i) {
       const std::string& a = args[i];

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rules/error.h"
-#include "rules/infer_io.h"
+#include "io/infer_io.h"
 
 namespace spmd::cli {
 namespace {
@@ -26,7 +26,7 @@ std::string Axes(const AxisList& axes) {
   return s;
 }
 
-void ExplainEinsum(const OpDecl& op, const RuleRequest& r, const EinsumSpec& spec, const InferResult& result) {
+void ExplainEinsum(const OpDecl& op, const io::RuleRequest& r, const EinsumSpec& spec, const InferResult& result) {
   std::printf("rule       einsum notation %s\n", Printable(spec.ToString()).c_str());
   // The merged factor map, read back from the required inputs (and the outputs for
   // factors only outputs carry).
@@ -64,7 +64,7 @@ void ExplainEinsum(const OpDecl& op, const RuleRequest& r, const EinsumSpec& spe
 }
 
 int ExplainJson(const nlohmann::json& j) {
-  const RuleRequest r = ParseRuleRequest(j);
+  const io::RuleRequest r = io::ParseRuleRequest(j);
   const OpDecl& op = *r.op;
   const int k = r.mesh.ndim();
   std::printf("op         %s on %s\n", op.name.c_str(), ToString(r.mesh).c_str());

@@ -16,7 +16,7 @@
 #include "cli/check.h"
 #include "cli/explain.h"
 #include "cli/plan.h"
-#include "rules/infer_io.h"
+#include "io/infer_io.h"
 
 namespace {
 
@@ -42,7 +42,7 @@ bool Blank(const std::string& line) { return line.find_first_not_of(" \t\r") == 
 void InferStream(std::istream& in, std::ostream& out) {
   std::string line;
   while (std::getline(in, line)) {
-    if (!Blank(line)) out << spmd::InferLine(line) << '\n';
+    if (!Blank(line)) out << spmd::io::InferLine(line) << '\n';
   }
   out.flush();
 }
@@ -84,8 +84,8 @@ int Check(const std::vector<std::string>& files) {
       if (golden.is_discarded() || !golden.is_object() || !golden.contains("expect")) {
         mismatch = "not a golden case (a JSON object with \"expect\")";
       } else {
-        const json answer = json::parse(spmd::InferLine(spmd::StripGoldenFields(golden).dump()));
-        mismatch = spmd::CompareWithExpect(answer, golden["expect"]);
+        const json answer = json::parse(spmd::io::InferLine(spmd::io::StripGoldenFields(golden).dump()));
+        mismatch = spmd::io::CompareWithExpect(answer, golden["expect"]);
       }
       if (!mismatch.empty()) {
         ++bad;

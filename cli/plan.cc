@@ -13,7 +13,9 @@
 #include "rules/dtype.h"
 #include "rules/error.h"
 #include "rules/mesh.h"
+#include "io/plan_json.h"
 #include "rules/reshard.h"
+#include "rules/reshard_print.h"
 
 namespace spmd::cli {
 namespace {
@@ -176,7 +178,7 @@ int Plan(const std::vector<std::string>& args) {
       Rename(e, {{"shape", "--shape"}, {"from", "--from"}, {"to", "--to"}});
     }
     if (json_out) {
-      std::cout << ToJson(plan).dump() << "\n";
+      std::cout << io::ToJson(plan).dump() << "\n";
     } else {
       std::cout << ToString(plan);
     }

@@ -477,7 +477,7 @@ std::string RunReshardCase(const ReshardCase& c, const ReshardPlan& plan, Commun
       // axis size: inexact for 3): then within a few units of rounding of the addends.
       bool rescaled = false;
       for (const ReshardPlan* p : {&plan, &gather}) {
-        for (const ReshardStep& step : p->steps) rescaled = rescaled || step.kind == StepKind::kRescale;
+        for (const ReshardStep& step : p->steps) rescaled = rescaled || step.kind() == StepKind::kRescale;
       }
       const double tolerance = !rescaled ? 0.0 : c.dtype == DType::kFloat32 ? 1e-4 : 1e-12;
       const std::vector<double> got = ValuesOf(*back), original = ValuesOf(global);
@@ -531,7 +531,7 @@ TEST(RuntimeProperties, ReshardRoundTrip) {
         } catch (const SpmdError& e) {
           RC_DISCARD(std::string("the planner refuses: ") + e.what());
         }
-        for (const ReshardStep& step : plan.steps) ++g_step_kinds[std::string(ToString(step.kind))];
+        for (const ReshardStep& step : plan.steps) ++g_step_kinds[std::string(ToString(step.kind()))];
         if (plan.steps.empty()) ++g_step_kinds["(no step)"];
         const std::string error =
             OnEveryRank(world, [&](Communicator& comm) { return RunReshardCase(c, plan, comm); });

@@ -8,6 +8,7 @@
 
 #include "checker/simulate.h"
 #include "checker/sweep.h"
+#include "io/case_json.h"
 #include "property_tests/generators.h"
 #include "rules/registry.h"
 
@@ -31,7 +32,7 @@ void CheckOne(const OpDecl& op) {
   }
   const checker::Outcome outcome = checker::CheckForward(c);
   if (outcome.verdict == checker::Verdict::kUnsound) {
-    RC_FAIL(op.name + ": " + outcome.counterexample->message + "\n  replay: " + checker::ReplayCommand(c));
+    RC_FAIL(op.name + ": " + outcome.counterexample->message + "\n  replay: " + io::ReplayCommand(c));
   }
 }
 

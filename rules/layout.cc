@@ -91,4 +91,62 @@ std::vector<int64_t> GlobalOffset(const std::vector<int64_t>& global_shape,
   return offset;
 }
 
+Box BoxAt(const std::vector<int64_t>& global_shape, const DistAttr& attr, const Mesh& mesh,
+          const std::vector<int64_t>& coord) {
+  if (attr.dims.size() != global_shape.size()) {
+    ThrowInvalid("attr", "has " + std::to_string(attr.dims.size()) + " dims for a rank-" +
+                             std::to_string(global_shape.size()) + " shape");
+  }
+  Box box(global_shape.size());
+  for (size_t d = 0; d < global_shape.size(); ++d) {
+    box[d] = DimRangeAt(global_shape[d], attr.dims[d], mesh, coord);
+  }
+  return box;
+}
+
+Box Intersect(const Box& a, const Box& b) {
+  if (a.size() != b.size()) {
+    ThrowInvalid("box", "rank " + std::to_string(a.size()) + " meets rank " +
+                            std::to_string(b.size()));
+  }
+  Box out(a.size());
+  for (size_t d = 0; d < a.size(); ++d) {
+    const int64_t begin = std::max(a[d].begin, b[d].begin);
+    out[d] = Range{begin, std::max(begin, std::min(a[d].end, b[d].end))};
+  }
+  return out;
+}
+
+int64_t Volume(const Box& box) {
+  int64_t v = 1;
+  for (const Range& r : box) v *= r.size();
+  return v;
+}
+
+Box RelativeTo(const Box& box, const Box& origin) {
+  if (box.size() != origin.size()) {
+    ThrowInvalid("box", "rank " + std::to_string(box.size()) + " relative to rank " +
+                            std::to_string(origin.size()));
+  }
+  Box out(box.size());
+  for (size_t d = 0; d < box.size(); ++d) {
+    out[d] = Range{box[d].begin - origin[d].begin, box[d].end - origin[d].begin};
+  }
+  return out;
+}
+
+std::vector<int64_t> SizesOf(const Box& box) {
+  std::vector<int64_t> sizes;
+  sizes.reserve(box.size());
+  for (const Range& r : box) sizes.push_back(r.size());
+  return sizes;
+}
+
+std::vector<int64_t> BeginsOf(const Box& box) {
+  std::vector<int64_t> begins;
+  begins.reserve(box.size());
+  for (const Range& r : box) begins.push_back(r.begin);
+  return begins;
+}
+
 }  // namespace spmd

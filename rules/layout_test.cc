@@ -179,5 +179,60 @@ RC_GTEST_PROP(LayoutProp, EvenCoShardIsAFlatSplit, ()) {
   RC_ASSERT(DimRangeAt(size, axes, mesh, coord) == ChunkOf(size, parts, index));
 }
 
+// Box primitives against element-by-element counting: a rank's box has the local shape at
+// the global offset; the intersection of two ranks' boxes holds exactly the elements both
+// hold; a box relative to an origin that holds it lies in the origin's local buffer.
+RC_GTEST_PROP(LayoutProp, BoxesMatchElementCounting, ()) {
+  const Mesh mesh = GenMesh();
+  const auto shape = *rc::gen::container<std::vector<int64_t>>(
+      *rc::gen::inRange(0, 4), rc::gen::inRange<int64_t>(0, 7));
+  const DistAttr a = GenDistAttr(mesh.ndim(), static_cast<int>(shape.size()));
+  const DistAttr b = GenDistAttr(mesh.ndim(), static_cast<int>(shape.size()));
+  const std::vector<int64_t> ca = *rc::gen::elementOf(AllCoords(mesh));
+  const std::vector<int64_t> cb = *rc::gen::elementOf(AllCoords(mesh));
+  const Box box_a = BoxAt(shape, a, mesh, ca);
+  const Box box_b = BoxAt(shape, b, mesh, cb);
+  RC_ASSERT(SizesOf(box_a) == LocalShape(shape, a, mesh, ca));
+  RC_ASSERT(BeginsOf(box_a) == GlobalOffset(shape, a, mesh, ca));
+  RC_ASSERT(Volume(box_a) == Numel(LocalShape(shape, a, mesh, ca)));
+  const Box both = Intersect(box_a, box_b);
+  auto inside = [](const Box& box, const std::vector<int64_t>& idx) {
+    for (size_t d = 0; d < idx.size(); ++d) {
+      if (idx[d] < box[d].begin || idx[d] >= box[d].end) return false;
+    }
+    return true;
+  };
+  int64_t common = 0;
+  std::vector<int64_t> idx(shape.size(), 0);
+  for (int64_t i = 0; i < Numel(shape); ++i) {
+    int64_t rest = i;
+    for (size_t d = shape.size(); d-- > 0;) {
+      idx[d] = rest % shape[d];
+      rest /= shape[d];
+    }
+    const bool in_both = inside(box_a, idx) && inside(box_b, idx);
+    RC_ASSERT(inside(both, idx) == in_both);
+    common += in_both ? 1 : 0;
+  }
+  RC_ASSERT(Volume(both) == common);
+  const Box rel = RelativeTo(both, box_a);
+  RC_ASSERT(SizesOf(rel) == SizesOf(both));
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (both[d].size() == 0) continue;
+    RC_ASSERT(rel[d].begin >= 0);
+    RC_ASSERT(rel[d].end <= box_a[d].size());
+  }
+}
+
+TEST(LayoutTest, BoxBadArguments) {
+  const Mesh mesh({2});
+  ExpectInvalid([&] { BoxAt({4, 4}, DistAttr{{{0}}, {}}, mesh, {0}); }, "attr");
+  ExpectInvalid([&] { Intersect({Range{0, 1}}, {}); }, "box");
+  ExpectInvalid([&] { RelativeTo({Range{0, 1}}, {}); }, "box");
+  EXPECT_EQ(Volume({}), 1);
+  EXPECT_EQ(Intersect({Range{0, 2}, Range{3, 5}}, {Range{1, 4}, Range{6, 8}}),
+            (Box{Range{1, 2}, Range{6, 6}}));
+}
+
 }  // namespace
 }  // namespace spmd

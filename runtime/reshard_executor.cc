@@ -6,7 +6,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <variant>
 
 #include "rules/error.h"
 #include "rules/layout.h"
@@ -15,27 +17,6 @@ namespace spmd::runtime {
 namespace {
 
 using kernels::Tensor;
-
-Shape SizesOf(const Box& box) {
-  Shape s;
-  s.reserve(box.size());
-  for (const Range& r : box) s.push_back(r.size());
-  return s;
-}
-
-Shape BeginsOf(const Box& box) {
-  Shape s;
-  s.reserve(box.size());
-  for (const Range& r : box) s.push_back(r.begin);
-  return s;
-}
-
-// `box` (global) relative to `origin` (global): local coordinates inside origin's buffer.
-Shape RelativeAt(const Box& box, const Box& origin) {
-  Shape at(box.size());
-  for (size_t d = 0; d < box.size(); ++d) at[d] = box[d].begin - origin[d].begin;
-  return at;
-}
 
 std::string ShapeText(const Shape& s) { return kernels::ShapeToString(s); }
 
@@ -135,10 +116,11 @@ struct StepContext {
   size_t e;  // bytes per element
 };
 
-Tensor RunAllGather(const StepContext& c, Tensor local, const std::vector<int64_t>& coord) {
+Tensor Run(const StepContext& c, const AllGather& s, Tensor local,
+           const std::vector<int64_t>& coord) {
   const ReshardStep& step = c.step;
-  const int d = step.dim;
-  const GroupInfo g = GroupAt(step.mesh, coord, step.axes, c.comm.rank());
+  const int d = s.dim;
+  const GroupInfo g = GroupAt(step.mesh, coord, s.group, c.comm.rank());
   const int64_t n = static_cast<int64_t>(g.ids.size());
   const Shape& in_shape = local.shape();
   const int64_t outer = Outer(in_shape, d), inner = Inner(in_shape, d);
@@ -183,10 +165,11 @@ Tensor RunAllGather(const StepContext& c, Tensor local, const std::vector<int64_
   return out;
 }
 
-Tensor RunReduceScatter(const StepContext& c, Tensor local, const std::vector<int64_t>& coord) {
+Tensor Run(const StepContext& c, const ReduceScatter& s, Tensor local,
+           const std::vector<int64_t>& coord) {
   const ReshardStep& step = c.step;
-  const int d = step.dim;
-  const GroupInfo g = GroupAt(step.mesh, coord, step.axes, c.comm.rank());
+  const int d = s.dim;
+  const GroupInfo g = GroupAt(step.mesh, coord, s.group, c.comm.rank());
   const int64_t n = static_cast<int64_t>(g.ids.size());
   const Shape& in_shape = local.shape();
   const int64_t outer = Outer(in_shape, d), inner = Inner(in_shape, d);
@@ -202,7 +185,7 @@ Tensor RunReduceScatter(const StepContext& c, Tensor local, const std::vector<in
   out_shape[d] = chunks[g.position].size();
   Tensor out = Tensor::Uninitialized(out_shape, c.dtype);
   if (outer == 1) {
-    c.comm.ReduceScatter(local.bytes(), out.bytes(), counts, c.dtype, step.op, g.ids);
+    c.comm.ReduceScatter(local.bytes(), out.bytes(), counts, c.dtype, s.op, g.ids);
     c.comm.Synchronize();
     return out;
   }
@@ -217,14 +200,15 @@ Tensor RunReduceScatter(const StepContext& c, Tensor local, const std::vector<in
             Shape(chunk.size(), 0), chunk, c.e);
     offset_elements += counts[q];
   }
-  c.comm.ReduceScatter(packed, out.bytes(), counts, c.dtype, step.op, g.ids);
+  c.comm.ReduceScatter(packed, out.bytes(), counts, c.dtype, s.op, g.ids);
   c.comm.Synchronize();
   return out;
 }
 
-Tensor RunAllReduce(const StepContext& c, Tensor local, const std::vector<int64_t>& coord) {
-  const GroupInfo g = GroupAt(c.step.mesh, coord, c.step.axes, c.comm.rank());
-  c.comm.AllReduce(local.bytes(), local.bytes(), local.numel(), c.dtype, c.step.op, g.ids);
+Tensor Run(const StepContext& c, const AllReduce& s, Tensor local,
+           const std::vector<int64_t>& coord) {
+  const GroupInfo g = GroupAt(c.step.mesh, coord, s.group, c.comm.rank());
+  c.comm.AllReduce(local.bytes(), local.bytes(), local.numel(), c.dtype, s.op, g.ids);
   c.comm.Synchronize();
   return local;
 }
@@ -244,9 +228,10 @@ std::optional<int64_t> ContiguousOffset(const Shape& shape, const Shape& at, con
   return offset;
 }
 
-Tensor RunAllToAll(const StepContext& c, Tensor local, const std::vector<int64_t>& coord) {
+Tensor Run(const StepContext& c, const AllToAll& s, Tensor local,
+           const std::vector<int64_t>& coord) {
   const ReshardStep& step = c.step;
-  const GroupInfo g = GroupAt(step.mesh, coord, step.axes, c.comm.rank());
+  const GroupInfo g = GroupAt(step.mesh, coord, s.group, c.comm.rank());
   const int64_t n = static_cast<int64_t>(g.ids.size());
   const Box my_before = BoxAt(c.shape, step.before, step.mesh, coord);
   const Box my_after = BoxAt(c.shape, step.after, step.mesh, coord);
@@ -266,7 +251,8 @@ Tensor RunAllToAll(const StepContext& c, Tensor local, const std::vector<int64_t
   for (int64_t k = 1; k < n; ++k) {
     const int64_t q = (g.position + k) % n;
     if (Volume(send_boxes[q]) == 0) continue;
-    const Shape at = RelativeAt(send_boxes[q], my_before), extent = SizesOf(send_boxes[q]);
+    const Shape at = BeginsOf(RelativeTo(send_boxes[q], my_before));
+    const Shape extent = SizesOf(send_boxes[q]);
     if (const std::optional<int64_t> run = ContiguousOffset(local.shape(), at, extent)) {
       c.comm.Send(local.bytes() + *run * e, Volume(send_boxes[q]), c.dtype, g.ids[q]);
     } else {
@@ -276,7 +262,8 @@ Tensor RunAllToAll(const StepContext& c, Tensor local, const std::vector<int64_t
   for (int64_t k = 1; k < n; ++k) {
     const int64_t q = (g.position + n - k) % n;
     if (Volume(recv_boxes[q]) == 0) continue;
-    const Shape at = RelativeAt(recv_boxes[q], my_after), extent = SizesOf(recv_boxes[q]);
+    const Shape at = BeginsOf(RelativeTo(recv_boxes[q], my_after));
+    const Shape extent = SizesOf(recv_boxes[q]);
     if (const std::optional<int64_t> run = ContiguousOffset(out.shape(), at, extent)) {
       c.comm.Recv(out.bytes() + *run * e, Volume(recv_boxes[q]), c.dtype, g.ids[q]);
     } else {
@@ -285,8 +272,8 @@ Tensor RunAllToAll(const StepContext& c, Tensor local, const std::vector<int64_t
   }
   const Box kept = Intersect(my_before, my_after);  // the own part, while the others travel
   if (Volume(kept) > 0) {
-    CopyBox(local.bytes(), local.shape(), RelativeAt(kept, my_before), out.bytes(), out.shape(),
-            RelativeAt(kept, my_after), SizesOf(kept), c.e);
+    CopyBox(local.bytes(), local.shape(), BeginsOf(RelativeTo(kept, my_before)), out.bytes(),
+            out.shape(), BeginsOf(RelativeTo(kept, my_after)), SizesOf(kept), c.e);
   }
   c.comm.Synchronize();
   return out;
@@ -312,7 +299,7 @@ std::optional<Tensor> RunSendRecv(const StepContext& c, std::optional<Tensor> lo
   const int64_t e = static_cast<int64_t>(c.e);
   for (const Transfer& t : transfers) {
     if (t.from_process != me) continue;
-    const Shape at = RelativeAt(t.box, my_before), extent = SizesOf(t.box);
+    const Shape at = BeginsOf(RelativeTo(t.box, my_before)), extent = SizesOf(t.box);
     if (const std::optional<int64_t> run = ContiguousOffset(local->shape(), at, extent)) {
       c.comm.Send(local->bytes() + *run * e, Volume(t.box), c.dtype, t.to_process);
     } else {
@@ -321,7 +308,7 @@ std::optional<Tensor> RunSendRecv(const StepContext& c, std::optional<Tensor> lo
   }
   for (const Transfer& t : transfers) {
     if (t.to_process != me) continue;
-    const Shape at = RelativeAt(t.box, my_after), extent = SizesOf(t.box);
+    const Shape at = BeginsOf(RelativeTo(t.box, my_after)), extent = SizesOf(t.box);
     if (const std::optional<int64_t> run = ContiguousOffset(out->shape(), at, extent)) {
       c.comm.Recv(out->bytes() + *run * e, Volume(t.box), c.dtype, t.from_process);
     } else {
@@ -331,28 +318,25 @@ std::optional<Tensor> RunSendRecv(const StepContext& c, std::optional<Tensor> lo
   if (out && from_coord) {  // what this rank already holds
     const Box kept = Intersect(my_before, my_after);
     if (Volume(kept) > 0) {
-      CopyBox(local->bytes(), local->shape(), RelativeAt(kept, my_before), out->bytes(),
-              out->shape(), RelativeAt(kept, my_after), SizesOf(kept), c.e);
+      CopyBox(local->bytes(), local->shape(), BeginsOf(RelativeTo(kept, my_before)), out->bytes(),
+              out->shape(), BeginsOf(RelativeTo(kept, my_after)), SizesOf(kept), c.e);
     }
   }
   c.comm.Synchronize();
   return out;
 }
 
-Tensor RunLocalSlice(const StepContext& c, Tensor local, const std::vector<int64_t>& coord) {
+Tensor Run(const StepContext& c, const LocalSlice&, Tensor local,
+           const std::vector<int64_t>& coord) {
   const Box before = BoxAt(c.shape, c.step.before, c.step.mesh, coord);
   const Box after = BoxAt(c.shape, c.step.after, c.step.mesh, coord);
-  Box rel(after.size());
-  for (size_t d = 0; d < after.size(); ++d) {
-    rel[d] = Range{after[d].begin - before[d].begin, after[d].end - before[d].begin};
-  }
-  return SliceBox(local, rel);
+  return SliceBox(local, RelativeTo(after, before));
 }
 
-Tensor RunLocalPartial(const StepContext& c, Tensor local, const std::vector<int64_t>& coord) {
-  const int a = c.step.axes.at(0);
-  if (coord[a] == 0) return local;
-  switch (c.step.op) {
+Tensor Run(const StepContext&, const LocalPartial& s, Tensor local,
+           const std::vector<int64_t>& coord) {
+  if (coord[s.axis] == 0) return local;
+  switch (s.op) {
     case ReduceOp::kSum:
       if (local.numel() > 0) std::memset(local.bytes(), 0, local.nbytes());
       return local;
@@ -364,21 +348,21 @@ Tensor RunLocalPartial(const StepContext& c, Tensor local, const std::vector<int
   }
 }
 
-Tensor RunShardToPartial(const StepContext& c, Tensor local, const std::vector<int64_t>& coord) {
+Tensor Run(const StepContext& c, const ShardToPartial&, Tensor local,
+           const std::vector<int64_t>& coord) {
   const Box before = BoxAt(c.shape, c.step.before, c.step.mesh, coord);
   const Box after = BoxAt(c.shape, c.step.after, c.step.mesh, coord);
   Tensor out(SizesOf(after), c.dtype);  // zeros
   if (local.numel() > 0) {
     CopyBox(local.bytes(), local.shape(), Shape(local.shape().size(), 0), out.bytes(),
-            out.shape(), RelativeAt(before, after), local.shape(), c.e);
+            out.shape(), BeginsOf(RelativeTo(before, after)), local.shape(), c.e);
   }
   return out;
 }
 
-Tensor RunRescale(const StepContext& c, Tensor local) {
-  const int a = c.step.axes.at(0);
-  const int64_t n = c.step.mesh.axis_size(a);
-  const bool divide = c.step.op == ReduceOp::kAvg && c.step.to_op == ReduceOp::kSum;
+Tensor Run(const StepContext& c, const Rescale& s, Tensor local, const std::vector<int64_t>&) {
+  const int64_t n = c.step.mesh.axis_size(s.axis);
+  const bool divide = s.from_op == ReduceOp::kAvg && s.to_op == ReduceOp::kSum;
   switch (c.dtype) {
     case DType::kFloat64: Scale<double>(local, static_cast<double>(n), divide); break;
     case DType::kFloat32: Scale<float>(local, static_cast<float>(n), divide); break;
@@ -403,30 +387,6 @@ std::string PlanKey(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_
 
 // ---- boxes ------------------------------------------------------------------------------------
 
-Box BoxAt(const Shape& shape, const DistAttr& attr, const Mesh& mesh,
-          const std::vector<int64_t>& coord) {
-  Box box(shape.size());
-  for (size_t d = 0; d < shape.size(); ++d) box[d] = DimRangeAt(shape[d], attr.dims[d], mesh, coord);
-  return box;
-}
-
-Box Intersect(const Box& a, const Box& b) {
-  Box out(a.size());
-  for (size_t d = 0; d < a.size(); ++d) {
-    const int64_t begin = std::max(a[d].begin, b[d].begin);
-    const int64_t end = std::min(a[d].end, b[d].end);
-    out[d] = Range{begin, std::max(begin, end)};
-  }
-  return out;
-}
-
-int64_t Volume(const Box& box) {
-  int64_t v = 1;
-  for (const Range& r : box) v *= r.size();
-  return v;
-}
-
-
 kernels::Tensor SliceBox(const kernels::Tensor& t, const Box& box) {
   const Shape extent = SizesOf(box);
   kernels::Tensor out = kernels::Tensor::Uninitialized(extent, t.dtype());
@@ -448,21 +408,17 @@ std::optional<kernels::Tensor> ExecuteStep(const ReshardStep& step, const Shape&
     if (!local) ThrowInvalid("local", "a rank of the step's mesh holds no buffer");
     CheckLocal(*local, shape, dtype, step.before, step.mesh, *coord);
   }
-  if (step.kind == StepKind::kSendRecv) return RunSendRecv(c, std::move(local));
+  if (step.kind() == StepKind::kSendRecv) return RunSendRecv(c, std::move(local));
   if (!coord) return std::nullopt;
-  Tensor t = std::move(*local);
-  switch (step.kind) {
-    case StepKind::kAllGather: return RunAllGather(c, std::move(t), *coord);
-    case StepKind::kReduceScatter: return RunReduceScatter(c, std::move(t), *coord);
-    case StepKind::kAllReduce: return RunAllReduce(c, std::move(t), *coord);
-    case StepKind::kAllToAll: return RunAllToAll(c, std::move(t), *coord);
-    case StepKind::kLocalSlice: return RunLocalSlice(c, std::move(t), *coord);
-    case StepKind::kLocalPartial: return RunLocalPartial(c, std::move(t), *coord);
-    case StepKind::kShardToPartial: return RunShardToPartial(c, std::move(t), *coord);
-    case StepKind::kRescale: return RunRescale(c, std::move(t));
-    case StepKind::kSendRecv: break;
-  }
-  ThrowInvalid("step", "unknown step kind");
+  return std::visit(
+      [&](const auto& action) -> std::optional<Tensor> {
+        if constexpr (std::is_same_v<std::decay_t<decltype(action)>, SendRecv>) {
+          return std::nullopt;  // handled above
+        } else {
+          return Run(c, action, std::move(*local), *coord);
+        }
+      },
+      step.action);
 }
 
 std::optional<kernels::Tensor> ExecutePlan(const ReshardPlan& plan,
@@ -479,7 +435,7 @@ std::optional<kernels::Tensor> ExecutePlan(const ReshardPlan& plan,
     local = ExecuteStep(step, plan.shape, plan.dtype, std::move(local), comm);
     if (report != nullptr) {
       StepRecord r;
-      r.kind = step.kind;
+      r.kind = step.kind();
       r.planned = StepBytesOf(step, plan.shape, plan.dtype, me);
       r.counted = RankBytes{comm.counters().total_sent() - sent0,
                             comm.counters().total_received() - received0};

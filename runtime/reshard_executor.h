@@ -1,5 +1,5 @@
 // The reshard executor: runs the steps of a ReshardPlan (rules/reshard.h) on one rank with
-// a Communicator, each step exactly as its contract in rules/reshard.h says.
+// a Communicator, each step exactly as its contract in rules/reshard_step.h says.
 //
 // Every rank of the plan's meshes calls ExecutePlan with the same plan (plans are
 // deterministic, so ranks that planned on their own agree); ranks in neither mesh may call
@@ -23,7 +23,7 @@
 //
 // Bytes: the communicator counts, per rank and step, exactly the plan's StepBytesOf(...),
 // uneven reductions included: both count the whole elements of the same algorithms
-// (rules/reshard.h "Bytes", communicator.h). The tests check counted == planned on every
+// (rules/reshard_bytes.h, communicator.h). The tests check counted == planned on every
 // rank and step.
 #pragma once
 
@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "kernels/tensor.h"
+#include "rules/layout.h"
 #include "rules/reshard.h"
 #include "runtime/communicator.h"
 
@@ -42,16 +43,7 @@ using Shape = std::vector<int64_t>;
 
 // ---- Boxes and strided copies ---------------------------------------------------------------
 
-// One range per dim, global coordinates.
-using Box = std::vector<Range>;
-
-// The global box held by the rank at `coord` of `mesh` under `attr`.
-Box BoxAt(const Shape& shape, const DistAttr& attr, const Mesh& mesh,
-          const std::vector<int64_t>& coord);
-// The intersection (an empty range on a dim where they do not meet).
-Box Intersect(const Box& a, const Box& b);
-int64_t Volume(const Box& box);
-
+// Boxes (Box, BoxAt, Intersect, Volume, RelativeTo) are rules/layout.h's.
 // CopyBox (strided box copies) is declared in communicator.h.
 // The part `box` (local coordinates of `t`) of `t` as a new tensor.
 kernels::Tensor SliceBox(const kernels::Tensor& t, const Box& box);

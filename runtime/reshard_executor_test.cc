@@ -150,7 +150,7 @@ TEST(Executor, UnevenReductionsCountWholeElements) {
   const Mesh mesh({4});
   const ReshardPlan plan = PlanReshard(mesh, {5}, DType::kFloat32, Parse("[P(sum)]", 1), Parse("[R]", 1));
   ASSERT_EQ(plan.steps.size(), 1u);
-  EXPECT_EQ(plan.steps[0].kind, StepKind::kAllReduce);
+  EXPECT_EQ(plan.steps[0].kind(), StepKind::kAllReduce);
   EXPECT_EQ(plan.bytes_per_rank, 36);
   EXPECT_EQ(plan.lower_bound_bytes, 32);
   for (int64_t pid = 0; pid < 4; ++pid) {

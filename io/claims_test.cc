@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checker/simulate.h"
+#include "io/case_json.h"
 
 namespace spmd::checker {
 namespace {
@@ -28,7 +29,7 @@ class Claim : public ::testing::TestWithParam<nlohmann::json> {};
 TEST_P(Claim, VerdictMatches) {
   const nlohmann::json& j = GetParam();
   std::vector<DistAttr> claimed;
-  Case c = CaseFromJson(j, &claimed);
+  Case c = io::CaseFromJson(j, &claimed);
   const bool sound = j["expect"] == "SOUND";
   Outcome outcome;
   for (int k = 0; k < 4; ++k, ++c.seed) {  // a sound claim must hold on every seed tried

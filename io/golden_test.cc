@@ -9,10 +9,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "rules/infer_io.h"
+#include "io/infer_io.h"
 #include "rules/op_list.h"
 
-namespace spmd {
+namespace spmd::io {
 namespace {
 
 using nlohmann::json;
@@ -87,4 +87,4 @@ TEST(RuleGoldenCoverage, AtLeastThreeCasesPerOpAndTwoHundredInAll) {
 }
 
 }  // namespace
-}  // namespace spmd
+}  // namespace spmd::io

@@ -10,7 +10,7 @@
 #include "rules/dist_attr.h"
 #include "rules/op_decl.h"
 
-namespace spmd {
+namespace spmd::io {
 
 // A parsed request (SEMANTICS.md §10 fields).
 struct RuleRequest {
@@ -46,4 +46,4 @@ std::string CompareWithExpect(const nlohmann::json& answer, const nlohmann::json
 // form when every dim has at most one axis, else a list per dim.
 nlohmann::json DistAttrToJson(const DistAttr& attr);
 
-}  // namespace spmd
+}  // namespace spmd::io

@@ -1,9 +1,9 @@
-#include "rules/infer_io.h"
+#include "io/infer_io.h"
 
 #include "rules/error.h"
 #include "rules/registry.h"
 
-namespace spmd {
+namespace spmd::io {
 namespace {
 
 using nlohmann::json;
@@ -264,4 +264,4 @@ std::string InferLine(std::string_view line) {
   return InferJson(request).dump();
 }
 
-}  // namespace spmd
+}  // namespace spmd::io
