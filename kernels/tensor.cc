@@ -1,23 +1,10 @@
 #include "kernels/tensor.h"
 
-#include <cstdlib>
 #include <cstring>
-#include <new>
+
+#include "kernels/backend.h"
 
 namespace spmd::kernels {
-namespace {
-
-constexpr size_t kAlignment = 64;
-
-std::byte* Allocate(size_t nbytes) {
-  if (nbytes == 0) return nullptr;
-  size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded);
-  if (p == nullptr) throw std::bad_alloc();
-  return static_cast<std::byte*>(p);
-}
-
-}  // namespace
 
 size_t ElementSize(DType dtype) {
   switch (dtype) {
@@ -61,29 +48,36 @@ void CheckShape(const Shape& shape, size_t element_size, const std::string& fiel
   }
 }
 
-void Tensor::FreeDeleter::operator()(std::byte* p) const { std::free(p); }
+Tensor::Tensor() : Tensor(Shape{}, DType::kFloat64) {}
 
-Tensor::Tensor() : Tensor(Shape{}, DType::kFloat64, true) {}
+Tensor::Tensor(Shape shape, DType dtype) : Tensor(std::move(shape), dtype, HostAllocator(), Stream{}) {
+  if (nbytes() > 0) std::memset(data_, 0, nbytes());
+}
 
-Tensor::Tensor(Shape shape, DType dtype) : Tensor(std::move(shape), dtype, true) {}
+Tensor Tensor::Uninitialized(Shape shape, DType dtype) {
+  return Tensor(std::move(shape), dtype, HostAllocator(), Stream{});
+}
 
-Tensor Tensor::Uninitialized(Shape shape, DType dtype) { return Tensor(std::move(shape), dtype, false); }
+Tensor Tensor::Uninitialized(Shape shape, DType dtype, Allocator& allocator, Stream stream) {
+  return Tensor(std::move(shape), dtype, allocator, stream);
+}
 
-Tensor::Tensor(Shape shape, DType dtype, bool zero) : shape_(std::move(shape)), dtype_(dtype) {
+Tensor::Tensor(Shape shape, DType dtype, Allocator& allocator, Stream stream)
+    : shape_(std::move(shape)), dtype_(dtype), allocator_(&allocator), stream_(stream) {
   element_size_ = ElementSize(dtype);
   CheckShape(shape_, element_size_, "shape");
   numel_ = NumElements(shape_);
-  buffer_.reset(Allocate(nbytes()));
-  if (zero && nbytes() > 0) std::memset(buffer_.get(), 0, nbytes());
+  data_ = static_cast<std::byte*>(allocator_->Allocate(nbytes(), stream_));
 }
 
 Tensor::Tensor(const Tensor& other)
-    : shape_(other.shape_),
-      dtype_(other.dtype_),
-      numel_(other.numel_),
-      element_size_(other.element_size_),
-      buffer_(Allocate(other.nbytes())) {
-  if (nbytes() > 0) std::memcpy(buffer_.get(), other.buffer_.get(), nbytes());
+    : Tensor(other.shape_, other.dtype_, *other.allocator_, other.stream_) {
+  if (nbytes() == 0) return;
+  if (device().is_host()) {
+    std::memcpy(data_, other.data_, nbytes());
+  } else {
+    BackendFor(device()).Copy(data_, other.data_, nbytes(), stream_);
+  }
 }
 
 Tensor& Tensor::operator=(const Tensor& other) {
@@ -92,6 +86,39 @@ Tensor& Tensor::operator=(const Tensor& other) {
     *this = std::move(copy);
   }
   return *this;
+}
+
+Tensor::Tensor(Tensor&& other) noexcept
+    : shape_(std::move(other.shape_)),
+      dtype_(other.dtype_),
+      numel_(other.numel_),
+      element_size_(other.element_size_),
+      allocator_(other.allocator_),
+      stream_(other.stream_),
+      data_(other.data_) {
+  other.data_ = nullptr;
+}
+
+Tensor& Tensor::operator=(Tensor&& other) noexcept {
+  if (this != &other) {
+    Release();
+    shape_ = std::move(other.shape_);
+    dtype_ = other.dtype_;
+    numel_ = other.numel_;
+    element_size_ = other.element_size_;
+    allocator_ = other.allocator_;
+    stream_ = other.stream_;
+    data_ = other.data_;
+    other.data_ = nullptr;
+  }
+  return *this;
+}
+
+Tensor::~Tensor() { Release(); }
+
+void Tensor::Release() noexcept {
+  if (data_ != nullptr) allocator_->Deallocate(data_, nbytes(), stream_);
+  data_ = nullptr;
 }
 
 void Tensor::Reshape(Shape shape) {
@@ -104,11 +131,21 @@ void Tensor::Reshape(Shape shape) {
 }
 
 bool Tensor::operator==(const Tensor& other) const {
+  for (const Tensor* t : {this, &other}) {
+    if (!t->device().is_host()) {
+      ThrowInvalid("device", "comparing a tensor on " + ToString(t->device()) +
+                                 ": contents compare on the host only");
+    }
+  }
   if (shape_ != other.shape_ || dtype_ != other.dtype_) return false;
-  return nbytes() == 0 || std::memcmp(buffer_.get(), other.buffer_.get(), nbytes()) == 0;
+  return nbytes() == 0 || std::memcmp(data_, other.data_, nbytes()) == 0;
 }
 
 void Tensor::CheckType(DType want) const {
+  if (!device().is_host()) {
+    ThrowInvalid("device", "typed host access (as " + std::string(ToString(want)) +
+                               ") to a tensor on " + ToString(device()));
+  }
   if (want != dtype_) {
     ThrowInvalid("dtype", "tensor holds " + std::string(ToString(dtype_)) + ", accessed as " +
                               std::string(ToString(want)));

@@ -1,4 +1,4 @@
-// The kernels' tensor: a shape, a dtype and one contiguous row-major byte buffer.
+// The kernels' tensor: a shape, a dtype and one contiguous row-major byte buffer on a device.
 //
 // This is what local kernels (kernels/cpu, later kernels/cuda) read and write, and what
 // the runtime hands to a Communicator: `bytes()` is one contiguous buffer of `nbytes()`
@@ -7,7 +7,13 @@
 // The dtype set is open: a new DType needs a size in ElementSize() and, where typed
 // access is wanted, a DTypeOf<> specialisation (bf16/fp16 come with the GPU backend).
 //
-// A Tensor owns its buffer (64-byte aligned); copies are deep, moves are cheap.
+// A Tensor owns its buffer, which comes from an Allocator (kernels/allocator.h: host memory
+// by default, 64-byte aligned) and lives on that allocator's device. It records the stream
+// its work is ordered on (kernels/device.h; host tensors: the null stream): a Backend
+// (kernels/backend.h) enqueues work on a tensor's stream, and the buffer is freed in that
+// stream's order. Copies are deep (same allocator, device and stream), moves are cheap.
+// Typed host access (data<T>(), FromVector, ==) needs a host tensor: on a device tensor it
+// throws InvalidArgument ("device"); bytes() is the raw buffer on any device.
 // Invariant: the buffer holds exactly NumElements(shape) elements of dtype.
 // Kernels read their inputs through TensorArgs (below), a list of pointers, so passing
 // tensors to a kernel copies no buffer.
@@ -22,6 +28,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/allocator.h"
+#include "kernels/device.h"
 #include "rules/dtype.h"
 #include "rules/error.h"
 
@@ -73,15 +81,18 @@ class Tensor {
   Tensor(Shape shape, DType dtype);
   // As above, with the contents left uninitialised (for kernels that write every element).
   static Tensor Uninitialized(Shape shape, DType dtype);
+  // An uninitialised tensor whose bytes come from `allocator` (on its device), ordered on
+  // `stream`. Same errors as above.
+  static Tensor Uninitialized(Shape shape, DType dtype, Allocator& allocator, Stream stream);
   // A tensor holding `values` (NumElements(shape) of them; InvalidArgument "data" else).
   template <typename T>
   static Tensor FromVector(Shape shape, const std::vector<T>& values);
 
   Tensor(const Tensor& other);
   Tensor& operator=(const Tensor& other);
-  Tensor(Tensor&& other) noexcept = default;
-  Tensor& operator=(Tensor&& other) noexcept = default;
-  ~Tensor() = default;
+  Tensor(Tensor&& other) noexcept;
+  Tensor& operator=(Tensor&& other) noexcept;
+  ~Tensor();
 
   const Shape& shape() const { return shape_; }
   DType dtype() const { return dtype_; }
@@ -89,42 +100,50 @@ class Tensor {
   int64_t numel() const { return numel_; }
   size_t element_size() const { return element_size_; }
   size_t nbytes() const { return static_cast<size_t>(numel_) * element_size_; }
+  // Where the buffer lives, the allocator it came from, and the stream its work is on.
+  Device device() const { return allocator_->device(); }
+  Allocator& allocator() const { return *allocator_; }
+  Stream stream() const { return stream_; }
 
-  // The raw buffer: nbytes() contiguous bytes, row-major (nullptr only when empty).
-  std::byte* bytes() { return buffer_.get(); }
-  const std::byte* bytes() const { return buffer_.get(); }
+  // The raw buffer on device(): nbytes() contiguous bytes, row-major (nullptr only when
+  // empty). On a device tensor this is a device address, for a Backend or a Communicator.
+  std::byte* bytes() { return data_; }
+  const std::byte* bytes() const { return data_; }
 
-  // Typed access; throws InvalidArgument ("dtype") when T is not this tensor's type.
+  // Typed host access; throws InvalidArgument ("dtype") when T is not this tensor's type,
+  // InvalidArgument ("device") when the tensor is not on the host.
   template <typename T>
   T* data() {
     CheckType(DTypeOf<T>::value);
-    return reinterpret_cast<T*>(buffer_.get());
+    return reinterpret_cast<T*>(data_);
   }
   template <typename T>
   const T* data() const {
     CheckType(DTypeOf<T>::value);
-    return reinterpret_cast<const T*>(buffer_.get());
+    return reinterpret_cast<const T*>(data_);
   }
 
   // Gives the tensor a new shape with the same element count (the data stay as they
   // are, row-major); InvalidArgument ("shape") otherwise.
   void Reshape(Shape shape);
 
-  // Byte-wise equality of shape, dtype and contents.
+  // Byte-wise equality of shape, dtype and contents (host tensors; InvalidArgument
+  // ("device") for a device tensor).
   bool operator==(const Tensor& other) const;
 
  private:
-  struct FreeDeleter {
-    void operator()(std::byte* p) const;
-  };
-  Tensor(Shape shape, DType dtype, bool zero);
+  Tensor(Shape shape, DType dtype, Allocator& allocator, Stream stream);
+  void Release() noexcept;
+  // Throws unless the tensor is on the host and holds `want`.
   void CheckType(DType want) const;
 
   Shape shape_;
   DType dtype_ = DType::kFloat64;
   int64_t numel_ = 1;
   size_t element_size_ = 8;
-  std::unique_ptr<std::byte[], FreeDeleter> buffer_;
+  Allocator* allocator_ = &HostAllocator();
+  Stream stream_;
+  std::byte* data_ = nullptr;  // from allocator_, nbytes() long
 };
 
 using Tensors = std::vector<Tensor>;

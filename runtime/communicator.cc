@@ -21,39 +21,6 @@ std::string JoinCounts(const std::vector<int64_t>& v) {
   return out + "]";
 }
 
-template <class T>
-void ReduceTyped(T* acc, const T* in, int64_t count, ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAvg:
-      for (int64_t i = 0; i < count; ++i) acc[i] = acc[i] + in[i];
-      return;
-    case ReduceOp::kProd:
-      for (int64_t i = 0; i < count; ++i) acc[i] = acc[i] * in[i];
-      return;
-    case ReduceOp::kMax:
-    case ReduceOp::kAny:
-      for (int64_t i = 0; i < count; ++i) acc[i] = std::max(acc[i], in[i]);
-      return;
-    case ReduceOp::kMin:
-    case ReduceOp::kAll:
-      for (int64_t i = 0; i < count; ++i) acc[i] = std::min(acc[i], in[i]);
-      return;
-  }
-}
-
-void ReduceBool(uint8_t* acc, const uint8_t* in, int64_t count, ReduceOp op) {
-  const bool is_or = op == ReduceOp::kMax || op == ReduceOp::kAny;
-  for (int64_t i = 0; i < count; ++i) {
-    acc[i] = is_or ? (acc[i] | in[i]) : (acc[i] & in[i]);
-  }
-}
-
-template <class T>
-void TruthTyped(const T* in, T* out, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) out[i] = in[i] != T{0} ? T{1} : T{0};  // NaN != 0
-}
-
 }  // namespace
 
 std::string_view ToString(Collective kind) {
@@ -159,54 +126,6 @@ int64_t BufferBox::volume() const {
   int64_t v = 1;
   for (int64_t x : extent) v *= x;
   return v;
-}
-
-void CopyBox(const std::byte* src, const std::vector<int64_t>& src_shape,
-             const std::vector<int64_t>& src_at, std::byte* dst,
-             const std::vector<int64_t>& dst_shape, const std::vector<int64_t>& dst_at,
-             const std::vector<int64_t>& extent, size_t element_size) {
-  const int rank = static_cast<int>(extent.size());
-  for (int64_t x : extent) {
-    if (x == 0) return;
-  }
-  if (rank == 0) {
-    std::memcpy(dst, src, element_size);
-    return;
-  }
-  std::vector<int64_t> ss(rank, 1), ds(rank, 1);
-  for (int d = rank - 2; d >= 0; --d) {
-    ss[d] = ss[d + 1] * src_shape[d + 1];
-    ds[d] = ds[d + 1] * dst_shape[d + 1];
-  }
-  // The contiguous run: dims k..rank-1, where every dim after k is whole in both arrays.
-  int k = rank - 1;
-  int64_t run = extent[k];
-  while (k > 0 && extent[k] == src_shape[k] && extent[k] == dst_shape[k]) {
-    --k;
-    run *= extent[k];
-  }
-  int64_t so = 0, dof = 0;
-  for (int d = 0; d < rank; ++d) {
-    so += src_at[d] * ss[d];
-    dof += dst_at[d] * ds[d];
-  }
-  const size_t run_bytes = static_cast<size_t>(run) * element_size;
-  std::vector<int64_t> index(k, 0);
-  while (true) {
-    std::memcpy(dst + dof * element_size, src + so * element_size, run_bytes);
-    int d = k - 1;
-    for (; d >= 0; --d) {
-      if (++index[d] < extent[d]) {
-        so += ss[d];
-        dof += ds[d];
-        break;
-      }
-      so -= (extent[d] - 1) * ss[d];
-      dof -= (extent[d] - 1) * ds[d];
-      index[d] = 0;
-    }
-    if (d < 0) break;
-  }
 }
 
 int64_t CommCounters::total_sent() const {
@@ -482,10 +401,12 @@ void Communicator::Enqueue(Call call) {
       case Collective::kAllReduce:
       case Collective::kAllToAll: {
         const int64_t count = d.counts.at(0);
-        if (count > 0 && call.send != call.recv) std::memmove(call.recv, call.send, count * e);
+        if (count > 0 && call.send != call.recv) {
+          backend().Copy(call.recv, call.send, static_cast<size_t>(count * e), stream_);
+        }
         if (d.kind == Collective::kAllReduce || d.kind == Collective::kReduceScatter) {
           if (d.op == ReduceOp::kAny || d.op == ReduceOp::kAll) {
-            ToTruth(call.recv, call.recv, count, d.dtype);
+            backend().ToTruth(call.recv, call.recv, count, d.dtype, stream_);
           }
           // avg over one member divides by 1: nothing to do.
         }
@@ -515,64 +436,6 @@ std::string FailureMessage(const Communicator& comm, std::string_view what) {
     out += "before any collective";
   }
   return out + ": " + std::string(what);
-}
-
-// ---- element loops shared by the backends and the tests ----------------------------------
-
-void ReduceInto(void* acc, const void* in, int64_t count, DType dtype, ReduceOp op) {
-  switch (dtype) {
-    case DType::kFloat64:
-      ReduceTyped(static_cast<double*>(acc), static_cast<const double*>(in), count, op);
-      return;
-    case DType::kFloat32:
-      ReduceTyped(static_cast<float*>(acc), static_cast<const float*>(in), count, op);
-      return;
-    case DType::kInt64:
-      ReduceTyped(static_cast<int64_t*>(acc), static_cast<const int64_t*>(in), count, op);
-      return;
-    case DType::kBool:
-      ReduceBool(static_cast<uint8_t*>(acc), static_cast<const uint8_t*>(in), count, op);
-      return;
-  }
-}
-
-void ToTruth(const void* in, void* out, int64_t count, DType dtype) {
-  switch (dtype) {
-    case DType::kFloat64:
-      TruthTyped(static_cast<const double*>(in), static_cast<double*>(out), count);
-      return;
-    case DType::kFloat32:
-      TruthTyped(static_cast<const float*>(in), static_cast<float*>(out), count);
-      return;
-    case DType::kInt64:
-      TruthTyped(static_cast<const int64_t*>(in), static_cast<int64_t*>(out), count);
-      return;
-    case DType::kBool:
-      TruthTyped(static_cast<const uint8_t*>(in), static_cast<uint8_t*>(out), count);
-      return;
-  }
-}
-
-void DivideBy(void* buffer, int64_t count, DType dtype, int64_t n) {
-  switch (dtype) {
-    case DType::kFloat64: {
-      auto* b = static_cast<double*>(buffer);
-      for (int64_t i = 0; i < count; ++i) b[i] = b[i] / static_cast<double>(n);
-      return;
-    }
-    case DType::kFloat32: {
-      auto* b = static_cast<float*>(buffer);
-      for (int64_t i = 0; i < count; ++i) b[i] = b[i] / static_cast<float>(n);
-      return;
-    }
-    case DType::kInt64: {
-      auto* b = static_cast<int64_t*>(buffer);
-      for (int64_t i = 0; i < count; ++i) b[i] = b[i] / n;
-      return;
-    }
-    case DType::kBool:
-      return;  // avg on bool is rejected before it gets here
-  }
 }
 
 }  // namespace spmd::runtime

@@ -1,12 +1,19 @@
 // Communicator: the collectives the runtime moves bytes with, on sub-groups of the world.
 //
 // Shape (stream-ordered, so that NCCL fits behind the same interface):
-// - every call is enqueued on the communicator's stream, in call order; `Synchronize()`
-//   waits until every enqueued call has completed. A backend may complete a call before it
-//   returns (the MPI and thread backends complete collectives eagerly, and point-to-point
-//   calls at `Synchronize()`); callers may rely only on the stream contract: buffers passed
-//   to a call stay valid, and are neither read nor written by the caller, until the next
-//   `Synchronize()` returns.
+// - every call is enqueued on the communicator's stream (`stream()`, on `device()`), in
+//   call order; `Synchronize()` waits until every enqueued call has completed. A backend
+//   may complete a call before it returns (the MPI and thread backends complete
+//   collectives eagerly, every member done with every buffer, and point-to-point calls at
+//   `Synchronize()`). What callers may rely on:
+//   * collectives (all_gather, reduce_scatter, all_reduce, all_to_all, broadcast) are
+//     stream-ordered: work a Backend (kernels/backend.h) enqueues on the communicator's
+//     stream after the call sees its results, the call's buffers may be freed by
+//     stream-ordered deallocation on that stream, and the call has completed once the
+//     Backend of `device()` has synchronized that stream (Backend::Synchronize), which is
+//     when the host may read the results by host pointer.
+//   * point-to-point calls (send, recv and their box forms): their buffers stay valid, and
+//     are neither read nor written by anyone else, until the next `Synchronize()` returns.
 // - a group is an ordered list of distinct world ranks (process ids): the ranks along one
 //   or more mesh axes (`Mesh::GroupOf`), in any order. A rank's *position* is its index in
 //   the list; per-rank chunks are laid out in position order. Every member calls the same
@@ -54,6 +61,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/backend.h"
+#include "kernels/device.h"
 #include "rules/dist_attr.h"
 #include "rules/dtype.h"
 
@@ -172,6 +181,10 @@ class Communicator {
   int64_t rank() const { return rank_; }              // this process's world rank
   int64_t world_size() const { return world_size_; }
   const CommOptions& options() const { return options_; }
+  // The device of the buffers this communicator is handed (host for the MPI and thread
+  // backends) and the stream its calls are ordered on (host: the null stream).
+  kernels::Device device() const { return device_; }
+  kernels::Stream stream() const { return stream_; }
 
   // recv (sum(counts) elements) = the members' send buffers (counts[position] elements
   // each) concatenated in position order.
@@ -235,6 +248,11 @@ class Communicator {
   virtual void Run(const Call& call) = 0;
   virtual void DoSynchronize() = 0;
 
+  // The Backend of device(): every local copy, reduction and truth conversion of a
+  // communicator (the base's group-of-one paths, the backends' local reductions) goes
+  // through it, so that a device communicator shares them.
+  kernels::Backend& backend() const { return kernels::BackendFor(device_); }
+
   // Prints `rank R: <what> at step S` style messages in one format for every backend.
   std::string Describe(const Call& call) const;
 
@@ -244,6 +262,8 @@ class Communicator {
   int64_t rank_;
   int64_t world_size_;
   CommOptions options_;
+  kernels::Device device_;
+  kernels::Stream stream_;
   CommCounters counters_;
   int64_t step_ = 0;
   std::optional<CollectiveDesc> last_call_;
@@ -253,23 +273,5 @@ class Communicator {
 // `rank 1 failed at step 3 (all_reduce(float64, count=8, op=sum) on group [0,1]): boom`
 // (`rank 1 failed before any collective: boom` when it made none).
 std::string FailureMessage(const Communicator& comm, std::string_view what);
-
-// Shared by the backends and the tests: reduces `count` elements of `in` into `acc`
-// (acc = acc op in), for op in {sum, avg (as sum), max, min, prod}; any / all expect
-// inputs already mapped to 0/1 (see ToTruth) and combine them as max / min.
-void ReduceInto(void* acc, const void* in, int64_t count, DType dtype, ReduceOp op);
-// Maps each element to 1 if nonzero (NaN included), else 0, in the same dtype.
-void ToTruth(const void* in, void* out, int64_t count, DType dtype);
-// Divides each element by n (avg's final step; int64 truncates).
-void DivideBy(void* buffer, int64_t count, DType dtype, int64_t n);
-
-// Copies the sub-box of `extent` elements per dim starting at `src_at` in the row-major
-// array `src` of shape `src_shape` to `dst_at` in `dst` (shape `dst_shape`); `element_size`
-// bytes per element. Contiguous runs are copied with one memcpy each (trailing dims that
-// both arrays hold whole are merged into the run).
-void CopyBox(const std::byte* src, const std::vector<int64_t>& src_shape,
-             const std::vector<int64_t>& src_at, std::byte* dst,
-             const std::vector<int64_t>& dst_shape, const std::vector<int64_t>& dst_at,
-             const std::vector<int64_t>& extent, size_t element_size);
 
 }  // namespace spmd::runtime

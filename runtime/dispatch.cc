@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "kernels/backend.h"
 #include "kernels/cpu/kernels.h"
 #include "rules/error.h"
 #include "rules/layout.h"
@@ -83,6 +84,19 @@ std::vector<Shape> RuleOutputShapes(const OpDecl& op, const std::vector<Shape>& 
 }
 
 namespace {
+
+// The Backend of the local shards' device (the host when there are none). Throws
+// InvalidArgument ("inputs[i].device") when the shards are on different devices.
+kernels::Backend& LocalBackend(const kernels::TensorArgs& locals) {
+  const kernels::Device device = locals.empty() ? kernels::Device::Host() : locals[0].device();
+  for (size_t i = 1; i < locals.size(); ++i) {
+    if (locals[i].device() != device) {
+      ThrowInvalid(Field("inputs", i) + ".device", "is on " + kernels::ToString(locals[i].device()) +
+                                                       ", inputs[0] on " + kernels::ToString(device));
+    }
+  }
+  return kernels::BackendFor(device);
+}
 
 // Dispatch on the caller's tensors, by pointer (none is copied).
 std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const DistTensor*>& inputs,
@@ -183,7 +197,7 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
     for (const Tensor& t : locals) report->input_buffers.push_back(t.bytes());
   }
 
-  Tensors results = kernels::RunCpuKernel(op.name, locals, local_attrs);
+  Tensors results = LocalBackend(locals).RunKernel(op.name, locals, local_attrs);
   FillUnknown(global_out, results, "run");
   std::vector<DistTensor> out;
   for (size_t o = 0; o < results.size(); ++o) {

@@ -6,7 +6,9 @@
 //    required input dist attrs and the output dist attrs;
 // 2. each input whose dist attr differs from the required one is resharded to it
 //    (PlanReshard's plan, run by the executor);
-// 3. the local kernel: kernels::RunCpuKernel(op, local shards, attrs), with the attrs the
+// 3. the local kernel, run by the Backend of the shards' device
+//    (kernels::BackendFor(device).RunKernel(op, local shards, attrs); all shards on one
+//    device, InvalidArgument "inputs[i].device" otherwise), with the attrs the
 //    op's localizer derives for this rank (LocalContext: global and local shapes of inputs
 //    and outputs, the global offset of every input shard; as checker/simulate.cc does).
 //    The kernel reads an input that needed no reshard from the caller's own shard

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "kernels/backend.h"
 #include "rules/error.h"
 #include "rules/layout.h"
 
@@ -27,15 +28,10 @@ void CheckAttr(const Shape& shape, const Mesh& mesh, const DistAttr& attr) {
 void ApplyLocalPartial(Tensor& local, const DistAttr& attr, const std::vector<int64_t>& coord) {
   for (const auto& [axis, op] : attr.partial) {
     if (coord[axis] == 0) continue;
-    if (op == ReduceOp::kSum) {
-      if (local.numel() > 0) std::memset(local.bytes(), 0, local.nbytes());
-    } else if (op == ReduceOp::kProd) {
-      switch (local.dtype()) {
-        case DType::kFloat64: std::fill_n(local.data<double>(), local.numel(), 1.0); break;
-        case DType::kFloat32: std::fill_n(local.data<float>(), local.numel(), 1.0f); break;
-        case DType::kInt64: std::fill_n(local.data<int64_t>(), local.numel(), int64_t{1}); break;
-        case DType::kBool: std::fill_n(local.data<bool>(), local.numel(), true); break;
-      }
+    if (op == ReduceOp::kSum || op == ReduceOp::kProd) {  // the identity of the reduction
+      kernels::BackendFor(local.device())
+          .Fill(local.bytes(), local.numel(), local.dtype(), op == ReduceOp::kSum ? 0.0 : 1.0,
+                local.stream());
     }
   }
 }

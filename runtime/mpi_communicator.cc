@@ -376,14 +376,16 @@ void MpiCommunicator::Run(const Call& call) {
       const void* send = call.send;
       if (truth && d.dtype != DType::kBool) {
         scratch.resize(total * e);
-        ToTruth(call.send, scratch.data(), total, d.dtype);
+        backend().ToTruth(call.send, scratch.data(), total, d.dtype, stream());
         send = scratch.data();
       }
       Check(MPI_Ireduce_scatter(send, call.recv, counts.data(), type, ToMpi(d.op, d.dtype), comm,
                                 request.data()),
             call, "MPI_Ireduce_scatter");
       Wait(request, call, "MPI_Ireduce_scatter");
-      if (d.op == ReduceOp::kAvg) DivideBy(call.recv, d.counts[call.position], d.dtype, n);
+      if (d.op == ReduceOp::kAvg) {
+        backend().Scale(call.recv, d.counts[call.position], d.dtype, n, true, stream());
+      }
       return;
     }
     case Collective::kAllReduce: {
@@ -391,14 +393,14 @@ void MpiCommunicator::Run(const Call& call) {
       const void* send = call.send == call.recv ? MPI_IN_PLACE : call.send;
       if (truth && d.dtype != DType::kBool) {
         scratch.resize(count * e);
-        ToTruth(call.send, scratch.data(), count, d.dtype);
+        backend().ToTruth(call.send, scratch.data(), count, d.dtype, stream());
         send = scratch.data();
       }
       Check(MPI_Iallreduce(send, call.recv, count, type, ToMpi(d.op, d.dtype), comm,
                            request.data()),
             call, "MPI_Iallreduce");
       Wait(request, call, "MPI_Iallreduce");
-      if (d.op == ReduceOp::kAvg) DivideBy(call.recv, count, d.dtype, n);
+      if (d.op == ReduceOp::kAvg) backend().Scale(call.recv, count, d.dtype, n, true, stream());
       return;
     }
     case Collective::kAllToAll: {

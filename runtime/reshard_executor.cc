@@ -61,59 +61,28 @@ GroupInfo GroupAt(const Mesh& mesh, const std::vector<int64_t>& coord, const Axi
   return g;
 }
 
-// One scratch buffer per thread (a rank is one thread in both backends), as large as the
-// largest step so far: the reduce-scatter's packing buffer is reused instead of coming back
-// as fresh pages.
-std::byte* Scratch(int64_t bytes) {
-  struct Buffer {
-    std::unique_ptr<std::byte[]> data;
-    int64_t size = 0;
-  };
-  thread_local Buffer b;
-  if (b.size < bytes) {
-    b.data.reset();
-    b.data.reset(new std::byte[static_cast<size_t>(bytes)]);
-    b.size = bytes;
-  }
-  return b.data.get();
-}
-
-// ---- typed element loops --------------------------------------------------------------------
-
-template <class T>
-void Fill(Tensor& t, T value) {
-  T* p = t.data<T>();
-  std::fill(p, p + t.numel(), value);
-}
-
-void FillOne(Tensor& t) {
-  switch (t.dtype()) {
-    case DType::kFloat64: Fill<double>(t, 1.0); return;
-    case DType::kFloat32: Fill<float>(t, 1.0f); return;
-    case DType::kInt64: Fill<int64_t>(t, 1); return;
-    case DType::kBool: Fill<bool>(t, true); return;
-  }
-}
-
-template <class T>
-void Scale(Tensor& t, T factor, bool divide) {
-  T* p = t.data<T>();
-  const int64_t n = t.numel();
-  if (divide) {
-    for (int64_t i = 0; i < n; ++i) p[i] = p[i] / factor;
-  } else {
-    for (int64_t i = 0; i < n; ++i) p[i] = p[i] * factor;
-  }
-}
-
 // ---- the steps -------------------------------------------------------------------------------
 
+// A step's inputs, and where its local work runs: the Backend of the communicator's
+// device, on the communicator's stream (so the backend's copies are ordered with the
+// collectives, backend.h), with new buffers from the allocator of the rank's buffer.
 struct StepContext {
   const ReshardStep& step;
   const Shape& shape;
   DType dtype;
   Communicator& comm;
   size_t e;  // bytes per element
+  kernels::Backend& backend;
+  kernels::Allocator& allocator;
+  kernels::Stream stream;
+
+  // An uninitialised buffer of `dtype` on the rank's device.
+  Tensor New(Shape s) const { return Tensor::Uninitialized(std::move(s), dtype, allocator, stream); }
+  // Copies `extent` elements from `src_at` in `src` (shape src_shape) to `dst_at` in `dst`.
+  void Copy(const std::byte* src, const Shape& src_shape, const Shape& src_at, std::byte* dst,
+            const Shape& dst_shape, const Shape& dst_at, const Shape& extent) const {
+    backend.CopyBox(src, src_shape, src_at, dst, dst_shape, dst_at, extent, e, stream);
+  }
 };
 
 Tensor Run(const StepContext& c, const AllGather& s, Tensor local,
@@ -133,10 +102,9 @@ Tensor Run(const StepContext& c, const AllGather& s, Tensor local,
   }
   Shape out_shape = in_shape;
   out_shape[d] = total;
-  Tensor out = Tensor::Uninitialized(out_shape, c.dtype);
-  if (outer == 1) {  // the chunks are contiguous in the result
+  Tensor out = c.New(out_shape);
+  if (outer == 1) {  // the chunks are contiguous in the result; stream-ordered, no wait
     c.comm.AllGather(local.bytes(), out.bytes(), counts, c.dtype, g.ids);
-    c.comm.Synchronize();
     return out;
   }
   // The chunks are strided in the result: point to point, this rank's (contiguous) chunk to
@@ -159,9 +127,9 @@ Tensor Run(const StepContext& c, const AllGather& s, Tensor local,
     if (counts[q] == 0) continue;
     c.comm.RecvBox(out.bytes(), BufferBox{out_shape, dst_at[q], chunk(q)}, c.dtype, g.ids[q]);
   }
-  CopyBox(local.bytes(), in_shape, Shape(in_shape.size(), 0), out.bytes(), out_shape,
-          dst_at[g.position], in_shape, c.e);
-  c.comm.Synchronize();
+  c.Copy(local.bytes(), in_shape, Shape(in_shape.size(), 0), out.bytes(), out_shape,
+         dst_at[g.position], in_shape);
+  c.comm.Synchronize();  // point to point: complete only at Synchronize
   return out;
 }
 
@@ -183,25 +151,25 @@ Tensor Run(const StepContext& c, const ReduceScatter& s, Tensor local,
   }
   Shape out_shape = in_shape;
   out_shape[d] = chunks[g.position].size();
-  Tensor out = Tensor::Uninitialized(out_shape, c.dtype);
-  if (outer == 1) {
+  Tensor out = c.New(out_shape);
+  if (outer == 1) {  // stream-ordered, no wait
     c.comm.ReduceScatter(local.bytes(), out.bytes(), counts, c.dtype, s.op, g.ids);
-    c.comm.Synchronize();
     return out;
   }
-  std::byte* packed = Scratch(local.numel() * static_cast<int64_t>(c.e));
+  // Packed along d into the members' chunks; freed in stream order after the collective.
+  Tensor packed_buffer = c.New({local.numel()});
+  std::byte* packed = packed_buffer.bytes();
   int64_t offset_elements = 0;
   for (int64_t q = 0; q < n; ++q) {
     Shape chunk = in_shape;
     chunk[d] = chunks[q].size();
     Shape src_at(in_shape.size(), 0);
     src_at[d] = chunks[q].begin;
-    CopyBox(local.bytes(), in_shape, src_at, packed + offset_elements * c.e, chunk,
-            Shape(chunk.size(), 0), chunk, c.e);
+    c.Copy(local.bytes(), in_shape, src_at, packed + offset_elements * c.e, chunk,
+           Shape(chunk.size(), 0), chunk);
     offset_elements += counts[q];
   }
   c.comm.ReduceScatter(packed, out.bytes(), counts, c.dtype, s.op, g.ids);
-  c.comm.Synchronize();
   return out;
 }
 
@@ -209,8 +177,7 @@ Tensor Run(const StepContext& c, const AllReduce& s, Tensor local,
            const std::vector<int64_t>& coord) {
   const GroupInfo g = GroupAt(c.step.mesh, coord, s.group, c.comm.rank());
   c.comm.AllReduce(local.bytes(), local.bytes(), local.numel(), c.dtype, s.op, g.ids);
-  c.comm.Synchronize();
-  return local;
+  return local;  // stream-ordered, no wait
 }
 
 // The element offset of `box` (local coordinates `at`, sizes `extent`) in a row-major
@@ -235,7 +202,7 @@ Tensor Run(const StepContext& c, const AllToAll& s, Tensor local,
   const int64_t n = static_cast<int64_t>(g.ids.size());
   const Box my_before = BoxAt(c.shape, step.before, step.mesh, coord);
   const Box my_after = BoxAt(c.shape, step.after, step.mesh, coord);
-  Tensor out = Tensor::Uninitialized(SizesOf(my_after), c.dtype);
+  Tensor out = c.New(SizesOf(my_after));
   std::vector<Box> send_boxes(n), recv_boxes(n);
   for (int64_t q = 0; q < n; ++q) {
     send_boxes[q] = Intersect(my_before, BoxAt(c.shape, step.after, step.mesh, g.coords[q]));
@@ -272,10 +239,10 @@ Tensor Run(const StepContext& c, const AllToAll& s, Tensor local,
   }
   const Box kept = Intersect(my_before, my_after);  // the own part, while the others travel
   if (Volume(kept) > 0) {
-    CopyBox(local.bytes(), local.shape(), BeginsOf(RelativeTo(kept, my_before)), out.bytes(),
-            out.shape(), BeginsOf(RelativeTo(kept, my_after)), SizesOf(kept), c.e);
+    c.Copy(local.bytes(), local.shape(), BeginsOf(RelativeTo(kept, my_before)), out.bytes(),
+           out.shape(), BeginsOf(RelativeTo(kept, my_after)), SizesOf(kept));
   }
-  c.comm.Synchronize();
+  c.comm.Synchronize();  // point to point: complete only at Synchronize
   return out;
 }
 
@@ -291,7 +258,7 @@ std::optional<Tensor> RunSendRecv(const StepContext& c, std::optional<Tensor> lo
   std::optional<Tensor> out;
   if (to_coord) {
     my_after = BoxAt(c.shape, step.after, step.to_mesh, *to_coord);
-    out = Tensor::Uninitialized(SizesOf(my_after), c.dtype);
+    out = c.New(SizesOf(my_after));
   }
   // Each piece is sent from (received into) its place in this rank's old (new) buffer: a
   // contiguous run as it is, a strided box as a BufferBox (no packing pass where the
@@ -318,11 +285,11 @@ std::optional<Tensor> RunSendRecv(const StepContext& c, std::optional<Tensor> lo
   if (out && from_coord) {  // what this rank already holds
     const Box kept = Intersect(my_before, my_after);
     if (Volume(kept) > 0) {
-      CopyBox(local->bytes(), local->shape(), BeginsOf(RelativeTo(kept, my_before)), out->bytes(),
-              out->shape(), BeginsOf(RelativeTo(kept, my_after)), SizesOf(kept), c.e);
+      c.Copy(local->bytes(), local->shape(), BeginsOf(RelativeTo(kept, my_before)), out->bytes(),
+             out->shape(), BeginsOf(RelativeTo(kept, my_after)), SizesOf(kept));
     }
   }
-  c.comm.Synchronize();
+  c.comm.Synchronize();  // point to point: complete only at Synchronize
   return out;
 }
 
@@ -330,18 +297,22 @@ Tensor Run(const StepContext& c, const LocalSlice&, Tensor local,
            const std::vector<int64_t>& coord) {
   const Box before = BoxAt(c.shape, c.step.before, c.step.mesh, coord);
   const Box after = BoxAt(c.shape, c.step.after, c.step.mesh, coord);
-  return SliceBox(local, RelativeTo(after, before));
+  const Box rel = RelativeTo(after, before);
+  Tensor out = c.New(SizesOf(rel));
+  c.Copy(local.bytes(), local.shape(), BeginsOf(rel), out.bytes(), out.shape(),
+         Shape(rel.size(), 0), SizesOf(rel));
+  return out;
 }
 
-Tensor Run(const StepContext&, const LocalPartial& s, Tensor local,
+Tensor Run(const StepContext& c, const LocalPartial& s, Tensor local,
            const std::vector<int64_t>& coord) {
   if (coord[s.axis] == 0) return local;
   switch (s.op) {
-    case ReduceOp::kSum:
-      if (local.numel() > 0) std::memset(local.bytes(), 0, local.nbytes());
+    case ReduceOp::kSum:  // the other ranks hold the identity of the reduction
+      c.backend.Fill(local.bytes(), local.numel(), c.dtype, 0.0, c.stream);
       return local;
     case ReduceOp::kProd:
-      FillOne(local);
+      c.backend.Fill(local.bytes(), local.numel(), c.dtype, 1.0, c.stream);
       return local;
     default:  // avg, max, min, any, all: every rank keeps its value
       return local;
@@ -352,10 +323,11 @@ Tensor Run(const StepContext& c, const ShardToPartial&, Tensor local,
            const std::vector<int64_t>& coord) {
   const Box before = BoxAt(c.shape, c.step.before, c.step.mesh, coord);
   const Box after = BoxAt(c.shape, c.step.after, c.step.mesh, coord);
-  Tensor out(SizesOf(after), c.dtype);  // zeros
+  Tensor out = c.New(SizesOf(after));
+  c.backend.Fill(out.bytes(), out.numel(), c.dtype, 0.0, c.stream);
   if (local.numel() > 0) {
-    CopyBox(local.bytes(), local.shape(), Shape(local.shape().size(), 0), out.bytes(),
-            out.shape(), BeginsOf(RelativeTo(before, after)), local.shape(), c.e);
+    c.Copy(local.bytes(), local.shape(), Shape(local.shape().size(), 0), out.bytes(),
+           out.shape(), BeginsOf(RelativeTo(before, after)), local.shape());
   }
   return out;
 }
@@ -363,13 +335,10 @@ Tensor Run(const StepContext& c, const ShardToPartial&, Tensor local,
 Tensor Run(const StepContext& c, const Rescale& s, Tensor local, const std::vector<int64_t>&) {
   const int64_t n = c.step.mesh.axis_size(s.axis);
   const bool divide = s.from_op == ReduceOp::kAvg && s.to_op == ReduceOp::kSum;
-  switch (c.dtype) {
-    case DType::kFloat64: Scale<double>(local, static_cast<double>(n), divide); break;
-    case DType::kFloat32: Scale<float>(local, static_cast<float>(n), divide); break;
-    default:
-      ThrowUnsupported("step", "rescale needs a floating dtype, got " +
-                                   std::string(ToString(c.dtype)));
+  if (!IsFloating(c.dtype)) {
+    ThrowUnsupported("step", "rescale needs a floating dtype, got " + std::string(ToString(c.dtype)));
   }
+  c.backend.Scale(local.bytes(), local.numel(), c.dtype, n, divide, c.stream);
   return local;
 }
 
@@ -389,10 +358,11 @@ std::string PlanKey(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_
 
 kernels::Tensor SliceBox(const kernels::Tensor& t, const Box& box) {
   const Shape extent = SizesOf(box);
-  kernels::Tensor out = kernels::Tensor::Uninitialized(extent, t.dtype());
+  kernels::Tensor out = kernels::Tensor::Uninitialized(extent, t.dtype(), t.allocator(), t.stream());
   if (out.numel() > 0) {
-    CopyBox(t.bytes(), t.shape(), BeginsOf(box), out.bytes(), extent, Shape(extent.size(), 0),
-            extent, t.element_size());
+    kernels::BackendFor(t.device())
+        .CopyBox(t.bytes(), t.shape(), BeginsOf(box), out.bytes(), extent,
+                 Shape(extent.size(), 0), extent, t.element_size(), t.stream());
   }
   return out;
 }
@@ -402,12 +372,20 @@ kernels::Tensor SliceBox(const kernels::Tensor& t, const Box& box) {
 std::optional<kernels::Tensor> ExecuteStep(const ReshardStep& step, const Shape& shape,
                                            DType dtype, std::optional<kernels::Tensor> local,
                                            Communicator& comm) {
-  const StepContext c{step, shape, dtype, comm, static_cast<size_t>(ElementSize(dtype))};
   const std::optional<std::vector<int64_t>> coord = step.mesh.CoordinateOf(comm.rank());
   if (coord) {
     if (!local) ThrowInvalid("local", "a rank of the step's mesh holds no buffer");
     CheckLocal(*local, shape, dtype, step.before, step.mesh, *coord);
   }
+  if (local && (local->device() != comm.device() || local->stream() != comm.stream())) {
+    ThrowInvalid("local.device", "this rank's buffer is on " + kernels::ToString(local->device()) +
+                                     ", the communicator's on " +
+                                     kernels::ToString(comm.device()) + " (or another stream)");
+  }
+  kernels::Backend& backend = kernels::BackendFor(comm.device());
+  kernels::Allocator& allocator = local ? local->allocator() : backend.AllocatorFor(comm.device());
+  const StepContext c{step,    shape,     dtype,        comm, static_cast<size_t>(ElementSize(dtype)),
+                      backend, allocator, comm.stream()};
   if (step.kind() == StepKind::kSendRecv) return RunSendRecv(c, std::move(local));
   if (!coord) return std::nullopt;
   return std::visit(

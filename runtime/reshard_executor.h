@@ -21,6 +21,16 @@
 //   RecvBox: read and written in place, no packing pass of the executor's own).
 // - LocalSlice, LocalPartial, ShardToPartial, Rescale: local, no communication.
 //
+// Local work (box copies, fills, scaling) runs on the Backend of the communicator's device
+// (kernels/backend.h), on the communicator's stream; new buffers come from the allocator of
+// the rank's buffer. Steps stay stream-ordered: the executor synchronizes the communicator
+// after steps that move data point to point (those calls complete only at Synchronize),
+// and not after collectives or local steps (the stream orders them; backend.h). The
+// result is ordered on the communicator's stream: the host reads it after the Backend has
+// synchronized that stream (a no-op on the host, where every call completes in place).
+// A rank's buffer must be on the communicator's device and stream (InvalidArgument
+// "local.device" otherwise).
+//
 // Bytes: the communicator counts, per rank and step, exactly the plan's StepBytesOf(...),
 // uneven reductions included: both count the whole elements of the same algorithms
 // (rules/reshard_bytes.h, communicator.h). The tests check counted == planned on every
@@ -43,8 +53,8 @@ using Shape = std::vector<int64_t>;
 
 // ---- Boxes and strided copies ---------------------------------------------------------------
 
-// Boxes (Box, BoxAt, Intersect, Volume, RelativeTo) are rules/layout.h's.
-// CopyBox (strided box copies) is declared in communicator.h.
+// Boxes (Box, BoxAt, Intersect, Volume, RelativeTo) are rules/layout.h's; strided box
+// copies are the Backend's (kernels/backend.h, CopyBox).
 // The part `box` (local coordinates of `t`) of `t` as a new tensor.
 kernels::Tensor SliceBox(const kernels::Tensor& t, const Box& box);
 

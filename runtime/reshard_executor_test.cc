@@ -26,7 +26,9 @@ using testing::Quick;
 TEST(CopyBox, CopiesASubBoxBetweenStridedArrays) {
   const Tensor src = Iota({3, 4, 5}, DType::kFloat64);
   Tensor dst({2, 6, 5}, DType::kFloat64);
-  CopyBox(src.bytes(), src.shape(), {1, 1, 0}, dst.bytes(), dst.shape(), {0, 2, 0}, {2, 3, 5}, 8);
+  kernels::BackendFor(kernels::Device::Host())
+      .CopyBox(src.bytes(), src.shape(), {1, 1, 0}, dst.bytes(), dst.shape(), {0, 2, 0},
+               {2, 3, 5}, 8, kernels::Stream{});
   for (int64_t i = 0; i < 2; ++i) {
     for (int64_t j = 0; j < 6; ++j) {
       for (int64_t k = 0; k < 5; ++k) {

@@ -29,24 +29,28 @@ int64_t PrefixSum(const std::vector<int64_t>& v, int64_t end) {
 
 // Reduces chunk `[offset, offset + count)` of every member's send buffer into `out`, in
 // position order (the same order on every rank, so every rank gets the same bits).
+// The element loops run on `backend` (the communicator's).
 void ReduceChunks(const std::vector<const void*>& sends, int64_t offset, int64_t count,
-                  DType dtype, ReduceOp op, unsigned char* out) {
+                  DType dtype, ReduceOp op, unsigned char* out, kernels::Backend& backend,
+                  kernels::Stream stream) {
   const int64_t e = ElementSize(dtype);
   const bool truth = op == ReduceOp::kAny || op == ReduceOp::kAll;
   std::vector<unsigned char> tmp(truth ? count * e : 0);
   for (size_t q = 0; q < sends.size(); ++q) {
     const auto* in = static_cast<const unsigned char*>(sends[q]) + offset * e;
     if (truth) {
-      ToTruth(in, tmp.data(), count, dtype);
+      backend.ToTruth(in, tmp.data(), count, dtype, stream);
       in = tmp.data();
     }
     if (q == 0) {
-      if (count > 0) std::memcpy(out, in, count * e);
+      backend.Copy(out, in, static_cast<size_t>(count * e), stream);
     } else {
-      ReduceInto(out, in, count, dtype, op);
+      backend.Reduce(out, in, count, dtype, op, stream);
     }
   }
-  if (op == ReduceOp::kAvg) DivideBy(out, count, dtype, static_cast<int64_t>(sends.size()));
+  if (op == ReduceOp::kAvg) {
+    backend.Scale(out, count, dtype, static_cast<int64_t>(sends.size()), true, stream);
+  }
 }
 
 }  // namespace
@@ -93,9 +97,9 @@ void ThreadCommunicator::Run(const Call& call) {
       if (call.box) {  // pack the piece (the MPI backend lets MPI read it in place)
         message.bytes.resize(d.counts[0] * e);
         const BufferBox& b = *call.box;
-        CopyBox(static_cast<const std::byte*>(call.send), b.array, b.at,
-                reinterpret_cast<std::byte*>(message.bytes.data()), b.extent,
-                std::vector<int64_t>(b.extent.size(), 0), b.extent, e);
+        backend().CopyBox(static_cast<const std::byte*>(call.send), b.array, b.at,
+                          reinterpret_cast<std::byte*>(message.bytes.data()), b.extent,
+                          std::vector<int64_t>(b.extent.size(), 0), b.extent, e, stream());
       } else {
         message.bytes.assign(bytes, bytes + d.counts[0] * e);
       }
@@ -141,9 +145,10 @@ void ThreadCommunicator::DoSynchronize() {
     if (message.bytes.empty()) continue;
     if (call.box) {
       const BufferBox& b = *call.box;
-      CopyBox(reinterpret_cast<const std::byte*>(message.bytes.data()), b.extent,
-              std::vector<int64_t>(b.extent.size(), 0), static_cast<std::byte*>(call.recv),
-              b.array, b.at, b.extent, ElementSize(d.dtype));
+      backend().CopyBox(reinterpret_cast<const std::byte*>(message.bytes.data()), b.extent,
+                        std::vector<int64_t>(b.extent.size(), 0),
+                        static_cast<std::byte*>(call.recv), b.array, b.at, b.extent,
+                        ElementSize(d.dtype), stream());
     } else {
       std::memcpy(call.recv, message.bytes.data(), message.bytes.size());
     }
@@ -234,11 +239,12 @@ void ThreadCommunicator::RunCollective(const Call& call) {
     }
     case Collective::kReduceScatter:
       scratch.resize(d.counts[p] * e);
-      ReduceChunks(sends, PrefixSum(d.counts, p), d.counts[p], d.dtype, d.op, scratch.data());
+      ReduceChunks(sends, PrefixSum(d.counts, p), d.counts[p], d.dtype, d.op, scratch.data(),
+                   backend(), stream());
       break;
     case Collective::kAllReduce:
       scratch.resize(d.counts[0] * e);
-      ReduceChunks(sends, 0, d.counts[0], d.dtype, d.op, scratch.data());
+      ReduceChunks(sends, 0, d.counts[0], d.dtype, d.op, scratch.data(), backend(), stream());
       break;
     case Collective::kAllToAll: {
       scratch.resize(PrefixSum(d.recv_counts, n) * e);

@@ -1,0 +1,171 @@
+#include "kernels/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include "kernels/cpu/kernels.h"
+#include "rules/error.h"
+
+namespace spmd::kernels {
+namespace {
+
+// Calls fn(static_cast<T*>(nullptr)) with T the C++ element type of `dtype` (bool as
+// uint8_t: the loops below treat it as bytes 0 / 1).
+template <class Fn>
+void VisitType(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat64: fn(static_cast<double*>(nullptr)); return;
+    case DType::kFloat32: fn(static_cast<float*>(nullptr)); return;
+    case DType::kInt64: fn(static_cast<int64_t*>(nullptr)); return;
+    case DType::kBool: fn(static_cast<uint8_t*>(nullptr)); return;
+  }
+  ThrowUnsupported("dtype", "no element loops for dtype " + std::to_string(static_cast<int>(dtype)));
+}
+
+template <class T>
+void ReduceTyped(T* acc, const T* in, int64_t count, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      for (int64_t i = 0; i < count; ++i) acc[i] = acc[i] + in[i];
+      return;
+    case ReduceOp::kProd:
+      for (int64_t i = 0; i < count; ++i) acc[i] = acc[i] * in[i];
+      return;
+    case ReduceOp::kMax:
+    case ReduceOp::kAny:
+      for (int64_t i = 0; i < count; ++i) acc[i] = std::max(acc[i], in[i]);
+      return;
+    case ReduceOp::kMin:
+    case ReduceOp::kAll:
+      for (int64_t i = 0; i < count; ++i) acc[i] = std::min(acc[i], in[i]);
+      return;
+  }
+}
+
+void ReduceBool(uint8_t* acc, const uint8_t* in, int64_t count, ReduceOp op) {
+  if (op == ReduceOp::kSum || op == ReduceOp::kAvg) {
+    ThrowUnsupported("op", std::string(ToString(op)) + " on bool");
+  }
+  const bool is_or = op == ReduceOp::kMax || op == ReduceOp::kAny;
+  for (int64_t i = 0; i < count; ++i) acc[i] = is_or ? (acc[i] | in[i]) : (acc[i] & in[i]);
+}
+
+}  // namespace
+
+Allocator& CpuBackend::AllocatorFor(Device device) {
+  if (!device.is_host()) {
+    ThrowInvalid("device", "the CPU backend allocates host memory, not " + ToString(device));
+  }
+  return HostAllocator();
+}
+
+Tensors CpuBackend::RunKernel(std::string_view op, const TensorArgs& inputs, const Attrs& attrs) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].device().is_host()) {
+      ThrowInvalid("inputs[" + std::to_string(i) + "].device",
+                   "the CPU backend runs on host tensors, got one on " + ToString(inputs[i].device()));
+    }
+  }
+  return RunCpuKernel(op, inputs, attrs);
+}
+
+void CpuBackend::Copy(void* dst, const void* src, size_t nbytes, Stream) {
+  if (nbytes > 0 && dst != src) std::memmove(dst, src, nbytes);
+}
+
+// Contiguous runs are copied with one memcpy each (trailing dims that both arrays hold
+// whole are merged into the run).
+void CpuBackend::CopyBox(const std::byte* src, const std::vector<int64_t>& src_shape,
+                         const std::vector<int64_t>& src_at, std::byte* dst,
+                         const std::vector<int64_t>& dst_shape, const std::vector<int64_t>& dst_at,
+                         const std::vector<int64_t>& extent, size_t element_size, Stream) {
+  const int rank = static_cast<int>(extent.size());
+  for (int64_t x : extent) {
+    if (x == 0) return;
+  }
+  if (rank == 0) {
+    std::memcpy(dst, src, element_size);
+    return;
+  }
+  std::vector<int64_t> ss(rank, 1), ds(rank, 1);
+  for (int d = rank - 2; d >= 0; --d) {
+    ss[d] = ss[d + 1] * src_shape[d + 1];
+    ds[d] = ds[d + 1] * dst_shape[d + 1];
+  }
+  // The contiguous run: dims k..rank-1, where every dim after k is whole in both arrays.
+  int k = rank - 1;
+  int64_t run = extent[k];
+  while (k > 0 && extent[k] == src_shape[k] && extent[k] == dst_shape[k]) {
+    --k;
+    run *= extent[k];
+  }
+  int64_t so = 0, dof = 0;
+  for (int d = 0; d < rank; ++d) {
+    so += src_at[d] * ss[d];
+    dof += dst_at[d] * ds[d];
+  }
+  const size_t run_bytes = static_cast<size_t>(run) * element_size;
+  std::vector<int64_t> index(k, 0);
+  while (true) {
+    std::memcpy(dst + dof * element_size, src + so * element_size, run_bytes);
+    int d = k - 1;
+    for (; d >= 0; --d) {
+      if (++index[d] < extent[d]) {
+        so += ss[d];
+        dof += ds[d];
+        break;
+      }
+      so -= (extent[d] - 1) * ss[d];
+      dof -= (extent[d] - 1) * ds[d];
+      index[d] = 0;
+    }
+    if (d < 0) break;
+  }
+}
+
+void CpuBackend::Fill(void* dst, int64_t count, DType dtype, double value, Stream) {
+  VisitType(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    const T v = std::is_same_v<T, uint8_t> ? static_cast<T>(value != 0) : static_cast<T>(value);
+    std::fill_n(static_cast<T*>(dst), count, v);
+  });
+}
+
+void CpuBackend::Scale(void* buffer, int64_t count, DType dtype, int64_t n, bool divide, Stream) {
+  if (dtype == DType::kBool) ThrowUnsupported("dtype", "scaling a bool buffer");
+  VisitType(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    T* p = static_cast<T*>(buffer);
+    const T factor = static_cast<T>(n);
+    if (divide) {
+      for (int64_t i = 0; i < count; ++i) p[i] = p[i] / factor;
+    } else {
+      for (int64_t i = 0; i < count; ++i) p[i] = p[i] * factor;
+    }
+  });
+}
+
+void CpuBackend::Reduce(void* acc, const void* in, int64_t count, DType dtype, ReduceOp op, Stream) {
+  VisitType(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    if constexpr (std::is_same_v<T, uint8_t>) {
+      ReduceBool(static_cast<uint8_t*>(acc), static_cast<const uint8_t*>(in), count, op);
+    } else {
+      ReduceTyped(static_cast<T*>(acc), static_cast<const T*>(in), count, op);
+    }
+  });
+}
+
+void CpuBackend::ToTruth(const void* in, void* out, int64_t count, DType dtype, Stream) {
+  VisitType(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    const T* x = static_cast<const T*>(in);
+    T* y = static_cast<T*>(out);
+    for (int64_t i = 0; i < count; ++i) y[i] = x[i] != T{0} ? T{1} : T{0};  // NaN != 0
+  });
+}
+
+}  // namespace spmd::kernels
