@@ -2,8 +2,8 @@
 // AllOps(), on every example of its declaration, in float64 and in float32, plus random
 // sizes (RapidCheck), the localized attrs, and error parity on broken requests.
 //
-// Nothing here is written per op except the float32 error model below (which op is which
-// kind of computation) and the hand-made shards of the localized-attr tests.
+// Nothing here is written per op except the hand-made shards of the localized-attr tests:
+// which kind of computation an op is comes from its declared tolerance class.
 //
 // Inputs come from the op's value kinds (OpDecl::InputValueKinds): reals in (-2, 2),
 // positives in (0.1, 2), non-zero reals with |v| >= 0.5, bools (a bool tensor), indices in
@@ -19,15 +19,20 @@
 //   come in the run's dtype (float32 in, float32 out; cast outputs exactly attrs.dtype).
 //   int64 and bool outputs must be equal.
 // - float64 run: |kernel - ref| <= 1e-12 |ref| + 1e-12 (NaN matches NaN, inf the same inf).
-// - float32 run: the bound of the op's kind of computation (F32Rule below).
+// - float32 run: the bound of the op's tolerance class (declared on the op; below).
 //
-// float32 error model. u = 2^-24 (float's unit roundoff). K is the number of terms one
-// output element reduces over (below, per op; at least 1). M = max(1, max |float input|).
-// Every bound also has an absolute floor of 1e-30 (underflow).
+// float32 error model, one bound per tolerance class (rules/tolerance.h; the ops below are
+// the ones declaring each class today; property_tests/tolerance.h has the other dtypes).
+// u = 2^-24 (float's unit roundoff). K is the number of terms one output element
+// depends on, from shapes and declared attrs only: the most of x's elements per element
+// of any output, the length along an int `axis` attr, and for sums of products the
+// reference run on all-ones inputs; at least 1, never fewer than the true count.
+// M = max(1, max |float input|). Every bound also has an absolute floor of 1e-30.
 //   exact         values are moved or compared, not computed: kernel == (float)ref.
 //                 relu, abs, clip, cast, maximum, minimum, greater_than, less_than, where,
 //                 max, min, any, all, argmax, lookup_table_v2, triu, every shape op.
-//   pointwise     one formula per element: 1e-5 |ref| + 1e-6. libm's float functions are
+//   pointwise     one formula per element: (168 |ref| + 17) u, about 1e-5 |ref| + 1e-6.
+//                 libm's float functions are
 //                 within a few ulp (< 4u ~ 2.4e-7 relative); the worst amplification is
 //                 gelu's 1 + erf(x/sqrt2) (or 1 + tanh(..)) near x = -2, about 25x, so
 //                 < 6e-6 relative; scale's s x + b loses at most 2u (|s x| + |b|) < 1e-6
@@ -36,9 +41,9 @@
 //   sum of products  |err| <= 2 (K + 2) u A, with A the reference run on |inputs| (the sum
 //                 of |terms| per element: Higham's gamma_K bound for any summation order,
 //                 plus the rounding of each product and of a final division).
-//                 K = max of the reference run on all-ones inputs (terms per element) for
-//                 matmul bmm einsum matmul_grad sum cumsum squared_l2_norm; K = numel(x) /
-//                 numel(out) for mean mean_all prod.
+//                 K: the reference run on all-ones inputs counts the terms (matmul bmm
+//                 einsum matmul_grad sum cumsum squared_l2_norm); numel(x) / numel(out)
+//                 counts them for mean mean_all prod (whose all-ones run gives 1).
 //   relative      2 (K + 8 + 2M) u |ref|: softmax (each exp is relative-accurate to
 //                 (2M + 2) u since |x - max| <= 2M; the sum of K positive terms adds K u;
 //                 the division u) and p_norm (times max(1, 1/|p|) for the final root).
@@ -80,7 +85,7 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/tensor.h"
-#include "property_tests/float32_tolerance.h"
+#include "property_tests/tolerance.h"
 #include "reference/reference.h"
 #include "rules/error.h"
 #include "rules/local_attrs.h"
@@ -94,7 +99,6 @@ using kernels::RunCpuKernel;
 using KTensor = kernels::Tensor;
 using KTensors = kernels::Tensors;
 
-constexpr double kU = 0x1p-24;  // float32 unit roundoff
 
 // ---- Ops under test --------------------------------------------------------------------------
 
@@ -235,7 +239,7 @@ ref::Tensors MakeInputs(const OpDecl& op, const std::vector<Shape>& shapes, cons
           v = kind.bound > 0 ? static_cast<double>(rng() % static_cast<uint64_t>(kind.bound)) : 0.0;
           break;
       }
-      if (float_dtype == DType::kFloat32) v = static_cast<double>(static_cast<float>(v));
+      v = prop::RoundToDType(v, t.dtype);  // the run's values, exactly
     }
     if (kind.kind == ValueKind::kBool) t.dtype = DType::kBool;
     if (kind.kind == ValueKind::kIndex) t.dtype = DType::kInt64;
@@ -275,14 +279,9 @@ Outcome RunBoth(const std::string& op, const ref::Tensors& inputs, const Attrs& 
 
 // ---- float32 tolerances ----------------------------------------------------------------------
 
-using prop::F32Bounds;
-using prop::F32Rule;
-using prop::F32Tolerance;
+using prop::Bounds;
 using prop::MakeBounds;
-using prop::MaxAbs;
 using prop::Numel;
-using prop::AxisLength;
-using prop::RuleOf;
 
 // ---- Verdicts --------------------------------------------------------------------------------
 
@@ -295,7 +294,8 @@ std::string CompareOutputs(const std::string& op, const ref::Tensors& inputs, co
     return "kernel gave " + std::to_string(got.size()) + " outputs, reference " +
            std::to_string(expected.size());
   }
-  std::optional<F32Bounds> bounds;
+  const OpDecl& decl = *FindOp(op);
+  std::optional<Bounds> bounds;
   for (size_t o = 0; o < expected.size(); ++o) {
     const ref::Tensor& e = expected[o];
     const KTensor& g = got[o];
@@ -309,8 +309,8 @@ std::string CompareOutputs(const std::string& op, const ref::Tensors& inputs, co
              std::string(ToString(want));
     }
     const std::string error =
-        CompareValues(op, o, where, g.dtype(), ValuesOf(g), e.data, 1e-12, bounds,
-                      [&] { return MakeBounds(op, inputs, attrs, expected); });
+        CompareValues(decl, o, where, g.dtype(), ValuesOf(g), e.data, 1e-12, bounds,
+                      [&] { return MakeBounds(decl, inputs, attrs, expected); });
     if (!error.empty()) return error;
   }
   return "";

@@ -6,7 +6,9 @@
 // optional forward override (concat/stack's cost rule) and an optional check of the
 // input dist attrs (embedding's row-sharding limits). Forward and reverse inference, attr
 // normalisation and input validation are derived from it; nothing is hand-written per
-// direction. References live in reference/ under the same name (rules/op_list.h).
+// direction. It also says how far a float run may be from the reference (its tolerance
+// class) and, where filled, how its backward is built from registered ops (a VjpGraph).
+// References live in reference/ under the same name (rules/op_list.h).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,8 @@
 #include "rules/dimtrans.h"
 #include "rules/einsum.h"
 #include "rules/local_attrs.h"
+#include "rules/tolerance.h"
+#include "rules/vjp.h"
 
 namespace spmd {
 
@@ -85,6 +89,8 @@ using DimTransBuilder = std::function<DimTransSpec(const RuleContext&)>;
 using ForwardOverride = std::function<InferResult(const RuleContext&, const Mesh&,
                                                   const std::vector<DistAttr>&)>;
 using DistCheck = std::function<void(const RuleContext&, const std::vector<DistAttr>&)>;
+// Builds the op's vector-Jacobian product for these input shapes and normalised attrs.
+using VjpBuilder = std::function<VjpGraph(const RuleContext&)>;
 
 struct OpDecl {
   std::string name;
@@ -99,6 +105,11 @@ struct OpDecl {
   ValuesBuilder values;              // optional: every input kReal when absent
   Localizer localize;                // optional: attrs unchanged on a shard when absent
   ExampleBuilder examples;           // shapes and attrs the checker uses
+  // Which kind of computation the op is, for the bound on a float run against the
+  // reference (rules/tolerance.h). Every op declares one; the completeness test fails
+  // without it.
+  std::optional<ToleranceClass> tolerance;
+  VjpBuilder vjp;                    // optional: the backward as registered ops
 
   // Returns the value kind of every input for these shapes and normalised attrs.
   std::vector<InputValues> InputValueKinds(const RuleContext& context) const;
@@ -158,6 +169,14 @@ class OpBuilder {
   }
   OpBuilder& CheckDist(DistCheck fn) {
     decl_.dist_check = std::move(fn);
+    return *this;
+  }
+  OpBuilder& Tolerance(ToleranceClass tolerance) {
+    decl_.tolerance = tolerance;
+    return *this;
+  }
+  OpBuilder& Vjp(VjpBuilder fn) {
+    decl_.vjp = std::move(fn);
     return *this;
   }
   // The builder is a temporary of one declaration expression: converting moves out.

@@ -6,6 +6,7 @@
 #include "rules/error.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
+#include "rules/vjps.h"
 
 namespace spmd::declare {
 namespace {
@@ -116,6 +117,8 @@ EinsumSpec ParseEquation(const std::string& equation, size_t operands) {
 
 OpDecl matmul() {
   return OpBuilder("matmul").Inputs({"x", "y"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Vjp(vjps::Matmul)
       .Attr("trans_x", AttrKind::kBool, false)
       .Attr("trans_y", AttrKind::kBool, false)
       .Einsum(Matmul)
@@ -128,7 +131,10 @@ OpDecl matmul() {
 }
 
 OpDecl bmm() {
-  return OpBuilder("bmm").Inputs({"x", "y"}).Outputs({"out"}).Einsum([](const RuleContext& c) {
+  return OpBuilder("bmm").Inputs({"x", "y"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Vjp(vjps::Matmul)
+      .Einsum([](const RuleContext& c) {
     for (size_t i = 0; i < 2; ++i) {
       if (c.input_shapes[i].size() != 3) {
         ThrowInvalid("inputs[" + std::to_string(i) + "].shape", "bmm needs rank 3");
@@ -142,6 +148,7 @@ OpDecl bmm() {
 
 OpDecl einsum() {
   return OpBuilder("einsum").VariadicInputs("operands").Outputs({"out"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
       .Attr("equation", AttrKind::kString, std::nullopt)
       .Einsum([](const RuleContext& c) {
         return ParseEquation(c.attrs.GetString("equation"), c.input_shapes.size());
@@ -158,6 +165,7 @@ OpDecl einsum() {
 // was broadcast): both come out partial(sum) on those factors' axes.
 OpDecl matmul_grad() {
   return OpBuilder("matmul_grad").Inputs({"x", "y", "out_grad"}).Outputs({"x_grad", "y_grad"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
       .Attr("trans_x", AttrKind::kBool, false)
       .Attr("trans_y", AttrKind::kBool, false)
       .Einsum([](const RuleContext& c) {

@@ -2,6 +2,7 @@
 #include "rules/error.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
+#include "rules/vjps.h"
 
 namespace spmd::declare {
 namespace {
@@ -19,13 +20,13 @@ EinsumSpec Accepting(const RuleContext& c, PartialAcceptance accept) {
   return spec;
 }
 
-OpDecl Unary(const char* name, ValueKind values = ValueKind::kReal) {
+OpBuilder Unary(const char* name, ValueKind values = ValueKind::kReal) {
   return OpBuilder(name).Inputs({"x"}).Outputs({"out"}).Einsum(Pointwise)
       .Values([values](const RuleContext&) { return std::vector<InputValues>{{values}}; })
       .Examples(FromSignatures({{{"abc"}}, {{"a1"}}}));
 }
 
-OpDecl Binary(const char* name, PartialAcceptance accept = PartialAcceptance::kNone) {
+OpBuilder Binary(const char* name, PartialAcceptance accept = PartialAcceptance::kNone) {
   return OpBuilder(name).Inputs({"x", "y"}).Outputs({"out"})
       .Einsum([accept](const RuleContext& c) { return Accepting(c, accept); })
       .Examples(FromSignatures({{{"ab", "ab"}}, {{"abc", "c"}}, {{"1b", "ab"}}}));
@@ -33,23 +34,38 @@ OpDecl Binary(const char* name, PartialAcceptance accept = PartialAcceptance::kN
 
 }  // namespace
 
-OpDecl relu() { return Unary("relu"); }
+OpDecl relu() { return Unary("relu").Tolerance(ToleranceClass::kExact); }
 OpDecl gelu() {
   return OpBuilder("gelu").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kPointwise)
       .Attr("approximate", AttrKind::kBool, false).Einsum(Pointwise)
       .Examples(FromSignatures({{{"abc"}}, {{"ab"}, MakeAttrs({{"approximate", true}})}}));
 }
-OpDecl silu() { return Unary("silu"); }
-OpDecl exp() { return Unary("exp"); }
-OpDecl log() { return Unary("log", ValueKind::kPositive); }
-OpDecl tanh() { return Unary("tanh"); }
-OpDecl sigmoid() { return Unary("sigmoid"); }
-OpDecl sqrt() { return Unary("sqrt", ValueKind::kPositive); }
-OpDecl abs() { return Unary("abs"); }
+OpDecl silu() { return Unary("silu").Tolerance(ToleranceClass::kPointwise); }
+OpDecl exp() { return Unary("exp").Tolerance(ToleranceClass::kPointwise).Vjp(vjps::Exp); }
+OpDecl log() {
+  return Unary("log", ValueKind::kPositive)
+      .Tolerance(ToleranceClass::kPointwise)
+      .Vjp(vjps::Log);
+}
+OpDecl tanh() { return Unary("tanh").Tolerance(ToleranceClass::kPointwise).Vjp(vjps::Tanh); }
+OpDecl sigmoid() {
+  return Unary("sigmoid")
+      .Tolerance(ToleranceClass::kPointwise)
+      .Vjp(vjps::Sigmoid);
+}
+OpDecl sqrt() {
+  return Unary("sqrt", ValueKind::kPositive)
+      .Tolerance(ToleranceClass::kPointwise)
+      .Vjp(vjps::Sqrt);
+}
+OpDecl abs() { return Unary("abs").Tolerance(ToleranceClass::kExact); }
 
 // scale is linear in x only without a bias: a bias would be added once per rank.
 OpDecl scale() {
   return OpBuilder("scale").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kPointwise)
+      .Vjp(vjps::Scale)
       .Attr("scale", AttrKind::kFloat, 1.0)
       .Attr("bias", AttrKind::kFloat, 0.0)
       .Attr("bias_after_scale", AttrKind::kBool, true)
@@ -65,6 +81,7 @@ OpDecl scale() {
 
 OpDecl clip() {
   return OpBuilder("clip").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
       .Attr("min", AttrKind::kFloat, -kFloatMax)
       .Attr("max", AttrKind::kFloat, kFloatMax)
       .Einsum([](const RuleContext& c) {
@@ -78,6 +95,7 @@ OpDecl clip() {
 
 OpDecl cast() {
   return OpBuilder("cast").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
       .Attr("dtype", AttrKind::kString, std::string("float64"))
       .Einsum([](const RuleContext& c) {
         if (!ParseDType(c.attrs.GetString("dtype"))) {
@@ -90,22 +108,37 @@ OpDecl cast() {
                                 {{"ab"}, MakeAttrs({{"dtype", std::string("bool")}})}}));
 }
 
-OpDecl add() { return Binary("add", PartialAcceptance::kSumOfAll); }
-OpDecl subtract() { return Binary("subtract", PartialAcceptance::kSumOfAll); }
-OpDecl multiply() { return Binary("multiply", PartialAcceptance::kMultilinear); }
+OpDecl add() {
+  return Binary("add", PartialAcceptance::kSumOfAll)
+      .Tolerance(ToleranceClass::kPointwise)
+      .Vjp(vjps::Add);
+}
+OpDecl subtract() {
+  return Binary("subtract", PartialAcceptance::kSumOfAll)
+      .Tolerance(ToleranceClass::kPointwise)
+      .Vjp(vjps::Subtract);
+}
+OpDecl multiply() {
+  return Binary("multiply", PartialAcceptance::kMultilinear)
+      .Tolerance(ToleranceClass::kPointwise)
+      .Vjp(vjps::Multiply);
+}
 OpDecl divide() {
   OpDecl op = Binary("divide");
+  op.tolerance = ToleranceClass::kPointwise;
+  op.vjp = vjps::Divide;
   op.values = [](const RuleContext&) {
     return std::vector<InputValues>{{ValueKind::kReal}, {ValueKind::kNonZero}};
   };
   return op;
 }
-OpDecl maximum() { return Binary("maximum"); }
-OpDecl minimum() { return Binary("minimum"); }
-OpDecl greater_than() { return Binary("greater_than"); }
-OpDecl less_than() { return Binary("less_than"); }
+OpDecl maximum() { return Binary("maximum").Tolerance(ToleranceClass::kExact); }
+OpDecl minimum() { return Binary("minimum").Tolerance(ToleranceClass::kExact); }
+OpDecl greater_than() { return Binary("greater_than").Tolerance(ToleranceClass::kExact); }
+OpDecl less_than() { return Binary("less_than").Tolerance(ToleranceClass::kExact); }
 OpDecl where() {
   return OpBuilder("where").Inputs({"condition", "x", "y"}).Outputs({"out"}).Einsum(Pointwise)
+      .Tolerance(ToleranceClass::kExact)
       .Values([](const RuleContext&) {
         return std::vector<InputValues>{{ValueKind::kBool}, {ValueKind::kReal}, {ValueKind::kReal}};
       })

@@ -3,6 +3,7 @@
 #include "rules/error.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
+#include "rules/vjps.h"
 
 namespace spmd::declare {
 namespace {
@@ -22,7 +23,7 @@ EinsumSpec AlongAxis(const RuleContext& c, size_t operands) {
   return spec;
 }
 
-OpDecl Softmax(const char* name) {
+OpBuilder Softmax(const char* name) {
   return OpBuilder(name).Inputs({"x"}).Outputs({"out"})
       .Attr("axis", AttrKind::kInt, int64_t{-1})
       .Einsum([](const RuleContext& c) { return AlongAxis(c, 1); })
@@ -78,10 +79,15 @@ EinsumSpec Normalization(const RuleContext& c, size_t params, size_t statistics)
 
 }  // namespace
 
-OpDecl softmax() { return Softmax("softmax"); }
-OpDecl log_softmax() { return Softmax("log_softmax"); }
+OpDecl softmax() {
+  return Softmax("softmax")
+      .Tolerance(ToleranceClass::kRelative)
+      .Vjp(vjps::Softmax);
+}
+OpDecl log_softmax() { return Softmax("log_softmax").Tolerance(ToleranceClass::kLogDomain); }
 OpDecl softmax_grad() {
   return OpBuilder("softmax_grad").Inputs({"out", "out_grad"}).Outputs({"x_grad"})
+      .Tolerance(ToleranceClass::kSoftmaxGrad)
       .Attr("axis", AttrKind::kInt, int64_t{-1})
       .Einsum([](const RuleContext& c) { return AlongAxis(c, 2); })
       .Examples(FromSignatures({{{"abc", "abc"}, MakeAttrs({{"axis", int64_t{1}}})}}));
@@ -89,6 +95,7 @@ OpDecl softmax_grad() {
 
 OpDecl layer_norm() {
   return OpBuilder("layer_norm").Inputs({"x", "scale", "bias"})
+      .Tolerance(ToleranceClass::kLayerNorm)
       .Outputs({"out", "mean", "variance"})
       .Attr("epsilon", AttrKind::kFloat, 1e-5)
       .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
@@ -98,6 +105,7 @@ OpDecl layer_norm() {
 
 OpDecl rms_norm() {
   return OpBuilder("rms_norm").Inputs({"x", "scale"}).Outputs({"out", "invvar"})
+      .Tolerance(ToleranceClass::kRmsNorm)
       .Attr("epsilon", AttrKind::kFloat, 1e-6)
       .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
       .Einsum([](const RuleContext& c) { return Normalization(c, 1, 1); })
@@ -109,6 +117,7 @@ OpDecl rms_norm() {
 // cannot be split that way.
 OpDecl lookup_table_v2() {
   return OpBuilder("lookup_table_v2").Inputs({"x", "weight"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
       .Attr("padding_idx", AttrKind::kInt, int64_t{-1})
       .Attr("sparse", AttrKind::kBool, false)
       .Einsum([](const RuleContext& c) {
@@ -137,6 +146,7 @@ OpDecl lookup_table_v2() {
 // a soft one `abc`. The class axis is forced replicated (D8).
 OpDecl cross_entropy_with_softmax() {
   return OpBuilder("cross_entropy_with_softmax").Inputs({"logits", "label"})
+      .Tolerance(ToleranceClass::kCrossEntropy)
       .Outputs({"softmax_out", "loss"})
       .Attr("soft_label", AttrKind::kBool, false)
       .Attr("use_softmax", AttrKind::kBool, true)

@@ -6,6 +6,7 @@
 #include "rules/error.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
+#include "rules/vjps.h"
 
 namespace spmd::declare {
 namespace {
@@ -45,7 +46,7 @@ EinsumSpec Reduction(int rank, const std::vector<bool>& reduced, bool keep_dim) 
 }
 
 // sum, mean, max, ...: attrs axis, keep_dim (alias keepdim), reduce_all.
-OpDecl SumLike(const char* name, ReduceOp reduce, PartialAcceptance accept) {
+OpBuilder SumLike(const char* name, ReduceOp reduce, PartialAcceptance accept) {
   return OpBuilder(name).Inputs({"x"}).Outputs({"out"})
       .Attr("axis", AttrKind::kInts, std::vector<int64_t>{})
       .Attr("keep_dim", AttrKind::kBool, false, {"keepdim"})
@@ -74,7 +75,11 @@ void ForceReducedReplicated(EinsumSpec& spec) {
 
 }  // namespace
 
-OpDecl sum() { return SumLike("sum", ReduceOp::kSum, PartialAcceptance::kSameOp); }
+OpDecl sum() {
+  return SumLike("sum", ReduceOp::kSum, PartialAcceptance::kSameOp)
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Vjp(vjps::Sum);
+}
 // A shard's mean divides by the global count of reduced elements (D7).
 Attrs LocalizeMean(const LocalContext& c) {
   const int64_t in = NumElements(c.global_inputs[0]), out = NumElements(c.global_outputs[0]);
@@ -83,15 +88,27 @@ Attrs LocalizeMean(const LocalContext& c) {
 
 OpDecl mean() {
   OpDecl op = SumLike("mean", ReduceOp::kSum, PartialAcceptance::kNone);
+  op.tolerance = ToleranceClass::kSumOfProducts;
+  op.vjp = vjps::Mean;
   op.localize = LocalizeMean;
   return op;
 }
-OpDecl max() { return SumLike("max", ReduceOp::kMax, PartialAcceptance::kSameOp); }
-OpDecl min() { return SumLike("min", ReduceOp::kMin, PartialAcceptance::kSameOp); }
-OpDecl prod() { return SumLike("prod", ReduceOp::kProd, PartialAcceptance::kNone); }
+OpDecl max() {
+  return SumLike("max", ReduceOp::kMax, PartialAcceptance::kSameOp)
+      .Tolerance(ToleranceClass::kExact);
+}
+OpDecl min() {
+  return SumLike("min", ReduceOp::kMin, PartialAcceptance::kSameOp)
+      .Tolerance(ToleranceClass::kExact);
+}
+OpDecl prod() {
+  return SumLike("prod", ReduceOp::kProd, PartialAcceptance::kNone)
+      .Tolerance(ToleranceClass::kSumOfProducts);
+}
 // Logical reductions get 0/1 inputs: with nonzero reals every wrong rule would pass.
 OpDecl Logical(const char* name, ReduceOp reduce) {
   OpDecl op = SumLike(name, reduce, PartialAcceptance::kNone);
+  op.tolerance = ToleranceClass::kExact;  // 0/1 in, 0/1 out
   op.values = [](const RuleContext&) { return std::vector<InputValues>{{ValueKind::kBool}}; };
   return op;
 }
@@ -101,6 +118,7 @@ OpDecl all() { return Logical("all", ReduceOp::kAll); }
 
 OpDecl squared_l2_norm() {
   return OpBuilder("squared_l2_norm").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
       .Attr("axis", AttrKind::kInts, std::vector<int64_t>{})
       .Attr("keep_dim", AttrKind::kBool, false, {"keepdim"})
       .Einsum([](const RuleContext& c) {
@@ -112,7 +130,9 @@ OpDecl squared_l2_norm() {
 }
 
 OpDecl mean_all() {
-  return OpBuilder("mean_all").Inputs({"x"}).Outputs({"out"}).Einsum([](const RuleContext& c) {
+  return OpBuilder("mean_all").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Einsum([](const RuleContext& c) {
     const int rank = static_cast<int>(c.input_shapes[0].size());
     return Reduction(rank, std::vector<bool>(rank, true), false);
   }).Localize(LocalizeMean).Examples(FromSignatures({{{"abc"}}, {{"a"}}}));
@@ -120,6 +140,7 @@ OpDecl mean_all() {
 
 OpDecl logsumexp() {
   return OpBuilder("logsumexp").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kLogDomain)
       .Attr("axis", AttrKind::kInts, std::vector<int64_t>{})
       .Attr("keepdim", AttrKind::kBool, false, {"keep_dim"})
       .Attr("reduce_all", AttrKind::kBool, false)
@@ -138,6 +159,7 @@ OpDecl logsumexp() {
 
 OpDecl p_norm() {
   return OpBuilder("p_norm").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kRelative)
       .Attr("porder", AttrKind::kFloat, 2.0)
       .Attr("axis", AttrKind::kInt, int64_t{-1})
       .Attr("epsilon", AttrKind::kFloat, 1e-12)
@@ -160,6 +182,7 @@ OpDecl p_norm() {
 
 OpDecl argmax() {
   return OpBuilder("argmax").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
       .Attr("axis", AttrKind::kInt, int64_t{-1})
       .Attr("keepdims", AttrKind::kBool, false, {"keepdim", "keep_dim"})
       .Attr("flatten", AttrKind::kBool, false)
@@ -181,6 +204,7 @@ OpDecl argmax() {
 
 OpDecl cumsum() {
   return OpBuilder("cumsum").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
       .Attr("axis", AttrKind::kInt, int64_t{-1})
       .Attr("flatten", AttrKind::kBool, false)
       .Attr("exclusive", AttrKind::kBool, false)

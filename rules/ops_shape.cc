@@ -7,6 +7,7 @@
 #include "rules/layout.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
+#include "rules/vjps.h"
 
 namespace spmd::declare {
 namespace {
@@ -122,6 +123,8 @@ Localizer LocalOutputShape(const char* attr) {
 
 OpDecl reshape() {
   return OpBuilder("reshape").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::ReshapeBack)
       .Attr("shape", AttrKind::kInts, std::nullopt)
       .DimTrans([](const RuleContext& c) {
         const Shape& src = c.input_shapes[0];
@@ -144,6 +147,8 @@ OpDecl reshape() {
 
 OpDecl flatten() {
   return OpBuilder("flatten").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::ReshapeBack)
       .Attr("start_axis", AttrKind::kInt, int64_t{0})
       .Attr("stop_axis", AttrKind::kInt, int64_t{-1})
       .DimTrans([](const RuleContext& c) {
@@ -180,6 +185,8 @@ OpDecl flatten() {
 
 OpDecl squeeze() {
   return OpBuilder("squeeze").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::ReshapeBack)
       .Attr("axis", AttrKind::kInts, std::vector<int64_t>{})
       .Einsum([](const RuleContext& c) {
         const Shape& x = c.input_shapes[0];
@@ -218,6 +225,8 @@ OpDecl squeeze() {
 
 OpDecl unsqueeze() {
   return OpBuilder("unsqueeze").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::ReshapeBack)
       .Attr("axis", AttrKind::kInts, std::nullopt)
       .Einsum([](const RuleContext& c) {
         const int rank = Rank(c);
@@ -238,6 +247,8 @@ OpDecl unsqueeze() {
 
 OpDecl transpose() {
   return OpBuilder("transpose").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::Transpose)
       .Attr("perm", AttrKind::kInts, std::nullopt)
       .Einsum([](const RuleContext& c) {
         const int rank = Rank(c);
@@ -259,6 +270,7 @@ OpDecl transpose() {
 
 OpDecl split() {
   return OpBuilder("split").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
       .Attr("sections", AttrKind::kInts, std::nullopt)
       .Attr("axis", AttrKind::kInt, int64_t{0})
       .Einsum([](const RuleContext& c) {
@@ -298,6 +310,7 @@ OpDecl split() {
 
 OpDecl split_with_num() {
   return OpBuilder("split_with_num").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
       .Attr("num", AttrKind::kInt, std::nullopt)
       .Attr("axis", AttrKind::kInt, int64_t{0})
       .Einsum([](const RuleContext& c) {
@@ -325,6 +338,7 @@ OpDecl split_with_num() {
 
 OpDecl unbind() {
   return OpBuilder("unbind").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
       .Attr("axis", AttrKind::kInt, int64_t{0})
       .Einsum([](const RuleContext& c) {
         const int rank = Rank(c);
@@ -353,6 +367,8 @@ OpDecl concat() {
     return spec;
   };
   return OpBuilder("concat").VariadicInputs("x").Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::Concat)
       .Attr("axis", AttrKind::kInt, int64_t{0})
       .Einsum(notation)
       .Forward([](const RuleContext& c, const Mesh& mesh, const std::vector<DistAttr>& in) {
@@ -377,6 +393,7 @@ OpDecl stack() {
     return spec;
   };
   return OpBuilder("stack").VariadicInputs("x").Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
       .Attr("axis", AttrKind::kInt, int64_t{0})
       .Einsum(notation)
       .Forward([](const RuleContext& c, const Mesh& mesh, const std::vector<DistAttr>& in) {
@@ -388,6 +405,7 @@ OpDecl stack() {
 
 OpDecl slice() {
   return OpBuilder("slice").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
       .Attr("axes", AttrKind::kInts, std::nullopt)
       .Attr("starts", AttrKind::kInts, std::nullopt)
       .Attr("ends", AttrKind::kInts, std::nullopt)
@@ -429,6 +447,7 @@ OpDecl slice() {
 
 OpDecl tile() {
   return OpBuilder("tile").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
       .Attr("repeat_times", AttrKind::kInts, std::nullopt)
       .Einsum([](const RuleContext& c) {
         const int rank = Rank(c);
@@ -495,6 +514,8 @@ EinsumSpec Expand(const Shape& x, const std::vector<int64_t>& target, const std:
 
 OpDecl expand() {
   return OpBuilder("expand").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::Expand)
       .Attr("shape", AttrKind::kInts, std::nullopt)
       .Einsum([](const RuleContext& c) {
         return Expand(c.input_shapes[0], c.attrs.GetInts("shape"), "attrs.shape");
@@ -509,6 +530,8 @@ OpDecl expand() {
 
 OpDecl expand_as() {
   return OpBuilder("expand_as").Inputs({"x", "y"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::Expand)
       .Attr("target_shape", AttrKind::kInts, std::vector<int64_t>{})
       .Einsum([](const RuleContext& c) {
         const auto& given = c.attrs.GetInts("target_shape");
@@ -529,6 +552,7 @@ OpDecl expand_as() {
 // requires the last two dims replicated.)
 OpDecl triu() {
   return OpBuilder("triu").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
       .Attr("diagonal", AttrKind::kInt, int64_t{0})
       .Einsum([](const RuleContext& c) {
         if (c.input_shapes[0].size() < 2) ThrowInvalid("inputs[0].shape", "triu needs rank >= 2");

@@ -1,0 +1,201 @@
+// Every op whose declaration has a VJP (OpDecl::vjp): the graph, run with the float64
+// references (EvaluateVjp), must equal central finite differences of the reference, on
+// every example of the declaration at random sizes and values. Nothing here is written
+// per op: filling an op's VJP slot puts it under this test.
+//
+// For cotangents g (one per output, random) and L(x) = sum_o <g_o, op(x)_o>, the VJP's
+// gradient of input i must match (L(x + h e_j) - L(x - h e_j)) / 2h for every element j,
+// within 1e-6 max(1, max |gradient|) (h = 1e-5: truncation ~h^2, cancellation ~1e-16 L / h).
+// Integer and bool inputs (ids, labels, conditions) must have no gradient; a real input
+// without one must have a zero finite difference.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <iostream>
+#include <cmath>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "checker/vjp_eval.h"
+#include "reference/reference.h"
+#include "rules/error.h"
+#include "rules/registry.h"
+
+namespace spmd::checker {
+namespace {
+
+using reference::Tensor;
+using reference::Tensors;
+
+constexpr double kStep = 1e-5;
+constexpr double kTolerance = 1e-6;
+
+Tensor MakeInput(const Shape& shape, InputValues values, std::mt19937_64& rng) {
+  Tensor t;
+  t.shape = shape;
+  t.data.resize(static_cast<size_t>(reference::NumElements(shape)));
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (double& v : t.data) {
+    switch (values.kind) {
+      case ValueKind::kReal: v = -2.0 + 4.0 * unit(rng); break;
+      case ValueKind::kPositive: v = 0.1 + 1.9 * unit(rng); break;
+      case ValueKind::kNonZero: v = (unit(rng) < 0.5 ? -1.0 : 1.0) * (0.5 + 1.5 * unit(rng)); break;
+      case ValueKind::kBool: v = unit(rng) < 0.5 ? 0.0 : 1.0; break;
+      case ValueKind::kIndex:
+        v = static_cast<double>(rng() % static_cast<uint64_t>(std::max<int64_t>(values.bound, 1)));
+        break;
+    }
+  }
+  if (values.kind == ValueKind::kBool) t.dtype = DType::kBool;
+  if (values.kind == ValueKind::kIndex) t.dtype = DType::kInt64;
+  return t;
+}
+
+bool Differentiable(const Tensor& t) { return IsFloating(t.dtype); }
+
+double Dot(const Tensors& g, const Tensors& y) {
+  double sum = 0;
+  for (size_t o = 0; o < g.size(); ++o) {
+    for (size_t k = 0; k < g[o].data.size(); ++k) sum += g[o].data[k] * y[o].data[k];
+  }
+  return sum;
+}
+
+std::string ShapeText(const Shape& s) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t d = 0; d < s.size(); ++d) os << (d ? ", " : "") << s[d];
+  os << "]";
+  return os.str();
+}
+
+// "" when the VJP of `op` matches finite differences on these inputs; else what differs.
+std::string CheckCase(const OpDecl& op, const Tensors& inputs, const Attrs& attrs,
+                      std::mt19937_64& rng) {
+  const reference::ReferenceFn fn = reference::FindReference(op.name);
+  const Attrs normalized = op.NormalizeAttrs(attrs);
+  const Tensors outputs = fn(inputs, normalized);
+  Tensors grads_out;
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  for (const Tensor& y : outputs) {
+    Tensor g{y.shape, std::vector<double>(y.data.size()), DType::kFloat64};
+    for (double& v : g.data) v = unit(rng);
+    grads_out.push_back(std::move(g));
+  }
+  const auto grads = EvaluateVjp(op, inputs, attrs, outputs, grads_out);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string where = "inputs[" + std::to_string(i) + "]";
+    if (!Differentiable(inputs[i])) {
+      if (grads[i]) return where + " is " + std::string(ToString(inputs[i].dtype)) + " but gets a gradient";
+      continue;
+    }
+    double scale = 1;
+    if (grads[i]) {
+      for (double v : grads[i]->data) scale = std::max(scale, std::fabs(v));
+    }
+    for (size_t j = 0; j < inputs[i].data.size(); ++j) {
+      Tensors plus = inputs, minus = inputs;
+      plus[i].data[j] += kStep;
+      minus[i].data[j] -= kStep;
+      const double fd = (Dot(grads_out, fn(plus, normalized)) - Dot(grads_out, fn(minus, normalized))) /
+                        (2 * kStep);
+      const double got = grads[i] ? grads[i]->data[j] : 0.0;
+      if (!(std::fabs(got - fd) <= kTolerance * scale)) {
+        std::ostringstream os;
+        os.precision(12);
+        os << where << " element " << j << ": VJP " << got
+           << (grads[i] ? "" : " (no gradient)") << ", finite difference " << fd;
+        return os.str();
+      }
+    }
+  }
+  return "";
+}
+
+TEST(Vjp, EveryFilledSlotMatchesFiniteDifferences) {
+  int ops_with_vjp = 0;
+  for (const OpDecl& op : AllOps()) {
+    if (!op.vjp) continue;
+    ++ops_with_vjp;
+    int checked = 0;
+    std::mt19937_64 rng(std::hash<std::string>()(op.name));
+    for (int trial = 0; trial < 20; ++trial) {
+      std::uniform_int_distribution<int64_t> size(1, 4);
+      const SizePalette palette{{size(rng), size(rng), size(rng)}};
+      for (const Example& example : op.examples(palette)) {
+        Tensors inputs;
+        std::vector<InputValues> kinds;
+        try {
+          const Attrs normalized = op.NormalizeAttrs(example.attrs);
+          kinds = op.InputValueKinds(RuleContext{example.shapes, normalized});
+          for (size_t i = 0; i < example.shapes.size(); ++i) {
+            inputs.push_back(MakeInput(example.shapes[i], kinds[i], rng));
+          }
+          reference::FindReference(op.name)(inputs, normalized);
+        } catch (const SpmdError&) {
+          continue;  // an example these sizes make invalid (the forward refuses it)
+        }
+        std::string error;
+        try {
+          error = CheckCase(op, inputs, example.attrs, rng);
+        } catch (const SpmdError& e) {
+          error = std::string("threw ") + e.what();
+        }
+        std::string shapes;
+        for (const Tensor& t : inputs) shapes += " " + ShapeText(t.shape);
+        EXPECT_EQ(error, "") << op.name << " on" << shapes;
+        ++checked;
+      }
+    }
+    EXPECT_GT(checked, 0) << op.name << ": no example was valid at sizes 1..4";
+    std::cout << op.name << ": " << checked << " cases\n";
+  }
+  // The slots filled today (rules/vjps.h); fewer means one was dropped.
+  EXPECT_GE(ops_with_vjp, 23);
+}
+
+// A malformed graph is a typed error naming the field, not a crash.
+TEST(Vjp, MalformedGraphsAreTypedErrors) {
+  OpDecl op = *FindOp("exp");
+  const Tensors inputs{{{2}, {0.5, -1.0}, DType::kFloat64}};
+  const Tensors outputs = reference::FindReference("exp")(inputs, Attrs());
+  auto field_of = [&](VjpBuilder vjp) -> std::string {
+    op.vjp = std::move(vjp);
+    try {
+      EvaluateVjp(op, inputs, Attrs(), outputs, outputs);
+    } catch (const SpmdError& e) {
+      return e.field();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(field_of([](const RuleContext&) {
+              VjpGraph g;
+              g.input_grads = {g.Add("no_such_op", {VjpRef::OutputGrad(0)})};
+              return g;
+            }),
+            "vjp.calls[0].op");
+  EXPECT_EQ(field_of([](const RuleContext&) {
+              VjpGraph g;
+              g.input_grads = {g.Add("multiply", {VjpRef::OutputGrad(0), VjpRef::Call(0)})};
+              return g;
+            }),
+            "vjp.calls[0].operands[1]");
+  EXPECT_EQ(field_of([](const RuleContext&) {
+              VjpGraph g;
+              g.input_grads = {g.Add("sum", {VjpRef::OutputGrad(0)})};  // [] for [2]
+              return g;
+            }),
+            "vjp.input_grads[0]");
+  EXPECT_EQ(field_of([](const RuleContext&) {
+              VjpGraph g;
+              g.input_grads = {VjpRef::Input(3)};
+              return g;
+            }),
+            "vjp.input_grads[0]");
+  EXPECT_EQ(field_of([](const RuleContext&) { return VjpGraph(); }), "vjp.input_grads");
+  EXPECT_EQ(field_of(nullptr), "vjp");
+}
+
+}  // namespace
+}  // namespace spmd::checker

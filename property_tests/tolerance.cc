@@ -1,0 +1,213 @@
+#include "property_tests/tolerance.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+namespace spmd::prop {
+namespace {
+
+namespace ref = reference;
+using Shape = reference::Shape;
+
+// The length of x's dim named by an int attr "axis" (softmax-like ops and cumsum reduce
+// or normalise along it), or 1 when the op has no such attr or x is 0-d.
+int64_t IntAxisLength(const Shape& x, const Attrs& attrs) {
+  const auto it = attrs.values().find("axis");
+  if (x.empty() || it == attrs.values().end()) return 1;
+  const int64_t* axis = std::get_if<int64_t>(&it->second);
+  if (axis == nullptr) return 1;
+  const int64_t a = *axis < 0 ? *axis + static_cast<int64_t>(x.size()) : *axis;
+  if (a < 0 || a >= static_cast<int64_t>(x.size())) return 1;
+  return x[static_cast<size_t>(a)];
+}
+
+int64_t Ratio(const Shape& x, const Shape& out) {
+  return std::max<int64_t>(1, Numel(x) / std::max<int64_t>(1, Numel(out)));
+}
+
+// A narrow float format: significand bits (the implicit one included), the smallest
+// normal exponent and the largest finite value.
+struct Format {
+  std::string_view name;
+  int bits;
+  int min_exponent;  // the smallest normal value is 2^min_exponent
+  double max;
+};
+constexpr Format kFormats[] = {
+    {"float16", 11, -14, 65504.0},
+    {"bfloat16", 8, -126, 0x1.fep127},
+};
+
+}  // namespace
+
+int64_t Numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+double MaxAbs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+Precision PrecisionOf(DType dtype) {
+  const double u = UnitRoundoff(dtype);
+  const double f32 = UnitRoundoff(DType::kFloat32);
+  if (u <= f32) return {u, 0};  // float64, float32 (and 0 for int64, bool)
+  return {f32, u};              // narrower than float32: computed in float32, stored narrow
+}
+
+double RoundToDType(double v, DType dtype) {
+  if (dtype == DType::kFloat32) return static_cast<double>(static_cast<float>(v));
+  if (!std::isfinite(v) || v == 0) return v;
+  for (const Format& f : kFormats) {
+    if (ToString(dtype) != f.name) continue;
+    int e = 0;
+    std::frexp(v, &e);  // |v| in [2^(e-1), 2^e)
+    // The spacing of the format's values near v (fixed below the normal range).
+    const int quantum_exponent = std::max(e - 1, f.min_exponent) - (f.bits - 1);
+    const double rounded =
+        std::ldexp(std::nearbyint(std::ldexp(v, -quantum_exponent)), quantum_exponent);
+    if (std::fabs(rounded) > f.max) return std::copysign(std::numeric_limits<double>::infinity(), v);
+    return rounded;
+  }
+  return v;
+}
+
+Bounds MakeBounds(const OpDecl& op, const ref::Tensors& inputs, const Attrs& attrs,
+                  const ref::Tensors& expected) {
+  if (!op.tolerance) throw std::logic_error(op.name + " declares no tolerance class");
+  Bounds b;
+  b.tolerance = *op.tolerance;
+  for (const ref::Tensor& t : inputs) {
+    if (IsFloating(t.dtype)) b.m = std::max(b.m, MaxAbs(t.data));
+  }
+  // K, the terms one output element depends on: the most of x's elements per element of
+  // any output (reductions, normalisations) and of the length along an int "axis"
+  // (softmax-like ops, cumsum). Either may overcount, never undercount; a sum of products
+  // also counts its terms directly below.
+  if (!inputs.empty()) {
+    for (const ref::Tensor& e : expected) {
+      b.k = std::max(b.k, static_cast<double>(Ratio(inputs[0].shape, e.shape)));
+    }
+    b.k = std::max(b.k, static_cast<double>(IntAxisLength(inputs[0].shape, attrs)));
+  }
+  const ref::ReferenceFn fn = ref::FindReference(op.name);
+  switch (b.tolerance) {
+    case ToleranceClass::kSumOfProducts: {
+      // A = the reference on |inputs|; the terms per element = the reference on all-ones
+      // inputs (a contraction's length, cumsum's prefix), at least the ratio above (mean
+      // and prod give 1 on ones).
+      ref::Tensors abs_inputs = inputs, ones = inputs;
+      for (ref::Tensor& t : abs_inputs) {
+        for (double& v : t.data) v = std::fabs(v);
+      }
+      b.abs_run = fn(abs_inputs, attrs);
+      for (ref::Tensor& t : ones) std::fill(t.data.begin(), t.data.end(), 1.0);
+      for (const ref::Tensor& t : fn(ones, attrs)) b.k = std::max(b.k, MaxAbs(t.data));
+      break;
+    }
+    case ToleranceClass::kRelative:
+      if (attrs.Has("porder")) b.p_factor = std::max(1.0, 1.0 / std::fabs(attrs.GetFloat("porder")));
+      break;
+    case ToleranceClass::kCrossEntropy:
+      for (double p : expected[0].data) {
+        if (p > 0) b.log_max = std::max(b.log_max, std::fabs(std::log(p)));
+      }
+      break;
+    case ToleranceClass::kLayerNorm: {
+      // Outputs out, mean, variance: a row is the normalised size.
+      b.row = Ratio(inputs[0].shape, expected[1].shape);
+      const double eps = attrs.GetFloat("epsilon");
+      for (double var : expected[2].data) b.inv.push_back(1.0 / std::sqrt(var + eps));
+      b.scale_max = MaxAbs(inputs[1].data);
+      b.bias_max = MaxAbs(inputs[2].data);
+      break;
+    }
+    default:
+      break;
+  }
+  return b;
+}
+
+double ClassTolerance(const Bounds& b, size_t out, size_t i, double r, double u) {
+  constexpr double kFloor = 1e-30;
+  const double a = std::fabs(r);
+  const double k = b.k, m = b.m;
+  switch (b.tolerance) {
+    case ToleranceClass::kExact: return 0;
+    case ToleranceClass::kPointwise: return (168 * a + 17) * u;
+    case ToleranceClass::kSumOfProducts:
+      return 2 * (k + 2) * u * std::fabs((*b.abs_run)[out].data[i]) + kFloor;
+    case ToleranceClass::kRelative: return 2 * (k + 8 + 2 * m) * u * a * b.p_factor + kFloor;
+    case ToleranceClass::kLogDomain: return 2 * (k + 8 + 2 * m) * u * (a + m + 1) + kFloor;
+    case ToleranceClass::kCrossEntropy:
+      if (out == 0) return 2 * (k + 8 + 2 * m) * u * a + kFloor;
+      return 2 * (k + 8 + 2 * m) * u * (a + 1 + k * m * b.log_max) + kFloor;
+    case ToleranceClass::kLayerNorm:
+      if (out == 1) return 2 * (k + 8) * u * (a + m) + kFloor;
+      if (out == 2) return 2 * (k + 8) * u * a + 4 * (k * m * u) * (k * m * u) + kFloor;
+      return 2 * (k + 8 + 2 * m) * u *
+                 (a + b.bias_max + b.inv[i / static_cast<size_t>(b.row)] * b.scale_max * 3 * m) +
+             kFloor;
+    case ToleranceClass::kRmsNorm: return 2 * (k + 8 + 2 * m) * u * a + kFloor;
+    case ToleranceClass::kSoftmaxGrad: return 2 * (k + 8) * u * (a + m * (m + k * m * m)) + kFloor;
+  }
+  return 0;
+}
+
+bool SameSpecial(double x, double y) {
+  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
+  if (std::isinf(x) || std::isinf(y)) return x == y;
+  return false;
+}
+
+std::string CompareValues(const OpDecl& op, size_t out, const std::string& where, DType dtype,
+                          const std::vector<double>& got, const std::vector<double>& want,
+                          double f64_rel, std::optional<Bounds>& bounds,
+                          const std::function<Bounds()>& make_bounds) {
+  if (IsFloating(dtype) && dtype != DType::kFloat64 && !op.tolerance) {
+    return op.name + " declares no tolerance class";
+  }
+  const Precision precision = PrecisionOf(dtype);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double r = want[i], k = got[i];
+    const double rounded = RoundToDType(r, dtype);
+    double tolerance = 0;
+    bool ok;
+    if (!IsFloating(dtype)) {
+      ok = k == r;
+    } else if (SameSpecial(k, r)) {
+      ok = true;
+    } else if (dtype == DType::kFloat64) {
+      tolerance = f64_rel * std::max(1.0, std::fabs(r));
+      ok = std::fabs(k - r) <= tolerance;
+    } else if (*op.tolerance == ToleranceClass::kExact) {
+      ok = k == rounded;
+    } else {
+      if (!bounds) bounds = make_bounds();
+      const double computed = ClassTolerance(*bounds, out, i, r, precision.compute_u);
+      tolerance = computed + precision.storage_u * (std::fabs(r) + computed);
+      // A reference beyond the dtype's range: the run overflows to the same infinity.
+      ok = std::fabs(k - r) <= tolerance || (std::isinf(rounded) && k == rounded);
+    }
+    if (!ok) {
+      std::ostringstream os;
+      os.precision(17);
+      os << where << " element " << i << ": got " << k << ", reference " << r << " (|diff| "
+         << std::fabs(k - r) << ", tolerance " << tolerance << ")";
+      return os.str();
+    }
+  }
+  return "";
+}
+
+}  // namespace spmd::prop

@@ -1,0 +1,41 @@
+// The vector-Jacobian products filled so far (rules/vjp.h), one builder per op, each a
+// composition of registered ops. Declarations attach them with `.Vjp(vjps::Matmul)`;
+// checker/vjp_test.cc checks every attached one against finite differences of the float64
+// reference, so a new one needs no test code.
+#pragma once
+
+#include "rules/op_decl.h"
+
+namespace spmd::vjps {
+
+// Returns `grad` (shape `from`, a broadcast of `to`) summed back to `to`: a sum over the
+// broadcast dims (keep_dim) and a reshape dropping the leading ones. Adds no call when
+// the shapes are equal.
+VjpRef SumToShape(VjpGraph& graph, VjpRef grad, const Shape& from, const Shape& to);
+
+// Elementwise, broadcasting.
+VjpGraph Add(const RuleContext& c);
+VjpGraph Subtract(const RuleContext& c);
+VjpGraph Multiply(const RuleContext& c);
+VjpGraph Divide(const RuleContext& c);
+// Elementwise unary.
+VjpGraph Scale(const RuleContext& c);
+VjpGraph Exp(const RuleContext& c);
+VjpGraph Log(const RuleContext& c);
+VjpGraph Sqrt(const RuleContext& c);
+VjpGraph Tanh(const RuleContext& c);
+VjpGraph Sigmoid(const RuleContext& c);
+// Contractions: matmul_grad (bmm is matmul on rank 3).
+VjpGraph Matmul(const RuleContext& c);
+// Reductions: reshape to the kept-dims shape, expand back (mean also scales by 1/n).
+VjpGraph Sum(const RuleContext& c);
+VjpGraph Mean(const RuleContext& c);
+// softmax_grad.
+VjpGraph Softmax(const RuleContext& c);
+// Shape ops.
+VjpGraph ReshapeBack(const RuleContext& c);  // reshape, flatten, squeeze, unsqueeze
+VjpGraph Transpose(const RuleContext& c);
+VjpGraph Expand(const RuleContext& c);       // expand, expand_as (y: no grad, it gives a shape)
+VjpGraph Concat(const RuleContext& c);
+
+}  // namespace spmd::vjps
