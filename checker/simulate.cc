@@ -9,6 +9,7 @@
 #include "reference/reference.h"
 #include "rules/error.h"
 #include "rules/layout.h"
+#include "rules/partial_split.h"
 
 namespace spmd::checker {
 namespace {
@@ -65,65 +66,16 @@ Tensor MakeInput(const Shape& shape, InputValues values, Rng& rng) {
   return t;
 }
 
-// Splits `whole` into n local values whose reduction with `op` gives it back, chosen so
-// that another reduce op gives something else.
-std::vector<Tensor> SplitOne(const Tensor& whole, ReduceOp op, int64_t n, Rng& rng) {
-  std::vector<Tensor> parts(n, whole);
-  if (n == 1) return parts;
-  for (size_t k = 0; k < whole.data.size(); ++k) {
-    const double v = whole.data[k];
-    const int64_t keeper = rng.Int(0, n - 1);
-    double rest = op == ReduceOp::kProd ? 1.0 : 0.0;
-    for (int64_t i = 0; i < n; ++i) {
-      if (i == keeper) continue;
-      double& p = parts[i].data[k];
-      switch (op) {
-        case ReduceOp::kSum:
-        case ReduceOp::kAvg: p = rng.Uniform(-1.5, 1.5); rest += p; break;
-        // Boolean tensors stay 0/1: max/min then behave as any/all.
-        case ReduceOp::kMax:
-          p = whole.dtype == DType::kBool ? (v != 0 ? static_cast<double>(rng.Int(0, 1)) : 0.0)
-                                          : v - rng.Uniform(0.25, 1.5);
-          break;
-        case ReduceOp::kMin:
-          p = whole.dtype == DType::kBool ? (v != 0 ? 1.0 : static_cast<double>(rng.Int(0, 1)))
-                                          : v + rng.Uniform(0.25, 1.5);
-          break;
-        case ReduceOp::kProd: p = (rng.Int(0, 1) ? 1 : -1) * rng.Uniform(0.5, 1.5); rest *= p; break;
-        case ReduceOp::kAny: p = v != 0 ? static_cast<double>(rng.Int(0, 1)) : 0.0; break;
-        case ReduceOp::kAll: p = v != 0 ? 1.0 : static_cast<double>(rng.Int(0, 1)); break;
-      }
-    }
-    double& kept = parts[keeper].data[k];
-    switch (op) {
-      case ReduceOp::kSum: kept = v - rest; break;
-      case ReduceOp::kAvg: kept = static_cast<double>(n) * v - rest; break;
-      case ReduceOp::kProd: kept = v / rest; break;
-      default: kept = v; break;  // max, min, any, all: the keeper holds the value itself
-    }
+// The addends of `whole` for `partial` (rules/partial_split.h), one tensor per slot.
+std::vector<Tensor> SplitPartialTensor(const Tensor& whole, const PartialMap& partial,
+                                       const Mesh& mesh, Rng& rng) {
+  SplitOptions options;
+  options.boolean = whole.dtype == DType::kBool;
+  std::vector<Tensor> parts;
+  for (std::vector<double>& values : SplitPartial(whole.data, partial, mesh, options, rng.gen())) {
+    parts.push_back(Tensor{whole.shape, std::move(values), whole.dtype});
   }
   return parts;
-}
-
-// Nested split over the partial axes in ascending order; index = mixed radix of the
-// coordinates on those axes, the lowest axis most significant.
-std::vector<Tensor> SplitPartial(const Tensor& whole, const PartialMap& partial, const Mesh& mesh,
-                                 Rng& rng) {
-  std::vector<Tensor> parts{whole};
-  for (const auto& [axis, op] : partial) {
-    std::vector<Tensor> next;
-    for (const Tensor& p : parts) {
-      for (Tensor& q : SplitOne(p, op, mesh.axis_size(axis), rng)) next.push_back(std::move(q));
-    }
-    parts = std::move(next);
-  }
-  return parts;
-}
-
-int64_t PartialIndex(const PartialMap& partial, const Mesh& mesh, const std::vector<int64_t>& coord) {
-  int64_t index = 0;
-  for (const auto& [axis, op] : partial) index = index * mesh.axis_size(axis) + coord[axis];
-  return index;
 }
 
 std::vector<int64_t> Strides(const Shape& shape) {
@@ -278,7 +230,7 @@ std::optional<Counterexample> CheckOutput(int o, const Tensor& global, const Dis
       continue;
     }
     const Shape offset = GlobalOffset(global.shape, claim, mesh, coord);
-    const int64_t slot = PartialIndex(claim.partial, mesh, coord);
+    const int64_t slot = PartialSlot(claim.partial, mesh, coord);
     ForEachIndex(mine.shape, [&](const std::vector<int64_t>& index, int64_t k) {
       int64_t at = 0;
       for (size_t d = 0; d < index.size(); ++d) at += (offset[d] + index[d]) * strides[d];
@@ -302,7 +254,7 @@ std::optional<Counterexample> CheckOutput(int o, const Tensor& global, const Dis
       // The rank holding this element with coordinate 0 on the partial axes.
       int64_t pid = -1;
       for (size_t r = 0; r < coords.size() && pid < 0; ++r) {
-        bool holds = PartialIndex(claim.partial, mesh, coords[r]) == 0;
+        bool holds = PartialSlot(claim.partial, mesh, coords[r]) == 0;
         for (int a : replicated) holds = holds && coords[r][a] == 0;
         for (int d = 0; d < claim.rank() && holds; ++d) {
           const Range range = DimRangeAt(global.shape[d], claim.dims[d], mesh, coords[r]);
@@ -365,7 +317,7 @@ Outcome CheckClaim(const Case& c, const std::vector<DistAttr>& required,
     }
     std::vector<std::vector<Tensor>> partial_values;  // per input, per partial slot
     for (size_t i = 0; i < c.shapes.size(); ++i) {
-      partial_values.push_back(SplitPartial(global_inputs[i], required[i].partial, c.mesh, rng));
+      partial_values.push_back(SplitPartialTensor(global_inputs[i], required[i].partial, c.mesh, rng));
     }
     std::vector<Shape> global_out_shapes;
     for (const Tensor& t : global_outputs) global_out_shapes.push_back(t.shape);
@@ -380,7 +332,7 @@ Outcome CheckClaim(const Case& c, const std::vector<DistAttr>& required,
         for (int d = 0; d < required[i].rank(); ++d) {
           ranges.push_back(DimRangeAt(c.shapes[i][d], required[i].dims[d], c.mesh, coord));
         }
-        inputs.push_back(Slice(partial_values[i][PartialIndex(required[i].partial, c.mesh, coord)], ranges));
+        inputs.push_back(Slice(partial_values[i][PartialSlot(required[i].partial, c.mesh, coord)], ranges));
         local_shapes.push_back(inputs.back().shape);
         offsets.push_back(GlobalOffset(c.shapes[i], required[i], c.mesh, coord));
       }

@@ -52,10 +52,11 @@
 #include <vector>
 
 #include "kernels/tensor.h"
-#include "property_tests/float32_tolerance.h"
+#include "property_tests/tolerance.h"
 #include "reference/reference.h"
 #include "rules/error.h"
 #include "rules/layout.h"
+#include "rules/partial_split.h"
 #include "rules/registry.h"
 #include "rules/reshard.h"
 #include "runtime/communicator.h"
@@ -298,80 +299,16 @@ std::vector<double> ValuesOf(const Tensor& t) {
   return v;
 }
 
-// Splits `whole` into n addends whose reduction with `op` gives it back. `integer`: integer
-// addends (exact in every dtype); else real ones (float64 only).
-std::vector<std::vector<double>> SplitOne(const std::vector<double>& whole, ReduceOp op, int64_t n,
-                                          bool integer, bool is_bool, bool integer_avg_copies,
-                                          std::mt19937_64& rng) {
-  std::vector<std::vector<double>> parts(n, whole);
-  // int64 avg truncates, so its result depends on the order of a nested reduction unless
-  // every partial sum divides: every addend holds the value (LocalPartial's contract).
-  if (n == 1 || (op == ReduceOp::kAvg && integer_avg_copies)) return parts;
-  auto uniform = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
-  auto randint = [&](int64_t lo, int64_t hi) {
-    return static_cast<double>(std::uniform_int_distribution<int64_t>(lo, hi)(rng));
-  };
-  for (size_t k = 0; k < whole.size(); ++k) {
-    const double v = whole[k];
-    const int64_t keeper = std::uniform_int_distribution<int64_t>(0, n - 1)(rng);
-    double rest = op == ReduceOp::kProd ? 1.0 : 0.0;
-    for (int64_t i = 0; i < n; ++i) {
-      if (i == keeper) continue;
-      double& p = parts[i][k];
-      switch (op) {
-        case ReduceOp::kSum:
-        case ReduceOp::kAvg:
-          p = integer ? randint(-3, 3) : uniform(-1.5, 1.5);
-          rest += p;
-          break;
-        case ReduceOp::kMax:
-          p = is_bool ? (v != 0 ? randint(0, 1) : 0.0) : v - (integer ? randint(1, 3) : uniform(0.25, 1.5));
-          break;
-        case ReduceOp::kMin:
-          p = is_bool ? (v != 0 ? 1.0 : randint(0, 1)) : v + (integer ? randint(1, 3) : uniform(0.25, 1.5));
-          break;
-        case ReduceOp::kProd:
-          p = (randint(0, 1) != 0 ? 1.0 : -1.0) * (integer ? 1.0 : uniform(0.5, 1.5));
-          rest *= p;
-          break;
-        case ReduceOp::kAny: p = v != 0 ? randint(0, 1) : 0.0; break;
-        case ReduceOp::kAll: p = v != 0 ? 1.0 : randint(0, 1); break;
-      }
-    }
-    double& kept = parts[keeper][k];
-    switch (op) {
-      case ReduceOp::kSum: kept = v - rest; break;
-      case ReduceOp::kAvg: kept = static_cast<double>(n) * v - rest; break;
-      case ReduceOp::kProd: kept = v / rest; break;
-      default: kept = v; break;
-    }
-  }
-  return parts;
-}
-
-// Addends for every partial slot (nested over the partial axes in ascending order; slot =
-// mixed radix of the coordinates on those axes, the lowest axis most significant).
+// Addends for every partial slot (rules/partial_split.h). `integer`: integer addends
+// (exact in every dtype); else real ones (float64 only).
 std::vector<std::vector<double>> SplitPartial(const std::vector<double>& whole,
                                               const PartialMap& partial, const Mesh& mesh,
                                               bool integer, DType dtype, std::mt19937_64& rng) {
-  std::vector<std::vector<double>> parts{whole};
-  for (const auto& [axis, op] : partial) {
-    std::vector<std::vector<double>> next;
-    for (const auto& p : parts) {
-      for (auto& q : SplitOne(p, op, mesh.axis_size(axis), integer, dtype == DType::kBool,
-                              dtype == DType::kInt64, rng)) {
-        next.push_back(std::move(q));
-      }
-    }
-    parts = std::move(next);
-  }
-  return parts;
-}
-
-int64_t PartialSlot(const PartialMap& partial, const Mesh& mesh, const std::vector<int64_t>& coord) {
-  int64_t index = 0;
-  for (const auto& [axis, op] : partial) index = index * mesh.axis_size(axis) + coord[axis];
-  return index;
+  SplitOptions options;
+  options.integer = integer;
+  options.boolean = dtype == DType::kBool;
+  options.avg_copies = dtype == DType::kInt64;
+  return spmd::SplitPartial(whole, partial, mesh, options, rng);
 }
 
 // A DistTensor on this rank holding `addends` (one global tensor per partial slot).
@@ -549,15 +486,8 @@ TEST(RuntimeProperties, ReshardRoundTrip) {
 
 // float32 error model (the one of kernel_properties_test.cc; the bounds hold for any
 // summation order, so they cover partial sums combined across ranks).
-constexpr double kU = 0x1p-24;
-
-using prop::F32Bounds;
-using prop::F32Rule;
-using prop::F32Tolerance;
+using prop::Bounds;
 using prop::MakeBounds;
-using prop::MaxAbs;
-using prop::AxisLength;
-using prop::RuleOf;
 
 using prop::SameSpecial;
 
@@ -587,9 +517,7 @@ ref::Tensor MakeInput(const Shape& shape, InputValues values, DType float_dtype,
   t.dtype = float_dtype;
   if (values.kind == ValueKind::kBool) t.dtype = DType::kBool;
   if (values.kind == ValueKind::kIndex) t.dtype = DType::kInt64;
-  if (t.dtype == DType::kFloat32) {
-    for (double& v : t.data) v = static_cast<double>(static_cast<float>(v));
-  }
+  for (double& v : t.data) v = prop::RoundToDType(v, t.dtype);  // the run's values, exactly
   return t;
 }
 
@@ -657,12 +585,12 @@ OpValues MakeOpValues(const OpCase& c) {
 }
 
 std::string CompareOutput(const OpCase& c, const OpValues& v, size_t o, const Tensor& got,
-                          std::optional<F32Bounds>& bounds) {
+                          std::optional<Bounds>& bounds) {
   const ref::Tensor& e = v.expected[o];
   const std::string where = "outputs[" + std::to_string(o) + "]";
   if (got.shape() != e.shape) return where + " shape " + Join(got.shape()) + ", reference " + Join(e.shape);
-  return CompareValues(c.op->name, o, where, got.dtype(), ValuesOf(got), e.data, 1e-9, bounds,
-                       [&] { return MakeBounds(c.op->name, v.inputs, v.normalized, v.expected); });
+  return CompareValues(*c.op, o, where, got.dtype(), ValuesOf(got), e.data, 1e-9, bounds,
+                       [&] { return MakeBounds(*c.op, v.inputs, v.normalized, v.expected); });
 }
 
 std::string RunOpCase(const OpCase& c, const OpValues& v, const InferResult& rule, Communicator& comm) {
@@ -695,7 +623,7 @@ std::string RunOpCase(const OpCase& c, const OpValues& v, const InferResult& rul
     const std::string error = CheckBytes(plan, report.reshards[i], "inputs[" + std::to_string(i) + "]");
     if (!error.empty()) return error;
   }
-  std::optional<F32Bounds> bounds;
+  std::optional<Bounds> bounds;
   for (size_t o = 0; o < outputs.size(); ++o) {
     if (!(outputs[o].dist_attr() == rule.outputs[o])) {
       return "outputs[" + std::to_string(o) + "] has dist attr " + Placements(outputs[o].dist_attr(), c.mesh) +

@@ -17,6 +17,7 @@
 #include "rules/error.h"
 #include "rules/model_test_util.h"
 #include "rules/layout.h"
+#include "rules/partial_split.h"
 
 namespace spmd {
 namespace {
@@ -318,49 +319,14 @@ std::string SimulateStep(const ReshardStep& step, const std::vector<int64_t>& sh
   return "";
 }
 
-// Splits `value` into n addends whose reduction by `op` is `value`: unequal, sign-varying.
-std::vector<double> Split(ReduceOp op, double value, int64_t n, std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> u(-2.0, 2.0), pos(0.1, 2.0);
-  std::vector<double> out(n);
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAvg: {
-      const double total = op == ReduceOp::kAvg ? value * static_cast<double>(n) : value;
-      double rest = total;
-      for (int64_t i = 0; i + 1 < n; ++i) rest -= (out[i] = u(rng));
-      out[n - 1] = rest;
-      break;
-    }
-    case ReduceOp::kMax:
-    case ReduceOp::kMin: {
-      const int64_t keeper = static_cast<int64_t>(rng() % n);
-      for (int64_t i = 0; i < n; ++i) {
-        out[i] = i == keeper ? value : value + (op == ReduceOp::kMax ? -pos(rng) : pos(rng));
-      }
-      break;
-    }
-    default:  // prod / any / all are not generated
-      std::fill(out.begin(), out.end(), value);
-  }
-  return out;
-}
-
 // Gives every rank of `mesh` its shard of `global` under `attr`; partial axes split into
-// addends, one axis after the other.
+// addends (rules/partial_split.h).
 World Distribute(const std::vector<double>& global, const std::vector<int64_t>& shape,
                  const Mesh& mesh, const DistAttr& attr, std::mt19937_64& rng) {
+  const std::vector<std::vector<double>> addends = SplitPartial(global, attr.partial, mesh, {}, rng);
   std::map<int64_t, std::vector<double>> full;
-  for (int64_t id : mesh.process_ids()) full[id] = global;
-  for (const auto& [axis, op] : attr.partial) {
-    for (const std::vector<int64_t>& c : Coords(mesh)) {
-      if (c[axis] != 0) continue;
-      const std::vector<std::vector<int64_t>> line = GroupCoords(mesh, c, {axis});
-      for (size_t e = 0; e < global.size(); ++e) {
-        const std::vector<double> parts =
-            Split(op, full[mesh.ProcessIdAt(line[0])][e], mesh.axis_size(axis), rng);
-        for (size_t i = 0; i < line.size(); ++i) full[mesh.ProcessIdAt(line[i])][e] = parts[i];
-      }
-    }
+  for (const std::vector<int64_t>& c : Coords(mesh)) {
+    full[mesh.ProcessIdAt(c)] = addends[PartialSlot(attr.partial, mesh, c)];
   }
   World world;
   const Box whole = Whole(shape);

@@ -1,0 +1,181 @@
+// Every op of rules/op_list.h has every piece an op needs, and a test failure names the
+// op and the piece. The pieces (README "Adding an op"):
+//   declaration        rules/ops_*.cc, under its own name, with examples
+//   tolerance class    `.Tolerance(...)` in the declaration
+//   reference          reference/ops_*.cc, answering the declaration's first example
+//   CPU kernel         kernels/cpu/*.cc, answering the same example
+//   numeric goldens    a case with "op": NAME in golden/numeric/*.jsonl
+//   rule goldens       a case with "op": NAME in golden/rules/*.jsonl
+//   OPS.md entry       a table row of docs/OPS.md whose first cell lists NAME
+// A declaration, reference or kernel function that is missing altogether does not link
+// (their tables are generated from op_list.h); this test catches the rest.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/cpu/kernels.h"
+#include "reference/reference.h"
+#include "rules/error.h"
+#include "rules/op_list.h"
+#include "rules/registry.h"
+
+namespace spmd {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::vector<std::string>& ListedOps() {
+  static const std::vector<std::string> kNames = {
+#define SPMD_OP_NAME(name) #name,
+      SPMD_FOR_EACH_OP(SPMD_OP_NAME)
+#undef SPMD_OP_NAME
+  };
+  return kNames;
+}
+
+// The "op" of every case in `dir`/*.jsonl, with how many cases name it.
+std::map<std::string, int> GoldenOps(const fs::path& dir) {
+  std::map<std::string, int> ops;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".jsonl") continue;
+    std::ifstream in(entry.path());
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      const nlohmann::json j = nlohmann::json::parse(line);
+      if (j.contains("op") && j["op"].is_string()) ++ops[j["op"].get<std::string>()];
+    }
+  }
+  return ops;
+}
+
+// The names in the first cell of every table row of docs/OPS.md ("| max, min | ...").
+std::set<std::string> DocumentedOps(const fs::path& file) {
+  std::set<std::string> names;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("|", 0) != 0) continue;
+    const std::string cell = line.substr(1, line.find('|', 1) - 1);
+    std::stringstream ss(cell);
+    std::string name;
+    while (std::getline(ss, name, ',')) {
+      const size_t begin = name.find_first_not_of(" `");
+      const size_t end = name.find_last_not_of(" `");
+      if (begin != std::string::npos) names.insert(name.substr(begin, end - begin + 1));
+    }
+  }
+  return names;
+}
+
+// Inputs for an example: small distinct values of each input's value kind.
+reference::Tensors MakeInputs(const OpDecl& op, const Example& example) {
+  const Attrs attrs = op.NormalizeAttrs(example.attrs);
+  const std::vector<InputValues> kinds = op.InputValueKinds(RuleContext{example.shapes, attrs});
+  reference::Tensors inputs;
+  for (size_t i = 0; i < example.shapes.size(); ++i) {
+    reference::Tensor t;
+    t.shape = example.shapes[i];
+    t.data.resize(static_cast<size_t>(reference::NumElements(t.shape)));
+    for (size_t k = 0; k < t.data.size(); ++k) {
+      const double u = (static_cast<double>(k) + 0.5) / static_cast<double>(t.data.size());
+      switch (kinds[i].kind) {
+        case ValueKind::kReal: t.data[k] = -1.5 + 3.0 * u; break;
+        case ValueKind::kPositive: t.data[k] = 0.2 + 1.5 * u; break;
+        case ValueKind::kNonZero: t.data[k] = (k % 2 ? -1.0 : 1.0) * (0.5 + u); break;
+        case ValueKind::kBool: t.data[k] = static_cast<double>(k % 2); break;
+        case ValueKind::kIndex:
+          t.data[k] = static_cast<double>(static_cast<int64_t>(k) % std::max<int64_t>(kinds[i].bound, 1));
+          break;
+      }
+    }
+    if (kinds[i].kind == ValueKind::kBool) t.dtype = DType::kBool;
+    if (kinds[i].kind == ValueKind::kIndex) t.dtype = DType::kInt64;
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
+}
+
+kernels::Tensor ToKernel(const reference::Tensor& t) {
+  kernels::Tensor k(t.shape, t.dtype);
+  for (size_t i = 0; i < t.data.size(); ++i) {
+    switch (t.dtype) {
+      case DType::kFloat64: k.data<double>()[i] = t.data[i]; break;
+      case DType::kFloat32: k.data<float>()[i] = static_cast<float>(t.data[i]); break;
+      case DType::kInt64: k.data<int64_t>()[i] = static_cast<int64_t>(t.data[i]); break;
+      case DType::kBool: k.data<bool>()[i] = t.data[i] != 0; break;
+    }
+  }
+  return k;
+}
+
+// "" when the reference and the CPU kernel both answer the op's first example at sizes
+// {2, 3, 4}; else the piece at fault and why.
+std::string RunFirstExample(const OpDecl& op) {
+  const std::vector<Example> examples = op.examples(SizePalette{{2, 3, 4}});
+  if (examples.empty()) return "declaration: no examples";
+  const Example& example = examples.front();
+  const Attrs attrs = op.NormalizeAttrs(example.attrs);
+  const reference::Tensors inputs = MakeInputs(op, example);
+  try {
+    reference::FindReference(op.name)(inputs, attrs);
+  } catch (const std::exception& e) {
+    return std::string("reference: refuses its first example: ") + e.what();
+  }
+  try {
+    kernels::Tensors k_inputs;
+    for (const reference::Tensor& t : inputs) k_inputs.push_back(ToKernel(t));
+    kernels::RunCpuKernel(op.name, kernels::TensorArgs(k_inputs), attrs);
+  } catch (const std::exception& e) {
+    return std::string("CPU kernel: refuses its first example: ") + e.what();
+  }
+  return "";
+}
+
+TEST(OpCompleteness, EveryRegisteredOpHasEveryPiece) {
+  const fs::path root = SPMD_SOURCE_DIR;
+  const std::map<std::string, int> numeric = GoldenOps(root / "golden" / "numeric");
+  const std::map<std::string, int> rules = GoldenOps(root / "golden" / "rules");
+  const std::set<std::string> documented = DocumentedOps(root / "docs" / "OPS.md");
+  const std::vector<OpDecl>& decls = AllOps();
+  ASSERT_EQ(decls.size(), ListedOps().size());
+  for (size_t k = 0; k < ListedOps().size(); ++k) {
+    const std::string& name = ListedOps()[k];
+    const OpDecl& op = decls[k];
+    std::vector<std::string> missing;
+    if (op.name != name) missing.push_back("declaration: declare::" + name + "() declares '" + op.name + "'");
+    if (!op.einsum && !op.dimtrans) missing.push_back("declaration: neither an einsum nor a DimTrans rule");
+    if (!op.examples) missing.push_back("declaration: no examples (.Examples)");
+    if (!op.tolerance) missing.push_back("tolerance class (.Tolerance in rules/ops_*.cc)");
+    if (reference::FindReference(name) == nullptr) missing.push_back("reference (reference/ops_*.cc)");
+    if (kernels::FindCpuKernel(name) == nullptr) missing.push_back("CPU kernel (kernels/cpu)");
+    if (op.examples && op.name == name) {
+      const std::string error = RunFirstExample(op);
+      if (!error.empty()) missing.push_back(error);
+    }
+    if (!numeric.count(name)) missing.push_back("numeric goldens (golden/numeric/*.jsonl, from gen_numeric.py)");
+    if (!rules.count(name)) missing.push_back("rule goldens (golden/rules/*.jsonl)");
+    if (!documented.count(name)) missing.push_back("docs/OPS.md entry (a table row naming it)");
+    for (const std::string& piece : missing) ADD_FAILURE() << "op " << name << " lacks: " << piece;
+  }
+}
+
+// The scan itself sees what it should: a parse that found nothing would pass every op.
+TEST(OpCompleteness, TheScansFindTheKnownOps) {
+  const fs::path root = SPMD_SOURCE_DIR;
+  EXPECT_GT(GoldenOps(root / "golden" / "numeric").count("matmul"), 0u);
+  EXPECT_GT(GoldenOps(root / "golden" / "rules").count("matmul"), 0u);
+  const std::set<std::string> documented = DocumentedOps(root / "docs" / "OPS.md");
+  EXPECT_TRUE(documented.count("max") && documented.count("min") && documented.count("relu"));
+}
+
+}  // namespace
+}  // namespace spmd
