@@ -1,7 +1,7 @@
-// Level 2 at random (the random mode of `spmd check`): RapidCheck draws an op, a mesh of 1-4 axes and up to 16 ranks
-// (permuted process ids included), sizes for the op's example, and input dist attrs
-// (co-shard, partial); the rule's answer must be sound on the simulated mesh. Shrinking
-// gives a minimal case; a failure prints one replay command.
+// Level 2 at random (the random mode of `spmd check`): RapidCheck draws an op, a mesh of
+// 1-4 axes and up to 16 ranks (permuted process ids included), sizes for the op's
+// example, and input dist attrs (co-shard, partial); the rule's answer must be sound on
+// the simulated mesh. Shrinking gives a minimal case; a failure prints one replay command.
 //
 // A case the rule or the global reference refuses is NotApplicable and proves nothing, so
 // a generator gone wrong (every case refused) would pass unnoticed. Each property
