@@ -10,8 +10,9 @@
 //     values (so every reduction is exact): shards of the global tensor, or, for a partial
 //     source, unequal sign-varying addends whose reduction is the value. Reshard, then
 //     ToGlobal must give the original tensor bit for bit (by value for partial sources:
-//     -0 == +0), and on every rank and step the communicator's counted bytes equal the
-//     plan's StepBytesOf, uneven reductions included (runtime/reshard_executor.h).
+//     -0 == +0), and on every rank and step the communicator's counted bytes, and the
+//     bytes the backend really handed MPI (or copied between threads), equal the plan's
+//     StepBytesOf, uneven reductions included (runtime/reshard_executor.h).
 // (b) Every registered op: a random mesh as above; an example of the op's declaration
 //     (sizes from a palette in 1-8); inputs of the op's value kinds (float32 or float64;
 //     int64 ids; bool); random input dist attrs (not the required ones: Dispatch must
@@ -323,7 +324,8 @@ DistTensor FromAddends(const Shape& shape, DType dtype, const std::vector<std::v
 
 // ---- Bytes ------------------------------------------------------------------------------------
 
-// Every step's counted bytes equal the plan's, on every rank.
+// Every step's counted bytes, and the bytes the backend really handed its transport,
+// equal the plan's, on every rank.
 int64_t g_steps_checked = 0;  // steps whose bytes were checked on this rank
 
 std::string CheckBytes(const ReshardPlan& plan, const ReshardReport& report,
@@ -341,6 +343,10 @@ std::string CheckBytes(const ReshardPlan& plan, const ReshardReport& report,
     const std::string where = what + " step " + std::to_string(k + 1) + " (" + step.Describe() + ")";
     if (r.counted != r.planned) {
       return where + ": counted " + text(r.counted) + ", the plan says " + text(r.planned);
+    }
+    if (r.transport != r.planned) {
+      return where + ": the transport moved " + text(r.transport) + ", the plan says " +
+             text(r.planned);
     }
     ++g_steps_checked;
   }
@@ -478,7 +484,8 @@ TEST(RuntimeProperties, ReshardRoundTrip) {
       EnvCount("SPMD_RUNTIME_RESHARD_CASES", 200));
   std::cout << "steps run:";
   for (const auto& [kind, count] : g_step_kinds) std::cout << " " << kind << " " << count;
-  std::cout << "\nbytes (this process): counted == planned on " << g_steps_checked << " steps"
+  std::cout << "\nbytes (this process): transport == counted == planned on " << g_steps_checked
+            << " steps"
             << std::endl;
 }
 

@@ -221,6 +221,14 @@ class Communicator {
   void Synchronize();
 
   const CommCounters& counters() const { return counters_; }
+  // The bytes this rank's backend really handed to its transport, counted by the backend
+  // itself where it hands them over, apart from CountBytes and counters(): MPI, from the
+  // counts and datatypes (MPI_Type_size) of every MPI data call it posts; threads, the bytes
+  // copied out of or into another rank's memory (sent: read from this rank by another;
+  // received: read by this rank from another). Payload only: the collective check's
+  // descriptors and headers and the group handshake are not counted. A group of one rank
+  // moves nothing. Monotone; the tests compare its change over a step with the plan.
+  virtual ByteCount transport_bytes() const = 0;
   void ResetCounters() { counters_ = {}; }
   // The number of calls made so far (the step of the last call; 0 before any call).
   int64_t step() const { return step_; }

@@ -161,6 +161,7 @@ std::string RunTyped(Communicator& comm, const CollectiveCase& c) {
   const std::string who = "rank " + std::to_string(r) + ": ";
   comm.ResetCounters();
   const int64_t step0 = comm.step();
+  const ByteCount transport0 = comm.transport_bytes();
 
   // What the counters must read afterwards, per the convention of communicator.h.
   CommCounters want;
@@ -345,6 +346,15 @@ std::string RunTyped(Communicator& comm, const CollectiveCase& c) {
                           comm.counters().total_received() != want.total_received())) {
       error = who + "total counters differ";
     }
+    // What the backend really handed its transport, counted apart from the counters.
+    const ByteCount transport = comm.transport_bytes();
+    const int64_t sent = transport.sent - transport0.sent;
+    const int64_t received = transport.received - transport0.received;
+    if (error.empty() && (sent != want.total_sent() || received != want.total_received())) {
+      error = who + "transport moved sent " + std::to_string(sent) + ", received " +
+              std::to_string(received) + "; want " + std::to_string(want.total_sent()) + ", " +
+              std::to_string(want.total_received());
+    }
     if (error.empty() && comm.step() - step0 != calls) {
       error = who + "step advanced by " + std::to_string(comm.step() - step0) + ", want " +
               std::to_string(calls);
@@ -478,6 +488,7 @@ std::string RunBoxSendRecv(Communicator& comm) {
   const double my_scalar = static_cast<double>(me) + 0.5;
   const int64_t step0 = comm.step();
   const CommCounters before = comm.counters();
+  const ByteCount transport0 = comm.transport_bytes();
   // Box -> box, box -> contiguous, contiguous -> box, 0-d box, empty box; receives first on
   // even ranks, sends first on odd ones.
   auto sends = [&] {
@@ -525,6 +536,12 @@ std::string RunBoxSendRecv(Communicator& comm) {
       comm.counters()[Collective::kRecv].received - before[Collective::kRecv].received;
   if (sent != (18 + 18 + 1) * 8 || received != (18 + 18 + 1) * 8) {
     err << "counted sent " << sent << ", received " << received << ", expected " << 37 * 8 << "; ";
+  }
+  const ByteCount transport = comm.transport_bytes();
+  if (transport.sent - transport0.sent != 37 * 8 ||
+      transport.received - transport0.received != 37 * 8) {
+    err << "transport sent " << transport.sent - transport0.sent << ", received "
+        << transport.received - transport0.received << ", expected " << 37 * 8 << "; ";
   }
   if (comm.step() != step0 + 10) err << "step " << comm.step() << ", expected " << step0 + 10 << "; ";
   // A box that does not fit is refused before anything moves.

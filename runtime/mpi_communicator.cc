@@ -145,6 +145,23 @@ std::vector<int> Displacements(const std::vector<int64_t>& counts, std::string_v
   return out;
 }
 
+// Returns the bytes of `count` items of `type` as MPI sizes them (MPI_Type_size: the data,
+// not the extent, so a subarray type counts the elements it selects).
+int64_t TypeBytes(MPI_Datatype type, int64_t count) {
+  int size = 0;
+  MPI_Type_size(type, &size);
+  return count * size;
+}
+
+// Returns the sum of counts[q] over every position q but `self`.
+int64_t OthersSum(const std::vector<int>& counts, int64_t self) {
+  int64_t sum = 0;
+  for (size_t q = 0; q < counts.size(); ++q) {
+    if (static_cast<int64_t>(q) != self) sum += counts[q];
+  }
+  return sum;
+}
+
 std::string Seconds(double s) {
   std::string out = std::to_string(s);
   out.erase(out.find_last_not_of('0') + 1);
@@ -348,6 +365,11 @@ void MpiCommunicator::Run(const Call& call) {
               : MPI_Irecv(call.recv, wire_count, wire, peer, kDataTag, world_,
                           &pending.requests.back()),
           call, d.kind == Collective::kSend ? "MPI_Isend" : "MPI_Irecv");
+    if (d.kind == Collective::kSend) {
+      Handed(TypeBytes(wire, wire_count), 0);
+    } else {
+      Handed(0, TypeBytes(wire, wire_count));
+    }
     if (subarray) Check(MPI_Type_free(&wire), call, "MPI_Type_free");
     pending_.push_back(std::move(pending));
     return;
@@ -366,6 +388,9 @@ void MpiCommunicator::Run(const Call& call) {
       Check(MPI_Iallgatherv(call.send, counts[call.position], type, call.recv, counts.data(),
                             displs.data(), type, comm, request.data()),
             call, "MPI_Iallgatherv");
+      // Its chunk to each other member; each other member's chunk to it.
+      Handed((n - 1) * TypeBytes(type, counts[call.position]),
+             TypeBytes(type, OthersSum(counts, call.position)));
       Wait(request, call, "MPI_Iallgatherv");
       return;
     }
@@ -382,6 +407,9 @@ void MpiCommunicator::Run(const Call& call) {
       Check(MPI_Ireduce_scatter(send, call.recv, counts.data(), type, ToMpi(d.op, d.dtype), comm,
                                 request.data()),
             call, "MPI_Ireduce_scatter");
+      // Each other member's chunk to it; an addend of its own chunk from each other member.
+      Handed(TypeBytes(type, OthersSum(counts, call.position)),
+             (n - 1) * TypeBytes(type, counts[call.position]));
       Wait(request, call, "MPI_Ireduce_scatter");
       if (d.op == ReduceOp::kAvg) {
         backend().Scale(call.recv, d.counts[call.position], d.dtype, n, true, stream());
@@ -389,18 +417,37 @@ void MpiCommunicator::Run(const Call& call) {
       return;
     }
     case Collective::kAllReduce: {
-      const int count = ToInt(d.counts[0], "all_reduce.count");
-      const void* send = call.send == call.recv ? MPI_IN_PLACE : call.send;
+      // A reduce-scatter then an all-gather over the balanced split of the buffer (chunk q:
+      // count / n elements, one more when q < count % n): the algorithm the byte accounting
+      // describes, as two MPI calls whose counts say what travels.
+      const int64_t count = d.counts[0];
+      std::vector<int64_t> split(n);
+      for (int64_t q = 0; q < n; ++q) split[q] = count / n + (q < count % n ? 1 : 0);
+      const std::vector<int> counts = ToInts(split, "all_reduce.count");
+      const std::vector<int> displs = Displacements(split, "all_reduce.count");
+      const int64_t p = call.position;
+      const void* send = call.send;
       if (truth && d.dtype != DType::kBool) {
         scratch.resize(count * e);
         backend().ToTruth(call.send, scratch.data(), count, d.dtype, stream());
         send = scratch.data();
       }
-      Check(MPI_Iallreduce(send, call.recv, count, type, ToMpi(d.op, d.dtype), comm,
-                           request.data()),
-            call, "MPI_Iallreduce");
-      Wait(request, call, "MPI_Iallreduce");
-      if (d.op == ReduceOp::kAvg) backend().Scale(call.recv, count, d.dtype, n, true, stream());
+      // The own reduced chunk; `send` is read completely before `recv` is written (in-place
+      // calls are safe).
+      std::vector<unsigned char> chunk(std::max<int64_t>(split[p], 1) * e);
+      Check(MPI_Ireduce_scatter(send, chunk.data(), counts.data(), type, ToMpi(d.op, d.dtype),
+                                comm, request.data()),
+            call, "MPI_Ireduce_scatter");
+      Handed(TypeBytes(type, OthersSum(counts, p)), (n - 1) * TypeBytes(type, counts[p]));
+      Wait(request, call, "MPI_Ireduce_scatter");
+      if (d.op == ReduceOp::kAvg) {
+        backend().Scale(chunk.data(), split[p], d.dtype, n, true, stream());
+      }
+      Check(MPI_Iallgatherv(chunk.data(), counts[p], type, call.recv, counts.data(),
+                            displs.data(), type, comm, request.data()),
+            call, "MPI_Iallgatherv");
+      Handed((n - 1) * TypeBytes(type, counts[p]), TypeBytes(type, OthersSum(counts, p)));
+      Wait(request, call, "MPI_Iallgatherv");
       return;
     }
     case Collective::kAllToAll: {
@@ -411,15 +458,21 @@ void MpiCommunicator::Run(const Call& call) {
       Check(MPI_Ialltoallv(call.send, send_counts.data(), send_displs.data(), type, call.recv,
                            recv_counts.data(), recv_displs.data(), type, comm, request.data()),
             call, "MPI_Ialltoallv");
+      Handed(TypeBytes(type, OthersSum(send_counts, call.position)),
+             TypeBytes(type, OthersSum(recv_counts, call.position)));
       Wait(request, call, "MPI_Ialltoallv");
       return;
     }
     case Collective::kBroadcast: {
       const int root = static_cast<int>(std::find(d.group.begin(), d.group.end(), d.root) -
                                         d.group.begin());
-      Check(MPI_Ibcast(call.recv, ToInt(d.counts[0], "broadcast.count"), type, root, comm,
-                       request.data()),
-            call, "MPI_Ibcast");
+      const int count = ToInt(d.counts[0], "broadcast.count");
+      Check(MPI_Ibcast(call.recv, count, type, root, comm, request.data()), call, "MPI_Ibcast");
+      if (root == call.position) {
+        Handed((n - 1) * TypeBytes(type, count), 0);
+      } else {
+        Handed(0, TypeBytes(type, count));
+      }
       Wait(request, call, "MPI_Ibcast");
       return;
     }

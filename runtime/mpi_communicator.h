@@ -10,6 +10,13 @@
 //   they complete or the deadline (options().timeout_s) passes; they complete before the
 //   call returns. Send / Recv are MPI_Isend / MPI_Irecv on a private duplicate of the
 //   world, completed by Synchronize().
+// - all_reduce: MPI_Ireduce_scatter over the balanced split of the buffer, then
+//   MPI_Iallgatherv of the reduced chunks (the algorithm communicator.h's byte accounting
+//   describes, so that the bytes handed to MPI are the plan's).
+// - transport_bytes(): next to every MPI data call, the bytes its counts and datatypes
+//   (MPI_Type_size) hand MPI: its buffer to each other member, or each other member's
+//   part to it, as the call's definition moves them; Isend / Irecv: count x type size
+//   (a subarray type: the elements it selects).
 // - avg: MPI_SUM, then divide by the group size; any / all: map to 0/1, then MPI_MAX /
 //   MPI_MIN; bool travels as MPI_C_BOOL.
 // - Counts and displacements must fit in an int (MPI 3); larger calls throw Unsupported.
@@ -54,6 +61,8 @@ class MpiCommunicator final : public Communicator {
                            CommOptions options = CommOptions::FromEnv());
   ~MpiCommunicator() override;
 
+  ByteCount transport_bytes() const override { return transport_; }
+
   // Prints `spmd: <message>` to stderr and aborts the job (MPI_Abort on the world).
   [[noreturn]] void AbortJob(const std::string& message) const;
 
@@ -68,6 +77,11 @@ class MpiCommunicator final : public Communicator {
   // SPMD_DEBUG=collectives: compares the members' descriptors; fails the job on mismatch.
   void CheckCollective(const Call& call, MPI_Comm comm);
   void Check(int mpi_error, const Call& call, const char* what);
+  // Counts what one posted MPI call hands the transport.
+  void Handed(int64_t sent, int64_t received) {
+    transport_.sent += sent;
+    transport_.received += received;
+  }
 
   MPI_Comm parent_;  // what MPI_Abort aborts
   MPI_Comm world_;   // private duplicate: point to point and group creation
@@ -80,6 +94,7 @@ class MpiCommunicator final : public Communicator {
     std::unique_ptr<std::array<int64_t, 3>> header;
   };
   std::vector<Pending> pending_;
+  ByteCount transport_;
 };
 
 // For MPI programs: MPI_Init, builds the communicator, runs body(comm) and returns its exit

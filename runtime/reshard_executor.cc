@@ -410,6 +410,7 @@ std::optional<kernels::Tensor> ExecutePlan(const ReshardPlan& plan,
   for (const ReshardStep& step : plan.steps) {
     const int64_t sent0 = comm.counters().total_sent();
     const int64_t received0 = comm.counters().total_received();
+    const ByteCount transport0 = comm.transport_bytes();
     local = ExecuteStep(step, plan.shape, plan.dtype, std::move(local), comm);
     if (report != nullptr) {
       StepRecord r;
@@ -417,10 +418,15 @@ std::optional<kernels::Tensor> ExecutePlan(const ReshardPlan& plan,
       r.planned = StepBytesOf(step, plan.shape, plan.dtype, me);
       r.counted = RankBytes{comm.counters().total_sent() - sent0,
                             comm.counters().total_received() - received0};
+      const ByteCount transport = comm.transport_bytes();
+      r.transport = RankBytes{transport.sent - transport0.sent,
+                              transport.received - transport0.received};
       report->planned.sent += r.planned.sent;
       report->planned.received += r.planned.received;
       report->counted.sent += r.counted.sent;
       report->counted.received += r.counted.received;
+      report->transport.sent += r.transport.sent;
+      report->transport.received += r.transport.received;
       report->steps.push_back(r);
     }
   }

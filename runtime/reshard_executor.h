@@ -33,8 +33,9 @@
 //
 // Bytes: the communicator counts, per rank and step, exactly the plan's StepBytesOf(...),
 // uneven reductions included: both count the whole elements of the same algorithms
-// (rules/reshard_bytes.h, communicator.h). The tests check counted == planned on every
-// rank and step.
+// (rules/reshard_bytes.h, communicator.h); and the backend's transport (what it hands MPI,
+// or copies between threads, counted where it does) moves exactly those bytes too. The
+// tests check transport == counted == planned on every rank and step.
 #pragma once
 
 #include <cstddef>
@@ -63,14 +64,17 @@ kernels::Tensor SliceBox(const kernels::Tensor& t, const Box& box);
 // What one step moved on this rank.
 struct StepRecord {
   StepKind kind = StepKind::kAllGather;
-  RankBytes planned;   // StepBytesOf(step, shape, dtype, this rank)
-  RankBytes counted;   // the communicator's counters over the step
+  RankBytes planned;    // StepBytesOf(step, shape, dtype, this rank)
+  RankBytes counted;    // the communicator's counters over the step
+  RankBytes transport;  // what the backend really handed its transport over the step
+                        // (Communicator::transport_bytes())
 };
 
 struct ReshardReport {
   std::vector<StepRecord> steps;  // one per plan step, in order
   RankBytes planned;              // sums over the steps
   RankBytes counted;
+  RankBytes transport;
 };
 
 // Runs one step on this rank (comm.rank() is its process id). `local` is this rank's buffer

@@ -65,6 +65,7 @@ std::vector<ReshardReport> RoundTrip(int64_t world, const Mesh& mesh, const Tens
                                      : x.Reshard(to, comm, &reports[comm.rank()]);
         for (const StepRecord& r : reports[comm.rank()].steps) {
           EXPECT_EQ(r.counted, r.planned) << "rank " << comm.rank() << " " << ToString(r.kind);
+          EXPECT_EQ(r.transport, r.planned) << "rank " << comm.rank() << " " << ToString(r.kind);
         }
         const std::optional<Tensor> back = y.ToGlobal(comm);
         if (y.has_local()) {

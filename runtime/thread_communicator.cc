@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <numeric>
 #include <thread>
 
@@ -28,16 +29,18 @@ int64_t PrefixSum(const std::vector<int64_t>& v, int64_t end) {
 }
 
 // Reduces chunk `[offset, offset + count)` of every member's send buffer into `out`, in
-// position order (the same order on every rank, so every rank gets the same bits).
-// The element loops run on `backend` (the communicator's).
+// position order (the same order on every rank, so every rank gets the same bits); calls
+// read(q, bytes) for each member's chunk it reads. The element loops run on `backend` (the
+// communicator's).
 void ReduceChunks(const std::vector<const void*>& sends, int64_t offset, int64_t count,
                   DType dtype, ReduceOp op, unsigned char* out, kernels::Backend& backend,
-                  kernels::Stream stream) {
+                  kernels::Stream stream, const std::function<void(int64_t, int64_t)>& read) {
   const int64_t e = ElementSize(dtype);
   const bool truth = op == ReduceOp::kAny || op == ReduceOp::kAll;
   std::vector<unsigned char> tmp(truth ? count * e : 0);
   for (size_t q = 0; q < sends.size(); ++q) {
     const auto* in = static_cast<const unsigned char*>(sends[q]) + offset * e;
+    read(static_cast<int64_t>(q), count * e);
     if (truth) {
       backend.ToTruth(in, tmp.data(), count, dtype, stream);
       in = tmp.data();
@@ -56,7 +59,22 @@ void ReduceChunks(const std::vector<const void*>& sends, int64_t offset, int64_t
 }  // namespace
 
 ThreadWorld::ThreadWorld(int64_t size, CommOptions options)
-    : size_(size), options_(options), exited_(size, false) {}
+    : size_(size),
+      options_(options),
+      exited_(size, false),
+      sent_(new std::atomic<int64_t>[size]),
+      received_(new std::atomic<int64_t>[size]) {
+  for (int64_t r = 0; r < size; ++r) {
+    sent_[r] = 0;
+    received_[r] = 0;
+  }
+}
+
+void ThreadWorld::CountCopy(int64_t from, int64_t to, int64_t bytes) {
+  if (from == to || bytes == 0) return;
+  sent_[from] += bytes;
+  received_[to] += bytes;
+}
 
 void ThreadWorld::Abort(const std::string& message) {
   std::lock_guard lock(mu_);
@@ -77,6 +95,10 @@ std::optional<std::string> ThreadWorld::abort_message() const {
 
 ThreadCommunicator::ThreadCommunicator(ThreadWorld& world, int64_t rank)
     : Communicator(rank, world.size(), world.options()), world_(world) {}
+
+ByteCount ThreadCommunicator::transport_bytes() const {
+  return ByteCount{world_.sent_[rank()].load(), world_.received_[rank()].load()};
+}
 
 void ThreadCommunicator::Fail(std::unique_lock<std::mutex>& lock, const Call& call,
                               const std::string& what) {
@@ -103,6 +125,7 @@ void ThreadCommunicator::Run(const Call& call) {
       } else {
         message.bytes.assign(bytes, bytes + d.counts[0] * e);
       }
+      world_.sent_[rank()] += static_cast<int64_t>(message.bytes.size());  // into the mailbox
       std::unique_lock lock(world_.mu_);
       if (world_.abort_message_) throw CommError(*world_.abort_message_);
       world_.mailboxes_[{rank(), d.root}].push_back(std::move(message));
@@ -152,6 +175,7 @@ void ThreadCommunicator::DoSynchronize() {
     } else {
       std::memcpy(call.recv, message.bytes.data(), message.bytes.size());
     }
+    world_.received_[rank()] += static_cast<int64_t>(message.bytes.size());  // out of it
   }
 }
 
@@ -227,12 +251,18 @@ void ThreadCommunicator::RunCollective(const Call& call) {
   std::vector<unsigned char> scratch;
   std::vector<const void*> sends(n);
   for (int64_t q = 0; q < n; ++q) sends[q] = calls[q]->send;
+  // Every read of another member's memory is counted here, where it happens.
+  auto read = [&](int64_t q, int64_t bytes) { world_.CountCopy(d.group[q], rank(), bytes); };
+  // all_reduce: the balanced split of the buffer (chunk q: count / n elements, one more
+  // when q < count % n); each member reduces its own chunk, then gathers the others'.
+  std::vector<int64_t> split;
   switch (d.kind) {
     case Collective::kAllGather: {
       scratch.resize(PrefixSum(d.counts, n) * e);
       int64_t offset = 0;
       for (int64_t q = 0; q < n; ++q) {
         if (d.counts[q] > 0) std::memcpy(scratch.data() + offset, sends[q], d.counts[q] * e);
+        read(q, d.counts[q] * e);
         offset += d.counts[q] * e;
       }
       break;
@@ -240,12 +270,16 @@ void ThreadCommunicator::RunCollective(const Call& call) {
     case Collective::kReduceScatter:
       scratch.resize(d.counts[p] * e);
       ReduceChunks(sends, PrefixSum(d.counts, p), d.counts[p], d.dtype, d.op, scratch.data(),
-                   backend(), stream());
+                   backend(), stream(), read);
       break;
-    case Collective::kAllReduce:
-      scratch.resize(d.counts[0] * e);
-      ReduceChunks(sends, 0, d.counts[0], d.dtype, d.op, scratch.data(), backend(), stream());
+    case Collective::kAllReduce: {
+      const int64_t count = d.counts[0];
+      for (int64_t q = 0; q < n; ++q) split.push_back(count / n + (q < count % n ? 1 : 0));
+      scratch.resize(split[p] * e);
+      ReduceChunks(sends, PrefixSum(split, p), split[p], d.dtype, d.op, scratch.data(),
+                   backend(), stream(), read);
       break;
+    }
     case Collective::kAllToAll: {
       scratch.resize(PrefixSum(d.recv_counts, n) * e);
       int64_t offset = 0;
@@ -253,6 +287,7 @@ void ThreadCommunicator::RunCollective(const Call& call) {
         const CollectiveDesc& dq = calls[q]->desc;
         const auto* from = static_cast<const unsigned char*>(sends[q]) + PrefixSum(dq.counts, p) * e;
         if (d.recv_counts[q] > 0) std::memcpy(scratch.data() + offset, from, d.recv_counts[q] * e);
+        read(q, d.recv_counts[q] * e);
         offset += d.recv_counts[q] * e;
       }
       break;
@@ -262,6 +297,7 @@ void ThreadCommunicator::RunCollective(const Call& call) {
         const int64_t root_pos = std::find(d.group.begin(), d.group.end(), d.root) - d.group.begin();
         scratch.resize(d.counts[0] * e);
         if (!scratch.empty()) std::memcpy(scratch.data(), sends[root_pos], scratch.size());
+        read(root_pos, static_cast<int64_t>(scratch.size()));
       }
       break;
     default:
@@ -270,14 +306,35 @@ void ThreadCommunicator::RunCollective(const Call& call) {
 
   // Phase 2: every member has finished reading; then write the output.
   lock.lock();
+  slot.members[p].reduced = scratch.data();
   ++slot.finished;
   world_.cv_.notify_all();
-  while (slot.finished < n) {
-    if (world_.abort_message_) throw CommError(*world_.abort_message_);
-    if (world_.cv_.wait_until(lock, deadline) == std::cv_status::timeout && slot.finished < n) {
-      Fail(lock, call, "timed out after " + Seconds(options().timeout_s) +
-                           " waiting for the group to finish");
+  auto wait_for = [&](const int64_t& counter, const char* what) {
+    while (counter < n) {
+      if (world_.abort_message_) throw CommError(*world_.abort_message_);
+      if (world_.cv_.wait_until(lock, deadline) == std::cv_status::timeout && counter < n) {
+        Fail(lock, call, "timed out after " + Seconds(options().timeout_s) + " waiting for " +
+                             what);
+      }
     }
+  };
+  wait_for(slot.finished, "the group to finish");
+  if (d.kind == Collective::kAllReduce) {
+    // The all-gather half: every member's reduced chunk into place (the send buffers are no
+    // longer read, so in-place calls are safe); the chunks stay alive until all have copied.
+    lock.unlock();
+    auto* out = static_cast<unsigned char*>(call.recv);
+    for (int64_t q = 0; q < n; ++q) {
+      const auto* chunk = static_cast<const unsigned char*>(slot.members[q].reduced);
+      if (split[q] > 0) std::memcpy(out + PrefixSum(split, q) * e, chunk, split[q] * e);
+      if (q != p) read(q, split[q] * e);
+    }
+    lock.lock();
+    ++slot.gathered;
+    world_.cv_.notify_all();
+    wait_for(slot.gathered, "the group to gather");
+    if (++slot.departed == n) world_.slots_.erase(key);
+    return;
   }
   if (++slot.departed == n) world_.slots_.erase(key);
   lock.unlock();

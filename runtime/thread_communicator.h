@@ -7,6 +7,11 @@
 // the descriptors agree (always: a mismatch here would read out of bounds), computes its
 // own result from the others' send buffers into a scratch buffer, waits until every member
 // has finished reading, then writes its output. So in-place calls (send == recv) are safe.
+// all_reduce is a reduce-scatter then an all-gather over the balanced split of the buffer
+// (each member reduces its own chunk, waits, then copies the others' reduced chunks), so
+// that what moves between threads is what communicator.h's byte accounting describes.
+// transport_bytes() counts every copy out of or into another rank's memory where it
+// happens (a Send's copy into the mailbox, a Recv's copy out of it).
 // Send copies the message into the (sender, receiver) mailbox; Recv takes it at
 // Synchronize().
 //
@@ -16,11 +21,13 @@
 // message, and RunRanks rethrows that message once every thread has ended.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -52,11 +59,13 @@ class ThreadWorld {
   struct Member {
     const void* call = nullptr;  // the member's Communicator::Call (opaque here)
     bool arrived = false;
+    const void* reduced = nullptr;  // all_reduce: the member's reduced chunk
   };
   struct Slot {
     std::vector<Member> members;  // by position
     int64_t arrived = 0;
     int64_t finished = 0;
+    int64_t gathered = 0;  // all_reduce: members done copying the reduced chunks
     int64_t departed = 0;
   };
   struct Message {
@@ -74,12 +83,18 @@ class ThreadWorld {
   std::map<std::pair<int64_t, int64_t>, std::deque<Message>> mailboxes_;  // (from, to)
   std::vector<bool> exited_;
   std::optional<std::string> abort_message_;
+  // Transport counts per rank; a rank's sent bytes are counted by the ranks that read them.
+  void CountCopy(int64_t from, int64_t to, int64_t bytes);
+  std::unique_ptr<std::atomic<int64_t>[]> sent_;
+  std::unique_ptr<std::atomic<int64_t>[]> received_;
 };
 
 class ThreadCommunicator final : public Communicator {
  public:
   // `world` must outlive this communicator; one communicator per rank, used by one thread.
   ThreadCommunicator(ThreadWorld& world, int64_t rank);
+
+  ByteCount transport_bytes() const override;
 
  private:
   void Run(const Call& call) override;
