@@ -5,7 +5,7 @@
 #include <numeric>
 #include <random>
 
-
+#include "checker/input_values.h"
 #include "reference/reference.h"
 #include "rules/error.h"
 #include "rules/layout.h"
@@ -38,32 +38,13 @@ int64_t Numel(const Shape& shape) {
   return n;
 }
 
-// Distinct values (so max and argmax have one answer), sign-varying unless positive.
+// The generated values of one input (checker/input_values.h); an index below a bound of
+// 0 does not exist.
 Tensor MakeInput(const Shape& shape, InputValues values, Rng& rng) {
-  Tensor t;
-  t.shape = shape;
-  const int64_t n = Numel(shape);
-  t.data.resize(n);
-  std::vector<int64_t> rank(n);
-  std::iota(rank.begin(), rank.end(), 0);
-  std::shuffle(rank.begin(), rank.end(), rng.gen());
-  const double step = n > 0 ? 1.0 / static_cast<double>(n) : 1.0;
-  for (int64_t k = 0; k < n; ++k) {
-    const double u = (static_cast<double>(rank[k]) + 0.5 + rng.Uniform(-0.25, 0.25)) * step;  // (0, 1)
-    switch (values.kind) {
-      case ValueKind::kReal: t.data[k] = -2.0 + 4.0 * u; break;
-      case ValueKind::kPositive: t.data[k] = 0.1 + 1.9 * u; break;
-      case ValueKind::kNonZero: t.data[k] = (rng.Int(0, 1) ? 1.0 : -1.0) * (0.5 + 1.5 * u); break;
-      case ValueKind::kBool: t.data[k] = static_cast<double>(rng.Int(0, 1)); break;
-      case ValueKind::kIndex:
-        if (values.bound <= 0) throw NotApplicable{"no valid index below bound 0"};
-        t.data[k] = static_cast<double>(rng.Int(0, values.bound - 1));
-        break;
-    }
+  if (values.kind == ValueKind::kIndex && values.bound <= 0 && Numel(shape) > 0) {
+    throw NotApplicable{"no valid index below bound 0"};
   }
-  if (values.kind == ValueKind::kBool) t.dtype = DType::kBool;
-  if (values.kind == ValueKind::kIndex) t.dtype = DType::kInt64;
-  return t;
+  return MakeInputValues(shape, values, rng.gen());
 }
 
 // The addends of `whole` for `partial` (rules/partial_split.h), one tensor per slot.

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 
+#include "checker/input_values.h"
 #include "checker/vjp_eval.h"
 #include "reference/reference.h"
 #include "rules/error.h"
@@ -30,27 +31,6 @@ using reference::Tensors;
 
 constexpr double kStep = 1e-5;
 constexpr double kTolerance = 1e-6;
-
-Tensor MakeInput(const Shape& shape, InputValues values, std::mt19937_64& rng) {
-  Tensor t;
-  t.shape = shape;
-  t.data.resize(static_cast<size_t>(reference::NumElements(shape)));
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  for (double& v : t.data) {
-    switch (values.kind) {
-      case ValueKind::kReal: v = -2.0 + 4.0 * unit(rng); break;
-      case ValueKind::kPositive: v = 0.1 + 1.9 * unit(rng); break;
-      case ValueKind::kNonZero: v = (unit(rng) < 0.5 ? -1.0 : 1.0) * (0.5 + 1.5 * unit(rng)); break;
-      case ValueKind::kBool: v = unit(rng) < 0.5 ? 0.0 : 1.0; break;
-      case ValueKind::kIndex:
-        v = static_cast<double>(rng() % static_cast<uint64_t>(std::max<int64_t>(values.bound, 1)));
-        break;
-    }
-  }
-  if (values.kind == ValueKind::kBool) t.dtype = DType::kBool;
-  if (values.kind == ValueKind::kIndex) t.dtype = DType::kInt64;
-  return t;
-}
 
 bool Differentiable(const Tensor& t) { return IsFloating(t.dtype); }
 
@@ -130,7 +110,7 @@ TEST(Vjp, EveryFilledSlotMatchesFiniteDifferences) {
           const Attrs normalized = op.NormalizeAttrs(example.attrs);
           kinds = op.InputValueKinds(RuleContext{example.shapes, normalized});
           for (size_t i = 0; i < example.shapes.size(); ++i) {
-            inputs.push_back(MakeInput(example.shapes[i], kinds[i], rng));
+            inputs.push_back(MakeInputValues(example.shapes[i], kinds[i], rng));
           }
           reference::FindReference(op.name)(inputs, normalized);
         } catch (const SpmdError&) {

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -21,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checker/input_values.h"
 #include "kernels/cpu/kernels.h"
 #include "reference/reference.h"
 #include "rules/error.h"
@@ -76,30 +78,14 @@ std::set<std::string> DocumentedOps(const fs::path& file) {
   return names;
 }
 
-// Inputs for an example: small distinct values of each input's value kind.
+// Inputs for an example: generated values of each input's value kind.
 reference::Tensors MakeInputs(const OpDecl& op, const Example& example) {
   const Attrs attrs = op.NormalizeAttrs(example.attrs);
   const std::vector<InputValues> kinds = op.InputValueKinds(RuleContext{example.shapes, attrs});
+  std::mt19937_64 rng(1);
   reference::Tensors inputs;
   for (size_t i = 0; i < example.shapes.size(); ++i) {
-    reference::Tensor t;
-    t.shape = example.shapes[i];
-    t.data.resize(static_cast<size_t>(reference::NumElements(t.shape)));
-    for (size_t k = 0; k < t.data.size(); ++k) {
-      const double u = (static_cast<double>(k) + 0.5) / static_cast<double>(t.data.size());
-      switch (kinds[i].kind) {
-        case ValueKind::kReal: t.data[k] = -1.5 + 3.0 * u; break;
-        case ValueKind::kPositive: t.data[k] = 0.2 + 1.5 * u; break;
-        case ValueKind::kNonZero: t.data[k] = (k % 2 ? -1.0 : 1.0) * (0.5 + u); break;
-        case ValueKind::kBool: t.data[k] = static_cast<double>(k % 2); break;
-        case ValueKind::kIndex:
-          t.data[k] = static_cast<double>(static_cast<int64_t>(k) % std::max<int64_t>(kinds[i].bound, 1));
-          break;
-      }
-    }
-    if (kinds[i].kind == ValueKind::kBool) t.dtype = DType::kBool;
-    if (kinds[i].kind == ValueKind::kIndex) t.dtype = DType::kInt64;
-    inputs.push_back(std::move(t));
+    inputs.push_back(checker::MakeInputValues(example.shapes[i], kinds[i], rng));
   }
   return inputs;
 }

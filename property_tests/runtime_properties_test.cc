@@ -52,6 +52,7 @@
 #include <string>
 #include <vector>
 
+#include "checker/input_values.h"
 #include "kernels/tensor.h"
 #include "property_tests/tolerance.h"
 #include "reference/reference.h"
@@ -498,32 +499,10 @@ using prop::MakeBounds;
 
 using prop::SameSpecial;
 
-// Distinct values (so max and argmax have one answer), sign-varying unless positive (as
-// checker/simulate.cc makes them).
+// The checker's generated values (checker/input_values.h) in the run's float dtype.
 ref::Tensor MakeInput(const Shape& shape, InputValues values, DType float_dtype, std::mt19937_64& rng) {
-  ref::Tensor t;
-  t.shape = shape;
-  const int64_t n = Numel(shape);
-  t.data.resize(n);
-  std::vector<int64_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), rng);
-  auto uniform = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
-  auto randint = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
-  const double step = n > 0 ? 1.0 / static_cast<double>(n) : 1.0;
-  for (int64_t k = 0; k < n; ++k) {
-    const double u = (static_cast<double>(order[k]) + 0.5 + uniform(-0.25, 0.25)) * step;
-    switch (values.kind) {
-      case ValueKind::kReal: t.data[k] = -2.0 + 4.0 * u; break;
-      case ValueKind::kPositive: t.data[k] = 0.1 + 1.9 * u; break;
-      case ValueKind::kNonZero: t.data[k] = (randint(0, 1) ? 1.0 : -1.0) * (0.5 + 1.5 * u); break;
-      case ValueKind::kBool: t.data[k] = static_cast<double>(randint(0, 1)); break;
-      case ValueKind::kIndex: t.data[k] = static_cast<double>(randint(0, std::max<int64_t>(values.bound, 1) - 1)); break;
-    }
-  }
-  t.dtype = float_dtype;
-  if (values.kind == ValueKind::kBool) t.dtype = DType::kBool;
-  if (values.kind == ValueKind::kIndex) t.dtype = DType::kInt64;
+  ref::Tensor t = checker::MakeInputValues(shape, values, rng);
+  if (t.dtype == DType::kFloat64) t.dtype = float_dtype;
   for (double& v : t.data) v = prop::RoundToDType(v, t.dtype);  // the run's values, exactly
   return t;
 }

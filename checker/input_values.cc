@@ -1,0 +1,39 @@
+#include "checker/input_values.h"
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+namespace spmd::checker {
+
+reference::Tensor MakeInputValues(const Shape& shape, InputValues values, std::mt19937_64& rng) {
+  auto uniform = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
+  auto randint = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  reference::Tensor t;
+  t.shape = shape;
+  const int64_t n = reference::NumElements(shape);
+  t.data.resize(static_cast<size_t>(n));
+  // Element k takes the rank[k]-th of n evenly spaced slots, jittered within its slot.
+  std::vector<int64_t> rank(static_cast<size_t>(n));
+  std::iota(rank.begin(), rank.end(), 0);
+  std::shuffle(rank.begin(), rank.end(), rng);
+  const double step = n > 0 ? 1.0 / static_cast<double>(n) : 1.0;
+  for (int64_t k = 0; k < n; ++k) {
+    const double u = (static_cast<double>(rank[k]) + 0.5 + uniform(-0.25, 0.25)) * step;  // (0, 1)
+    double& v = t.data[static_cast<size_t>(k)];
+    switch (values.kind) {
+      case ValueKind::kReal: v = -2.0 + 4.0 * u; break;
+      case ValueKind::kPositive: v = 0.1 + 1.9 * u; break;
+      case ValueKind::kNonZero: v = (randint(0, 1) ? 1.0 : -1.0) * (0.5 + 1.5 * u); break;
+      case ValueKind::kBool: v = static_cast<double>(randint(0, 1)); break;
+      case ValueKind::kIndex:
+        v = static_cast<double>(randint(0, std::max<int64_t>(values.bound, 1) - 1));
+        break;
+    }
+  }
+  if (values.kind == ValueKind::kBool) t.dtype = DType::kBool;
+  if (values.kind == ValueKind::kIndex) t.dtype = DType::kInt64;
+  return t;
+}
+
+}  // namespace spmd::checker
