@@ -259,9 +259,16 @@ Outcome CheckClaim(const Case& c, const std::vector<DistAttr>& required,
   Outcome outcome;
   outcome.required = required;
   outcome.outputs = claimed;
-  const reference::ReferenceFn fn = reference::FindReference(c.op->name);
+  const reference::ReferenceFn fn = c.reference ? c.reference : reference::FindReference(c.op->name);
   try {
     const Attrs attrs = c.op->NormalizeAttrs(c.attrs);
+    // The declaration fixes the output shapes; a request it refuses is not applicable.
+    std::vector<Shape> global_out_shapes;
+    try {
+      global_out_shapes = InferOutputShapes(*c.op, c.shapes, attrs);
+    } catch (const SpmdError& e) {
+      throw NotApplicable{std::string("the declaration refuses the request: ") + e.what()};
+    }
     const RuleContext rule_context{c.shapes, attrs};
     std::vector<InputValues> kinds = c.op->InputValueKinds(rule_context);
     for (size_t i = 0; i < kinds.size() && i < required.size(); ++i) {
@@ -283,7 +290,24 @@ Outcome CheckClaim(const Case& c, const std::vector<DistAttr>& required,
     try {
       global_outputs = fn(global_inputs, attrs);
     } catch (const SpmdError& e) {
-      throw NotApplicable{std::string("the reference refuses the global inputs: ") + e.what()};
+      // The declaration accepted the request: the oracle refusing it is a disagreement
+      // between the two (validation drift), not a case to skip.
+      return Unsound({"reference refuses", -1, -1, {}, 0, 0,
+                      std::string("the reference refuses a request the declaration accepts: ") +
+                          std::string(ToString(e.type())) + " " + e.what()});
+    }
+    if (global_outputs.size() != global_out_shapes.size()) {
+      return Unsound({"shape", -1, -1, {}, 0, 0,
+                      "the reference gives " + std::to_string(global_outputs.size()) +
+                          " outputs, the declaration " + std::to_string(global_out_shapes.size())});
+    }
+    for (size_t o = 0; o < global_outputs.size(); ++o) {
+      if (global_outputs[o].shape != global_out_shapes[o]) {
+        return Unsound({"shape", static_cast<int>(o), -1, global_outputs[o].shape, 0, 0,
+                        "the reference's output " + std::to_string(o) + " has shape " +
+                            IndexString(global_outputs[o].shape) + ", the declaration gives " +
+                            IndexString(global_out_shapes[o])});
+      }
     }
     if (required.size() != c.shapes.size()) ThrowInvalid("inputs", "one required dist attr per input");
     if (claimed.size() != global_outputs.size()) {
@@ -300,8 +324,6 @@ Outcome CheckClaim(const Case& c, const std::vector<DistAttr>& required,
     for (size_t i = 0; i < c.shapes.size(); ++i) {
       partial_values.push_back(SplitPartialTensor(global_inputs[i], required[i].partial, c.mesh, rng));
     }
-    std::vector<Shape> global_out_shapes;
-    for (const Tensor& t : global_outputs) global_out_shapes.push_back(t.shape);
     const auto coords = AllCoordinates(c.mesh);
     std::vector<Tensors> local(coords.size());
     for (size_t r = 0; r < coords.size(); ++r) {

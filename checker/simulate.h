@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "reference/reference.h"
 #include "reference/tensor.h"
 #include "rules/op_decl.h"
 
@@ -25,11 +26,13 @@ struct Case {
   std::vector<DistAttr> inputs;  // forward: the given input dist attrs
   Attrs attrs;                   // as a caller gives them (normalised inside)
   uint64_t seed = 1;
+  // The oracle; null: the registered reference of op->name (tests inject others).
+  reference::ReferenceFn reference = nullptr;
 };
 
 // The smallest evidence that a claim is wrong.
 struct Counterexample {
-  std::string what;            // "value", "shape", "replica", "local error"
+  std::string what;            // "value", "shape", "replica", "local error", "reference refuses"
   int output = -1;             // which output
   int64_t process_id = -1;     // the rank at fault (for value: the rank holding the element)
   std::vector<int64_t> index;  // global element index (value) or local shape (shape)
@@ -41,7 +44,8 @@ struct Counterexample {
 enum class Verdict {
   kSound,
   kUnsound,
-  kNotApplicable,  // the rule or the global reference refused the case (typed error)
+  kNotApplicable,  // the rule (the declaration) refused the case (typed error); the
+                   // reference refusing what the declaration accepts is kUnsound
 };
 
 struct Outcome {

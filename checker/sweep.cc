@@ -7,7 +7,6 @@
 #include <random>
 #include <thread>
 
-#include "reference/reference.h"
 #include "rules/error.h"
 #include "rules/registry.h"
 
@@ -32,25 +31,6 @@ std::vector<ReduceOp> PartialOps(const OpDecl& op, const Example& example, const
     case PartialAcceptance::kAnyOp: return {ReduceOp::kSum, ReduceOp::kMax};
   }
   return {};
-}
-
-// Shapes of the outputs, from the reference on placeholder inputs.
-std::vector<Shape> OutputShapes(const OpDecl& op, const Example& example, const Attrs& normalized) {
-  const RuleContext context{example.shapes, normalized};
-  const auto kinds = op.InputValueKinds(context);
-  reference::Tensors inputs;
-  for (size_t i = 0; i < example.shapes.size(); ++i) {
-    reference::Tensor t;
-    t.shape = example.shapes[i];
-    int64_t n = 1;
-    for (int64_t s : t.shape) n *= s;
-    t.data.assign(n, kinds[i].kind == ValueKind::kReal ? 0.5 : 1.0);
-    if (kinds[i].kind == ValueKind::kIndex) t.data.assign(n, 0.0);
-    inputs.push_back(std::move(t));
-  }
-  std::vector<Shape> shapes;
-  for (const auto& t : reference::FindReference(op.name)(inputs, normalized)) shapes.push_back(t.shape);
-  return shapes;
 }
 
 // Calls fn(combination) for the cartesian product of `choices`, or for an evenly spread
@@ -145,7 +125,7 @@ SweepRow SweepExhaustive(const OpDecl& op, const std::vector<int64_t>& mesh_shap
       for (const Shape& shape : example.shapes) {
         choices.push_back(EnumerateDistAttrs(static_cast<int>(shape.size()), mesh.ndim(), partial_ops));
       }
-      Case c{&op, mesh, example.shapes, {}, example.attrs, seed};
+      Case c{&op, mesh, example.shapes, {}, example.attrs, seed, options.reference};
       ForEachCombination(choices, options.max_combinations, [&](const std::vector<DistAttr>& inputs) {
         c.inputs = inputs;
         c.seed = ++seed;
@@ -154,7 +134,7 @@ SweepRow SweepExhaustive(const OpDecl& op, const std::vector<int64_t>& mesh_shap
       if (!options.reverse) continue;
       std::vector<Shape> out_shapes;
       try {
-        out_shapes = OutputShapes(op, example, normalized);
+        out_shapes = InferOutputShapes(op, example.shapes, normalized);
       } catch (const SpmdError&) {
         continue;
       }
@@ -164,7 +144,7 @@ SweepRow SweepExhaustive(const OpDecl& op, const std::vector<int64_t>& mesh_shap
         out_choices.push_back(o == 0 ? EnumerateDistAttrs(static_cast<int>(out_shapes[o].size()), mesh.ndim(), {})
                                      : std::vector<DistAttr>{DistAttr::Replicated(static_cast<int>(out_shapes[o].size()))});
       }
-      Case base{&op, mesh, example.shapes, {}, example.attrs, seed};
+      Case base{&op, mesh, example.shapes, {}, example.attrs, seed, options.reference};
       ForEachCombination(out_choices, options.max_combinations, [&](const std::vector<DistAttr>& outs) {
         base.seed = ++seed;
         Case forward_case;
@@ -207,7 +187,7 @@ SweepRow SweepRandom(const OpDecl& op, const SweepOptions& options) {
       ++row.skipped;
       continue;
     }
-    Case c{&op, mesh, example.shapes, {}, example.attrs, rng()};
+    Case c{&op, mesh, example.shapes, {}, example.attrs, rng(), options.reference};
     for (const Shape& s : example.shapes) {
       auto all = EnumerateDistAttrs(static_cast<int>(s.size()), mesh.ndim(), partial_ops);
       c.inputs.push_back(all[pick(all.size())]);

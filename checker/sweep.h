@@ -25,6 +25,7 @@ struct SweepOptions {
   // How to replay a failing case (one line, e.g. io::ReplayCommand); none: failures
   // carry no replay line. The checker prints no JSON itself (io/ does).
   std::function<std::string(const Case&)> replay;
+  reference::ReferenceFn reference = nullptr;    // the oracle; null: each op's registered one
 };
 
 struct SweepRow {
@@ -33,7 +34,8 @@ struct SweepRow {
   int64_t cases = 0;    // cases run (not-applicable ones excluded)
   int64_t passed = 0;
   int64_t failed = 0;
-  int64_t skipped = 0;  // the rule or the reference refused (typed error)
+  int64_t skipped = 0;  // the rule refused (typed error); a reference refusing what the
+                        // rule accepted counts as failed
   double seconds = 0;
   std::vector<std::string> failures;  // the first few: message and replay command
 };

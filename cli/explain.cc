@@ -13,12 +13,6 @@
 namespace spmd::cli {
 namespace {
 
-std::string Printable(const std::string& notation) {
-  std::string s;
-  for (char c : notation) s.push_back(static_cast<unsigned char>(c) >= 128 ? '*' : c);
-  return s;
-}
-
 std::string Axes(const AxisList& axes) {
   if (axes.empty()) return "replicated";
   std::string s = axes.size() > 1 ? "axes " : "axis ";
@@ -27,32 +21,31 @@ std::string Axes(const AxisList& axes) {
 }
 
 void ExplainEinsum(const OpDecl& op, const io::RuleRequest& r, const EinsumSpec& spec, const InferResult& result) {
-  std::printf("rule       einsum notation %s\n", Printable(spec.ToString()).c_str());
+  std::printf("rule       einsum notation %s\n", spec.ToString().c_str());
   // The merged factor map, read back from the required inputs (and the outputs for
   // factors only outputs carry).
-  std::map<char, AxisList> factors;
+  std::map<FactorId, AxisList> factors;
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     for (size_t d = 0; d < spec.inputs[i].size(); ++d) {
-      if (spec.inputs[i][d] != '1') factors[spec.inputs[i][d]] = result.inputs[i].dims[d];
+      if (spec.inputs[i][d] != kBroadcastDim) factors[spec.inputs[i][d]] = result.inputs[i].dims[d];
     }
   }
   std::printf("factors   ");
-  for (const auto& [letter, axes] : factors) {
-    if (static_cast<unsigned char>(letter) >= 128) continue;
-    std::printf(" %c: %s;", letter, Axes(axes).c_str());
+  for (const auto& [factor, axes] : factors) {
+    std::printf(" %s: %s;", EinsumSpec::FactorName(factor).c_str(), Axes(axes).c_str());
   }
   std::printf("\n");
   if (!spec.forced_replicated.empty()) {
     std::printf("           %s must be whole on every rank (the local kernel needs it)\n",
-                Printable(spec.forced_replicated).c_str());
+                EinsumSpec::NotationString(spec.forced_replicated).c_str());
   }
   for (size_t o = 0; o < spec.outputs.size(); ++o) {
     for (const auto& [axis, reduce] : result.outputs[o].partial) {
       std::string why = "a partial input the op keeps";
-      for (const auto& [letter, axes] : factors) {
+      for (const auto& [factor, axes] : factors) {
         for (int a : axes) {
-          if (a == axis && spec.outputs[o].find(letter) == std::string::npos) {
-            why = std::string("factor ") + letter + " is contracted and sharded by axis " + std::to_string(axis);
+          if (a == axis && !Contains(spec.outputs[o], factor)) {
+            why = "factor " + EinsumSpec::FactorName(factor) + " is contracted and sharded by axis " + std::to_string(axis);
           }
         }
       }

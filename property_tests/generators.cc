@@ -652,7 +652,7 @@ rc::Gen<ReverseRequest> GenArbitraryReverse(const OpDecl& op) {
                                          {1, 2}});
       if (how == 0) {
         shape = (*shapes)[o];
-      } else if (how == 1) {  // the right rank, sizes unknown (fresh letters)
+      } else if (how == 1) {  // the right rank, other sizes
         for (int d = 0; d < (*ranks)[o]; ++d) shape.push_back(PickDimSize());
       } else {
         shape = PickShape();
@@ -704,47 +704,15 @@ rc::Gen<std::optional<ForwardRequest>> GenAccepted(const OpDecl& op, DistMode mo
 std::vector<int> OutputRanks(const OpDecl& op, const std::vector<Shape>& input_shapes,
                              const Attrs& normalized_attrs) {
   std::vector<int> ranks;
-  if (op.dimtrans) {
-    const DimTransSpec spec = op.dimtrans(RuleContext{input_shapes, normalized_attrs});
-    ranks.push_back(static_cast<int>(spec.outputs.size()));
-    return ranks;
+  for (const Shape& shape : OutputShapes(op, input_shapes, normalized_attrs)) {
+    ranks.push_back(static_cast<int>(shape.size()));
   }
-  const std::optional<EinsumSpec> spec = BuildEinsumSpec(op, input_shapes, normalized_attrs);
-  for (const std::string& notation : spec->outputs) ranks.push_back(static_cast<int>(notation.size()));
   return ranks;
 }
 
-std::optional<std::vector<Shape>> OutputShapes(const OpDecl& op,
-                                               const std::vector<Shape>& input_shapes,
-                                               const Attrs& normalized_attrs) {
-  if (op.dimtrans) {
-    const DimTransSpec spec = op.dimtrans(RuleContext{input_shapes, normalized_attrs});
-    return std::vector<Shape>{spec.output_shape};
-  }
-  const std::optional<EinsumSpec> spec = BuildEinsumSpec(op, input_shapes, normalized_attrs);
-  int64_t size[256];
-  std::fill(std::begin(size), std::end(size), int64_t{-1});
-  for (size_t i = 0; i < spec->inputs.size(); ++i) {
-    for (size_t d = 0; d < spec->inputs[i].size(); ++d) {
-      size[static_cast<unsigned char>(spec->inputs[i][d])] = input_shapes[i][d];
-    }
-  }
-  std::vector<Shape> shapes;
-  for (const std::string& notation : spec->outputs) {
-    Shape shape;
-    for (char letter : notation) {
-      const auto c = static_cast<unsigned char>(letter);
-      if (letter == '1') {
-        shape.push_back(1);
-      } else if (c >= 128 || size[c] < 0) {
-        return std::nullopt;  // a fresh letter: its size is the op's business
-      } else {
-        shape.push_back(size[c]);
-      }
-    }
-    shapes.push_back(std::move(shape));
-  }
-  return shapes;
+std::vector<Shape> OutputShapes(const OpDecl& op, const std::vector<Shape>& input_shapes,
+                                const Attrs& normalized_attrs) {
+  return InferOutputShapes(op, input_shapes, normalized_attrs);
 }
 
 // ---- Crashes ----------------------------------------------------------------------------------

@@ -112,7 +112,7 @@ rc::Gen<size_t> GenArbitraryInputCount(const OpDecl& op);
 // Arbitrary requests: a valid mesh; usually the declared input count; shapes related as in
 // GenShapes, sometimes with one size negative or huge (2^31, 2^40, 2^62); arbitrary dist
 // attrs; arbitrary attrs. Reverse outputs: usually the count and shapes the declaration
-// gives for these inputs (sizes of fresh letters drawn), sometimes any.
+// gives for these inputs (the declared shapes; sometimes the right ranks with other sizes), sometimes any.
 rc::Gen<ForwardRequest> GenArbitraryForward(const OpDecl& op);
 rc::Gen<ReverseRequest> GenArbitraryReverse(const OpDecl& op);
 
@@ -131,19 +131,15 @@ rc::Gen<std::optional<ForwardRequest>> GenAccepted(const OpDecl& op, DistMode mo
 
 // ---- What the declarations say about outputs --------------------------------------------
 
-// The rank of each output for these input shapes and normalised attrs: the einsum
-// notation's output lengths, or the DimTrans spec's transform count. Throws SpmdError as
-// the rule builders do.
+// The rank of each output for these input shapes and normalised attrs (of OutputShapes).
+// Throws SpmdError as the rule builders do.
 std::vector<int> OutputRanks(const OpDecl& op, const std::vector<Shape>& input_shapes,
                              const Attrs& normalized_attrs);
 
-// The shape of each output, or nothing when an output has a dim whose size the notation
-// does not determine (a fresh letter: a byte >= 128, used for split pieces, concat, tile,
-// ...). Einsum ops: each letter's size comes from the inputs, `1` is 1. DimTrans ops: the
-// spec's output shape. Throws SpmdError as the rule builders do.
-std::optional<std::vector<Shape>> OutputShapes(const OpDecl& op,
-                                               const std::vector<Shape>& input_shapes,
-                                               const Attrs& normalized_attrs);
+// The shape of each output: the declaration's (InferOutputShapes). Throws SpmdError as the
+// rule builders do.
+std::vector<Shape> OutputShapes(const OpDecl& op, const std::vector<Shape>& input_shapes,
+                                const Attrs& normalized_attrs);
 
 // ---- Crashes ----------------------------------------------------------------------------------
 //

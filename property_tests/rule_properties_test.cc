@@ -356,13 +356,15 @@ bool OutputsConflict(const OpDecl& op, const std::vector<Shape>& shapes,
                      const std::vector<TensorArg>& outputs, const Attrs& attrs) {
   if (!op.einsum) return false;
   const EinsumSpec spec = *BuildEinsumSpec(op, shapes, op.NormalizeAttrs(attrs));
-  std::map<char, AxisList> lists;
-  std::map<int, char> owner;
+  std::map<FactorId, AxisList> lists;
+  std::map<int, FactorId> owner;
   for (size_t o = 0; o < outputs.size() && o < spec.outputs.size(); ++o) {
     for (size_t d = 0; d < spec.outputs[o].size(); ++d) {
-      const char letter = spec.outputs[o][d];
+      const FactorId letter = spec.outputs[o][d];
       const AxisList& axes = outputs[o].dist.dims[d];
-      if (letter == '1' || axes.empty()) continue;
+      if (letter == kBroadcastDim || Contains(spec.forced_replicated, letter) || axes.empty()) {
+        continue;  // forced-replicated factors claim nothing in reverse
+      }
       auto [it, added] = lists.emplace(letter, axes);
       if (!added && it->second != axes) return true;
       for (int axis : axes) {
@@ -378,8 +380,9 @@ bool OutputsConflict(const OpDecl& op, const std::vector<Shape>& shapes,
 // then forward on the reverse's inputs. Asserted:
 //  1. reverse answers, or throws an SpmdError of type Conflict; any other error on a
 //     well-formed request fails. A Conflict must be real: only an einsum op can have one,
-//     and only when, under its notation, the outputs give one letter two different
-//     non-empty axis lists or one mesh axis to two letters (`1` dims do not count);
+//     and only when, under its notation, the outputs give one factor two different
+//     non-empty axis lists or one mesh axis to two factors (`1` dims and forced-replicated
+//     factors do not count);
 //  2. the reverse's answer is valid (as in ValidAnswersAreValid) and carries no partial
 //     map, on inputs or outputs (DECISIONS.md "Reverse");
 //  3. forward accepts the reverse's inputs and requires them unchanged (the reverse's
@@ -424,12 +427,10 @@ bool CheckReverseAgrees(const OpDecl& op, const Mesh& mesh, const std::vector<Sh
   return true;
 }
 
-// The outputs of an accepted forward request with their shapes, or nothing when the
-// declaration does not determine an output's shape (fresh letters: split pieces, concat,
-// stack, slice, tile, expand, flattened cumsum).
-std::optional<std::vector<TensorArg>> OutputArgs(const ForwardRequest& request,
-                                                 const std::vector<DistAttr>& dists) {
-  std::optional<std::vector<Shape>> shapes;
+// The outputs of an accepted forward request with their declared shapes.
+std::vector<TensorArg> OutputArgs(const ForwardRequest& request,
+                                  const std::vector<DistAttr>& dists) {
+  std::vector<Shape> shapes;
   try {
     shapes = OutputShapes(*request.op, ShapesOf(request.inputs),
                           request.op->NormalizeAttrs(request.attrs));
@@ -437,27 +438,24 @@ std::optional<std::vector<TensorArg>> OutputArgs(const ForwardRequest& request,
     RC_FAIL("the declaration rejects an accepted request: " + std::string(e.what()) +
             "\n  request: " + ToJsonLine(request));
   }
-  if (!shapes) return std::nullopt;
-  if (shapes->size() != dists.size()) {
-    RC_FAIL(std::to_string(dists.size()) + " outputs for " + std::to_string(shapes->size()) +
+  if (shapes.size() != dists.size()) {
+    RC_FAIL(std::to_string(dists.size()) + " outputs for " + std::to_string(shapes.size()) +
             " output shapes\n  request: " + ToJsonLine(request));
   }
   std::vector<TensorArg> args;
-  for (size_t o = 0; o < dists.size(); ++o) args.push_back({(*shapes)[o], dists[o]});
+  for (size_t o = 0; o < dists.size(); ++o) args.push_back({shapes[o], dists[o]});
   return args;
 }
 
 // Reverse on the outputs of a successful forward (partial maps included: reverse ignores
-// them), then CheckReverseAgrees. Cases whose output shapes the declaration leaves open
-// are skipped.
+// them), then CheckReverseAgrees.
 RC_GTEST_PROP(RuleProperties, ReverseAgreesWithForward, ()) {
   for (const OpDecl* op : OpsUnderTest()) {
     const std::optional<ForwardRequest> request = *GenAccepted(*op, DistMode::kAny);
     if (!request) continue;
     const InferResult answer = MustAnswer(Forward(*request), "forward", ToJsonLine(*request));
-    const std::optional<std::vector<TensorArg>> outputs = OutputArgs(*request, answer.outputs);
-    if (!outputs) continue;
-    CheckReverseAgrees(*op, request->mesh, ShapesOf(request->inputs), *outputs, request->attrs);
+    const std::vector<TensorArg> outputs = OutputArgs(*request, answer.outputs);
+    CheckReverseAgrees(*op, request->mesh, ShapesOf(request->inputs), outputs, request->attrs);
   }
 }
 
@@ -473,22 +471,12 @@ RC_GTEST_PROP(RuleProperties, ReverseOnRandomOutputsAgreesWithForward, ()) {
     for (const DistAttr& d : answer.outputs) {
       dists.push_back(*GenDistAttr(request->mesh, d.rank()));
     }
-    const std::optional<std::vector<TensorArg>> outputs = OutputArgs(*request, dists);
-    if (!outputs) continue;
-    CheckReverseAgrees(*op, request->mesh, ShapesOf(request->inputs), *outputs, request->attrs);
+    const std::vector<TensorArg> outputs = OutputArgs(*request, dists);
+    CheckReverseAgrees(*op, request->mesh, ShapesOf(request->inputs), outputs, request->attrs);
   }
 }
 
 // ---- f. Answers follow the declaration ---------------------------------------------------------
-
-std::string Printable(const std::string& notation) {
-  std::string s;
-  for (char c : notation) {
-    s += static_cast<unsigned char>(c) >= 128 ? "#" + std::to_string(static_cast<unsigned char>(c) - 128) + " "
-                                              : std::string(1, c);
-  }
-  return s;
-}
 
 // The required partial maps that DECISIONS.md's acceptance rules give: `free` are the mesh
 // axes no merged factor uses (an accepted axis that a factor uses is reduced instead).
@@ -540,24 +528,24 @@ void CheckEinsumAnswer(const OpDecl& op, const ForwardRequest& request, const In
                        const std::string& line) {
   const std::vector<Shape> shapes = ShapesOf(request.inputs);
   const EinsumSpec spec = *BuildEinsumSpec(op, shapes, op.NormalizeAttrs(request.attrs));
-  const std::string context = "\n  notation " + Printable(spec.ToString()) + "\n  answer " +
+  const std::string context = "\n  notation " + spec.ToString() + "\n  answer " +
                               ToString(answer) + "\n  request: " + line;
   if (answer.inputs.size() != spec.inputs.size() || answer.outputs.size() != spec.outputs.size()) {
     RC_FAIL("answer and notation disagree on operand counts" + context);
   }
 
-  // 1, 2: one list per letter; `1` and forced letters replicated.
-  std::map<char, AxisList> merged;
-  auto visit = [&](const std::string& notation, const DistAttr& attr, const std::string& where) {
+  // 1, 2: one list per factor; `1` and forced factors replicated.
+  std::map<FactorId, AxisList> merged;
+  auto visit = [&](const Notation& notation, const DistAttr& attr, const std::string& where) {
     for (size_t d = 0; d < notation.size(); ++d) {
-      const char letter = notation[d];
+      const FactorId letter = notation[d];
       const AxisList& axes = attr.dims[d];
-      const bool forced = spec.forced_replicated.find(letter) != std::string::npos;
-      if ((letter == '1' || forced) && !axes.empty()) {
+      const bool forced = Contains(spec.forced_replicated, letter);
+      if ((letter == kBroadcastDim || forced) && !axes.empty()) {
         RC_FAIL(where + " dim " + std::to_string(d) + " is sharded but is " +
-                (letter == '1' ? "a `1` dim" : "forced replicated") + context);
+                (letter == kBroadcastDim ? "a `1` dim" : "forced replicated") + context);
       }
-      if (letter == '1') continue;
+      if (letter == kBroadcastDim) continue;
       auto [it, added] = merged.emplace(letter, axes);
       if (!added && it->second != axes) {
         RC_FAIL(where + " dim " + std::to_string(d) + " gives its letter another axis list" +
@@ -591,7 +579,7 @@ void CheckEinsumAnswer(const OpDecl& op, const ForwardRequest& request, const In
   for (size_t o = 0; o < spec.outputs.size(); ++o) {
     PartialMap expected = carried;
     for (const auto& [letter, axes] : merged) {
-      if (spec.outputs[o].find(letter) != std::string::npos) continue;
+      if (Contains(spec.outputs[o], letter)) continue;
       for (int axis : axes) expected[axis] = spec.reduce;
     }
     if (answer.outputs[o].partial != expected) {
@@ -604,19 +592,19 @@ void CheckEinsumAnswer(const OpDecl& op, const ForwardRequest& request, const In
 
   // 5: the first claim wins, or the factor is cleared.
   if (op.forward_override) return;
-  std::map<char, AxisList> first;
+  std::map<FactorId, AxisList> first;
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     for (size_t d = 0; d < spec.inputs[i].size(); ++d) {
-      const char letter = spec.inputs[i][d];
+      const FactorId letter = spec.inputs[i][d];
       const AxisList& given = request.inputs[i].dist.dims[d];
-      if (letter != '1' && !given.empty()) first.emplace(letter, given);
+      if (letter != kBroadcastDim && !given.empty()) first.emplace(letter, given);
     }
   }
   for (const auto& [letter, axes] : merged) {
     if (axes.empty()) continue;
     auto it = first.find(letter);
     if (it == first.end() || it->second != axes) {
-      RC_FAIL("letter '" + Printable(std::string(1, letter)) +
+      RC_FAIL("factor '" + EinsumSpec::FactorName(letter) +
               "' is sharded on axes other than its first claim" + context);
     }
   }
@@ -750,9 +738,8 @@ TEST(RuleProperties, GeneratorsReachEveryOp) {
       coshard += any_coshard;
       partial += any_partial;
       try {
-        if (OutputShapes(*op, ShapesOf(request->inputs), op->NormalizeAttrs(request->attrs))) {
-          ++shaped;
-        }
+        OutputShapes(*op, ShapesOf(request->inputs), op->NormalizeAttrs(request->attrs));
+        ++shaped;
       } catch (const SpmdError& e) {
         ADD_FAILURE() << op->name << ": the declaration rejects an accepted request: " << e.what();
       }

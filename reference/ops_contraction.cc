@@ -6,6 +6,7 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
+#include "rules/shape_util.h"
 
 namespace spmd::reference::ops {
 namespace {
@@ -113,84 +114,7 @@ MatmulPlan PlanMatmul(const Tensor& x, const Tensor& y, bool trans_x, bool trans
 
 // ---- einsum ----
 
-bool IsLetter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-
-struct EinsumSpec {
-  std::vector<std::string> terms;  // one per operand
-  std::string output;
-};
-
-// Parses "ij,jk->ik" or implicit "ij,jk" (output: letters seen once, in ASCII order).
-EinsumSpec ParseEquation(const std::string& equation, size_t operand_count) {
-  const std::string field = "attrs.equation";
-  if (equation.find('.') != std::string::npos) {
-    ThrowUnsupported(field, "'...' (broadcast dims) is not supported in '" + equation + "'");
-  }
-  EinsumSpec spec;
-  std::string lhs = equation;
-  bool explicit_output = false;
-  size_t arrow = equation.find("->");
-  if (arrow != std::string::npos) {
-    lhs = equation.substr(0, arrow);
-    spec.output = equation.substr(arrow + 2);
-    explicit_output = true;
-  }
-  for (char c : lhs) {
-    if (!IsLetter(c) && c != ',') {
-      ThrowInvalid(field, std::string("unexpected character '") + c + "' in '" + equation + "'");
-    }
-  }
-  for (char c : spec.output) {
-    if (!IsLetter(c)) {
-      ThrowInvalid(field, std::string("unexpected character '") + c + "' in the output of '" +
-                              equation + "'");
-    }
-  }
-  std::string term;
-  for (char c : lhs) {
-    if (c == ',') {
-      spec.terms.push_back(term);
-      term.clear();
-    } else {
-      term += c;
-    }
-  }
-  spec.terms.push_back(term);
-  if (spec.terms.size() != operand_count) {
-    ThrowInvalid(field, "'" + equation + "' has " + std::to_string(spec.terms.size()) +
-                            " operands, got " + std::to_string(operand_count) + " inputs");
-  }
-  std::map<char, int> counts;
-  for (const std::string& t : spec.terms) {
-    std::map<char, int> seen;
-    for (char c : t) {
-      if (++seen[c] > 1) {
-        ThrowUnsupported(field, std::string("letter '") + c +
-                                    "' repeated within one operand (a diagonal) in '" + equation +
-                                    "'");
-      }
-      ++counts[c];
-    }
-  }
-  if (explicit_output) {
-    std::map<char, int> seen;
-    for (char c : spec.output) {
-      if (++seen[c] > 1) {
-        ThrowInvalid(field,
-                     std::string("output letter '") + c + "' repeated in '" + equation + "'");
-      }
-      if (counts.count(c) == 0) {
-        ThrowInvalid(field, std::string("output letter '") + c + "' appears in no operand of '" +
-                                equation + "'");
-      }
-    }
-  } else {
-    for (const auto& [c, n] : counts) {  // std::map iterates in ASCII order
-      if (n == 1) spec.output += c;
-    }
-  }
-  return spec;
-}
+using shape::EinsumEquation;  // the parser is shared with the rule (rules/shape_util.h)
 
 }  // namespace
 
@@ -230,27 +154,15 @@ Tensors bmm(const Tensors& inputs, const Attrs&) {
 Tensors einsum(const Tensors& inputs, const Attrs& attrs) {
   const std::string& equation = attrs.GetString("equation");
   internal::CheckArityAtLeast(inputs, 1);
-  EinsumSpec spec = ParseEquation(equation, inputs.size());
+  const EinsumEquation spec = shape::ParseEinsumEquation(equation, inputs.size());
 
-  // Letter sizes; every operand must agree (no size-1 broadcasting).
+  // Letter sizes (shared validation: every operand must agree, no size-1 broadcasting).
+  std::vector<Shape> shapes;
+  for (size_t i = 0; i < inputs.size(); ++i) shapes.push_back(inputs[i].shape);
+  const std::vector<int64_t> letter_sizes = shape::EinsumLetterSizes(spec, shapes);
   std::map<char, int64_t> size;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const std::string& t = spec.terms[i];
-    const Shape& shape = inputs[i].shape;
-    if (t.size() != shape.size()) {
-      ThrowInvalid(InputField(i, "shape"), "operand '" + t + "' has " + std::to_string(t.size()) +
-                                               " letters, shape " + ShapeToString(shape));
-    }
-    for (size_t d = 0; d < t.size(); ++d) {
-      auto it = size.find(t[d]);
-      if (it == size.end()) {
-        size[t[d]] = shape[d];
-      } else if (it->second != shape[d]) {
-        ThrowInvalid(InputField(i, "shape"), std::string("letter '") + t[d] + "' has size " +
-                                                 std::to_string(shape[d]) + ", elsewhere " +
-                                                 std::to_string(it->second));
-      }
-    }
+  for (int c = 0; c < static_cast<int>(letter_sizes.size()); ++c) {
+    if (letter_sizes[c] >= 0) size[static_cast<char>(c)] = letter_sizes[c];
   }
 
   // Loop over every assignment of every letter (output letters first, then summed ones).
@@ -276,7 +188,7 @@ Tensors einsum(const Tensors& inputs, const Attrs& attrs) {
   };
   std::vector<Shape> operand_strides;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    operand_strides.push_back(strides_of(spec.terms[i], inputs[i].shape));
+    operand_strides.push_back(strides_of(spec.operands[i], inputs[i].shape));
   }
   Shape out_strides = strides_of(spec.output, out_shape);
 

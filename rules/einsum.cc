@@ -1,48 +1,45 @@
 #include "rules/einsum.h"
 
-#include <array>
+#include <algorithm>
+#include <stdexcept>
 
 #include "rules/error.h"
 
 namespace spmd {
 namespace {
 
-constexpr char kBroadcast = '1';
-
-// The merged factor map: letter -> mesh axes, plus the order of first claims.
+// The merged factor map: factor -> mesh axes, plus the order of first claims.
 struct FactorMap {
-  std::array<AxisList, 256> axes;
-  std::array<bool, 256> claimed{};
-  std::string claim_order;
+  explicit FactorMap(int factors) : axes(factors), claimed(factors, false) {}
+  std::vector<AxisList> axes;
+  std::vector<bool> claimed;
+  std::vector<FactorId> claim_order;
 
-  const AxisList& Of(char letter) const { return axes[static_cast<unsigned char>(letter)]; }
-  // Returns false when `letter` already holds another non-empty list.
-  bool Claim(char letter, const AxisList& list) {
-    auto i = static_cast<unsigned char>(letter);
-    if (!claimed[i]) {
-      claimed[i] = true;
-      axes[i] = list;
-      claim_order.push_back(letter);
+  const AxisList& Of(FactorId f) const { return axes[f]; }
+  // Returns false when `f` already holds another non-empty list.
+  bool Claim(FactorId f, const AxisList& list) {
+    if (!claimed[f]) {
+      claimed[f] = true;
+      axes[f] = list;
+      claim_order.push_back(f);
       return true;
     }
-    return axes[i] == list;
+    return axes[f] == list;
   }
-  void Clear(char letter) { axes[static_cast<unsigned char>(letter)].clear(); }
+  void Clear(FactorId f) { axes[f].clear(); }
 };
-
-bool Contains(const std::string& s, char c) { return s.find(c) != std::string::npos; }
 
 // Step 3: a factor whose list holds an axis taken by an earlier factor becomes replicated.
 // Returns false (and does nothing more) on the first collision when `strict`.
 bool ResolveAxisCollisions(FactorMap& map, int mesh_ndim, bool strict) {
   std::vector<bool> used(mesh_ndim, false);
-  for (char letter : map.claim_order) {
-    const AxisList& list = map.Of(letter);
+  for (FactorId f : map.claim_order) {
+    const AxisList& list = map.Of(f);
     bool collides = false;
     for (int axis : list) collides = collides || used[axis];
     if (collides) {
       if (strict) return false;
-      map.Clear(letter);
+      map.Clear(f);
       continue;
     }
     for (int axis : list) used[axis] = true;
@@ -51,11 +48,11 @@ bool ResolveAxisCollisions(FactorMap& map, int mesh_ndim, bool strict) {
 }
 
 // Steps 4-5: clear the forced-replicated factors, then read every operand back.
-DistAttr ReadBack(const FactorMap& map, const std::string& notation) {
+DistAttr ReadBack(const FactorMap& map, const Notation& notation) {
   DistAttr attr;
   attr.dims.resize(notation.size());
   for (size_t d = 0; d < notation.size(); ++d) {
-    if (notation[d] != kBroadcast) attr.dims[d] = map.Of(notation[d]);
+    if (notation[d] != kBroadcastDim) attr.dims[d] = map.Of(notation[d]);
   }
   return attr;
 }
@@ -111,66 +108,114 @@ std::vector<PartialMap> AcceptedPartials(const EinsumSpec& spec,
 
 }  // namespace
 
-std::string EinsumSpec::ToString() const {
-  // Fresh letters (bytes >= 128, see rules/notation.h) print as '*'.
-  auto printable = [](std::string text) {
-    for (char& c : text) c = static_cast<unsigned char>(c) >= 128 ? '*' : c;
-    return text;
-  };
+FactorId EinsumSpec::AddFactor(int64_t size) {
+  factor_sizes.push_back(size);
+  return static_cast<FactorId>(factor_sizes.size() - 1);
+}
+
+bool Contains(const Notation& notation, FactorId id) {
+  return std::find(notation.begin(), notation.end(), id) != notation.end();
+}
+
+std::string EinsumSpec::FactorName(FactorId id) {
+  if (id == kBroadcastDim) return "1";
+  if (id >= 0 && id < 26) return std::string(1, static_cast<char>('a' + id));
+  return "{f" + std::to_string(id) + "}";
+}
+
+std::string EinsumSpec::NotationString(const Notation& notation) {
   std::string s;
-  for (size_t i = 0; i < inputs.size(); ++i) s += (i ? "," : "") + printable(inputs[i]);
+  for (FactorId f : notation) s += FactorName(f);
+  return s;
+}
+
+std::string EinsumSpec::ToString() const {
+  std::string s;
+  for (size_t i = 0; i < inputs.size(); ++i) s += (i ? "," : "") + NotationString(inputs[i]);
   s += "->";
-  for (size_t i = 0; i < outputs.size(); ++i) s += (i ? "," : "") + printable(outputs[i]);
-  if (!forced_replicated.empty()) s += " R(" + printable(forced_replicated) + ")";
+  for (size_t i = 0; i < outputs.size(); ++i) s += (i ? "," : "") + NotationString(outputs[i]);
+  if (!forced_replicated.empty()) s += " R(" + NotationString(forced_replicated) + ")";
   s += " [" + std::string(spmd::ToString(reduce)) + "]";
   return s;
 }
 
-void CheckNotationShapes(const EinsumSpec& spec,
-                         const std::vector<std::vector<int64_t>>& shapes) {
-  std::array<int64_t, 256> size;
-  size.fill(-1);
+void BindFactorSizes(EinsumSpec& spec, const std::vector<std::vector<int64_t>>& shapes) {
+  auto check_id = [&](FactorId f) {
+    if (f != kBroadcastDim && (f < 0 || f >= spec.num_factors())) {
+      throw std::logic_error("einsum spec " + spec.ToString() + ": factor id " +
+                             std::to_string(f) + " is out of range");
+    }
+  };
+  if (shapes.size() != spec.inputs.size()) {
+    throw std::logic_error("einsum spec " + spec.ToString() + " has " +
+                           std::to_string(spec.inputs.size()) + " inputs for " +
+                           std::to_string(shapes.size()) + " shapes");
+  }
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const std::string field = "inputs[" + std::to_string(i) + "].shape";
-    const std::string& notation = spec.inputs[i];
+    const Notation& notation = spec.inputs[i];
     if (notation.size() != shapes[i].size()) {
       ThrowInvalid(field, "rank " + std::to_string(shapes[i].size()) + " does not fit '" +
-                              notation + "'");
+                              EinsumSpec::NotationString(notation) + "'");
     }
     for (size_t d = 0; d < notation.size(); ++d) {
       const int64_t s = shapes[i][d];
-      if (notation[d] == kBroadcast) {
+      check_id(notation[d]);
+      if (notation[d] == kBroadcastDim) {
         if (s != 1) ThrowInvalid(field, "dim " + std::to_string(d) + " must have size 1");
         continue;
       }
-      int64_t& known = size[static_cast<unsigned char>(notation[d])];
+      int64_t& known = spec.factor_sizes[notation[d]];
       if (known >= 0 && known != s) {
         ThrowInvalid(field, "dim " + std::to_string(d) + " has size " + std::to_string(s) +
-                                " but factor '" + notation[d] + "' has size " +
-                                std::to_string(known) + " (" + spec.ToString() + ")");
+                                " but factor '" + EinsumSpec::FactorName(notation[d]) +
+                                "' has size " + std::to_string(known) + " (" + spec.ToString() +
+                                ")");
       }
       known = s;
     }
   }
+  for (const Notation& notation : spec.outputs) {
+    for (FactorId f : notation) {
+      check_id(f);
+      if (f != kBroadcastDim && spec.factor_sizes[f] < 0) {
+        throw std::logic_error("einsum spec " + spec.ToString() + ": output factor '" +
+                               EinsumSpec::FactorName(f) + "' has no size");
+      }
+    }
+  }
+  for (FactorId f : spec.forced_replicated) check_id(f);
+}
+
+std::vector<std::vector<int64_t>> EinsumOutputShapes(const EinsumSpec& spec) {
+  std::vector<std::vector<int64_t>> shapes;
+  shapes.reserve(spec.outputs.size());
+  for (const Notation& notation : spec.outputs) {
+    std::vector<int64_t> shape;
+    shape.reserve(notation.size());
+    for (FactorId f : notation) shape.push_back(f == kBroadcastDim ? 1 : spec.factor_sizes[f]);
+    shapes.push_back(std::move(shape));
+  }
+  return shapes;
 }
 
 InferResult InferEinsumForward(const EinsumSpec& spec, const Mesh& mesh,
                                const std::vector<DistAttr>& inputs) {
-  FactorMap map;
+  FactorMap map(spec.num_factors());
   // Steps 1-2: first claim wins; a different later claim is resharded (D1).
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const std::string& notation = spec.inputs[i];
+    const Notation& notation = spec.inputs[i];
     for (size_t d = 0; d < notation.size(); ++d) {
-      if (notation[d] == kBroadcast || inputs[i].dims[d].empty()) continue;
+      if (notation[d] == kBroadcastDim || inputs[i].dims[d].empty()) continue;
       map.Claim(notation[d], inputs[i].dims[d]);
     }
   }
   ResolveAxisCollisions(map, mesh.ndim(), /*strict=*/false);  // step 3
-  for (char letter : spec.forced_replicated) map.Clear(letter);  // step 4
+  for (FactorId f : spec.forced_replicated) map.Clear(f);  // step 4
 
   std::vector<bool> axis_used(mesh.ndim(), false);
-  for (char letter : map.claim_order) {
-    for (int axis : map.Of(letter)) axis_used[axis] = true;
+  for (FactorId f : map.claim_order) {
+    for (int axis : map.Of(f)) axis_used[axis] = true;
   }
   std::vector<PartialMap> kept = AcceptedPartials(spec, inputs, axis_used);
 
@@ -183,12 +228,12 @@ InferResult InferEinsumForward(const EinsumSpec& spec, const Mesh& mesh,
   PartialMap carried;
   for (const PartialMap& k : kept) carried.insert(k.begin(), k.end());
   result.outputs.reserve(spec.outputs.size());
-  for (const std::string& notation : spec.outputs) {
+  for (const Notation& notation : spec.outputs) {
     DistAttr out = ReadBack(map, notation);
     out.partial = carried;
-    for (char letter : map.claim_order) {  // step 6: factors absent from this output
-      if (Contains(notation, letter)) continue;
-      for (int axis : map.Of(letter)) out.partial[axis] = spec.reduce;
+    for (FactorId f : map.claim_order) {  // step 6: factors absent from this output
+      if (Contains(notation, f)) continue;
+      for (int axis : map.Of(f)) out.partial[axis] = spec.reduce;
     }
     result.outputs.push_back(std::move(out));
   }
@@ -197,16 +242,23 @@ InferResult InferEinsumForward(const EinsumSpec& spec, const Mesh& mesh,
 
 InferResult InferEinsumReverse(const EinsumSpec& spec, const Mesh& mesh,
                                const std::vector<DistAttr>& outputs) {
-  FactorMap map;
+  FactorMap map(spec.num_factors());
+  // A forced-replicated factor's sharding is dropped whatever it is, so it claims nothing
+  // and conflicts with nothing (split's pieces are distinct factors of different sizes: an
+  // axis on the split dim of several outputs is not a conflict).
+  std::vector<bool> forced(spec.num_factors(), false);
+  for (FactorId f : spec.forced_replicated) forced[f] = true;
   for (size_t o = 0; o < outputs.size(); ++o) {
-    const std::string& notation = spec.outputs[o];
+    const Notation& notation = spec.outputs[o];
     for (size_t d = 0; d < notation.size(); ++d) {
-      if (notation[d] == kBroadcast || outputs[o].dims[d].empty()) continue;
+      if (notation[d] == kBroadcastDim || forced[notation[d]] || outputs[o].dims[d].empty()) {
+        continue;
+      }
       if (!map.Claim(notation[d], outputs[o].dims[d])) {
         throw SpmdError(ErrorType::kConflict,
                         "outputs[" + std::to_string(o) + "].dims_mapping[" +
                             std::to_string(d) + "]",
-                        std::string("factor '") + notation[d] +
+                        "factor '" + EinsumSpec::FactorName(notation[d]) +
                             "' is sharded by two different mesh axis lists");
       }
     }
@@ -215,10 +267,10 @@ InferResult InferEinsumReverse(const EinsumSpec& spec, const Mesh& mesh,
     throw SpmdError(ErrorType::kConflict, "outputs",
                     "one mesh axis shards two different factors (" + spec.ToString() + ")");
   }
-  for (char letter : spec.forced_replicated) map.Clear(letter);
+  for (FactorId f : spec.forced_replicated) map.Clear(f);
   InferResult result;
-  for (const std::string& notation : spec.inputs) result.inputs.push_back(ReadBack(map, notation));
-  for (const std::string& notation : spec.outputs) {
+  for (const Notation& notation : spec.inputs) result.inputs.push_back(ReadBack(map, notation));
+  for (const Notation& notation : spec.outputs) {
     result.outputs.push_back(ReadBack(map, notation));
   }
   return result;

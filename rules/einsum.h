@@ -1,6 +1,7 @@
-// The einsum engine (SEMANTICS.md §4, DECISIONS.md): one notation string per operand,
-// one letter per dim; shared letters are one factor; `1` is a size-1 broadcast dim that is
-// never sharded.
+// The einsum engine (SEMANTICS.md §4, DECISIONS.md): per operand, one factor id per dim
+// (Shardy-style integer ids, so there is no limit on the number of factors); operands
+// sharing an id share that factor; kBroadcastDim is a size-1 broadcast dim that is never
+// sharded. The spec carries every factor's size, so it also gives the output shapes.
 //
 // Worked example (SEMANTICS.md §4 step 6): matmul `mk,kn->mn` on mesh 2x3 with
 // x = [1, 0], y = [-1, -1]: walk x: m <- [1], k <- [0]; walk y: nothing claims.
@@ -26,18 +27,41 @@ enum class PartialAcceptance {
   kAnyOp,        // shape ops that only move elements: every partial stays
 };
 
+// A factor: an index into EinsumSpec::factor_sizes.
+using FactorId = int32_t;
+// The id of a size-1 broadcast dim: it belongs to no factor and is never sharded.
+inline constexpr FactorId kBroadcastDim = -1;
+// One operand's notation: a factor id per dim.
+using Notation = std::vector<FactorId>;
+
 // A rule as a value: the notation of every operand plus what the op adds.
 struct EinsumSpec {
-  std::vector<std::string> inputs;   // one letter per dim; '1' = broadcast dim
-  std::vector<std::string> outputs;
-  std::string forced_replicated;     // factors the local kernel needs whole (softmax axis)
+  std::vector<Notation> inputs;
+  std::vector<Notation> outputs;
+  std::vector<int64_t> factor_sizes;  // per factor id; kUnsized until bound to input shapes
+  std::vector<FactorId> forced_replicated;  // factors the local kernel needs whole
   ReduceOp reduce = ReduceOp::kSum;  // reduce op of partial outputs from absent factors
   PartialAcceptance accept = PartialAcceptance::kNone;
   ReduceOp accepted_op = ReduceOp::kSum;  // for kSameOp
 
-  // Prints `mk,kn->mn R(k) [sum]`.
+  // A factor size that BindFactorSizes takes from the first input dim of the factor.
+  static constexpr int64_t kUnsized = -1;
+
+  // Adds a factor of `size` (kUnsized: taken from the inputs) and returns its id.
+  FactorId AddFactor(int64_t size = kUnsized);
+  int num_factors() const { return static_cast<int>(factor_sizes.size()); }
+
+  // Prints `ab,bc->ac R(b) [sum]`: factors 0..25 as the letters a..z, later ones as
+  // `{f26}`, a broadcast dim as `1`.
   std::string ToString() const;
+  // The printed name of factor `id`: `a`, ..., `z`, `{f26}`, ...; `1` for kBroadcastDim.
+  static std::string FactorName(FactorId id);
+  // Prints one notation as ToString does.
+  static std::string NotationString(const Notation& notation);
 };
+
+// Returns whether `notation` holds factor `id`.
+bool Contains(const Notation& notation, FactorId id);
 
 struct InferResult {
   std::vector<DistAttr> inputs;   // required input dist attrs (forward) / inferred (reverse)
@@ -45,10 +69,15 @@ struct InferResult {
   bool operator==(const InferResult&) const = default;
 };
 
-// Checks that the notation fits the shapes: one letter per dim, and every letter has one
-// size over all inputs ('1' dims must have size 1). Throws SpmdError(kInvalidArgument,
-// "inputs[i].shape") on a mismatch.
-void CheckNotationShapes(const EinsumSpec& spec, const std::vector<std::vector<int64_t>>& shapes);
+// Binds the notation to the input shapes: one factor id per dim, every factor has one size
+// over all inputs (an unsized factor takes its first input dim's size), broadcast dims
+// have size 1. Throws SpmdError(kInvalidArgument, "inputs[i].shape") on a mismatch, and
+// std::logic_error for a declaration bug (a bad id, or an output factor left unsized).
+void BindFactorSizes(EinsumSpec& spec, const std::vector<std::vector<int64_t>>& shapes);
+
+// The output shapes of a bound spec: each output dim has its factor's size (1 for a
+// broadcast dim).
+std::vector<std::vector<int64_t>> EinsumOutputShapes(const EinsumSpec& spec);
 
 // Forward inference. Assumes the inputs are valid dist attrs of the notation's ranks.
 InferResult InferEinsumForward(const EinsumSpec& spec, const Mesh& mesh,

@@ -1,6 +1,8 @@
 #include "rules/notation.h"
 
 #include <algorithm>
+#include <map>
+#include <stdexcept>
 
 #include "rules/error.h"
 
@@ -12,72 +14,59 @@ std::string Letters(int n, char first) {
   return s;
 }
 
-char Fresh(int i) { return static_cast<char>(128 + i); }
-
-int NormalizeAxis(int64_t axis, int rank, const std::string& field) {
-  if (axis < -rank || axis >= rank) {
-    ThrowInvalid(field, "axis " + std::to_string(axis) + " is out of range for rank " +
-                            std::to_string(rank));
-  }
-  return static_cast<int>(axis < 0 ? axis + rank : axis);
-}
-
-int NormalizeAxisOrScalar(int64_t axis, int rank, const std::string& field) {
-  if (rank == 0 && (axis == 0 || axis == -1)) return -1;
-  return NormalizeAxis(axis, rank, field);
-}
-
-std::vector<int> NormalizeAxes(const std::vector<int64_t>& axes, int rank,
-                               const std::string& field) {
-  std::vector<int> result;
-  for (int64_t a : axes) {
-    const int axis = NormalizeAxisOrScalar(a, rank, field);
-    if (axis < 0) continue;
-    if (std::find(result.begin(), result.end(), axis) != result.end()) {
-      ThrowInvalid(field, "axis " + std::to_string(a) + " is listed twice");
-    }
-    result.push_back(axis);
-  }
-  return result;
-}
-
-Shape BroadcastShapes(const std::vector<Shape>& shapes) {
-  size_t rank = 0;
-  for (const Shape& s : shapes) rank = std::max(rank, s.size());
-  Shape out(rank, 1);
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    const size_t offset = rank - shapes[i].size();
-    for (size_t d = 0; d < shapes[i].size(); ++d) {
-      int64_t& o = out[offset + d];
-      const int64_t s = shapes[i][d];
-      if (s == o || s == 1) continue;
-      if (o != 1) {
-        ThrowInvalid("inputs[" + std::to_string(i) + "].shape",
-                     "dim " + std::to_string(d) + " of size " + std::to_string(s) +
-                         " does not broadcast with size " + std::to_string(o));
+EinsumSpec FromLetters(const std::vector<std::string>& inputs,
+                       const std::vector<std::string>& outputs, const std::string& forced) {
+  EinsumSpec spec;
+  std::map<char, FactorId> ids;
+  auto notation = [&](const std::string& letters) {
+    Notation n;
+    n.reserve(letters.size());
+    for (char letter : letters) {
+      if (letter == '1') {
+        n.push_back(kBroadcastDim);
+        continue;
       }
-      o = s;
+      auto [it, added] = ids.emplace(letter, 0);
+      if (added) it->second = spec.AddFactor();
+      n.push_back(it->second);
     }
+    return n;
+  };
+  for (const std::string& in : inputs) spec.inputs.push_back(notation(in));
+  for (const std::string& out : outputs) spec.outputs.push_back(notation(out));
+  for (char letter : forced) {
+    auto it = ids.find(letter);
+    if (it == ids.end()) {
+      throw std::logic_error(std::string("forced letter '") + letter + "' is in no operand");
+    }
+    spec.forced_replicated.push_back(it->second);
   }
-  return out;
+  return spec;
 }
 
-EinsumSpec Elementwise(const std::vector<Shape>& shapes) {
+std::vector<std::string> ElementwiseLetters(const std::vector<Shape>& shapes) {
   const Shape out_shape = BroadcastShapes(shapes);
   const int rank = static_cast<int>(out_shape.size());
-  EinsumSpec spec;
+  std::vector<std::string> result;
   for (const Shape& s : shapes) {
     std::string letters;
     const int offset = rank - static_cast<int>(s.size());
     for (size_t d = 0; d < s.size(); ++d) {
       letters.push_back(s[d] == 1 ? '1' : static_cast<char>('a' + offset + d));
     }
-    spec.inputs.push_back(letters);
+    result.push_back(letters);
   }
   std::string out;
   for (int p = 0; p < rank; ++p) out.push_back(out_shape[p] == 1 ? '1' : static_cast<char>('a' + p));
-  spec.outputs.push_back(out);
-  return spec;
+  result.push_back(out);
+  return result;
+}
+
+EinsumSpec Elementwise(const std::vector<Shape>& shapes) {
+  std::vector<std::string> letters = ElementwiseLetters(shapes);
+  const std::string out = letters.back();
+  letters.pop_back();
+  return FromLetters(letters, {out});
 }
 
 std::vector<Shape> ShapesOf(const std::vector<std::string>& patterns, const SizePalette& palette) {

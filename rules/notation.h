@@ -6,34 +6,34 @@
 #include <vector>
 
 #include "rules/op_decl.h"
+#include "rules/shape_util.h"
 
 namespace spmd::notation {
 
 // Returns `n` letters starting at `first`: Letters(3) == "abc".
 std::string Letters(int n, char first = 'a');
 
-// Returns fresh letter `i` (a byte >= 128): never shared with an input's letters, used for
-// dims whose size changes (split pieces, concat, tile) and that are forced replicated.
-char Fresh(int i);
+// Builds a spec from letter notations, the way declarations write them: `1` is a broadcast
+// dim, each other distinct letter one factor, numbered in order of first appearance over
+// `inputs` then `outputs` (so Letters(rank) as input 0 gives dim d factor d). Factors are
+// unsized (bound to the input shapes later); `forced` lists letters forced replicated.
+// Factors whose size the inputs do not give (split pieces, concat, tile) are added to the
+// result with EinsumSpec::AddFactor(size).
+EinsumSpec FromLetters(const std::vector<std::string>& inputs,
+                       const std::vector<std::string>& outputs, const std::string& forced = "");
 
-// Returns axis + rank for a negative axis; throws SpmdError(kInvalidArgument, field) when
-// it is outside [-rank, rank).
-int NormalizeAxis(int64_t axis, int rank, const std::string& field);
-// As NormalizeAxis, but a 0-d tensor accepts 0 and -1 (Paddle's scalar case) and gets -1:
-// the op then has no dim to act on.
-int NormalizeAxisOrScalar(int64_t axis, int rank, const std::string& field);
-// Normalises a list of axes, rejecting duplicates; on a 0-d tensor 0 and -1 are accepted
-// and dropped.
-std::vector<int> NormalizeAxes(const std::vector<int64_t>& axes, int rank,
-                               const std::string& field);
+// Axis normalisation and broadcasting are shared with the references and kernels.
+using shape::BroadcastShapes;
+using shape::NormalizeAxes;
+using shape::NormalizeAxis;
+using shape::NormalizeAxisOrScalar;
 
 // Broadcasting notation for elementwise ops (SEMANTICS.md §4): right-aligned letters
 // from the left of the longest shape; a size-1 dim is `1`. Throws
 // SpmdError(kInvalidArgument, "inputs[i].shape") for shapes that do not broadcast.
 EinsumSpec Elementwise(const std::vector<Shape>& shapes);
-
-// Returns the numpy broadcast of `shapes`, or throws as Elementwise does.
-Shape BroadcastShapes(const std::vector<Shape>& shapes);
+// The letters of Elementwise: one string per input, then the output's.
+std::vector<std::string> ElementwiseLetters(const std::vector<Shape>& shapes);
 
 // Examples from letter patterns: each distinct letter takes the palette's next size in
 // order of first appearance; '1' is size 1. Signature({{"mk", "kn"}}, p) with p = {4, 5, 6}

@@ -125,8 +125,30 @@ std::optional<EinsumSpec> BuildEinsumSpec(const OpDecl& op, const std::vector<Sh
   if (!op.einsum) return std::nullopt;
   RuleContext context{shapes, normalized_attrs};
   EinsumSpec spec = op.einsum(context);
-  CheckNotationShapes(spec, shapes);
+  BindFactorSizes(spec, shapes);
   return spec;
+}
+
+namespace {
+
+// The output shapes of a built rule, each checked as an input shape is (sizes >= 0, at
+// most 2^62 elements), so that whatever the rule accepts has outputs a kernel can hold.
+std::vector<Shape> CheckedOutputShapes(std::vector<Shape> shapes) {
+  for (size_t o = 0; o < shapes.size(); ++o) CheckShape(shapes[o], OutputField(o));
+  return shapes;
+}
+
+}  // namespace
+
+std::vector<Shape> InferOutputShapes(const OpDecl& op, const std::vector<Shape>& input_shapes,
+                                     const Attrs& normalized_attrs) {
+  CheckArity(op, input_shapes.size());
+  for (size_t i = 0; i < input_shapes.size(); ++i) CheckShape(input_shapes[i], InputField(i));
+  const RuleContext context{input_shapes, normalized_attrs};
+  if (op.dimtrans) return CheckedOutputShapes({op.dimtrans(context).output_shape});
+  EinsumSpec spec = op.einsum(context);
+  BindFactorSizes(spec, input_shapes);
+  return CheckedOutputShapes(EinsumOutputShapes(spec));
 }
 
 InferResult InferForward(const OpDecl& op, const Mesh& mesh, const std::vector<TensorArg>& inputs,
@@ -146,11 +168,13 @@ InferResult InferForward(const OpDecl& op, const Mesh& mesh, const std::vector<T
   RuleContext context{shapes, normalized};
   if (op.dimtrans) {
     const DimTransSpec spec = op.dimtrans(context);  // validates shapes and attrs first
+    CheckedOutputShapes({spec.output_shape});
     if (op.dist_check) op.dist_check(context, dists);
     return InferDimTransForward(spec, mesh, dists[0]);
   }
   EinsumSpec spec = op.einsum(context);
-  CheckNotationShapes(spec, shapes);
+  BindFactorSizes(spec, shapes);
+  CheckedOutputShapes(EinsumOutputShapes(spec));
   if (op.dist_check) op.dist_check(context, dists);
   if (op.forward_override) return op.forward_override(context, mesh, dists);
   return InferEinsumForward(spec, mesh, dists);
@@ -172,8 +196,8 @@ InferResult InferReverse(const OpDecl& op, const Mesh& mesh,
     ranks.push_back(dimtrans->outputs.size());
   } else {
     spec = op.einsum(context);
-    CheckNotationShapes(*spec, input_shapes);
-    for (const std::string& notation : spec->outputs) ranks.push_back(notation.size());
+    BindFactorSizes(*spec, input_shapes);
+    for (const Notation& notation : spec->outputs) ranks.push_back(notation.size());
   }
   if (outputs.size() != ranks.size()) {
     ThrowInvalid("outputs", op.name + " has " + std::to_string(ranks.size()) +

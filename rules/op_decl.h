@@ -203,8 +203,18 @@ InferResult InferReverse(const OpDecl& op, const Mesh& mesh,
                          const std::vector<Shape>& input_shapes,
                          const std::vector<TensorArg>& outputs, const Attrs& attrs);
 
-// Returns the op's rule as an einsum spec for these shapes and attrs, or nothing for a
-// DimTrans op (used by `spmd explain` and the tests).
+// Returns the global shape of every output for these input shapes and normalised attrs:
+// the einsum spec's factor sizes, or the DimTrans output shape. Validates as InferForward
+// does (arity, input shapes, attrs) and checks every output shape (sizes >= 0, at most
+// 2^62 elements; SpmdError(kInvalidArgument, "outputs[o].shape")). Every caller that
+// needs output shapes before a kernel runs (Dispatch, the checker, the generators) uses
+// this one.
+std::vector<Shape> InferOutputShapes(const OpDecl& op, const std::vector<Shape>& input_shapes,
+                                     const Attrs& normalized_attrs);
+
+// Returns the op's rule as an einsum spec, bound to these shapes (factor sizes filled), for
+// these shapes and attrs, or nothing for a DimTrans op (used by `spmd explain` and the
+// tests).
 std::optional<EinsumSpec> BuildEinsumSpec(const OpDecl& op, const std::vector<Shape>& shapes,
                                           const Attrs& normalized_attrs);
 

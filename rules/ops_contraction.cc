@@ -18,7 +18,7 @@ using notation::MakeAttrs;
 // `mk` / `kn` (`km` / `nk` when transposed); a 1-D operand is just `k`.
 // Example: x [2, 1, 8, 4], y [3, 4, 5] -> x `AB` batch from [2, 1] vs [3]: `A1mk`,
 // y `Bkn`, out `ABmn`.
-EinsumSpec MatmulNotation(const RuleContext& c) {
+std::vector<std::string> MatmulLetters(const RuleContext& c) {
   const Shape& x = c.input_shapes[0];
   const Shape& y = c.input_shapes[1];
   if (x.empty()) ThrowInvalid("inputs[0].shape", "matmul needs rank >= 1");
@@ -27,88 +27,28 @@ EinsumSpec MatmulNotation(const RuleContext& c) {
   const bool trans_y = c.attrs.GetBool("trans_y") && y.size() > 1;
   const Shape x_batch(x.begin(), x.end() - std::min<size_t>(2, x.size()));
   const Shape y_batch(y.begin(), y.end() - std::min<size_t>(2, y.size()));
-  EinsumSpec batch = notation::Elementwise({x_batch, y_batch});
+  const std::vector<std::string> batch = notation::ElementwiseLetters({x_batch, y_batch});
   auto upper = [](std::string s) {
     for (char& ch : s) ch = ch == '1' ? '1' : static_cast<char>(std::toupper(ch));
     return s;
   };
-  EinsumSpec spec;
-  spec.inputs.push_back(upper(batch.inputs[0]) +
-                        (x.size() == 1 ? "k" : (trans_x ? "km" : "mk")));
-  spec.inputs.push_back(upper(batch.inputs[1]) +
-                        (y.size() == 1 ? "k" : (trans_y ? "nk" : "kn")));
-  spec.outputs.push_back(upper(batch.outputs[0]) + (x.size() > 1 ? "m" : "") +
-                         (y.size() > 1 ? "n" : ""));
-  return spec;
+  return {upper(batch[0]) + (x.size() == 1 ? "k" : (trans_x ? "km" : "mk")),
+          upper(batch[1]) + (y.size() == 1 ? "k" : (trans_y ? "nk" : "kn")),
+          upper(batch[2]) + (x.size() > 1 ? "m" : "") + (y.size() > 1 ? "n" : "")};
 }
 
 EinsumSpec Matmul(const RuleContext& c) {
-  EinsumSpec spec = MatmulNotation(c);
+  const std::vector<std::string> letters = MatmulLetters(c);
+  EinsumSpec spec = notation::FromLetters({letters[0], letters[1]}, {letters[2]});
   spec.accept = PartialAcceptance::kMultilinear;
   return spec;
 }
 
-// einsum's equation: explicit `ij,jk->ik`, or implicit (letters seen once, sorted).
+// einsum's equation (rules/shape_util.h, shared with the reference and the kernel):
+// explicit `ij,jk->ik`, or implicit (letters seen once, sorted).
 EinsumSpec ParseEquation(const std::string& equation, size_t operands) {
-  const std::string field = "attrs.equation";
-  if (equation.find("...") != std::string::npos) {
-    ThrowUnsupported(field, "ellipsis ('...') is not supported");
-  }
-  std::string lhs = equation, rhs;
-  const size_t arrow = equation.find("->");
-  const bool explicit_out = arrow != std::string::npos;
-  if (explicit_out) {
-    lhs = equation.substr(0, arrow);
-    rhs = equation.substr(arrow + 2);
-  }
-  auto strip = [](std::string s) {
-    s.erase(std::remove(s.begin(), s.end(), ' '), s.end());
-    return s;
-  };
-  lhs = strip(lhs);
-  rhs = strip(rhs);
-  EinsumSpec spec;
-  std::string term;
-  for (size_t i = 0; i <= lhs.size(); ++i) {
-    if (i == lhs.size() || lhs[i] == ',') {
-      spec.inputs.push_back(term);
-      term.clear();
-    } else {
-      term.push_back(lhs[i]);
-    }
-  }
-  if (spec.inputs.size() != operands) {
-    ThrowInvalid(field, "has " + std::to_string(spec.inputs.size()) + " operands, " +
-                            std::to_string(operands) + " inputs given");
-  }
-  int count[256] = {0};
-  for (const std::string& in : spec.inputs) {
-    for (size_t d = 0; d < in.size(); ++d) {
-      if (!std::isalpha(static_cast<unsigned char>(in[d]))) {
-        ThrowInvalid(field, std::string("'") + in[d] + "' is not a letter");
-      }
-      if (in.find(in[d], d + 1) != std::string::npos) {
-        ThrowUnsupported(field, std::string("letter '") + in[d] +
-                                    "' repeats within one operand (diagonals are not supported)");
-      }
-      ++count[static_cast<unsigned char>(in[d])];
-    }
-  }
-  if (!explicit_out) {
-    for (int ch = 0; ch < 256; ++ch) {
-      if (count[ch] == 1) rhs.push_back(static_cast<char>(ch));
-    }
-  }
-  for (size_t d = 0; d < rhs.size(); ++d) {
-    if (!std::isalpha(static_cast<unsigned char>(rhs[d])) ||
-        count[static_cast<unsigned char>(rhs[d])] == 0) {
-      ThrowInvalid(field, std::string("output letter '") + rhs[d] + "' is in no operand");
-    }
-    if (rhs.find(rhs[d], d + 1) != std::string::npos) {
-      ThrowInvalid(field, std::string("output letter '") + rhs[d] + "' repeats");
-    }
-  }
-  spec.outputs.push_back(rhs);
+  const shape::EinsumEquation eq = shape::ParseEinsumEquation(equation, operands);
+  EinsumSpec spec = notation::FromLetters(eq.operands, {eq.output});
   spec.accept = PartialAcceptance::kMultilinear;
   return spec;
 }
@@ -140,7 +80,7 @@ OpDecl bmm() {
         ThrowInvalid("inputs[" + std::to_string(i) + "].shape", "bmm needs rank 3");
       }
     }
-    EinsumSpec spec{{"bmk", "bkn"}, {"bmn"}};
+    EinsumSpec spec = notation::FromLetters({"bmk", "bkn"}, {"bmn"});
     spec.accept = PartialAcceptance::kMultilinear;
     return spec;
   }).Examples(FromSignatures({{{"bmk", "bkn"}}}));
@@ -169,11 +109,8 @@ OpDecl matmul_grad() {
       .Attr("trans_x", AttrKind::kBool, false)
       .Attr("trans_y", AttrKind::kBool, false)
       .Einsum([](const RuleContext& c) {
-        EinsumSpec fwd = MatmulNotation(c);
-        EinsumSpec spec;
-        spec.inputs = {fwd.inputs[0], fwd.inputs[1], fwd.outputs[0]};
-        spec.outputs = {fwd.inputs[0], fwd.inputs[1]};
-        return spec;
+        const std::vector<std::string> fwd = MatmulLetters(c);
+        return notation::FromLetters({fwd[0], fwd[1], fwd[2]}, {fwd[0], fwd[1]});
       })
       .Examples(FromSignatures({{{"mk", "kn", "mn"}},
                                 {{"bmk", "kn", "bmn"}},

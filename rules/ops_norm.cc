@@ -15,12 +15,9 @@ using notation::MakeAttrs;
 EinsumSpec AlongAxis(const RuleContext& c, size_t operands) {
   const int rank = static_cast<int>(c.input_shapes[0].size());
   const int axis = notation::NormalizeAxisOrScalar(c.attrs.GetInt("axis"), rank, "attrs.axis");
-  EinsumSpec spec;
   const std::string letters = notation::Letters(rank);
-  spec.inputs.assign(operands, letters);
-  spec.outputs.push_back(letters);
-  if (axis >= 0) spec.forced_replicated.push_back(letters[axis]);
-  return spec;
+  return notation::FromLetters(std::vector<std::string>(operands, letters), {letters},
+                               axis >= 0 ? letters.substr(axis, 1) : "");
 }
 
 OpBuilder Softmax(const char* name) {
@@ -48,7 +45,7 @@ ExampleBuilder NormExamples(size_t params) {
 }
 
 // layer_norm / rms_norm: x `abcd` with begin 2 -> out `abcd`, statistics `ab`; scale and
-// bias are 1-D of prod(x.shape[begin:]) (a fresh letter); c, d and the fresh letter are
+// bias are 1-D of prod(x.shape[begin:]) (a new factor); c, d and that factor are
 // forced replicated.
 EinsumSpec Normalization(const RuleContext& c, size_t params, size_t statistics) {
   const Shape& x = c.input_shapes[0];
@@ -59,6 +56,7 @@ EinsumSpec Normalization(const RuleContext& c, size_t params, size_t statistics)
   }
   int64_t normalized = 1;
   for (int d = static_cast<int>(begin); d < rank; ++d) normalized *= x[d];
+  if (normalized == 0) ThrowInvalid("inputs[0].shape", "normalising over an empty set of elements");
   for (size_t p = 1; p <= params; ++p) {
     if (c.input_shapes[p] != Shape{normalized}) {
       ThrowInvalid("inputs[" + std::to_string(p) + "].shape",
@@ -67,13 +65,13 @@ EinsumSpec Normalization(const RuleContext& c, size_t params, size_t statistics)
     }
   }
   const std::string letters = notation::Letters(rank);
-  const std::string param(1, notation::Fresh(0));
-  EinsumSpec spec;
-  spec.inputs.push_back(letters);
-  for (size_t p = 0; p < params; ++p) spec.inputs.push_back(param);
-  spec.outputs.push_back(letters);
-  for (size_t s = 0; s < statistics; ++s) spec.outputs.push_back(letters.substr(0, begin));
-  spec.forced_replicated = letters.substr(begin) + param;
+  EinsumSpec spec = notation::FromLetters(
+      {letters}, std::vector<std::string>(1 + statistics, letters.substr(0, begin)),
+      letters.substr(begin));
+  spec.outputs[0] = spec.inputs[0];
+  const FactorId param = spec.AddFactor();  // the flattened normalised dims
+  for (size_t p = 0; p < params; ++p) spec.inputs.push_back({param});
+  spec.forced_replicated.push_back(param);
   return spec;
 }
 
@@ -123,7 +121,7 @@ OpDecl lookup_table_v2() {
       .Einsum([](const RuleContext& c) {
         if (c.input_shapes[1].size() != 2) ThrowInvalid("inputs[1].shape", "weight must be 2-D");
         const std::string ids = notation::Letters(static_cast<int>(c.input_shapes[0].size()));
-        return EinsumSpec{{ids, "VW"}, {ids + "W"}};
+        return notation::FromLetters({ids, "VW"}, {ids + "W"});
       })
       .Values([](const RuleContext& c) {
         return std::vector<InputValues>{{ValueKind::kIndex, c.input_shapes[1][0]}, {}};
@@ -160,9 +158,8 @@ OpDecl cross_entropy_with_softmax() {
         std::string reduced = letters;
         reduced[axis] = '1';
         const bool soft = c.attrs.GetBool("soft_label");
-        EinsumSpec spec{{letters, soft ? letters : reduced}, {letters, reduced}};
-        spec.forced_replicated.push_back(letters[axis]);
-        return spec;
+        return notation::FromLetters({letters, soft ? letters : reduced}, {letters, reduced},
+                                     letters.substr(axis, 1));
       })
       .Values([](const RuleContext& c) {
         const Shape& logits = c.input_shapes[0];

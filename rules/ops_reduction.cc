@@ -21,18 +21,10 @@ int64_t NumElements(const Shape& shape) {
   return n;
 }
 
-// Which dims a reduction reduces: every dim when `all` or the list is empty.
-std::vector<bool> ReducedDims(const std::vector<int64_t>& axis, bool all, int rank,
-                              const std::string& field) {
-  std::vector<bool> reduced(rank, all || axis.empty());
-  for (int a : notation::NormalizeAxes(axis, rank, field)) reduced[a] = true;
-  return reduced;
-}
+using shape::ReducedDims;
 
 // x `abc`, reduced {1}: out `ac`, or `a1c` with keep_dim.
 EinsumSpec Reduction(int rank, const std::vector<bool>& reduced, bool keep_dim) {
-  EinsumSpec spec;
-  spec.inputs.push_back(notation::Letters(rank));
   std::string out;
   for (int d = 0; d < rank; ++d) {
     if (!reduced[d]) {
@@ -41,8 +33,7 @@ EinsumSpec Reduction(int rank, const std::vector<bool>& reduced, bool keep_dim) 
       out.push_back('1');
     }
   }
-  spec.outputs.push_back(out);
-  return spec;
+  return notation::FromLetters({notation::Letters(rank)}, {out});
 }
 
 // sum, mean, max, ...: attrs axis, keep_dim (alias keepdim), reduce_all.
@@ -68,8 +59,8 @@ OpBuilder SumLike(const char* name, ReduceOp reduce, PartialAcceptance accept) {
 }
 
 void ForceReducedReplicated(EinsumSpec& spec) {
-  for (char letter : spec.inputs[0]) {
-    if (spec.outputs[0].find(letter) == std::string::npos) spec.forced_replicated.push_back(letter);
+  for (FactorId f : spec.inputs[0]) {
+    if (!Contains(spec.outputs[0], f)) spec.forced_replicated.push_back(f);
   }
 }
 
@@ -86,11 +77,24 @@ Attrs LocalizeMean(const LocalContext& c) {
   return c.attrs.With(kLocalCount, out == 0 ? int64_t{0} : in / out);
 }
 
+// A mean over no elements has no value to fill a non-empty output with: refused, as the
+// reference and the kernel refuse it.
+static EinsumSpec CheckMeanCount(EinsumSpec spec, const RuleContext& c) {
+  BindFactorSizes(spec, c.input_shapes);
+  const int64_t in = NumElements(c.input_shapes[0]);
+  const int64_t out = NumElements(EinsumOutputShapes(spec)[0]);
+  if (in == 0 && out > 0) {
+    ThrowInvalid("inputs[0].shape", "mean over an empty set of elements");
+  }
+  return spec;
+}
+
 OpDecl mean() {
   OpDecl op = SumLike("mean", ReduceOp::kSum, PartialAcceptance::kNone);
   op.tolerance = ToleranceClass::kSumOfProducts;
   op.vjp = vjps::Mean;
   op.localize = LocalizeMean;
+  op.einsum = [sum = op.einsum](const RuleContext& c) { return CheckMeanCount(sum(c), c); };
   return op;
 }
 OpDecl max() {
@@ -134,7 +138,7 @@ OpDecl mean_all() {
       .Tolerance(ToleranceClass::kSumOfProducts)
       .Einsum([](const RuleContext& c) {
     const int rank = static_cast<int>(c.input_shapes[0].size());
-    return Reduction(rank, std::vector<bool>(rank, true), false);
+    return CheckMeanCount(Reduction(rank, std::vector<bool>(rank, true), false), c);
   }).Localize(LocalizeMean).Examples(FromSignatures({{{"abc"}}, {{"a"}}}));
 }
 
@@ -188,11 +192,16 @@ OpDecl argmax() {
       .Attr("flatten", AttrKind::kBool, false)
       .Attr("dtype", AttrKind::kString, std::string("int64"))
       .Einsum([](const RuleContext& c) {
-        const int rank = static_cast<int>(c.input_shapes[0].size());
+        const std::string& dtype = c.attrs.GetString("dtype");
+        if (dtype != "int64") ThrowInvalid("attrs.dtype", "argmax outputs int64, got '" + dtype + "'");
+        const Shape& x = c.input_shapes[0];
+        const int rank = static_cast<int>(x.size());
         const bool flatten = c.attrs.GetBool("flatten");
         std::vector<bool> reduced(rank, flatten);
         const int axis = notation::NormalizeAxisOrScalar(c.attrs.GetInt("axis"), rank, "attrs.axis");
         if (!flatten && axis >= 0) reduced[axis] = true;
+        const int64_t searched = flatten ? NumElements(x) : axis >= 0 ? x[axis] : 1;
+        if (searched == 0) ThrowInvalid("inputs[0].shape", "argmax over an empty dim");
         EinsumSpec spec = Reduction(rank, reduced, c.attrs.GetBool("keepdims"));
         ForceReducedReplicated(spec);
         return spec;
@@ -211,17 +220,16 @@ OpDecl cumsum() {
       .Attr("reverse", AttrKind::kBool, false)
       .Einsum([](const RuleContext& c) {
         const int rank = static_cast<int>(c.input_shapes[0].size());
-        EinsumSpec spec;
-        spec.inputs.push_back(notation::Letters(rank));
-        if (c.attrs.GetBool("flatten")) {
-          spec.outputs.push_back(std::string(1, notation::Fresh(0)));
-          spec.forced_replicated = spec.inputs[0] + notation::Fresh(0);
-        } else {
-          const int axis = notation::NormalizeAxisOrScalar(c.attrs.GetInt("axis"), rank, "attrs.axis");
-          spec.outputs.push_back(spec.inputs[0]);
-          if (axis >= 0) spec.forced_replicated.push_back(spec.inputs[0][axis]);
+        const std::string letters = notation::Letters(rank);
+        if (c.attrs.GetBool("flatten")) {  // out is 1-D of every element: a new factor
+          EinsumSpec spec = notation::FromLetters({letters}, {}, letters);
+          const FactorId flat = spec.AddFactor(NumElements(c.input_shapes[0]));
+          spec.outputs.push_back({flat});
+          spec.forced_replicated.push_back(flat);
+          return spec;
         }
-        return spec;
+        const int axis = notation::NormalizeAxisOrScalar(c.attrs.GetInt("axis"), rank, "attrs.axis");
+        return notation::FromLetters({letters}, {letters}, axis >= 0 ? letters.substr(axis, 1) : "");
       })
       .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"axis", int64_t{1}}})},
                                 {{"ab"}, MakeAttrs({{"axis", int64_t{0}}, {"exclusive", true}, {"reverse", true}})},

@@ -1,5 +1,5 @@
 // Shape ops. reshape and flatten are DimTrans; the others are notations where the
-// operated dims get fresh letters that are forced replicated (SEMANTICS.md §6.3).
+// operated dims get new factors (sized here) that are forced replicated (SEMANTICS.md §6.3).
 #include <algorithm>
 #include <limits>
 
@@ -12,7 +12,6 @@
 namespace spmd::declare {
 namespace {
 
-using notation::Fresh;
 using notation::FromSignatures;
 using notation::Ints;
 using notation::Letters;
@@ -28,19 +27,29 @@ DimTransSpec Reshape(const Shape& src, const Shape& tgt) {
   return spec;
 }
 
-// Every operand `letters`, with `axis` given a fresh letter per operand (its size may
-// differ between them), all fresh letters forced replicated.
-EinsumSpec FreshAxis(const std::string& letters, int axis, size_t inputs,
-                     std::vector<std::string> outputs) {
-  EinsumSpec spec;
-  for (size_t i = 0; i < inputs; ++i) {
-    std::string in = letters;
-    in[axis] = Fresh(static_cast<int>(i));
-    spec.inputs.push_back(in);
+// Every input Letters(rank) (dim d is factor d), with `axis` given a fresh factor per
+// input (its size may differ between them; bound from the input), forced replicated; no
+// outputs yet.
+EinsumSpec FreshAxis(const RuleContext& c, int axis) {
+  const int rank = Rank(c);
+  EinsumSpec spec = notation::FromLetters({Letters(rank)}, {});
+  spec.inputs.clear();
+  for (size_t i = 0; i < c.input_shapes.size(); ++i) {
+    Notation in(rank);
+    for (int d = 0; d < rank; ++d) in[d] = d;
+    in[axis] = spec.AddFactor();
     spec.forced_replicated.push_back(in[axis]);
+    spec.inputs.push_back(std::move(in));
   }
-  spec.outputs = std::move(outputs);
   return spec;
+}
+
+// Input 0's notation with dim `axis` replaced by a new factor of `size`, forced replicated.
+Notation WithFreshDim(EinsumSpec& spec, int axis, int64_t size) {
+  Notation out = spec.inputs[0];
+  out[axis] = spec.AddFactor(size);
+  spec.forced_replicated.push_back(out[axis]);
+  return out;
 }
 
 // Paddle's cost rule for concat and stack (SEMANTICS.md §6.3, DECISIONS.md): per mesh axis,
@@ -195,14 +204,15 @@ OpDecl squeeze() {
         const auto& axis = c.attrs.GetInts("axis");
         for (int d = 0; d < rank; ++d) drop[d] = axis.empty() && x[d] == 1;
         for (int d : notation::NormalizeAxes(axis, rank, "attrs.axis")) drop[d] = x[d] == 1;
-        EinsumSpec spec{{Letters(rank)}, {""}};
+        std::string in = Letters(rank), out;
         for (int d = 0; d < rank; ++d) {
           if (drop[d]) {
-            spec.inputs[0][d] = '1';
+            in[d] = '1';
           } else {
-            spec.outputs[0].push_back(spec.inputs[0][d]);
+            out.push_back(in[d]);
           }
         }
+        EinsumSpec spec = notation::FromLetters({in}, {out});
         spec.accept = PartialAcceptance::kAnyOp;
         return spec;
       })
@@ -235,9 +245,10 @@ OpDecl unsqueeze() {
         std::vector<bool> added(out_rank, false);
         for (int d : notation::NormalizeAxes(axis, out_rank, "attrs.axis")) added[d] = true;
         const std::string letters = Letters(rank);
-        EinsumSpec spec{{letters}, {""}};
+        std::string out;
         size_t next = 0;
-        for (int d = 0; d < out_rank; ++d) spec.outputs[0].push_back(added[d] ? '1' : letters[next++]);
+        for (int d = 0; d < out_rank; ++d) out.push_back(added[d] ? '1' : letters[next++]);
+        EinsumSpec spec = notation::FromLetters({letters}, {out});
         spec.accept = PartialAcceptance::kAnyOp;
         return spec;
       })
@@ -259,8 +270,9 @@ OpDecl transpose() {
         }
         const std::vector<int> axes = notation::NormalizeAxes(perm, rank, "attrs.perm");
         const std::string letters = Letters(rank);
-        EinsumSpec spec{{letters}, {""}};
-        for (int d : axes) spec.outputs[0].push_back(letters[d]);
+        std::string out;
+        for (int d : axes) out.push_back(letters[d]);
+        EinsumSpec spec = notation::FromLetters({letters}, {out});
         spec.accept = PartialAcceptance::kAnyOp;
         return spec;
       })
@@ -294,11 +306,11 @@ OpDecl split() {
           ThrowInvalid("attrs.sections", "sections sum to " + std::to_string(known) +
                                              ", the dim has size " + std::to_string(size));
         }
-        std::string out = Letters(rank);
-        out[axis] = Fresh(100);
-        EinsumSpec spec = FreshAxis(Letters(rank), axis, 1,
-                                    std::vector<std::string>(sections.size(), out));
-        spec.forced_replicated.push_back(Fresh(100));
+        // Each piece its own factor: the pieces' sizes differ.
+        EinsumSpec spec = FreshAxis(c, axis);
+        for (int64_t s : sections) {
+          spec.outputs.push_back(WithFreshDim(spec, axis, s == -1 ? size - known : s));
+        }
         return spec;
       })
       .Examples([](const SizePalette& p) {
@@ -323,11 +335,9 @@ OpDecl split_with_num() {
                                         " does not split into " + std::to_string(num) +
                                         " equal pieces");
         }
-        std::string out = Letters(rank);
-        out[axis] = Fresh(100);
-        EinsumSpec spec = FreshAxis(Letters(rank), axis, 1,
-                                    std::vector<std::string>(static_cast<size_t>(num), out));
-        spec.forced_replicated.push_back(Fresh(100));
+        EinsumSpec spec = FreshAxis(c, axis);
+        const Notation out = WithFreshDim(spec, axis, c.input_shapes[0][axis] / num);
+        spec.outputs.assign(static_cast<size_t>(num), out);
         return spec;
       })
       .Examples([](const SizePalette& p) {
@@ -346,10 +356,11 @@ OpDecl unbind() {
         if (c.input_shapes[0][axis] > 4096) {
           ThrowUnsupported("inputs[0].shape", "unbind into more than 4096 outputs");
         }
-        std::string out = Letters(rank);
-        out.erase(axis, 1);
-        return FreshAxis(Letters(rank), axis, 1,
-                         std::vector<std::string>(static_cast<size_t>(c.input_shapes[0][axis]), out));
+        EinsumSpec spec = FreshAxis(c, axis);
+        Notation out = spec.inputs[0];
+        out.erase(out.begin() + axis);
+        spec.outputs.assign(static_cast<size_t>(c.input_shapes[0][axis]), out);
+        return spec;
       })
       .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"axis", int64_t{1}}})}}));
 }
@@ -358,12 +369,17 @@ OpDecl concat() {
   auto notation = [](const RuleContext& c) {
     const int rank = Rank(c);
     if (rank == 0) ThrowInvalid("inputs[0].shape", "concat needs rank >= 1");
-    if (c.input_shapes.size() > 100) ThrowUnsupported("inputs", "more than 100 inputs");
     const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
-    std::string out = Letters(rank);
-    out[axis] = Fresh(100);
-    EinsumSpec spec = FreshAxis(Letters(rank), axis, c.input_shapes.size(), {out});
-    spec.forced_replicated.push_back(Fresh(100));
+    int64_t total = 0;
+    for (size_t i = 0; i < c.input_shapes.size(); ++i) {
+      const Shape& s = c.input_shapes[i];
+      if (static_cast<int>(s.size()) != rank) continue;  // BindFactorSizes names the input
+      if (__builtin_add_overflow(total, s[axis], &total)) {
+        ThrowInvalid("inputs[" + std::to_string(i) + "].shape", "the concat dim overflows");
+      }
+    }
+    EinsumSpec spec = FreshAxis(c, axis);
+    spec.outputs.push_back(WithFreshDim(spec, axis, total));
     return spec;
   };
   return OpBuilder("concat").VariadicInputs("x").Outputs({"out"})
@@ -386,10 +402,11 @@ OpDecl stack() {
   auto notation = [](const RuleContext& c) {
     const int rank = Rank(c);
     const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank + 1, "attrs.axis");
-    std::string out = Letters(rank);
-    out.insert(out.begin() + axis, Fresh(100));
-    EinsumSpec spec{std::vector<std::string>(c.input_shapes.size(), Letters(rank)), {out}};
-    spec.forced_replicated.push_back(Fresh(100));
+    EinsumSpec spec = notation::FromLetters(
+        std::vector<std::string>(c.input_shapes.size(), Letters(rank)), {Letters(rank)});
+    const FactorId stacked = spec.AddFactor(static_cast<int64_t>(c.input_shapes.size()));
+    spec.outputs[0].insert(spec.outputs[0].begin() + axis, stacked);
+    spec.forced_replicated.push_back(stacked);
     return spec;
   };
   return OpBuilder("stack").VariadicInputs("x").Outputs({"out"})
@@ -419,23 +436,27 @@ OpDecl slice() {
         const std::vector<int> axes = notation::NormalizeAxes(c.attrs.GetInts("axes"), rank, "attrs.axes");
         if (starts.size() != axes.size()) ThrowInvalid("attrs.starts", "needs one entry per axis");
         if (ends.size() != axes.size()) ThrowInvalid("attrs.ends", "needs one entry per axis");
-        std::string in = Letters(rank), out = in;
         std::vector<int64_t> size(x.begin(), x.end());
+        std::vector<bool> sliced(rank, false);
         for (size_t k = 0; k < axes.size(); ++k) {
           const int d = axes[k];
           auto clamp = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + x[d] : v, 0, x[d]); };
           size[d] = std::max<int64_t>(0, clamp(ends[k]) - clamp(starts[k]));
-          out[d] = Fresh(d);
+          sliced[d] = true;
         }
         std::vector<bool> drop(rank, false);
         for (int d : notation::NormalizeAxes(c.attrs.GetInts("decrease_axis"), rank, "attrs.decrease_axis")) {
           if (size[d] != 1) ThrowInvalid("attrs.decrease_axis", "dim " + std::to_string(d) + " does not have size 1 after slicing");
           drop[d] = true;
         }
-        EinsumSpec spec{{in}, {""}};
+        EinsumSpec spec = notation::FromLetters({Letters(rank)}, {""});
         for (int d = 0; d < rank; ++d) {
-          if (out[d] != in[d]) spec.forced_replicated += std::string{in[d], out[d]};
-          if (!drop[d]) spec.outputs[0].push_back(out[d]);
+          FactorId out = d;  // input dim d is factor d
+          if (sliced[d]) {  // a sliced dim: a new factor, both forced replicated
+            out = spec.AddFactor(size[d]);
+            spec.forced_replicated.insert(spec.forced_replicated.end(), {d, out});
+          }
+          if (!drop[d]) spec.outputs[0].push_back(out);
         }
         return spec;
       })
@@ -457,17 +478,21 @@ OpDecl tile() {
         }
         const int out_rank = std::max<int>(rank, static_cast<int>(repeat.size()));
         repeat.insert(repeat.begin(), out_rank - repeat.size(), 1);
-        const std::string in = Letters(rank);
-        EinsumSpec spec{{in}, {""}};
+        EinsumSpec spec = notation::FromLetters({Letters(rank)}, {""});
         for (int p = 0; p < out_rank; ++p) {
-          const int d = p - (out_rank - rank);  // the input dim at p, or < 0 for a new dim
+          const int d = p - (out_rank - rank);  // the input dim at p (factor d), or < 0 for a new dim
           if (d >= 0 && repeat[p] == 1) {
-            spec.outputs[0].push_back(in[d]);
+            spec.outputs[0].push_back(d);
             continue;
           }
-          spec.outputs[0].push_back(Fresh(p));
-          spec.forced_replicated.push_back(Fresh(p));
-          if (d >= 0) spec.forced_replicated.push_back(in[d]);
+          int64_t size = repeat[p];
+          if (d >= 0 && __builtin_mul_overflow(repeat[p], c.input_shapes[0][d], &size)) {
+            ThrowInvalid("attrs.repeat_times", "entry " + std::to_string(p) + " overflows the dim");
+          }
+          const FactorId tiled = spec.AddFactor(size);
+          spec.outputs[0].push_back(tiled);
+          spec.forced_replicated.push_back(tiled);
+          if (d >= 0) spec.forced_replicated.push_back(d);
         }
         return spec;
       })
@@ -483,29 +508,32 @@ EinsumSpec Expand(const Shape& x, const std::vector<int64_t>& target, const std:
   const int rank = static_cast<int>(x.size());
   const int out_rank = static_cast<int>(target.size());
   if (out_rank < rank) ThrowInvalid(field, "has fewer dims than the input");
-  std::string in = Letters(rank), out;
+  EinsumSpec spec = notation::FromLetters({Letters(rank)}, {""});
+  Notation& in = spec.inputs[0];  // dim d is factor d
+  Notation& out = spec.outputs[0];
+  auto fresh = [&](int64_t size) {
+    const FactorId f = spec.AddFactor(size);
+    spec.forced_replicated.push_back(f);
+    return f;
+  };
   for (int p = 0; p < out_rank; ++p) {
     const int d = p - (out_rank - rank);
     const int64_t t = target[p];
     if (d < 0) {
       if (t < 0) ThrowInvalid(field, "a new dim cannot be -1");
-      out.push_back(Fresh(p));
+      out.push_back(fresh(t));
       continue;
     }
     if (t == -1 || t == x[d]) {
-      out.push_back(x[d] == 1 ? '1' : in[d]);
-      if (x[d] == 1) in[d] = '1';
+      if (x[d] == 1) in[d] = kBroadcastDim;
+      out.push_back(in[d]);
     } else if (x[d] == 1 && t >= 0) {
-      in[d] = '1';
-      out.push_back(Fresh(p));
+      in[d] = kBroadcastDim;
+      out.push_back(fresh(t));
     } else {
       ThrowInvalid(field, "cannot expand dim " + std::to_string(d) + " of size " +
                               std::to_string(x[d]) + " to " + std::to_string(t));
     }
-  }
-  EinsumSpec spec{{in}, {out}};
-  for (char ch : out) {
-    if (static_cast<unsigned char>(ch) >= 128) spec.forced_replicated.push_back(ch);
   }
   return spec;
 }
@@ -537,10 +565,10 @@ OpDecl expand_as() {
         const auto& given = c.attrs.GetInts("target_shape");
         const Shape& target = given.empty() ? c.input_shapes[1] : given;
         EinsumSpec spec = Expand(c.input_shapes[0], target, "attrs.target_shape");
-        std::string y;  // y's values are not read: every dim fresh and replicated
-        for (size_t d = 0; d < c.input_shapes[1].size(); ++d) y.push_back(notation::Fresh(64 + static_cast<int>(d)));
+        Notation y;  // y's values are not read: every dim a new factor, replicated
+        for (size_t d = 0; d < c.input_shapes[1].size(); ++d) y.push_back(spec.AddFactor());
         spec.inputs.push_back(y);
-        spec.forced_replicated += y;
+        spec.forced_replicated.insert(spec.forced_replicated.end(), y.begin(), y.end());
         return spec;
       })
       .Localize(LocalOutputShape("target_shape"))
@@ -557,7 +585,7 @@ OpDecl triu() {
       .Einsum([](const RuleContext& c) {
         if (c.input_shapes[0].size() < 2) ThrowInvalid("inputs[0].shape", "triu needs rank >= 2");
         const std::string letters = Letters(Rank(c));
-        EinsumSpec spec{{letters}, {letters}};
+        EinsumSpec spec = notation::FromLetters({letters}, {letters});
         spec.accept = PartialAcceptance::kAnyOp;  // a mask: every reduce op of 0s is 0
         return spec;
       })

@@ -21,69 +21,12 @@ using kernels::Tensors;
 
 std::string Field(const char* what, size_t i) { return std::string(what) + "[" + std::to_string(i) + "]"; }
 
-bool HasUnknown(const std::vector<Shape>& shapes) {
-  for (const Shape& s : shapes) {
-    for (int64_t d : s) {
-      if (d < 0) return true;
-    }
-  }
-  return false;
-}
-
-// Fills the unknown dims of `shapes` from the kernel's outputs.
-void FillUnknown(std::vector<Shape>& shapes, const Tensors& outputs, const char* how) {
-  if (outputs.size() != shapes.size()) {
-    throw std::logic_error(std::string("the kernel gave ") + std::to_string(outputs.size()) +
-                           " outputs (" + how + "), the rule " + std::to_string(shapes.size()));
-  }
-  for (size_t o = 0; o < shapes.size(); ++o) {
-    if (outputs[o].shape().size() != shapes[o].size()) {
-      throw std::logic_error("output " + std::to_string(o) + " has rank " +
-                             std::to_string(outputs[o].shape().size()) + " from the kernel (" +
-                             how + "), " + std::to_string(shapes[o].size()) + " from the rule");
-    }
-    for (size_t k = 0; k < shapes[o].size(); ++k) {
-      if (shapes[o][k] < 0) shapes[o][k] = outputs[o].shape()[k];
-    }
-  }
-}
-
 DType PlaceholderDType(const std::vector<const DistTensor*>& inputs) {
   for (const DistTensor* t : inputs) {
     if (IsFloating(t->dtype())) return t->dtype();
   }
   return DType::kFloat64;
 }
-
-}  // namespace
-
-std::vector<Shape> RuleOutputShapes(const OpDecl& op, const std::vector<Shape>& input_shapes,
-                                    const Attrs& normalized_attrs) {
-  if (op.dimtrans) {
-    const DimTransSpec spec = op.dimtrans(RuleContext{input_shapes, normalized_attrs});
-    return {spec.output_shape};
-  }
-  const std::optional<EinsumSpec> spec = BuildEinsumSpec(op, input_shapes, normalized_attrs);
-  int64_t size[256];
-  std::fill(std::begin(size), std::end(size), int64_t{-1});
-  for (size_t i = 0; i < spec->inputs.size(); ++i) {
-    for (size_t d = 0; d < spec->inputs[i].size(); ++d) {
-      const auto c = static_cast<unsigned char>(spec->inputs[i][d]);
-      if (spec->inputs[i][d] != '1') size[c] = input_shapes[i][d];
-    }
-  }
-  std::vector<Shape> shapes;
-  for (const std::string& notation : spec->outputs) {
-    Shape shape;
-    for (char letter : notation) {
-      shape.push_back(letter == '1' ? 1 : size[static_cast<unsigned char>(letter)]);
-    }
-    shapes.push_back(std::move(shape));
-  }
-  return shapes;
-}
-
-namespace {
 
 // The Backend of the local shards' device (the host when there are none). Throws
 // InvalidArgument ("inputs[i].device") when the shards are on different devices.
@@ -151,18 +94,11 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
   }
   const kernels::TensorArgs locals(std::move(local_ptrs));
 
-  std::vector<Shape> global_out = RuleOutputShapes(op, shapes, normalized);
+  // Every output shape is known before any kernel runs: the declaration gives it.
+  const std::vector<Shape> global_out = InferOutputShapes(op, shapes, normalized);
   if (global_out.size() != rule.outputs.size()) {
     throw std::logic_error("the rule of " + op.name + " gives " + std::to_string(rule.outputs.size()) +
                            " output dist attrs for " + std::to_string(global_out.size()) + " outputs");
-  }
-  for (size_t o = 0; o < global_out.size(); ++o) {
-    for (size_t k = 0; k < global_out[o].size(); ++k) {
-      if (global_out[o][k] < 0 && !rule.outputs[o].dims[k].empty()) {
-        ThrowUnsupported(Field("outputs", o) + ".dims_mapping[" + std::to_string(k) + "]",
-                         "the rule shards a dim whose size only the kernel knows");
-      }
-    }
   }
   if (!coord) {
     std::vector<DistTensor> out;
@@ -175,16 +111,6 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
 
   Attrs local_attrs = normalized;
   if (op.localize) {
-    if (HasUnknown(global_out)) {
-      try {
-        FillUnknown(global_out, kernels::RunCpuKernel(op.name, locals, normalized), "probe");
-      } catch (const SpmdError&) {
-        Tensors placeholders;
-        for (size_t i = 0; i < inputs.size(); ++i) placeholders.emplace_back(shapes[i], locals[i].dtype());
-        FillUnknown(global_out, kernels::RunCpuKernel(op.name, placeholders, normalized),
-                    "probe on global placeholders");
-      }
-    }
     std::vector<Shape> local_out;
     for (size_t o = 0; o < global_out.size(); ++o) {
       local_out.push_back(LocalShape(global_out[o], rule.outputs[o], mesh, *coord));
@@ -198,7 +124,10 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
   }
 
   Tensors results = LocalBackend(locals).RunKernel(op.name, locals, local_attrs);
-  FillUnknown(global_out, results, "run");
+  if (results.size() != global_out.size()) {
+    throw std::logic_error(op.name + ": the kernel gave " + std::to_string(results.size()) +
+                           " outputs, the declaration " + std::to_string(global_out.size()));
+  }
   std::vector<DistTensor> out;
   for (size_t o = 0; o < results.size(); ++o) {
     const Shape want = LocalShape(global_out[o], rule.outputs[o], mesh, *coord);

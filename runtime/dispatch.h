@@ -17,24 +17,15 @@
 // 4. the outputs are DistTensors with the inferred dist attrs; partial outputs stay
 //    partial until someone reshards them.
 //
-// Global output shapes (needed by localizers before the kernel runs, and by the result):
-// - the rule fixes most of them: an einsum letter has one size over all operands, so an
-//   output dim takes the size of the input dim with its letter (`1` dims are 1); a DimTrans
-//   op's spec has the output shape;
-// - the rest are dims with a letter no input has (concat's axis, split's pieces, slice,
-//   tile, stack's new dim, expand's new dims). A forward rule never shards such a dim (no
-//   input carries its letter; the notations force them replicated), so every rank's local
-//   size is the global size and Dispatch reads it from the kernel's output. When the op
-//   has a localizer, which needs the shapes before the kernel runs, Dispatch first runs
-//   the kernel once with the unlocalized attrs to learn those sizes (only expand and
-//   expand_as today); if that run refuses the shard, it runs on zero-filled placeholders
-//   of the global input shapes instead.
-// - Every kernel output is checked against the layout: its local shape must be
-//   LocalShape(global shape, output dist attr, mesh, coord), else std::logic_error.
+// Global output shapes (needed by localizers before the kernel runs, and by the result)
+// come from the declaration, InferOutputShapes (rules/op_decl.h): an einsum factor's size
+// or the DimTrans output shape. No kernel runs to learn them. Every kernel output is
+// checked against the layout: its local shape must be LocalShape(global shape, output
+// dist attr, mesh, coord), else std::logic_error.
 //
 // Ranks outside the mesh do nothing: they get outputs without a buffer, with the inferred
-// dist attrs and the global shapes the rule fixes (-1 for a dim only the kernel knows;
-// dtype: that of the first floating input, else float64).
+// dist attrs and the declared global shapes (dtype: that of the first floating input,
+// else float64).
 #pragma once
 
 #include <cstddef>
@@ -82,10 +73,5 @@ std::vector<DistTensor> Dispatch(std::string_view op, const std::vector<DistTens
                                  DispatchReport* report = nullptr);
 std::vector<DistTensor> Dispatch(std::string_view op, DistTensorRefs inputs, const Attrs& attrs,
                                  Communicator& comm, DispatchReport* report = nullptr);
-
-// The global output shapes the rule fixes for these input shapes and normalised attrs,
-// with -1 for a dim whose size only the kernel determines (see above).
-std::vector<Shape> RuleOutputShapes(const OpDecl& op, const std::vector<Shape>& input_shapes,
-                                    const Attrs& normalized_attrs);
 
 }  // namespace spmd::runtime

@@ -431,7 +431,14 @@ def gen_contraction():
           "attrs.equation")
     error("einsum", "repeated_output_letter", {"equation": "ij->ii"}, [vals(2, 3)],
           "attrs.equation")
-    error("einsum", "bad_character", {"equation": "i j->ij"}, [vals(2, 3)], "attrs.equation")
+    error("einsum", "bad_character", {"equation": "i#j->ij"}, [vals(2, 3)], "attrs.equation")
+    # Spaces are ignored (as numpy and Paddle do); a '.' outside an ellipsis is a bad
+    # character, not an ellipsis. Literal inputs: these cases draw nothing from RNG.
+    sx = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    sy = np.array([[1.0, -1.0], [0.5, 2.0], [-2.0, 0.25]])
+    case("einsum", "spaces", {"equation": " ij, jk -> ik "}, [sx, sy],
+         [np.asarray(np.einsum("ij,jk->ik", sx, sy))])
+    error("einsum", "lone_dot", {"equation": "i.j->ij"}, [sx], "attrs.equation")
 
     grads = [c for c in MATMUL_CASES if c[0] not in ("k0",)] + [
         ("y_2d_batched_x", (2, 2, 3), (3, 4), False, False)]

@@ -13,6 +13,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/permute.h"
+#include "rules/shape_util.h"
 
 namespace spmd::kernels::cpu {
 namespace {
@@ -143,85 +144,7 @@ Tensor RunMatmul(const Tensor& xt, const Tensor& yt, const MatmulPlan& plan) {
 
 // ---- einsum ----
 
-bool IsLetter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-
-struct EinsumEquation {
-  std::vector<std::string> terms;  // one per operand
-  std::string output;
-};
-
-// Parses "ij,jk->ik" or implicit "ij,jk" (output: letters seen once, in ASCII order),
-// with the reference's checks and fields.
-EinsumEquation ParseEquation(const std::string& equation, size_t operand_count) {
-  const std::string field = "attrs.equation";
-  if (equation.find('.') != std::string::npos) {
-    ThrowUnsupported(field, "'...' (broadcast dims) is not supported in '" + equation + "'");
-  }
-  EinsumEquation spec;
-  std::string lhs = equation;
-  bool explicit_output = false;
-  const size_t arrow = equation.find("->");
-  if (arrow != std::string::npos) {
-    lhs = equation.substr(0, arrow);
-    spec.output = equation.substr(arrow + 2);
-    explicit_output = true;
-  }
-  for (char c : lhs) {
-    if (!IsLetter(c) && c != ',') {
-      ThrowInvalid(field, std::string("unexpected character '") + c + "' in '" + equation + "'");
-    }
-  }
-  for (char c : spec.output) {
-    if (!IsLetter(c)) {
-      ThrowInvalid(field, std::string("unexpected character '") + c + "' in the output of '" +
-                              equation + "'");
-    }
-  }
-  std::string term;
-  for (char c : lhs) {
-    if (c == ',') {
-      spec.terms.push_back(term);
-      term.clear();
-    } else {
-      term += c;
-    }
-  }
-  spec.terms.push_back(term);
-  if (spec.terms.size() != operand_count) {
-    ThrowInvalid(field, "'" + equation + "' has " + std::to_string(spec.terms.size()) +
-                            " operands, got " + std::to_string(operand_count) + " inputs");
-  }
-  std::map<char, int> counts;
-  for (const std::string& t : spec.terms) {
-    std::map<char, int> seen;
-    for (char c : t) {
-      if (++seen[c] > 1) {
-        ThrowUnsupported(field, std::string("letter '") + c +
-                                    "' repeated within one operand (a diagonal) in '" + equation +
-                                    "'");
-      }
-      ++counts[c];
-    }
-  }
-  if (explicit_output) {
-    std::map<char, int> seen;
-    for (char c : spec.output) {
-      if (++seen[c] > 1) {
-        ThrowInvalid(field,
-                     std::string("output letter '") + c + "' repeated in '" + equation + "'");
-      }
-      if (counts.count(c) == 0) {
-        ThrowInvalid(field, std::string("output letter '") + c + "' appears in no operand of '" +
-                                equation + "'");
-      }
-    }
-  } else {
-    for (const auto& [c, n] : counts) {
-      if (n == 1) spec.output += c;
-    }
-  }
-  return spec;
-}
+using shape::EinsumEquation;  // the parser is shared with the rule (rules/shape_util.h)
 
 // An intermediate einsum operand: row-major data whose dims are `letters`.
 template <typename T>
@@ -322,12 +245,12 @@ Tensor RunEinsum(const TensorArgs& inputs, const EinsumEquation& spec,
   std::string needed = spec.output;
   for (size_t i = count; i-- > 0;) {
     needed_after[i] = needed;
-    needed += spec.terms[i];
+    needed += spec.operands[i];
   }
   auto load = [&](size_t i) {
     ValuesAs<T> v(inputs[i]);
     Term<T> t;
-    t.letters = spec.terms[i];
+    t.letters = spec.operands[i];
     t.shape = inputs[i].shape();
     t.data.assign(v.data(), v.data() + inputs[i].numel());
     return t;
@@ -335,7 +258,7 @@ Tensor RunEinsum(const TensorArgs& inputs, const EinsumEquation& spec,
   // Each operand first drops the letters no one else needs (summed out on their own).
   auto own_keep = [&](size_t i) {
     std::string keep = needed_after[i];
-    for (size_t j = 0; j < i; ++j) keep += spec.terms[j];
+    for (size_t j = 0; j < i; ++j) keep += spec.operands[j];
     return keep;
   };
   Term<T> acc = SumOut(load(0), own_keep(0));
@@ -387,27 +310,16 @@ Tensors bmm(const TensorArgs& inputs, const Attrs&) {
 Tensors einsum(const TensorArgs& inputs, const Attrs& attrs) {
   const std::string& equation = attrs.GetString("equation");
   internal::CheckArityAtLeast(inputs, 1);
-  const EinsumEquation spec = ParseEquation(equation, inputs.size());
-  // Letter sizes; every operand must agree (no size-1 broadcasting).
+  const EinsumEquation spec = shape::ParseEinsumEquation(equation, inputs.size());
+  // Letter sizes (shared validation: every operand must agree, no size-1 broadcasting).
+  std::vector<Shape> shapes;
+  for (size_t i = 0; i < inputs.size(); ++i) shapes.push_back(inputs[i].shape());
+  const std::vector<int64_t> letter_sizes = shape::EinsumLetterSizes(spec, shapes);
   std::map<char, int64_t> size;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const std::string& t = spec.terms[i];
-    const Shape& shape = inputs[i].shape();
-    if (t.size() != shape.size()) {
-      ThrowInvalid(InputField(i, "shape"), "operand '" + t + "' has " + std::to_string(t.size()) +
-                                               " letters, shape " + ShapeToString(shape));
-    }
-    for (size_t d = 0; d < t.size(); ++d) {
-      auto it = size.find(t[d]);
-      if (it == size.end()) {
-        size[t[d]] = shape[d];
-      } else if (it->second != shape[d]) {
-        ThrowInvalid(InputField(i, "shape"), std::string("letter '") + t[d] + "' has size " +
-                                                 std::to_string(shape[d]) + ", elsewhere " +
-                                                 std::to_string(it->second));
-      }
-    }
+  for (int c = 0; c < static_cast<int>(letter_sizes.size()); ++c) {
+    if (letter_sizes[c] >= 0) size[static_cast<char>(c)] = letter_sizes[c];
   }
+
   Shape out_shape;
   for (char c : spec.output) out_shape.push_back(size[c]);
   internal::CheckOutputShape(out_shape);

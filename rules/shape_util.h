@@ -1,0 +1,224 @@
+// Shape arithmetic and validation shared by the rules, the references and the CPU kernels:
+// axis normalisation, numpy broadcasting, reduced dims and einsum equations. Header-only
+// so that reference/ and kernels/ use it without linking the rules library; it holds no
+// value arithmetic, so the references stay an independent oracle for the kernels' values
+// while all three agree on which requests are valid and on the error (type and field)
+// for the others.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rules/error.h"
+
+namespace spmd::shape {
+
+// "inputs[i]" or "inputs[i].what".
+inline std::string InputField(size_t i, const std::string& what = "") {
+  std::string field = "inputs[" + std::to_string(i) + "]";
+  return what.empty() ? field : field + "." + what;
+}
+
+inline std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Returns axis + rank for a negative axis; throws SpmdError(kInvalidArgument, field) when
+// it is outside [-rank, rank).
+inline int NormalizeAxis(int64_t axis, int64_t rank, const std::string& field) {
+  if (axis < -rank || axis >= rank) {
+    ThrowInvalid(field, "axis " + std::to_string(axis) + " is out of range for rank " +
+                            std::to_string(rank));
+  }
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+// As NormalizeAxis, but a 0-d tensor accepts 0 and -1 (Paddle's scalar case) and gets -1:
+// the op then has no dim to act on.
+inline int NormalizeAxisOrScalar(int64_t axis, int64_t rank, const std::string& field) {
+  if (rank == 0 && (axis == 0 || axis == -1)) return -1;
+  return NormalizeAxis(axis, rank, field);
+}
+
+// Normalises a list of axes, rejecting duplicates; on a 0-d tensor 0 and -1 are accepted
+// and dropped.
+inline std::vector<int> NormalizeAxes(const std::vector<int64_t>& axes, int64_t rank,
+                                      const std::string& field) {
+  std::vector<int> result;
+  for (int64_t a : axes) {
+    const int axis = NormalizeAxisOrScalar(a, rank, field);
+    if (axis < 0) continue;
+    if (std::find(result.begin(), result.end(), axis) != result.end()) {
+      ThrowInvalid(field, "axis " + std::to_string(a) + " is listed twice");
+    }
+    result.push_back(axis);
+  }
+  return result;
+}
+
+// Returns the numpy broadcast of `shapes` (right-aligned; each dim equal or 1). Throws
+// SpmdError(kInvalidArgument, "inputs[i].shape") for the first input that does not
+// broadcast with the ones before it.
+inline std::vector<int64_t> BroadcastShapes(const std::vector<std::vector<int64_t>>& shapes) {
+  size_t rank = 0;
+  for (const auto& s : shapes) rank = std::max(rank, s.size());
+  std::vector<int64_t> out(rank, 1);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const size_t offset = rank - shapes[i].size();
+    for (size_t d = 0; d < shapes[i].size(); ++d) {
+      int64_t& o = out[offset + d];
+      const int64_t s = shapes[i][d];
+      if (s == o || s == 1) continue;
+      if (o != 1) {
+        ThrowInvalid(InputField(i, "shape"), "dim " + std::to_string(d) + " of size " +
+                                                 std::to_string(s) +
+                                                 " does not broadcast with size " +
+                                                 std::to_string(o));
+      }
+      o = s;
+    }
+  }
+  return out;
+}
+
+// Which dims a reduction over `axis` reduces: every dim when `all` or the list is empty.
+// Throws as NormalizeAxes.
+inline std::vector<bool> ReducedDims(const std::vector<int64_t>& axis, bool all, int64_t rank,
+                                     const std::string& field) {
+  std::vector<bool> reduced(static_cast<size_t>(rank), all || axis.empty());
+  for (int a : NormalizeAxes(axis, rank, field)) reduced[a] = true;
+  return reduced;
+}
+
+// The shape a reduction leaves: reduced dims dropped, or kept as 1 with `keep_dim`.
+inline std::vector<int64_t> ReducedShape(const std::vector<int64_t>& shape,
+                                         const std::vector<bool>& reduced, bool keep_dim) {
+  std::vector<int64_t> out;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (!reduced[d]) {
+      out.push_back(shape[d]);
+    } else if (keep_dim) {
+      out.push_back(1);
+    }
+  }
+  return out;
+}
+
+// ---- einsum equations ----
+
+// An einsum equation: one letter string per operand and the output's.
+struct EinsumEquation {
+  std::vector<std::string> operands;
+  std::string output;
+};
+
+inline bool IsEinsumLetter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+// Parses `ij,jk->ik`, or the implicit `ij,jk` (output: the letters seen once, in ASCII
+// order, as numpy). Spaces anywhere are ignored (numpy and Paddle accept them). Throws
+// SpmdError naming "attrs.equation": Unsupported for an ellipsis (`...`) or a letter
+// repeated within one operand (a diagonal); InvalidArgument for any other character (a
+// lone '.' included), an operand count other than `operand_count`, or an output letter
+// that repeats or is in no operand.
+inline EinsumEquation ParseEinsumEquation(const std::string& equation, size_t operand_count) {
+  const std::string field = "attrs.equation";
+  std::string text;
+  for (char c : equation) {
+    if (c != ' ') text.push_back(c);
+  }
+  if (text.find("...") != std::string::npos) {
+    ThrowUnsupported(field, "ellipsis ('...') is not supported in '" + equation + "'");
+  }
+  EinsumEquation eq;
+  std::string lhs = text;
+  const size_t arrow = text.find("->");
+  const bool explicit_output = arrow != std::string::npos;
+  if (explicit_output) {
+    lhs = text.substr(0, arrow);
+    eq.output = text.substr(arrow + 2);
+  }
+  for (char c : lhs) {
+    if (!IsEinsumLetter(c) && c != ',') {
+      ThrowInvalid(field, std::string("unexpected character '") + c + "' in '" + equation + "'");
+    }
+  }
+  for (char c : eq.output) {
+    if (!IsEinsumLetter(c)) {
+      ThrowInvalid(field, std::string("unexpected character '") + c + "' in the output of '" +
+                              equation + "'");
+    }
+  }
+  std::string term;
+  for (size_t i = 0; i <= lhs.size(); ++i) {
+    if (i == lhs.size() || lhs[i] == ',') {
+      eq.operands.push_back(term);
+      term.clear();
+    } else {
+      term.push_back(lhs[i]);
+    }
+  }
+  if (eq.operands.size() != operand_count) {
+    ThrowInvalid(field, "'" + equation + "' has " + std::to_string(eq.operands.size()) +
+                            " operands, " + std::to_string(operand_count) + " inputs given");
+  }
+  int count[128] = {0};
+  for (const std::string& t : eq.operands) {
+    for (size_t d = 0; d < t.size(); ++d) {
+      if (t.find(t[d], d + 1) != std::string::npos) {
+        ThrowUnsupported(field, std::string("letter '") + t[d] +
+                                    "' repeats within one operand (diagonals are not "
+                                    "supported) in '" + equation + "'");
+      }
+      ++count[static_cast<unsigned char>(t[d])];
+    }
+  }
+  if (!explicit_output) {
+    for (int c = 0; c < 128; ++c) {
+      if (count[c] == 1) eq.output.push_back(static_cast<char>(c));
+    }
+  }
+  for (size_t d = 0; d < eq.output.size(); ++d) {
+    const char c = eq.output[d];
+    if (count[static_cast<unsigned char>(c)] == 0) {
+      ThrowInvalid(field, std::string("output letter '") + c + "' is in no operand of '" +
+                              equation + "'");
+    }
+    if (eq.output.find(c, d + 1) != std::string::npos) {
+      ThrowInvalid(field, std::string("output letter '") + c + "' repeats in '" + equation + "'");
+    }
+  }
+  return eq;
+}
+
+// The size of each letter (indexed by the letter's ASCII code, -1 when absent) over the
+// operands' shapes. Throws SpmdError(kInvalidArgument, "inputs[i].shape") when an
+// operand's rank differs from its letter count, or a letter has two sizes (einsum does
+// not broadcast size-1 dims).
+inline std::vector<int64_t> EinsumLetterSizes(const EinsumEquation& eq,
+                                              const std::vector<std::vector<int64_t>>& shapes) {
+  std::vector<int64_t> size(128, -1);
+  for (size_t i = 0; i < eq.operands.size(); ++i) {
+    const std::string& t = eq.operands[i];
+    const std::vector<int64_t>& shape = shapes[i];
+    if (t.size() != shape.size()) {
+      ThrowInvalid(InputField(i, "shape"), "operand '" + t + "' has " + std::to_string(t.size()) +
+                                               " letters, shape " + ShapeString(shape));
+    }
+    for (size_t d = 0; d < t.size(); ++d) {
+      int64_t& known = size[static_cast<unsigned char>(t[d])];
+      if (known >= 0 && known != shape[d]) {
+        ThrowInvalid(InputField(i, "shape"), std::string("letter '") + t[d] + "' has size " +
+                                                 std::to_string(shape[d]) + ", elsewhere " +
+                                                 std::to_string(known));
+      }
+      known = shape[d];
+    }
+  }
+  return size;
+}
+
+}  // namespace spmd::shape
