@@ -41,7 +41,7 @@ OpDecl gelu() {
       .Attr("approximate", AttrKind::kBool, false).Einsum(Pointwise)
       .Examples(FromSignatures({{{"abc"}}, {{"ab"}, MakeAttrs({{"approximate", true}})}}));
 }
-OpDecl silu() { return Unary("silu").Tolerance(ToleranceClass::kPointwise); }
+OpDecl silu() { return Unary("silu").Tolerance(ToleranceClass::kPointwise).Vjp(vjps::Silu); }
 OpDecl exp() { return Unary("exp").Tolerance(ToleranceClass::kPointwise).Vjp(vjps::Exp); }
 OpDecl log() {
   return Unary("log", ValueKind::kPositive)

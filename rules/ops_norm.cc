@@ -82,7 +82,11 @@ OpDecl softmax() {
       .Tolerance(ToleranceClass::kRelative)
       .Vjp(vjps::Softmax);
 }
-OpDecl log_softmax() { return Softmax("log_softmax").Tolerance(ToleranceClass::kLogDomain); }
+OpDecl log_softmax() {
+  return Softmax("log_softmax")
+      .Tolerance(ToleranceClass::kLogDomain)
+      .Vjp(vjps::LogSoftmax);
+}
 OpDecl softmax_grad() {
   return OpBuilder("softmax_grad").Inputs({"out", "out_grad"}).Outputs({"x_grad"})
       .Tolerance(ToleranceClass::kSoftmaxGrad)

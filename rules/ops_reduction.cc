@@ -214,6 +214,7 @@ OpDecl argmax() {
 OpDecl cumsum() {
   return OpBuilder("cumsum").Inputs({"x"}).Outputs({"out"})
       .Tolerance(ToleranceClass::kSumOfProducts)
+      .Vjp(vjps::Cumsum)
       .Attr("axis", AttrKind::kInt, int64_t{-1})
       .Attr("flatten", AttrKind::kBool, false)
       .Attr("exclusive", AttrKind::kBool, false)

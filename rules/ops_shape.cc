@@ -283,6 +283,7 @@ OpDecl transpose() {
 OpDecl split() {
   return OpBuilder("split").Inputs({"x"}).Outputs({"out"})
       .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::Split)
       .Attr("sections", AttrKind::kInts, std::nullopt)
       .Attr("axis", AttrKind::kInt, int64_t{0})
       .Einsum([](const RuleContext& c) {
@@ -323,6 +324,7 @@ OpDecl split() {
 OpDecl split_with_num() {
   return OpBuilder("split_with_num").Inputs({"x"}).Outputs({"out"})
       .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::Split)
       .Attr("num", AttrKind::kInt, std::nullopt)
       .Attr("axis", AttrKind::kInt, int64_t{0})
       .Einsum([](const RuleContext& c) {
@@ -349,6 +351,7 @@ OpDecl split_with_num() {
 OpDecl unbind() {
   return OpBuilder("unbind").Inputs({"x"}).Outputs({"out"})
       .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::Unbind)
       .Attr("axis", AttrKind::kInt, int64_t{0})
       .Einsum([](const RuleContext& c) {
         const int rank = Rank(c);
@@ -581,6 +584,7 @@ OpDecl expand_as() {
 OpDecl triu() {
   return OpBuilder("triu").Inputs({"x"}).Outputs({"out"})
       .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::Triu)
       .Attr("diagonal", AttrKind::kInt, int64_t{0})
       .Einsum([](const RuleContext& c) {
         if (c.input_shapes[0].size() < 2) ThrowInvalid("inputs[0].shape", "triu needs rank >= 2");

@@ -142,6 +142,16 @@ VjpGraph Sigmoid(const RuleContext&) {
   return g;
 }
 
+// d silu(x) = s (1 + x (1 - s)) dx, s = sigmoid(x).
+VjpGraph Silu(const RuleContext&) {
+  VjpGraph g;
+  const Ref s = g.Add("sigmoid", {Ref::Input(0)});
+  const Ref x_one_minus_s = g.Add("multiply", {Ref::Input(0), ScaleBy(g, s, -1, 1)});
+  const Ref slope = g.Add("multiply", {s, ScaleBy(g, x_one_minus_s, 1, 1)});
+  g.input_grads = {g.Add("multiply", {Ref::OutputGrad(0), slope})};
+  return g;
+}
+
 VjpGraph Matmul(const RuleContext& c) {
   VjpGraph g;
   Attrs attrs;
@@ -178,6 +188,40 @@ VjpGraph Softmax(const RuleContext& c) {
   VjpGraph g;
   g.input_grads = {g.Add("softmax_grad", {Ref::Output(0), Ref::OutputGrad(0)},
                          MakeAttrs({{"axis", c.attrs.GetInt("axis")}}))};
+  return g;
+}
+
+// out_i = sum over j <= i (j < i exclusive; j >= i reversed) of x_j, so x_j's gradient
+// sums g_i over the same pairs seen from j: the prefix sums in the other direction.
+VjpGraph Cumsum(const RuleContext& c) {
+  VjpGraph g;
+  const Shape& x = c.input_shapes[0];
+  Attrs attrs = MakeAttrs({{"axis", c.attrs.GetInt("axis")},
+                           {"exclusive", c.attrs.GetBool("exclusive")},
+                           {"reverse", !c.attrs.GetBool("reverse")}});
+  if (c.attrs.GetBool("flatten")) {  // out is x flattened: sum along it, then x's shape
+    attrs.Set("axis", int64_t{0});
+    const Ref summed = g.Add("cumsum", {Ref::OutputGrad(0)}, attrs);
+    g.input_grads = {Reshape(g, summed, {Numel(x)}, x)};
+    return g;
+  }
+  g.input_grads = {g.Add("cumsum", {Ref::OutputGrad(0)}, attrs)};
+  return g;
+}
+
+// d log_softmax: g - softmax(x) sum(g) along the axis, softmax(x) = exp(out).
+VjpGraph LogSoftmax(const RuleContext& c) {
+  VjpGraph g;
+  const int rank = static_cast<int>(c.input_shapes[0].size());
+  const int axis = notation::NormalizeAxisOrScalar(c.attrs.GetInt("axis"), rank, "attrs.axis");
+  if (axis < 0) {  // a 0-d x: out is 0 whatever x is
+    g.input_grads = {ScaleBy(g, Ref::OutputGrad(0), 0)};
+    return g;
+  }
+  const Ref total = g.Add("sum", {Ref::OutputGrad(0)},
+                          MakeAttrs({{"axis", Ints{axis}}, {"keep_dim", true}}));
+  const Ref weighted = g.Add("multiply", {g.Add("exp", {Ref::Output(0)}), total});
+  g.input_grads = {g.Add("subtract", {Ref::OutputGrad(0), weighted})};
   return g;
 }
 
@@ -226,6 +270,38 @@ VjpGraph Concat(const RuleContext& c) {
   const Ref pieces = g.Add("split", {Ref::OutputGrad(0)},
                            MakeAttrs({{"sections", sections}, {"axis", int64_t{axis}}}));
   for (size_t i = 0; i < c.input_shapes.size(); ++i) g.input_grads.push_back(Ref::Call(pieces.index, i));
+  return g;
+}
+
+}  // namespace spmd::vjps
+
+namespace spmd::vjps {
+
+VjpGraph Split(const RuleContext& c) {
+  VjpGraph g;
+  const size_t pieces = c.attrs.Has("num") ? static_cast<size_t>(c.attrs.GetInt("num"))
+                                           : c.attrs.GetInts("sections").size();
+  std::vector<Ref> grads;
+  for (size_t o = 0; o < pieces; ++o) grads.push_back(Ref::OutputGrad(o));
+  g.input_grads = {g.Add("concat", grads, MakeAttrs({{"axis", c.attrs.GetInt("axis")}}))};
+  return g;
+}
+
+VjpGraph Unbind(const RuleContext& c) {
+  VjpGraph g;
+  const int rank = static_cast<int>(c.input_shapes[0].size());
+  const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
+  const int64_t slices = c.input_shapes[0][axis];
+  if (slices == 0) ThrowUnsupported("vjp", "unbind into no slices has no cotangent to stack");
+  std::vector<Ref> grads;
+  for (int64_t o = 0; o < slices; ++o) grads.push_back(Ref::OutputGrad(static_cast<size_t>(o)));
+  g.input_grads = {g.Add("stack", grads, MakeAttrs({{"axis", int64_t{axis}}}))};
+  return g;
+}
+
+VjpGraph Triu(const RuleContext& c) {
+  VjpGraph g;
+  g.input_grads = {g.Add("triu", {Ref::OutputGrad(0)}, MakeAttrs({{"diagonal", c.attrs.GetInt("diagonal")}}))};
   return g;
 }
 

@@ -25,17 +25,24 @@ VjpGraph Log(const RuleContext& c);
 VjpGraph Sqrt(const RuleContext& c);
 VjpGraph Tanh(const RuleContext& c);
 VjpGraph Sigmoid(const RuleContext& c);
+VjpGraph Silu(const RuleContext& c);
 // Contractions: matmul_grad (bmm is matmul on rank 3).
 VjpGraph Matmul(const RuleContext& c);
 // Reductions: reshape to the kept-dims shape, expand back (mean also scales by 1/n).
 VjpGraph Sum(const RuleContext& c);
 VjpGraph Mean(const RuleContext& c);
-// softmax_grad.
+// cumsum: the prefix sums run the other way.
+VjpGraph Cumsum(const RuleContext& c);
+// softmax_grad; log_softmax: g - exp(out) sum(g).
 VjpGraph Softmax(const RuleContext& c);
+VjpGraph LogSoftmax(const RuleContext& c);
 // Shape ops.
 VjpGraph ReshapeBack(const RuleContext& c);  // reshape, flatten, squeeze, unsqueeze
 VjpGraph Transpose(const RuleContext& c);
 VjpGraph Expand(const RuleContext& c);       // expand, expand_as (y: no grad, it gives a shape)
 VjpGraph Concat(const RuleContext& c);
+VjpGraph Split(const RuleContext& c);  // split, split_with_num: concat of the pieces' grads
+VjpGraph Unbind(const RuleContext& c);  // stack of the slices' grads
+VjpGraph Triu(const RuleContext& c);   // triu is linear: triu of the cotangent
 
 }  // namespace spmd::vjps
