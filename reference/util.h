@@ -14,6 +14,7 @@
 #include "reference/tensor.h"
 #include "rules/error.h"
 #include "rules/local_attrs.h"
+#include "rules/shape_util.h"
 
 namespace spmd::reference::internal {
 
@@ -142,12 +143,9 @@ inline void CheckOutputCount(int64_t n) {
 }
 
 // Returns `axis` in [0, rank); negative counts from the end. Throws naming `field`.
+// (The shared validation of rules/shape_util.h.)
 inline int64_t NormalizeAxis(int64_t axis, int64_t rank, const std::string& field) {
-  if (axis < -rank || axis >= rank) {
-    ThrowInvalid(field,
-                 "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
-  }
-  return axis < 0 ? axis + rank : axis;
+  return shape::NormalizeAxis(axis, rank, field);
 }
 
 // As NormalizeAxis, except that a 0-d tensor accepts axis 0 and -1 (as Paddle does): the
@@ -183,28 +181,7 @@ inline AxisView ViewAlong(const Shape& shape, int64_t axis) {
 // numpy broadcasting of several shapes (right-aligned; each dim equal or 1). Throws
 // naming `inputs[i].shape` of the first input that does not fit the others before it.
 inline Shape BroadcastShapes(const std::vector<Shape>& shapes) {
-  Shape out;
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    const Shape& s = shapes[i];
-    Shape merged(std::max(out.size(), s.size()), 1);
-    for (size_t k = 0; k < merged.size(); ++k) {
-      // k counts from the right.
-      int64_t a = k < out.size() ? out[out.size() - 1 - k] : 1;
-      int64_t b = k < s.size() ? s[s.size() - 1 - k] : 1;
-      int64_t m;
-      if (a == b || b == 1) {
-        m = a;
-      } else if (a == 1) {
-        m = b;
-      } else {
-        ThrowInvalid(InputField(i, "shape"),
-                     ShapeToString(s) + " does not broadcast with " + ShapeToString(out));
-      }
-      merged[merged.size() - 1 - k] = m;
-    }
-    out = merged;
-  }
-  return out;
+  return shape::BroadcastShapes(shapes);  // the shared validation of rules/shape_util.h
 }
 
 // The flat offset in a tensor of `in_shape` read at output multi-index `out_index` under

@@ -16,6 +16,7 @@
 #include "kernels/tensor.h"
 #include "rules/error.h"
 #include "rules/local_attrs.h"
+#include "rules/shape_util.h"
 
 namespace spmd::kernels::cpu::internal {
 
@@ -40,12 +41,9 @@ inline void CheckArityAtLeast(const TensorArgs& inputs, size_t n) {
 }
 
 // Returns `axis` in [0, rank); negative counts from the end. Throws naming `field`.
+// (The shared validation of rules/shape_util.h.)
 inline int64_t NormalizeAxis(int64_t axis, int64_t rank, const std::string& field) {
-  if (axis < -rank || axis >= rank) {
-    ThrowInvalid(field,
-                 "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
-  }
-  return axis < 0 ? axis + rank : axis;
+  return shape::NormalizeAxis(axis, rank, field);
 }
 
 // As NormalizeAxis; a 0-d tensor accepts 0 and -1 (viewed as [1]) and gives 0.
@@ -202,27 +200,7 @@ class ValuesAs {
 // numpy broadcasting of several shapes; throws naming inputs[i].shape of the first input
 // that does not fit the ones before it (as the references do).
 inline Shape BroadcastShapes(const std::vector<Shape>& shapes) {
-  Shape out;
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    const Shape& s = shapes[i];
-    Shape merged(std::max(out.size(), s.size()), 1);
-    for (size_t k = 0; k < merged.size(); ++k) {
-      int64_t a = k < out.size() ? out[out.size() - 1 - k] : 1;
-      int64_t b = k < s.size() ? s[s.size() - 1 - k] : 1;
-      int64_t m;
-      if (a == b || b == 1) {
-        m = a;
-      } else if (a == 1) {
-        m = b;
-      } else {
-        ThrowInvalid(InputField(i, "shape"),
-                     ShapeToString(s) + " does not broadcast with " + ShapeToString(out));
-      }
-      merged[merged.size() - 1 - k] = m;
-    }
-    out = merged;
-  }
-  return out;
+  return shape::BroadcastShapes(shapes);  // the shared validation of rules/shape_util.h
 }
 
 // Inputs broadcast to an output, with the dims collapsed: size-1 output dims dropped and
