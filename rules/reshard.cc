@@ -53,7 +53,6 @@ struct Edge {
 struct Request {
   const std::vector<int64_t>& shape;
   DType dtype;
-  int64_t s;
   std::vector<Mesh> meshes;  // [from_mesh] or [from_mesh, to_mesh]
   DistAttr from;
   DistAttr to;
@@ -343,7 +342,7 @@ Request MakeRequest(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_
   }
   std::vector<Mesh> meshes = {from_mesh};
   if (!SameMesh(from_mesh, to_mesh)) meshes.push_back(to_mesh);
-  return Request{shape, dtype, s, std::move(meshes), from, to};
+  return Request{shape, dtype, std::move(meshes), from, to};
 }
 
 ReshardPlan Finish(const Request& req, std::vector<ReshardStep> steps) {

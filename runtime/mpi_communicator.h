@@ -6,7 +6,7 @@
 //   exchange a token over point-to-point messages (polled, so a missing member times out
 //   instead of hanging).
 // - Collectives are nonblocking MPI calls (MPI_Iallgatherv, MPI_Ireduce_scatter,
-//   MPI_Iallreduce, MPI_Ialltoallv, MPI_Ibcast, MPI_Ibarrier) polled with MPI_Testall until
+//   MPI_Ialltoallv, MPI_Ibcast, MPI_Ibarrier) polled with MPI_Testall until
 //   they complete or the deadline (options().timeout_s) passes; they complete before the
 //   call returns. Send / Recv are MPI_Isend / MPI_Irecv on a private duplicate of the
 //   world, completed by Synchronize().
@@ -31,7 +31,7 @@
 // {dtype, count, step} header that the receiver compares at Synchronize()) prints one line to
 // stderr, e.g.
 //   spmd: rank 0: all_reduce(float64, count=4, op=sum) on group [0,1] at step 3: timed out
-//         after 2 s in MPI_Iallreduce
+//         after 2 s in MPI_Ireduce_scatter
 //   spmd: rank 2: all_reduce(float64, count=4, op=sum) on group [0,1,2,3] at step 3:
 //         collective mismatch: rank 0 calls all_reduce(float64, count=4, op=sum) at its
 //         step 3, rank 1 calls all_gather(float64, counts=[4,4,4,4]) at its step 3
