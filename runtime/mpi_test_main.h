@@ -50,7 +50,8 @@ inline std::string FirstError(const std::string& mine) {
 
 // Calls MPI_Init, runs every test with `set_comm` given a live MpiCommunicator (and
 // nullptr after), finalizes. `extra_params` is appended to RC_PARAMS unless it already
-// names a max_success.
+// names a max_success. Returns with std::cout and std::cerr on the buffers they had on
+// entry: ranks other than 0 are silenced only while the tests run.
 inline int RunMpiTests(int argc, char** argv, const std::string& extra_params,
                        const std::function<void(MpiCommunicator*)>& set_comm) {
   MPI_Init(&argc, &argv);
@@ -69,7 +70,11 @@ inline int RunMpiTests(int argc, char** argv, const std::string& extra_params,
   setenv("RC_PARAMS", params.c_str(), 1);
 
   ::testing::InitGoogleTest(&argc, argv);
+  // std::cout and std::cerr outlive this function (they are flushed at exit), so the
+  // silenced ranks get their buffers back before the local null stream dies.
   std::ofstream null_stream;
+  std::streambuf* const cout_buffer = std::cout.rdbuf();
+  std::streambuf* const cerr_buffer = std::cerr.rdbuf();
   if (rank != 0) {
     // RapidCheck and gtest reports: rank 0's suffice (every rank reaches the same verdicts).
     // Failure messages of the runtime use stderr directly and still show.
@@ -89,6 +94,10 @@ inline int RunMpiTests(int argc, char** argv, const std::string& extra_params,
   int worst = 0;
   MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   MPI_Finalize();
+  std::cout.flush();
+  std::cerr.flush();
+  std::cout.rdbuf(cout_buffer);
+  std::cerr.rdbuf(cerr_buffer);
   return worst;
 }
 
