@@ -252,6 +252,30 @@ std::optional<Counterexample> CheckOutput(int o, const Tensor& global, const Dis
   return found;
 }
 
+// The simulation holds each tensor globally and each rank's shard of it: refuses a case
+// whose elements, counted once per rank, exceed kMaxSimulatedElements (shapes are already
+// bounded by 2^62 elements, so no product below overflows).
+void CheckSimulationSize(const std::vector<Shape>& inputs, const std::vector<Shape>& outputs,
+                         const Mesh& mesh) {
+  const int64_t ranks = std::max<int64_t>(mesh.size(), 1);
+  const int64_t budget = kMaxSimulatedElements / ranks;
+  int64_t total = 0;
+  auto add = [&](const Shape& shape, const std::string& field) {
+    int64_t numel = 1;
+    for (int64_t s : shape) {
+      if (s > 0 && numel > budget / s) numel = budget + 1;  // saturate: over the budget
+      else numel *= std::max<int64_t>(s, 0);
+    }
+    total += std::min(numel, budget + 1);
+    if (total > budget) {
+      ThrowUnsupported(field, "the simulated check holds at most " + std::to_string(kMaxSimulatedElements) +
+                                  " elements over all ranks; this case needs more (shrink the sizes)");
+    }
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) add(inputs[i], "inputs[" + std::to_string(i) + "].shape");
+  for (size_t o = 0; o < outputs.size(); ++o) add(outputs[o], "outputs[" + std::to_string(o) + "].shape");
+}
+
 }  // namespace
 
 Outcome CheckClaim(const Case& c, const std::vector<DistAttr>& required,
@@ -269,6 +293,7 @@ Outcome CheckClaim(const Case& c, const std::vector<DistAttr>& required,
     } catch (const SpmdError& e) {
       throw NotApplicable{std::string("the declaration refuses the request: ") + e.what()};
     }
+    CheckSimulationSize(c.shapes, global_out_shapes, c.mesh);
     const RuleContext rule_context{c.shapes, attrs};
     std::vector<InputValues> kinds = c.op->InputValueKinds(rule_context);
     for (size_t i = 0; i < kinds.size() && i < required.size(); ++i) {

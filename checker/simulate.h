@@ -56,11 +56,16 @@ struct Outcome {
   std::string note;                // why not applicable
 };
 
-// Infers the rule forward and checks it.
+// The most elements a simulated case may hold, every input and output counted once per
+// rank of the mesh; a larger case is refused with a typed error (kUnsupported) naming the
+// first tensor over the budget.
+inline constexpr int64_t kMaxSimulatedElements = int64_t{1} << 24;
+
+// Infers the rule forward and checks it (throws as CheckClaim does).
 Outcome CheckForward(const Case& c);
 
 // Checks a claim as if a rule had made it: the inputs hold `required`, the outputs are
-// claimed to be `claimed`.
+// claimed to be `claimed`. Throws SpmdError for a case over kMaxSimulatedElements.
 Outcome CheckClaim(const Case& c, const std::vector<DistAttr>& required,
                    const std::vector<DistAttr>& claimed);
 

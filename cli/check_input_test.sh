@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# `spmd check --claim` / `--case` on bad or huge input: a typed error naming the field and
+# exit 2 (as for any bad input), never an abort.
+set -uo pipefail
+spmd="$1"
+failures=0
+
+# expect MODE JSON CODE REGEX: `spmd check MODE JSON` exits CODE and prints REGEX.
+expect() {
+  local out code
+  out=$("$spmd" check "$1" "$2" 2>&1)
+  code=$?
+  if [ "$code" != "$3" ] || ! grep -Eq -- "$4" <<<"$out"; then
+    echo "FAIL: spmd check $1 '$2': exit $code (expected $3), output:"
+    echo "$out"
+    echo "  expected to match: $4"
+    failures=$((failures + 1))
+  fi
+}
+
+relu() {  # relu on mesh [2]: input shape $1, input dims_mapping $2, claimed output dims_mapping $3
+  echo '{"op":"relu","mesh_shape":[2],"inputs":[{"shape":'"$1"',"dims_mapping":'"$2"'}],"claim_outputs":[{"dims_mapping":'"$3"'}]}'
+}
+
+expect --claim "$(relu '[4,6]' '[0,-1]' '[0,-1]')" 0 '^SOUND'
+for mode in --claim --case; do
+  expect $mode "$(relu '[4,6]' '[0]' '[0,-1]')" 2 'InvalidArgument: inputs\[0\]\.dims_mapping'
+  expect $mode "$(relu '[3037000499,3037000499]' '[0,-1]' '[0,-1]')" 2 'InvalidArgument: inputs\[0\]\.shape'
+  expect $mode "$(relu '[4611686018427387904]' '[0]' '[0]')" 2 'Unsupported: inputs\[0\]\.shape'
+  expect $mode "$(relu '[1099511627776,3]' '[0,-1]' '[0,-1]')" 2 'Unsupported: inputs\[0\]\.shape'
+done
+expect --claim "$(relu '[4,6]' '[0,-1]' '[0]')" 2 'InvalidArgument: claim_outputs\[0\]\.dims_mapping'
+
+if [ "$failures" -ne 0 ]; then exit 1; fi
+echo "every bad case refused with a typed error"
