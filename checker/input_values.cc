@@ -1,6 +1,7 @@
 #include "checker/input_values.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -25,7 +26,15 @@ reference::Tensor MakeInputValues(const Shape& shape, InputValues values, std::m
       case ValueKind::kReal: v = -2.0 + 4.0 * u; break;
       case ValueKind::kPositive: v = 0.1 + 1.9 * u; break;
       case ValueKind::kNonZero: v = (randint(0, 1) ? 1.0 : -1.0) * (0.5 + 1.5 * u); break;
-      case ValueKind::kBool: v = static_cast<double>(randint(0, 1)); break;
+      case ValueKind::kBool: v = uniform(0.0, 1.0) < values.ones ? 1.0 : 0.0; break;
+      case ValueKind::kNearOne: {
+        // |ln|v|| in (0.01, 0.06): a product of n values has |ln| ~ 0.04 sqrt(n), so it
+        // neither underflows nor hides under a tolerance, and no factor is 1 (a product
+        // missing one factor, or one rank's share, differs by at least 1%).
+        const double magnitude = std::exp((randint(0, 1) ? 1.0 : -1.0) * (0.01 + 0.05 * u));
+        v = (randint(0, 1) ? 1.0 : -1.0) * magnitude;
+        break;
+      }
       case ValueKind::kIndex:
         v = static_cast<double>(randint(0, std::max<int64_t>(values.bound, 1) - 1));
         break;

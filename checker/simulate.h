@@ -60,12 +60,15 @@ struct Outcome {
 // rank of the mesh; a larger case is refused with a typed error (kUnsupported) naming the
 // first tensor over the budget.
 inline constexpr int64_t kMaxSimulatedElements = int64_t{1} << 24;
+// How many value draws a case with a 0/1 output gets (see CheckClaim).
+inline constexpr int kBooleanDraws = 12;
 
 // Infers the rule forward and checks it (throws as CheckClaim does).
 Outcome CheckForward(const Case& c);
 
 // Checks a claim as if a rule had made it: the inputs hold `required`, the outputs are
-// claimed to be `claimed`. Throws SpmdError for a case over kMaxSimulatedElements.
+// claimed to be `claimed`. Throws SpmdError for a case over kMaxSimulatedElements. A case
+// with a 0/1 output is checked on kBooleanDraws draws of values (the first from c.seed).
 Outcome CheckClaim(const Case& c, const std::vector<DistAttr>& required,
                    const std::vector<DistAttr>& claimed);
 

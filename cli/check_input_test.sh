@@ -26,9 +26,28 @@ expect --claim "$(relu '[4,6]' '[0,-1]' '[0,-1]')" 0 '^SOUND'
 for mode in --claim --case; do
   expect $mode "$(relu '[4,6]' '[0]' '[0,-1]')" 2 'InvalidArgument: inputs\[0\]\.dims_mapping'
   expect $mode "$(relu '[3037000499,3037000499]' '[0,-1]' '[0,-1]')" 2 'InvalidArgument: inputs\[0\]\.shape'
-  expect $mode "$(relu '[4611686018427387904]' '[0]' '[0]')" 2 'Unsupported: inputs\[0\]\.shape'
-  expect $mode "$(relu '[1099511627776,3]' '[0,-1]' '[0,-1]')" 2 'Unsupported: inputs\[0\]\.shape'
+  # Valid but huge: shrunk to sizes with the same layout and answered, or (an op that
+  # cannot shrink) refused as too large to simulate.
+  expect $mode "$(relu '[4611686018427387904]' '[0]' '[0]')" 0 \
+    'input 0  \[4611686018427387904\] -> \[4\]'
+  expect $mode "$(relu '[1099511627776,3]' '[0,-1]' '[0,-1]')" 0 'input 0  \[1099511627776,3\] -> \[4,2\]'
+  expect $mode '{"op":"reshape","attrs":{"shape":[3298534883328]},"mesh_shape":[2],"inputs":[{"shape":[1099511627776,3],"dims_mapping":[0,-1]}],"claim_outputs":[{"dims_mapping":[0]}]}' \
+    2 'Unsupported: inputs\[0\]\.shape'
 done
+# A model-sized matmul on 2x2x2 answers in about a second, on shrunk sizes, and says so.
+start=$(date +%s%N)
+expect --claim '{"op":"matmul","mesh_shape":[2,2,2],"inputs":[{"shape":[512,48,32,64],"dims_mapping":[0,1,-1,2]},{"shape":[64,96],"dims_mapping":[2,-1]}],"claim_outputs":[{"dims_mapping":[0,1,-1,-1],"partial":{"2":"sum"}}]}' \
+  0 'input 0  \[512,48,32,64\] -> '
+elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+if [ "$elapsed_ms" -gt 5000 ]; then
+  echo "FAIL: the model-sized matmul claim took ${elapsed_ms} ms"
+  failures=$((failures + 1))
+fi
+expect --claim '{"op":"matmul","mesh_shape":[2,2,2],"inputs":[{"shape":[512,48,32,64],"dims_mapping":[0,1,-1,2]},{"shape":[64,96],"dims_mapping":[2,-1]}],"claim_outputs":[{"dims_mapping":[0,1,-1,-1]}]}' \
+  1 '^UNSOUND'
+expect --case '{"op":"matmul","mesh_shape":[2,2,2],"inputs":[{"shape":[512,48,32,64],"dims_mapping":[0,1,-1,2]},{"shape":[64,96],"dims_mapping":[2,-1]}]}' \
+  0 '^PASSED'
+
 expect --claim "$(relu '[4,6]' '[0,-1]' '[0]')" 2 'InvalidArgument: claim_outputs\[0\]\.dims_mapping'
 
 if [ "$failures" -ne 0 ]; then exit 1; fi

@@ -235,6 +235,9 @@ ref::Tensors MakeInputs(const OpDecl& op, const std::vector<Shape>& shapes, cons
         case ValueKind::kPositive: v = 0.1 + 1.9 * unit(rng); break;
         case ValueKind::kNonZero: v = (unit(rng) < 0.5 ? -1.0 : 1.0) * (0.5 + 1.5 * unit(rng)); break;
         case ValueKind::kBool: v = unit(rng) < 0.5 ? 0.0 : 1.0; break;
+        case ValueKind::kNearOne:
+          v = (unit(rng) < 0.5 ? -1.0 : 1.0) * std::exp((unit(rng) < 0.5 ? -1.0 : 1.0) * (0.01 + 0.05 * unit(rng)));
+          break;
         case ValueKind::kIndex:
           v = kind.bound > 0 ? static_cast<double>(rng() % static_cast<uint64_t>(kind.bound)) : 0.0;
           break;

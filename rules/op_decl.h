@@ -50,11 +50,14 @@ enum class ValueKind {
   kPositive,  // distinct values in (0.1, 2): sqrt, log, probabilities
   kNonZero,   // distinct values with |v| >= 0.5: divisors
   kBool,      // 0 or 1
+  kNearOne,   // distinct values with |v| within a few percent of 1 (never 1), random signs:
+              // products of many stay near 1 in magnitude
   kIndex,     // integers in [0, bound): ids, labels
 };
 struct InputValues {
   ValueKind kind = ValueKind::kReal;
   int64_t bound = 0;  // kIndex: one past the largest value
+  double ones = 0.5;  // kBool: the probability of a 1
 };
 
 // What a localizer sees when one rank runs the op on its shards (SEMANTICS.md §3,

@@ -2,6 +2,7 @@
 // the output partial with their own reduce op (D3, D7); logsumexp and p_norm need the
 // reduced factors whole (D2); argmax and cumsum need their axis whole.
 #include <algorithm>
+#include <cmath>
 
 #include "rules/error.h"
 #include "rules/notation.h"
@@ -105,15 +106,31 @@ OpDecl min() {
   return SumLike("min", ReduceOp::kMin, PartialAcceptance::kSameOp)
       .Tolerance(ToleranceClass::kExact);
 }
+// Values near 1: a product over many elements neither underflows nor falls under the
+// checker's tolerance, so a wrong partial claim (a sum for a product) stays visible.
 OpDecl prod() {
   return SumLike("prod", ReduceOp::kProd, PartialAcceptance::kNone)
-      .Tolerance(ToleranceClass::kSumOfProducts);
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Values([](const RuleContext&) { return std::vector<InputValues>{{ValueKind::kNearOne}}; });
 }
-// Logical reductions get 0/1 inputs: with nonzero reals every wrong rule would pass.
+// Logical reductions get 0/1 inputs: with nonzero reals every wrong rule would pass. The
+// share of ones makes each reduced slice of m elements all ones (all) or all zeros (any)
+// half the time, so both results occur however many elements a slice has; with 1/2,
+// all() over 18 elements would be 0 nearly everywhere and hide a wrong claim.
 OpDecl Logical(const char* name, ReduceOp reduce) {
   OpDecl op = SumLike(name, reduce, PartialAcceptance::kNone);
   op.tolerance = ToleranceClass::kExact;  // 0/1 in, 0/1 out
-  op.values = [](const RuleContext&) { return std::vector<InputValues>{{ValueKind::kBool}}; };
+  op.values = [einsum = op.einsum, reduce](const RuleContext& c) {
+    EinsumSpec spec = einsum(c);
+    BindFactorSizes(spec, c.input_shapes);
+    const int64_t in = NumElements(c.input_shapes[0]);
+    const int64_t out = NumElements(EinsumOutputShapes(spec)[0]);
+    const double m = static_cast<double>(std::max<int64_t>(out > 0 ? in / out : 1, 1));
+    const double all_ones = std::pow(0.5, 1.0 / m);
+    InputValues values{ValueKind::kBool};
+    values.ones = reduce == ReduceOp::kAll ? all_ones : 1.0 - all_ones;
+    return std::vector<InputValues>{values};
+  };
   return op;
 }
 
