@@ -3,7 +3,7 @@
 #   rules -> (nothing else); reference -> rules; kernels -> rules;
 #   runtime -> rules, kernels; checker -> reference, rules;
 #   io (the JSON side) -> rules, checker, runtime;
-#   property_tests -> everything but cli; cli and bench -> everything.
+#   property_tests -> everything but cli; cli, bench and fuzz -> everything.
 # Every top-level folder with sources is listed: a new layer must be added here. Only io/
 # may include nlohmann/json.hpp among the libraries (their tests may too).
 set -euo pipefail
@@ -18,6 +18,7 @@ declare -A allowed=(
   [property_tests]="property_tests io checker runtime reference rules kernels"
   [cli]="cli io checker runtime reference rules kernels"
   [bench]="bench io checker runtime reference rules kernels"
+  [fuzz]="fuzz cli io checker runtime reference rules kernels"
 )
 bad=0
 for layer in "${!allowed[@]}"; do
@@ -44,7 +45,7 @@ done < <(grep -rn --include='*.h' --include='*.cc' '#include *<nlohmann/' \
 # Every folder with C++ sources must be a known layer (else it would escape the check).
 for dir in */; do
   dir=${dir%/}
-  [ "$dir" = build ] && continue
+  case "$dir" in build | build-*) continue ;; esac  # build directories (build-asan/, build-fuzz/)
   if [ -z "${allowed[$dir]+x}" ] && [ -n "$(find "$dir" -name '*.cc' -o -name '*.h' | head -1)" ]; then
     echo "$dir/: a folder of sources the include graph does not know"
     bad=1

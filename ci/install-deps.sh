@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   nlohmann-json3-dev
   libopenmpi-dev openmpi-bin
+  clang libclang-rt-dev
 )
 
 missing=()

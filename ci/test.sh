@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: install, build, run every test with ctest (unit, golden,
-# property tests, the include-graph check).
+# property tests, the include-graph check); then the same rule, golden, checker and CLI tests
+# under ASan+UBSan (ci/sanitize.sh) and a smoke run of every fuzz target (ci/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/install-deps.sh
@@ -10,4 +11,6 @@ rm -f /dev/shm/vader_segment.* 2>/dev/null || true
 status=0
 ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 900 || status=$?
 rm -f /dev/shm/vader_segment.* 2>/dev/null || true
+bash ci/sanitize.sh || status=$?
+bash ci/fuzz.sh || status=$?
 exit $status

@@ -74,7 +74,8 @@ std::string CaseToJson(const checker::Case& c) {
   j["process_ids"] = c.mesh.process_ids();
   nlohmann::json attrs = nlohmann::json::object();
   for (const auto& [name, value] : c.attrs.values()) {
-    std::visit([&](const auto& v) { attrs[name] = v; }, value);
+    const std::string& key = name;  // clang 14 cannot capture a structured binding
+    std::visit([&](const auto& v) { attrs[key] = v; }, value);
   }
   j["attrs"] = attrs;
   j["inputs"] = nlohmann::json::array();

@@ -135,9 +135,10 @@ void AddEdges(const Request& req, int mesh_index, const DistAttr& s,
       e.action = AllReduce{std::move(group), op};
       push(std::move(e));
     }
+    const ReduceOp reduce = op;  // a copy: clang 14 cannot capture a structured binding
     ForEachOrderedSubset(axes, [&](const AxisList& group) {
       for (int d = 0; d < rank; ++d) {
-        Edge e{ReduceScatter{group, d, op}, mesh_index, s};
+        Edge e{ReduceScatter{group, d, reduce}, mesh_index, s};
         for (int a : group) {
           e.after.partial.erase(a);
           e.after.dims[d].push_back(a);
