@@ -37,4 +37,13 @@ check_refused '--mesh' --mesh 1048576 --shape 4 --from '[R]' --to '[R]' --json
 check_refused '--mesh' --mesh 1024x1024 --shape 4,4 --from '[S(0), R]' --to '[R, S(1)]' --json
 check_refused '--mesh' --mesh 65537 --shape 4 --from '[S(0)]' --to '[R]' --json
 check_refused '--to-mesh' --mesh 2 --to-mesh 2097152 --shape 4 --from '[R]' --to '[R]' --json
-echo "7 hostile plans refused"
+# The largest meshes allowed are planned in bounded time: the lower bound toward a partial
+# target compared every group with every box (25 s of CPU on this one).
+run --mesh 32768x2 --shape 32768,2 --from '[S(0), S(1)]' --to '[S(0), P(sum)]' --json
+[ "$rc" = 0 ] || fail "exit $rc: $out"
+awk -v c="$cpu" 'BEGIN { exit !(c < 2.0) }' || fail "a 65536-rank plan took $cpu s of CPU"
+run --mesh 2x32768 --shape 65536 --from '[R, S(0)]' --to '[P(sum), R]' --json
+[ "$rc" = 0 ] || fail "exit $rc: $out"
+echo "$out" | grep -q '"lower_bound_bytes":131068' || fail "unexpected bound: $out"
+awk -v c="$cpu" 'BEGIN { exit !(c < 2.0) }' || fail "a 65536-rank plan took $cpu s of CPU"
+echo "7 hostile plans refused, 2 plans on 65536 ranks in bounded time"
