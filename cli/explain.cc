@@ -113,6 +113,10 @@ int Explain(const std::vector<std::string>& args) {
   } catch (const SpmdError& e) {
     std::cerr << "spmd explain: " << ToString(e.type()) << ": " << e.what() << "\n";
     return 2;
+  } catch (const std::exception& e) {
+    // A request the parser did not foresee is still bad input, never an abort.
+    std::cerr << "spmd explain: InvalidArgument: line: " << EscapeForText(e.what()) << "\n";
+    return 2;
   }
 }
 

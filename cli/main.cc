@@ -39,17 +39,9 @@ int Usage(std::ostream& out, int code) {
 
 bool Blank(const std::string& line) { return line.find_first_not_of(" \t\r") == std::string::npos; }
 
-void InferStream(std::istream& in, std::ostream& out) {
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!Blank(line)) out << spmd::io::InferLine(line) << '\n';
-  }
-  out.flush();
-}
-
 int Infer(const std::vector<std::string>& files) {
   if (files.empty()) {
-    InferStream(std::cin, std::cout);
+    spmd::io::InferStream(std::cin, std::cout);
     return 0;
   }
   for (const std::string& path : files) {
@@ -58,7 +50,7 @@ int Infer(const std::vector<std::string>& files) {
       std::cerr << "spmd infer: cannot open " << path << "\n";
       return 2;
     }
-    InferStream(in, std::cout);
+    spmd::io::InferStream(in, std::cout);
   }
   return 0;
 }

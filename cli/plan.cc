@@ -116,12 +116,27 @@ DistAttr ParsePlacements(const std::string& text, const Mesh& mesh, int rank,
   return attr;
 }
 
-}  // namespace
+// One JSON line. Error texts are escaped already (SpmdError, EscapeForText); the replace
+// handler makes sure dumping never throws.
+std::string DumpLine(const nlohmann::json& value) {
+  return value.dump(-1, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace) +
+         "\n";
+}
 
-int Plan(const std::vector<std::string>& args) {
+// Reports a refused request: on stderr, and on stdout as {"error": ...} with --json.
+int ReportError(ErrorType type, const std::string& what, bool json_out) {
+  const std::string message = EscapeForText(what);
+  std::cerr << "spmd plan: " << ToString(type) << ": " << message << "\n";
+  if (json_out) {
+    std::cout << DumpLine(nlohmann::json{
+        {"error", {{"type", std::string(ToString(type))}, {"message", message}}}});
+  }
+  return 2;
+}
+
+int PlanOrThrow(const std::vector<std::string>& args, bool& json_out) {
   std::map<std::string, std::string> values;
-  bool json_out = false;
-  try {
+  {
     const std::vector<std::string> known = {"--mesh",    "--process-ids",   "--shape",
                                             "--dtype",   "--from",          "--to",
                                             "--to-mesh", "--to-process-ids"};
@@ -177,22 +192,22 @@ int Plan(const std::vector<std::string>& args) {
     } catch (const SpmdError& e) {
       Rename(e, {{"shape", "--shape"}, {"from", "--from"}, {"to", "--to"}});
     }
-    if (json_out) {
-      std::cout << io::ToJson(plan).dump() << "\n";
-    } else {
-      std::cout << ToString(plan);
-    }
+    // Formatted in full before anything is printed: a failure prints no partial plan.
+    std::cout << (json_out ? DumpLine(io::ToJson(plan)) : ToString(plan));
     return 0;
+  }
+}
+
+}  // namespace
+
+int Plan(const std::vector<std::string>& args) {
+  bool json_out = false;
+  try {
+    return PlanOrThrow(args, json_out);
   } catch (const SpmdError& e) {
-    std::cerr << "spmd plan: " << ToString(e.type()) << ": " << e.what() << "\n";
-    if (json_out) {
-      std::cout << nlohmann::json{{"error",
-                                   {{"type", std::string(ToString(e.type()))},
-                                    {"message", e.what()}}}}
-                       .dump()
-                << "\n";
-    }
-    return 2;
+    return ReportError(e.type(), e.what(), json_out);
+  } catch (const std::exception& e) {
+    return ReportError(ErrorType::kInvalidArgument, e.what(), json_out);
   }
 }
 

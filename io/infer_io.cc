@@ -1,5 +1,10 @@
 #include "io/infer_io.h"
 
+#include <cstdint>
+#include <istream>
+#include <limits>
+#include <ostream>
+
 #include "rules/error.h"
 #include "rules/registry.h"
 
@@ -8,8 +13,16 @@ namespace {
 
 using nlohmann::json;
 
+// Every integer of a request goes through here. nlohmann keeps an integer above 2^63-1 as
+// an unsigned number, which get<int64_t>() would wrap to a negative one (2^64-1 to -1, a
+// valid "replicated" or "last axis"): it is rejected instead.
 int64_t ToInt(const json& value, const std::string& field) {
   if (!value.is_number_integer()) ThrowInvalid(field, "expected an integer");
+  if (value.is_number_unsigned() &&
+      value.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    ThrowInvalid(field, "integer " + std::to_string(value.get<uint64_t>()) +
+                            " is out of range (the largest is 2^63-1)");
+  }
   return value.get<int64_t>();
 }
 
@@ -59,14 +72,10 @@ PartialMap ParsePartial(const json& tensor, const std::string& field) {
     if (!map.is_object()) ThrowInvalid(field + ".partial", "expected an object");
     for (const auto& [key, op] : map.items()) {
       const std::string at = field + ".partial." + key;
-      int axis = -1;
-      try {
-        size_t used = 0;
-        axis = std::stoi(key, &used);
-        if (used != key.size()) axis = -1;
-      } catch (const std::exception&) {
-        axis = -1;
-      }
+      // The key is a mesh axis written in decimal digits only (no sign, no spaces).
+      const bool digits = !key.empty() && key.size() <= 2 &&
+                          key.find_first_not_of("0123456789") == std::string::npos;
+      const int axis = digits ? std::stoi(key) : -1;
       if (axis < 0 || axis >= kMaxMeshAxes) ThrowInvalid(at, "not a mesh axis");
       if (!op.is_string() || !ParseReduceOp(op.get<std::string>())) {
         ThrowInvalid(at, "expected a reduce op (sum, avg, max, min, prod, any, all)");
@@ -115,7 +124,7 @@ Attrs ParseAttrs(const json& request) {
     if (value.is_boolean()) {
       attrs.Set(name, value.get<bool>());
     } else if (value.is_number_integer()) {
-      attrs.Set(name, value.get<int64_t>());
+      attrs.Set(name, ToInt(value, field));
     } else if (value.is_number_float()) {
       attrs.Set(name, value.get<double>());
     } else if (value.is_string()) {
@@ -127,7 +136,7 @@ Attrs ParseAttrs(const json& request) {
         all_int = all_int && v.is_number_integer();
       }
       if (all_int) {
-        attrs.Set(name, value.get<std::vector<int64_t>>());
+        attrs.Set(name, ToInts(value, field));
       } else {
         attrs.Set(name, value.get<std::vector<double>>());
       }
@@ -164,8 +173,21 @@ json ResultToJson(const InferResult& result) {
   return answer;
 }
 
+// The message goes through EscapeForText: an SpmdError's text already has, but a
+// library's exception text may quote raw input bytes, which JSON cannot carry.
 json ErrorJson(ErrorType type, const std::string& message) {
-  return json{{"error", {{"type", std::string(ToString(type))}, {"message", message}}}};
+  return json{
+      {"error", {{"type", std::string(ToString(type))}, {"message", EscapeForText(message)}}}};
+}
+
+// One answer line. Every string in an answer is valid UTF-8 (error texts are escaped); the
+// replace handler is the second guard, so that dumping can never throw and end the stream.
+std::string DumpLine(const json& answer) {
+  return answer.dump(-1, ' ', /*ensure_ascii=*/false, json::error_handler_t::replace);
+}
+
+bool Blank(const std::string& line) {
+  return line.find_first_not_of(" \t\r") == std::string::npos;
 }
 
 }  // namespace
@@ -257,11 +279,26 @@ std::string CompareWithExpect(const json& answer, const json& expect) {
 }
 
 std::string InferLine(std::string_view line) {
-  json request = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
-  if (request.is_discarded()) {
-    return ErrorJson(ErrorType::kInvalidArgument, "line: not valid JSON").dump();
+  // Parsing, answering and dumping all happen inside the try: whatever one line holds, it
+  // gets one answer line and the stream goes on.
+  try {
+    const json request =
+        json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+    if (request.is_discarded()) {
+      return DumpLine(ErrorJson(ErrorType::kInvalidArgument, "line: not valid JSON"));
+    }
+    return DumpLine(InferJson(request));
+  } catch (const std::exception& e) {
+    return DumpLine(ErrorJson(ErrorType::kInvalidArgument, std::string("line: ") + e.what()));
   }
-  return InferJson(request).dump();
+}
+
+void InferStream(std::istream& in, std::ostream& out) {
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!Blank(line)) out << InferLine(line) << '\n';
+  }
+  out.flush();
 }
 
 }  // namespace spmd::io

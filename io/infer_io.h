@@ -2,6 +2,7 @@
 // The golden tests and the CLI both go through InferJson.
 #pragma once
 
+#include <iosfwd>
 #include <string>
 #include <string_view>
 
@@ -32,8 +33,13 @@ std::vector<TensorArg> ParseTensorList(const nlohmann::json& request, const char
 nlohmann::json InferJson(const nlohmann::json& request);
 
 // Answers one line of text (parses it first; text that is not a JSON object is an
-// InvalidArgument naming `line`). Returns the answer on one line.
+// InvalidArgument naming `line`). Returns the answer on one line, always valid UTF-8; never
+// throws.
 std::string InferLine(std::string_view line);
+
+// `spmd infer`: one answer line per non-blank input line, in order (blank: only spaces,
+// tabs, a carriage return). No line ends the stream.
+void InferStream(std::istream& in, std::ostream& out);
 
 // Golden cases are requests with three more fields: "name", "why" and "expect" (either
 // {"inputs": [...], "outputs": [...]} or {"error": {"type": ..., "field": ...}}).

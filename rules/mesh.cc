@@ -10,10 +10,6 @@
 namespace spmd {
 namespace {
 
-// A mesh larger than this is a typo or an overflow, not a cluster; capping it keeps every
-// product of axis sizes (and every loop over ranks) far from int64 overflow.
-constexpr int64_t kMaxMeshRanks = int64_t{1} << 20;
-
 std::string JoinInts(const std::vector<int64_t>& values) {
   std::string out;
   for (size_t i = 0; i < values.size(); ++i) {
@@ -23,11 +19,20 @@ std::string JoinInts(const std::vector<int64_t>& values) {
   return out;
 }
 
+// JoinInts for an error message: a hostile mesh_shape of a million entries is shown by its
+// first few and its length.
+std::string ShortInts(const std::vector<int64_t>& values) {
+  constexpr size_t kShown = 8;
+  if (values.size() <= kShown) return JoinInts(values);
+  return JoinInts({values.begin(), values.begin() + kShown}) + ",... (" +
+         std::to_string(values.size()) + " entries)";
+}
+
 // Returns prod(shape) after checking the mesh_shape constraints.
 int64_t CheckShape(const std::vector<int64_t>& shape) {
   if (shape.empty() || static_cast<int>(shape.size()) > kMaxMeshAxes) {
     ThrowInvalid("mesh_shape", "a mesh has 1 to " + std::to_string(kMaxMeshAxes) +
-                                   " axes, got [" + JoinInts(shape) + "]");
+                                   " axes, got [" + ShortInts(shape) + "]");
   }
   int64_t total = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -38,7 +43,7 @@ int64_t CheckShape(const std::vector<int64_t>& shape) {
     // Checked before multiplying: total <= kMaxMeshRanks and shape[i] <= kMaxMeshRanks
     // cannot overflow, and anything larger is rejected anyway.
     if (shape[i] > kMaxMeshRanks || total * shape[i] > kMaxMeshRanks) {
-      ThrowInvalid("mesh_shape", "[" + JoinInts(shape) + "] has more than " +
+      ThrowInvalid("mesh_shape", "[" + ShortInts(shape) + "] has more than " +
                                      std::to_string(kMaxMeshRanks) + " ranks");
     }
     total *= shape[i];
@@ -46,21 +51,29 @@ int64_t CheckShape(const std::vector<int64_t>& shape) {
   return total;
 }
 
-void CheckProcessIds(const std::vector<int64_t>& ids, int64_t total) {
+// Checks the ids and returns the index (id, position) sorted by id.
+std::vector<std::pair<int64_t, int64_t>> CheckProcessIds(const std::vector<int64_t>& ids,
+                                                         int64_t total) {
   if (static_cast<int64_t>(ids.size()) != total) {
     ThrowInvalid("process_ids", "has " + std::to_string(ids.size()) +
                                     " entries, the mesh shape needs " + std::to_string(total));
   }
-  std::set<int64_t> seen;
+  std::vector<std::pair<int64_t, int64_t>> index;
+  index.reserve(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0) {
       ThrowInvalid("process_ids", "entry " + std::to_string(i) + " is " +
                                       std::to_string(ids[i]) + "; ids must be >= 0");
     }
-    if (!seen.insert(ids[i]).second) {
-      ThrowInvalid("process_ids", "id " + std::to_string(ids[i]) + " appears twice");
+    index.emplace_back(ids[i], static_cast<int64_t>(i));
+  }
+  std::sort(index.begin(), index.end());
+  for (size_t i = 1; i < index.size(); ++i) {
+    if (index[i].first == index[i - 1].first) {
+      ThrowInvalid("process_ids", "id " + std::to_string(index[i].first) + " appears twice");
     }
   }
+  return index;
 }
 
 void CheckAxisNames(const std::vector<std::string>& names, size_t ndim) {
@@ -98,14 +111,15 @@ Mesh::Mesh(std::vector<int64_t> shape, std::vector<int64_t> process_ids,
     process_ids_.resize(total);
     for (int64_t i = 0; i < total; ++i) process_ids_[i] = i;
   }
-  CheckProcessIds(process_ids_, total);
+  id_index_ = CheckProcessIds(process_ids_, total);
   CheckAxisNames(axis_names_, shape_.size());
 }
 
 std::optional<std::vector<int64_t>> Mesh::CoordinateOf(int64_t process_id) const {
-  const auto it = std::find(process_ids_.begin(), process_ids_.end(), process_id);
-  if (it == process_ids_.end()) return std::nullopt;
-  int64_t linear = it - process_ids_.begin();
+  const auto it = std::lower_bound(id_index_.begin(), id_index_.end(),
+                                   std::pair<int64_t, int64_t>{process_id, 0});
+  if (it == id_index_.end() || it->first != process_id) return std::nullopt;
+  int64_t linear = it->second;
   std::vector<int64_t> coord(shape_.size());
   for (int axis = ndim() - 1; axis >= 0; --axis) {  // row-major: last axis varies fastest
     coord[axis] = linear % shape_[axis];

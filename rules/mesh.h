@@ -1,7 +1,7 @@
 // Mesh: an N-d array of process ids (Paddle's ProcessMesh).
 //
 // Constraints:
-// - 1 to 4 axes, each of size >= 1;
+// - 1 to 4 axes, each of size >= 1, at most kMaxMeshRanks ranks in all;
 // - process_ids has prod(shape) distinct entries >= 0, in row-major order of coordinates
 //   (any permutation of any ids: not only 0..n-1);
 // - axis_names is empty or has one distinct name per axis.
@@ -10,11 +10,17 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace spmd {
 
 inline constexpr int kMaxMeshAxes = 4;
+// The most ranks a mesh may have. Far above any single tensor's device mesh in use, and
+// low enough that a per-rank pass (a plan's bytes, a lower bound, a group listing) stays
+// well under a second: a larger mesh is a typo or hostile input, rejected with a typed
+// error rather than minutes of work.
+inline constexpr int64_t kMaxMeshRanks = int64_t{1} << 16;
 
 class Mesh {
  public:
@@ -32,7 +38,7 @@ class Mesh {
   const std::vector<std::string>& axis_names() const { return axis_names_; }
 
   // Returns the coordinate (one entry per axis) of `process_id`, or nothing if it is not
-  // in the mesh.
+  // in the mesh. O(log n): planners call it once per rank.
   std::optional<std::vector<int64_t>> CoordinateOf(int64_t process_id) const;
   // Returns the process id at `coord` (one entry per axis, each in range).
   int64_t ProcessIdAt(const std::vector<int64_t>& coord) const;
@@ -51,6 +57,9 @@ class Mesh {
   std::vector<int64_t> shape_;
   std::vector<int64_t> process_ids_;
   std::vector<std::string> axis_names_;
+  // (process id, row-major position) sorted by id: CoordinateOf's index, derived from
+  // process_ids_.
+  std::vector<std::pair<int64_t, int64_t>> id_index_;
 };
 
 // Prints `mesh[2,3] ids=[0,1,2,3,4,5]` (names appended as `names=[dp,mp]` when present).

@@ -82,6 +82,12 @@ void CheckShape(const Shape& shape, const std::string& field) {
   }
 }
 
+std::string ShapeText(const Shape& shape) {
+  std::string text = "[";
+  for (size_t d = 0; d < shape.size(); ++d) text += (d ? "," : "") + std::to_string(shape[d]);
+  return text + "]";
+}
+
 void CheckArity(const OpDecl& op, size_t count) {
   if (op.variadic_inputs ? count == 0 : count != op.inputs.size()) {
     std::string want = op.variadic_inputs ? "at least 1" : std::to_string(op.inputs.size());
@@ -188,16 +194,21 @@ InferResult InferReverse(const OpDecl& op, const Mesh& mesh,
   const Attrs normalized = op.NormalizeAttrs(attrs);
   RuleContext context{input_shapes, normalized};
 
+  // The outputs the inputs give: a reverse request describes those outputs, so each given
+  // output must have exactly their shape (rank and sizes), not only their rank.
+  std::vector<Shape> expected;
   std::vector<size_t> ranks;
   std::optional<EinsumSpec> spec;
   std::optional<DimTransSpec> dimtrans;
   if (op.dimtrans) {
     dimtrans = op.dimtrans(context);
     ranks.push_back(dimtrans->outputs.size());
+    expected = CheckedOutputShapes({dimtrans->output_shape});
   } else {
     spec = op.einsum(context);
     BindFactorSizes(*spec, input_shapes);
     for (const Notation& notation : spec->outputs) ranks.push_back(notation.size());
+    expected = CheckedOutputShapes(EinsumOutputShapes(*spec));
   }
   if (outputs.size() != ranks.size()) {
     ThrowInvalid("outputs", op.name + " has " + std::to_string(ranks.size()) +
@@ -209,6 +220,11 @@ InferResult InferReverse(const OpDecl& op, const Mesh& mesh,
     if (outputs[o].shape.size() != ranks[o]) {
       ThrowInvalid(OutputField(o) + ".shape", "rank " + std::to_string(outputs[o].shape.size()) +
                                                   ", the rule gives rank " + std::to_string(ranks[o]));
+    }
+    if (outputs[o].shape != expected[o]) {
+      ThrowInvalid(OutputField(o) + ".shape",
+                   ShapeText(outputs[o].shape) + ", but these inputs give " + op.name +
+                       " an output of shape " + ShapeText(expected[o]));
     }
     Validate(outputs[o].dist, mesh, static_cast<int>(ranks[o]), OutputField(o));
     dists.push_back(outputs[o].dist);

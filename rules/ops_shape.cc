@@ -12,6 +12,11 @@
 namespace spmd::declare {
 namespace {
 
+// The most outputs one split, split_with_num or unbind makes. Each output is a tensor of
+// its own in the answer; a caller asking for more is hostile or mistaken, and answering it
+// costs time per output (Unsupported, SEMANTICS.md §10).
+constexpr int64_t kMaxSplitOutputs = 4096;
+
 using notation::FromSignatures;
 using notation::Ints;
 using notation::Letters;
@@ -291,6 +296,11 @@ OpDecl split() {
         const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
         const auto& sections = c.attrs.GetInts("sections");
         if (sections.empty()) ThrowInvalid("attrs.sections", "is empty");
+        if (static_cast<int64_t>(sections.size()) > kMaxSplitOutputs) {
+          ThrowUnsupported("attrs.sections", "split into " + std::to_string(sections.size()) +
+                                                 " outputs (at most " +
+                                                 std::to_string(kMaxSplitOutputs) + ")");
+        }
         int64_t known = 0, inferred = 0;
         for (int64_t s : sections) {
           if (s == -1) {
@@ -331,7 +341,10 @@ OpDecl split_with_num() {
         const int rank = Rank(c);
         const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
         const int64_t num = c.attrs.GetInt("num");
-        if (num > 4096) ThrowUnsupported("attrs.num", "split into more than 4096 outputs");
+        if (num > kMaxSplitOutputs) {
+          ThrowUnsupported("attrs.num", "split into more than " +
+                                            std::to_string(kMaxSplitOutputs) + " outputs");
+        }
         if (num <= 0 || c.input_shapes[0][axis] % num != 0) {
           ThrowInvalid("attrs.num", "size " + std::to_string(c.input_shapes[0][axis]) +
                                         " does not split into " + std::to_string(num) +
@@ -356,8 +369,9 @@ OpDecl unbind() {
       .Einsum([](const RuleContext& c) {
         const int rank = Rank(c);
         const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
-        if (c.input_shapes[0][axis] > 4096) {
-          ThrowUnsupported("inputs[0].shape", "unbind into more than 4096 outputs");
+        if (c.input_shapes[0][axis] > kMaxSplitOutputs) {
+          ThrowUnsupported("inputs[0].shape", "unbind into more than " +
+                                                  std::to_string(kMaxSplitOutputs) + " outputs");
         }
         EinsumSpec spec = FreshAxis(c, axis);
         Notation out = spec.inputs[0];

@@ -285,6 +285,33 @@ int64_t ReshardLowerBound(const Mesh& from_mesh, const DistAttr& from, const Mes
     for (int a : target_partial) key[a] = 0;
     groups[key].push_back(to_mesh.process_ids()[k]);
   }
+  // The distinct boxes of a block layout are disjoint and cover the tensor, so what a group
+  // misses is its box less what its members hold: one pass over the holders, O(n log n),
+  // instead of every group against every box (minutes on 2^16 ranks). The volumes adding
+  // up to the tensor's is the check that the boxes do partition it.
+  __int128 class_volume = 0;
+  for (const Holding& c : classes) class_volume += Volume(c.box);
+  if (class_volume == elements) {
+    std::map<std::vector<int64_t>, std::vector<size_t>> held;  // key -> classes, repeated
+    for (size_t i = 0; i < classes.size(); ++i) {
+      for (int64_t id : classes[i].holders) {
+        std::optional<std::vector<int64_t>> key = to_mesh.CoordinateOf(id);
+        if (!key) continue;
+        for (int a : target_partial) (*key)[a] = 0;
+        held[*key].push_back(i);
+      }
+    }
+    for (auto& [key, members] : groups) {
+      const Box target = BoxAt(shape, to, to_mesh, key);
+      int64_t missing = Volume(target);
+      std::vector<size_t>& mine = held[key];
+      std::sort(mine.begin(), mine.end());
+      mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+      for (size_t i : mine) missing -= Volume(Intersect(target, classes[i].box));
+      bound = std::max(bound, CeilDiv(missing, static_cast<int64_t>(members.size())) * s);
+    }
+    return bound;
+  }
   for (const auto& [key, members] : groups) {
     const Box target = BoxAt(shape, to, to_mesh, key);
     int64_t missing = 0;

@@ -118,6 +118,15 @@ struct EinsumEquation {
 
 inline bool IsEinsumLetter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
+// Names a character of an equation for an error message: `'x'` for printable ASCII, else
+// its byte value (`byte 0xC3`: one byte of a multi-byte character is not text on its own).
+inline std::string DescribeEquationChar(char c) {
+  const auto byte = static_cast<unsigned char>(c);
+  if (byte >= 0x20 && byte < 0x7F) return std::string("'") + c + "'";
+  const char* digits = "0123456789ABCDEF";
+  return std::string("byte 0x") + digits[byte >> 4] + digits[byte & 15];
+}
+
 // Parses `ij,jk->ik`, or the implicit `ij,jk` (output: the letters seen once, in ASCII
 // order, as numpy). Spaces anywhere are ignored (numpy and Paddle accept them). Throws
 // SpmdError naming "attrs.equation": Unsupported for an ellipsis (`...`) or a letter
@@ -143,13 +152,14 @@ inline EinsumEquation ParseEinsumEquation(const std::string& equation, size_t op
   }
   for (char c : lhs) {
     if (!IsEinsumLetter(c) && c != ',') {
-      ThrowInvalid(field, std::string("unexpected character '") + c + "' in '" + equation + "'");
+      ThrowInvalid(field,
+                   "unexpected character " + DescribeEquationChar(c) + " in '" + equation + "'");
     }
   }
   for (char c : eq.output) {
     if (!IsEinsumLetter(c)) {
-      ThrowInvalid(field, std::string("unexpected character '") + c + "' in the output of '" +
-                              equation + "'");
+      ThrowInvalid(field, "unexpected character " + DescribeEquationChar(c) +
+                              " in the output of '" + equation + "'");
     }
   }
   std::string term;
