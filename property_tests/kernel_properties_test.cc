@@ -883,7 +883,8 @@ TEST(KernelLocalized, TriuBlocksMatchTheGlobalResult) {
 // converted to the compute dtype.
 TEST(KernelDtypes, ShapeOpsKeepEveryDtype) {
   const Attrs attrs = FindOp("transpose")->NormalizeAttrs(Attrs().With("perm", std::vector<int64_t>{1, 0}));
-  for (DType dtype : {DType::kFloat64, DType::kFloat32, DType::kInt64, DType::kBool}) {
+  for (DType dtype : {DType::kFloat64, DType::kFloat32, DType::kInt64, DType::kBool,
+                      DType::kBFloat16, DType::kFloat16}) {
     ref::Tensor x;
     x.shape = {3, 4};
     x.dtype = dtype;
