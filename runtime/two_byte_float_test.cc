@@ -101,7 +101,8 @@ TEST(TwoByteFloats, PartialValuesReduceBackExactly) {
              {"[P(sum), R]", "[R, R]"},             // all-reduce (x + 0)
              {"[P(sum), P(sum)]", "[S(1), R]"},     // reduce-scatter
              {"[P(max), S(0)]", "[R, P(min)]"},     // max, then a local partial
-             {"[R, R]", "[P(prod), P(sum)]"},       // local partials: fills of 1 and 0
+             {"[R, R]", "[P(prod), P(prod)]"},      // local partials: fills of 1
+             {"[R, S(1)]", "[P(sum), S(1)]"},       // a local partial: fills of 0
              {"[S(0), R]", "[P(sum), S(1)]"},       // shard to partial: zero fill, box copy
              {"[P(avg), R]", "[P(sum), R]"}}) {     // rescale: halves, then sums them back
       RoundTrip(4, mesh, global, from, to);
