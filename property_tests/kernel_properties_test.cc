@@ -69,11 +69,11 @@
 // values, so input rounding adds nothing), two checks:
 //   - exact: the 2-byte run == the float32 run rounded to the 2-byte type, bit for bit (NaN
 //     as NaN); int64 and bool outputs equal; cast's outputs equal the float32 run's.
-//   - against the float64 reference: |kernel - ref| <= t + u (|ref| + t) + s, with t the
-//     float32 bound above, u the 2-byte unit roundoff (2^-8 bfloat16, 2^-11 float16) for
-//     the final rounding, s half the smallest subnormal (2^-134, 2^-25) for results that
-//     underflow; a reference beyond the largest finite value (with t) may come out as the
-//     infinity of its sign.
+//   - against the float64 reference, by CompareValues in the 2-byte dtype
+//     (property_tests/tolerance.h): |kernel - ref| <= t + u (|ref| + t), with t the
+//     float32 class bound and u the 2-byte unit roundoff (2^-8 bfloat16, 2^-11 float16)
+//     of the final rounding; kExact ops equal ref rounded to the dtype; a reference
+//     beyond the dtype's range comes out as the infinity of its sign.
 //
 // Replay: the examples' seeds are fixed; a RapidCheck failure prints the op, sizes,
 // example and seed; RC_PARAMS="seed=..." replays it, SPMD_KERNEL_OPS=matmul,sum limits the
@@ -917,18 +917,15 @@ TEST(KernelDtypes, IntegralInputsComputeInFloat64) {
 
 struct TwoByteFormat {
   DType dtype;
-  double roundoff;       // u: half the distance from 1 to the next value
-  double half_min;       // half the smallest subnormal
-  double max_finite;
-  double (*round)(double);  // to the nearest value of the type, as double
+  double (*round)(double);  // to the nearest value of the type (the kernels' conversion)
 };
 
 double RoundBFloat16(double v) { return BFloat16BitsToFloat(DoubleToBFloat16Bits(v)); }
 double RoundFloat16(double v) { return Float16BitsToFloat(DoubleToFloat16Bits(v)); }
 
 const TwoByteFormat kTwoByteFormats[] = {
-    {DType::kBFloat16, 0x1p-8, 0x1p-134, 0x1.fep127, RoundBFloat16},
-    {DType::kFloat16, 0x1p-11, 0x1p-25, 65504.0, RoundFloat16},
+    {DType::kBFloat16, RoundBFloat16},
+    {DType::kFloat16, RoundFloat16},
 };
 
 // `t` with its float32 tensors turned into `dtype` (their values are exactly representable).
@@ -995,7 +992,7 @@ std::vector<std::string> CheckTwoByte(const OpDecl& op, const Example& example, 
   if (narrow->size() != k32->size() || expected->size() != k32->size()) {
     return {where + "output counts differ"};
   }
-  std::optional<F32Bounds> bounds;
+  std::optional<Bounds> bounds;
   for (size_t o = 0; o < k32->size(); ++o) {
     const KTensor& a = (*k32)[o];
     const KTensor& b = (*narrow)[o];
@@ -1020,26 +1017,10 @@ std::vector<std::string> CheckTwoByte(const OpDecl& op, const Example& example, 
       }
     }
     if (!rounded) continue;
-    const std::vector<double>& ref_values = (*expected)[o].data;
-    for (size_t i = 0; i < vb.size(); ++i) {
-      const double r = ref_values[i], k = vb[i];
-      if (std::isnan(r) || std::isinf(r)) {
-        if (!SameSpecial(k, r)) return {where + out + " element " + std::to_string(i) + ": special value differs"};
-        continue;
-      }
-      if (!bounds) bounds = MakeBounds(op.name, inputs, attrs, *expected);
-      const double t = F32Tolerance(*bounds, o, i, r);
-      const double tolerance = t + f.roundoff * (std::fabs(r) + t) + f.half_min;
-      const bool overflow = std::isinf(k) && std::signbit(k) == std::signbit(r) &&
-                            std::fabs(r) + t >= f.max_finite;
-      if (!(std::fabs(k - r) <= tolerance) && !overflow) {
-        std::ostringstream os;
-        os.precision(9);
-        os << where << out << " element " << i << ": got " << k << ", reference " << r
-           << " (|diff| " << std::fabs(k - r) << ", tolerance " << tolerance << ")";
-        return {os.str()};
-      }
-    }
+    const std::string error =
+        CompareValues(op, o, where + out, f.dtype, vb, (*expected)[o].data, 1e-12, bounds,
+                      [&] { return MakeBounds(op, inputs, attrs, *expected); });
+    if (!error.empty()) return {error};
   }
   if (compared_runs) ++*compared_runs;
   return {};
