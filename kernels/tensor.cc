@@ -6,17 +6,6 @@
 
 namespace spmd::kernels {
 
-size_t ElementSize(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat64: return 8;
-    case DType::kFloat32: return 4;
-    case DType::kInt64: return 8;
-    case DType::kBool: return 1;
-  }
-  ThrowUnsupported("dtype", "no element size for dtype " +
-                                std::to_string(static_cast<int>(dtype)));
-}
-
 int64_t NumElements(const Shape& shape) {
   for (int64_t d : shape) {
     if (d == 0) return 0;  // before multiplying: the other dims may be huge

@@ -3,9 +3,11 @@
 // This is what local kernels (kernels/cpu, later kernels/cuda) read and write, and what
 // the runtime hands to a Communicator: `bytes()` is one contiguous buffer of `nbytes()`
 // bytes that MPI (or NCCL, later) can send from and receive into. Element types:
-//   float64 -> double, float32 -> float, int64 -> int64_t, bool -> bool (one byte, 0 or 1).
+//   float64 -> double, float32 -> float, int64 -> int64_t, bool -> bool (one byte, 0 or 1),
+//   bfloat16 -> BFloat16, float16 -> Float16 (rules/half.h: 2-byte storage, convert to
+//   float to compute).
 // The dtype set is open: a new DType needs a size in ElementSize() and, where typed
-// access is wanted, a DTypeOf<> specialisation (bf16/fp16 come with the GPU backend).
+// access is wanted, a DTypeOf<> specialisation.
 //
 // A Tensor owns its buffer, which comes from an Allocator (kernels/allocator.h: host memory
 // by default, 64-byte aligned) and lives on that allocator's device. It records the stream
@@ -32,13 +34,14 @@
 #include "kernels/device.h"
 #include "rules/dtype.h"
 #include "rules/error.h"
+#include "rules/half.h"
 
 namespace spmd::kernels {
 
 using Shape = std::vector<int64_t>;
 
-// Bytes per element of `dtype`; Unsupported (field "dtype") for a dtype without a size.
-size_t ElementSize(DType dtype);
+// Bytes per element of `dtype` (rules/dtype.h).
+using spmd::ElementSize;
 
 // The product of the dims ([] gives 1). Assumes a checked shape (CheckShape).
 int64_t NumElements(const Shape& shape);
@@ -69,6 +72,14 @@ struct DTypeOf<int64_t> {
 template <>
 struct DTypeOf<bool> {
   static constexpr DType value = DType::kBool;
+};
+template <>
+struct DTypeOf<BFloat16> {
+  static constexpr DType value = DType::kBFloat16;
+};
+template <>
+struct DTypeOf<Float16> {
+  static constexpr DType value = DType::kFloat16;
 };
 static_assert(sizeof(bool) == 1, "bool tensors store one byte per element");
 

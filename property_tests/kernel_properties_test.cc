@@ -63,6 +63,18 @@
 //   softmax_grad  2 (K + 8) u (|ref| + M (M + K M^2)): out (g - sum(g out)), the sum of K
 //                 products of size <= M^2. K = the axis length.
 //
+// bfloat16 / float16 (TwoByteFloatsMatchFloat32AndReference): the kernels compute in float32
+// and round each float output once. On inputs that are exactly 2-byte values (generated as
+// above, then rounded to the 2-byte type; the reference and the float32 run get the same
+// values, so input rounding adds nothing), two checks:
+//   - exact: the 2-byte run == the float32 run rounded to the 2-byte type, bit for bit (NaN
+//     as NaN); int64 and bool outputs equal; cast's outputs equal the float32 run's.
+//   - against the float64 reference, by CompareValues in the 2-byte dtype
+//     (property_tests/tolerance.h): |kernel - ref| <= t + u (|ref| + t), with t the
+//     float32 class bound and u the 2-byte unit roundoff (2^-8 bfloat16, 2^-11 float16)
+//     of the final rounding; kExact ops equal ref rounded to the dtype; a reference
+//     beyond the dtype's range comes out as the infinity of its sign.
+//
 // Replay: the examples' seeds are fixed; a RapidCheck failure prints the op, sizes,
 // example and seed; RC_PARAMS="seed=..." replays it, SPMD_KERNEL_OPS=matmul,sum limits the
 // ops.
@@ -88,6 +100,7 @@
 #include "property_tests/tolerance.h"
 #include "reference/reference.h"
 #include "rules/error.h"
+#include "rules/half.h"
 #include "rules/local_attrs.h"
 #include "rules/registry.h"
 
@@ -169,6 +182,12 @@ KTensor ToKernel(const ref::Tensor& t) {
     case DType::kBool:
       for (size_t i = 0; i < n; ++i) k.data<bool>()[i] = t.data[i] != 0.0;
       break;
+    case DType::kBFloat16:
+      for (size_t i = 0; i < n; ++i) k.data<BFloat16>()[i] = BFloat16::FromBits(DoubleToBFloat16Bits(t.data[i]));
+      break;
+    case DType::kFloat16:
+      for (size_t i = 0; i < n; ++i) k.data<Float16>()[i] = Float16::FromBits(DoubleToFloat16Bits(t.data[i]));
+      break;
   }
   return k;
 }
@@ -193,6 +212,12 @@ std::vector<double> ValuesOf(const KTensor& t) {
       break;
     case DType::kBool:
       for (size_t i = 0; i < v.size(); ++i) v[i] = t.data<bool>()[i] ? 1.0 : 0.0;
+      break;
+    case DType::kBFloat16:
+      for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(t.data<BFloat16>()[i]);
+      break;
+    case DType::kFloat16:
+      for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(t.data<Float16>()[i]);
       break;
   }
   return v;
@@ -861,7 +886,8 @@ TEST(KernelLocalized, TriuBlocksMatchTheGlobalResult) {
 // converted to the compute dtype.
 TEST(KernelDtypes, ShapeOpsKeepEveryDtype) {
   const Attrs attrs = FindOp("transpose")->NormalizeAttrs(Attrs().With("perm", std::vector<int64_t>{1, 0}));
-  for (DType dtype : {DType::kFloat64, DType::kFloat32, DType::kInt64, DType::kBool}) {
+  for (DType dtype : {DType::kFloat64, DType::kFloat32, DType::kInt64, DType::kBool,
+                      DType::kBFloat16, DType::kFloat16}) {
     ref::Tensor x;
     x.shape = {3, 4};
     x.dtype = dtype;
@@ -888,6 +914,175 @@ TEST(KernelDtypes, IntegralInputsComputeInFloat64) {
   }
   const Attrs to_float = FindOp("cast")->NormalizeAttrs(Attrs().With("dtype", std::string("float32")));
   EXPECT_EQ(Verdict("cast", {x}, to_float, DType::kFloat32), "");
+}
+
+// ---- bfloat16 and float16 --------------------------------------------------------------------
+
+struct TwoByteFormat {
+  DType dtype;
+  double (*round)(double);  // to the nearest value of the type (the kernels' conversion)
+};
+
+double RoundBFloat16(double v) { return BFloat16BitsToFloat(DoubleToBFloat16Bits(v)); }
+double RoundFloat16(double v) { return Float16BitsToFloat(DoubleToFloat16Bits(v)); }
+
+const TwoByteFormat kTwoByteFormats[] = {
+    {DType::kBFloat16, RoundBFloat16},
+    {DType::kFloat16, RoundFloat16},
+};
+
+// `t` with its float32 tensors turned into `dtype` (their values are exactly representable).
+KTensors AsTwoByte(const KTensors& ts, DType dtype) {
+  KTensors out;
+  for (const KTensor& t : ts) {
+    if (t.dtype() != DType::kFloat32) {
+      out.push_back(t);
+      continue;
+    }
+    ref::Tensor r{t.shape(), ValuesOf(t), dtype};
+    out.push_back(ToKernel(r));
+  }
+  return out;
+}
+
+// Checks one example on 2-byte inputs as the header says. Returns the failures.
+std::vector<std::string> CheckTwoByte(const OpDecl& op, const Example& example, uint64_t seed,
+                                      const TwoByteFormat& f, int* compared_runs) {
+  Attrs attrs;
+  try {
+    attrs = op.NormalizeAttrs(example.attrs);
+  } catch (const SpmdError&) {
+    return {};  // CheckExample reports it
+  }
+  ref::Tensors inputs = MakeInputs(op, example.shapes, attrs, DType::kFloat32, seed);
+  for (ref::Tensor& t : inputs) {
+    if (t.dtype == DType::kFloat32) {
+      for (double& v : t.data) v = f.round(v);
+    }
+  }
+  const std::string where = Describe(op.name, example.shapes, attrs, f.dtype, seed) + ": ";
+  const KTensors k32_inputs = ToKernel(inputs);
+  const KTensors narrow_inputs = AsTwoByte(k32_inputs, f.dtype);
+  std::optional<KTensors> k32, narrow;
+  std::optional<SpmdError> e32, narrow_error;
+  try {
+    k32 = RunCpuKernel(op.name, k32_inputs, attrs);
+  } catch (const SpmdError& e) {
+    e32 = e;
+  }
+  try {
+    narrow = RunCpuKernel(op.name, narrow_inputs, attrs);
+  } catch (const SpmdError& e) {
+    narrow_error = e;
+  } catch (const std::exception& e) {
+    return {where + "the kernel threw a non-SpmdError: " + e.what()};
+  }
+  if (e32 || narrow_error) {
+    if (!e32 || !narrow_error || e32->type() != narrow_error->type() ||
+        e32->field() != narrow_error->field()) {
+      return {where + "the float32 and 2-byte runs disagree on refusing: " +
+              (e32 ? e32->what() : std::string("(answered)")) + " vs " +
+              (narrow_error ? narrow_error->what() : std::string("(answered)"))};
+    }
+    return {};
+  }
+  std::optional<ref::Tensors> expected;
+  try {
+    expected = ref::FindReference(op.name)(inputs, attrs);
+  } catch (const SpmdError& e) {
+    return {where + "the reference refused what the float32 kernel answered: " + e.what()};
+  }
+  if (narrow->size() != k32->size() || expected->size() != k32->size()) {
+    return {where + "output counts differ"};
+  }
+  std::optional<Bounds> bounds;
+  for (size_t o = 0; o < k32->size(); ++o) {
+    const KTensor& a = (*k32)[o];
+    const KTensor& b = (*narrow)[o];
+    const std::string out = "outputs[" + std::to_string(o) + "]";
+    const bool rounded = a.dtype() == DType::kFloat32 && op.name != "cast";
+    if (b.shape() != a.shape() || b.dtype() != (rounded ? f.dtype : a.dtype())) {
+      return {where + out + ": shape or dtype " + std::string(ToString(b.dtype())) + " " +
+              ShapeString(b.shape()) + ", float32 run " + std::string(ToString(a.dtype())) + " " +
+              ShapeString(a.shape())};
+    }
+    const std::vector<double> va = ValuesOf(a), vb = ValuesOf(b);
+    for (size_t i = 0; i < va.size(); ++i) {
+      const double want = rounded ? f.round(va[i]) : va[i];
+      const bool same = std::isnan(want) ? std::isnan(vb[i])
+                                         : vb[i] == want && std::signbit(vb[i]) == std::signbit(want);
+      if (!same) {
+        std::ostringstream os;
+        os.precision(9);
+        os << where << out << " element " << i << ": " << vb[i] << ", the float32 run rounded "
+           << want;
+        return {os.str()};
+      }
+    }
+    if (!rounded) continue;
+    const std::string error =
+        CompareValues(op, o, where + out, f.dtype, vb, (*expected)[o].data, 1e-12, bounds,
+                      [&] { return MakeBounds(op, inputs, attrs, *expected); });
+    if (!error.empty()) return {error};
+  }
+  if (compared_runs) ++*compared_runs;
+  return {};
+}
+
+TEST_P(KernelTest, TwoByteFloatsMatchFloat32AndReference) {
+  const OpDecl& op = Op();
+  int compared = 0;
+  std::vector<std::string> failures;
+  for (const SizePalette& palette : Palettes()) {
+    for (const Example& example : op.examples(palette)) {
+      for (const TwoByteFormat& f : kTwoByteFormats) {
+        for (std::string& e : CheckTwoByte(op, example, 3, f, &compared)) failures.push_back(std::move(e));
+      }
+    }
+  }
+  for (size_t i = 0; i < failures.size() && i < 10; ++i) ADD_FAILURE() << failures[i];
+  EXPECT_TRUE(failures.empty()) << failures.size() << " failures";
+  EXPECT_GT(compared, 0) << "no example ran in 2-byte floats";
+}
+
+TEST(KernelTwoByte, MixingATwoByteFloatWithAnotherFloatIsInvalid) {
+  const KTensor x = AsTwoByte({KTensor({2}, DType::kFloat32)}, DType::kBFloat16)[0];
+  for (DType other : {DType::kFloat32, DType::kFloat64, DType::kFloat16}) {
+    const KTensor y({2}, other);
+    try {
+      RunCpuKernel("add", {x, y}, FindOp("add")->NormalizeAttrs({}));
+      ADD_FAILURE() << "bfloat16 + " << ToString(other) << " ran";
+    } catch (const SpmdError& e) {
+      EXPECT_EQ(e.type(), ErrorType::kInvalidArgument);
+      EXPECT_EQ(e.field(), "inputs[1].dtype");
+    }
+  }
+}
+
+TEST(KernelTwoByte, CastToATwoByteFloatRoundsOnceFromDouble) {
+  const double v = 1.0 + 0x1p-8 + 0x1p-40;  // above the bfloat16 tie: rounds up
+  const KTensor x = KTensor::FromVector<double>({1}, {v});
+  const KTensor b = RunCpuKernel("cast", {x}, FindOp("cast")->NormalizeAttrs(Attrs().With("dtype", std::string("bfloat16"))))[0];
+  ASSERT_EQ(b.dtype(), DType::kBFloat16);
+  EXPECT_EQ(b.data<BFloat16>()[0].bits, 0x3f81);
+  const KTensor h = RunCpuKernel("cast", {x}, FindOp("cast")->NormalizeAttrs(Attrs().With("dtype", std::string("float16"))))[0];
+  ASSERT_EQ(h.dtype(), DType::kFloat16);
+  EXPECT_EQ(h.data<Float16>()[0].bits, 0x3c04);  // 1 + 2^-8 is a float16 value
+  // Against the reference's own rounding, on values across both types' ranges: normals,
+  // subnormals, ties, overflow.
+  ref::Tensor many;
+  many.shape = {0};
+  std::mt19937_64 rng(9);
+  for (int i = 0; i < 4000; ++i) {
+    const double m = 1.0 + static_cast<double>(rng() % 4096) / 4096.0;
+    many.data.push_back((rng() % 2 ? -1 : 1) * std::ldexp(m, static_cast<int>(rng() % 300) - 150));
+  }
+  for (double tie : {1.0 + 0x1p-8, 1.0 + 0x1p-11, 65520.0, 0x1p-25, 0x1p-134, 0x1.ffp127}) many.data.push_back(tie);
+  many.shape = {static_cast<int64_t>(many.data.size())};
+  for (const char* name : {"bfloat16", "float16"}) {
+    const Attrs a = FindOp("cast")->NormalizeAttrs(Attrs().With("dtype", std::string(name)));
+    EXPECT_EQ(Verdict("cast", {many}, a, DType::kFloat64), "") << name;
+  }
 }
 
 // ---- A larger matmul (several cache blocks, edge panels) ------------------------------------

@@ -26,6 +26,7 @@
 #include "kernels/cpu/kernels.h"
 #include "reference/reference.h"
 #include "rules/error.h"
+#include "rules/half.h"
 #include "rules/op_list.h"
 #include "rules/registry.h"
 
@@ -98,6 +99,8 @@ kernels::Tensor ToKernel(const reference::Tensor& t) {
       case DType::kFloat32: k.data<float>()[i] = static_cast<float>(t.data[i]); break;
       case DType::kInt64: k.data<int64_t>()[i] = static_cast<int64_t>(t.data[i]); break;
       case DType::kBool: k.data<bool>()[i] = t.data[i] != 0; break;
+      case DType::kBFloat16: k.data<BFloat16>()[i] = BFloat16::FromBits(DoubleToBFloat16Bits(t.data[i])); break;
+      case DType::kFloat16: k.data<Float16>()[i] = Float16::FromBits(DoubleToFloat16Bits(t.data[i])); break;
     }
   }
   return k;

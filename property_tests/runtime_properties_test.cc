@@ -57,6 +57,7 @@
 #include "property_tests/tolerance.h"
 #include "reference/reference.h"
 #include "rules/error.h"
+#include "rules/half.h"
 #include "rules/layout.h"
 #include "rules/partial_split.h"
 #include "rules/registry.h"
@@ -283,6 +284,8 @@ Tensor MakeTensor(const Shape& shape, DType dtype, const std::vector<double>& v)
       case DType::kFloat32: t.data<float>()[i] = static_cast<float>(v[i]); break;
       case DType::kInt64: t.data<int64_t>()[i] = static_cast<int64_t>(std::llround(v[i])); break;
       case DType::kBool: t.data<bool>()[i] = v[i] != 0; break;
+      case DType::kBFloat16: t.data<BFloat16>()[i] = BFloat16::FromBits(DoubleToBFloat16Bits(v[i])); break;
+      case DType::kFloat16: t.data<Float16>()[i] = Float16::FromBits(DoubleToFloat16Bits(v[i])); break;
     }
   }
   return t;
@@ -296,6 +299,8 @@ std::vector<double> ValuesOf(const Tensor& t) {
       case DType::kFloat32: v[i] = t.data<float>()[i]; break;
       case DType::kInt64: v[i] = static_cast<double>(t.data<int64_t>()[i]); break;
       case DType::kBool: v[i] = t.data<bool>()[i] ? 1 : 0; break;
+      case DType::kBFloat16: v[i] = static_cast<float>(t.data<BFloat16>()[i]); break;
+      case DType::kFloat16: v[i] = static_cast<float>(t.data<Float16>()[i]); break;
     }
   }
   return v;
@@ -417,13 +422,19 @@ std::string RunReshardCase(const ReshardCase& c, const ReshardPlan& plan, Commun
     if (!back) return "ToGlobal gave nothing on a rank of the mesh";
     if (back->shape() != c.shape || back->dtype() != c.dtype) return "ToGlobal: wrong shape or dtype";
     if (c.from.IsPartial() || c.to.IsPartial()) {
-      // Integer addends reduce exactly, except through a Rescale (avg <-> sum divides by the
-      // axis size: inexact for 3): then within a few units of rounding of the addends.
+      // Integer addends reduce exactly (2-byte floats too: the sums stay below 2^8), except
+      // through a Rescale (avg <-> sum divides by the axis size: inexact for 3): then within
+      // a few units of rounding of the addends (2-byte floats: 16 units of 2^-8 / 2^-11 of
+      // the value, each addend and partial sum rounded once).
       bool rescaled = false;
       for (const ReshardPlan* p : {&plan, &gather}) {
         for (const ReshardStep& step : p->steps) rescaled = rescaled || step.kind() == StepKind::kRescale;
       }
-      const double tolerance = !rescaled ? 0.0 : c.dtype == DType::kFloat32 ? 1e-4 : 1e-12;
+      const double two_byte_u = c.dtype == DType::kBFloat16 ? 0x1p-8 : 0x1p-11;
+      const double tolerance = !rescaled                     ? 0.0
+                               : c.dtype == DType::kFloat32 ? 1e-4
+                               : IsTwoByteFloat(c.dtype)    ? 16 * two_byte_u * 64
+                                                            : 1e-12;
       const std::vector<double> got = ValuesOf(*back), original = ValuesOf(global);
       for (size_t i = 0; i < values.size(); ++i) {
         const double want = original[i];
@@ -462,7 +473,8 @@ TEST(RuntimeProperties, ReshardRoundTrip) {
         c.to_mesh = Coin() ? c.mesh : GenMesh(world);
         c.shape = Shape(static_cast<size_t>(PickOf<int64_t>({0, 1, 1, 2, 2, 2, 3, 3})));
         for (int64_t& d : c.shape) d = Uniform(0, 10);
-        c.dtype = PickOf<DType>({DType::kFloat32, DType::kFloat64, DType::kInt64, DType::kBool});
+        c.dtype = PickOf<DType>({DType::kFloat32, DType::kFloat64, DType::kInt64, DType::kBool,
+                                 DType::kBFloat16, DType::kFloat16});
         const int rank = static_cast<int>(c.shape.size());
         c.from = GenAttr(c.mesh, rank, c.dtype, true);
         c.to = GenAttr(c.to_mesh, rank, c.dtype, true);

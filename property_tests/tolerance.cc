@@ -61,8 +61,12 @@ double MaxAbs(const std::vector<double>& v) {
 Precision PrecisionOf(DType dtype) {
   const double u = UnitRoundoff(dtype);
   const double f32 = UnitRoundoff(DType::kFloat32);
-  if (u <= f32) return {u, 0};  // float64, float32 (and 0 for int64, bool)
-  return {f32, u};              // narrower than float32: computed in float32, stored narrow
+  if (u <= f32) return {u, 0, 0};  // float64, float32 (and 0 for int64, bool)
+  double abs = 0;                  // narrower than float32: computed in float32, stored narrow
+  for (const Format& f : kFormats) {
+    if (ToString(dtype) == f.name) abs = std::ldexp(1.0, f.min_exponent - f.bits);
+  }
+  return {f32, u, abs};
 }
 
 double RoundToDType(double v, DType dtype) {
@@ -195,7 +199,7 @@ std::string CompareValues(const OpDecl& op, size_t out, const std::string& where
     } else {
       if (!bounds) bounds = make_bounds();
       const double computed = ClassTolerance(*bounds, out, i, r, precision.compute_u);
-      tolerance = computed + precision.storage_u * (std::fabs(r) + computed);
+      tolerance = computed + precision.storage_u * (std::fabs(r) + computed) + precision.storage_abs;
       // A reference beyond the dtype's range: the run overflows to the same infinity.
       ok = std::fabs(k - r) <= tolerance || (std::isinf(rounded) && k == rounded);
     }

@@ -8,7 +8,8 @@
 // - float32: the class bound with u = 2^-24 (kExact: the kernel equals (float) ref).
 // - bfloat16, float16 (stored narrow, computed in float32 as the CPU kernels do): the
 //   float32 class bound plus one rounding of the result to the dtype, u_d (|ref| + bound)
-//   with u_d = 2^-8 / 2^-11 (kExact: the kernel equals ref rounded to the dtype). A kernel
+//   with u_d = 2^-8 / 2^-11, plus half the smallest subnormal (2^-134 / 2^-25) for a
+//   result that underflows (kExact: the kernel equals ref rounded to the dtype). A kernel
 //   that computes in the narrow dtype itself passes compute_u = u_d: the same class bound
 //   with 2^-8 / 2^-11 in place of 2^-24.
 // - float64: f64_rel max(1, |ref|), whatever the class: the reference rounds at the same
@@ -40,6 +41,9 @@ double MaxAbs(const std::vector<double>& v);
 struct Precision {
   double compute_u = 0;
   double storage_u = 0;
+  // Half the dtype's smallest subnormal where storage_u applies: the final rounding's
+  // absolute error below the normal range (2^-25 float16, 2^-134 bfloat16).
+  double storage_abs = 0;
 };
 Precision PrecisionOf(DType dtype);
 

@@ -37,6 +37,9 @@ void CheckNarrow(DType d, double u, double min_normal, double max) {
   EXPECT_EQ(UnitRoundoff(d), u);
   EXPECT_EQ(PrecisionOf(d).compute_u, 0x1p-24);  // the CPU kernels compute in float32
   EXPECT_EQ(PrecisionOf(d).storage_u, u);
+  // Half the subnormals' spacing (2 u min_normal), the largest error of rounding a value
+  // below the normal range.
+  EXPECT_EQ(PrecisionOf(d).storage_abs, min_normal * u);
   EXPECT_EQ(RoundToDType(1 + u, d), 1.0);              // a tie goes to even
   EXPECT_EQ(RoundToDType(1 + 3 * u, d), 1 + 4 * u);    // a tie goes to even
   EXPECT_EQ(RoundToDType(1 + 1.1 * u, d), 1 + 2 * u);

@@ -1,7 +1,9 @@
 // Elementwise unary and binary ops, and where (docs/OPS.md "Elementwise").
 //
 // Note: inside namespace ops, exp/log/abs/sqrt/tanh/max/min are ops; math is always std::.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <string>
 
@@ -111,6 +113,23 @@ Tensors clip(const Tensors& inputs, const Attrs& attrs) {
   });
 }
 
+// `v` rounded to nearest (ties to even) in a binary format of `precision` significant bits,
+// smallest normal exponent `emin` and largest finite value `max_finite`: the quantum of
+// v's binade (fixed below 2^emin: subnormals), a division by it (exact: a power of two),
+// nearbyint, and infinity past the largest finite value. Written from the format's
+// parameters, not from the kernels' bit conversions (rules/half.h) that it checks.
+namespace {
+double RoundToFormat(double v, int precision, int emin, double max_finite) {
+  if (!std::isfinite(v) || v == 0) return v;
+  int e = 0;
+  std::frexp(v, &e);  // |v| in [2^(e-1), 2^e)
+  const double quantum = std::ldexp(1.0, std::max(e - 1, emin) - (precision - 1));
+  const double r = std::nearbyint(v / quantum) * quantum;
+  if (std::fabs(r) > max_finite) return std::copysign(std::numeric_limits<double>::infinity(), v);
+  return r;
+}
+}  // namespace
+
 Tensors cast(const Tensors& inputs, const Attrs& attrs) {
   const std::string& name = attrs.GetString("dtype");
   std::optional<DType> dtype = ParseDType(name);
@@ -128,6 +147,12 @@ Tensors cast(const Tensors& inputs, const Attrs& attrs) {
     case DType::kBool:
       return Unary(
           inputs, [](double v) { return v != 0.0 ? 1.0 : 0.0; }, *dtype);
+    case DType::kBFloat16:  // 8 significant bits, float32's exponent range
+      return Unary(
+          inputs, [](double v) { return RoundToFormat(v, 8, -126, 0x1.fep127); }, *dtype);
+    case DType::kFloat16:  // IEEE binary16: 11 significant bits, normals from 2^-14
+      return Unary(
+          inputs, [](double v) { return RoundToFormat(v, 11, -14, 65504.0); }, *dtype);
   }
   ThrowInvalid("attrs.dtype", "unknown dtype '" + name + "'");
 }

@@ -147,19 +147,7 @@ RankBytes CollectiveBytesAt(const StepView& step, const AxisList& axes,
 
 }  // namespace
 
-int64_t BytesPerElement(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat64:
-      return 8;
-    case DType::kFloat32:
-      return 4;
-    case DType::kInt64:
-      return 8;
-    case DType::kBool:
-      return 1;
-  }
-  return 8;
-}
+int64_t BytesPerElement(DType dtype) { return ElementSize(dtype); }
 
 int64_t FastMaxStepBytes(const StepView& step, const std::vector<int64_t>& shape, DType dtype) {
   const int64_t s = BytesPerElement(dtype);

@@ -37,16 +37,6 @@ std::string_view ToString(Collective kind) {
   return "barrier";
 }
 
-int64_t ElementSize(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat64: return 8;
-    case DType::kFloat32: return 4;
-    case DType::kInt64: return 8;
-    case DType::kBool: return 1;
-  }
-  return 8;
-}
-
 std::string ToString(const Group& group) { return JoinCounts(group); }
 
 std::string ToString(const CollectiveDesc& desc) {

@@ -20,7 +20,9 @@
 //   collective with the same group (same order) and matching sizes; non-members do not
 //   call it. A group of one rank is legal and moves nothing (a local copy).
 // - element types: float64, float32, int64, bool (bool: one byte per element holding 0 or
-//   1; data movement and reductions max/min/prod/any/all only).
+//   1; data movement and reductions max/min/prod/any/all only), bfloat16 and float16
+//   (2 bytes; reductions compute each pairwise step in float32 and round it, as the
+//   Backend's Reduce does).
 //
 // Reduce ops (SEMANTICS.md §1-2): sum, prod, max, min elementwise; avg = sum, then divided
 // by the group size (int64: truncating division); any / all treat an element as true when
@@ -65,6 +67,7 @@
 #include "kernels/device.h"
 #include "rules/dist_attr.h"
 #include "rules/dtype.h"
+#include "rules/half.h"
 
 namespace spmd::runtime {
 
@@ -84,8 +87,8 @@ enum class Collective {
 inline constexpr int kNumCollectives = 8;
 std::string_view ToString(Collective kind);  // "all_gather", "reduce_scatter", ...
 
-// Size of one element in bytes (bool: 1).
-int64_t ElementSize(DType dtype);
+// Size of one element in bytes (rules/dtype.h; bool: 1, bfloat16 and float16: 2).
+using spmd::ElementSize;
 
 template <class T>
 constexpr DType DTypeOf();
@@ -97,6 +100,10 @@ template <>
 constexpr DType DTypeOf<int64_t>() { return DType::kInt64; }
 template <>
 constexpr DType DTypeOf<bool>() { return DType::kBool; }
+template <>
+constexpr DType DTypeOf<BFloat16>() { return DType::kBFloat16; }
+template <>
+constexpr DType DTypeOf<Float16>() { return DType::kFloat16; }
 
 // One call as every member of its group sees it: what the collective check compares and
 // what failure messages print.

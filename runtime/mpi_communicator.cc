@@ -99,11 +99,42 @@ MPI_Datatype ToMpi(DType dtype) {
     case DType::kFloat32: return MPI_FLOAT;
     case DType::kInt64: return MPI_INT64_T;
     case DType::kBool: return MPI_C_BOOL;
+    case DType::kBFloat16:
+    case DType::kFloat16: return MPI_UINT16_T;  // moved as bytes; reduced by TwoByteOp
   }
   return MPI_DOUBLE;
 }
 
+// MPI has no 2-byte float arithmetic: user ops that run the host Backend's Reduce (each
+// step in float32, rounded once; inout = inout op in, commutative).
+template <DType kType, ReduceOp kOp>
+void TwoByteReduce(void* in, void* inout, int* len, MPI_Datatype*) {
+  kernels::BackendFor(kernels::Device::Host()).Reduce(inout, in, *len, kType, kOp, kernels::Stream{});
+}
+
+template <DType kType>
+MPI_Op TwoByteOp(ReduceOp op) {
+  static MPI_Op ops[4] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};  // sum, prod, max, min
+  static MPI_User_function* const fns[4] = {
+      &TwoByteReduce<kType, ReduceOp::kSum>, &TwoByteReduce<kType, ReduceOp::kProd>,
+      &TwoByteReduce<kType, ReduceOp::kMax>, &TwoByteReduce<kType, ReduceOp::kMin>};
+  int k = 0;  // avg sums (then divides); any / all combine truth values as max / min
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: k = 0; break;
+    case ReduceOp::kProd: k = 1; break;
+    case ReduceOp::kMax:
+    case ReduceOp::kAny: k = 2; break;
+    case ReduceOp::kMin:
+    case ReduceOp::kAll: k = 3; break;
+  }
+  if (ops[k] == MPI_OP_NULL) MPI_Op_create(fns[k], 1, &ops[k]);
+  return ops[k];
+}
+
 MPI_Op ToMpi(ReduceOp op, DType dtype) {
+  if (dtype == DType::kBFloat16) return TwoByteOp<DType::kBFloat16>(op);
+  if (dtype == DType::kFloat16) return TwoByteOp<DType::kFloat16>(op);
   if (dtype == DType::kBool) {
     return op == ReduceOp::kMax || op == ReduceOp::kAny ? MPI_LOR : MPI_LAND;
   }

@@ -6,13 +6,15 @@
 #include <type_traits>
 
 #include "kernels/cpu/kernels.h"
+#include "rules/half.h"
 #include "rules/error.h"
 
 namespace spmd::kernels {
 namespace {
 
 // Calls fn(static_cast<T*>(nullptr)) with T the C++ element type of `dtype` (bool as
-// uint8_t: the loops below treat it as bytes 0 / 1).
+// uint8_t: the loops below treat it as bytes 0 / 1; the 2-byte floats as their storage
+// types, which the loops compute on in float32).
 template <class Fn>
 void VisitType(DType dtype, Fn&& fn) {
   switch (dtype) {
@@ -20,12 +22,48 @@ void VisitType(DType dtype, Fn&& fn) {
     case DType::kFloat32: fn(static_cast<float*>(nullptr)); return;
     case DType::kInt64: fn(static_cast<int64_t*>(nullptr)); return;
     case DType::kBool: fn(static_cast<uint8_t*>(nullptr)); return;
+    case DType::kBFloat16: fn(static_cast<BFloat16*>(nullptr)); return;
+    case DType::kFloat16: fn(static_cast<Float16*>(nullptr)); return;
   }
   ThrowUnsupported("dtype", "no element loops for dtype " + std::to_string(static_cast<int>(dtype)));
 }
 
 template <class T>
+constexpr bool kTwoByteFloat = std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>;
+
+// The arithmetic type of element type T: float for the 2-byte floats, T otherwise.
+template <class T>
+using ComputeType = std::conditional_t<kTwoByteFloat<T>, float, T>;
+
+// Reads and writes an element as its ComputeType (writing rounds a 2-byte float once).
+template <class T>
+ComputeType<T> Load(const T& x) {
+  return static_cast<ComputeType<T>>(x);
+}
+template <class T>
+void Store(T& x, ComputeType<T> v) {
+  x = T(v);
+}
+
+template <class T>
 void ReduceTyped(T* acc, const T* in, int64_t count, ReduceOp op) {
+  if constexpr (kTwoByteFloat<T>) {
+    // Each step in float32, rounded once: the 2-byte storage has no arithmetic.
+    using F = ComputeType<T>;
+    auto apply = [&](auto f) {
+      for (int64_t i = 0; i < count; ++i) Store(acc[i], f(Load(acc[i]), Load(in[i])));
+    };
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg: apply([](F a, F b) { return a + b; }); return;
+      case ReduceOp::kProd: apply([](F a, F b) { return a * b; }); return;
+      case ReduceOp::kMax:
+      case ReduceOp::kAny: apply([](F a, F b) { return std::max(a, b); }); return;
+      case ReduceOp::kMin:
+      case ReduceOp::kAll: apply([](F a, F b) { return std::min(a, b); }); return;
+    }
+    return;
+  } else {
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAvg:
@@ -42,6 +80,7 @@ void ReduceTyped(T* acc, const T* in, int64_t count, ReduceOp op) {
     case ReduceOp::kAll:
       for (int64_t i = 0; i < count; ++i) acc[i] = std::min(acc[i], in[i]);
       return;
+  }
   }
 }
 
@@ -129,7 +168,14 @@ void CpuBackend::CopyBox(const std::byte* src, const std::vector<int64_t>& src_s
 void CpuBackend::Fill(void* dst, int64_t count, DType dtype, double value, Stream) {
   VisitType(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    const T v = std::is_same_v<T, uint8_t> ? static_cast<T>(value != 0) : static_cast<T>(value);
+    T v;
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      v = BFloat16::FromBits(DoubleToBFloat16Bits(value));
+    } else if constexpr (std::is_same_v<T, Float16>) {
+      v = Float16::FromBits(DoubleToFloat16Bits(value));
+    } else {
+      v = std::is_same_v<T, uint8_t> ? static_cast<T>(value != 0) : static_cast<T>(value);
+    }
     std::fill_n(static_cast<T*>(dst), count, v);
   });
 }
@@ -139,11 +185,11 @@ void CpuBackend::Scale(void* buffer, int64_t count, DType dtype, int64_t n, bool
   VisitType(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     T* p = static_cast<T*>(buffer);
-    const T factor = static_cast<T>(n);
+    const auto factor = static_cast<ComputeType<T>>(n);
     if (divide) {
-      for (int64_t i = 0; i < count; ++i) p[i] = p[i] / factor;
+      for (int64_t i = 0; i < count; ++i) Store(p[i], Load(p[i]) / factor);
     } else {
-      for (int64_t i = 0; i < count; ++i) p[i] = p[i] * factor;
+      for (int64_t i = 0; i < count; ++i) Store(p[i], Load(p[i]) * factor);
     }
   });
 }
@@ -164,7 +210,12 @@ void CpuBackend::ToTruth(const void* in, void* out, int64_t count, DType dtype, 
     using T = std::remove_pointer_t<decltype(tag)>;
     const T* x = static_cast<const T*>(in);
     T* y = static_cast<T*>(out);
-    for (int64_t i = 0; i < count; ++i) y[i] = x[i] != T{0} ? T{1} : T{0};  // NaN != 0
+    if constexpr (kTwoByteFloat<T>) {
+      const T one(1.0f), zero(0.0f);
+      for (int64_t i = 0; i < count; ++i) y[i] = (x[i].bits & 0x7fffu) != 0 ? one : zero;  // +-0 only
+    } else {
+      for (int64_t i = 0; i < count; ++i) y[i] = x[i] != T{0} ? T{1} : T{0};  // NaN != 0
+    }
   });
 }
 

@@ -230,7 +230,9 @@ Tensors clip(const TensorArgs& inputs, const Attrs& attrs) {
 // cast: from any dtype to attrs.dtype, element by element. float32 is produced as the
 // reference does (through double, then rounded); int64 truncates toward zero and refuses
 // values int64 cannot hold (NaN, +-inf, |v| >= 2^63: InvalidArgument "inputs[0].data",
-// where the float64 reference would keep them); bool is v != 0.
+// where the float64 reference would keep them); bool is v != 0; bfloat16 and float16 are
+// rounded once from the double value (rules/half.h). A 2-byte float x reaches this kernel
+// as float32 (RunCpuKernel converts it, exactly).
 Tensors cast(const TensorArgs& inputs, const Attrs& attrs) {
   const std::string& name = attrs.GetString("dtype");
   const std::optional<DType> dtype = ParseDType(name);
@@ -271,6 +273,20 @@ Tensors cast(const TensorArgs& inputs, const Attrs& attrs) {
       case DType::kBool: {
         bool* o = out.data<bool>();
         for (int64_t i = 0; i < n; ++i) o[i] = src[i] != S(0);
+        return;
+      }
+      case DType::kBFloat16: {  // rounded once from the double value
+        BFloat16* o = out.data<BFloat16>();
+        for (int64_t i = 0; i < n; ++i) {
+          o[i] = BFloat16::FromBits(DoubleToBFloat16Bits(static_cast<double>(src[i])));
+        }
+        return;
+      }
+      case DType::kFloat16: {
+        Float16* o = out.data<Float16>();
+        for (int64_t i = 0; i < n; ++i) {
+          o[i] = Float16::FromBits(DoubleToFloat16Bits(static_cast<double>(src[i])));
+        }
         return;
       }
     }

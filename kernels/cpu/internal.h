@@ -164,7 +164,9 @@ decltype(auto) VisitData(const Tensor& t, F&& fn) {
     case DType::kFloat32: return fn(t.data<float>());
     case DType::kInt64: return fn(t.data<int64_t>());
     case DType::kBool: return fn(t.data<bool>());
-    case DType::kFloat64: break;
+    case DType::kFloat64:
+    case DType::kBFloat16:  // never here: RunCpuKernel hands the kernels float32 instead
+    case DType::kFloat16: break;
   }
   return fn(t.data<double>());
 }

@@ -13,6 +13,7 @@
 //   floating value input (an int64 or bool x) it is float64. int64 and bool inputs used as
 //   values are converted to the compute dtype; ids, labels and conditions are read as
 //   they are (integral floats are accepted, as the references accept them).
+// - bfloat16 / float16 are computed in float32 (RunCpuKernel, below).
 // - Outputs follow the reference's dtype rules (docs/OPS.md "Reference decisions" 1), with
 //   one difference: where the reference outputs float64, the kernel outputs the compute
 //   dtype (float32 in, float32 out). cast outputs exactly attrs.dtype; shape ops keep x's
@@ -45,7 +46,8 @@ SPMD_FOR_EACH_OP(SPMD_DECLARE_CPU_KERNEL)
 #undef SPMD_DECLARE_CPU_KERNEL
 }  // namespace cpu
 
-// Returns the CPU kernel of `op`, or nullptr when spmdkit has no such op.
+// Returns the CPU kernel of `op`, or nullptr when spmdkit has no such op. The kernel itself
+// takes float64, float32, int64 and bool; RunCpuKernel adds the 2-byte floats.
 CpuKernelFn FindCpuKernel(std::string_view op);
 
 // True when `op` has a CPU kernel (every op of rules/op_list.h has one: the table is
@@ -54,6 +56,10 @@ bool HasCpuKernel(std::string_view op);
 
 // Runs `op`'s CPU kernel. Throws SpmdError(kUnknownOp, "op") for an op spmdkit does not
 // have, and SpmdError naming the field for inputs or attrs the op cannot take.
+// bfloat16 / float16 inputs are computed in float32: converted exactly, the float32 kernel
+// run, its float32 outputs rounded once (to nearest even) to the inputs' 2-byte dtype;
+// other outputs (int64, bool, cast's attrs.dtype) are as the kernel gives them. A 2-byte
+// float input next to another floating dtype is InvalidArgument ("inputs[i].dtype").
 Tensors RunCpuKernel(std::string_view op, const TensorArgs& inputs, const Attrs& attrs);
 // The same on a braced list of the caller's tensors, RunCpuKernel(op, {x, y}, attrs), by
 // reference (an initializer_list conversion ranks first; nothing is copied).

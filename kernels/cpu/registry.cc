@@ -1,9 +1,12 @@
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "kernels/cpu/kernels.h"
 #include "rules/error.h"
+#include "rules/half.h"
 
 namespace spmd::kernels {
 
@@ -22,12 +25,91 @@ CpuKernelFn FindCpuKernel(std::string_view op) {
 
 bool HasCpuKernel(std::string_view op) { return FindCpuKernel(op) != nullptr; }
 
+namespace {
+
+// `t` (bfloat16 or float16) as float32, exactly.
+Tensor ToFloat32(const Tensor& t) {
+  Tensor out = Tensor::Uninitialized(t.shape(), DType::kFloat32);
+  float* o = out.data<float>();
+  const int64_t n = t.numel();
+  if (t.dtype() == DType::kBFloat16) {
+    const BFloat16* x = t.data<BFloat16>();
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(x[i]);
+  } else {
+    const Float16* x = t.data<Float16>();
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(x[i]);
+  }
+  return out;
+}
+
+// `t` (float32) rounded to `dtype` (bfloat16 or float16), to nearest even.
+Tensor FromFloat32(const Tensor& t, DType dtype) {
+  Tensor out = Tensor::Uninitialized(t.shape(), dtype);
+  const float* x = t.data<float>();
+  const int64_t n = t.numel();
+  if (dtype == DType::kBFloat16) {
+    BFloat16* o = out.data<BFloat16>();
+    for (int64_t i = 0; i < n; ++i) o[i] = BFloat16(x[i]);
+  } else {
+    Float16* o = out.data<Float16>();
+    for (int64_t i = 0; i < n; ++i) o[i] = Float16(x[i]);
+  }
+  return out;
+}
+
+// The 2-byte float dtype of the inputs, if any. Throws InvalidArgument ("inputs[i].dtype")
+// when a 2-byte float input meets another floating dtype.
+std::optional<DType> TwoByteDType(const TensorArgs& inputs) {
+  std::optional<DType> found;
+  size_t first = 0;
+  for (size_t i = 0; i < inputs.size() && !found; ++i) {
+    if (IsTwoByteFloat(inputs[i].dtype())) {
+      found = inputs[i].dtype();
+      first = i;
+    }
+  }
+  if (!found) return std::nullopt;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const DType d = inputs[i].dtype();
+    if (IsFloating(d) && d != *found) {
+      ThrowInvalid("inputs[" + std::to_string(i) + "].dtype",
+                   std::string(ToString(d)) + " mixed with " + std::string(ToString(*found)) +
+                       " of inputs[" + std::to_string(first) + "]");
+    }
+  }
+  return found;
+}
+
+}  // namespace
+
 Tensors RunCpuKernel(std::string_view op, const TensorArgs& inputs, const Attrs& attrs) {
   CpuKernelFn fn = FindCpuKernel(op);
   if (fn == nullptr) {
     throw SpmdError(ErrorType::kUnknownOp, "op", "no op named '" + std::string(op) + "'");
   }
-  return fn(inputs, attrs);
+  const std::optional<DType> narrow = TwoByteDType(inputs);
+  if (!narrow) return fn(inputs, attrs);
+  // Computed in float32: the 2-byte inputs converted (exactly), the float32 kernel run,
+  // its float32 outputs rounded once to the inputs' dtype. cast's output is exactly
+  // attrs.dtype already (the kernel rounds to a 2-byte target itself).
+  std::vector<Tensor> converted;
+  converted.reserve(inputs.size());
+  std::vector<const Tensor*> args;
+  args.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    if (t.dtype() == *narrow) {
+      converted.push_back(ToFloat32(t));
+      args.push_back(&converted.back());
+    } else {
+      args.push_back(&t);
+    }
+  }
+  Tensors outputs = fn(TensorArgs(std::move(args)), attrs);
+  if (op == "cast") return outputs;
+  for (Tensor& t : outputs) {
+    if (t.dtype() == DType::kFloat32) t = FromFloat32(t, *narrow);
+  }
+  return outputs;
 }
 
 }  // namespace spmd::kernels
