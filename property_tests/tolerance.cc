@@ -207,7 +207,9 @@ std::string CompareValues(const OpDecl& op, size_t out, const std::string& where
       std::ostringstream os;
       os.precision(17);
       os << where << " element " << i << ": got " << k << ", reference " << r << " (|diff| "
-         << std::fabs(k - r) << ", tolerance " << tolerance << ")";
+         << std::fabs(k - r) << ", tolerance " << tolerance;
+      if (IsFloating(dtype) && dtype != DType::kFloat64) os << ", class " << ToString(*op.tolerance);
+      os << ")";
       return os.str();
     }
   }

@@ -80,8 +80,8 @@ double ClassTolerance(const Bounds& b, size_t out, size_t i, double r, double u)
 // `want`: integer and bool outputs exactly, NaN / infinities by kind, float64 within
 // f64_rel * max(1, |reference|), narrower floats by the op's tolerance class (bounds from
 // make_bounds, called at most once, on the first element that needs them, and kept in
-// `bounds`). Returns "" or "<where> element i: got k, reference r (|diff| d, tolerance t)"
-// for the first element that differs.
+// `bounds`). Returns "" or "<where> element i: got k, reference r (|diff| d, tolerance t
+// [, class c])" for the first element that differs.
 std::string CompareValues(const OpDecl& op, size_t out, const std::string& where, DType dtype,
                           const std::vector<double>& got, const std::vector<double>& want,
                           double f64_rel, std::optional<Bounds>& bounds,
