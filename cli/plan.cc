@@ -29,7 +29,7 @@ int Usage(std::ostream& out, int code) {
          "  --mesh          mesh shape, sizes joined by x\n"
          "  --shape         global tensor shape, comma-separated ('' for a scalar)\n"
          "  --from, --to    placements, one per mesh axis: R, S(d), S(d)#k (co-shard), P(op)\n"
-         "  --dtype         float64, float32 (default), int64, bool\n"
+         "  --dtype         float64, float32 (default), int64, bool, bfloat16, float16\n"
          "  --process-ids   the mesh's process ids, row-major (default 0..n-1)\n"
          "  --to-mesh, --to-process-ids\n"
          "                  move the tensor to another mesh (--to is then on that mesh)\n"
@@ -180,7 +180,7 @@ int PlanOrThrow(const std::vector<std::string>& args, bool& json_out) {
     if (const auto text = get("--dtype")) {
       const std::optional<DType> parsed = ParseDType(*text);
       if (!parsed)
-        ThrowInvalid("--dtype", "unknown dtype '" + *text + "' (float64, float32, int64, bool)");
+        ThrowInvalid("--dtype", "unknown dtype '" + *text + "' (float64, float32, int64, bool, bfloat16, float16)");
       dtype = *parsed;
     }
     const int rank = static_cast<int>(shape.size());
