@@ -24,6 +24,7 @@
 #include "rules/mesh.h"
 #include "rules/op_decl.h"
 #include "rules/registry.h"
+#include "rules/reshard.h"
 
 namespace {
 
@@ -244,6 +245,70 @@ void BM_InferLine_Matmul(benchmark::State& state) {
   }
 }
 
+// Hostile and largest-allowed requests: how long a refusal or an answer takes (the tests
+// check only what the answer is; io/infer_io_test.cc, cli/plan_hostile_test.sh).
+void RunLine(benchmark::State& state, const std::string& line, bool expect_error) {
+  const std::string answer = spmd::io::InferLine(line);
+  if ((answer.find("\"error\"") != std::string::npos) != expect_error) {
+    state.SkipWithError(answer.substr(0, 200).c_str());
+    return;
+  }
+  for (auto _ : state) {
+    std::string result = spmd::io::InferLine(line);
+    benchmark::DoNotOptimize(result);
+  }
+}
+
+std::string Repeat(const std::string& item, size_t count) {
+  std::string out;
+  for (size_t i = 0; i < count; ++i) out += (i ? "," : "") + item;
+  return out;
+}
+
+// 2,000,001 split sections: refused (Unsupported, attrs.sections) after parsing the line.
+void BM_InferLine_HostileSections(benchmark::State& state) {
+  static const std::string line = R"({"op":"split","attrs":{"sections":[)" +
+                                  Repeat("0", 2'000'000) +
+                                  R"(,4]},"mesh_shape":[2],"inputs":[{"shape":[4]}]})";
+  RunLine(state, line, true);
+}
+
+// A mesh of 2^20 ranks: refused (InvalidArgument, mesh_shape).
+void BM_InferLine_HostileMesh(benchmark::State& state) {
+  RunLine(state, R"({"op":"relu","mesh_shape":[1024,1024],"inputs":[{"shape":[4]}]})", true);
+}
+
+// The largest mesh allowed (65,536 ranks): answered.
+void BM_InferLine_LargestMesh(benchmark::State& state) {
+  RunLine(state,
+          R"({"op":"matmul","mesh_shape":[256,256],"inputs":[{"shape":[512,64],"dims_mapping":[0,1]},)"
+          R"({"shape":[64,512],"dims_mapping":[1,-1]}]})",
+          false);
+}
+
+// Plans on the largest mesh allowed (the lower bound toward a partial target was once
+// quadratic in the number of ranks).
+void RunPlan(benchmark::State& state, std::vector<int64_t> mesh_shape, Shape shape,
+             const char* from, const char* to) {
+  const Mesh mesh(mesh_shape);
+  const int rank = static_cast<int>(shape.size());
+  const DistAttr source = spmd::ParsePlacementString(from, rank, "from");
+  const DistAttr target = spmd::ParsePlacementString(to, rank, "to");
+  for (auto _ : state) {
+    spmd::ReshardPlan plan =
+        spmd::PlanReshard(mesh, shape, spmd::DType::kFloat32, source, target);
+    benchmark::DoNotOptimize(plan);
+  }
+}
+
+void BM_Plan_65536Ranks_ToPartial(benchmark::State& state) {
+  RunPlan(state, {32768, 2}, {32768, 2}, "[S(0), S(1)]", "[S(0), P(sum)]");
+}
+
+void BM_Plan_65536Ranks_ReplicateToPartial(benchmark::State& state) {
+  RunPlan(state, {2, 32768}, {65536}, "[R, S(0)]", "[P(sum), R]");
+}
+
 #define SPMD_BENCH(fn) BENCHMARK(fn)->Unit(benchmark::kNanosecond)
 
 SPMD_BENCH(BM_Matmul_Mesh2x4);
@@ -266,11 +331,16 @@ SPMD_BENCH(BM_Concat3);
 SPMD_BENCH(BM_Split);
 SPMD_BENCH(BM_Slice);
 SPMD_BENCH(BM_InferLine_Matmul);
+SPMD_BENCH(BM_InferLine_HostileSections)->Unit(benchmark::kMillisecond);
+SPMD_BENCH(BM_InferLine_HostileMesh);
+SPMD_BENCH(BM_InferLine_LargestMesh);
+SPMD_BENCH(BM_Plan_65536Ranks_ToPartial)->Unit(benchmark::kMillisecond);
+SPMD_BENCH(BM_Plan_65536Ranks_ReplicateToPartial)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
 // BENCHMARK_MAIN, except that the default --benchmark_min_time is 0.1 s instead of 0.5 s:
-// 20 benchmarks x 5 repetitions then take about 15 s. A --benchmark_min_time on the
+// 25 benchmarks x 5 repetitions then take about 20 s. A --benchmark_min_time on the
 // command line wins (it comes later in argv).
 int main(int argc, char** argv) {
   std::vector<char*> args(argv, argv + argc);

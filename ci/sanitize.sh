@@ -18,7 +18,7 @@ cmake -S . -B build-asan "${generator[@]}" -DSPMD_SANITIZE=ON -DSPMD_WITH_CUDA=O
 targets=(
   rules_model_test rules_einsum_test reshard_test rule_properties_test validation_agreement_test
   reference_test rules_golden_test checker_claims_test io_test checker_simulate_test vjp_test
-  spmd failure_demo
+  spmd failure_demo mpi_test_main_test
   fuzz_infer_replay fuzz_check_claim_replay fuzz_check_case_replay fuzz_explain_replay
   fuzz_plan_replay
 )

@@ -1,18 +1,15 @@
 #!/usr/bin/env bash
 # `spmd plan` on hostile input: a placement that is not UTF-8 and meshes far too large are
 # refused with a typed error (exit 2), the --json answer is one JSON line of valid UTF-8
-# (the bad bytes written as \xNN), and each refusal takes under a second of CPU time.
+# (the bad bytes written as \xNN), and the largest meshes allowed are planned. How long
+# these take is a benchmark (bench/infer_bench.cc, BM_Plan_65536Ranks*), not a timed test.
 set -euo pipefail
 spmd="$1"
 fail() { echo "FAIL: $*"; exit 1; }
 
-# Runs spmd plan with the given arguments; sets out, rc and cpu (user + sys seconds).
+# Runs spmd plan with the given arguments; sets out and rc.
 run() {
-  local timing
-  timing=$( { TIMEFORMAT='%3U %3S'; time timeout 20 "$spmd" plan "$@" >/tmp/plan_hostile.$$ 2>/dev/null; } 2>&1 ) && rc=0 || rc=$?
-  out=$(cat /tmp/plan_hostile.$$)
-  rm -f /tmp/plan_hostile.$$
-  cpu=$(echo "$timing" | tail -1 | awk '{print $1 + $2}')
+  out=$("$spmd" plan "$@" 2>/dev/null) && rc=0 || rc=$?
 }
 
 check_refused() {  # expected field, then the plan arguments
@@ -26,7 +23,6 @@ check_refused() {  # expected field, then the plan arguments
     # Non-ASCII bytes must be well-formed UTF-8: iconv refuses anything else.
     iconv -f UTF-8 -t UTF-8 <<<"$out" >/dev/null 2>&1 || fail "invalid UTF-8 in: $out"
   fi
-  awk -v c="$cpu" 'BEGIN { exit !(c < 1.0) }' || fail "took $cpu s of CPU: ${*@Q}"
 }
 
 check_refused '--from' --mesh 2 --shape 4 --from $'[\xff]' --to '[R]' --json
@@ -37,13 +33,12 @@ check_refused '--mesh' --mesh 1048576 --shape 4 --from '[R]' --to '[R]' --json
 check_refused '--mesh' --mesh 1024x1024 --shape 4,4 --from '[S(0), R]' --to '[R, S(1)]' --json
 check_refused '--mesh' --mesh 65537 --shape 4 --from '[S(0)]' --to '[R]' --json
 check_refused '--to-mesh' --mesh 2 --to-mesh 2097152 --shape 4 --from '[R]' --to '[R]' --json
-# The largest meshes allowed are planned in bounded time: the lower bound toward a partial
-# target compared every group with every box (25 s of CPU on this one).
+# The largest meshes allowed are planned (the lower bound toward a partial target once
+# compared every group with every box: 25 s of CPU on the first one).
 run --mesh 32768x2 --shape 32768,2 --from '[S(0), S(1)]' --to '[S(0), P(sum)]' --json
 [ "$rc" = 0 ] || fail "exit $rc: $out"
-awk -v c="$cpu" 'BEGIN { exit !(c < 2.0) }' || fail "a 65536-rank plan took $cpu s of CPU"
+echo "$out" | grep -q '"lower_bound_bytes"' || fail "no bound: $out"
 run --mesh 2x32768 --shape 65536 --from '[R, S(0)]' --to '[P(sum), R]' --json
 [ "$rc" = 0 ] || fail "exit $rc: $out"
 echo "$out" | grep -q '"lower_bound_bytes":131068' || fail "unexpected bound: $out"
-awk -v c="$cpu" 'BEGIN { exit !(c < 2.0) }' || fail "a 65536-rank plan took $cpu s of CPU"
-echo "7 hostile plans refused, 2 plans on 65536 ranks in bounded time"
+echo "7 hostile plans refused, 2 plans on 65536 ranks answered"

@@ -1,6 +1,6 @@
 // `spmd infer` against hostile input: every line gets exactly one answer line of valid
 // UTF-8 JSON, integers out of int64's range are refused naming their field, reverse
-// requests check output sizes, oversized requests are refused within a second, and the
+// requests check output sizes, oversized requests are refused naming their field, and the
 // reverse split answers (it used to abort the stream) are sound.
 #include "io/infer_io.h"
 
@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -383,12 +382,6 @@ TEST(InferHostileTest, ReverseSplitAnswersAreSound) {
 
 // ---- Bounded work ------------------------------------------------------------------------
 
-double CpuSeconds(const std::function<void()>& fn) {
-  const std::clock_t start = std::clock();
-  fn();
-  return static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC;
-}
-
 std::string Repeat(const std::string& item, size_t count) {
   std::string out;
   for (size_t i = 0; i < count; ++i) out += (i ? "," : "") + item;
@@ -396,9 +389,9 @@ std::string Repeat(const std::string& item, size_t count) {
 }
 
 // Requests that asked for unbounded work (2M split sections: minutes; a mesh of 2^20 ranks:
-// seconds per line) are refused with a typed error naming the field, each within a second
-// of CPU time.
-TEST(InferHostileTest, OversizedRequestsAreRefusedWithinASecond) {
+// seconds per line) are refused with a typed error naming the field. How long a refusal
+// takes is a benchmark (bench/infer_bench.cc, BM_InferLine_Hostile*), not a timed test.
+TEST(InferHostileTest, OversizedRequestsAreRefusedByField) {
   struct Bad {
     std::string line;
     std::string type;
@@ -441,25 +434,22 @@ TEST(InferHostileTest, OversizedRequestsAreRefusedWithinASecond) {
   };
   for (const Bad& b : bad) {
     SCOPED_TRACE(b.line.substr(0, 120));
-    std::string answer_line;
-    const double seconds = CpuSeconds([&] { answer_line = InferLine(b.line); });
-    EXPECT_LT(seconds, 1.0);
+    const std::string answer_line = InferLine(b.line);
     const json answer = json::parse(answer_line);
     ASSERT_TRUE(answer.contains("error")) << answer_line.substr(0, 300);
     EXPECT_EQ(answer["error"]["type"], b.type) << answer_line;
     EXPECT_EQ(answer["error"]["message"].get<std::string>().rfind(b.field, 0), 0u)
         << answer_line.substr(0, 300);
   }
-  // The largest mesh allowed is answered, in well under a second per line.
+  // The largest mesh allowed is answered.
   const std::string largest = R"({"op":"matmul","mesh_shape":[256,256],"inputs":[{"shape":[512,64],"dims_mapping":[0,1]},{"shape":[64,512],"dims_mapping":[1,-1]}]})";
-  std::string answer_line;
-  EXPECT_LT(CpuSeconds([&] { answer_line = InferLine(largest); }), 0.5);
+  const std::string answer_line = InferLine(largest);
   EXPECT_EQ(answer_line.find("error"), std::string::npos) << answer_line;
 }
 
 // Every op, every list attr of 100,000 entries (ints: 1, -1; floats) and every int attr at
-// the ends of int64: answered (anything typed) within a second of CPU time.
-TEST(InferHostileTest, HugeAttrsOfEveryOpAnswerWithinASecond) {
+// the ends of int64: answered, with a result or a typed error.
+TEST(InferHostileTest, HugeAttrsOfEveryOpAreAnswered) {
   int checked = 0;
   for (const OpDecl& op : AllOps()) {
     const std::vector<Example> examples = op.examples(SizePalette{{2, 3, 4}});
@@ -481,9 +471,7 @@ TEST(InferHostileTest, HugeAttrsOfEveryOpAnswerWithinASecond) {
         std::string line = base.dump();
         line.insert(1, "\"attrs\":{\"" + spec.name + "\":" + value + "},");
         SCOPED_TRACE(op.name + "." + spec.name + " = " + value.substr(0, 20));
-        std::string answer;
-        const double seconds = CpuSeconds([&] { answer = InferLine(line); });
-        EXPECT_LT(seconds, 1.0);
+        const std::string answer = InferLine(line);
         CheckAnswerLine(answer, line.substr(0, 200));
         ++checked;
       }
