@@ -2,7 +2,7 @@
 # Enforces the include graph of docs/ARCHITECTURE.md: which top-level folder may include which.
 #   rules -> (nothing else); reference -> rules; kernels -> rules;
 #   runtime -> rules, kernels; checker -> reference, rules;
-#   io (the JSON side) -> rules, checker, runtime;
+#   io (the JSON side) -> rules, checker, runtime; train -> rules, kernels, runtime;
 #   property_tests -> everything but cli; cli, bench and fuzz -> everything.
 # Every top-level folder with sources is listed: a new layer must be added here. Only io/
 # may include nlohmann/json.hpp among the libraries (their tests may too).
@@ -15,10 +15,11 @@ declare -A allowed=(
   [runtime]="runtime rules kernels"
   [checker]="checker reference rules"
   [io]="io rules checker runtime"
-  [property_tests]="property_tests io checker runtime reference rules kernels"
-  [cli]="cli io checker runtime reference rules kernels"
-  [bench]="bench io checker runtime reference rules kernels"
-  [fuzz]="fuzz cli io checker runtime reference rules kernels"
+  [train]="train runtime rules kernels"
+  [property_tests]="property_tests train io checker runtime reference rules kernels"
+  [cli]="cli train io checker runtime reference rules kernels"
+  [bench]="bench train io checker runtime reference rules kernels"
+  [fuzz]="fuzz cli train io checker runtime reference rules kernels"
 )
 bad=0
 for layer in "${!allowed[@]}"; do

@@ -1,0 +1,330 @@
+#include "train/autograd.h"
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include "kernels/backend.h"
+#include "rules/error.h"
+#include "rules/layout.h"
+#include "rules/op_decl.h"
+#include "rules/registry.h"
+#include "rules/vjp.h"
+#include "runtime/dispatch.h"
+
+namespace spmd::train {
+
+using runtime::Communicator;
+using runtime::DistTensor;
+
+// One recorded call: what its backward needs.
+struct GradFn {
+  const OpDecl* op = nullptr;
+  Attrs attrs;                                         // normalised by the declaration
+  std::vector<std::shared_ptr<Node>> inputs;           // the input variables
+  std::vector<std::shared_ptr<const DistTensor>> outputs;  // the output values
+  uint64_t sequence = 0;                               // creation order
+  bool released = false;                               // Backward ran through it
+};
+
+struct Node {
+  std::shared_ptr<const DistTensor> value;
+  bool requires_grad = false;
+  std::shared_ptr<GradFn> grad_fn;  // nullptr for a leaf
+  size_t output_index = 0;          // which output of grad_fn this is
+  std::optional<DistTensor> grad;   // leaves: the accumulated gradient
+};
+
+namespace {
+
+thread_local bool grad_enabled = true;
+std::atomic<uint64_t> next_sequence{0};
+
+const Node& Checked(const std::shared_ptr<Node>& node, const char* field) {
+  if (!node) ThrowInvalid(field, "an empty Variable");
+  return *node;
+}
+
+DistTensor Add(const DistTensor& a, const DistTensor& b, Communicator& comm) {
+  return std::move(runtime::Dispatch("add", {a, b}, Attrs{}, comm)[0]);
+}
+
+DistAttr WithoutPartial(DistAttr attr) {
+  attr.partial.clear();
+  return attr;
+}
+
+}  // namespace
+
+// ---- Variable -----------------------------------------------------------------------------
+
+Variable::Variable(DistTensor value, bool requires_grad) : node_(std::make_shared<Node>()) {
+  node_->value = std::make_shared<const DistTensor>(std::move(value));
+  node_->requires_grad = requires_grad;
+}
+
+const DistTensor& Variable::value() const { return *Checked(node_, "variable").value; }
+
+bool Variable::requires_grad() const { return Checked(node_, "variable").requires_grad; }
+
+bool Variable::is_leaf() const { return Checked(node_, "variable").grad_fn == nullptr; }
+
+const std::optional<DistTensor>& Variable::grad() const { return Checked(node_, "variable").grad; }
+
+void Variable::ZeroGrad() const {
+  Checked(node_, "variable");
+  node_->grad.reset();
+}
+
+void Variable::SetValue(DistTensor value) const {
+  const Node& node = Checked(node_, "variable");
+  const DistTensor& old = *node.value;
+  if (node.grad_fn) ThrowInvalid("value", "SetValue on a variable that is not a leaf");
+  if (value.shape() != old.shape() || value.dtype() != old.dtype() ||
+      !(value.mesh() == old.mesh()) || !(value.dist_attr() == old.dist_attr())) {
+    ThrowInvalid("value", "the new value must keep the shape, dtype, mesh and dist attr");
+  }
+  node_->value = std::make_shared<const DistTensor>(std::move(value));
+}
+
+Variable Variable::Detach() const { return Variable(value(), false); }
+
+// ---- Grad mode ----------------------------------------------------------------------------
+
+NoGradGuard::NoGradGuard() : previous_(grad_enabled) { grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { grad_enabled = previous_; }
+bool GradEnabled() { return grad_enabled; }
+
+// ---- Constant -----------------------------------------------------------------------------
+
+DistTensor Constant(const Shape& shape, DType dtype, const Mesh& mesh, const DistAttr& attr,
+                    int64_t process_id, double value) {
+  const DistAttr layout = WithoutPartial(attr);
+  const std::optional<std::vector<int64_t>> coord = mesh.CoordinateOf(process_id);
+  if (!coord) return DistTensor::Absent(shape, dtype, mesh, layout, process_id);
+  kernels::Tensor local(LocalShape(shape, layout, mesh, *coord), dtype);
+  if (value != 0 && local.numel() > 0) {
+    kernels::Backend& backend = kernels::BackendFor(local.device());
+    backend.Fill(local.bytes(), local.numel(), dtype, value, local.stream());
+    backend.Synchronize(local.stream());
+  }
+  return DistTensor::FromLocal(std::move(local), shape, dtype, mesh, layout, process_id);
+}
+
+// ---- Apply --------------------------------------------------------------------------------
+
+std::vector<Variable> Apply(std::string_view op_name, const std::vector<Variable>& inputs,
+                            const Attrs& attrs, Communicator& comm) {
+  const OpDecl* op = FindOp(op_name);
+  if (op == nullptr) {
+    throw SpmdError(ErrorType::kUnknownOp, "op", "'" + std::string(op_name) + "' is not a registered op");
+  }
+  std::vector<DistTensor> values;
+  values.reserve(inputs.size());
+  bool any_requires_grad = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Node& node = Checked(inputs[i].node_, ("inputs[" + std::to_string(i) + "]").c_str());
+    values.push_back(*node.value);
+    any_requires_grad = any_requires_grad || node.requires_grad;
+  }
+  std::vector<DistTensor> outputs = runtime::Dispatch(*op, values, attrs, comm);
+  values.clear();
+
+  // Outputs that are not floating (masks, indices) carry no gradient; an op with only
+  // such outputs is not recorded.
+  bool differentiable = false;
+  for (const DistTensor& out : outputs) differentiable = differentiable || IsFloating(out.dtype());
+  const bool record = grad_enabled && any_requires_grad && differentiable;
+  if (record && !op->vjp) {
+    ThrowUnsupported("op", op->name + " has no declared backward (OpDecl::vjp); run it under "
+                           "NoGradGuard or on inputs that do not require grad");
+  }
+
+  std::shared_ptr<GradFn> fn;
+  if (record) {
+    fn = std::make_shared<GradFn>();
+    fn->op = op;
+    fn->attrs = op->NormalizeAttrs(attrs);
+    for (const Variable& input : inputs) fn->inputs.push_back(input.node_);
+    fn->sequence = next_sequence.fetch_add(1);
+  }
+  std::vector<Variable> result;
+  result.reserve(outputs.size());
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    auto node = std::make_shared<Node>();
+    node->value = std::make_shared<const DistTensor>(std::move(outputs[o]));
+    if (record && IsFloating(node->value->dtype())) {
+      node->requires_grad = true;
+      node->grad_fn = fn;
+      node->output_index = o;
+    }
+    if (fn) fn->outputs.push_back(node->value);
+    result.push_back(Variable(std::move(node)));
+  }
+  return result;
+}
+
+Variable Apply1(std::string_view op, const std::vector<Variable>& inputs, const Attrs& attrs,
+                Communicator& comm) {
+  std::vector<Variable> outputs = Apply(op, inputs, attrs, comm);
+  if (outputs.size() != 1) {
+    ThrowInvalid("op", std::string(op) + " has " + std::to_string(outputs.size()) +
+                           " outputs; use Apply");
+  }
+  return std::move(outputs[0]);
+}
+
+// ---- Backward -----------------------------------------------------------------------------
+
+namespace {
+
+// Runs fn's backward given one cotangent per output (missing ones are zeros) and hands
+// each input's gradient to `deliver`.
+template <typename Deliver>
+void RunVjp(GradFn& fn, std::vector<std::optional<DistTensor>>& cotangents, Communicator& comm,
+            Deliver deliver) {
+  std::vector<Shape> shapes;
+  for (const auto& input : fn.inputs) shapes.push_back(input->value->shape());
+  const VjpGraph graph = fn.op->vjp(RuleContext{shapes, fn.attrs});
+  const std::string where = "backward of " + fn.op->name;
+  if (graph.input_grads.size() != fn.inputs.size()) {
+    ThrowInvalid("vjp.input_grads", where + ": " + std::to_string(graph.input_grads.size()) +
+                                        " entries for " + std::to_string(fn.inputs.size()) +
+                                        " inputs");
+  }
+  for (size_t o = 0; o < cotangents.size(); ++o) {
+    if (cotangents[o]) continue;
+    const DistTensor& out = *fn.outputs[o];
+    cotangents[o] = Constant(out.shape(), out.dtype(), out.mesh(), out.dist_attr(),
+                             out.process_id(), 0.0);
+  }
+  std::vector<std::vector<DistTensor>> results;
+  auto resolve = [&](const VjpRef& ref, size_t k) -> const DistTensor& {
+    const auto bad = [&](const std::string& why) -> const DistTensor& {
+      ThrowInvalid("vjp.calls[" + std::to_string(k) + "]", where + ": " + why);
+    };
+    switch (ref.kind) {
+      case VjpRef::Kind::kInput:
+        if (ref.index >= fn.inputs.size()) return bad("input out of range");
+        return *fn.inputs[ref.index]->value;
+      case VjpRef::Kind::kOutput:
+        if (ref.index >= fn.outputs.size()) return bad("output out of range");
+        return *fn.outputs[ref.index];
+      case VjpRef::Kind::kOutputGrad:
+        if (ref.index >= cotangents.size()) return bad("cotangent out of range");
+        return *cotangents[ref.index];
+      case VjpRef::Kind::kCall:
+        if (ref.index >= k || ref.result >= results[ref.index].size()) {
+          return bad("refers to a call result that does not exist yet");
+        }
+        return results[ref.index][ref.result];
+    }
+    return bad("unknown reference kind");
+  };
+  for (size_t k = 0; k < graph.calls.size(); ++k) {
+    const VjpCall& call = graph.calls[k];
+    std::vector<DistTensor> operands;
+    for (const VjpRef& ref : call.operands) operands.push_back(resolve(ref, k));
+    try {
+      results.push_back(runtime::Dispatch(call.op, operands, call.attrs, comm));
+    } catch (const SpmdError& e) {
+      throw SpmdError(e.type(), "vjp.calls[" + std::to_string(k) + "] (" + call.op + ")" +
+                                    (e.field().empty() ? "" : "." + e.field()),
+                      where + ": " + e.what());
+    }
+  }
+  for (size_t i = 0; i < fn.inputs.size(); ++i) {
+    if (!graph.input_grads[i] || !fn.inputs[i]->requires_grad) continue;
+    deliver(i, resolve(*graph.input_grads[i], graph.calls.size()));
+  }
+}
+
+}  // namespace
+
+void Backward(const Variable& loss, Communicator& comm) {
+  const Node& root = Checked(loss.node_, "loss");
+  if (!root.requires_grad) ThrowInvalid("loss", "does not require grad: nothing to differentiate");
+  const DistTensor& value = *root.value;
+  DistTensor seed = Constant(value.shape(), value.dtype(), value.mesh(),
+                             DistAttr::Replicated(static_cast<int>(value.shape().size())),
+                             value.process_id(), 1.0);
+  NoGradGuard no_grad;  // the backward's own calls are not recorded
+
+  auto accumulate_leaf = [&](Node& leaf, const DistTensor& g) {
+    leaf.grad = leaf.grad ? Add(*leaf.grad, g, comm) : g;
+  };
+  if (!root.grad_fn) {
+    accumulate_leaf(*loss.node_, seed);
+    return;
+  }
+
+  // Every recorded call reachable from the loss, latest first: a call's outputs are
+  // created after its inputs, so creation order is a topological order. `order` owns the
+  // calls: freeing a spent call's inputs must not free a call still to run.
+  std::vector<std::shared_ptr<GradFn>> order;
+  std::unordered_set<GradFn*> seen;
+  std::vector<std::shared_ptr<GradFn>> stack = {root.grad_fn};
+  seen.insert(root.grad_fn.get());
+  while (!stack.empty()) {
+    std::shared_ptr<GradFn> fn = std::move(stack.back());
+    stack.pop_back();
+    if (fn->released) {
+      ThrowInvalid("loss", "Backward already ran through this graph (" + fn->op->name +
+                               "); record the forward again");
+    }
+    for (const auto& input : fn->inputs) {
+      const std::shared_ptr<GradFn>& producer = input->grad_fn;
+      if (producer && seen.insert(producer.get()).second) stack.push_back(producer);
+    }
+    order.push_back(std::move(fn));
+  }
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return a->sequence > b->sequence;
+  });
+
+  std::unordered_map<GradFn*, std::vector<std::optional<DistTensor>>> cotangents;
+  auto slot = [&](GradFn* fn, size_t o) -> std::optional<DistTensor>& {
+    auto& slots = cotangents[fn];
+    if (slots.empty()) slots.resize(fn->outputs.size());
+    return slots[o];
+  };
+  slot(root.grad_fn.get(), root.output_index) = std::move(seed);
+
+  for (const std::shared_ptr<GradFn>& owned : order) {
+    GradFn* fn = owned.get();
+    auto found = cotangents.find(fn);
+    if (found != cotangents.end()) {
+      RunVjp(*fn, found->second, comm, [&](size_t i, const DistTensor& g) {
+        Node& input = *fn->inputs[i];
+        if (input.grad_fn) {
+          std::optional<DistTensor>& target = slot(input.grad_fn.get(), input.output_index);
+          target = target ? Add(*target, g, comm) : g;
+        } else {
+          accumulate_leaf(input, g);
+        }
+      });
+      cotangents.erase(fn);
+    }
+    // Free what the backward held: the graph is spent.
+    fn->released = true;
+    fn->inputs.clear();
+    fn->outputs.clear();
+  }
+}
+
+DistTensor Gradient(const Variable& leaf, const DistAttr& to, Communicator& comm) {
+  const Node& node = Checked(leaf.node_, "leaf");
+  if (node.grad_fn || !node.requires_grad) {
+    ThrowInvalid("leaf", "not a leaf that requires grad");
+  }
+  const DistTensor& value = *node.value;
+  if (!node.grad) {
+    return Constant(value.shape(), value.dtype(), value.mesh(), to, value.process_id(), 0.0);
+  }
+  return node.grad->Reshard(to, comm);
+}
+
+}  // namespace spmd::train

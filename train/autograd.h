@@ -1,0 +1,136 @@
+// Reverse-mode autograd over Dispatch.
+//
+// A Variable is a DistTensor that may take part in a gradient computation. `Apply` runs a
+// registered op on Variables through runtime::Dispatch (rule -> reshard -> kernel); when
+// gradients are enabled (no NoGradGuard alive on this thread) and an input requires grad,
+// it records the call: the op, its attrs, its input Variables and its output values.
+// `Backward(loss, comm)` walks the recorded calls from `loss` back to the leaves, in
+// reverse creation order, and runs each op's backward, which is data declared next to its
+// rule (OpDecl::vjp, rules/vjp.h): a small graph of calls to registered ops. Each of those
+// calls goes through Dispatch too, so gradients are sharded by the same proven rules and
+// the planner inserts the reshards they need. Nothing per op is written here.
+//
+// What a gradient looks like: a DistTensor on the leaf's mesh with whatever dist attr the
+// backward's rules produce. The gradient of a weight that is replicated over a mesh axis
+// along which the batch is sharded comes out partial(sum) over that axis, and stays
+// partial: reducing it is a reshard, and which reshard is the parallel strategy's choice
+// (to the weight's own placement: an all-reduce, data parallelism; to a sharded placement:
+// a reduce-scatter, ZeRO-2). `Gradient(param, to, comm)` does that reshard.
+//
+// Gradients accumulate: a second Backward adds into the leaves' gradients (micro-batches)
+// until ZeroGrad. The loss's cotangent is 1 (a replicated tensor of ones, the loss's shape;
+// for a non-scalar loss that is the gradient of the sum of its elements).
+//
+// Every rank of the mesh must run the same program: Apply, Backward and Gradient are
+// collective in the way Dispatch is. Ranks outside a tensor's mesh take part with Absent
+// tensors, as in Dispatch.
+//
+// Example (y = sum(x @ w), 2 ranks, x batch-sharded, w replicated):
+//   Variable x(DistTensor::ShardTensor(xg, mesh, Parse("[S(0)]"), rank));
+//   Variable w(DistTensor::ShardTensor(wg, mesh, Parse("[R]"), rank), /*requires_grad=*/true);
+//   Variable y = Apply1("sum", {Apply1("matmul", {x, w}, {}, comm)}, {}, comm);
+//   Backward(y, comm);
+//   DistTensor dw = Gradient(w, w.value().dist_attr(), comm);  // all-reduced: [R]
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "rules/attrs.h"
+#include "rules/dist_attr.h"
+#include "rules/dtype.h"
+#include "rules/mesh.h"
+#include "runtime/communicator.h"
+#include "runtime/dist_tensor.h"
+
+namespace spmd::train {
+
+using Shape = std::vector<int64_t>;
+
+struct Node;
+
+class Variable {
+ public:
+  // An empty variable (no value); most operations on it throw InvalidArgument.
+  Variable() = default;
+  // A leaf holding `value`. A leaf that requires grad accumulates a gradient in Backward.
+  explicit Variable(runtime::DistTensor value, bool requires_grad = false);
+
+  bool defined() const { return node_ != nullptr; }
+  const runtime::DistTensor& value() const;
+  bool requires_grad() const;
+  // Whether no recorded call produced it (created by the constructor or Detach).
+  bool is_leaf() const;
+
+  // The gradient accumulated by Backward so far, as the backward's rules laid it out
+  // (possibly partial); nothing before the first Backward reaching it. Leaves only.
+  const std::optional<runtime::DistTensor>& grad() const;
+  // Forgets the accumulated gradient (the next Backward starts from zero).
+  void ZeroGrad() const;
+  // Replaces the value of a leaf in place (an optimizer step); the dist attr, mesh, shape
+  // and dtype must stay the same (InvalidArgument "value" otherwise). The recorded graph
+  // of earlier steps keeps the old value.
+  void SetValue(runtime::DistTensor value) const;
+
+  // The same value as a new leaf that does not require grad: gradients stop here.
+  Variable Detach() const;
+
+  // Identity of the underlying node (two copies of a Variable are the same variable).
+  const Node* node() const { return node_.get(); }
+
+ private:
+  friend std::vector<Variable> Apply(std::string_view, const std::vector<Variable>&,
+                                     const Attrs&, runtime::Communicator&);
+  friend void Backward(const Variable&, runtime::Communicator&);
+  friend runtime::DistTensor Gradient(const Variable&, const DistAttr&, runtime::Communicator&);
+  explicit Variable(std::shared_ptr<Node> node) : node_(std::move(node)) {}
+  std::shared_ptr<Node> node_;
+};
+
+// Runs the registered op `op` on the inputs' values through runtime::Dispatch and, when
+// gradients are enabled and some input requires grad, records the call for Backward.
+// Throws what Dispatch throws; SpmdError(kInvalidArgument, "inputs[i]") for an empty
+// variable; SpmdError(kUnsupported, "op") when an input requires grad and the op has no
+// declared backward (OpDecl::vjp).
+std::vector<Variable> Apply(std::string_view op, const std::vector<Variable>& inputs,
+                            const Attrs& attrs, runtime::Communicator& comm);
+// The same for an op with one output.
+Variable Apply1(std::string_view op, const std::vector<Variable>& inputs, const Attrs& attrs,
+                runtime::Communicator& comm);
+
+// Computes the gradient of `loss` (cotangent: ones) with respect to every leaf that
+// requires grad and is reachable from it, adding it to the leaf's grad(). Frees the
+// recorded calls it ran through (a second Backward over the same graph throws
+// InvalidArgument "loss": record the forward again). Throws
+// SpmdError(kInvalidArgument, "loss") when `loss` does not require grad.
+void Backward(const Variable& loss, runtime::Communicator& comm);
+
+// The accumulated gradient of `leaf` resharded to `to` (the partial axes reduced, the dims
+// laid out as `to` says), or zeros laid out as `to` when Backward never reached it. Throws
+// InvalidArgument ("leaf") for a variable that is not a leaf requiring grad.
+runtime::DistTensor Gradient(const Variable& leaf, const DistAttr& to, runtime::Communicator& comm);
+
+// While alive, Apply records nothing on this thread (evaluation, optimizer updates).
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// Whether Apply records on this thread (false inside a NoGradGuard).
+bool GradEnabled();
+
+// A DistTensor of `value` everywhere, with `attr` (its partial axes are dropped: a
+// constant is not an addend), on `mesh` as seen by `process_id`.
+runtime::DistTensor Constant(const Shape& shape, DType dtype, const Mesh& mesh,
+                             const DistAttr& attr, int64_t process_id, double value);
+
+}  // namespace spmd::train
