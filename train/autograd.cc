@@ -22,7 +22,7 @@ using runtime::DistTensor;
 
 // One recorded call: what its backward needs.
 struct GradFn {
-  const OpDecl* op = nullptr;
+  const OpDecl* op = nullptr;                          // nullptr: Redistribute (identity)
   Attrs attrs;                                         // normalised by the declaration
   std::vector<std::shared_ptr<Node>> inputs;           // the input variables
   std::vector<std::shared_ptr<const DistTensor>> outputs;  // the output values
@@ -177,6 +177,21 @@ Variable Apply1(std::string_view op, const std::vector<Variable>& inputs, const 
   return std::move(outputs[0]);
 }
 
+Variable Redistribute(const Variable& x, const DistAttr& to, Communicator& comm) {
+  const Node& input = Checked(x.node_, "x");
+  auto node = std::make_shared<Node>();
+  node->value = std::make_shared<const DistTensor>(input.value->Reshard(to, comm));
+  if (grad_enabled && input.requires_grad) {
+    auto fn = std::make_shared<GradFn>();
+    fn->inputs.push_back(x.node_);
+    fn->outputs.push_back(node->value);
+    fn->sequence = next_sequence.fetch_add(1);
+    node->requires_grad = true;
+    node->grad_fn = std::move(fn);
+  }
+  return Variable(std::move(node));
+}
+
 // ---- Backward -----------------------------------------------------------------------------
 
 namespace {
@@ -186,6 +201,10 @@ namespace {
 template <typename Deliver>
 void RunVjp(GradFn& fn, std::vector<std::optional<DistTensor>>& cotangents, Communicator& comm,
             Deliver deliver) {
+  if (fn.op == nullptr) {  // Redistribute: the identity on values
+    if (cotangents[0] && fn.inputs[0]->requires_grad) deliver(0, *cotangents[0]);
+    return;
+  }
   std::vector<Shape> shapes;
   for (const auto& input : fn.inputs) shapes.push_back(input->value->shape());
   const VjpGraph graph = fn.op->vjp(RuleContext{shapes, fn.attrs});
@@ -272,7 +291,8 @@ void Backward(const Variable& loss, Communicator& comm) {
     std::shared_ptr<GradFn> fn = std::move(stack.back());
     stack.pop_back();
     if (fn->released) {
-      ThrowInvalid("loss", "Backward already ran through this graph (" + fn->op->name +
+      ThrowInvalid("loss", "Backward already ran through this graph (" +
+                               (fn->op ? fn->op->name : std::string("redistribute")) +
                                "); record the forward again");
     }
     for (const auto& input : fn->inputs) {

@@ -85,6 +85,7 @@ class Variable {
   friend std::vector<Variable> Apply(std::string_view, const std::vector<Variable>&,
                                      const Attrs&, runtime::Communicator&);
   friend void Backward(const Variable&, runtime::Communicator&);
+  friend Variable Redistribute(const Variable&, const DistAttr&, runtime::Communicator&);
   friend runtime::DistTensor Gradient(const Variable&, const DistAttr&, runtime::Communicator&);
   explicit Variable(std::shared_ptr<Node> node) : node_(std::move(node)) {}
   std::shared_ptr<Node> node_;
@@ -100,6 +101,12 @@ std::vector<Variable> Apply(std::string_view op, const std::vector<Variable>& in
 // The same for an op with one output.
 Variable Apply1(std::string_view op, const std::vector<Variable>& inputs, const Attrs& attrs,
                 runtime::Communicator& comm);
+
+// `x` laid out as `to` on its mesh (DistTensor::Reshard), as a recorded step: its backward
+// passes the cotangent through unchanged (the value is the same; only the layout moved).
+// This is how a layout asks for a specific collective in the forward, e.g. a ZeRO-3
+// parameter all-gathered before use: the rules alone might shard the contraction instead.
+Variable Redistribute(const Variable& x, const DistAttr& to, runtime::Communicator& comm);
 
 // Computes the gradient of `loss` (cotangent: ones) with respect to every leaf that
 // requires grad and is reachable from it, adding it to the leaf's grad(). Frees the
