@@ -1,0 +1,211 @@
+#include "train/gpt.h"
+
+#include <cmath>
+#include <utility>
+
+#include "rules/error.h"
+#include "rules/notation.h"
+
+namespace spmd::train {
+
+using notation::Ints;
+using notation::MakeAttrs;
+using runtime::Communicator;
+using runtime::DistTensor;
+
+namespace {
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// FNV-1a: a name's hash that does not depend on the platform (std::hash may).
+uint64_t NameHash(const std::string& name) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+kernels::Tensor HostTensor(const Shape& shape, DType dtype, const std::vector<double>& values) {
+  if (dtype == DType::kFloat64) return kernels::Tensor::FromVector(shape, values);
+  return kernels::Tensor::FromVector(shape, std::vector<float>(values.begin(), values.end()));
+}
+
+Variable Call(const char* op, const std::vector<Variable>& in, Communicator& comm,
+              const Attrs& attrs = {}) {
+  return Apply1(op, in, attrs, comm);
+}
+
+}  // namespace
+
+double InitValue(uint64_t seed, const std::string& name, uint64_t index) {
+  const uint64_t bits = SplitMix64(SplitMix64(seed ^ NameHash(name)) + index);
+  return static_cast<double>(bits >> 11) * 0x1.0p-52 - 1.0;  // [-1, 1)
+}
+
+Gpt::Gpt(const GptConfig& config, Layout layout, Communicator& comm)
+    : config_(config), layout_(std::move(layout)) {
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"config.layers", config.layers}, {"config.width", config.width},
+      {"config.heads", config.heads},   {"config.vocab", config.vocab},
+      {"config.sequence", config.sequence}, {"config.mlp_ratio", config.mlp_ratio}};
+  for (const auto& [field, value] : sizes) {
+    if (value <= 0 || value > (int64_t{1} << 20)) {
+      ThrowInvalid(field, std::to_string(value) + " is not in [1, 2^20]");
+    }
+  }
+  if (config.width % config.heads != 0) {
+    ThrowInvalid("config.heads", std::to_string(config.heads) + " does not divide width " +
+                                     std::to_string(config.width));
+  }
+  if (config.dtype != DType::kFloat64 && config.dtype != DType::kFloat32) {
+    ThrowInvalid("config.dtype", "must be float32 or float64");
+  }
+  const int64_t d = config.width, hidden = config.mlp_ratio * config.width;
+  const double weight = 0.02 * std::sqrt(3.0);  // uniform with standard deviation 0.02
+  const double out_weight = weight / std::sqrt(2.0 * static_cast<double>(config.layers));
+  Add("embedding", ParamRole::kVocabRows, {config.vocab, d}, weight, 0, comm);
+  Add("positions", ParamRole::kReplicated, {config.sequence, d}, weight, 0, comm);
+  for (int64_t l = 0; l < config.layers; ++l) {
+    const std::string p = "blocks." + std::to_string(l) + ".";
+    Add(p + "ln1.scale", ParamRole::kReplicated, {d}, 0, 1, comm);
+    Add(p + "ln1.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
+    for (const char* w : {"attn.q", "attn.k", "attn.v"}) {
+      Add(p + w + ".weight", ParamRole::kColumn, {d, d}, weight, 0, comm);
+      Add(p + w + ".bias", ParamRole::kColumnBias, {d}, 0, 0, comm);
+    }
+    Add(p + "attn.out.weight", ParamRole::kRow, {d, d}, out_weight, 0, comm);
+    Add(p + "attn.out.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
+    Add(p + "ln2.scale", ParamRole::kReplicated, {d}, 0, 1, comm);
+    Add(p + "ln2.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
+    Add(p + "mlp.up.weight", ParamRole::kColumn, {d, hidden}, weight, 0, comm);
+    Add(p + "mlp.up.bias", ParamRole::kColumnBias, {hidden}, 0, 0, comm);
+    if (config.swiglu) {
+      Add(p + "mlp.gate.weight", ParamRole::kColumn, {d, hidden}, weight, 0, comm);
+      Add(p + "mlp.gate.bias", ParamRole::kColumnBias, {hidden}, 0, 0, comm);
+    }
+    Add(p + "mlp.down.weight", ParamRole::kRow, {hidden, d}, out_weight, 0, comm);
+    Add(p + "mlp.down.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
+  }
+  Add("final_ln.scale", ParamRole::kReplicated, {d}, 0, 1, comm);
+  Add("final_ln.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
+  Add("head.weight", ParamRole::kVocabColumns, {d, config.vocab}, weight, 0, comm);
+}
+
+size_t Gpt::Add(const std::string& name, ParamRole role, Shape shape, double scale,
+                double offset, Communicator& comm) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  std::vector<double> values(n);
+  for (int64_t i = 0; i < n; ++i) {
+    values[i] = offset + (scale == 0 ? 0 : scale * InitValue(config_.seed, name, i));
+  }
+  const int rank = static_cast<int>(shape.size());
+  DistTensor value = DistTensor::ShardTensor(HostTensor(shape, config_.dtype, values),
+                                             layout_.mesh(), layout_.Storage(role, rank),
+                                             comm.rank());
+  params_.push_back({name, role, Variable(std::move(value), /*requires_grad=*/true)});
+  return params_.size() - 1;
+}
+
+Variable Gpt::Param(size_t index, Communicator& comm) {
+  const NamedParam& p = params_[index];
+  const DistAttr compute = layout_.Compute(p.role, static_cast<int>(p.value.value().shape().size()));
+  if (p.value.value().dist_attr() == compute) return p.value;
+  return Redistribute(p.value, compute, comm);  // ZeRO-3: gathered for this use only
+}
+
+Variable Gpt::Linear(const Variable& x, size_t weight, size_t bias, Communicator& comm) {
+  const Variable y = Call("matmul", {x, Param(weight, comm)}, comm);
+  return Call("add", {y, Param(bias, comm)}, comm);
+}
+
+Variable Gpt::Norm(const Variable& x, size_t scale, size_t bias, Communicator& comm) {
+  return Apply("layer_norm", {x, Param(scale, comm), Param(bias, comm)},
+               MakeAttrs({{"begin_norm_axis", int64_t{2}}}), comm)[0];
+}
+
+Variable Gpt::Loss(const DistTensor& tokens, const DistTensor& labels, Communicator& comm) {
+  const Shape& shape = tokens.shape();
+  if (shape.size() != 2 || shape[1] > config_.sequence || shape[1] < 1) {
+    ThrowInvalid("tokens", "must be [batch, s] with 1 <= s <= config.sequence");
+  }
+  if (labels.shape() != shape) ThrowInvalid("labels", "must have the tokens' shape");
+  const int64_t b = shape[0], s = shape[1], d = config_.width, h = config_.heads, dh = d / h;
+  const Layout& layout = layout_;
+
+  // Parameter indices follow the constructor's order.
+  size_t next = 0;
+  const size_t embedding = next++, positions = next++;
+  Variable x = Call("lookup_table_v2", {Variable(tokens), Param(embedding, comm)}, comm);
+  Variable pos = Param(positions, comm);
+  if (s < config_.sequence) {
+    pos = Call("slice", {pos}, comm,
+               MakeAttrs({{"axes", Ints{0}}, {"starts", Ints{0}}, {"ends", Ints{s}}}));
+  }
+  x = Redistribute(Call("add", {x, pos}, comm), layout.Residual(), comm);
+
+  // The causal mask, added to the scores: 0 on and below the diagonal, -1e9 above.
+  std::vector<double> mask_values(s * s, 0.0);
+  for (int64_t i = 0; i < s; ++i) {
+    for (int64_t j = i + 1; j < s; ++j) mask_values[i * s + j] = -1e9;
+  }
+  const Variable mask(DistTensor::ShardTensor(HostTensor({s, s}, config_.dtype, mask_values),
+                                              layout.mesh(), DistAttr::Replicated(2), comm.rank()));
+  const Attrs heads_shape = MakeAttrs({{"shape", Ints{b, s, h, dh}}});
+  const Attrs to_heads = MakeAttrs({{"perm", Ints{0, 2, 1, 3}}});
+  const Attrs merged_shape = MakeAttrs({{"shape", Ints{b, s, d}}});
+
+  for (int64_t l = 0; l < config_.layers; ++l) {
+    const size_t ln1_scale = next++, ln1_bias = next++;
+    const size_t wq = next++, bq = next++, wk = next++, bk = next++, wv = next++, bv = next++;
+    const size_t wo = next++, bo = next++, ln2_scale = next++, ln2_bias = next++;
+    const size_t w_up = next++, b_up = next++;
+    size_t w_gate = 0, b_gate = 0;
+    if (config_.swiglu) {
+      w_gate = next++;
+      b_gate = next++;
+    }
+    const size_t w_down = next++, b_down = next++;
+
+    // Attention.
+    const Variable a_in = Redistribute(Norm(x, ln1_scale, ln1_bias, comm), layout.BlockInput(), comm);
+    auto heads = [&](size_t w, size_t bias) {
+      return Call("transpose", {Call("reshape", {Linear(a_in, w, bias, comm)}, comm, heads_shape)},
+                  comm, to_heads);  // [B, H, S, Dh]
+    };
+    const Variable q = heads(wq, bq), k = heads(wk, bk), v = heads(wv, bv);
+    Variable scores = Call("matmul", {q, k}, comm, MakeAttrs({{"trans_y", true}}));
+    scores = Call("scale", {scores}, comm, MakeAttrs({{"scale", 1.0 / std::sqrt(static_cast<double>(dh))}}));
+    const Variable probs = Call("softmax", {Call("add", {scores, mask}, comm)}, comm);
+    const Variable context = Call(
+        "reshape", {Call("transpose", {Call("matmul", {probs, v}, comm)}, comm, to_heads)}, comm,
+        merged_shape);  // [B, S, D]
+    x = Call("add", {x, Redistribute(Linear(context, wo, bo, comm), layout.Residual(), comm)}, comm);
+
+    // MLP.
+    const Variable m_in = Redistribute(Norm(x, ln2_scale, ln2_bias, comm), layout.BlockInput(), comm);
+    Variable hidden = Linear(m_in, w_up, b_up, comm);
+    if (config_.swiglu) {
+      hidden = Call("multiply", {Call("silu", {Linear(m_in, w_gate, b_gate, comm)}, comm), hidden}, comm);
+    } else {
+      hidden = Call("gelu", {hidden}, comm);
+    }
+    x = Call("add", {x, Redistribute(Linear(hidden, w_down, b_down, comm), layout.Residual(), comm)}, comm);
+  }
+
+  const size_t lnf_scale = next++, lnf_bias = next++, head = next++;
+  const Variable final_in = Redistribute(Norm(x, lnf_scale, lnf_bias, comm), layout.BlockInput(), comm);
+  const Variable logits = Call("matmul", {final_in, Param(head, comm)}, comm);  // [B, S, V]
+  // Labels need no gradient: the reshape is not recorded.
+  const Variable labels_3d =
+      Call("reshape", {Variable(labels)}, comm, MakeAttrs({{"shape", Ints{b, s, 1}}}));
+  const Variable token_losses =
+      Apply("cross_entropy_with_softmax", {logits, labels_3d}, {}, comm)[1];  // [B, S, 1]
+  return Call("mean_all", {token_losses}, comm);
+}
+
+}  // namespace spmd::train

@@ -1,0 +1,79 @@
+// A small GPT built from registered ops, laid out by a Layout (train/layout.h).
+//
+//   x = embedding[tokens] + positions                       [B, S, D]
+//   each block: x = x + attention(layer_norm(x))            causal, H heads
+//               x = x + mlp(layer_norm(x))                  GELU or SwiGLU
+//   logits = layer_norm(x) @ head                           [B, S, V]
+//   loss = mean over B, S of cross_entropy(logits, labels)
+// Every op is a Dispatch through autograd (train/autograd.h), so each has a proven
+// sharding rule and a declared backward. The model asks the layout where every parameter
+// and boundary activation lives and never branches on the strategy.
+//
+// Initialisation: every parameter's global value is a function of (seed, parameter name,
+// element index) only (counter-based: splitmix64), so every layout starts from the same
+// model. Weights are uniform with standard deviation 0.02 (the output projections
+// 0.02 / sqrt(2 * layers), GPT-2's scheme), biases 0, norms' scales 1.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/communicator.h"
+#include "runtime/dist_tensor.h"
+#include "train/autograd.h"
+#include "train/layout.h"
+
+namespace spmd::train {
+
+struct GptConfig {
+  int64_t layers = 2;
+  int64_t width = 16;     // D
+  int64_t heads = 2;      // H; D must be a multiple
+  int64_t vocab = 32;     // V
+  int64_t sequence = 8;   // S, the longest sequence
+  int64_t mlp_ratio = 4;  // hidden = mlp_ratio * D
+  bool swiglu = false;    // SwiGLU MLP (silu(x W1) * (x W3)) W2 instead of GELU
+  uint64_t seed = 1;
+  DType dtype = DType::kFloat64;  // float64 or float32
+};
+
+struct NamedParam {
+  std::string name;
+  ParamRole role;
+  Variable value;
+};
+
+class Gpt {
+ public:
+  // Builds the parameters on every rank of the layout's mesh. Throws InvalidArgument
+  // naming the config field ("config.width" ...) for a non-positive size, a width not a
+  // multiple of heads, or a dtype that is not float32/float64.
+  Gpt(const GptConfig& config, Layout layout, runtime::Communicator& comm);
+
+  // The mean cross-entropy of next-token prediction: `tokens` and `labels` are int64
+  // [B, S'] with S' <= S, laid out as layout().Tokens(2). A recorded forward: call
+  // Backward on the result.
+  Variable Loss(const runtime::DistTensor& tokens, const runtime::DistTensor& labels,
+                runtime::Communicator& comm);
+
+  const std::vector<NamedParam>& params() const { return params_; }
+  const GptConfig& config() const { return config_; }
+  const Layout& layout() const { return layout_; }
+
+ private:
+  Variable Param(size_t index, runtime::Communicator& comm);  // in its compute layout
+  size_t Add(const std::string& name, ParamRole role, Shape shape, double scale, double offset,
+             runtime::Communicator& comm);
+  Variable Linear(const Variable& x, size_t weight, size_t bias, runtime::Communicator& comm);
+  Variable Norm(const Variable& x, size_t scale, size_t bias, runtime::Communicator& comm);
+
+  GptConfig config_;
+  Layout layout_;
+  std::vector<NamedParam> params_;
+};
+
+// The counter-based value of element `index` of parameter `name`: uniform in [-1, 1).
+double InitValue(uint64_t seed, const std::string& name, uint64_t index);
+
+}  // namespace spmd::train

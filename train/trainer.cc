@@ -1,0 +1,137 @@
+#include "train/trainer.h"
+
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "rules/error.h"
+#include "rules/notation.h"
+
+namespace spmd::train {
+
+using notation::MakeAttrs;
+using runtime::Communicator;
+using runtime::DistTensor;
+
+namespace {
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+int64_t Sum(const runtime::CommCounters& c, bool sent) {
+  int64_t total = 0;
+  for (const auto& k : c.per_kind) total += sent ? k.sent : k.received;
+  return total;
+}
+
+int64_t LocalBytes(const DistTensor& t) {
+  return t.has_local() ? static_cast<int64_t>(t.local().nbytes()) : 0;
+}
+
+}  // namespace
+
+void MakeBatch(const BatchSpec& spec, int64_t vocab, int64_t step, kernels::Tensor* tokens,
+               kernels::Tensor* labels) {
+  std::vector<int64_t> t(spec.batch * spec.sequence), l(spec.batch * spec.sequence);
+  for (int64_t r = 0; r < spec.batch; ++r) {
+    int64_t value = static_cast<int64_t>(
+        Mix(Mix(spec.seed) ^ (static_cast<uint64_t>(step) << 20) ^ static_cast<uint64_t>(r)) %
+        static_cast<uint64_t>(vocab));
+    for (int64_t i = 0; i < spec.sequence; ++i) {
+      t[r * spec.sequence + i] = value;
+      value = (5 * value + 3 + (i % 2)) % vocab;
+      l[r * spec.sequence + i] = value;
+    }
+  }
+  *tokens = kernels::Tensor::FromVector({spec.batch, spec.sequence}, t);
+  *labels = kernels::Tensor::FromVector({spec.batch, spec.sequence}, l);
+}
+
+Trainer::Trainer(const GptConfig& config, Layout layout, const TrainOptions& options,
+                 Communicator& comm)
+    : model_(config, std::move(layout), comm),
+      optimizer_(options.lr, options.beta1, options.beta2, options.eps, options.weight_decay),
+      options_(options) {
+  if (options.micro_batches < 1) ThrowInvalid("options.micro_batches", "must be at least 1");
+  optimizer_.set_max_grad_norm(options.max_grad_norm);
+  for (const NamedParam& p : model_.params()) {
+    optimizer_.Add(p.value, model_.layout().State(p.role, static_cast<int>(p.value.value().shape().size())));
+  }
+}
+
+StepStats Trainer::Step(const BatchSpec& batch, int64_t step, Communicator& comm) {
+  if (batch.batch < options_.micro_batches || batch.sequence < 1 ||
+      batch.sequence > model_.config().sequence) {
+    ThrowInvalid("batch", "needs at least one row per micro-batch and 1 <= sequence <= " +
+                              std::to_string(model_.config().sequence));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const runtime::CommCounters before = comm.counters();
+  kernels::Tensor tokens, labels;
+  MakeBatch(batch, model_.config().vocab, step, &tokens, &labels);
+  const Layout& layout = model_.layout();
+  const Mesh& mesh = layout.mesh();
+
+  StepStats stats;
+  const int64_t micro = options_.micro_batches;
+  for (int64_t m = 0; m < micro; ++m) {
+    // Rows [r0, r1) of the batch; each micro-loss is weighted by its share of the rows,
+    // so the accumulated gradient is that of the whole batch's mean.
+    const int64_t r0 = batch.batch * m / micro, r1 = batch.batch * (m + 1) / micro;
+    const int64_t rows = r1 - r0, width = batch.sequence;
+    auto rows_of = [&](const kernels::Tensor& all) {
+      std::vector<int64_t> v(all.data<int64_t>() + r0 * width, all.data<int64_t>() + r1 * width);
+      return DistTensor::ShardTensor(kernels::Tensor::FromVector({rows, width}, v), mesh,
+                                     layout.Tokens(2), comm.rank());
+    };
+    const Variable loss = model_.Loss(rows_of(tokens), rows_of(labels), comm);
+    const double share = static_cast<double>(rows) / static_cast<double>(batch.batch);
+    const Variable weighted =
+        micro == 1 ? loss : Apply1("scale", {loss}, MakeAttrs({{"scale", share}}), comm);
+    Backward(weighted, comm);
+    const kernels::Tensor value = *weighted.value().ToGlobal(comm);
+    stats.loss += value.dtype() == DType::kFloat64 ? value.data<double>()[0]
+                                                   : static_cast<double>(value.data<float>()[0]);
+  }
+  last_grad_bytes_ = 0;
+  for (const NamedParam& p : model_.params()) {
+    if (p.value.grad()) last_grad_bytes_ += LocalBytes(*p.value.grad());
+  }
+  optimizer_.Step(comm);
+  stats.grad_norm = optimizer_.last_grad_norm();
+  const runtime::CommCounters& after = comm.counters();
+  stats.bytes_sent = Sum(after, true) - Sum(before, true);
+  stats.bytes_received = Sum(after, false) - Sum(before, false);
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+std::vector<std::vector<double>> Trainer::GatherParams(Communicator& comm) const {
+  std::vector<std::vector<double>> out;
+  for (const NamedParam& p : model_.params()) {
+    const std::optional<kernels::Tensor> g = p.value.value().ToGlobal(comm);
+    std::vector<double> values;
+    if (g) {
+      for (int64_t i = 0; i < g->numel(); ++i) {
+        values.push_back(g->dtype() == DType::kFloat64 ? g->data<double>()[i]
+                                                       : static_cast<double>(g->data<float>()[i]));
+      }
+    }
+    out.push_back(std::move(values));
+  }
+  return out;
+}
+
+int64_t Trainer::ParamBytes() const {
+  int64_t bytes = 0;
+  for (const NamedParam& p : model_.params()) bytes += LocalBytes(p.value.value());
+  return bytes;
+}
+
+int64_t Trainer::GradBytes() const { return last_grad_bytes_; }
+
+}  // namespace spmd::train
