@@ -36,6 +36,7 @@ struct Node {
   std::shared_ptr<GradFn> grad_fn;  // nullptr for a leaf
   size_t output_index = 0;          // which output of grad_fn this is
   std::optional<DistTensor> grad;   // leaves: the accumulated gradient
+  std::optional<DistAttr> grad_layout;  // leaves: where contributions are resharded to
 };
 
 namespace {
@@ -77,6 +78,12 @@ const std::optional<DistTensor>& Variable::grad() const { return Checked(node_, 
 void Variable::ZeroGrad() const {
   Checked(node_, "variable");
   node_->grad.reset();
+}
+
+void Variable::set_grad_layout(const DistAttr& layout) const {
+  const Node& node = Checked(node_, "variable");
+  Validate(layout, node.value->mesh(), static_cast<int>(node.value->shape().size()), "grad_layout");
+  node_->grad_layout = layout;
 }
 
 void Variable::SetValue(DistTensor value) const {
@@ -273,6 +280,11 @@ void Backward(const Variable& loss, Communicator& comm) {
   NoGradGuard no_grad;  // the backward's own calls are not recorded
 
   auto accumulate_leaf = [&](Node& leaf, const DistTensor& g) {
+    if (leaf.grad_layout && !(g.dist_attr() == *leaf.grad_layout)) {
+      DistTensor placed = g.Reshard(*leaf.grad_layout, comm);
+      leaf.grad = leaf.grad ? Add(*leaf.grad, placed, comm) : std::move(placed);
+      return;
+    }
     leaf.grad = leaf.grad ? Add(*leaf.grad, g, comm) : g;
   };
   if (!root.grad_fn) {

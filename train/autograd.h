@@ -70,6 +70,13 @@ class Variable {
   const std::optional<runtime::DistTensor>& grad() const;
   // Forgets the accumulated gradient (the next Backward starts from zero).
   void ZeroGrad() const;
+  // Where Backward puts this leaf's gradient: each contribution is resharded to `layout`
+  // as it arrives, before it is added (ZeRO-2: a reduce-scatter during the backward, so
+  // the rank holds 1/N of the gradient). Without one (the default) contributions keep the
+  // layout the backward's rules give them, partial included, until Gradient reduces them.
+  // InvalidArgument ("grad_layout") when `layout` is not valid for the value's shape and mesh.
+  void set_grad_layout(const DistAttr& layout) const;
+
   // Replaces the value of a leaf in place (an optimizer step); the dist attr, mesh, shape
   // and dtype must stay the same (InvalidArgument "value" otherwise). The recorded graph
   // of earlier steps keeps the old value.

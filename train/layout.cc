@@ -61,6 +61,11 @@ DistAttr Layout::State(ParamRole role, int rank) const {
   return strategy_.zero_stage >= 1 ? WithDp(compute) : compute;
 }
 
+std::optional<DistAttr> Layout::GradLayout(ParamRole role, int rank) const {
+  if (strategy_.zero_stage >= 2) return State(role, rank);
+  return std::nullopt;
+}
+
 DistAttr Layout::Tokens(int rank) const {
   DistAttr attr = DistAttr::Replicated(rank);
   if (dp_ && rank > 0) attr.dims[0].push_back(*dp_);

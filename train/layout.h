@@ -6,21 +6,27 @@
 // named "dp" (data) and "tp" (tensor; sequence parallelism shards the sequence over the
 // same axis, as Megatron-LM does); either may be absent, any size, uneven included.
 //
-//   strategy            parameters           gradients reduced to      states
-//   DP                  replicated on dp     replicated (all-reduce)   replicated
-//   ZeRO-1 / ZeRO-2     replicated on dp     dp-sharded (reduce-scatter) dp-sharded
-//   ZeRO-3 (FSDP)       dp-sharded, gathered dp-sharded                dp-sharded
-//                       before use (Redistribute)
+//   strategy   parameters            gradients                         states
+//   DP         replicated on dp      partial on dp until the step,     replicated
+//                                    then all-reduced
+//   ZeRO-1     replicated on dp      partial until the step, then      dp-sharded
+//                                    reduce-scattered; updated slices
+//                                    all-gathered into the parameter
+//   ZeRO-2     replicated on dp      reduce-scattered as the backward  dp-sharded
+//                                    produces them (1/N held)
+//   ZeRO-3     dp-sharded, gathered  as ZeRO-2                         dp-sharded
+//   (FSDP)     before each use
+//              (Redistribute)
 //   TP (Megatron)       column weights [in, out] S(1) on tp, their bias S(0); row weights
 //                       S(0) on tp; embedding rows (vocabulary) S(0) on tp; LM head
 //                       columns (vocabulary) S(1) on tp; norms replicated
 //   SP (with TP)        the residual stream [B, S, D] sharded on S over tp between blocks
 //                       (LayerNorm regions); gathered on S before the column matmuls,
 //                       reduce-scattered after the row matmuls
-// The batch is sharded over dp in every strategy. ZeRO-1 and ZeRO-2 differ in memory,
-// not in what is computed: this runtime reduces a gradient when the step asks for it
-// (Optimizer::Step), so both hold the full unreduced gradient until then; see
-// docs/TRAINING.md.
+// The batch is sharded over dp in every strategy. ZeRO-3 keeps the gathered parameter
+// alive from its forward use to its backward use (the autograd graph holds it) instead of
+// gathering it a second time: 2(N-1)/N of the parameter bytes per step, not FSDP's 3(N-1)/N,
+// for more memory between forward and backward (docs/TRAINING.md).
 #pragma once
 
 #include <optional>
@@ -64,6 +70,10 @@ class Layout {
   DistAttr Storage(ParamRole role, int rank) const;
   // Where its reduced gradient and optimizer states live (ZeRO >= 1: sharded over dp).
   DistAttr State(ParamRole role, int rank) const;
+
+  // Where Backward reshards each gradient contribution (Variable::set_grad_layout):
+  // the state layout from ZeRO-2 on; nothing below (gradients stay partial until the step).
+  std::optional<DistAttr> GradLayout(ParamRole role, int rank) const;
 
   // Token ids and labels, [B, S] or [B, S, 1]: the batch over dp.
   DistAttr Tokens(int rank) const;

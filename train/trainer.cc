@@ -59,7 +59,9 @@ Trainer::Trainer(const GptConfig& config, Layout layout, const TrainOptions& opt
   if (options.micro_batches < 1) ThrowInvalid("options.micro_batches", "must be at least 1");
   optimizer_.set_max_grad_norm(options.max_grad_norm);
   for (const NamedParam& p : model_.params()) {
-    optimizer_.Add(p.value, model_.layout().State(p.role, static_cast<int>(p.value.value().shape().size())));
+    const int rank = static_cast<int>(p.value.value().shape().size());
+    optimizer_.Add(p.value, model_.layout().State(p.role, rank));
+    if (auto grad_layout = model_.layout().GradLayout(p.role, rank)) p.value.set_grad_layout(*grad_layout);
   }
 }
 
