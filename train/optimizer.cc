@@ -118,6 +118,20 @@ void AdamW::OnAdd(const ParamSlot& slot) {
   v_.push_back(Constant(p.shape(), p.dtype(), p.mesh(), slot.state_layout, p.process_id(), 0));
 }
 
+void AdamW::Restore(size_t i, const DistTensor& m, const DistTensor& v, int64_t step,
+                    Communicator& comm) {
+  const DistTensor& old = m_.at(i);
+  for (const DistTensor* t : {&m, &v}) {
+    if (t->shape() != old.shape() || t->dtype() != old.dtype() || !(t->mesh() == old.mesh())) {
+      ThrowInvalid("state", "a restored state must keep the parameter's shape, dtype and mesh");
+    }
+  }
+  if (step < 0) ThrowInvalid("state", "a negative step count");
+  m_[i] = As(m, old.dist_attr(), comm);
+  v_[i] = As(v, old.dist_attr(), comm);
+  steps_[i] = step;
+}
+
 int64_t AdamW::StateBytes() const {
   int64_t bytes = 0;
   for (size_t i = 0; i < m_.size(); ++i) bytes += LocalBytes(m_[i]) + LocalBytes(v_[i]);

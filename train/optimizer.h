@@ -98,6 +98,15 @@ class AdamW final : public Optimizer {
                  double weight_decay = 0.01);
   int64_t StateBytes() const override;
 
+  // Parameter i's states (laid out as its state layout) and its step count, for
+  // checkpoints; Restore replaces them (resharded to the state layout; InvalidArgument
+  // "state" when a shape or dtype differs).
+  const runtime::DistTensor& first_moment(size_t i) const { return m_.at(i); }
+  const runtime::DistTensor& second_moment(size_t i) const { return v_.at(i); }
+  int64_t step(size_t i) const { return steps_.at(i); }
+  void Restore(size_t i, const runtime::DistTensor& m, const runtime::DistTensor& v, int64_t step,
+               runtime::Communicator& comm);
+
  protected:
   runtime::DistTensor Update(size_t i, const runtime::DistTensor& param,
                              const runtime::DistTensor& grad, runtime::Communicator& comm) override;

@@ -7,13 +7,17 @@
 // real Open MPI collectives in property_tests/ (label mpi).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <mutex>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "runtime/thread_communicator.h"
+#include "train/checkpoint.h"
 #include "train/gpt.h"
 #include "train/layout.h"
 #include "train/optimizer.h"
@@ -27,15 +31,20 @@ struct History {
   std::vector<std::vector<double>> params;
 };
 
+// Trains steps [first, first + steps) on `mesh_text`; loads the checkpoint in `load` first
+// and saves one to `save` after, when given.
 History Train(const GptConfig& config, const std::string& mesh_text, Strategy strategy,
-          const BatchSpec& batch, int steps) {
+          const BatchSpec& batch, int steps, int first = 0, const std::string& load = "",
+          const std::string& save = "") {
   const Mesh mesh = ParseNamedMesh(mesh_text);
   History result;
   std::mutex mutex;
   runtime::RunRanks(mesh.size(), [&](runtime::Communicator& comm) {
     Trainer trainer(config, Layout(mesh, strategy), TrainOptions{}, comm);
+    if (!load.empty()) LoadCheckpoint(trainer, load, comm);
     std::vector<double> losses;
-    for (int step = 0; step < steps; ++step) losses.push_back(trainer.Step(batch, step, comm).loss);
+    for (int step = first; step < first + steps; ++step) losses.push_back(trainer.Step(batch, step, comm).loss);
+    if (!save.empty()) SaveCheckpoint(trainer, save, comm);
     std::vector<std::vector<double>> params = trainer.GatherParams(comm);
     if (comm.rank() == 0) {
       std::lock_guard<std::mutex> lock(mutex);
@@ -106,6 +115,64 @@ TEST(StrategyTest, SwiGluTrainsLikeOneDevice) {
   BatchSpec batch{4, 4, 3};
   const History single = Train(config, "dp=1", Strategy{}, batch, 2);
   ExpectSame(Train(config, "dp=2,tp=2", Strategy{2, true}, batch, 2), single, 1e-9);
+}
+
+// A checkpoint saved under one layout and loaded under another continues the same
+// training: 2 steps on dp=2,tp=2 (ZeRO-1, SP), saved; 2 more on dp=4 (ZeRO-3) and on one
+// rank, each loaded from it; both equal 4 uninterrupted steps on one rank.
+TEST(StrategyTest, CheckpointsMoveBetweenLayouts) {
+  GptConfig config;
+  config.layers = 1;
+  config.width = 12;
+  config.heads = 3;
+  config.vocab = 13;
+  config.sequence = 5;
+  const BatchSpec batch{4, 5, 11};
+  const std::string dir = ::testing::TempDir() + "spmd_checkpoint_" + std::to_string(::getpid());
+  const History whole = Train(config, "dp=1", Strategy{}, batch, 4);
+  const History first = Train(config, "dp=2,tp=2", Strategy{1, true}, batch, 2, 0, "", dir);
+  for (const auto& [mesh, strategy] : {std::pair{"dp=4", Strategy{3, false}}, std::pair{"dp=1", Strategy{}}}) {
+    SCOPED_TRACE(mesh);
+    const History second = Train(config, mesh, strategy, batch, 2, 2, dir);
+    History joined = second;
+    joined.losses.insert(joined.losses.begin(), first.losses.begin(), first.losses.end());
+    ExpectSame(joined, whole, 1e-9);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(StrategyTest, BadCheckpointsGetTypedErrors) {
+  GptConfig config;
+  config.layers = 1;
+  config.width = 4;
+  config.heads = 1;
+  config.vocab = 5;
+  config.sequence = 3;
+  const std::string dir = ::testing::TempDir() + "spmd_bad_checkpoint_" + std::to_string(::getpid());
+  const BatchSpec batch{2, 3, 1};
+  Train(config, "dp=2", Strategy{}, batch, 1, 0, "", dir);
+  auto load_error = [&](const GptConfig& c) -> std::string {
+    try {
+      Train(c, "dp=1", Strategy{}, batch, 1, 1, dir);
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "";
+  };
+  // Another model's shapes.
+  GptConfig wider = config;
+  wider.width = 8;
+  EXPECT_NE(load_error(wider).find("checkpoint"), std::string::npos) << load_error(wider);
+  // A shard file cut short.
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() == ".bin") {
+      std::filesystem::resize_file(entry.path(), 3);
+      break;
+    }
+  }
+  EXPECT_NE(load_error(config).find("does not hold"), std::string::npos) << load_error(config);
+  std::filesystem::remove_all(dir);
+  EXPECT_NE(load_error(config).find("cannot read"), std::string::npos) << load_error(config);
 }
 
 }  // namespace
