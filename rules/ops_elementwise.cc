@@ -34,7 +34,7 @@ OpBuilder Binary(const char* name, PartialAcceptance accept = PartialAcceptance:
 
 }  // namespace
 
-OpDecl relu() { return Unary("relu").Tolerance(ToleranceClass::kExact); }
+OpDecl relu() { return Unary("relu").Tolerance(ToleranceClass::kExact).Vjp(vjps::Relu); }
 OpDecl gelu() {
   return OpBuilder("gelu").Inputs({"x"}).Outputs({"out"})
       .Tolerance(ToleranceClass::kPointwise)
@@ -59,7 +59,7 @@ OpDecl sqrt() {
       .Tolerance(ToleranceClass::kPointwise)
       .Vjp(vjps::Sqrt);
 }
-OpDecl abs() { return Unary("abs").Tolerance(ToleranceClass::kExact); }
+OpDecl abs() { return Unary("abs").Tolerance(ToleranceClass::kExact).Vjp(vjps::Abs); }
 
 // scale is linear in x only without a bias: a bias would be added once per rank.
 OpDecl scale() {
@@ -82,6 +82,7 @@ OpDecl scale() {
 OpDecl clip() {
   return OpBuilder("clip").Inputs({"x"}).Outputs({"out"})
       .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::Clip)
       .Attr("min", AttrKind::kFloat, -kFloatMax)
       .Attr("max", AttrKind::kFloat, kFloatMax)
       .Einsum([](const RuleContext& c) {
@@ -132,13 +133,14 @@ OpDecl divide() {
   };
   return op;
 }
-OpDecl maximum() { return Binary("maximum").Tolerance(ToleranceClass::kExact); }
-OpDecl minimum() { return Binary("minimum").Tolerance(ToleranceClass::kExact); }
+OpDecl maximum() { return Binary("maximum").Tolerance(ToleranceClass::kExact).Vjp(vjps::Maximum); }
+OpDecl minimum() { return Binary("minimum").Tolerance(ToleranceClass::kExact).Vjp(vjps::Minimum); }
 OpDecl greater_than() { return Binary("greater_than").Tolerance(ToleranceClass::kExact); }
 OpDecl less_than() { return Binary("less_than").Tolerance(ToleranceClass::kExact); }
 OpDecl where() {
   return OpBuilder("where").Inputs({"condition", "x", "y"}).Outputs({"out"}).Einsum(Pointwise)
       .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::Where)
       .Values([](const RuleContext&) {
         return std::vector<InputValues>{{ValueKind::kBool}, {ValueKind::kReal}, {ValueKind::kReal}};
       })

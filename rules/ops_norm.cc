@@ -98,6 +98,7 @@ OpDecl softmax_grad() {
 OpDecl layer_norm() {
   return OpBuilder("layer_norm").Inputs({"x", "scale", "bias"})
       .Tolerance(ToleranceClass::kLayerNorm)
+      .Vjp(vjps::LayerNorm)
       .Outputs({"out", "mean", "variance"})
       .Attr("epsilon", AttrKind::kFloat, 1e-5)
       .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
@@ -108,6 +109,7 @@ OpDecl layer_norm() {
 OpDecl rms_norm() {
   return OpBuilder("rms_norm").Inputs({"x", "scale"}).Outputs({"out", "invvar"})
       .Tolerance(ToleranceClass::kRmsNorm)
+      .Vjp(vjps::RmsNorm)
       .Attr("epsilon", AttrKind::kFloat, 1e-6)
       .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
       .Einsum([](const RuleContext& c) { return Normalization(c, 1, 1); })
