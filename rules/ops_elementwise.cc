@@ -38,8 +38,23 @@ OpDecl relu() { return Unary("relu").Tolerance(ToleranceClass::kExact).Vjp(vjps:
 OpDecl gelu() {
   return OpBuilder("gelu").Inputs({"x"}).Outputs({"out"})
       .Tolerance(ToleranceClass::kPointwise)
+      .Vjp(vjps::Gelu)
       .Attr("approximate", AttrKind::kBool, false).Einsum(Pointwise)
       .Examples(FromSignatures({{{"abc"}}, {{"ab"}, MakeAttrs({{"approximate", true}})}}));
+}
+// gelu's derivative times out_grad: erf's derivative has no composition of registered ops.
+// x and out_grad have one shape (no broadcasting, as Paddle's kernel).
+OpDecl gelu_grad() {
+  return OpBuilder("gelu_grad").Inputs({"x", "out_grad"}).Outputs({"x_grad"})
+      .Tolerance(ToleranceClass::kPointwise)
+      .Attr("approximate", AttrKind::kBool, false)
+      .Einsum([](const RuleContext& c) {
+        if (c.input_shapes[1] != c.input_shapes[0]) {
+          ThrowInvalid("inputs[1].shape", "out_grad must have x's shape");
+        }
+        return notation::Elementwise(c.input_shapes);
+      })
+      .Examples(FromSignatures({{{"abc", "abc"}}, {{"ab", "ab"}, MakeAttrs({{"approximate", true}})}}));
 }
 OpDecl silu() { return Unary("silu").Tolerance(ToleranceClass::kPointwise).Vjp(vjps::Silu); }
 OpDecl exp() { return Unary("exp").Tolerance(ToleranceClass::kPointwise).Vjp(vjps::Exp); }

@@ -542,12 +542,19 @@ VjpGraph Slice(const RuleContext& c) {
   }
   Ref grad = Reshape(g, Ref::OutputGrad(0), out_shape, sliced);
   Ints lo = begin, hi = end;  // the region of x `grad` covers, widened dim by dim
+  // A zero block of x's region [lo, hi) with dim d narrowed to [from, to). Only the dims
+  // that differ from x's are sliced (slice forces those replicated; the rest keep theirs).
   auto zeros_block = [&](int d, int64_t from, int64_t to) {
-    Ints block_lo = lo, block_hi = hi;
-    block_lo[d] = from;
-    block_hi[d] = to;
+    Ints axes, block_lo, block_hi;
+    for (int e = 0; e < rank; ++e) {
+      const int64_t a = e == d ? from : lo[e], b = e == d ? to : hi[e];
+      if (a == 0 && b == x[e]) continue;
+      axes.push_back(e);
+      block_lo.push_back(a);
+      block_hi.push_back(b);
+    }
     const Ref block = g.Add("slice", {Ref::Input(0)},
-                            MakeAttrs({{"axes", AxisRange(0, rank)}, {"starts", block_lo}, {"ends", block_hi}}));
+                            MakeAttrs({{"axes", axes}, {"starts", block_lo}, {"ends", block_hi}}));
     return Zeros(g, block);
   };
   for (int d = 0; d < rank; ++d) {
@@ -694,6 +701,66 @@ VjpGraph RmsNorm(const RuleContext& c) {
                                    g.Add("multiply", {Ref::Input(0), coefficient})});
   const Ref xhat = g.Add("multiply", {Ref::Input(0), inv});
   g.input_grads = {x_grad, SumToParam(g, g.Add("multiply", {Ref::OutputGrad(0), xhat}), dims)};
+  return g;
+}
+
+}  // namespace spmd::vjps
+
+// ---- Through Paddle's grad ops ----
+namespace spmd::vjps {
+
+VjpGraph Gelu(const RuleContext& c) {
+  VjpGraph g;
+  g.input_grads = {g.Add("gelu_grad", {Ref::Input(0), Ref::OutputGrad(0)},
+                         MakeAttrs({{"approximate", c.attrs.GetBool("approximate")}}))};
+  return g;
+}
+
+VjpGraph Embedding(const RuleContext& c) {
+  VjpGraph g;
+  const Ref weight_grad = g.Add("embedding_grad", {Ref::Input(0), Ref::Input(1), Ref::OutputGrad(0)},
+                                MakeAttrs({{"padding_idx", c.attrs.GetInt("padding_idx")},
+                                           {"sparse", c.attrs.GetBool("sparse")}}));
+  g.input_grads = {std::nullopt, weight_grad};
+  return g;
+}
+
+// loss = -sum(label log p) along the axis, p = softmax(logits) (or the logits themselves
+// without use_softmax). softmax_out's cotangent g0 adds softmax_grad(p, g0) (or g0).
+VjpGraph CrossEntropyWithSoftmax(const RuleContext& c) {
+  VjpGraph g;
+  const int rank = static_cast<int>(c.input_shapes[0].size());
+  const int64_t axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
+  const bool use_softmax = c.attrs.GetBool("use_softmax");
+  const Ref through_softmax_out =
+      use_softmax ? g.Add("softmax_grad", {Ref::Output(0), Ref::OutputGrad(0)}, MakeAttrs({{"axis", axis}}))
+                  : Ref::OutputGrad(0);
+  const Ref loss_grad = Ref::OutputGrad(1);  // the loss's shape: the axis kept as 1
+  if (!c.attrs.GetBool("soft_label")) {
+    Attrs attrs;
+    for (const char* name : {"soft_label", "use_softmax", "numeric_stable_mode"}) attrs.Set(name, c.attrs.GetBool(name));
+    attrs.Set("ignore_index", c.attrs.GetInt("ignore_index"));
+    attrs.Set("axis", axis);
+    const Ref through_loss =
+        g.Add("cross_entropy_with_softmax_grad", {Ref::Input(1), Ref::Output(0), loss_grad}, attrs);
+    g.input_grads = {g.Add("add", {through_loss, through_softmax_out}), std::nullopt};
+    return g;
+  }
+  // Soft label l: d loss / d logits = g (p sum(l) - l) with softmax, -g l / p without;
+  // d loss / d l = -g log p.
+  Ref through_loss;
+  Ref log_p;
+  if (use_softmax) {
+    const Ref total = g.Add("sum", {Ref::Input(1)}, MakeAttrs({{"axis", Ints{axis}}, {"keep_dim", true}}));
+    const Ref residual = g.Add("subtract", {g.Add("multiply", {Ref::Output(0), total}), Ref::Input(1)});
+    through_loss = g.Add("multiply", {loss_grad, residual});
+    log_p = g.Add("log_softmax", {Ref::Input(0)}, MakeAttrs({{"axis", axis}}));
+  } else {
+    through_loss = g.Add("multiply", {ScaleBy(g, loss_grad, -1), g.Add("divide", {Ref::Input(1), Ref::Input(0)})});
+    log_p = g.Add("log", {Ref::Input(0)});
+  }
+  g.input_grads = {g.Add("add", {through_loss, through_softmax_out}),
+                   g.Add("multiply", {ScaleBy(g, loss_grad, -1), log_p})};
   return g;
 }
 

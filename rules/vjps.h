@@ -67,5 +67,13 @@ VjpGraph Einsum(const RuleContext& c);
 // multiply, divide, sqrt.
 VjpGraph LayerNorm(const RuleContext& c);
 VjpGraph RmsNorm(const RuleContext& c);
+// Through Paddle's grad ops where no composition is exact: gelu_grad (erf's derivative);
+// embedding_grad (a scatter-add; the ids get no gradient); cross_entropy_with_softmax_grad
+// for a hard label (a one-hot; the label gets none) plus softmax_grad for softmax_out's
+// cotangent. A soft label's backward is composed (log_softmax, sum, multiply), the label's
+// gradient included.
+VjpGraph Gelu(const RuleContext& c);
+VjpGraph Embedding(const RuleContext& c);
+VjpGraph CrossEntropyWithSoftmax(const RuleContext& c);
 
 }  // namespace spmd::vjps
