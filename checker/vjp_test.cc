@@ -21,6 +21,7 @@
 #include "checker/vjp_eval.h"
 #include "reference/reference.h"
 #include "rules/error.h"
+#include "rules/mesh.h"
 #include "rules/registry.h"
 
 namespace spmd::checker {
@@ -131,8 +132,77 @@ TEST(Vjp, EveryFilledSlotMatchesFiniteDifferences) {
     EXPECT_GT(checked, 0) << op.name << ": no example was valid at sizes 1..4";
     std::cout << op.name << ": " << checked << " cases\n";
   }
-  // The slots filled today (rules/vjps.h); fewer means one was dropped.
-  EXPECT_GE(ops_with_vjp, 30);
+  // The slots filled today (rules/vjps.h, docs/OPS.md "Backward passes"); fewer means one
+  // was dropped.
+  EXPECT_GE(ops_with_vjp, 51);
+}
+
+// Every call of every filled graph is accepted by its op's rule at the shapes it sees, and
+// the graph gives each input a gradient of the input's shape, with shapes inferred by the
+// rules alone (InferOutputShapes; InferForward on replicated inputs of a 2-rank mesh): a
+// graph the references can run but the planner cannot (an equation, attr or shape a rule
+// refuses) fails here, so the gradients can be sharded by the same rules as the forward.
+TEST(Vjp, EveryCallIsAcceptedByItsRule) {
+  const Mesh mesh({2});
+  int graphs = 0;
+  for (const OpDecl& op : AllOps()) {
+    if (!op.vjp) continue;
+    for (const SizePalette& palette : {SizePalette{{2, 3, 4}}, SizePalette{{1, 4, 3}}}) {
+      for (const Example& example : op.examples(palette)) {
+        const Attrs normalized = op.NormalizeAttrs(example.attrs);
+        std::vector<Shape> output_shapes;
+        try {
+          output_shapes = InferOutputShapes(op, example.shapes, normalized);
+        } catch (const SpmdError&) {
+          continue;  // an example these sizes make invalid
+        }
+        std::string shapes;
+        for (const Shape& s : example.shapes) shapes += " " + ShapeText(s);
+        SCOPED_TRACE(op.name + " on" + shapes);
+        const VjpGraph graph = op.vjp(RuleContext{example.shapes, normalized});
+        std::vector<std::vector<Shape>> results;
+        auto shape_of = [&](const VjpRef& ref) -> Shape {
+          switch (ref.kind) {
+            case VjpRef::Kind::kInput: return example.shapes.at(ref.index);
+            case VjpRef::Kind::kOutput:
+            case VjpRef::Kind::kOutputGrad: return output_shapes.at(ref.index);
+            case VjpRef::Kind::kCall: return results.at(ref.index).at(ref.result);
+          }
+          return {};
+        };
+        bool ok = true;
+        for (size_t k = 0; k < graph.calls.size() && ok; ++k) {
+          const VjpCall& call = graph.calls[k];
+          const OpDecl* callee = FindOp(call.op);
+          ASSERT_NE(callee, nullptr) << call.op;
+          std::vector<Shape> operand_shapes;
+          std::vector<TensorArg> operands;
+          for (const VjpRef& ref : call.operands) {
+            operand_shapes.push_back(shape_of(ref));
+            operands.push_back({operand_shapes.back(),
+                                DistAttr::Replicated(static_cast<int>(operand_shapes.back().size()))});
+          }
+          try {
+            results.push_back(InferOutputShapes(*callee, operand_shapes, callee->NormalizeAttrs(call.attrs)));
+            InferForward(*callee, mesh, operands, call.attrs);
+          } catch (const SpmdError& e) {
+            ADD_FAILURE() << "calls[" << k << "] (" << call.op << ") refused: " << e.what();
+            ok = false;
+          }
+        }
+        if (!ok) continue;
+        ASSERT_EQ(graph.input_grads.size(), example.shapes.size());
+        for (size_t i = 0; i < example.shapes.size(); ++i) {
+          if (graph.input_grads[i]) {
+            EXPECT_EQ(ShapeText(shape_of(*graph.input_grads[i])), ShapeText(example.shapes[i]))
+                << "input " << i;
+          }
+        }
+        ++graphs;
+      }
+    }
+  }
+  EXPECT_GT(graphs, 100);
 }
 
 // A malformed graph is a typed error naming the field, not a crash.

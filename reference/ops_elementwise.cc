@@ -67,6 +67,37 @@ Tensors gelu(const Tensors& inputs, const Attrs& attrs) {
                [](double v) { return 0.5 * v * (1.0 + std::erf(v / std::numbers::sqrt2)); });
 }
 
+// d gelu / dx times out_grad. Exact: Phi(x) + x phi(x), Phi written with erfc (the kernel
+// uses erf); tanh form: 0.5 (1 + t) + 0.5 x sech^2(u) u', u = c (x + 0.044715 x^3).
+Tensors gelu_grad(const Tensors& inputs, const Attrs& attrs) {
+  bool approximate = attrs.GetBool("approximate");
+  CheckArity(inputs, 2);
+  const Tensor& x = inputs[0];
+  const Tensor& out_grad = inputs[1];
+  if (out_grad.shape != x.shape) {
+    ThrowInvalid(internal::InputField(1, "shape"),
+                 "out_grad " + internal::ShapeToString(out_grad.shape) + " != x " +
+                     internal::ShapeToString(x.shape));
+  }
+  Tensor x_grad = internal::Zeros(x.shape);
+  for (size_t i = 0; i < x.data.size(); ++i) {
+    double v = x.data[i];
+    double slope;
+    if (approximate) {
+      double c = std::sqrt(2.0 / std::numbers::pi);
+      double u = c * (v + 0.044715 * v * v * v);
+      double sech = 1.0 / std::cosh(u);
+      slope = 0.5 * (1.0 + std::tanh(u)) + 0.5 * v * sech * sech * c * (1.0 + 3 * 0.044715 * v * v);
+    } else {
+      double cdf = 0.5 * std::erfc(-v / std::numbers::sqrt2);
+      double pdf = std::exp(-0.5 * v * v) / std::sqrt(2.0 * std::numbers::pi);
+      slope = cdf + v * pdf;
+    }
+    x_grad.data[i] = slope * out_grad.data[i];
+  }
+  return {x_grad};
+}
+
 Tensors silu(const Tensors& inputs, const Attrs&) {
   return Unary(inputs, [](double v) { return v * Sigmoid(v); });
 }

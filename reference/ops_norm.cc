@@ -285,4 +285,110 @@ Tensors cross_entropy_with_softmax(const Tensors& inputs, const Attrs& attrs) {
   return {softmax_out, loss};
 }
 
+Tensors embedding_grad(const Tensors& inputs, const Attrs& attrs) {
+  int64_t padding_idx = attrs.GetInt("padding_idx");
+  (void)attrs.GetBool("sparse");  // how Paddle stores the gradient; no effect on values
+  CheckArity(inputs, 3);
+  const Tensor& ids = inputs[0];
+  const Tensor& weight = inputs[1];
+  const Tensor& out_grad = inputs[2];
+  if (weight.shape.size() != 2) {
+    ThrowInvalid(InputField(1, "shape"),
+                 "weight must be [V, H], got " + ShapeToString(weight.shape));
+  }
+  int64_t vocab = weight.shape[0];
+  int64_t hidden = weight.shape[1];
+  Shape expected = ids.shape;
+  expected.push_back(hidden);
+  if (out_grad.shape != expected) {
+    ThrowInvalid(InputField(2, "shape"), "out_grad must be " + ShapeToString(expected) +
+                                             " (x.shape + [H]), got " +
+                                             ShapeToString(out_grad.shape));
+  }
+  // Localized: this shard's rows are [start, start + V) of the global table.
+  bool sharded = attrs.Has(internal::kLocalVocabStart);
+  int64_t start = sharded ? attrs.GetInt(internal::kLocalVocabStart) : 0;
+  if (start < 0) {
+    ThrowInvalid(std::string("attrs.") + internal::kLocalVocabStart, "negative row offset");
+  }
+  Tensor weight_grad = internal::Zeros(weight.shape);
+  for (size_t t = 0; t < ids.data.size(); ++t) {
+    int64_t id = IdOf(ids.data[t], InputField(0, "data"));
+    if (id < 0 || (!sharded && id >= vocab)) {
+      ThrowInvalid(InputField(0, "data"),
+                   "id " + std::to_string(id) + " outside [0, " + std::to_string(vocab) + ")");
+    }
+    if (padding_idx >= 0 && id == padding_idx) continue;  // the padding row gets nothing
+    int64_t row = id - start;
+    if (row < 0 || row >= vocab) continue;  // another shard's row
+    for (int64_t h = 0; h < hidden; ++h) {
+      weight_grad.data[row * hidden + h] += out_grad.data[t * hidden + h];
+    }
+  }
+  return {weight_grad};
+}
+
+Tensors cross_entropy_with_softmax_grad(const Tensors& inputs, const Attrs& attrs) {
+  bool soft_label = attrs.GetBool("soft_label");
+  bool use_softmax = attrs.GetBool("use_softmax");
+  (void)attrs.GetBool("numeric_stable_mode");  // the forward's concern
+  int64_t ignore_index = attrs.GetInt("ignore_index");
+  int64_t axis_attr = attrs.GetInt("axis");
+  CheckArity(inputs, 3);
+  const Tensor& label = inputs[0];
+  const Tensor& softmax = inputs[1];
+  const Tensor& loss_grad = inputs[2];
+  if (softmax.shape.empty()) {
+    ThrowInvalid(InputField(1, "shape"), "softmax needs a class dim, got []");
+  }
+  int64_t axis = internal::NormalizeAxis(axis_attr, internal::Rank(softmax), "attrs.axis");
+  AxisView view = internal::ViewAlong(softmax.shape, axis);
+  Shape loss_shape = softmax.shape;
+  loss_shape[axis] = 1;
+  Shape label_shape = soft_label ? softmax.shape : loss_shape;
+  if (label.shape != label_shape) {
+    ThrowInvalid(InputField(0, "shape"), std::string(soft_label ? "soft" : "hard") +
+                                             " label must have shape " +
+                                             ShapeToString(label_shape) + ", got " +
+                                             ShapeToString(label.shape));
+  }
+  if (loss_grad.shape != loss_shape) {
+    ThrowInvalid(InputField(2, "shape"), "loss_grad must have shape " +
+                                             ShapeToString(loss_shape) + ", got " +
+                                             ShapeToString(loss_grad.shape));
+  }
+  Tensor input_grad = internal::Zeros(softmax.shape);
+  for (int64_t o = 0; o < view.outer; ++o) {
+    for (int64_t i = 0; i < view.inner; ++i) {
+      int64_t row = o * view.inner + i;  // position in loss_grad (and in a hard label)
+      double g = loss_grad.data[row];
+      if (soft_label) {
+        for (int64_t a = 0; a < view.len; ++a) {
+          int64_t at = view.At(o, a, i);
+          double p = softmax.data[at];
+          double l = label.data[at];
+          input_grad.data[at] = use_softmax ? g * (p - l) : -(g * l) / p;
+        }
+        continue;
+      }
+      int64_t id = IdOf(label.data[row], InputField(0, "data"));
+      if (id == ignore_index) continue;  // the row stays 0
+      if (id < 0 || id >= view.len) {
+        ThrowInvalid(InputField(0, "data"), "label " + std::to_string(id) + " outside [0, " +
+                                                std::to_string(view.len) + ")");
+      }
+      for (int64_t a = 0; a < view.len; ++a) {
+        int64_t at = view.At(o, a, i);
+        double p = softmax.data[at];
+        if (use_softmax) {
+          input_grad.data[at] = g * (a == id ? p - 1.0 : p);
+        } else if (a == id) {
+          input_grad.data[at] = -g / p;
+        }
+      }
+    }
+  }
+  return {input_grad};
+}
+
 }  // namespace spmd::reference::ops

@@ -72,4 +72,8 @@
   X(expand)                 \
   X(expand_as)              \
   /* added after the first set */ \
-  X(triu)
+  X(triu)                   \
+  /* backward ops (Paddle's grad kernels, where no composition is exact) */ \
+  X(gelu_grad)              \
+  X(embedding_grad)         \
+  X(cross_entropy_with_softmax_grad)

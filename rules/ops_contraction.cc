@@ -89,6 +89,7 @@ OpDecl bmm() {
 OpDecl einsum() {
   return OpBuilder("einsum").VariadicInputs("operands").Outputs({"out"})
       .Tolerance(ToleranceClass::kSumOfProducts)
+      .Vjp(vjps::Einsum)
       .Attr("equation", AttrKind::kString, std::nullopt)
       .Einsum([](const RuleContext& c) {
         return ParseEquation(c.attrs.GetString("equation"), c.input_shapes.size());

@@ -34,12 +34,27 @@ OpBuilder Binary(const char* name, PartialAcceptance accept = PartialAcceptance:
 
 }  // namespace
 
-OpDecl relu() { return Unary("relu").Tolerance(ToleranceClass::kExact); }
+OpDecl relu() { return Unary("relu").Tolerance(ToleranceClass::kExact).Vjp(vjps::Relu); }
 OpDecl gelu() {
   return OpBuilder("gelu").Inputs({"x"}).Outputs({"out"})
       .Tolerance(ToleranceClass::kPointwise)
+      .Vjp(vjps::Gelu)
       .Attr("approximate", AttrKind::kBool, false).Einsum(Pointwise)
       .Examples(FromSignatures({{{"abc"}}, {{"ab"}, MakeAttrs({{"approximate", true}})}}));
+}
+// gelu's derivative times out_grad: erf's derivative has no composition of registered ops.
+// x and out_grad have one shape (no broadcasting, as Paddle's kernel).
+OpDecl gelu_grad() {
+  return OpBuilder("gelu_grad").Inputs({"x", "out_grad"}).Outputs({"x_grad"})
+      .Tolerance(ToleranceClass::kPointwise)
+      .Attr("approximate", AttrKind::kBool, false)
+      .Einsum([](const RuleContext& c) {
+        if (c.input_shapes[1] != c.input_shapes[0]) {
+          ThrowInvalid("inputs[1].shape", "out_grad must have x's shape");
+        }
+        return notation::Elementwise(c.input_shapes);
+      })
+      .Examples(FromSignatures({{{"abc", "abc"}}, {{"ab", "ab"}, MakeAttrs({{"approximate", true}})}}));
 }
 OpDecl silu() { return Unary("silu").Tolerance(ToleranceClass::kPointwise).Vjp(vjps::Silu); }
 OpDecl exp() { return Unary("exp").Tolerance(ToleranceClass::kPointwise).Vjp(vjps::Exp); }
@@ -59,7 +74,7 @@ OpDecl sqrt() {
       .Tolerance(ToleranceClass::kPointwise)
       .Vjp(vjps::Sqrt);
 }
-OpDecl abs() { return Unary("abs").Tolerance(ToleranceClass::kExact); }
+OpDecl abs() { return Unary("abs").Tolerance(ToleranceClass::kExact).Vjp(vjps::Abs); }
 
 // scale is linear in x only without a bias: a bias would be added once per rank.
 OpDecl scale() {
@@ -82,6 +97,7 @@ OpDecl scale() {
 OpDecl clip() {
   return OpBuilder("clip").Inputs({"x"}).Outputs({"out"})
       .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::Clip)
       .Attr("min", AttrKind::kFloat, -kFloatMax)
       .Attr("max", AttrKind::kFloat, kFloatMax)
       .Einsum([](const RuleContext& c) {
@@ -132,13 +148,14 @@ OpDecl divide() {
   };
   return op;
 }
-OpDecl maximum() { return Binary("maximum").Tolerance(ToleranceClass::kExact); }
-OpDecl minimum() { return Binary("minimum").Tolerance(ToleranceClass::kExact); }
+OpDecl maximum() { return Binary("maximum").Tolerance(ToleranceClass::kExact).Vjp(vjps::Maximum); }
+OpDecl minimum() { return Binary("minimum").Tolerance(ToleranceClass::kExact).Vjp(vjps::Minimum); }
 OpDecl greater_than() { return Binary("greater_than").Tolerance(ToleranceClass::kExact); }
 OpDecl less_than() { return Binary("less_than").Tolerance(ToleranceClass::kExact); }
 OpDecl where() {
   return OpBuilder("where").Inputs({"condition", "x", "y"}).Outputs({"out"}).Einsum(Pointwise)
       .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::Where)
       .Values([](const RuleContext&) {
         return std::vector<InputValues>{{ValueKind::kBool}, {ValueKind::kReal}, {ValueKind::kReal}};
       })

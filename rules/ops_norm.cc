@@ -1,5 +1,7 @@
 // Softmax family, layer_norm, rms_norm, the embedding and the softmax cross entropy:
 // their normalised factors are forced replicated (the local kernels need them whole).
+#include <algorithm>
+
 #include "rules/error.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
@@ -98,6 +100,7 @@ OpDecl softmax_grad() {
 OpDecl layer_norm() {
   return OpBuilder("layer_norm").Inputs({"x", "scale", "bias"})
       .Tolerance(ToleranceClass::kLayerNorm)
+      .Vjp(vjps::LayerNorm)
       .Outputs({"out", "mean", "variance"})
       .Attr("epsilon", AttrKind::kFloat, 1e-5)
       .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
@@ -108,6 +111,7 @@ OpDecl layer_norm() {
 OpDecl rms_norm() {
   return OpBuilder("rms_norm").Inputs({"x", "scale"}).Outputs({"out", "invvar"})
       .Tolerance(ToleranceClass::kRmsNorm)
+      .Vjp(vjps::RmsNorm)
       .Attr("epsilon", AttrKind::kFloat, 1e-6)
       .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
       .Einsum([](const RuleContext& c) { return Normalization(c, 1, 1); })
@@ -120,6 +124,7 @@ OpDecl rms_norm() {
 OpDecl lookup_table_v2() {
   return OpBuilder("lookup_table_v2").Inputs({"x", "weight"}).Outputs({"out"})
       .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::Embedding)
       .Attr("padding_idx", AttrKind::kInt, int64_t{-1})
       .Attr("sparse", AttrKind::kBool, false)
       .Einsum([](const RuleContext& c) {
@@ -149,6 +154,7 @@ OpDecl lookup_table_v2() {
 OpDecl cross_entropy_with_softmax() {
   return OpBuilder("cross_entropy_with_softmax").Inputs({"logits", "label"})
       .Tolerance(ToleranceClass::kCrossEntropy)
+      .Vjp(vjps::CrossEntropyWithSoftmax)
       .Outputs({"softmax_out", "loss"})
       .Attr("soft_label", AttrKind::kBool, false)
       .Attr("use_softmax", AttrKind::kBool, true)
@@ -180,6 +186,92 @@ OpDecl cross_entropy_with_softmax() {
                                 {{"ac", "a1"}, MakeAttrs({{"ignore_index", int64_t{1}}})},
                                 {{"abc", "abc"}, MakeAttrs({{"soft_label", true}})},
                                 {{"1ab", "1ab"}, MakeAttrs({{"soft_label", true}, {"axis", int64_t{1}}})}}));
+}
+
+// Paddle's embedding_grad: weight_grad[v] = sum of out_grad over the tokens whose id is v
+// (none for padding_idx), `ids..,VW,ids..W->VW`. The ids letters are summed: a batch
+// sharding leaves each rank its tokens' rows, partial(sum); a vocabulary sharding leaves
+// each rank its own rows (the localized row offset, as the forward). The weight only
+// gives V (Paddle's argument order). Examples have V >= 2, so the kernel tests' all-ones
+// run (every id 1, counting the terms per element) stays in range.
+OpDecl embedding_grad() {
+  return OpBuilder("embedding_grad").Inputs({"x", "weight", "out_grad"}).Outputs({"weight_grad"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Attr("padding_idx", AttrKind::kInt, int64_t{-1})
+      .Attr("sparse", AttrKind::kBool, false)
+      .Einsum([](const RuleContext& c) {
+        if (c.input_shapes[1].size() != 2) ThrowInvalid("inputs[1].shape", "weight must be 2-D");
+        Shape expected = c.input_shapes[0];
+        expected.push_back(c.input_shapes[1][1]);
+        if (c.input_shapes[2] != expected) {
+          ThrowInvalid("inputs[2].shape", "out_grad must be x.shape + [weight.shape[1]]");
+        }
+        const std::string ids = notation::Letters(static_cast<int>(c.input_shapes[0].size()));
+        return notation::FromLetters({ids, "VW", ids + "W"}, {"VW"});
+      })
+      .Values([](const RuleContext& c) {
+        return std::vector<InputValues>{{ValueKind::kIndex, c.input_shapes[1][0]}, {}, {}};
+      })
+      .Localize([](const LocalContext& c) {  // a shard holds rows [start, start + rows)
+        return c.attrs.With(kLocalVocabStart, c.input_offsets[1][0]);
+      })
+      .Examples([](const SizePalette& p) {
+        const Shape weight{std::max<int64_t>(p[0], 2), p[2]};
+        return std::vector<Example>{
+            {{{p[0], p[1]}, weight, {p[0], p[1], p[2]}}, Attrs()},
+            {{{p[1]}, weight, {p[1], p[2]}}, MakeAttrs({{"padding_idx", int64_t{0}}})}};
+      })
+      .CheckDist([](const RuleContext& c, const std::vector<DistAttr>& inputs) {
+        if (inputs[1].dims[0].empty()) return;
+        if (c.attrs.GetInt("padding_idx") >= 0 || c.attrs.GetBool("sparse")) {
+          ThrowUnsupported("inputs[1].dims_mapping[0]",
+                           "the vocabulary dim cannot be sharded with padding_idx >= 0 or "
+                           "sparse");
+        }
+      });
+}
+
+// Paddle's cross_entropy_with_softmax_grad: the loss's gradient with respect to the
+// logits, from the label, the forward's softmax_out and the loss's cotangent (softmax_out's
+// own cotangent is not an input: the VJP adds softmax_grad for it). Hard label,
+// use_softmax: (softmax - onehot(label)) loss_grad; without softmax: -loss_grad / softmax
+// at the label, 0 elsewhere; a row whose label is ignore_index gets 0. Soft label:
+// (softmax - label) loss_grad, or -label loss_grad / softmax (Paddle's formulas: they
+// assume labels summing to 1). softmax `abc` (class axis c), label `ab1` or `abc`,
+// loss_grad `ab1` -> input_grad `abc`; the class axis is forced replicated.
+OpDecl cross_entropy_with_softmax_grad() {
+  return OpBuilder("cross_entropy_with_softmax_grad").Inputs({"label", "softmax", "loss_grad"})
+      .Outputs({"input_grad"})
+      .Tolerance(ToleranceClass::kPointwise)
+      .Attr("soft_label", AttrKind::kBool, false)
+      .Attr("use_softmax", AttrKind::kBool, true)
+      .Attr("numeric_stable_mode", AttrKind::kBool, true)
+      .Attr("ignore_index", AttrKind::kInt, int64_t{-100})
+      .Attr("axis", AttrKind::kInt, int64_t{-1})
+      .Einsum([](const RuleContext& c) {
+        const int rank = static_cast<int>(c.input_shapes[1].size());
+        const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
+        const std::string letters = notation::Letters(rank);
+        std::string reduced = letters;
+        reduced[axis] = '1';
+        const bool soft = c.attrs.GetBool("soft_label");
+        return notation::FromLetters({soft ? letters : reduced, letters, reduced}, {letters},
+                                     letters.substr(axis, 1));
+      })
+      .Values([](const RuleContext& c) {
+        const Shape& softmax = c.input_shapes[1];
+        const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"),
+                                                 static_cast<int>(softmax.size()), "attrs.axis");
+        const InputValues label = c.attrs.GetBool("soft_label")
+                                      ? InputValues{ValueKind::kPositive}
+                                      : InputValues{ValueKind::kIndex, softmax[axis]};
+        return std::vector<InputValues>{label, {ValueKind::kPositive}, {}};
+      })
+      .Examples(FromSignatures(
+          {{{"a1", "ac", "a1"}, MakeAttrs({{"ignore_index", int64_t{1}}})},
+           {{"1", "c", "1"}, MakeAttrs({{"use_softmax", false}})},
+           {{"c", "c", "1"}, MakeAttrs({{"soft_label", true}})},
+           {{"ab", "ab", "1b"}, MakeAttrs({{"soft_label", true}, {"use_softmax", false}, {"axis", int64_t{0}}})}}));
 }
 
 }  // namespace spmd::declare

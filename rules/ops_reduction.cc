@@ -100,11 +100,13 @@ OpDecl mean() {
 }
 OpDecl max() {
   return SumLike("max", ReduceOp::kMax, PartialAcceptance::kSameOp)
-      .Tolerance(ToleranceClass::kExact);
+      .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::Max);
 }
 OpDecl min() {
   return SumLike("min", ReduceOp::kMin, PartialAcceptance::kSameOp)
-      .Tolerance(ToleranceClass::kExact);
+      .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::Min);
 }
 // Values near 1: a product over many elements neither underflows nor falls under the
 // checker's tolerance, so a wrong partial claim (a sum for a product) stays visible.
@@ -139,6 +141,7 @@ OpDecl all() { return Logical("all", ReduceOp::kAll); }
 
 OpDecl squared_l2_norm() {
   return OpBuilder("squared_l2_norm").Inputs({"x"}).Outputs({"out"})
+      .Vjp(vjps::SquaredL2Norm)
       .Tolerance(ToleranceClass::kSumOfProducts)
       .Attr("axis", AttrKind::kInts, std::vector<int64_t>{})
       .Attr("keep_dim", AttrKind::kBool, false, {"keepdim"})
@@ -152,6 +155,7 @@ OpDecl squared_l2_norm() {
 
 OpDecl mean_all() {
   return OpBuilder("mean_all").Inputs({"x"}).Outputs({"out"})
+      .Vjp(vjps::MeanAll)
       .Tolerance(ToleranceClass::kSumOfProducts)
       .Einsum([](const RuleContext& c) {
     const int rank = static_cast<int>(c.input_shapes[0].size());
@@ -161,6 +165,7 @@ OpDecl mean_all() {
 
 OpDecl logsumexp() {
   return OpBuilder("logsumexp").Inputs({"x"}).Outputs({"out"})
+      .Vjp(vjps::Logsumexp)
       .Tolerance(ToleranceClass::kLogDomain)
       .Attr("axis", AttrKind::kInts, std::vector<int64_t>{})
       .Attr("keepdim", AttrKind::kBool, false, {"keep_dim"})
@@ -180,6 +185,7 @@ OpDecl logsumexp() {
 
 OpDecl p_norm() {
   return OpBuilder("p_norm").Inputs({"x"}).Outputs({"out"})
+      .Vjp(vjps::PNorm)
       .Tolerance(ToleranceClass::kRelative)
       .Attr("porder", AttrKind::kFloat, 2.0)
       .Attr("axis", AttrKind::kInt, int64_t{-1})

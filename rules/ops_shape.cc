@@ -428,6 +428,7 @@ OpDecl stack() {
   };
   return OpBuilder("stack").VariadicInputs("x").Outputs({"out"})
       .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::Stack)
       .Attr("axis", AttrKind::kInt, int64_t{0})
       .Einsum(notation)
       .Forward([](const RuleContext& c, const Mesh& mesh, const std::vector<DistAttr>& in) {
@@ -440,6 +441,7 @@ OpDecl stack() {
 OpDecl slice() {
   return OpBuilder("slice").Inputs({"x"}).Outputs({"out"})
       .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::Slice)
       .Attr("axes", AttrKind::kInts, std::nullopt)
       .Attr("starts", AttrKind::kInts, std::nullopt)
       .Attr("ends", AttrKind::kInts, std::nullopt)
@@ -486,6 +488,7 @@ OpDecl slice() {
 OpDecl tile() {
   return OpBuilder("tile").Inputs({"x"}).Outputs({"out"})
       .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::Tile)
       .Attr("repeat_times", AttrKind::kInts, std::nullopt)
       .Einsum([](const RuleContext& c) {
         const int rank = Rank(c);

@@ -1,9 +1,11 @@
 #include "rules/vjps.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "rules/error.h"
 #include "rules/notation.h"
+#include "rules/shape_util.h"
 
 namespace spmd::vjps {
 namespace {
@@ -302,6 +304,463 @@ VjpGraph Unbind(const RuleContext& c) {
 VjpGraph Triu(const RuleContext& c) {
   VjpGraph g;
   g.input_grads = {g.Add("triu", {Ref::OutputGrad(0)}, MakeAttrs({{"diagonal", c.attrs.GetInt("diagonal")}}))};
+  return g;
+}
+
+}  // namespace spmd::vjps
+
+// ---- Masks, selections and reductions to a selected element ----
+namespace spmd::vjps {
+namespace {
+
+Ref Zeros(VjpGraph& g, Ref like) { return ScaleBy(g, like, 0); }
+Ref Filled(VjpGraph& g, Ref like, double value) { return ScaleBy(g, like, 0, value); }
+
+// where(mask, value, 0) / where(mask, 0, value).
+Ref Keep(VjpGraph& g, Ref mask, Ref value) { return g.Add("where", {mask, value, Zeros(g, value)}); }
+Ref Drop(VjpGraph& g, Ref mask, Ref value) { return g.Add("where", {mask, Zeros(g, value), value}); }
+
+// The cotangent of a reduction, reshaped to the kept-dims shape and expanded to x.
+Ref ExpandReduced(VjpGraph& g, Ref reduced, const Shape& kept, const Shape& x) {
+  return ExpandTo(g, g.Add("reshape", {reduced}, MakeAttrs({{"shape", kept}})), kept, x);
+}
+
+// Dims [from, to) of a rank-`rank` tensor as an axis list.
+Ints AxisRange(int from, int to) {
+  Ints axes;
+  for (int d = from; d < to; ++d) axes.push_back(d);
+  return axes;
+}
+
+}  // namespace
+
+VjpGraph Relu(const RuleContext&) {
+  VjpGraph g;
+  const Ref positive = g.Add("greater_than", {Ref::Input(0), Zeros(g, Ref::Input(0))});
+  g.input_grads = {Keep(g, positive, Ref::OutputGrad(0))};
+  return g;
+}
+
+// sign(x) g, 0 at x = 0 (Paddle's abs_grad).
+VjpGraph Abs(const RuleContext&) {
+  VjpGraph g;
+  const Ref zero = Zeros(g, Ref::Input(0));
+  const Ref positive = g.Add("greater_than", {Ref::Input(0), zero});
+  const Ref negative = g.Add("less_than", {Ref::Input(0), zero});
+  const Ref minus_g = ScaleBy(g, Ref::OutputGrad(0), -1);
+  g.input_grads = {g.Add("where", {positive, Ref::OutputGrad(0), Keep(g, negative, minus_g)})};
+  return g;
+}
+
+// Paddle's convention: x gets g where x > y (maximum) / x < y (minimum), y the rest,
+// ties included.
+VjpGraph Maximum(const RuleContext& c) {
+  VjpGraph g;
+  const Shape out = OutShape(c);
+  const Ref x_wins = g.Add("greater_than", {Ref::Input(0), Ref::Input(1)});
+  g.input_grads = {SumToShape(g, Keep(g, x_wins, Ref::OutputGrad(0)), out, c.input_shapes[0]),
+                   SumToShape(g, Drop(g, x_wins, Ref::OutputGrad(0)), out, c.input_shapes[1])};
+  return g;
+}
+
+VjpGraph Minimum(const RuleContext& c) {
+  VjpGraph g;
+  const Shape out = OutShape(c);
+  const Ref x_wins = g.Add("less_than", {Ref::Input(0), Ref::Input(1)});
+  g.input_grads = {SumToShape(g, Keep(g, x_wins, Ref::OutputGrad(0)), out, c.input_shapes[0]),
+                   SumToShape(g, Drop(g, x_wins, Ref::OutputGrad(0)), out, c.input_shapes[1])};
+  return g;
+}
+
+// g where min < x < max (Paddle's clip_grad), else 0.
+VjpGraph Clip(const RuleContext& c) {
+  VjpGraph g;
+  const Ref above = g.Add("greater_than", {Ref::Input(0), Filled(g, Ref::Input(0), c.attrs.GetFloat("min"))});
+  const Ref below = g.Add("less_than", {Ref::Input(0), Filled(g, Ref::Input(0), c.attrs.GetFloat("max"))});
+  g.input_grads = {Keep(g, above, Keep(g, below, Ref::OutputGrad(0)))};
+  return g;
+}
+
+VjpGraph Where(const RuleContext& c) {
+  VjpGraph g;
+  const Shape out = notation::BroadcastShapes(c.input_shapes);
+  g.input_grads = {std::nullopt,
+                   SumToShape(g, Keep(g, Ref::Input(0), Ref::OutputGrad(0)), out, c.input_shapes[1]),
+                   SumToShape(g, Drop(g, Ref::Input(0), Ref::OutputGrad(0)), out, c.input_shapes[2])};
+  return g;
+}
+
+VjpGraph MeanAll(const RuleContext& c) {
+  VjpGraph g;
+  const Shape& x = c.input_shapes[0];
+  const int64_t count = Numel(x);
+  if (count == 0) ThrowUnsupported("vjp", "mean_all over zero elements has no gradient");
+  const Ref expanded = ExpandReduced(g, Ref::OutputGrad(0), Shape(x.size(), 1), x);
+  g.input_grads = {ScaleBy(g, expanded, 1.0 / static_cast<double>(count))};
+  return g;
+}
+
+// d sum(x^2) = 2 x g.
+VjpGraph SquaredL2Norm(const RuleContext& c) {
+  VjpGraph g;
+  const Shape& x = c.input_shapes[0];
+  const Shape kept = KeptShape(x, c.attrs.GetInts("axis"), false);
+  const Ref expanded = ExpandReduced(g, Ref::OutputGrad(0), kept, x);
+  g.input_grads = {g.Add("multiply", {expanded, ScaleBy(g, Ref::Input(0), 2)})};
+  return g;
+}
+
+// Every element equal to the extreme gets the cotangent (Paddle's max_grad: ties share
+// it whole). x is never beyond its own extreme, so "not below the max" is "equal to it".
+VjpGraph ReduceExtreme(const RuleContext& c, const char* beyond) {
+  VjpGraph g;
+  const Shape& x = c.input_shapes[0];
+  const Shape kept = KeptShape(x, c.attrs.GetInts("axis"), c.attrs.GetBool("reduce_all"));
+  const Ref extreme = g.Add("reshape", {Ref::Output(0)}, MakeAttrs({{"shape", kept}}));
+  const Ref not_it = g.Add(beyond, {Ref::Input(0), extreme});
+  g.input_grads = {Drop(g, not_it, ExpandReduced(g, Ref::OutputGrad(0), kept, x))};
+  return g;
+}
+VjpGraph Max(const RuleContext& c) { return ReduceExtreme(c, "less_than"); }
+VjpGraph Min(const RuleContext& c) { return ReduceExtreme(c, "greater_than"); }
+
+// d logsumexp = exp(x - out) g.
+VjpGraph Logsumexp(const RuleContext& c) {
+  VjpGraph g;
+  const Shape& x = c.input_shapes[0];
+  const Shape kept = KeptShape(x, c.attrs.GetInts("axis"), c.attrs.GetBool("reduce_all"));
+  const Ref out = g.Add("reshape", {Ref::Output(0)}, MakeAttrs({{"shape", kept}}));
+  const Ref weights = g.Add("exp", {g.Add("subtract", {Ref::Input(0), out})});
+  g.input_grads = {g.Add("multiply", {weights, ExpandReduced(g, Ref::OutputGrad(0), kept, x)})};
+  return g;
+}
+
+// d ||x||_p = sign(x) |x|^(p-1) / out^(p-1) g; out is floored at epsilon as Paddle's
+// p_norm_grad does. p = 1 and p = 2 are exact compositions (sign(x), x / out); other p
+// write the ratio's power as exp((p - 1) log(|x| / out)).
+VjpGraph PNorm(const RuleContext& c) {
+  VjpGraph g;
+  const Shape& x = c.input_shapes[0];
+  const int rank = static_cast<int>(x.size());
+  const double p = c.attrs.GetFloat("porder");
+  Shape kept(x.size(), 1);
+  if (!c.attrs.GetBool("asvector")) {
+    const int axis = notation::NormalizeAxisOrScalar(c.attrs.GetInt("axis"), rank, "attrs.axis");
+    kept = x;
+    if (axis >= 0) kept[axis] = 1;
+  }
+  const Ref g_x = ExpandReduced(g, Ref::OutputGrad(0), kept, x);
+  const Ref zero = Zeros(g, Ref::Input(0));
+  const Ref positive = g.Add("greater_than", {Ref::Input(0), zero});
+  const Ref negative = g.Add("less_than", {Ref::Input(0), zero});
+  auto signed_by_x = [&](Ref magnitude) {  // sign(x) magnitude
+    return g.Add("where", {positive, magnitude, Keep(g, negative, ScaleBy(g, magnitude, -1))});
+  };
+  if (p == 1.0) {
+    g.input_grads = {signed_by_x(g_x)};
+    return g;
+  }
+  const Ref out = g.Add("reshape", {Ref::Output(0)}, MakeAttrs({{"shape", kept}}));
+  const Ref floored = g.Add("maximum", {out, Filled(g, out, c.attrs.GetFloat("epsilon"))});
+  if (p == 2.0) {
+    g.input_grads = {g.Add("multiply", {g_x, g.Add("divide", {Ref::Input(0), floored})})};
+    return g;
+  }
+  const Ref magnitude = g.Add("abs", {Ref::Input(0)});
+  const Ref ratio = g.Add("divide", {magnitude, floored});
+  const Ref power = g.Add("exp", {ScaleBy(g, g.Add("log", {ratio}), p - 1)});
+  g.input_grads = {signed_by_x(g.Add("multiply", {g_x, power}))};
+  return g;
+}
+
+VjpGraph Stack(const RuleContext& c) {
+  VjpGraph g;
+  const Ref pieces = g.Add("unbind", {Ref::OutputGrad(0)}, MakeAttrs({{"axis", c.attrs.GetInt("axis")}}));
+  for (size_t i = 0; i < c.input_shapes.size(); ++i) g.input_grads.push_back(Ref::Call(pieces.index, i));
+  return g;
+}
+
+// out is x repeated: split each tiled dim into (repeat, size) and sum over the repeats.
+VjpGraph Tile(const RuleContext& c) {
+  VjpGraph g;
+  const Shape& x = c.input_shapes[0];
+  Ints repeat = c.attrs.GetInts("repeat_times");
+  const size_t out_rank = std::max(x.size(), repeat.size());
+  repeat.insert(repeat.begin(), out_rank - repeat.size(), 1);
+  Shape padded = x;
+  padded.insert(padded.begin(), out_rank - x.size(), 1);
+  Shape out, split;
+  Ints repeat_axes;
+  for (size_t p = 0; p < out_rank; ++p) {
+    out.push_back(repeat[p] * padded[p]);
+    if (repeat[p] != 1) {
+      repeat_axes.push_back(static_cast<int64_t>(split.size()));
+      split.push_back(repeat[p]);
+    }
+    split.push_back(padded[p]);
+  }
+  if (repeat_axes.empty()) {
+    g.input_grads = {Reshape(g, Ref::OutputGrad(0), out, x)};
+    return g;
+  }
+  const Ref parts = g.Add("reshape", {Ref::OutputGrad(0)}, MakeAttrs({{"shape", split}}));
+  const Ref summed = g.Add("sum", {parts}, MakeAttrs({{"axis", repeat_axes}, {"keep_dim", false}}));
+  g.input_grads = {Reshape(g, summed, padded, x)};
+  return g;
+}
+
+// The cotangent padded back with zeros: per sliced dim, zeros before and after it
+// (slices of x scaled by 0, so each block has exactly the shape it needs) concatenated.
+VjpGraph Slice(const RuleContext& c) {
+  VjpGraph g;
+  const Shape& x = c.input_shapes[0];
+  const int rank = static_cast<int>(x.size());
+  const std::vector<int> axes = notation::NormalizeAxes(c.attrs.GetInts("axes"), rank, "attrs.axes");
+  const Ints& starts = c.attrs.GetInts("starts");
+  const Ints& ends = c.attrs.GetInts("ends");
+  if (starts.size() != axes.size()) ThrowInvalid("attrs.starts", "needs one entry per axis");
+  if (ends.size() != axes.size()) ThrowInvalid("attrs.ends", "needs one entry per axis");
+  Ints begin(rank, 0), end(x.begin(), x.end());
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int d = axes[k];
+    auto clamp = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + x[d] : v, 0, x[d]); };
+    begin[d] = clamp(starts[k]);
+    end[d] = std::max(begin[d], clamp(ends[k]));
+  }
+  Shape sliced(rank);
+  for (int d = 0; d < rank; ++d) sliced[d] = end[d] - begin[d];
+  if (Numel(sliced) == 0) {  // nothing was read: x's gradient is zero
+    g.input_grads = {Zeros(g, Ref::Input(0))};
+    return g;
+  }
+  // The cotangent has the sliced shape, less the decreased dims: put them back.
+  Shape out_shape;
+  const std::vector<int> decreased =
+      notation::NormalizeAxes(c.attrs.GetInts("decrease_axis"), rank, "attrs.decrease_axis");
+  for (int d = 0; d < rank; ++d) {
+    if (std::find(decreased.begin(), decreased.end(), d) == decreased.end()) out_shape.push_back(sliced[d]);
+  }
+  Ref grad = Reshape(g, Ref::OutputGrad(0), out_shape, sliced);
+  Ints lo = begin, hi = end;  // the region of x `grad` covers, widened dim by dim
+  // A zero block of x's region [lo, hi) with dim d narrowed to [from, to). Only the dims
+  // that differ from x's are sliced (slice forces those replicated; the rest keep theirs).
+  auto zeros_block = [&](int d, int64_t from, int64_t to) {
+    Ints axes, block_lo, block_hi;
+    for (int e = 0; e < rank; ++e) {
+      const int64_t a = e == d ? from : lo[e], b = e == d ? to : hi[e];
+      if (a == 0 && b == x[e]) continue;
+      axes.push_back(e);
+      block_lo.push_back(a);
+      block_hi.push_back(b);
+    }
+    const Ref block = g.Add("slice", {Ref::Input(0)},
+                            MakeAttrs({{"axes", axes}, {"starts", block_lo}, {"ends", block_hi}}));
+    return Zeros(g, block);
+  };
+  for (int d = 0; d < rank; ++d) {
+    if (begin[d] == 0 && end[d] == x[d]) continue;
+    std::vector<Ref> pieces;
+    if (begin[d] > 0) pieces.push_back(zeros_block(d, 0, begin[d]));
+    pieces.push_back(grad);
+    if (end[d] < x[d]) pieces.push_back(zeros_block(d, end[d], x[d]));
+    grad = g.Add("concat", pieces, MakeAttrs({{"axis", int64_t{d}}}));
+    lo[d] = 0;
+    hi[d] = x[d];
+  }
+  g.input_grads = {grad};
+  return g;
+}
+
+// Operand i's gradient is the einsum of the cotangent with the other operands, giving
+// operand i's letters; its letters summed in no other term (only in operand i) are
+// summed there and come back by broadcasting (reshape to 1, expand).
+VjpGraph Einsum(const RuleContext& c) {
+  VjpGraph g;
+  const shape::EinsumEquation eq =
+      shape::ParseEinsumEquation(c.attrs.GetString("equation"), c.input_shapes.size());
+  for (size_t i = 0; i < eq.operands.size(); ++i) {
+    std::string seen = eq.output;
+    std::vector<Ref> operands{Ref::OutputGrad(0)};
+    std::string terms = eq.output;
+    for (size_t j = 0; j < eq.operands.size(); ++j) {
+      if (j == i) continue;
+      terms += "," + eq.operands[j];
+      seen += eq.operands[j];
+      operands.push_back(Ref::Input(j));
+    }
+    const std::string& mine = eq.operands[i];
+    std::string target;
+    Shape kept = c.input_shapes[i];
+    for (size_t d = 0; d < mine.size(); ++d) {
+      if (seen.find(mine[d]) != std::string::npos) {
+        target.push_back(mine[d]);
+      } else {
+        kept[d] = 1;
+      }
+    }
+    const Ref grad = g.Add("einsum", operands, MakeAttrs({{"equation", terms + "->" + target}}));
+    g.input_grads.push_back(target == mine ? grad : ExpandReduced(g, grad, kept, c.input_shapes[i]));
+  }
+  return g;
+}
+
+}  // namespace spmd::vjps
+
+// ---- Normalisations and the softmax cross entropy ----
+namespace spmd::vjps {
+namespace {
+
+// layer_norm / rms_norm: x's dims split at begin_norm_axis into the rows (kept) and the
+// normalised dims (summed); the statistics reshaped to `kept` broadcast against x, and
+// the [N] parameters reshaped to x.shape[begin:] broadcast against it too.
+struct NormDims {
+  int begin = 0;
+  Shape kept;    // x.shape[:begin] + 1s
+  Shape params;  // x.shape[begin:]
+  Ints normalized_axes;
+  double n = 1;
+};
+
+NormDims SplitNorm(const RuleContext& c) {
+  const Shape& x = c.input_shapes[0];
+  const int rank = static_cast<int>(x.size());
+  NormDims dims;
+  const int64_t begin = c.attrs.GetInt("begin_norm_axis");
+  if (begin < 0 || begin >= rank) {
+    ThrowInvalid("attrs.begin_norm_axis", "must be in [0, " + std::to_string(rank) + ")");
+  }
+  dims.begin = static_cast<int>(begin);
+  dims.kept = x;
+  for (int d = dims.begin; d < rank; ++d) {
+    dims.kept[d] = 1;
+    dims.params.push_back(x[d]);
+    dims.normalized_axes.push_back(d);
+    dims.n *= static_cast<double>(x[d]);
+  }
+  return dims;
+}
+
+Ref SumRows(VjpGraph& g, Ref t, const NormDims& dims) {
+  return g.Add("sum", {t}, MakeAttrs({{"axis", dims.normalized_axes}, {"keep_dim", true}}));
+}
+
+// A parameter's gradient: summed over the rows, as the [N] vector.
+Ref SumToParam(VjpGraph& g, Ref t, const NormDims& dims) {
+  Ref summed = t;
+  if (dims.begin > 0) {
+    summed = g.Add("sum", {t}, MakeAttrs({{"axis", AxisRange(0, dims.begin)}, {"keep_dim", false}}));
+  }
+  return Reshape(g, summed, dims.params, {Numel(dims.params)});
+}
+
+Ref ToKept(VjpGraph& g, Ref stats, const NormDims& dims) {
+  return g.Add("reshape", {stats}, MakeAttrs({{"shape", dims.kept}}));
+}
+
+}  // namespace
+
+// xhat = (x - mean) / std, std = sqrt(variance + eps), out = xhat scale + bias. With
+// dxhat = g scale: dx = (dxhat - mean(dxhat) - xhat mean(dxhat xhat)) / std, plus the
+// mean output's cotangent / N and the variance output's 2 (x - mean) / N times its own.
+VjpGraph LayerNorm(const RuleContext& c) {
+  VjpGraph g;
+  const NormDims dims = SplitNorm(c);
+  const Ref mean = ToKept(g, Ref::Output(1), dims);
+  const Ref centered = g.Add("subtract", {Ref::Input(0), mean});
+  const Ref std_dev = g.Add("sqrt", {ScaleBy(g, ToKept(g, Ref::Output(2), dims), 1, c.attrs.GetFloat("epsilon"))});
+  const Ref xhat = g.Add("divide", {centered, std_dev});
+  const Ref scale = Reshape(g, Ref::Input(1), {Numel(dims.params)}, dims.params);
+  const Ref dxhat = g.Add("multiply", {Ref::OutputGrad(0), scale});
+  const Ref mean_dxhat = ScaleBy(g, SumRows(g, dxhat, dims), 1 / dims.n);
+  const Ref mean_dxhat_xhat = ScaleBy(g, SumRows(g, g.Add("multiply", {dxhat, xhat}), dims), 1 / dims.n);
+  const Ref inner = g.Add("subtract", {g.Add("subtract", {dxhat, mean_dxhat}),
+                                       g.Add("multiply", {xhat, mean_dxhat_xhat})});
+  Ref x_grad = g.Add("divide", {inner, std_dev});
+  x_grad = g.Add("add", {x_grad, ScaleBy(g, ToKept(g, Ref::OutputGrad(1), dims), 1 / dims.n)});
+  const Ref variance_weight = ScaleBy(g, ToKept(g, Ref::OutputGrad(2), dims), 2 / dims.n);
+  x_grad = g.Add("add", {x_grad, g.Add("multiply", {centered, variance_weight})});
+  g.input_grads = {x_grad,
+                   SumToParam(g, g.Add("multiply", {Ref::OutputGrad(0), xhat}), dims),
+                   SumToParam(g, Ref::OutputGrad(0), dims)};
+  return g;
+}
+
+// invvar = 1 / sqrt(mean(x^2) + eps), out = x invvar scale; d invvar / dx = -invvar^3 x / N.
+// With dxhat = g scale: dx = dxhat invvar - x invvar^3 (sum(dxhat x) + g_invvar) / N.
+VjpGraph RmsNorm(const RuleContext& c) {
+  VjpGraph g;
+  const NormDims dims = SplitNorm(c);
+  const Ref inv = ToKept(g, Ref::Output(1), dims);
+  const Ref scale = Reshape(g, Ref::Input(1), {Numel(dims.params)}, dims.params);
+  const Ref dxhat = g.Add("multiply", {Ref::OutputGrad(0), scale});
+  const Ref through_inv = g.Add("add", {SumRows(g, g.Add("multiply", {dxhat, Ref::Input(0)}), dims),
+                                        ToKept(g, Ref::OutputGrad(1), dims)});
+  const Ref inv_cubed = g.Add("multiply", {g.Add("multiply", {inv, inv}), inv});
+  const Ref coefficient = ScaleBy(g, g.Add("multiply", {inv_cubed, through_inv}), -1 / dims.n);
+  const Ref x_grad = g.Add("add", {g.Add("multiply", {dxhat, inv}),
+                                   g.Add("multiply", {Ref::Input(0), coefficient})});
+  const Ref xhat = g.Add("multiply", {Ref::Input(0), inv});
+  g.input_grads = {x_grad, SumToParam(g, g.Add("multiply", {Ref::OutputGrad(0), xhat}), dims)};
+  return g;
+}
+
+}  // namespace spmd::vjps
+
+// ---- Through Paddle's grad ops ----
+namespace spmd::vjps {
+
+VjpGraph Gelu(const RuleContext& c) {
+  VjpGraph g;
+  g.input_grads = {g.Add("gelu_grad", {Ref::Input(0), Ref::OutputGrad(0)},
+                         MakeAttrs({{"approximate", c.attrs.GetBool("approximate")}}))};
+  return g;
+}
+
+VjpGraph Embedding(const RuleContext& c) {
+  VjpGraph g;
+  const Ref weight_grad = g.Add("embedding_grad", {Ref::Input(0), Ref::Input(1), Ref::OutputGrad(0)},
+                                MakeAttrs({{"padding_idx", c.attrs.GetInt("padding_idx")},
+                                           {"sparse", c.attrs.GetBool("sparse")}}));
+  g.input_grads = {std::nullopt, weight_grad};
+  return g;
+}
+
+// loss = -sum(label log p) along the axis, p = softmax(logits) (or the logits themselves
+// without use_softmax). softmax_out's cotangent g0 adds softmax_grad(p, g0) (or g0).
+VjpGraph CrossEntropyWithSoftmax(const RuleContext& c) {
+  VjpGraph g;
+  const int rank = static_cast<int>(c.input_shapes[0].size());
+  const int64_t axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
+  const bool use_softmax = c.attrs.GetBool("use_softmax");
+  const Ref through_softmax_out =
+      use_softmax ? g.Add("softmax_grad", {Ref::Output(0), Ref::OutputGrad(0)}, MakeAttrs({{"axis", axis}}))
+                  : Ref::OutputGrad(0);
+  const Ref loss_grad = Ref::OutputGrad(1);  // the loss's shape: the axis kept as 1
+  if (!c.attrs.GetBool("soft_label")) {
+    Attrs attrs;
+    for (const char* name : {"soft_label", "use_softmax", "numeric_stable_mode"}) attrs.Set(name, c.attrs.GetBool(name));
+    attrs.Set("ignore_index", c.attrs.GetInt("ignore_index"));
+    attrs.Set("axis", axis);
+    const Ref through_loss =
+        g.Add("cross_entropy_with_softmax_grad", {Ref::Input(1), Ref::Output(0), loss_grad}, attrs);
+    g.input_grads = {g.Add("add", {through_loss, through_softmax_out}), std::nullopt};
+    return g;
+  }
+  // Soft label l: d loss / d logits = g (p sum(l) - l) with softmax, -g l / p without;
+  // d loss / d l = -g log p.
+  Ref through_loss;
+  Ref log_p;
+  if (use_softmax) {
+    const Ref total = g.Add("sum", {Ref::Input(1)}, MakeAttrs({{"axis", Ints{axis}}, {"keep_dim", true}}));
+    const Ref residual = g.Add("subtract", {g.Add("multiply", {Ref::Output(0), total}), Ref::Input(1)});
+    through_loss = g.Add("multiply", {loss_grad, residual});
+    log_p = g.Add("log_softmax", {Ref::Input(0)}, MakeAttrs({{"axis", axis}}));
+  } else {
+    through_loss = g.Add("multiply", {ScaleBy(g, loss_grad, -1), g.Add("divide", {Ref::Input(1), Ref::Input(0)})});
+    log_p = g.Add("log", {Ref::Input(0)});
+  }
+  g.input_grads = {g.Add("add", {through_loss, through_softmax_out}),
+                   g.Add("multiply", {ScaleBy(g, loss_grad, -1), log_p})};
   return g;
 }
 

@@ -44,5 +44,36 @@ VjpGraph Concat(const RuleContext& c);
 VjpGraph Split(const RuleContext& c);  // split, split_with_num: concat of the pieces' grads
 VjpGraph Unbind(const RuleContext& c);  // stack of the slices' grads
 VjpGraph Triu(const RuleContext& c);   // triu is linear: triu of the cotangent
+VjpGraph Stack(const RuleContext& c);  // unbind of the cotangent
+VjpGraph Tile(const RuleContext& c);   // reshape to (repeat, size) pairs, sum the repeats
+VjpGraph Slice(const RuleContext& c);  // the cotangent padded with zero blocks (concat)
+// Masks: greater_than / less_than, then where(mask, g, 0).
+VjpGraph Relu(const RuleContext& c);
+VjpGraph Abs(const RuleContext& c);
+VjpGraph Maximum(const RuleContext& c);
+VjpGraph Minimum(const RuleContext& c);
+VjpGraph Clip(const RuleContext& c);
+VjpGraph Where(const RuleContext& c);  // the condition has no gradient
+// Reductions.
+VjpGraph MeanAll(const RuleContext& c);
+VjpGraph SquaredL2Norm(const RuleContext& c);  // 2 x g
+VjpGraph Max(const RuleContext& c);            // g where x equals the max (ties share it)
+VjpGraph Min(const RuleContext& c);
+VjpGraph Logsumexp(const RuleContext& c);      // exp(x - out) g
+VjpGraph PNorm(const RuleContext& c);          // sign(x) |x|^(p-1) / max(out, eps)^(p-1) g
+// einsum: per operand, the einsum of the cotangent with the other operands.
+VjpGraph Einsum(const RuleContext& c);
+// layer_norm, rms_norm: the textbook backward (through every output) from sum, subtract,
+// multiply, divide, sqrt.
+VjpGraph LayerNorm(const RuleContext& c);
+VjpGraph RmsNorm(const RuleContext& c);
+// Through Paddle's grad ops where no composition is exact: gelu_grad (erf's derivative);
+// embedding_grad (a scatter-add; the ids get no gradient); cross_entropy_with_softmax_grad
+// for a hard label (a one-hot; the label gets none) plus softmax_grad for softmax_out's
+// cotangent. A soft label's backward is composed (log_softmax, sum, multiply), the label's
+// gradient included.
+VjpGraph Gelu(const RuleContext& c);
+VjpGraph Embedding(const RuleContext& c);
+VjpGraph CrossEntropyWithSoftmax(const RuleContext& c);
 
 }  // namespace spmd::vjps

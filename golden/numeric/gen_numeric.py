@@ -79,6 +79,11 @@ DEFAULTS = {
     "expand": {"shape": REQUIRED},
     "expand_as": {"target_shape": []},
     "triu": {"diagonal": 0},
+    "gelu_grad": {"approximate": False},
+    "embedding_grad": {"padding_idx": -1, "sparse": False},
+    "cross_entropy_with_softmax_grad": {"soft_label": False, "use_softmax": True,
+                                        "numeric_stable_mode": True, "ignore_index": -100,
+                                        "axis": -1},
 }
 
 
@@ -1003,12 +1008,122 @@ def gen_shape():
     error("triu", "rank1", {}, [vals(4)], "inputs[0].shape")
 
 
+# ---------------------------------------------------------------- backward ops
+# Generated last, so that the cases above keep their random values.
+
+family("elementwise", ["gelu_grad"])
+family("norm", ["embedding_grad", "cross_entropy_with_softmax_grad"])
+
+
+def gelu_slope_exact(x):
+    cdf = np.vectorize(lambda v: 0.5 * (1.0 + math.erf(v / math.sqrt(2.0))), otypes=[np.float64])(x)
+    return cdf + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+
+
+def gelu_slope_tanh(x):
+    c = math.sqrt(2.0 / math.pi)
+    t = np.tanh(c * (x + 0.044715 * x ** 3))
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3 * 0.044715 * x * x)
+
+
+def np_embedding_grad(ids, weight_shape, out_grad, padding_idx=-1, start=0):
+    grad = np.zeros(weight_shape)
+    for t, v in np.ndenumerate(ids):
+        if v == padding_idx or not start <= v < start + weight_shape[0]:
+            continue
+        grad[v - start] += out_grad[t]
+    return grad
+
+
+def np_ce_grad(label, softmax, loss_grad, axis, soft=False, use_softmax=True,
+               ignore_index=-100):
+    if soft:
+        return (softmax - label) * loss_grad if use_softmax else -label * loss_grad / softmax
+    classes = np.arange(softmax.shape[axis]).reshape(
+        [-1 if d == axis % softmax.ndim else 1 for d in range(softmax.ndim)])
+    onehot = (classes == label).astype(np.float64)
+    if use_softmax:
+        grad = (softmax - onehot) * loss_grad
+    else:
+        grad = np.where(onehot == 1.0, -loss_grad / softmax, 0.0)
+    return np.where(label == ignore_index, 0.0, grad)
+
+
+def gen_grads():
+    for label, shape in [("2x3", (2, 3)), ("0d", ()), ("empty_0x3", (0, 3))]:
+        x, g = vals(*shape), vals(*shape)
+        case("gelu_grad", label, {}, [x, g], [gelu_slope_exact(x) * g])
+    x, g = vals(2, 3), vals(2, 3)
+    case("gelu_grad", "approximate_2x3", {"approximate": True}, [x, g], [gelu_slope_tanh(x) * g])
+    error("gelu_grad", "shape_mismatch", {}, [vals(2, 3), vals(3, 2)], "inputs[1].shape")
+
+    ids = np.array([[0, 3, 4], [3, 1, 3]])
+    weight = vals(5, 4)
+    og = vals(2, 3, 4)
+    case("embedding_grad", "repeated_ids", {}, [T(ids, "int64"), weight, og],
+         [np_embedding_grad(ids, (5, 4), og)])
+    case("embedding_grad", "padding_idx", {"padding_idx": 3, "sparse": True},
+         [T(ids, "int64"), weight, og], [np_embedding_grad(ids, (5, 4), og, padding_idx=3)])
+    case("embedding_grad", "empty_ids", {}, [T(np.zeros((0,)), "int64"), weight, np.zeros((0, 4))],
+         [np.zeros((5, 4))])
+    # Localized: the weight shard holds global rows [2, 5); other ids add nothing here.
+    ids = np.array([[0, 3, 4], [2, 6, 3]])
+    og = vals(2, 3, 4)
+    case("embedding_grad", "localized_vocab_start", {"__vocab_start": 2},
+         [T(ids, "int64"), vals(3, 4), og], [np_embedding_grad(ids, (3, 4), og, start=2)])
+    error("embedding_grad", "id_too_large", {},
+          [T(np.array([1, 5]), "int64"), weight, vals(2, 4)], "inputs[0].data")
+    error("embedding_grad", "out_grad_shape", {},
+          [T(np.array([1, 2]), "int64"), weight, vals(2, 3)], "inputs[2].shape")
+    error("embedding_grad", "weight_1d", {},
+          [T(np.array([0]), "int64"), vals(5), vals(1, 5)], "inputs[1].shape")
+
+    op = "cross_entropy_with_softmax_grad"
+    softmax = np_softmax(vals(4, 5), -1)
+    label = np.array([[0], [4], [2], [2]])
+    lg = vals(4, 1)
+    case(op, "hard_label", {}, [T(label, "int64"), softmax, lg],
+         [np_ce_grad(label, softmax, lg, -1)])
+    label = np.array([[3], [1], [3], [0]])
+    case(op, "ignore_index_3", {"ignore_index": 3}, [T(label, "int64"), softmax, lg],
+         [np_ce_grad(label, softmax, lg, -1, ignore_index=3)])
+    softmax0 = np_softmax(vals(3, 2), 0)
+    label0 = np.array([[2, 0]])
+    lg0 = vals(1, 2)
+    case(op, "axis0", {"axis": 0}, [T(label0, "int64"), softmax0, lg0],
+         [np_ce_grad(label0, softmax0, lg0, 0)])
+    softmax3 = np_softmax(vals(2, 3, 2), 1)
+    label3 = np.array([[[1, 0]], [[2, 2]]])
+    lg3 = vals(2, 1, 2)
+    case(op, "3d_axis1", {"axis": 1}, [T(label3, "int64"), softmax3, lg3],
+         [np_ce_grad(label3, softmax3, lg3, 1)])
+    probs = np_softmax(vals(3, 4), -1)
+    labelp = np.array([[1], [0], [3]])
+    lgp = vals(3, 1)
+    case(op, "no_softmax", {"use_softmax": False}, [T(labelp, "int64"), probs, lgp],
+         [np_ce_grad(labelp, probs, lgp, -1, use_softmax=False)])
+    soft = np_softmax(vals(3, 4), -1)
+    case(op, "soft_label", {"soft_label": True}, [soft, probs, lgp],
+         [np_ce_grad(soft, probs, lgp, -1, soft=True)])
+    case(op, "soft_label_no_softmax", {"soft_label": True, "use_softmax": False},
+         [soft, probs, lgp], [np_ce_grad(soft, probs, lgp, -1, soft=True, use_softmax=False)])
+    error(op, "label_out_of_range", {}, [T(np.array([[0], [5], [1], [1]]), "int64"), softmax, lg],
+          "inputs[0].data")
+    error(op, "label_shape", {}, [T(np.array([0, 1, 2, 3]), "int64"), softmax, lg],
+          "inputs[0].shape")
+    error(op, "loss_grad_shape", {}, [T(np.array([[0], [1], [2], [3]]), "int64"), softmax,
+                                      vals(4)], "inputs[2].shape")
+    error(op, "axis_out_of_range", {"axis": 2},
+          [T(np.zeros((4, 1)), "int64"), softmax, lg], "attrs.axis")
+
+
 def main():
     gen_elementwise()
     gen_contraction()
     gen_reduction()
     gen_norm()
     gen_shape()
+    gen_grads()
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

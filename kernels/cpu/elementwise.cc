@@ -149,6 +149,46 @@ Tensors gelu(const TensorArgs& inputs, const Attrs& attrs) {
   });
 }
 
+// gelu's slope times out_grad: Phi(x) + x phi(x), or the tanh form's derivative.
+Tensors gelu_grad(const TensorArgs& inputs, const Attrs& attrs) {
+  const bool approximate = attrs.GetBool("approximate");
+  CheckArity(inputs, 2);
+  if (inputs[1].shape() != inputs[0].shape()) {
+    ThrowInvalid(internal::InputField(1, "shape"),
+                 "out_grad " + ShapeToString(inputs[1].shape()) + " != x " +
+                     ShapeToString(inputs[0].shape()));
+  }
+  return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> xv(inputs[0]);
+    ValuesAs<T> gv(inputs[1]);
+    Tensor out = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
+    T* o = out.data<T>();
+    const T* x = xv.data();
+    const T* g = gv.data();
+    const int64_t n = out.numel();
+    if (approximate) {
+      const T c = static_cast<T>(std::sqrt(2.0 / std::numbers::pi));
+      const T k = T(0.044715);
+      for (int64_t i = 0; i < n; ++i) {
+        const T v = x[i];
+        const T t = std::tanh(c * (v + k * v * v * v));
+        const T slope = T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * c * (T(1) + T(3) * k * v * v);
+        o[i] = slope * g[i];
+      }
+    } else {
+      const T inv_sqrt2 = static_cast<T>(1.0 / std::numbers::sqrt2);
+      const T inv_sqrt_2pi = static_cast<T>(1.0 / std::sqrt(2.0 * std::numbers::pi));
+      for (int64_t i = 0; i < n; ++i) {
+        const T v = x[i];
+        const T slope = T(0.5) * (T(1) + std::erf(v * inv_sqrt2)) + v * inv_sqrt_2pi * std::exp(T(-0.5) * v * v);
+        o[i] = slope * g[i];
+      }
+    }
+    return Tensors{std::move(out)};
+  });
+}
+
 Tensors silu(const TensorArgs& inputs, const Attrs&) {
   return Unary(inputs, [](auto tag) {
     using T = typename decltype(tag)::type;

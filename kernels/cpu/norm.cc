@@ -412,4 +412,132 @@ Tensors cross_entropy_with_softmax(const TensorArgs& inputs, const Attrs& attrs)
   });
 }
 
+Tensors embedding_grad(const TensorArgs& inputs, const Attrs& attrs) {
+  const int64_t padding_idx = attrs.GetInt("padding_idx");
+  (void)attrs.GetBool("sparse");  // how Paddle stores the gradient; no effect on values
+  CheckArity(inputs, 3);
+  const Tensor& ids_t = inputs[0];
+  const Tensor& weight = inputs[1];
+  const Tensor& grad_t = inputs[2];
+  if (weight.rank() != 2) {
+    ThrowInvalid(InputField(1, "shape"),
+                 "weight must be [V, H], got " + ShapeToString(weight.shape()));
+  }
+  const int64_t vocab = weight.shape()[0];
+  const int64_t hidden = weight.shape()[1];
+  Shape expected = ids_t.shape();
+  expected.push_back(hidden);
+  if (grad_t.shape() != expected) {
+    ThrowInvalid(InputField(2, "shape"), "out_grad must be " + ShapeToString(expected) +
+                                             " (x.shape + [H]), got " +
+                                             ShapeToString(grad_t.shape()));
+  }
+  const bool sharded = attrs.Has(kLocalVocabStart);
+  const int64_t start = sharded ? attrs.GetInt(kLocalVocabStart) : 0;
+  if (start < 0) ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "negative row offset");
+  const std::string ids_field = InputField(0, "data");
+  const Ids ids(ids_t, ids_field);
+  return DispatchFloat(ComputeDType(inputs, {1, 2}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> gv(grad_t);
+    Tensor weight_grad = NewOutput(weight.shape(), DTypeOf<T>::value, /*zero=*/true);
+    T* w = weight_grad.data<T>();
+    const T* g = gv.data();
+    const int64_t count = ids_t.numel();
+    for (int64_t t = 0; t < count; ++t) {
+      const int64_t id = ids[t];
+      if (id < 0 || (!sharded && id >= vocab)) {
+        ThrowInvalid(ids_field,
+                     "id " + std::to_string(id) + " outside [0, " + std::to_string(vocab) + ")");
+      }
+      const int64_t row = id - start;  // no overflow: 0 <= id, 0 <= start
+      if ((padding_idx >= 0 && id == padding_idx) || row < 0 || row >= vocab) continue;
+      T* dst = w + row * hidden;
+      const T* src = g + t * hidden;
+      for (int64_t h = 0; h < hidden; ++h) dst[h] += src[h];
+    }
+    return Tensors{std::move(weight_grad)};
+  });
+}
+
+Tensors cross_entropy_with_softmax_grad(const TensorArgs& inputs, const Attrs& attrs) {
+  const bool soft_label = attrs.GetBool("soft_label");
+  const bool use_softmax = attrs.GetBool("use_softmax");
+  (void)attrs.GetBool("numeric_stable_mode");  // the forward's concern
+  const int64_t ignore_index = attrs.GetInt("ignore_index");
+  const int64_t axis_attr = attrs.GetInt("axis");
+  CheckArity(inputs, 3);
+  const Tensor& label = inputs[0];
+  const Tensor& softmax = inputs[1];
+  const Tensor& loss_grad = inputs[2];
+  if (softmax.rank() == 0) {
+    ThrowInvalid(InputField(1, "shape"), "softmax needs a class dim, got []");
+  }
+  const int64_t axis = internal::NormalizeAxis(axis_attr, softmax.rank(), "attrs.axis");
+  const AxisView v = internal::ViewAlong(softmax.shape(), axis);
+  Shape loss_shape = softmax.shape();
+  loss_shape[axis] = 1;
+  const Shape& label_shape = soft_label ? softmax.shape() : loss_shape;
+  if (label.shape() != label_shape) {
+    ThrowInvalid(InputField(0, "shape"), std::string(soft_label ? "soft" : "hard") +
+                                             " label must have shape " +
+                                             ShapeToString(label_shape) + ", got " +
+                                             ShapeToString(label.shape()));
+  }
+  if (loss_grad.shape() != loss_shape) {
+    ThrowInvalid(InputField(2, "shape"), "loss_grad must have shape " +
+                                             ShapeToString(loss_shape) + ", got " +
+                                             ShapeToString(loss_grad.shape()));
+  }
+  const DType dtype = soft_label ? ComputeDType(inputs, {0, 1, 2}) : ComputeDType(inputs, {1, 2});
+  return DispatchFloat(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> pv(softmax);
+    ValuesAs<T> gv(loss_grad);
+    Tensor input_grad = NewOutput(softmax.shape(), DTypeOf<T>::value, /*zero=*/true);
+    T* o = input_grad.data<T>();
+    const T* p = pv.data();
+    const T* g = gv.data();
+    if (soft_label) {
+      ValuesAs<T> lv(label);
+      const T* l = lv.data();
+      for (int64_t r = 0; r < v.outer; ++r) {
+        for (int64_t a = 0; a < v.len; ++a) {
+          const int64_t at = (r * v.len + a) * v.inner;
+          const T* gr = g + r * v.inner;
+          for (int64_t i = 0; i < v.inner; ++i) {
+            o[at + i] = use_softmax ? (p[at + i] - l[at + i]) * gr[i] : -(l[at + i] * gr[i]) / p[at + i];
+          }
+        }
+      }
+      return Tensors{std::move(input_grad)};
+    }
+    const std::string label_field = InputField(0, "data");
+    const Ids ids(label, label_field);
+    for (int64_t r = 0; r < v.outer; ++r) {
+      for (int64_t i = 0; i < v.inner; ++i) {
+        const int64_t row = r * v.inner + i;
+        const int64_t id = ids[row];
+        if (id == ignore_index) continue;  // the row stays 0
+        if (id < 0 || id >= v.len) {
+          ThrowInvalid(label_field, "label " + std::to_string(id) + " outside [0, " +
+                                        std::to_string(v.len) + ")");
+        }
+        const T gr = g[row];
+        const int64_t at_label = (r * v.len + id) * v.inner + i;
+        if (!use_softmax) {
+          o[at_label] = -gr / p[at_label];
+          continue;
+        }
+        for (int64_t a = 0; a < v.len; ++a) {
+          const int64_t at = (r * v.len + a) * v.inner + i;
+          o[at] = p[at] * gr;
+        }
+        o[at_label] = (p[at_label] - T(1)) * gr;
+      }
+    }
+    return Tensors{std::move(input_grad)};
+  });
+}
+
 }  // namespace spmd::kernels::cpu
