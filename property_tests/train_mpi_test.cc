@@ -1,12 +1,15 @@
 // Training under mpirun with real Open MPI collectives equals training on one process.
 //
 // For every layout that fits the world size (DP, ZeRO-1/2/3, TP, SP and their
-// combinations), the small GPT (uneven: batch 5, 3 heads, vocabulary 13) trains a few
+// combinations; in float32 the first and the last of them), the small GPT (uneven: batch 5, 3 heads, vocabulary 13) trains a few
 // AdamW steps with clipping. Each rank also trains the same model alone (a one-rank mesh
 // of itself: no communication) and compares: float64, every step's loss and every final
-// parameter to 1e-9 relative; float32, to 1e-4 (the order of additions differs between
-// layouts: sharded contractions and reductions sum in other orders, and float32 keeps
-// about 7 digits through a few steps of AdamW).
+// parameter to 1e-9 relative to that parameter's largest magnitude; float32, the losses to
+// 1e-4 relative and the parameters to 1e-4 of the model's largest magnitude (the order
+// of additions differs between layouts: sharded contractions and reductions sum in other
+// orders. A parameter whose gradient is zero in exact arithmetic, such as an attention
+// key's bias, gets float32 rounding noise for a gradient, which AdamW normalises into
+// steps: per parameter, such a value has no relative accuracy to hold).
 #include <mpi.h>
 
 #include <gtest/gtest.h>
@@ -41,8 +44,9 @@ History Train(const GptConfig& config, const Mesh& mesh, Strategy strategy, cons
   return h;
 }
 
-// "" when equal within `tolerance`; else the first difference.
-std::string Compare(const History& got, const History& want, double tolerance) {
+// "" when equal within `tolerance`; else the first difference. `model_scale`: measure
+// parameters against the model's largest magnitude instead of their own.
+std::string Compare(const History& got, const History& want, double tolerance, bool model_scale) {
   std::ostringstream os;
   for (size_t s = 0; s < want.losses.size(); ++s) {
     if (!(std::abs(got.losses[s] - want.losses[s]) <= tolerance * std::abs(want.losses[s]))) {
@@ -50,9 +54,14 @@ std::string Compare(const History& got, const History& want, double tolerance) {
       return os.str();
     }
   }
+  double model = 1e-3;
+  for (const auto& param : want.params) {
+    for (double v : param) model = std::max(model, std::abs(v));
+  }
   for (size_t p = 0; p < want.params.size(); ++p) {
     double scale = 1e-3;
     for (double v : want.params[p]) scale = std::max(scale, std::abs(v));
+    if (model_scale) scale = model;
     for (size_t k = 0; k < want.params[p].size(); ++k) {
       if (!(std::abs(got.params[p][k] - want.params[p][k]) <= tolerance * scale)) {
         os << "parameter " << p << " element " << k << ": " << got.params[p][k] << " vs "
@@ -100,14 +109,17 @@ TEST(TrainMpiTest, EveryLayoutTrainsLikeOneProcess) {
     const BatchSpec batch{5, 6, 3};
     const int steps = 3;
     const History single = Train(config, alone, Strategy{}, batch, steps);
-    for (const Case& c : CasesFor(world)) {
+    std::vector<Case> cases = CasesFor(world);
+    if (dtype == DType::kFloat32) cases = {cases.front(), cases.back()};  // CI time
+    for (const Case& c : cases) {
       const std::string label = std::string(c.mesh) + " zero=" + std::to_string(c.strategy.zero_stage) +
                                 " sp=" + std::to_string(c.strategy.sequence_parallel) + " " +
                                 std::string(ToString(dtype));
       SCOPED_TRACE(label);
       const History parallel = Train(config, ParseNamedMesh(c.mesh), c.strategy, batch, steps);
       const std::string error =
-          runtime::FirstError(Compare(parallel, single, dtype == DType::kFloat64 ? 1e-9 : 1e-4));
+          runtime::FirstError(dtype == DType::kFloat64 ? Compare(parallel, single, 1e-9, false)
+                                                    : Compare(parallel, single, 1e-4, true));
       EXPECT_EQ(error, "");
     }
   }

@@ -77,7 +77,8 @@ class Variable {
   // InvalidArgument ("grad_layout") when `layout` is not valid for the value's shape and mesh.
   void set_grad_layout(const DistAttr& layout) const;
 
-  // Replaces the value of a leaf in place (an optimizer step); the dist attr, mesh, shape
+  // Replaces the value of a leaf in place (an optimizer step; references value() gave
+  // before are invalidated); the dist attr, mesh, shape
   // and dtype must stay the same (InvalidArgument "value" otherwise). The recorded graph
   // of earlier steps keeps the old value.
   void SetValue(runtime::DistTensor value) const;

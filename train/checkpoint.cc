@@ -200,13 +200,16 @@ void LoadCheckpoint(Trainer& trainer, const std::string& dir, Communicator& comm
   const Layout& layout = trainer.model().layout();
   const auto& params = trainer.model().params();
   for (size_t i = 0; i < params.size(); ++i) {
-    const DistTensor& value = params[i].value.value();
-    const int rank = static_cast<int>(value.shape().size());
-    auto place = [&](const std::string& name, const DistAttr& attr) {
-      return DistTensor::ShardTensor(Assemble(name, value.shape(), value.dtype(), shards),
-                                     layout.mesh(), attr, comm.rank());
+    // Copies: SetValue below replaces the value this would refer to.
+    const Shape shape = params[i].value.value().shape();
+    const DType dtype = params[i].value.value().dtype();
+    const DistAttr attr = params[i].value.value().dist_attr();
+    const int rank = static_cast<int>(shape.size());
+    auto place = [&](const std::string& name, const DistAttr& to) {
+      return DistTensor::ShardTensor(Assemble(name, shape, dtype, shards), layout.mesh(), to,
+                                     comm.rank());
     };
-    params[i].value.SetValue(place(params[i].name, value.dist_attr()));
+    params[i].value.SetValue(place(params[i].name, attr));
     const DistAttr state = layout.State(params[i].role, rank);
     auto step = steps.find(params[i].name);
     if (step == steps.end()) ThrowInvalid("checkpoint", "no step count of " + params[i].name);
