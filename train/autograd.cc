@@ -208,8 +208,15 @@ namespace {
 template <typename Deliver>
 void RunVjp(GradFn& fn, std::vector<std::optional<DistTensor>>& cotangents, Communicator& comm,
             Deliver deliver) {
-  if (fn.op == nullptr) {  // Redistribute: the identity on values
-    if (cotangents[0] && fn.inputs[0]->requires_grad) deliver(0, *cotangents[0]);
+  if (fn.op == nullptr) {
+    // Redistribute: the identity on values; the cotangent goes back to the layout the
+    // input had (the transpose of the forward's collective: an all-gather's is a
+    // reduce-scatter).
+    if (cotangents[0] && fn.inputs[0]->requires_grad) {
+      const DistAttr& source = fn.inputs[0]->value->dist_attr();
+      const DistTensor& g = *cotangents[0];
+      deliver(0, g.dist_attr() == source ? g : g.Reshard(WithoutPartial(source), comm));
+    }
     return;
   }
   std::vector<Shape> shapes;

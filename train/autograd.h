@@ -111,7 +111,9 @@ Variable Apply1(std::string_view op, const std::vector<Variable>& inputs, const 
                 runtime::Communicator& comm);
 
 // `x` laid out as `to` on its mesh (DistTensor::Reshard), as a recorded step: its backward
-// passes the cotangent through unchanged (the value is the same; only the layout moved).
+// reshards the cotangent to the layout `x` had (partial axes dropped): the value is the
+// same, only the layout moved, so the backward undoes the move (the transpose of an
+// all-gather is a reduce-scatter).
 // This is how a layout asks for a specific collective in the forward, e.g. a ZeRO-3
 // parameter all-gathered before use: the rules alone might shard the contraction instead.
 Variable Redistribute(const Variable& x, const DistAttr& to, runtime::Communicator& comm);

@@ -123,6 +123,13 @@ Variable Gpt::Linear(const Variable& x, size_t weight, size_t bias, Communicator
   return Call("add", {y, Param(bias, comm)}, comm);
 }
 
+Variable Gpt::RowLinear(const Variable& x, size_t weight, size_t bias, Communicator& comm) {
+  // The partial sums over tp reduced onto the residual layout first (Megatron: an
+  // all-reduce; with SP a reduce-scatter), then the bias, which is not an addend.
+  const Variable y = Redistribute(Call("matmul", {x, Param(weight, comm)}, comm), layout_.Residual(), comm);
+  return Call("add", {y, Param(bias, comm)}, comm);
+}
+
 Variable Gpt::Norm(const Variable& x, size_t scale, size_t bias, Communicator& comm) {
   return Apply("layer_norm", {x, Param(scale, comm), Param(bias, comm)},
                MakeAttrs({{"begin_norm_axis", int64_t{2}}}), comm)[0];
@@ -146,7 +153,9 @@ Variable Gpt::Loss(const DistTensor& tokens, const DistTensor& labels, Communica
     pos = Call("slice", {pos}, comm,
                MakeAttrs({{"axes", Ints{0}}, {"starts", Ints{0}}, {"ends", Ints{s}}}));
   }
-  x = Redistribute(Call("add", {x, pos}, comm), layout.Residual(), comm);
+  // Reduce the vocabulary-parallel lookup onto the residual layout before adding the
+  // positions (under SP a reduce-scatter, not an all-reduce then a slice).
+  x = Call("add", {Redistribute(x, layout.Residual(), comm), pos}, comm);
 
   // The causal mask, added to the scores: 0 on and below the diagonal, -1e9 above.
   std::vector<double> mask_values(s * s, 0.0);
@@ -184,7 +193,7 @@ Variable Gpt::Loss(const DistTensor& tokens, const DistTensor& labels, Communica
     const Variable context = Call(
         "reshape", {Call("transpose", {Call("matmul", {probs, v}, comm)}, comm, to_heads)}, comm,
         merged_shape);  // [B, S, D]
-    x = Call("add", {x, Redistribute(Linear(context, wo, bo, comm), layout.Residual(), comm)}, comm);
+    x = Call("add", {x, RowLinear(context, wo, bo, comm)}, comm);
 
     // MLP.
     const Variable m_in = Redistribute(Norm(x, ln2_scale, ln2_bias, comm), layout.BlockInput(), comm);
@@ -194,7 +203,7 @@ Variable Gpt::Loss(const DistTensor& tokens, const DistTensor& labels, Communica
     } else {
       hidden = Call("gelu", {hidden}, comm);
     }
-    x = Call("add", {x, Redistribute(Linear(hidden, w_down, b_down, comm), layout.Residual(), comm)}, comm);
+    x = Call("add", {x, RowLinear(hidden, w_down, b_down, comm)}, comm);
   }
 
   const size_t lnf_scale = next++, lnf_bias = next++, head = next++;

@@ -66,6 +66,9 @@ class Gpt {
   size_t Add(const std::string& name, ParamRole role, Shape shape, double scale, double offset,
              runtime::Communicator& comm);
   Variable Linear(const Variable& x, size_t weight, size_t bias, runtime::Communicator& comm);
+  // A row-parallel layer: the matmul's partial sums reduced to the residual layout, then
+  // the bias.
+  Variable RowLinear(const Variable& x, size_t weight, size_t bias, runtime::Communicator& comm);
   Variable Norm(const Variable& x, size_t scale, size_t bias, runtime::Communicator& comm);
 
   GptConfig config_;

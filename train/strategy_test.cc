@@ -9,7 +9,9 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <mutex>
 #include <random>
@@ -173,6 +175,129 @@ TEST(StrategyTest, BadCheckpointsGetTypedErrors) {
   EXPECT_NE(load_error(config).find("does not hold"), std::string::npos) << load_error(config);
   std::filesystem::remove_all(dir);
   EXPECT_NE(load_error(config).find("cannot read"), std::string::npos) << load_error(config);
+}
+
+// ---- Communication and memory, counted ------------------------------------------------
+
+struct Counted {
+  std::array<int64_t, runtime::kNumCollectives> sent{};  // rank 0, one step (the second)
+  int64_t param_bytes = 0, grad_bytes = 0, state_bytes = 0;
+  int64_t model_bytes = 0;  // every parameter, global
+};
+
+Counted Count(const GptConfig& config, const std::string& mesh_text, Strategy strategy,
+              const BatchSpec& batch) {
+  const Mesh mesh = ParseNamedMesh(mesh_text);
+  Counted counted;
+  std::mutex mutex;
+  runtime::RunRanks(mesh.size(), [&](runtime::Communicator& comm) {
+    Trainer trainer(config, Layout(mesh, strategy), TrainOptions{}, comm);
+    trainer.Step(batch, 0, comm);
+    const runtime::CommCounters before = comm.counters();
+    trainer.Step(batch, 1, comm);
+    if (comm.rank() != 0) return;
+    std::lock_guard<std::mutex> lock(mutex);
+    for (int k = 0; k < runtime::kNumCollectives; ++k) {
+      counted.sent[k] = comm.counters().per_kind[k].sent - before.per_kind[k].sent;
+    }
+    counted.param_bytes = trainer.ParamBytes();
+    counted.grad_bytes = trainer.GradBytes();
+    counted.state_bytes = trainer.optimizer().StateBytes();
+    for (const NamedParam& p : trainer.model().params()) {
+      int64_t n = 1;
+      for (int64_t d : p.value.value().shape()) n *= d;
+      counted.model_bytes += n * 8;
+    }
+  });
+  return counted;
+}
+
+// Per rank and step, against the textbook volumes (G: the model's parameter bytes, N: the
+// dp size): DP all-reduces 2(N-1)/N G; ZeRO-1 and ZeRO-2 reduce-scatter (N-1)/N G and
+// all-gather (N-1)/N G; ZeRO-3 all-gathers (N-1)/N G in the forward and reduce-scatters
+// (N-1)/N G. Held: parameters G (ZeRO-3: G/N), gradients G (ZeRO-2, 3: G/N), AdamW
+// states 2G (ZeRO-1 and up: 2G/N). Shards of uneven tensors differ from G/N by at most a
+// row per tensor, and the losses and gradient norm add scalar all-reduces: hence the slack.
+TEST(StrategyTest, DataParallelBytesAndMemoryMeetTheTextbook) {
+  GptConfig config;
+  config.layers = 2;
+  config.width = 16;
+  config.heads = 2;
+  config.vocab = 32;
+  config.sequence = 8;
+  const BatchSpec batch{8, 8, 5};
+  const auto kind = [](runtime::Collective c) { return static_cast<size_t>(c); };
+  for (int n : {2, 4}) {
+    for (int zero = 0; zero <= 3; ++zero) {
+      SCOPED_TRACE("dp=" + std::to_string(n) + " zero=" + std::to_string(zero));
+      const Counted c = Count(config, "dp=" + std::to_string(n), Strategy{zero, false}, batch);
+      const double g = static_cast<double>(c.model_bytes);
+      const double share = static_cast<double>(n - 1) / n * g;
+      const double all_reduce = static_cast<double>(c.sent[kind(runtime::Collective::kAllReduce)]);
+      const double gather = static_cast<double>(c.sent[kind(runtime::Collective::kAllGather)]);
+      const double scatter = static_cast<double>(c.sent[kind(runtime::Collective::kReduceScatter)]);
+      const double slack = 0.02 * g;
+      std::printf("dp=%d zero=%d: all_reduce %.3f G, reduce_scatter %.3f G, all_gather %.3f G; "
+                  "held: parameters %.3f G, gradients %.3f G, states %.3f G\n",
+                  n, zero, all_reduce / g, scatter / g, gather / g, c.param_bytes / g,
+                  c.grad_bytes / g, c.state_bytes / g);
+      if (zero == 0) {
+        EXPECT_NEAR(all_reduce, 2 * share, slack);
+        EXPECT_EQ(scatter + gather, 0);
+      } else {
+        EXPECT_NEAR(scatter, share, slack);
+        EXPECT_NEAR(gather, share, slack);
+        EXPECT_LT(all_reduce, slack);
+      }
+      EXPECT_NEAR(c.param_bytes, zero == 3 ? g / n : g, slack);
+      EXPECT_NEAR(c.grad_bytes, zero >= 2 ? g / n : g, slack);
+      EXPECT_NEAR(c.state_bytes, zero >= 1 ? 2 * g / n : 2 * g, slack);
+    }
+  }
+}
+
+// Tensor and sequence parallelism against Megatron-LM's volumes, per rank and step (A: the
+// activation bytes B*S*D*8, N: the tp size, L: layers). TP all-reduces the residual
+// stream twice per block in the forward and twice in the backward, plus the
+// vocabulary-parallel embedding's output and the LM head's input gradient:
+// (4L + 2) all-reduces, 2(N-1)/N A each. SP turns each into a reduce-scatter plus an
+// all-gather: 2(2L + 1) reduce-scatters of (N-1)/N A, and the same total. Both also gather
+// the vocabulary-sharded logits for the loss ((N-1)/N B*S*V*8): spmdkit has no
+// vocabulary-parallel cross-entropy yet.
+TEST(StrategyTest, TensorAndSequenceParallelBytesMeetMegatron) {
+  GptConfig config;
+  config.layers = 2;
+  config.width = 16;
+  config.heads = 4;
+  config.vocab = 32;
+  config.sequence = 8;
+  const BatchSpec batch{8, 8, 5};
+  const double a = 8.0 * 8 * 16 * 8, logits = 8.0 * 8 * 32 * 8;
+  const auto sent = [](const Counted& c, runtime::Collective k) {
+    return static_cast<double>(c.sent[static_cast<size_t>(k)]);
+  };
+  for (int n : {2, 4}) {
+    SCOPED_TRACE("tp=" + std::to_string(n));
+    const double f = static_cast<double>(n - 1) / n;
+    const Counted tp = Count(config, "tp=" + std::to_string(n), Strategy{0, false}, batch);
+    const Counted sp = Count(config, "tp=" + std::to_string(n), Strategy{0, true}, batch);
+    double tp_total = 0, sp_total = 0;
+    for (int k = 0; k < runtime::kNumCollectives; ++k) {
+      tp_total += static_cast<double>(tp.sent[k]);
+      sp_total += static_cast<double>(sp.sent[k]);
+    }
+    // Small all-reduces on top: the losses, the global norm and, under SP, the norms'
+    // parameter gradients (each rank holds a partial sum over its part of the sequence).
+    const double slack = 0.1 * a;
+    std::printf("tp=%d: TP all_reduce %.2f A, total %.2f A; SP reduce_scatter %.2f A, total %.2f A "
+                "(A = %.0f bytes; logits gather %.2f A)\n", n,
+                sent(tp, runtime::Collective::kAllReduce) / a, tp_total / a,
+                sent(sp, runtime::Collective::kReduceScatter) / a, sp_total / a, a, f * logits / a);
+    EXPECT_NEAR(sent(tp, runtime::Collective::kAllReduce), (4 * 2 + 2) * 2 * f * a, slack);
+    EXPECT_NEAR(tp_total, (4 * 2 + 2) * 2 * f * a + f * logits, slack);
+    EXPECT_NEAR(sent(sp, runtime::Collective::kReduceScatter), 2 * (2 * 2 + 1) * f * a, slack);
+    EXPECT_NEAR(sp_total, tp_total, 5 * slack);
+  }
 }
 
 }  // namespace
