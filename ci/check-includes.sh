@@ -3,7 +3,8 @@
 #   rules -> (nothing else); reference -> rules; kernels -> rules;
 #   runtime -> rules, kernels; checker -> reference, rules;
 #   io (the JSON side) -> rules, checker, runtime;
-#   property_tests -> everything but cli; cli, bench and fuzz -> everything.
+#   property_tests -> everything but cli; cli, bench and fuzz -> everything;
+#   examples (programs using the installed package) and python (the extension) -> everything.
 # Every top-level folder with sources is listed: a new layer must be added here. Only io/
 # may include nlohmann/json.hpp among the libraries (their tests may too).
 set -euo pipefail
@@ -19,6 +20,8 @@ declare -A allowed=(
   [cli]="cli io checker runtime reference rules kernels"
   [bench]="bench io checker runtime reference rules kernels"
   [fuzz]="fuzz cli io checker runtime reference rules kernels"
+  [examples]="cli io checker runtime reference rules kernels"
+  [python]="python cli io checker runtime reference rules kernels"
 )
 bad=0
 for layer in "${!allowed[@]}"; do
