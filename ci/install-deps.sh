@@ -9,6 +9,7 @@ packages=(
   nlohmann-json3-dev
   libopenmpi-dev openmpi-bin
   clang libclang-rt-dev
+  python3-dev python3-venv python3-pip
 )
 
 missing=()

@@ -13,6 +13,20 @@
 namespace spmd::cli {
 namespace {
 
+// printf into a string (the explanation is built in full, then printed or returned).
+template <typename... Args>
+void Appendf(std::string& out, const char* format, Args... args) {
+  if constexpr (sizeof...(Args) == 0) {
+    out += format;
+  } else {
+    const int n = std::snprintf(nullptr, 0, format, args...);
+    const size_t old = out.size();
+    out.resize(old + static_cast<size_t>(n) + 1);
+    std::snprintf(out.data() + old, static_cast<size_t>(n) + 1, format, args...);
+    out.resize(old + static_cast<size_t>(n));
+  }
+}
+
 std::string Axes(const AxisList& axes) {
   if (axes.empty()) return "replicated";
   std::string s = axes.size() > 1 ? "axes " : "axis ";
@@ -20,8 +34,8 @@ std::string Axes(const AxisList& axes) {
   return s;
 }
 
-void ExplainEinsum(const OpDecl& op, const io::RuleRequest& r, const EinsumSpec& spec, const InferResult& result) {
-  std::printf("rule       einsum notation %s\n", spec.ToString().c_str());
+void ExplainEinsum(std::string& out, const OpDecl& op, const io::RuleRequest& r, const EinsumSpec& spec, const InferResult& result) {
+  Appendf(out, "rule       einsum notation %s\n", spec.ToString().c_str());
   // The merged factor map, read back from the required inputs (and the outputs for
   // factors only outputs carry).
   std::map<FactorId, AxisList> factors;
@@ -30,13 +44,13 @@ void ExplainEinsum(const OpDecl& op, const io::RuleRequest& r, const EinsumSpec&
       if (spec.inputs[i][d] != kBroadcastDim) factors[spec.inputs[i][d]] = result.inputs[i].dims[d];
     }
   }
-  std::printf("factors   ");
+  Appendf(out, "factors   ");
   for (const auto& [factor, axes] : factors) {
-    std::printf(" %s: %s;", EinsumSpec::FactorName(factor).c_str(), Axes(axes).c_str());
+    Appendf(out, " %s: %s;", EinsumSpec::FactorName(factor).c_str(), Axes(axes).c_str());
   }
-  std::printf("\n");
+  Appendf(out, "\n");
   if (!spec.forced_replicated.empty()) {
-    std::printf("           %s must be whole on every rank (the local kernel needs it)\n",
+    Appendf(out, "           %s must be whole on every rank (the local kernel needs it)\n",
                 EinsumSpec::NotationString(spec.forced_replicated).c_str());
   }
   for (size_t o = 0; o < spec.outputs.size(); ++o) {
@@ -49,55 +63,56 @@ void ExplainEinsum(const OpDecl& op, const io::RuleRequest& r, const EinsumSpec&
           }
         }
       }
-      std::printf("           %s %zu is partial(%s) on axis %d: %s\n", op.outputs.size() > o ? op.outputs[o].c_str() : "output", o,
+      Appendf(out, "           %s %zu is partial(%s) on axis %d: %s\n", op.outputs.size() > o ? op.outputs[o].c_str() : "output", o,
                   std::string(ToString(reduce)).c_str(), axis, why.c_str());
     }
   }
   (void)r;
 }
 
-int ExplainJson(const nlohmann::json& j) {
+}  // namespace
+
+std::string ExplainText(const nlohmann::json& j) {
+  std::string out;
   const io::RuleRequest r = io::ParseRuleRequest(j);
   const OpDecl& op = *r.op;
   const int k = r.mesh.ndim();
-  std::printf("op         %s on %s\n", op.name.c_str(), ToString(r.mesh).c_str());
+  Appendf(out, "op         %s on %s\n", op.name.c_str(), ToString(r.mesh).c_str());
   std::vector<Shape> shapes;
   for (const TensorArg& t : r.inputs) shapes.push_back(t.shape);
   InferResult result;
   if (r.reverse) {
     result = InferReverse(op, r.mesh, shapes, r.outputs, r.attrs);
     for (size_t o = 0; o < r.outputs.size(); ++o) {
-      std::printf("given      output %zu %s\n", o, ToPlacementString(r.outputs[o].dist, k).c_str());
+      Appendf(out, "given      output %zu %s\n", o, ToPlacementString(r.outputs[o].dist, k).c_str());
     }
   } else {
     result = InferForward(op, r.mesh, r.inputs, r.attrs);
     for (size_t i = 0; i < r.inputs.size(); ++i) {
-      std::printf("given      input %zu %s\n", i, ToPlacementString(r.inputs[i].dist, k).c_str());
+      Appendf(out, "given      input %zu %s\n", i, ToPlacementString(r.inputs[i].dist, k).c_str());
     }
   }
   const Attrs attrs = op.NormalizeAttrs(r.attrs);
   if (auto spec = BuildEinsumSpec(op, shapes, attrs)) {
-    ExplainEinsum(op, r, *spec, result);
+    ExplainEinsum(out, op, r, *spec, result);
   } else {
     const DimTransSpec transforms = op.dimtrans(RuleContext{shapes, attrs});
-    std::printf("rule       DimTrans\n");
+    Appendf(out, "rule       DimTrans\n");
     for (size_t d = 0; d < transforms.outputs.size(); ++d) {
-      std::printf("           out dim %zu = %s\n", d, transforms.outputs[d].ToString().c_str());
+      Appendf(out, "           out dim %zu = %s\n", d, transforms.outputs[d].ToString().c_str());
     }
   }
   for (size_t i = 0; i < result.inputs.size(); ++i) {
     const bool same = r.reverse || result.inputs[i] == r.inputs[i].dist;
-    std::printf("required   input %zu %s%s\n", i, ToPlacementString(result.inputs[i], k).c_str(),
+    Appendf(out, "required   input %zu %s%s\n", i, ToPlacementString(result.inputs[i], k).c_str(),
                 same ? "" : "   (resharded from the given one)");
   }
   for (size_t o = 0; o < result.outputs.size(); ++o) {
-    std::printf("output     %zu %s   %s\n", o, ToPlacementString(result.outputs[o], k).c_str(),
+    Appendf(out, "output     %zu %s   %s\n", o, ToPlacementString(result.outputs[o], k).c_str(),
                 ToString(result.outputs[o]).c_str());
   }
-  return 0;
+  return out;
 }
-
-}  // namespace
 
 int Explain(const std::vector<std::string>& args) {
   if (args.size() != 1 || args[0] == "--help") {
@@ -109,7 +124,8 @@ int Explain(const std::vector<std::string>& args) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   try {
     if (j.is_discarded()) ThrowInvalid("line", "not valid JSON");
-    return ExplainJson(j);
+    std::cout << ExplainText(j);
+    return 0;
   } catch (const SpmdError& e) {
     std::cerr << "spmd explain: " << ToString(e.type()) << ": " << e.what() << "\n";
     return 2;

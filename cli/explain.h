@@ -4,6 +4,11 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace spmd::cli {
+// The explanation of one request (as for `spmd infer`), the lines `spmd explain` prints.
+// Throws SpmdError naming the field for a bad request.
+std::string ExplainText(const nlohmann::json& request);
 int Explain(const std::vector<std::string>& args);
 }
