@@ -2,14 +2,9 @@
 # Enforces the include graph of docs/ARCHITECTURE.md: which top-level folder may include which.
 #   rules -> (nothing else); reference -> rules; kernels -> rules;
 #   runtime -> rules, kernels; checker -> reference, rules;
-<<<<<<< HEAD
 #   io (the JSON side) -> rules, checker, runtime; train -> rules, kernels, runtime;
-#   property_tests -> everything but cli; cli, bench and fuzz -> everything.
-=======
-#   io (the JSON side) -> rules, checker, runtime;
 #   property_tests -> everything but cli; cli, bench and fuzz -> everything;
 #   examples (programs using the installed package) and python (the extension) -> everything.
->>>>>>> package
 # Every top-level folder with sources is listed: a new layer must be added here. Only io/
 # may include nlohmann/json.hpp among the libraries (their tests may too).
 set -euo pipefail
