@@ -19,6 +19,7 @@
 #   spmdkit::kernels    CPU kernels, Tensor, the Backend seam       (needs rules)
 #   spmdkit::checker    the rule checker                           (reference, Threads)
 #   spmdkit::runtime    Communicator, threads backend, DistTensor, Dispatch (kernels, Threads)
+#   spmdkit::train      autograd, optimizers, layouts, the GPT, checkpoints (runtime)
 #   spmdkit::io         the JSON protocol of `spmd infer`          (checker, nlohmann_json)
 #   spmdkit::runtime_mpi  the Open MPI backend, component `mpi`    (runtime, MPI::MPI_CXX)
 # nlohmann_json is a public dependency of io only: io's headers take and return
@@ -31,7 +32,7 @@ set(SPMDKIT_VERSION 0.1.0)
 set(SPMDKIT_INCLUDE_SUBDIR ${CMAKE_INSTALL_INCLUDEDIR}/spmdkit)
 set(SPMDKIT_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/spmdkit)
 
-set(spmdkit_core_targets spmd_rules spmd_reference spmd_kernels spmd_checker spmd_runtime spmd_io)
+set(spmdkit_core_targets spmd_rules spmd_reference spmd_kernels spmd_checker spmd_runtime spmd_train spmd_io)
 foreach(target IN LISTS spmdkit_core_targets ITEMS spmd_runtime_mpi)
   string(REGEX REPLACE "^spmd_" "" export_name ${target})
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${export_name})
@@ -51,7 +52,7 @@ install(TARGETS spmd RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 # Every header of the installed layers, but the test helpers (they need GoogleTest or
 # RapidCheck).
-foreach(folder rules reference kernels checker runtime io)
+foreach(folder rules reference kernels checker runtime train io)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${folder}/ DESTINATION ${SPMDKIT_INCLUDE_SUBDIR}/${folder}
           FILES_MATCHING PATTERN "*.h"
           PATTERN "*_test_util.h" EXCLUDE
