@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -307,6 +308,9 @@ GradOutcome CheckGrad(const GradCase& c, const GradOracle& oracle) {
           throw Failure{"reference refuses", at, call.op,
                         "on rank " + std::to_string(pid) + "'s shards (operands " + held + "): " +
                             std::string(ToString(e.type())) + " " + e.what()};
+        } catch (const std::exception& e) {  // not a typed error: a bug, reported as one
+          throw Failure{"reference refuses", at, call.op,
+                        "on rank " + std::to_string(pid) + "'s shards (operands " + held + "): untyped " + e.what()};
         }
         if (got.size() != out_shapes.size()) {
           throw Failure{"local shape", at, call.op,

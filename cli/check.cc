@@ -427,6 +427,11 @@ int Check(const std::vector<std::string>& args) {
     if (grad_only && !with_grad) ThrowInvalid("--grad", "--grad and --no-grad exclude each other");
     if (grad.families < 0) ThrowInvalid("--grad-families", "must be >= 0");
     if (grad.layouts < 0) ThrowInvalid("--grad-layouts", "must be >= 0");
+    if (grad_only && !options.ops.empty()) {
+      for (const OpDecl* op : checker::SelectOps(options.ops)) {
+        if (!op->vjp) ThrowUnsupported("--op", op->name + " has no VJP (rules/vjps.h): no gradient to check");
+      }
+    }
     grad.ops = options.ops;
     grad.seed = options.seed;
     grad.jobs = options.jobs;
