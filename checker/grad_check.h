@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "reference/reference.h"
+#include "checker/simulate.h"
 #include "reference/tensor.h"
 #include "rules/op_decl.h"
 
@@ -82,10 +83,18 @@ inline constexpr double kShardedRelative = 1e-9;   // sharded vs unsharded, of m
 inline constexpr double kDifferenceStep = 1e-5;    // central differences
 inline constexpr double kDifferenceTolerance = 1e-6;  // of max(1, max|grad|)
 
-// Builds the oracle of a case (only op, shapes, attrs, seed and vjp are read).
+// The most input elements a case may have (finite differences run the reference twice
+// per element); with kMaxSimulatedElements (checker/simulate.h) over all ranks.
+inline constexpr int64_t kMaxGradInputElements = int64_t{1} << 14;
+
+// Builds the oracle of a case (only op, shapes, attrs, seed and vjp are read). Throws
+// SpmdError(kUnsupported, "inputs[i].shape" / "outputs[o].shape") for a case over the size
+// bounds.
 GradOracle MakeGradOracle(const GradCase& c);
 
 // Checks one case against its oracle (MakeGradOracle of the same op, shapes, attrs, seed).
+// Throws SpmdError(kInvalidArgument) naming the field for cotangent dist attrs that do not
+// fit the outputs or the mesh, and kUnsupported for a case over the size bounds on its mesh.
 GradOutcome CheckGrad(const GradCase& c, const GradOracle& oracle);
 // Same, building the oracle.
 GradOutcome CheckGrad(const GradCase& c);

@@ -30,8 +30,8 @@ int Usage(std::ostream& out, int code) {
   out << "usage: spmd check [--op NAME]... [--mesh 2x3]... [--exhaustive | --random N]\n"
          "                  [--seed S] [--jobs J] [--json] [--no-reverse] [--max-combinations N]\n"
          "                  [--grad | --no-grad] [--grad-families N] [--grad-layouts N]\n"
-         "       the sweep, then the sharded gradient check of every op with a VJP (--grad: that\n"
-         "       alone; --no-grad: the sweep alone)\n"
+         "       the soundness sweep, then the sharded gradient check of every op with a VJP\n"
+         "       (--grad: the gradient check alone; --no-grad: the sweep alone)\n"
          "       spmd check --grad-case JSON replay one gradient case (a request plus\n"
          "                                   \"cotangents\", \"seed\", \"shard_seed\")\n"
          "       spmd check --case JSON      replay one case (the rule's answer, checked)\n"
@@ -197,6 +197,7 @@ checker::GradCase GradCaseFromJson(const json& j) {
 
 int GradReplayCase(const std::string& text) {
   const checker::GradCase c = GradCaseFromJson(ReadJsonArg(text));
+  if (!c.op->vjp) ThrowUnsupported("op", c.op->name + " has no VJP (rules/vjps.h): no gradient to check");
   const checker::GradOutcome outcome = checker::CheckGrad(c);
   std::printf("gradient of %s on mesh %s\n", c.op->name.c_str(), ToString(c.mesh).c_str());
   for (size_t i = 0; i < c.inputs.size(); ++i) {
