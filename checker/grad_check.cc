@@ -9,6 +9,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "checker/input_values.h"
 #include "checker/shards.h"
@@ -445,6 +446,7 @@ GradRow GradRowOf(const OpDecl& op, const GradOptions& options) {
   // Sizes 1..7: divisible, uneven and smaller than a mesh axis all occur.
   const std::vector<int64_t> sizes = {1, 2, 3, 4, 5, 6, 7};
   const VjpBuilder vjp = options.vjp ? options.vjp(op) : VjpBuilder();
+  std::pair<int64_t, int64_t> smallest{0, 0};  // of the reported failure: ranks, input elements
   for (int64_t f = 0; f < options.families; ++f) {
     const SizePalette palette{{sizes[pick(sizes.size())], sizes[pick(sizes.size())], sizes[pick(sizes.size())]}};
     const std::vector<Example> examples = op.examples(palette);
@@ -530,14 +532,21 @@ GradRow GradRowOf(const OpDecl& op, const GradOptions& options) {
       switch (outcome.verdict) {
         case GradVerdict::kNotApplicable: ++row.skipped; break;
         case GradVerdict::kPassed: ++row.cases; ++row.passed; break;
-        case GradVerdict::kFailed:
+        case GradVerdict::kFailed: {
           ++row.cases;
           ++row.failed;
-          if (row.failure.empty()) {
+          // The reported counterexample is the smallest failing case: fewest ranks, then
+          // fewest input elements (the first of equals).
+          int64_t elements = 0;
+          for (const Shape& s : c.shapes) elements += Elements(s, kMaxGradInputElements);
+          const std::pair<int64_t, int64_t> size{c.mesh.size(), elements};
+          if (row.failure.empty() || size < smallest) {
+            smallest = size;
             row.failure = outcome.what + ": " + outcome.message;
             if (options.replay) row.failure += "\n    replay: " + options.replay(c);
           }
           break;
+        }
       }
       row.calls += outcome.calls;
       row.reshards += outcome.reshards;

@@ -124,7 +124,8 @@ struct GradRow {
   int64_t reshards = 0;  // operands resharded for a call
   int64_t partial_operands = 0;  // operands read partial by a call's rule
   double seconds = 0;
-  std::string failure;  // the first failing case: message, then its replay line
+  std::string failure;  // the smallest failing case (ranks, then input elements): message,
+                        // then its replay line
 };
 
 // The ops checked: those of `names` (every registered op when empty) whose declaration
