@@ -406,6 +406,7 @@ GradOutcome CheckGrad(const GradCase& c, const GradOracle& oracle) {
                       name + " (" + RefText(ref) + " " + ToPlacementString(held.attr, c.mesh.ndim()) + "): " + error};
       }
       const std::string where = name + " (" + RefText(ref) + ", held " + ToPlacementString(held.attr, c.mesh.ndim()) + ")";
+      if (!oracle.vjp[i]) throw Failure{"graph", -1, "", name + ": the unsharded VJP gives none"};
       const Tensor& want = *oracle.vjp[i];
       const double scale = Scale(want);
       std::string diff = Compare(got, want, kShardedRelative, scale, "sharded", "unsharded");

@@ -55,8 +55,9 @@ enum class GradVerdict {
 struct GradOutcome {
   GradVerdict verdict = GradVerdict::kNotApplicable;
   // kFailed: what went wrong ("rule refuses", "reference refuses", "local shape",
-  // "replicas", "sharded vs unsharded", "vs finite differences", "graph"), the call at
-  // fault (-1: none, e.g. the assembled gradient) and one readable line.
+  // "replicas", "sharded vs unsharded", "vs finite differences", "graph"; RunGradCheck
+  // adds "case" for a generated case CheckGrad throws on), the call at fault (-1: none,
+  // e.g. the assembled gradient) and one readable line (the call named in front).
   std::string what;
   int call = -1;
   std::string call_op;
