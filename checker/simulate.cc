@@ -6,6 +6,7 @@
 #include <random>
 
 #include "checker/input_values.h"
+#include "checker/shards.h"
 #include "reference/reference.h"
 #include "rules/error.h"
 #include "rules/layout.h"
@@ -77,26 +78,6 @@ void ForEachIndex(const Shape& shape, Fn&& fn) {
       index[d] = 0;
     }
   }
-}
-
-Tensor Slice(const Tensor& t, const std::vector<Range>& ranges) {
-  Tensor out;
-  out.dtype = t.dtype;
-  for (const Range& r : ranges) out.shape.push_back(r.size());
-  out.data.resize(Numel(out.shape));
-  const std::vector<int64_t> strides = Strides(t.shape);
-  ForEachIndex(out.shape, [&](const std::vector<int64_t>& index, int64_t k) {
-    int64_t at = 0;
-    for (size_t d = 0; d < index.size(); ++d) at += (ranges[d].begin + index[d]) * strides[d];
-    out.data[k] = t.data[at];
-  });
-  return out;
-}
-
-std::vector<std::vector<int64_t>> AllCoordinates(const Mesh& mesh) {
-  std::vector<std::vector<int64_t>> coords;
-  ForEachIndex(mesh.shape(), [&](const std::vector<int64_t>& index, int64_t) { coords.push_back(index); });
-  return coords;
 }
 
 double Reduce(ReduceOp op, const double* values, int64_t n) {
@@ -354,7 +335,7 @@ Outcome CheckClaimOnce(const Case& c, const std::vector<DistAttr>& required,
     for (size_t i = 0; i < c.shapes.size(); ++i) {
       partial_values.push_back(SplitPartialTensor(global_inputs[i], required[i].partial, c.mesh, rng));
     }
-    const auto coords = AllCoordinates(c.mesh);
+    const auto coords = MeshCoordinates(c.mesh);
     std::vector<Tensors> local(coords.size());
     for (size_t r = 0; r < coords.size(); ++r) {
       const std::vector<int64_t>& coord = coords[r];
@@ -365,7 +346,7 @@ Outcome CheckClaimOnce(const Case& c, const std::vector<DistAttr>& required,
         for (int d = 0; d < required[i].rank(); ++d) {
           ranges.push_back(DimRangeAt(c.shapes[i][d], required[i].dims[d], c.mesh, coord));
         }
-        inputs.push_back(Slice(partial_values[i][PartialSlot(required[i].partial, c.mesh, coord)], ranges));
+        inputs.push_back(SliceTensor(partial_values[i][PartialSlot(required[i].partial, c.mesh, coord)], ranges));
         local_shapes.push_back(inputs.back().shape);
         offsets.push_back(GlobalOffset(c.shapes[i], required[i], c.mesh, coord));
       }

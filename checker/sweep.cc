@@ -19,20 +19,6 @@ std::string MeshName(const std::vector<int64_t>& shape) {
   return s;
 }
 
-// The partial inputs worth generating: those the rule may keep (DECISIONS.md).
-std::vector<ReduceOp> PartialOps(const OpDecl& op, const Example& example, const Attrs& normalized) {
-  if (op.dimtrans) return {ReduceOp::kSum, ReduceOp::kMax};
-  const auto spec = BuildEinsumSpec(op, example.shapes, normalized);
-  switch (spec->accept) {
-    case PartialAcceptance::kNone: return {};
-    case PartialAcceptance::kSumOfAll:
-    case PartialAcceptance::kMultilinear: return {ReduceOp::kSum};
-    case PartialAcceptance::kSameOp: return {spec->accepted_op};
-    case PartialAcceptance::kAnyOp: return {ReduceOp::kSum, ReduceOp::kMax};
-  }
-  return {};
-}
-
 // Calls fn(combination) for the cartesian product of `choices`, or for an evenly spread
 // sample of at most `cap` of them.
 template <typename Fn>
@@ -117,7 +103,7 @@ SweepRow SweepExhaustive(const OpDecl& op, const std::vector<int64_t>& mesh_shap
       std::vector<std::vector<DistAttr>> choices;
       std::vector<ReduceOp> partial_ops;
       try {
-        partial_ops = PartialOps(op, example, normalized);
+        partial_ops = PartialInputOps(op, example, normalized);
       } catch (const SpmdError&) {
         ++row.skipped;
         continue;
@@ -182,7 +168,7 @@ SweepRow SweepRandom(const OpDecl& op, const SweepOptions& options) {
     std::vector<ReduceOp> partial_ops;
     try {
       normalized = op.NormalizeAttrs(example.attrs);
-      partial_ops = PartialOps(op, example, normalized);
+      partial_ops = PartialInputOps(op, example, normalized);
     } catch (const SpmdError&) {
       ++row.skipped;
       continue;
@@ -198,6 +184,19 @@ SweepRow SweepRandom(const OpDecl& op, const SweepOptions& options) {
 }
 
 }  // namespace
+
+std::vector<ReduceOp> PartialInputOps(const OpDecl& op, const Example& example, const Attrs& normalized) {
+  if (op.dimtrans) return {ReduceOp::kSum, ReduceOp::kMax};
+  const auto spec = BuildEinsumSpec(op, example.shapes, normalized);
+  switch (spec->accept) {
+    case PartialAcceptance::kNone: return {};
+    case PartialAcceptance::kSumOfAll:
+    case PartialAcceptance::kMultilinear: return {ReduceOp::kSum};
+    case PartialAcceptance::kSameOp: return {spec->accepted_op};
+    case PartialAcceptance::kAnyOp: return {ReduceOp::kSum, ReduceOp::kMax};
+  }
+  return {};
+}
 
 std::vector<std::vector<int64_t>> DefaultMeshes() { return {{2}, {3}, {4}, {2, 2}, {2, 3}, {2, 2, 2}}; }
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checker/completeness.h"
+#include "checker/grad_check.h"
 #include "checker/shrink.h"
 #include "checker/simulate.h"
 #include "checker/sweep.h"
@@ -27,6 +29,11 @@ using nlohmann::json;
 int Usage(std::ostream& out, int code) {
   out << "usage: spmd check [--op NAME]... [--mesh 2x3]... [--exhaustive | --random N]\n"
          "                  [--seed S] [--jobs J] [--json] [--no-reverse] [--max-combinations N]\n"
+         "                  [--grad | --no-grad] [--grad-families N] [--grad-layouts N]\n"
+         "       the soundness sweep, then the sharded gradient check of every op with a VJP\n"
+         "       (--grad: the gradient check alone; --no-grad: the sweep alone)\n"
+         "       spmd check --grad-case JSON replay one gradient case (a request plus\n"
+         "                                   \"cotangents\", \"seed\", \"shard_seed\")\n"
          "       spmd check --case JSON      replay one case (the rule's answer, checked)\n"
          "       spmd check --claim JSON     check a claimed output dist attr (\"claim_outputs\")\n"
          "       spmd check --completeness [--op NAME]... [--mesh 2]...   missed no-reshard answers\n"
@@ -136,7 +143,156 @@ int Replay(const std::string& text) {
   return outcome.verdict == checker::Verdict::kUnsound ? 1 : 0;
 }
 
-int Sweep(const checker::SweepOptions& options, bool as_json) {
+// The JSON form of a gradient case: a request as for `spmd infer` (op, mesh_shape,
+// process_ids, attrs, inputs) plus "cotangents" (dist attrs, one per output), "seed" (the
+// values) and "shard_seed" (the partial addends).
+std::string GradCaseToJson(const checker::GradCase& c) {
+  checker::Case forward{c.op, c.mesh, c.shapes, c.inputs, c.attrs, c.seed};
+  json j = json::parse(io::CaseToJson(forward));
+  j["cotangents"] = json::array();
+  for (const DistAttr& g : c.cotangents) j["cotangents"].push_back(io::DistAttrToJson(g));
+  j["shard_seed"] = c.shard_seed;
+  return j.dump();
+}
+
+std::string GradReplay(const checker::GradCase& c) {
+  return "build/bin/spmd check --grad-case '" + GradCaseToJson(c) + "'";
+}
+
+checker::GradCase GradCaseFromJson(const json& j) {
+  const checker::Case forward = io::CaseFromJson(j, nullptr);
+  checker::GradCase c;
+  c.op = forward.op;
+  c.mesh = forward.mesh;
+  c.shapes = forward.shapes;
+  c.inputs = forward.inputs;
+  c.attrs = forward.attrs;
+  c.seed = forward.seed;
+  if (j.contains("shard_seed")) {
+    if (!j["shard_seed"].is_number_unsigned() && !j["shard_seed"].is_number_integer()) {
+      ThrowInvalid("shard_seed", "expected an integer");
+    }
+    c.shard_seed = j["shard_seed"].get<uint64_t>();
+  }
+  const std::vector<Shape> out_shapes = InferOutputShapes(*c.op, c.shapes, c.op->NormalizeAttrs(c.attrs));
+  if (!j.contains("cotangents")) {  // absent: every cotangent replicated
+    for (const Shape& s : out_shapes) c.cotangents.push_back(DistAttr::Replicated(static_cast<int>(s.size())));
+    return c;
+  }
+  json list = j["cotangents"];
+  if (!list.is_array()) ThrowInvalid("cotangents", "expected a list");
+  if (list.size() != out_shapes.size()) {
+    ThrowInvalid("cotangents", "has " + std::to_string(list.size()) + " entries, " + c.op->name + " has " +
+                                   std::to_string(out_shapes.size()) + " outputs here");
+  }
+  for (size_t o = 0; o < list.size(); ++o) {
+    if (!list[o].is_object()) ThrowInvalid("cotangents[" + std::to_string(o) + "]", "expected an object");
+    list[o]["shape"] = out_shapes[o];
+  }
+  for (const TensorArg& t : io::ParseTensorList(json{{"cotangents", list}}, "cotangents")) {
+    c.cotangents.push_back(t.dist);
+  }
+  return c;
+}
+
+int GradReplayCase(const std::string& text) {
+  const checker::GradCase c = GradCaseFromJson(ReadJsonArg(text));
+  if (!c.op->vjp) ThrowUnsupported("op", c.op->name + " has no VJP (rules/vjps.h): no gradient to check");
+  const checker::GradOutcome outcome = checker::CheckGrad(c);
+  std::printf("gradient of %s on mesh %s\n", c.op->name.c_str(), ToString(c.mesh).c_str());
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    std::printf("  input %zu     %s %s\n", i, ShapeText(c.shapes[i]).c_str(),
+                ToPlacementString(c.inputs[i], c.mesh.ndim()).c_str());
+  }
+  for (size_t o = 0; o < c.cotangents.size(); ++o) {
+    std::printf("  cotangent %zu %s\n", o, ToPlacementString(c.cotangents[o], c.mesh.ndim()).c_str());
+  }
+  switch (outcome.verdict) {
+    case checker::GradVerdict::kPassed: std::printf("PASSED (%d calls)\n", outcome.calls); return 0;
+    case checker::GradVerdict::kFailed:
+      std::printf("FAILED %s: %s\n", outcome.what.c_str(), outcome.message.c_str());
+      return 1;
+    case checker::GradVerdict::kNotApplicable:
+      std::printf("NOT APPLICABLE: %s\n", outcome.note.c_str());
+      return 0;
+  }
+  return 0;
+}
+
+// Totals of a run, for the last line.
+struct Totals {
+  int64_t cases = 0, passed = 0, failed = 0, skipped = 0;
+  std::map<std::string, bool> ops;
+};
+
+// The gradient part: its table and failures (text), or its rows (JSON); adds to `totals`.
+json GradPart(const checker::GradOptions& options, bool as_json, Totals& totals) {
+  const bool tty = isatty(fileno(stderr));
+  const auto start = std::chrono::steady_clock::now();
+  const auto rows = checker::RunGradCheck(options, [&](const checker::GradRow& row, size_t done, size_t total) {
+    if (tty) {
+      std::fprintf(stderr, "\r[%zu/%zu] gradient %-28s %8lld cases", done, total, row.op.c_str(),
+                   static_cast<long long>(row.cases));
+    } else if (done % 20 == 0 || done == total) {
+      std::fprintf(stderr, "[%zu/%zu] gradients checked through %s\n", done, total, row.op.c_str());
+    }
+  });
+  if (tty && !rows.empty()) std::fprintf(stderr, "\n");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Totals grad;
+  for (const auto& r : rows) {
+    grad.cases += r.cases;
+    grad.passed += r.passed;
+    grad.failed += r.failed;
+    grad.skipped += r.skipped;
+    grad.ops[r.op] = true;
+    totals.ops[r.op] = true;
+  }
+  totals.cases += grad.cases;
+  totals.passed += grad.passed;
+  totals.failed += grad.failed;
+  totals.skipped += grad.skipped;
+  json out = {{"cases", grad.cases}, {"passed", grad.passed}, {"failed", grad.failed}, {"skipped", grad.skipped},
+              {"ops", grad.ops.size()}, {"seconds", seconds}, {"rows", json::array()}};
+  if (as_json) {
+    for (const auto& r : rows) {
+      out["rows"].push_back({{"op", r.op}, {"cases", r.cases}, {"passed", r.passed}, {"failed", r.failed},
+                             {"skipped", r.skipped}, {"calls", r.calls}, {"reshards", r.reshards},
+                             {"partial_operands", r.partial_operands}, {"seconds", r.seconds},
+                             {"failure", r.failure}});
+    }
+    return out;
+  }
+  std::printf("%-28s %8s %8s %8s %9s %9s %7s %8s %8s\n", "gradient of", "calls", "reshards", "partial", "cases",
+              "passed", "failed", "skipped", "seconds");
+  for (const auto& r : rows) {
+    std::printf("%-28s %8lld %8lld %8lld %9lld %9lld %7lld %8lld %8.2f\n", r.op.c_str(),
+                static_cast<long long>(r.calls), static_cast<long long>(r.reshards),
+                static_cast<long long>(r.partial_operands), static_cast<long long>(r.cases), static_cast<long long>(r.passed), static_cast<long long>(r.failed),
+                static_cast<long long>(r.skipped), r.seconds);
+  }
+  for (const auto& r : rows) {
+    if (!r.failure.empty()) std::printf("FAIL gradient of %s: %s\n", r.op.c_str(), r.failure.c_str());
+  }
+  std::printf("gradients: %.1f s, %lld cases over %zu ops with a VJP: %lld passed, %lld failed (%lld not applicable: "
+              "the forward refused)\n",
+              seconds, static_cast<long long>(grad.cases), grad.ops.size(), static_cast<long long>(grad.passed),
+              static_cast<long long>(grad.failed), static_cast<long long>(grad.skipped));
+  return out;
+}
+
+// The sweep (unless grad_only), then the gradient check (when with_grad); one total line.
+int Sweep(const checker::SweepOptions& options, const checker::GradOptions* grad, bool grad_only, bool as_json) {
+  Totals totals;
+  if (grad_only) {
+    const json part = GradPart(*grad, as_json, totals);
+    if (as_json) std::printf("%s\n", json{{"grad", part}}.dump(1).c_str());
+    else {
+      std::printf("checked %lld cases over %zu ops: %lld passed, %lld failed\n", static_cast<long long>(totals.cases),
+                  totals.ops.size(), static_cast<long long>(totals.passed), static_cast<long long>(totals.failed));
+    }
+    return totals.failed == 0 ? 0 : 1;
+  }
   const bool tty = isatty(fileno(stderr));
   const auto start = std::chrono::steady_clock::now();
   auto rows = checker::RunSweep(options, [&](const checker::SweepRow& row, size_t done, size_t total) {
@@ -150,22 +306,27 @@ int Sweep(const checker::SweepOptions& options, bool as_json) {
   if (tty) std::fprintf(stderr, "\n");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   int64_t cases = 0, passed = 0, failed = 0, skipped = 0;
-  std::map<std::string, bool> ops;
   for (const auto& r : rows) {
     cases += r.cases;
     passed += r.passed;
     failed += r.failed;
     skipped += r.skipped;
-    ops[r.op] = true;
+    totals.ops[r.op] = true;
   }
+  totals.cases = cases;
+  totals.passed = passed;
+  totals.failed = failed;
+  totals.skipped = skipped;
   if (as_json) {
     json out = {{"cases", cases}, {"passed", passed}, {"failed", failed}, {"skipped", skipped},
-                {"ops", ops.size()}, {"seconds", seconds}, {"rows", json::array()}};
+                {"ops", totals.ops.size()}, {"seconds", seconds}, {"rows", json::array()}};
     for (const auto& r : rows) {
       out["rows"].push_back({{"op", r.op}, {"mesh", r.mesh}, {"cases", r.cases}, {"passed", r.passed},
                              {"failed", r.failed}, {"skipped", r.skipped}, {"seconds", r.seconds},
                              {"failures", r.failures}});
     }
+    if (grad != nullptr) out["grad"] = GradPart(*grad, true, totals);
+    out["total"] = {{"cases", totals.cases}, {"passed", totals.passed}, {"failed", totals.failed}};
     std::printf("%s\n", out.dump(1).c_str());
   } else {
     std::printf("%-28s %-7s %9s %9s %7s %8s %8s\n", "op", "mesh", "cases", "passed", "failed", "skipped", "seconds");
@@ -179,10 +340,15 @@ int Sweep(const checker::SweepOptions& options, bool as_json) {
     }
     std::printf("%.1f s, %.0f cases per second (%lld not applicable: the rule refused)\n", seconds,
                 seconds > 0 ? static_cast<double>(cases) / seconds : 0.0, static_cast<long long>(skipped));
-    std::printf("checked %lld cases over %zu ops: %lld passed, %lld failed\n", static_cast<long long>(cases),
-                ops.size(), static_cast<long long>(passed), static_cast<long long>(failed));
+    if (grad != nullptr) {
+      std::printf("rules: %lld cases over %zu ops: %lld passed, %lld failed\n", static_cast<long long>(cases),
+                  totals.ops.size(), static_cast<long long>(passed), static_cast<long long>(failed));
+      GradPart(*grad, false, totals);
+    }
+    std::printf("checked %lld cases over %zu ops: %lld passed, %lld failed\n", static_cast<long long>(totals.cases),
+                totals.ops.size(), static_cast<long long>(totals.passed), static_cast<long long>(totals.failed));
   }
-  return failed == 0 ? 0 : 1;
+  return totals.failed == 0 ? 0 : 1;
 }
 
 int Completeness(const checker::CompletenessOptions& options) {
@@ -212,7 +378,9 @@ int Check(const std::vector<std::string>& args) {
     checker::SweepOptions options;
     options.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     options.replay = io::ReplayCommand;
-    bool as_json = false, completeness = false;
+    bool as_json = false, completeness = false, grad_only = false, with_grad = true;
+    checker::GradOptions grad;
+    grad.replay = GradReplay;
     for (size_t i = 0; i < args.size(); ++i) {
       const std::string& a = args[i];
       auto value = [&]() -> const std::string& {
@@ -237,6 +405,11 @@ int Check(const std::vector<std::string>& args) {
       else if (a == "--no-reverse") options.reverse = false;
       else if (a == "--max-combinations") options.max_combinations = number();
       else if (a == "--completeness") completeness = true;
+      else if (a == "--grad") grad_only = true;
+      else if (a == "--no-grad") with_grad = false;
+      else if (a == "--grad-families") grad.families = number();
+      else if (a == "--grad-layouts") grad.layouts = number();
+      else if (a == "--grad-case") return GradReplayCase(value());
       else if (a == "--case") return Replay(value());
       else if (a == "--claim") return Claim(value());
       else if (a == "--help" || a == "-h") return Usage(std::cout, 0);
@@ -252,7 +425,18 @@ int Check(const std::vector<std::string>& args) {
       c.jobs = options.jobs;
       return Completeness(c);
     }
-    return Sweep(options, as_json);
+    if (grad_only && !with_grad) ThrowInvalid("--grad", "--grad and --no-grad exclude each other");
+    if (grad.families < 0) ThrowInvalid("--grad-families", "must be >= 0");
+    if (grad.layouts < 0) ThrowInvalid("--grad-layouts", "must be >= 0");
+    if (grad_only && !options.ops.empty()) {
+      for (const OpDecl* op : checker::SelectOps(options.ops)) {
+        if (!op->vjp) ThrowUnsupported("--op", op->name + " has no VJP (rules/vjps.h): no gradient to check");
+      }
+    }
+    grad.ops = options.ops;
+    grad.seed = options.seed;
+    grad.jobs = options.jobs;
+    return Sweep(options, with_grad ? &grad : nullptr, grad_only, as_json);
   } catch (const SpmdError& e) {
     std::cerr << "spmd check: " << ToString(e.type()) << ": " << e.what() << "\n";
     return 2;

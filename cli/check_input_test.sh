@@ -34,6 +34,19 @@ for mode in --claim --case; do
   expect $mode '{"op":"reshape","attrs":{"shape":[3298534883328]},"mesh_shape":[2],"inputs":[{"shape":[1099511627776,3],"dims_mapping":[0,-1]}],"claim_outputs":[{"dims_mapping":[0]}]}' \
     2 'Unsupported: inputs\[0\]\.shape'
 done
+# `--grad-case`: bad input is a typed error naming the field; a case too large for finite
+# differences is refused; a valid case runs.
+exp_grad() {  # exp on mesh [2]: input shape $1, dims_mapping $2, then more fields $3
+  echo '{"op":"exp","mesh_shape":[2],"inputs":[{"shape":'"$1"',"dims_mapping":'"$2"'}]'"$3"'}'
+}
+expect --grad-case "$(exp_grad '[4,6]' '[0,-1]' ',"cotangents":[{"dims_mapping":[-1,-1],"partial":{"0":"sum"}}]')" 0 '^PASSED'
+expect --grad-case "$(exp_grad '[4,6]' '[0]' '')" 2 'InvalidArgument: inputs\[0\]\.dims_mapping'
+expect --grad-case "$(exp_grad '[4,6]' '[0,-1]' ',"cotangents":[]')" 2 'InvalidArgument: cotangents:'
+expect --grad-case "$(exp_grad '[4,6]' '[0,-1]' ',"cotangents":[{"dims_mapping":[0]}]')" 2 \
+  'InvalidArgument: cotangents\[0\]\.dims_mapping'
+expect --grad-case "$(exp_grad '[4,6]' '[0,-1]' ',"shard_seed":"x"')" 2 'InvalidArgument: shard_seed'
+expect --grad-case "$(exp_grad '[4611686018427387904]' '[0]' '')" 2 'Unsupported: inputs\[0\]\.shape'
+expect --grad-case "$(relu '[4,6]' '[0,-1]' '[0,-1]')" 2 'Unsupported: op: relu has no VJP'
 # A model-sized matmul on 2x2x2 answers in about a second, on shrunk sizes, and says so.
 start=$(date +%s%N)
 expect --claim '{"op":"matmul","mesh_shape":[2,2,2],"inputs":[{"shape":[512,48,32,64],"dims_mapping":[0,1,-1,2]},{"shape":[64,96],"dims_mapping":[2,-1]}],"claim_outputs":[{"dims_mapping":[0,1,-1,-1],"partial":{"2":"sum"}}]}' \
