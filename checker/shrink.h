@@ -22,9 +22,9 @@ struct Shrunk {
 // the mesh axes sharding it, whose layout has the same structure: the chunk boundaries of
 // every dim of the factor in the same order with the same coincidences, the same empty
 // chunks, and every piece between boundaries of size 1 in both or at least 2 in both.
-// A DimTrans op, an op with size-bearing attrs (positions, sections, target shapes), or a
-// shrunk request the declaration refuses or gives other output sizes keeps the given
-// shapes. `required` and `claimed` must be valid for c (as CheckClaim validates them).
+// A DimTrans op, an op with size-bearing attrs (positions, sections, target shapes),
+// argmax (its output, a position, ranges over the reduced size), or a shrunk request the
+// declaration refuses or gives other output sizes keeps the given shapes. `required` and `claimed` must be valid for c (as CheckClaim validates them).
 Shrunk ShrinkCase(const Case& c, const std::vector<DistAttr>& required, const std::vector<DistAttr>& claimed);
 
 // Returns the number of elements the simulation of `shapes` holds: every input and output

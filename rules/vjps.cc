@@ -313,6 +313,8 @@ VjpGraph Triu(const RuleContext& c) {
 namespace spmd::vjps {
 namespace {
 
+// A tensor of `like`'s shape filled with 0 (or `value`): scale(like, 0, value). No op
+// makes a constant; a non-finite element of `like` gives NaN there.
 Ref Zeros(VjpGraph& g, Ref like) { return ScaleBy(g, like, 0); }
 Ref Filled(VjpGraph& g, Ref like, double value) { return ScaleBy(g, like, 0, value); }
 
@@ -325,7 +327,7 @@ Ref ExpandReduced(VjpGraph& g, Ref reduced, const Shape& kept, const Shape& x) {
   return ExpandTo(g, g.Add("reshape", {reduced}, MakeAttrs({{"shape", kept}})), kept, x);
 }
 
-// Dims [from, to) of a rank-`rank` tensor as an axis list.
+// The axes from, from + 1, ..., to - 1.
 Ints AxisRange(int from, int to) {
   Ints axes;
   for (int d = from; d < to; ++d) axes.push_back(d);
