@@ -1,4 +1,5 @@
-// Elementwise unary and binary ops, and where (docs/OPS.md "Elementwise").
+// Elementwise unary and binary ops, where, and gelu_grad (docs/OPS.md "Elementwise",
+// "Backward ops").
 //
 // Note: inside namespace ops, exp/log/abs/sqrt/tanh/max/min are ops; math is always std::.
 #include <algorithm>

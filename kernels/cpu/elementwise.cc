@@ -1,4 +1,5 @@
-// Elementwise unary and binary ops, and where (docs/OPS.md "Elementwise").
+// Elementwise unary and binary ops, where, and gelu_grad (docs/OPS.md "Elementwise",
+// "Backward ops").
 //
 // Flat loops over contiguous data; broadcasting goes through a collapsed row loop
 // (internal::PlanBroadcast) whose inner rows have input strides 0 or 1. The formulas are

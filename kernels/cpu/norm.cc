@@ -1,5 +1,6 @@
 // Normalisation and losses: softmax, log_softmax, softmax_grad, layer_norm, rms_norm,
-// lookup_table_v2, cross_entropy_with_softmax (docs/OPS.md "Normalisation and losses").
+// lookup_table_v2, cross_entropy_with_softmax (docs/OPS.md "Normalisation and losses"),
+// and the backward ops embedding_grad, cross_entropy_with_softmax_grad ("Backward ops").
 //
 // The softmax family works on [outer, len, inner]: with inner == 1 a row at a time, else
 // rows of `inner` contiguous elements with per-column running max and sum. layer_norm and
