@@ -32,7 +32,8 @@ class Allocator {
   virtual void Deallocate(void* p, size_t nbytes, Stream stream) noexcept = 0;
 };
 
-// The host allocator (aligned_alloc / free), shared by every host tensor.
+// The host allocator (aligned_alloc / free; freed buffers of 64 KiB and more are cached
+// for reuse, up to SPMD_HOST_CACHE_MB MiB, default 512), shared by every host tensor.
 Allocator& HostAllocator();
 
 }  // namespace spmd::kernels

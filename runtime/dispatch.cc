@@ -174,6 +174,14 @@ std::vector<DistTensor> Dispatch(const OpDecl& op, DistTensorRefs inputs, const 
   return DispatchOn(op, Pointers(inputs), attrs, comm, report);
 }
 
+std::vector<DistTensor> Dispatch(const OpDecl& op, const std::vector<const DistTensor*>& inputs,
+                                 const Attrs& attrs, Communicator& comm, DispatchReport* report) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i] == nullptr) ThrowInvalid(Field("inputs", i), "a null tensor pointer");
+  }
+  return DispatchOn(op, inputs, attrs, comm, report);
+}
+
 std::vector<DistTensor> Dispatch(std::string_view op, const std::vector<DistTensor>& inputs,
                                  const Attrs& attrs, Communicator& comm, DispatchReport* report) {
   return DispatchOn(FindOrThrow(op), Pointers(inputs), attrs, comm, report);

@@ -67,6 +67,11 @@ std::vector<DistTensor> Dispatch(const OpDecl& op, const std::vector<DistTensor>
                                  DispatchReport* report = nullptr);
 std::vector<DistTensor> Dispatch(const OpDecl& op, DistTensorRefs inputs, const Attrs& attrs,
                                  Communicator& comm, DispatchReport* report = nullptr);
+// Inputs by pointer (none null: InvalidArgument "inputs[i]"): for callers that hold their
+// tensors elsewhere, such as autograd, and must not copy them into a vector.
+std::vector<DistTensor> Dispatch(const OpDecl& op, const std::vector<const DistTensor*>& inputs,
+                                 const Attrs& attrs, Communicator& comm,
+                                 DispatchReport* report = nullptr);
 // By name; SpmdError(kUnknownOp, "op") for a name spmdkit does not have.
 std::vector<DistTensor> Dispatch(std::string_view op, const std::vector<DistTensor>& inputs,
                                  const Attrs& attrs, Communicator& comm,

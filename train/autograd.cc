@@ -129,16 +129,15 @@ std::vector<Variable> Apply(std::string_view op_name, const std::vector<Variable
   if (op == nullptr) {
     throw SpmdError(ErrorType::kUnknownOp, "op", "'" + std::string(op_name) + "' is not a registered op");
   }
-  std::vector<DistTensor> values;
+  std::vector<const DistTensor*> values;  // the inputs' values, not copies
   values.reserve(inputs.size());
   bool any_requires_grad = false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Node& node = Checked(inputs[i].node_, ("inputs[" + std::to_string(i) + "]").c_str());
-    values.push_back(*node.value);
+    values.push_back(node.value.get());
     any_requires_grad = any_requires_grad || node.requires_grad;
   }
   std::vector<DistTensor> outputs = runtime::Dispatch(*op, values, attrs, comm);
-  values.clear();
 
   // Outputs that are not floating (masks, indices) carry no gradient; an op with only
   // such outputs is not recorded.
@@ -215,7 +214,7 @@ void RunVjp(GradFn& fn, std::vector<std::optional<DistTensor>>& cotangents, Comm
     if (cotangents[0] && fn.inputs[0]->requires_grad) {
       const DistAttr& source = fn.inputs[0]->value->dist_attr();
       const DistTensor& g = *cotangents[0];
-      deliver(0, g.dist_attr() == source ? g : g.Reshard(WithoutPartial(source), comm));
+      deliver(0, g.dist_attr() == source ? DistTensor(g) : g.Reshard(WithoutPartial(source), comm));
     }
     return;
   }
@@ -259,19 +258,42 @@ void RunVjp(GradFn& fn, std::vector<std::optional<DistTensor>>& cotangents, Comm
   };
   for (size_t k = 0; k < graph.calls.size(); ++k) {
     const VjpCall& call = graph.calls[k];
-    std::vector<DistTensor> operands;
-    for (const VjpRef& ref : call.operands) operands.push_back(resolve(ref, k));
+    std::vector<const DistTensor*> operands;
+    for (const VjpRef& ref : call.operands) operands.push_back(&resolve(ref, k));
+    const OpDecl* callee = FindOp(call.op);
+    if (callee == nullptr) {
+      throw SpmdError(ErrorType::kUnknownOp, "vjp.calls[" + std::to_string(k) + "].op",
+                      where + ": '" + call.op + "' is not a registered op");
+    }
     try {
-      results.push_back(runtime::Dispatch(call.op, operands, call.attrs, comm));
+      results.push_back(runtime::Dispatch(*callee, operands, call.attrs, comm));
     } catch (const SpmdError& e) {
       throw SpmdError(e.type(), "vjp.calls[" + std::to_string(k) + "] (" + call.op + ")" +
                                     (e.field().empty() ? "" : "." + e.field()),
                       where + ": " + e.what());
     }
   }
+  // Hand each gradient over, moving it out of the call results or cotangents at its last
+  // use (gradients are whole tensors: a copy per edge would double the backward's traffic
+  // through memory).
+  std::vector<size_t> wanted;
   for (size_t i = 0; i < fn.inputs.size(); ++i) {
-    if (!graph.input_grads[i] || !fn.inputs[i]->requires_grad) continue;
-    deliver(i, resolve(*graph.input_grads[i], graph.calls.size()));
+    if (graph.input_grads[i] && fn.inputs[i]->requires_grad) wanted.push_back(i);
+  }
+  for (size_t w = 0; w < wanted.size(); ++w) {
+    const size_t i = wanted[w];
+    const VjpRef& ref = *graph.input_grads[i];
+    bool used_later = false;
+    for (size_t later = w + 1; later < wanted.size(); ++later) {
+      used_later = used_later || *graph.input_grads[wanted[later]] == ref;
+    }
+    const DistTensor& g = resolve(ref, graph.calls.size());
+    const bool owned = ref.kind == VjpRef::Kind::kCall || ref.kind == VjpRef::Kind::kOutputGrad;
+    if (owned && !used_later) {
+      deliver(i, std::move(const_cast<DistTensor&>(g)));  // storage owned by this function
+    } else {
+      deliver(i, DistTensor(g));
+    }
   }
 }
 
@@ -286,16 +308,14 @@ void Backward(const Variable& loss, Communicator& comm) {
                              value.process_id(), 1.0);
   NoGradGuard no_grad;  // the backward's own calls are not recorded
 
-  auto accumulate_leaf = [&](Node& leaf, const DistTensor& g) {
+  auto accumulate_leaf = [&](Node& leaf, DistTensor g) {
     if (leaf.grad_layout && !(g.dist_attr() == *leaf.grad_layout)) {
-      DistTensor placed = g.Reshard(*leaf.grad_layout, comm);
-      leaf.grad = leaf.grad ? Add(*leaf.grad, placed, comm) : std::move(placed);
-      return;
+      g = std::move(g).Reshard(*leaf.grad_layout, comm);
     }
-    leaf.grad = leaf.grad ? Add(*leaf.grad, g, comm) : g;
+    leaf.grad = leaf.grad ? Add(*leaf.grad, g, comm) : std::move(g);
   };
   if (!root.grad_fn) {
-    accumulate_leaf(*loss.node_, seed);
+    accumulate_leaf(*loss.node_, std::move(seed));
     return;
   }
 
@@ -336,13 +356,13 @@ void Backward(const Variable& loss, Communicator& comm) {
     GradFn* fn = owned.get();
     auto found = cotangents.find(fn);
     if (found != cotangents.end()) {
-      RunVjp(*fn, found->second, comm, [&](size_t i, const DistTensor& g) {
+      RunVjp(*fn, found->second, comm, [&](size_t i, DistTensor g) {
         Node& input = *fn->inputs[i];
         if (input.grad_fn) {
           std::optional<DistTensor>& target = slot(input.grad_fn.get(), input.output_index);
-          target = target ? Add(*target, g, comm) : g;
+          target = target ? Add(*target, g, comm) : std::move(g);
         } else {
-          accumulate_leaf(input, g);
+          accumulate_leaf(input, std::move(g));
         }
       });
       cotangents.erase(fn);

@@ -1,10 +1,78 @@
 #include "kernels/cpu/gemm.h"
 
 #include <algorithm>
+#include <mutex>
+#include <optional>
 #include <vector>
+
+#if SPMD_WITH_OPENBLAS
+#include <cblas.h>
+extern "C" void openblas_set_num_threads(int num_threads);
+#endif
 
 namespace spmd::kernels::cpu::internal {
 namespace {
+
+#if SPMD_WITH_OPENBLAS
+// How a view is handed to BLAS: row-major with leading dimension ld, transposed or not;
+// nothing for views BLAS cannot take (a broadcast stride of 0, neither stride 1).
+struct BlasView {
+  CBLAS_TRANSPOSE trans;
+  int64_t ld;
+};
+
+std::optional<BlasView> AsBlas(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  if (cs == 1 && rs >= std::max<int64_t>(cols, 1)) return BlasView{CblasNoTrans, rs};
+  if (rs == 1 && cs >= std::max<int64_t>(rows, 1)) return BlasView{CblasTrans, cs};
+  if (rows == 1 && cs == 1) return BlasView{CblasNoTrans, std::max<int64_t>(cols, 1)};
+  if (cols == 1 && rs == 1) return BlasView{CblasTrans, std::max<int64_t>(rows, 1)};
+  return std::nullopt;
+}
+
+// One BLAS thread per process: ranks are processes (or threads) of their own, and
+// OpenBLAS's own threads would oversubscribe the cores.
+void OneBlasThread() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+void BlasGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
+              const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+              1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), 1.0f, c, static_cast<int>(ldc));
+}
+void BlasGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
+              const double* a, int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+              1.0, a, static_cast<int>(lda), b, static_cast<int>(ldb), 1.0, c, static_cast<int>(ldc));
+}
+
+// C += A . B through BLAS when every view allows it and the sizes fit its int; false
+// otherwise (the blocked kernel below runs instead).
+template <typename T>
+bool TryBlas(int64_t m, int64_t n, int64_t k, const MatrixView<T>& a, const MatrixView<T>& b,
+             T* c, int64_t c_rs, int64_t c_cs) {
+  constexpr int64_t kIntMax = 0x7fffffff;
+  for (int64_t v : {m, n, k, a.rs, a.cs, b.rs, b.cs, c_rs, c_cs}) {
+    if (v < 0 || v > kIntMax) return false;
+  }
+  std::optional<BlasView> av = AsBlas(m, k, a.rs, a.cs);
+  std::optional<BlasView> bv = AsBlas(k, n, b.rs, b.cs);
+  if (!av || !bv) return false;
+  OneBlasThread();
+  if (c_cs == 1 && c_rs >= n) {
+    BlasGemm(av->trans, bv->trans, m, n, k, a.p, av->ld, b.p, bv->ld, c, c_rs);
+    return true;
+  }
+  if (c_rs == 1 && c_cs >= m) {
+    // C^T = B^T . A^T, row-major with leading dimension c_cs.
+    auto flip = [](CBLAS_TRANSPOSE t) { return t == CblasNoTrans ? CblasTrans : CblasNoTrans; };
+    BlasGemm(flip(bv->trans), flip(av->trans), n, m, k, b.p, bv->ld, a.p, av->ld, c, c_cs);
+    return true;
+  }
+  return false;
+}
+#endif
 
 // Register block: MR rows by NR columns of C live in accumulators across the K loop.
 // NR * sizeof(T) = 32 bytes: two SSE registers (one AVX register) per row.
@@ -84,6 +152,9 @@ template <typename T>
 void Gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T* c, int64_t c_rs,
           int64_t c_cs) {
   if (m <= 0 || n <= 0 || k <= 0) return;
+#if SPMD_WITH_OPENBLAS
+  if (TryBlas(m, n, k, a, b, c, c_rs, c_cs)) return;
+#endif
   constexpr int64_t nr = kNr<T>;
   const int64_t nc_max = std::min(kNc, (n + nr - 1) / nr * nr);
   const int64_t kc_max = std::min(kKc, k);

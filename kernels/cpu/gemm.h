@@ -16,9 +16,13 @@ struct MatrixView {
 };
 
 // C[m, n] += A[m, k] . B[k, n], C element (i, j) at c[i * c_rs + j * c_cs]. T is float or
-// double; accumulation is in T (float32 accumulates in float). Cache-blocked (panels of
-// B and A packed contiguously) with a 4-row register-blocked inner kernel. Within one
-// K block each C element sums its terms in increasing k.
+// double; accumulation is in T (float32 accumulates in float). With OpenBLAS
+// (SPMD_WITH_OPENBLAS, one BLAS thread per process) every call whose views BLAS can take
+// (one unit stride each, no broadcast stride of 0, sizes within int) goes to
+// cblas_sgemm/cblas_dgemm, transposes folded into the call; the rest, and every call
+// without OpenBLAS, run the blocked kernel here: panels of B and A packed contiguously, a
+// 4-row register-blocked inner kernel, each C element summing its terms in increasing k
+// within one K block.
 template <typename T>
 void Gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T* c, int64_t c_rs,
           int64_t c_cs);
