@@ -159,6 +159,16 @@ class Tensor {
 
 using Tensors = std::vector<Tensor>;
 
+// A list of tensors moved in: `return Tensors{out}` would copy each buffer (an
+// initializer list holds const elements).
+template <typename... Ts>
+Tensors TensorList(Ts&&... tensors) {
+  Tensors list;
+  list.reserve(sizeof...(Ts));
+  (list.push_back(std::forward<Ts>(tensors)), ...);
+  return list;
+}
+
 // The inputs of a kernel: a non-owning, read-only list of tensors. Kernels take this rather
 // than `const Tensors&` so that a caller holding its tensors elsewhere (the runtime's
 // Dispatch: the caller's shards next to freshly resharded ones) passes them without

@@ -282,7 +282,7 @@ Tensors matmul(const TensorArgs& inputs, const Attrs& attrs) {
   const MatmulPlan plan = PlanMatmul(inputs[0], inputs[1], trans_x, trans_y);
   return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return Tensors{RunMatmul<T>(inputs[0], inputs[1], plan)};
+    return TensorList(RunMatmul<T>(inputs[0], inputs[1], plan));
   });
 }
 
@@ -303,7 +303,7 @@ Tensors bmm(const TensorArgs& inputs, const Attrs&) {
   const MatmulPlan plan = PlanMatmul(x, y, false, false);
   return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return Tensors{RunMatmul<T>(x, y, plan)};
+    return TensorList(RunMatmul<T>(x, y, plan));
   });
 }
 
@@ -325,7 +325,7 @@ Tensors einsum(const TensorArgs& inputs, const Attrs& attrs) {
   internal::CheckOutputShape(out_shape);
   return DispatchFloat(internal::ComputeDTypeAll(inputs), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return Tensors{RunEinsum<T>(inputs, spec, size)};
+    return TensorList(RunEinsum<T>(inputs, spec, size));
   });
 }
 
@@ -365,7 +365,7 @@ Tensors matmul_grad(const TensorArgs& inputs, const Attrs& attrs) {
       Gemm<T>(k, n, m, MatrixView<T>{x + xo, plan.x_stride_k, plan.x_stride_m},
               MatrixView<T>{gb, n, 1}, yg + yo, plan.y_stride_k, plan.y_stride_n);
     });
-    return Tensors{std::move(x_grad), std::move(y_grad)};
+    return TensorList(std::move(x_grad), std::move(y_grad));
   });
 }
 

@@ -56,7 +56,7 @@ Tensors Unary(const TensorArgs& inputs, Make make) {
     const T* p = x.data();
     const int64_t n = out.numel();
     for (int64_t i = 0; i < n; ++i) o[i] = f(p[i]);
-    return Tensors{std::move(out)};
+    return TensorList(std::move(out));
   });
 }
 
@@ -103,7 +103,7 @@ Tensors Arithmetic(const TensorArgs& inputs, F f) {
   CheckArity(inputs, 2);
   return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return Tensors{BinaryMap<T, T>(inputs[0], inputs[1], f)};
+    return TensorList(BinaryMap<T, T>(inputs[0], inputs[1], f));
   });
 }
 
@@ -113,7 +113,7 @@ Tensors Comparison(const TensorArgs& inputs, F f) {
   CheckArity(inputs, 2);
   return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return Tensors{BinaryMap<T, bool>(inputs[0], inputs[1], f)};
+    return TensorList(BinaryMap<T, bool>(inputs[0], inputs[1], f));
   });
 }
 
@@ -186,7 +186,7 @@ Tensors gelu_grad(const TensorArgs& inputs, const Attrs& attrs) {
         o[i] = slope * g[i];
       }
     }
-    return Tensors{std::move(out)};
+    return TensorList(std::move(out));
   });
 }
 
@@ -332,7 +332,7 @@ Tensors cast(const TensorArgs& inputs, const Attrs& attrs) {
       }
     }
   });
-  return {std::move(out)};
+  return TensorList(std::move(out));
 }
 
 Tensors add(const TensorArgs& inputs, const Attrs&) {
@@ -385,7 +385,7 @@ Tensors where(const TensorArgs& inputs, const Attrs&) {
     if (inputs[0].shape() == shape && inputs[1].shape() == shape && inputs[2].shape() == shape) {
       const int64_t n = out.numel();
       for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? x[i] : y[i];
-      return Tensors{std::move(out)};
+      return TensorList(std::move(out));
     }
     const internal::BroadcastLoop plan =
         PlanBroadcast(shape, {inputs[0].shape(), inputs[1].shape(), inputs[2].shape()});
@@ -399,7 +399,7 @@ Tensors where(const TensorArgs& inputs, const Attrs&) {
       T* op = o + oo;
       for (int64_t j = 0; j < len; ++j) op[j] = cp[j * sc] ? xp[j * sx] : yp[j * sy];
     });
-    return Tensors{std::move(out)};
+    return TensorList(std::move(out));
   });
 }
 

@@ -150,7 +150,7 @@ Tensors softmax(const TensorArgs& inputs, const Attrs& attrs) {
     ValuesAs<T> x(inputs[0]);
     Tensor out = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
     SoftmaxAlong(x.data(), view, out.data<T>());
-    return Tensors{std::move(out)};
+    return TensorList(std::move(out));
   });
 }
 
@@ -184,7 +184,7 @@ Tensors log_softmax(const TensorArgs& inputs, const Attrs& attrs) {
         for (int64_t i = 0; i < v.inner; ++i) d[i] = row[i] - m[i] - s[i];
       }
     }
-    return Tensors{std::move(out)};
+    return TensorList(std::move(out));
   });
 }
 
@@ -219,7 +219,7 @@ Tensors softmax_grad(const TensorArgs& inputs, const Attrs& attrs) {
         for (int64_t i = 0; i < v.inner; ++i) o[at + i] = y[at + i] * (g[at + i] - dot[i]);
       }
     }
-    return Tensors{std::move(x_grad)};
+    return TensorList(std::move(x_grad));
   });
 }
 
@@ -260,7 +260,7 @@ Tensors layer_norm(const TensorArgs& inputs, const Attrs& attrs) {
       mo[r] = mu;
       vo[r] = var;
     }
-    return Tensors{std::move(out), std::move(mean), std::move(variance)};
+    return TensorList(std::move(out), std::move(mean), std::move(variance));
   });
 }
 
@@ -291,7 +291,7 @@ Tensors rms_norm(const TensorArgs& inputs, const Attrs& attrs) {
       for (int64_t j = 0; j < n; ++j) dst[j] = row[j] * inv * scale[j];
       io[r] = inv;
     }
-    return Tensors{std::move(out), std::move(invvar)};
+    return TensorList(std::move(out), std::move(invvar));
   });
 }
 
@@ -338,7 +338,7 @@ Tensors lookup_table_v2(const TensorArgs& inputs, const Attrs& attrs) {
         std::memcpy(dst, w + row * hidden, static_cast<size_t>(hidden) * sizeof(T));
       }
     }
-    return Tensors{std::move(out)};
+    return TensorList(std::move(out));
   });
 }
 
@@ -393,7 +393,7 @@ Tensors cross_entropy_with_softmax(const TensorArgs& inputs, const Attrs& attrs)
         }
         for (int64_t i = 0; i < v.inner; ++i) dst[i] = -dst[i];
       }
-      return Tensors{std::move(softmax_out), std::move(loss)};
+      return TensorList(std::move(softmax_out), std::move(loss));
     }
     const std::string label_field = InputField(1, "data");
     const Ids ids(label, label_field);
@@ -409,7 +409,7 @@ Tensors cross_entropy_with_softmax(const TensorArgs& inputs, const Attrs& attrs)
         lo[at] = -std::log(p[(o * v.len + id) * v.inner + i]);
       }
     }
-    return Tensors{std::move(softmax_out), std::move(loss)};
+    return TensorList(std::move(softmax_out), std::move(loss));
   });
 }
 
@@ -457,7 +457,7 @@ Tensors embedding_grad(const TensorArgs& inputs, const Attrs& attrs) {
       const T* src = g + t * hidden;
       for (int64_t h = 0; h < hidden; ++h) dst[h] += src[h];
     }
-    return Tensors{std::move(weight_grad)};
+    return TensorList(std::move(weight_grad));
   });
 }
 
@@ -511,7 +511,7 @@ Tensors cross_entropy_with_softmax_grad(const TensorArgs& inputs, const Attrs& a
           }
         }
       }
-      return Tensors{std::move(input_grad)};
+      return TensorList(std::move(input_grad));
     }
     const std::string label_field = InputField(0, "data");
     const Ids ids(label, label_field);
@@ -537,7 +537,7 @@ Tensors cross_entropy_with_softmax_grad(const TensorArgs& inputs, const Attrs& a
         o[at_label] = (p[at_label] - T(1)) * gr;
       }
     }
-    return Tensors{std::move(input_grad)};
+    return TensorList(std::move(input_grad));
   });
 }
 

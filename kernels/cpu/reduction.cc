@@ -183,9 +183,9 @@ template <typename Body>
 Tensors FloatReduce(const TensorArgs& inputs, const ReducePlan& plan, Body body) {
   return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return Tensors{FloatReduction<T>(inputs[0], plan, [&](const Arranged<T>& a, T* out) {
+    return TensorList(FloatReduction<T>(inputs[0], plan, [&](const Arranged<T>& a, T* out) {
       body(tag, a, out);
-    })};
+    }));
   });
 }
 
@@ -209,7 +209,7 @@ Tensors Logical(const TensorArgs& inputs, const Attrs& attrs, bool init, Combine
   Arranged<bool> a = Arrange(xv.data(), inputs[0].shape(), plan);
   Tensor out = NewOutput(plan.out_shape, DType::kBool);
   Fold(a.data, a.view, init, combine, out.data<bool>());
-  return {std::move(out)};
+  return TensorList(std::move(out));
 }
 
 }  // namespace
@@ -423,7 +423,7 @@ Tensors argmax(const TensorArgs& inputs, const Attrs& attrs) {
       }
     }
   });
-  return {std::move(out)};
+  return TensorList(std::move(out));
 }
 
 Tensors cumsum(const TensorArgs& inputs, const Attrs& attrs) {
@@ -471,7 +471,7 @@ Tensors cumsum(const TensorArgs& inputs, const Attrs& attrs) {
         }
       }
     }
-    return Tensors{std::move(out)};
+    return TensorList(std::move(out));
   });
 }
 

@@ -132,7 +132,7 @@ Tensors reshape(const TensorArgs& inputs, const Attrs& attrs) {
     ThrowInvalid(field, ShapeToString(target) + " does not hold the " + std::to_string(numel) +
                             " elements of x " + ShapeToString(x.shape()));
   }
-  return {Reshaped(x, shape)};
+  return TensorList(Reshaped(x, shape));
 }
 
 Tensors flatten(const TensorArgs& inputs, const Attrs& attrs) {
@@ -143,7 +143,7 @@ Tensors flatten(const TensorArgs& inputs, const Attrs& attrs) {
   const int64_t rank = x.rank();
   const int64_t start = internal::NormalizeAxisOrScalar(start_attr, rank, "attrs.start_axis");
   const int64_t stop = internal::NormalizeAxisOrScalar(stop_attr, rank, "attrs.stop_axis");
-  if (rank == 0) return {Reshaped(x, {1})};
+  if (rank == 0) return TensorList(Reshaped(x, {1}));
   if (start > stop) {
     ThrowInvalid("attrs.start_axis", "start_axis " + std::to_string(start_attr) +
                                          " is after stop_axis " + std::to_string(stop_attr));
@@ -156,7 +156,7 @@ Tensors flatten(const TensorArgs& inputs, const Attrs& attrs) {
       shape.back() *= x.shape()[d];
     }
   }
-  return {Reshaped(x, shape)};
+  return TensorList(Reshaped(x, shape));
 }
 
 Tensors squeeze(const TensorArgs& inputs, const Attrs& attrs) {
@@ -180,7 +180,7 @@ Tensors squeeze(const TensorArgs& inputs, const Attrs& attrs) {
   for (size_t d = 0; d < x.shape().size(); ++d) {
     if (!(listed[d] && x.shape()[d] == 1)) shape.push_back(x.shape()[d]);
   }
-  return {Reshaped(x, shape)};
+  return TensorList(Reshaped(x, shape));
 }
 
 Tensors unsqueeze(const TensorArgs& inputs, const Attrs& attrs) {
@@ -197,7 +197,7 @@ Tensors unsqueeze(const TensorArgs& inputs, const Attrs& attrs) {
   Shape shape;
   size_t next = 0;
   for (int64_t d = 0; d < out_rank; ++d) shape.push_back(is_new[d] ? 1 : x.shape()[next++]);
-  return {Reshaped(x, shape)};
+  return TensorList(Reshaped(x, shape));
 }
 
 Tensors transpose(const TensorArgs& inputs, const Attrs& attrs) {
@@ -221,7 +221,7 @@ Tensors transpose(const TensorArgs& inputs, const Attrs& attrs) {
   for (int64_t d : perm) shape.push_back(x.shape()[d]);
   Tensor out = NewOutput(shape, x.dtype());
   internal::PermuteBytes(out.bytes(), x.bytes(), x.shape(), perm, x.element_size());
-  return {std::move(out)};
+  return TensorList(std::move(out));
 }
 
 Tensors split(const TensorArgs& inputs, const Attrs& attrs) {
@@ -339,7 +339,7 @@ Tensors concat(const TensorArgs& inputs, const Attrs& attrs) {
     }
     at += block;
   }
-  return {std::move(out)};
+  return TensorList(std::move(out));
 }
 
 Tensors stack(const TensorArgs& inputs, const Attrs& attrs) {
@@ -369,14 +369,14 @@ Tensors stack(const TensorArgs& inputs, const Attrs& attrs) {
   const int64_t outer = NumElements(Shape(first.shape().begin(), first.shape().begin() + axis));
   const int64_t inner = NumElements(Shape(first.shape().begin() + axis, first.shape().end()));
   const size_t block = static_cast<size_t>(inner) * first.element_size();
-  if (block == 0) return {std::move(out)};
+  if (block == 0) return TensorList(std::move(out));
   const size_t count = inputs.size();
   for (int64_t o = 0; o < outer; ++o) {
     for (size_t i = 0; i < count; ++i) {
       std::memcpy(out.bytes() + (o * count + i) * block, inputs[i].bytes() + o * block, block);
     }
   }
-  return {std::move(out)};
+  return TensorList(std::move(out));
 }
 
 Tensors slice(const TensorArgs& inputs, const Attrs& attrs) {
@@ -460,7 +460,7 @@ Tensors slice(const TensorArgs& inputs, const Attrs& attrs) {
       }
     }
   }
-  return {std::move(out)};
+  return TensorList(std::move(out));
 }
 
 Tensors tile(const TensorArgs& inputs, const Attrs& attrs) {
@@ -487,11 +487,11 @@ Tensors tile(const TensorArgs& inputs, const Attrs& attrs) {
   CheckShape(shape, 1, "attrs.repeat_times");
   Tensor out = NewOutput(shape, x.dtype());
   const int64_t numel = out.numel();
-  if (numel == 0) return {std::move(out)};
+  if (numel == 0) return TensorList(std::move(out));
   const size_t es = x.element_size();
   if (rank == 0) {
     std::memcpy(out.bytes(), x.bytes(), es);
-    return {std::move(out)};
+    return TensorList(std::move(out));
   }
   // Each output row (last dim) is x's row at (index mod in_shape), repeated.
   Shape in_strides(rank, 1);
@@ -513,22 +513,22 @@ Tensors tile(const TensorArgs& inputs, const Attrs& attrs) {
       index[d] = 0;
     }
   }
-  return {std::move(out)};
+  return TensorList(std::move(out));
 }
 
 Tensors expand(const TensorArgs& inputs, const Attrs& attrs) {
   const std::vector<int64_t>& target = attrs.GetInts("shape");
   CheckArity(inputs, 1);
-  return {BroadcastTo(inputs[0], target, "attrs.shape")};
+  return TensorList(BroadcastTo(inputs[0], target, "attrs.shape"));
 }
 
 Tensors expand_as(const TensorArgs& inputs, const Attrs& attrs) {
   const std::vector<int64_t>& target_shape = attrs.GetInts("target_shape");
   CheckArity(inputs, 2);
   if (target_shape.empty()) {
-    return {BroadcastTo(inputs[0], inputs[1].shape(), InputField(1, "shape"))};
+    return TensorList(BroadcastTo(inputs[0], inputs[1].shape(), InputField(1, "shape")));
   }
-  return {BroadcastTo(inputs[0], target_shape, "attrs.target_shape")};
+  return TensorList(BroadcastTo(inputs[0], target_shape, "attrs.target_shape"));
 }
 
 // triu keeps x where col - row >= diagonal: per matrix row, the first
@@ -542,7 +542,7 @@ Tensors triu(const TensorArgs& inputs, const Attrs& attrs) {
   const int64_t cols = x.shape()[x.rank() - 1];
   Tensor out = x;
   const int64_t numel = x.numel();
-  if (numel == 0) return {std::move(out)};
+  if (numel == 0) return TensorList(std::move(out));
   // |diagonal| beyond rows + cols changes nothing: clamp it so row + diagonal cannot overflow.
   const int64_t d = std::clamp<int64_t>(diagonal, -rows - 1, cols + 1);
   const size_t es = x.element_size();
@@ -556,7 +556,7 @@ Tensors triu(const TensorArgs& inputs, const Attrs& attrs) {
       }
     }
   }
-  return {std::move(out)};
+  return TensorList(std::move(out));
 }
 
 }  // namespace spmd::kernels::cpu
