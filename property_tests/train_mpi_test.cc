@@ -82,12 +82,14 @@ std::vector<Case> CasesFor(int world) {
   switch (world) {
     case 2:
       return {{"dp=2", {0, false}}, {"dp=2", {1, false}}, {"dp=2", {2, false}},
-              {"dp=2", {3, false}}, {"tp=2", {0, false}}, {"tp=2", {0, true}}};
+              {"dp=2", {3, false}}, {"tp=2", {0, false}}, {"tp=2", {0, true}}, {"sp=2", {0, false}}};
     case 4:
-      return {{"dp=4", {2, false}}, {"tp=4", {0, true}}, {"dp=2,tp=2", {0, false}},
+      return {{"dp=4", {2, false}}, {"tp=4", {0, true}}, {"dp=2,tp=2", {0, false}}, {"sp=4", {0, false}},
+              {"tp=2,sp=2", {0, true}},
               {"dp=2,tp=2", {1, true}}, {"dp=2,tp=2", {3, true}}};
     case 8:
-      return {{"dp=2,tp=4", {1, true}}, {"dp=4,tp=2", {3, false}}, {"dp=8", {2, false}}};
+      return {{"dp=2,tp=4", {1, true}}, {"dp=4,tp=2", {3, false}}, {"dp=8", {2, false}},
+              {"dp=2,tp=2,sp=2", {1, true}}, {"dp=2,sp=2,tp=2", {3, false}}};
     default:
       return {};
   }

@@ -13,10 +13,10 @@ Layout::Layout(Mesh mesh, Strategy strategy) : mesh_(std::move(mesh)), strategy_
   const auto& names = mesh_.axis_names();
   for (int axis = 0; axis < mesh_.ndim(); ++axis) {
     const std::string name = axis < static_cast<int>(names.size()) ? names[axis] : "";
-    std::optional<int>* slot = name == "dp" ? &dp_ : name == "tp" ? &tp_ : nullptr;
+    std::optional<int>* slot = name == "dp" ? &dp_ : name == "tp" ? &tp_ : name == "sp" ? &sp_ : nullptr;
     if (slot == nullptr) {
       ThrowInvalid("mesh.axis_names", "axis " + std::to_string(axis) + " is named '" + name +
-                                          "'; a training mesh names its axes dp and tp");
+                                          "'; a training mesh names its axes dp, tp and sp");
     }
     if (slot->has_value()) ThrowInvalid("mesh.axis_names", "'" + name + "' names two axes");
     *slot = axis;
@@ -69,12 +69,13 @@ std::optional<DistAttr> Layout::GradLayout(ParamRole role, int rank) const {
 DistAttr Layout::Tokens(int rank) const {
   DistAttr attr = DistAttr::Replicated(rank);
   if (dp_ && rank > 0) attr.dims[0].push_back(*dp_);
+  if (sp_ && rank > 1) attr.dims[1].push_back(*sp_);
   return attr;
 }
 
 DistAttr Layout::Residual() const {
   DistAttr attr = Tokens(3);
-  if (strategy_.sequence_parallel) attr.dims[1].push_back(*tp_);
+  if (strategy_.sequence_parallel) attr.dims[1].push_back(*tp_);  // minor to sp
   return attr;
 }
 

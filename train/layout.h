@@ -3,8 +3,10 @@
 //
 // The model (train/gpt.h) is written once. It asks the Layout for every placement and
 // never branches on the strategy; the rules and the planner do the rest. Mesh axes are
-// named "dp" (data) and "tp" (tensor; sequence parallelism shards the sequence over the
-// same axis, as Megatron-LM does); either may be absent, any size, uneven included.
+// named "dp" (data), "tp" (tensor; Megatron's sequence parallelism shards the residual
+// stream's sequence over the same axis) and "sp" (sequence: every activation's sequence
+// dim sharded over it, attention included, parameters replicated over it and their
+// gradients reduced over it as over dp); any may be absent, any size, uneven included.
 //
 //   strategy   parameters            gradients                         states
 //   DP         replicated on dp      partial on dp until the step,     replicated
@@ -54,8 +56,8 @@ struct Strategy {
 
 class Layout {
  public:
-  // Throws SpmdError(kInvalidArgument, "mesh.axis_names") when an axis is not named "dp"
-  // or "tp" or a name repeats, "strategy.zero_stage" outside 0..3, and
+  // Throws SpmdError(kInvalidArgument, "mesh.axis_names") when an axis is not named "dp",
+  // "tp" or "sp" or a name repeats, "strategy.zero_stage" outside 0..3, and
   // "strategy.sequence_parallel" without a tp axis.
   Layout(Mesh mesh, Strategy strategy);
 
@@ -63,6 +65,7 @@ class Layout {
   const Strategy& strategy() const { return strategy_; }
   std::optional<int> dp() const { return dp_; }
   std::optional<int> tp() const { return tp_; }
+  std::optional<int> sp() const { return sp_; }
 
   // How the forward uses a parameter (TP's sharding only).
   DistAttr Compute(ParamRole role, int rank) const;
@@ -75,11 +78,12 @@ class Layout {
   // the state layout from ZeRO-2 on; nothing below (gradients stay partial until the step).
   std::optional<DistAttr> GradLayout(ParamRole role, int rank) const;
 
-  // Token ids and labels, [B, S] or [B, S, 1]: the batch over dp.
+  // Token ids and labels, [B, S] or [B, S, 1]: the batch over dp, the sequence over sp.
   DistAttr Tokens(int rank) const;
   // The residual stream [B, S, D] between blocks (SP: the sequence over tp too).
   DistAttr Residual() const;
-  // A block's input to its column matmuls, [B, S, D]: the batch over dp only.
+  // A block's input to its column matmuls, [B, S, D]: the batch over dp, the sequence
+  // over sp.
   DistAttr BlockInput() const;
 
   // "dp=2,tp=2 zero=1 sp=0" style summary for logs.
@@ -91,7 +95,7 @@ class Layout {
 
   Mesh mesh_;
   Strategy strategy_;
-  std::optional<int> dp_, tp_;
+  std::optional<int> dp_, tp_, sp_;
 };
 
 // Parses "dp=2,tp=2" into a named mesh (InvalidArgument "mesh" on bad text).

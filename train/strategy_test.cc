@@ -97,7 +97,8 @@ TEST(StrategyTest, EveryLayoutTrainsLikeOneDevice) {
       {"dp=2", {0, false}},       {"dp=2", {1, false}},      {"dp=2", {2, false}},
       {"dp=2", {3, false}},       {"tp=2", {0, false}},      {"tp=2", {0, true}},
       {"dp=2,tp=2", {0, false}},  {"dp=2,tp=2", {1, true}},  {"dp=2,tp=2", {3, true}},
-      {"dp=3", {2, false}},
+      {"dp=3", {2, false}},       {"sp=2", {0, false}},      {"dp=2,sp=2", {2, false}},
+      {"dp=2,tp=2,sp=2", {1, true}},
   };
   for (const Layouts& l : layouts) {
     SCOPED_TRACE(std::string(l.mesh) + " zero=" + std::to_string(l.strategy.zero_stage) +
