@@ -25,6 +25,8 @@ struct GradFn {
   const OpDecl* op = nullptr;                          // nullptr: Redistribute (identity)
   Attrs attrs;                                         // normalised by the declaration
   std::vector<std::shared_ptr<Node>> inputs;           // the input variables
+  // Their values when the call ran (a later SetValue on a leaf does not change them).
+  std::vector<std::shared_ptr<const DistTensor>> input_values;
   std::vector<std::shared_ptr<const DistTensor>> outputs;  // the output values
   uint64_t sequence = 0;                               // creation order
   bool released = false;                               // Backward ran through it
@@ -154,7 +156,10 @@ std::vector<Variable> Apply(std::string_view op_name, const std::vector<Variable
     fn = std::make_shared<GradFn>();
     fn->op = op;
     fn->attrs = op->NormalizeAttrs(attrs);
-    for (const Variable& input : inputs) fn->inputs.push_back(input.node_);
+    for (const Variable& input : inputs) {
+      fn->inputs.push_back(input.node_);
+      fn->input_values.push_back(input.node_->value);
+    }
     fn->sequence = next_sequence.fetch_add(1);
   }
   std::vector<Variable> result;
@@ -190,6 +195,7 @@ Variable Redistribute(const Variable& x, const DistAttr& to, Communicator& comm)
   if (grad_enabled && input.requires_grad) {
     auto fn = std::make_shared<GradFn>();
     fn->inputs.push_back(x.node_);
+    fn->input_values.push_back(input.value);
     fn->outputs.push_back(node->value);
     fn->sequence = next_sequence.fetch_add(1);
     node->requires_grad = true;
@@ -212,14 +218,14 @@ void RunVjp(GradFn& fn, std::vector<std::optional<DistTensor>>& cotangents, Comm
     // input had (the transpose of the forward's collective: an all-gather's is a
     // reduce-scatter).
     if (cotangents[0] && fn.inputs[0]->requires_grad) {
-      const DistAttr& source = fn.inputs[0]->value->dist_attr();
+      const DistAttr& source = fn.input_values[0]->dist_attr();
       const DistTensor& g = *cotangents[0];
       deliver(0, g.dist_attr() == source ? DistTensor(g) : g.Reshard(WithoutPartial(source), comm));
     }
     return;
   }
   std::vector<Shape> shapes;
-  for (const auto& input : fn.inputs) shapes.push_back(input->value->shape());
+  for (const auto& value : fn.input_values) shapes.push_back(value->shape());
   const VjpGraph graph = fn.op->vjp(RuleContext{shapes, fn.attrs});
   const std::string where = "backward of " + fn.op->name;
   if (graph.input_grads.size() != fn.inputs.size()) {
@@ -241,7 +247,7 @@ void RunVjp(GradFn& fn, std::vector<std::optional<DistTensor>>& cotangents, Comm
     switch (ref.kind) {
       case VjpRef::Kind::kInput:
         if (ref.index >= fn.inputs.size()) return bad("input out of range");
-        return *fn.inputs[ref.index]->value;
+        return *fn.input_values[ref.index];
       case VjpRef::Kind::kOutput:
         if (ref.index >= fn.outputs.size()) return bad("output out of range");
         return *fn.outputs[ref.index];
@@ -370,6 +376,7 @@ void Backward(const Variable& loss, Communicator& comm) {
     // Free what the backward held: the graph is spent.
     fn->released = true;
     fn->inputs.clear();
+    fn->input_values.clear();
     fn->outputs.clear();
   }
 }

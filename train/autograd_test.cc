@@ -337,6 +337,23 @@ TEST(AutogradTest, NoGradDetachAccumulationAndASpentGraph) {
   });
 }
 
+// The backward uses the values the forward saw: an optimizer step between the two (a
+// SetValue on the leaf) does not change the gradient of the recorded forward.
+TEST(AutogradTest, TheBackwardSeesTheForwardsValues) {
+  const Mesh mesh({2});
+  std::mt19937_64 rng(5);
+  const kernels::Tensor x = Random({3, 2}, rng);
+  runtime::RunRanks(2, [&](Communicator& comm) {
+    const DistAttr attr = ParsePlacementString("[S(0)]", 2, "x");
+    Variable xv(DistTensor::ShardTensor(x, mesh, attr, comm.rank()), true);
+    const Variable loss = SumAll(Call("multiply", {xv, xv}, comm), comm);  // d/dx = 2x
+    xv.SetValue(DistTensor::ShardTensor(Filled({3, 2}, 7.0), mesh, attr, comm.rank()));
+    Backward(loss, comm);
+    const kernels::Tensor g = *Gradient(xv, attr, comm).ToGlobal(comm);
+    for (int64_t k = 0; k < x.numel(); ++k) EXPECT_NEAR(g.data<double>()[k], 2 * x.data<double>()[k], 1e-12);
+  });
+}
+
 TEST(AutogradTest, BadUseGetsTypedErrors) {
   const Mesh mesh({1});
   runtime::RunRanks(1, [&](Communicator& comm) {
