@@ -73,6 +73,8 @@
   X(expand_as)              \
   /* added after the first set */ \
   X(triu)                   \
+  /* random ops */          \
+  X(dropout)                \
   /* backward ops (Paddle's grad kernels, where no composition is exact) */ \
   X(gelu_grad)              \
   X(embedding_grad)         \

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "rules/dropout_attrs.h"
 #include "rules/error.h"
 #include "rules/notation.h"
 #include "rules/shape_util.h"
@@ -763,6 +764,30 @@ VjpGraph CrossEntropyWithSoftmax(const RuleContext& c) {
   }
   g.input_grads = {g.Add("add", {through_loss, through_softmax_out}),
                    g.Add("multiply", {ScaleBy(g, loss_grad, -1), log_p})};
+  return g;
+}
+
+}  // namespace spmd::vjps
+
+// ---- Random ops ----
+namespace spmd::vjps {
+
+// Training: out = x mask s, s = 1 / (1 - p) upscaling (0 when p = 1: nothing is kept),
+// 1 downscaling, so x gets g mask s. The mask is the forward's own output (read, never
+// redrawn); multiply converts the bool mask to g's dtype, as every kernel converts a bool
+// value input, so no cast (whose target dtype the graph does not know) is needed.
+// Inference: out = x (upscale) or x (1 - p).
+VjpGraph Dropout(const RuleContext& c) {
+  const dropout::DropoutAttrs a = dropout::ReadDropoutAttrs(c.attrs);
+  VjpGraph g;
+  if (a.is_test) {
+    g.input_grads = {a.upscale ? VjpRef::OutputGrad(0)
+                               : g.Add("scale", {VjpRef::OutputGrad(0)}, MakeAttrs({{"scale", 1.0 - a.p}}))};
+    return g;
+  }
+  const VjpRef kept = g.Add("multiply", {VjpRef::OutputGrad(0), VjpRef::Output(1)});
+  const double s = !a.upscale ? 1.0 : (a.p >= 1.0 ? 0.0 : 1.0 / (1.0 - a.p));
+  g.input_grads = {s == 1.0 ? kept : g.Add("scale", {kept}, MakeAttrs({{"scale", s}}))};
   return g;
 }
 

@@ -54,6 +54,8 @@ VjpGraph Maximum(const RuleContext& c);
 VjpGraph Minimum(const RuleContext& c);
 VjpGraph Clip(const RuleContext& c);
 VjpGraph Where(const RuleContext& c);  // the condition has no gradient
+// dropout: g times the forward's mask output and the kept scale (nothing is redrawn).
+VjpGraph Dropout(const RuleContext& c);
 // Reductions.
 VjpGraph MeanAll(const RuleContext& c);
 VjpGraph SquaredL2Norm(const RuleContext& c);  // 2 x g

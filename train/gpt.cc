@@ -61,6 +61,9 @@ Gpt::Gpt(const GptConfig& config, Layout layout, Communicator& comm)
     ThrowInvalid("config.heads", std::to_string(config.heads) + " does not divide width " +
                                      std::to_string(config.width));
   }
+  if (!(config.dropout >= 0.0 && config.dropout < 1.0)) {
+    ThrowInvalid("config.dropout", std::to_string(config.dropout) + " is not in [0, 1)");
+  }
   if (config.dtype != DType::kFloat64 && config.dtype != DType::kFloat32) {
     ThrowInvalid("config.dtype", "must be float32 or float64");
   }
@@ -135,7 +138,15 @@ Variable Gpt::Norm(const Variable& x, size_t scale, size_t bias, Communicator& c
                MakeAttrs({{"begin_norm_axis", int64_t{2}}}), comm)[0];
 }
 
-Variable Gpt::Loss(const DistTensor& tokens, const DistTensor& labels, Communicator& comm) {
+Variable Gpt::Dropout(const Variable& x, uint64_t stream, uint64_t site, Communicator& comm) {
+  if (config_.dropout == 0) return x;
+  const uint64_t seed = SplitMix64(stream + site);
+  return Apply("dropout", {x},
+               MakeAttrs({{"p", config_.dropout}, {"seed", static_cast<int64_t>(seed)}}), comm)[0];
+}
+
+Variable Gpt::Loss(const DistTensor& tokens, const DistTensor& labels, Communicator& comm,
+                   int64_t step, int64_t micro_batch) {
   const Shape& shape = tokens.shape();
   if (shape.size() != 2 || shape[1] > config_.sequence || shape[1] < 1) {
     ThrowInvalid("tokens", "must be [batch, s] with 1 <= s <= config.sequence");
@@ -143,6 +154,12 @@ Variable Gpt::Loss(const DistTensor& tokens, const DistTensor& labels, Communica
   if (labels.shape() != shape) ThrowInvalid("labels", "must have the tokens' shape");
   const int64_t b = shape[0], s = shape[1], d = config_.width, h = config_.heads, dh = d / h;
   const Layout& layout = layout_;
+  // The dropout seeds of this call: site k (0 the embedding, then two per block) draws
+  // with SplitMix64(stream + k).
+  const uint64_t stream =
+      SplitMix64(SplitMix64(SplitMix64(config_.seed ^ NameHash("dropout")) + static_cast<uint64_t>(step)) +
+                 static_cast<uint64_t>(micro_batch));
+  uint64_t site = 0;
 
   // Parameter indices follow the constructor's order.
   size_t next = 0;
@@ -155,7 +172,7 @@ Variable Gpt::Loss(const DistTensor& tokens, const DistTensor& labels, Communica
   }
   // Reduce the vocabulary-parallel lookup onto the residual layout before adding the
   // positions (under SP a reduce-scatter, not an all-reduce then a slice).
-  x = Call("add", {Redistribute(x, layout.Residual(), comm), pos}, comm);
+  x = Dropout(Call("add", {Redistribute(x, layout.Residual(), comm), pos}, comm), stream, site++, comm);
 
   // The causal mask, added to the scores: 0 on and below the diagonal, -1e9 above.
   std::vector<double> mask_values(s * s, 0.0);
@@ -193,7 +210,7 @@ Variable Gpt::Loss(const DistTensor& tokens, const DistTensor& labels, Communica
     const Variable context = Call(
         "reshape", {Call("transpose", {Call("matmul", {probs, v}, comm)}, comm, to_heads)}, comm,
         merged_shape);  // [B, S, D]
-    x = Call("add", {x, RowLinear(context, wo, bo, comm)}, comm);
+    x = Call("add", {x, Dropout(RowLinear(context, wo, bo, comm), stream, site++, comm)}, comm);
 
     // MLP.
     const Variable m_in = Redistribute(Norm(x, ln2_scale, ln2_bias, comm), layout.BlockInput(), comm);
@@ -203,7 +220,7 @@ Variable Gpt::Loss(const DistTensor& tokens, const DistTensor& labels, Communica
     } else {
       hidden = Call("gelu", {hidden}, comm);
     }
-    x = Call("add", {x, RowLinear(hidden, w_down, b_down, comm)}, comm);
+    x = Call("add", {x, Dropout(RowLinear(hidden, w_down, b_down, comm), stream, site++, comm)}, comm);
   }
 
   const size_t lnf_scale = next++, lnf_bias = next++, head = next++;

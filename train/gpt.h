@@ -1,8 +1,8 @@
 // A small GPT built from registered ops, laid out by a Layout (train/layout.h).
 //
-//   x = embedding[tokens] + positions                       [B, S, D]
-//   each block: x = x + attention(layer_norm(x))            causal, H heads
-//               x = x + mlp(layer_norm(x))                  GELU or SwiGLU
+//   x = dropout(embedding[tokens] + positions)              [B, S, D]
+//   each block: x = x + dropout(attention(layer_norm(x)))   causal, H heads
+//               x = x + dropout(mlp(layer_norm(x)))         GELU or SwiGLU
 //   logits = layer_norm(x) @ head                           [B, S, V]
 //   loss = mean over B, S of cross_entropy(logits, labels)
 // Every op is a Dispatch through autograd (train/autograd.h), so each has a proven
@@ -13,6 +13,12 @@
 // element index) only (counter-based: splitmix64), so every layout starts from the same
 // model. Weights are uniform with standard deviation 0.02 (the output projections
 // 0.02 / sqrt(2 * layers), GPT-2's scheme), biases 0, norms' scales 1.
+//
+// Dropout (config.dropout > 0), where GPT-2 puts its residual dropout: on the embedding
+// sum and on each row-parallel layer's output before the residual add. Each site draws
+// the op's counter-based mask (rules/counter_rng.h) at global element indices, with a
+// seed hashed from (config.seed, step, micro-batch, site): every step and site drops
+// other elements, and every layout drops the same ones as one device.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +41,7 @@ struct GptConfig {
   int64_t mlp_ratio = 4;  // hidden = mlp_ratio * D
   bool swiglu = false;    // SwiGLU MLP (silu(x W1) * (x W3)) W2 instead of GELU
   uint64_t seed = 1;
+  double dropout = 0;     // the residual dropout probability, in [0, 1); 0: no dropout op
   DType dtype = DType::kFloat64;  // float64 or float32
 };
 
@@ -48,14 +55,15 @@ class Gpt {
  public:
   // Builds the parameters on every rank of the layout's mesh. Throws InvalidArgument
   // naming the config field ("config.width" ...) for a non-positive size, a width not a
-  // multiple of heads, or a dtype that is not float32/float64.
+  // multiple of heads, a dropout outside [0, 1) ("config.dropout"), or a dtype that is not
+  // float32/float64.
   Gpt(const GptConfig& config, Layout layout, runtime::Communicator& comm);
 
   // The mean cross-entropy of next-token prediction: `tokens` and `labels` are int64
   // [B, S'] with S' <= S, laid out as layout().Tokens(2). A recorded forward: call
-  // Backward on the result.
+  // Backward on the result. `step` and `micro_batch` only choose the dropout masks.
   Variable Loss(const runtime::DistTensor& tokens, const runtime::DistTensor& labels,
-                runtime::Communicator& comm);
+                runtime::Communicator& comm, int64_t step = 0, int64_t micro_batch = 0);
 
   const std::vector<NamedParam>& params() const { return params_; }
   const GptConfig& config() const { return config_; }
@@ -70,6 +78,8 @@ class Gpt {
   // the bias.
   Variable RowLinear(const Variable& x, size_t weight, size_t bias, runtime::Communicator& comm);
   Variable Norm(const Variable& x, size_t scale, size_t bias, runtime::Communicator& comm);
+  // dropout(x) with the mask of (step, micro-batch, site); x itself when config.dropout is 0.
+  Variable Dropout(const Variable& x, uint64_t stream, uint64_t site, runtime::Communicator& comm);
 
   GptConfig config_;
   Layout layout_;

@@ -2,8 +2,8 @@
 //
 // For each layout (DP, ZeRO-1/2/3, TP, SP, and their combinations on 2-d meshes; uneven
 // batch, vocabulary and head counts included) the small GPT is trained for a few AdamW
-// steps with clipping; the loss of every step and every parameter after the last step
-// must equal the one-rank run to 1e-9 relative. The same checks run under mpirun with
+// steps with clipping, residual dropout on; the loss of every step and every parameter
+// after the last step must equal the one-rank run to 1e-9 relative. The same checks run under mpirun with
 // real Open MPI collectives in property_tests/ (label mpi).
 #include <gtest/gtest.h>
 
@@ -87,11 +87,19 @@ TEST(StrategyTest, EveryLayoutTrainsLikeOneDevice) {
   config.vocab = 13;  // uneven over tp = 2
   config.sequence = 5;
   config.mlp_ratio = 2;
+  // Residual dropout on: every layout must drop the same elements as one device (the
+  // masks are drawn at global indices, whatever the sharding of batch, sequence or tp).
+  config.dropout = 0.1;
   BatchSpec batch{3, 5, 7};  // batch 3: uneven over dp = 2
   const int steps = 3;
   const History single = Train(config, "dp=1", Strategy{}, batch, steps);
   ASSERT_EQ(single.losses.size(), 3u);
   EXPECT_LT(single.losses[2], single.losses[0]);  // it learns
+  GptConfig no_dropout = config;
+  no_dropout.dropout = 0;
+  const History undropped = Train(no_dropout, "dp=1", Strategy{}, batch, 1);
+  EXPECT_GT(std::abs(undropped.losses[0] - single.losses[0]), 1e-6 * std::abs(single.losses[0]))
+      << "dropout 0.1 left the loss unchanged";
 
   const Layouts layouts[] = {
       {"dp=2", {0, false}},       {"dp=2", {1, false}},      {"dp=2", {2, false}},

@@ -90,7 +90,7 @@ StepStats Trainer::Step(const BatchSpec& batch, int64_t step, Communicator& comm
       return DistTensor::ShardTensor(kernels::Tensor::FromVector({rows, width}, v), mesh,
                                      layout.Tokens(2), comm.rank());
     };
-    const Variable loss = model_.Loss(rows_of(tokens), rows_of(labels), comm);
+    const Variable loss = model_.Loss(rows_of(tokens), rows_of(labels), comm, step, m);
     const double share = static_cast<double>(rows) / static_cast<double>(batch.batch);
     const Variable weighted =
         micro == 1 ? loss : Apply1("scale", {loss}, MakeAttrs({{"scale", share}}), comm);

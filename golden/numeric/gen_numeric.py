@@ -11,7 +11,8 @@ A tensor is {"shape": [..], "dtype": "float64" | "float32" | "int64" | "bool",
 with full precision (repr); a non-finite value is the string "inf", "-inf" or "nan".
 "attrs" holds every attr the op declares (docs/OPS.md), defaults filled in, with the JSON
 type of the attr kind (bool, int, float such as 1.0, string, list of ints). Cases named
-localized_* also carry a localized attr ("__count", "__vocab_start", "__exact"; see
+localized_* also carry a localized attr ("__count", "__vocab_start", "__exact", dropout's
+"__offset" and "__global_shape"; see
 rules/op_decl.h): what the checker sets when it runs a reference on one shard.
 error_type defaults to "InvalidArgument".
 
@@ -84,6 +85,8 @@ DEFAULTS = {
     "cross_entropy_with_softmax_grad": {"soft_label": False, "use_softmax": True,
                                         "numeric_stable_mode": True, "ignore_index": -100,
                                         "axis": -1},
+    "dropout": {"p": 0.5, "is_test": False, "mode": "upscale_in_train", "seed": 0,
+                "fix_seed": False},
 }
 
 
@@ -1117,6 +1120,74 @@ def gen_grads():
           [T(np.zeros((4, 1)), "int64"), softmax, lg], "attrs.axis")
 
 
+# ---------------------------------------------------------------- random
+
+family("random", ["dropout"])
+MASK64 = (1 << 64) - 1
+
+
+def splitmix_mix(z):
+    """splitmix64's output function on a 64-bit word."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def counter_uniform(seed, index):
+    """docs/OPS.md, dropout: draw `index` of splitmix64 started at mix(seed), top 53 bits."""
+    z = (splitmix_mix(seed & MASK64) + (index + 1) * 0x9E3779B97F4A7C15) & MASK64
+    return (splitmix_mix(z) >> 11) * 2.0 ** -53
+
+
+def np_dropout(x, p, seed, upscale=True, is_test=False, offset=None, global_shape=None):
+    """out and mask of dropout on x, a block at `offset` of a tensor of `global_shape`."""
+    x = np.asarray(x, dtype=np.float64)
+    if is_test:
+        return [x if upscale else x * (1.0 - p), T(np.ones(x.shape), "bool")]
+    offset = offset or [0] * x.ndim
+    global_shape = global_shape or list(x.shape)
+    mask = np.zeros(x.shape)
+    for local in np.ndindex(*x.shape):
+        g = int(np.ravel_multi_index(tuple(o + i for o, i in zip(offset, local)), global_shape)) \
+            if x.ndim else 0
+        mask[local] = 1.0 if counter_uniform(seed, g) >= p else 0.0
+    out = np.where(mask == 1.0, x / (1.0 - p) if upscale and p < 1 else x, 0.0)
+    return [out, T(mask, "bool")]
+
+
+def gen_random():
+    x = vals(4, 6)
+    case("dropout", "p_half_seed_0", {}, [x], np_dropout(x, 0.5, 0))
+    case("dropout", "p_0.1_seed_12345", {"p": 0.1, "seed": 12345}, [x], np_dropout(x, 0.1, 12345))
+    case("dropout", "negative_seed", {"p": 0.3, "seed": -7}, [x], np_dropout(x, 0.3, -7))
+    case("dropout", "downscale_in_infer", {"p": 0.4, "seed": 3, "mode": "downscale_in_infer"},
+         [x], np_dropout(x, 0.4, 3, upscale=False))
+    case("dropout", "p_0_keeps_all", {"p": 0.0, "seed": 9}, [x], np_dropout(x, 0.0, 9))
+    case("dropout", "p_1_drops_all", {"p": 1.0, "seed": 9}, [x], np_dropout(x, 1.0, 9))
+    case("dropout", "is_test_upscale", {"p": 0.4, "is_test": True}, [x],
+         np_dropout(x, 0.4, 0, is_test=True))
+    case("dropout", "is_test_downscale", {"p": 0.4, "is_test": True, "mode": "downscale_in_infer"},
+         [x], np_dropout(x, 0.4, 0, upscale=False, is_test=True))
+    x3 = vals(2, 3, 5)
+    case("dropout", "3d", {"p": 0.5, "seed": 11}, [x3], np_dropout(x3, 0.5, 11))
+    case("dropout", "0d", {"p": 0.5, "seed": 2}, [np.array(1.25)], np_dropout(np.array(1.25), 0.5, 2))
+    case("dropout", "empty_0x3", {"seed": 2}, [np.zeros((0, 3))], np_dropout(np.zeros((0, 3)), 0.5, 2))
+    # Localized: the block [1:3, 2:5] of a [4, 6] tensor draws the global tensor's numbers.
+    full = np_dropout(x, 0.5, 5)
+    case("dropout", "localized_offset", {"p": 0.5, "seed": 5, "__offset": [1, 2],
+                                         "__global_shape": [4, 6]},
+         [x[1:3, 2:5]], [full[0][1:3, 2:5], T(full[1].array[1:3, 2:5], "bool")])
+    error("dropout", "p_above_1", {"p": 1.5}, [x], "attrs.p")
+    error("dropout", "p_negative", {"p": -0.25}, [x], "attrs.p")
+    error("dropout", "unknown_mode", {"mode": "scale"}, [x], "attrs.mode")
+    error("dropout", "offset_rank", {"__offset": [1], "__global_shape": [4, 6]}, [x[1:3, 2:5]],
+          "attrs.__offset")
+    error("dropout", "block_outside", {"__offset": [3, 2], "__global_shape": [4, 6]},
+          [x[1:3, 2:5]], "attrs.__offset")
+    error("dropout", "offset_without_shape", {"__offset": [0, 0]}, [x], "attrs.__global_shape")
+    error("dropout", "two_inputs", {}, [x, x], "inputs")
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -1124,6 +1195,7 @@ def main():
     gen_norm()
     gen_shape()
     gen_grads()
+    gen_random()  # last: the cases before keep their random values
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

@@ -1,0 +1,64 @@
+// dropout's CPU kernel: the mask of rules/counter_rng.h drawn at each element's GLOBAL
+// linear index, so a shard (with the localized __offset and __global_shape) draws the
+// numbers of the same elements of the global tensor. The kernel walks rows of the last
+// dim: a row's global indices are consecutive from its first one.
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/internal.h"
+#include "rules/counter_rng.h"
+#include "rules/dropout_attrs.h"
+
+namespace spmd::kernels::cpu {
+
+Tensors dropout(const TensorArgs& inputs, const Attrs& attrs) {
+  internal::CheckArity(inputs, 1);
+  const Tensor& xt = inputs[0];
+  const dropout::DropoutAttrs a = dropout::ReadDropoutAttrs(attrs);
+  const dropout::DropoutLayout layout = dropout::ReadDropoutLayout(attrs, xt.shape());
+  return internal::DispatchFloat(internal::ComputeDType(inputs, {0}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    internal::ValuesAs<T> xv(xt);
+    Tensor out = internal::NewOutput(xt.shape(), DTypeOf<T>::value);
+    Tensor mask = internal::NewOutput(xt.shape(), DType::kBool);
+    const T* x = xv.data();
+    T* o = out.data<T>();
+    bool* m = mask.data<bool>();
+    const int64_t n = out.numel();
+    if (n == 0) return Tensors{std::move(out), std::move(mask)};
+    if (a.is_test) {
+      const double factor = a.upscale ? 1.0 : 1.0 - a.p;
+      for (int64_t i = 0; i < n; ++i) {
+        o[i] = a.upscale ? x[i] : static_cast<T>(static_cast<double>(x[i]) * factor);
+        m[i] = true;
+      }
+      return Tensors{std::move(out), std::move(mask)};
+    }
+    const Shape& shape = xt.shape();
+    const int rank = static_cast<int>(shape.size());
+    // Global strides, and the local multi-index of the current row (last dim excluded).
+    std::vector<int64_t> global_strides(shape.size(), 1);
+    for (int d = rank - 2; d >= 0; --d) global_strides[d] = global_strides[d + 1] * layout.global_shape[d + 1];
+    const int64_t cols = rank == 0 ? 1 : shape.back();
+    const int64_t col0 = rank == 0 ? 0 : layout.offset.back();
+    std::vector<int64_t> row(rank > 0 ? rank - 1 : 0, 0);
+    const double keep_divisor = 1.0 - a.p;
+    for (int64_t start = 0; start < n; start += cols) {
+      int64_t base = col0;
+      for (size_t d = 0; d < row.size(); ++d) base += (layout.offset[d] + row[d]) * global_strides[d];
+      for (int64_t j = 0; j < cols; ++j) {
+        const bool keep = counter_rng::Uniform(a.seed, base + j) >= a.p;
+        const double v = static_cast<double>(x[start + j]);
+        m[start + j] = keep;
+        o[start + j] = keep ? static_cast<T>(a.upscale ? v / keep_divisor : v) : T(0);
+      }
+      for (int d = static_cast<int>(row.size()) - 1; d >= 0; --d) {  // next row (odometer)
+        if (++row[d] < shape[d]) break;
+        row[d] = 0;
+      }
+    }
+    return Tensors{std::move(out), std::move(mask)};
+  });
+}
+
+}  // namespace spmd::kernels::cpu

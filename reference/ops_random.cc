@@ -1,0 +1,39 @@
+// Reference of dropout (docs/OPS.md): element e of the global tensor is kept iff
+// counter_rng::Uniform(seed, global linear index of e) >= p. Plain loops: each element's
+// global index is rebuilt from its local multi-index, the shard's offset and the global
+// strides.
+#include <cstdint>
+#include <vector>
+
+#include "reference/reference.h"
+#include "reference/util.h"
+#include "rules/counter_rng.h"
+#include "rules/dropout_attrs.h"
+
+namespace spmd::reference::ops {
+
+Tensors dropout(const Tensors& inputs, const Attrs& attrs) {
+  internal::CheckArity(inputs, 1);
+  const Tensor& x = inputs[0];
+  const dropout::DropoutAttrs a = dropout::ReadDropoutAttrs(attrs);
+  const dropout::DropoutLayout layout = dropout::ReadDropoutLayout(attrs, x.shape);
+  const Shape global_strides = internal::Strides(layout.global_shape);
+  Tensor out = internal::Zeros(x.shape);
+  Tensor mask = internal::Zeros(x.shape, DType::kBool);
+  for (int64_t k = 0; k < NumElements(x.shape); ++k) {
+    const std::vector<int64_t> index = internal::Unravel(k, x.shape);
+    int64_t global = 0;
+    for (size_t d = 0; d < index.size(); ++d) global += (layout.offset[d] + index[d]) * global_strides[d];
+    const double v = x.data[k];
+    if (a.is_test) {
+      mask.data[k] = 1.0;
+      out.data[k] = a.upscale ? v : v * (1.0 - a.p);
+    } else if (counter_rng::Uniform(a.seed, global) >= a.p) {
+      mask.data[k] = 1.0;
+      out.data[k] = a.upscale ? v / (1.0 - a.p) : v;  // p < 1 here: Uniform is below 1
+    }
+  }
+  return {out, mask};
+}
+
+}  // namespace spmd::reference::ops

@@ -1,0 +1,60 @@
+// Random ops: dropout. Its mask is a pure function of the seed and each element's GLOBAL
+// linear index (rules/counter_rng.h), so every dim may stay sharded: the localizer passes
+// the shard's global offset and the global shape, and each rank draws the numbers of its
+// own elements. The checker's simulated mesh then proves that every sharding computes the
+// mask and output of one device.
+#include <string>
+#include <vector>
+
+#include "rules/dropout_attrs.h"
+#include "rules/error.h"
+#include "rules/notation.h"
+#include "rules/registry.h"
+#include "rules/vjps.h"
+
+namespace spmd::declare {
+
+using notation::FromSignatures;
+using notation::MakeAttrs;
+
+namespace {
+
+// x -> out, mask: one letter per dim, each output x's letters.
+EinsumSpec Notation(const RuleContext& c) {
+  dropout::ReadDropoutAttrs(c.attrs);
+  const std::string letters = notation::Letters(static_cast<int>(c.input_shapes[0].size()));
+  return notation::FromLetters({letters}, {letters, letters});
+}
+
+}  // namespace
+
+// Paddle's dropout: x -> out, mask. Paddle's optional seed_tensor input is not taken and
+// fix_seed is accepted for compatibility only: the mask always comes from attrs.seed (a
+// seed drawn per run could not be the same on every rank, nor checked).
+// Partial inputs are reduced first. out alone could keep a partial sum, avg, max or min
+// (it is x times c, a per-element constant c >= 0 that does not depend on x, and
+// c a + c b = c (a + b), max(c a, c b) = c max(a, b)), but a declaration's partial
+// acceptance applies to every output, and the mask, the same on every rank of the axis,
+// must never be partial (golden/claims/claims.jsonl holds both facts).
+OpDecl dropout() {
+  return OpBuilder("dropout").Inputs({"x"}).Outputs({"out", "mask"})
+      .Tolerance(ToleranceClass::kPointwise)
+      .Vjp(vjps::Dropout)
+      .Attr("p", AttrKind::kFloat, 0.5, {"dropout_prob"})
+      .Attr("is_test", AttrKind::kBool, false)
+      .Attr("mode", AttrKind::kString, std::string(dropout::kUpscaleInTrain), {"dropout_implementation"})
+      .Attr("seed", AttrKind::kInt, int64_t{0})
+      .Attr("fix_seed", AttrKind::kBool, false)
+      .Einsum(Notation)
+      .Localize([](const LocalContext& c) {
+        return c.attrs.With(kLocalOffset, c.input_offsets[0]).With(kLocalGlobalShape, c.global_inputs[0]);
+      })
+      .Examples(FromSignatures(
+          {{{"ab"}, MakeAttrs({{"p", 0.5}, {"seed", int64_t{7}}})},
+           {{"ab"}, MakeAttrs({{"p", 0.3}, {"mode", std::string(dropout::kDownscaleInInfer)},
+                               {"seed", int64_t{-3}}})},
+           {{"a"}, MakeAttrs({{"p", 0.25}, {"is_test", true},
+                              {"mode", std::string(dropout::kDownscaleInInfer)}})}}));
+}
+
+}  // namespace spmd::declare
