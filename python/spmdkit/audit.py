@@ -2,6 +2,9 @@
 
     python -m spmdkit.audit paddle [--cases N] [--op NAME]... [--seed S] [--json]
 
+Exit status: 0 audited; 1 spmdkit's own answer was judged UNSOUND on some case (a spmdkit
+defect); 2 bad arguments; 3 the framework (or, from the CLI, spmdkit) is not importable.
+
 For each op spmdkit knows that the framework registers a rule for, generated cases (meshes
 of 1 to 3 axes of sizes 1 to 4; uneven and size-1 dims; random dims mappings; partial(sum)
 inputs) go to the framework's rule. Its answer (the input layouts it requires, the output
@@ -35,6 +38,7 @@ from spmdkit.audit_ops import SPECS, Case, OpSpec, spec_for
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_NOT_IMPORTABLE = 3
+EXIT_SPMDKIT_UNSOUND = 1
 
 
 class FrameworkMissing(Exception):
@@ -590,7 +594,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if ce:
             print("\n## Counterexamples (one per op)\n")
             print(ce)
-    return EXIT_OK
+    # spmdkit's own answer judged UNSOUND is a spmdkit defect: fail (the CI gate).
+    return EXIT_SPMDKIT_UNSOUND if any(r.spmdkit_unsound for r in reports) else EXIT_OK
 
 
 if __name__ == "__main__":

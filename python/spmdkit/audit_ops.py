@@ -318,7 +318,7 @@ SPECS: List[OpSpec] = (
        OpSpec("bmm", ["bmm"], _bmm, [_a()]),
        OpSpec("einsum", ["einsum"], _einsum, [_listed("equation")])]
     + [OpSpec(n, [n], _reduce, [_a("axis", "keep_dim")]) for n in _REDUCE]
-    + [OpSpec("squared_l2_norm", ["squared_l2_norm"], _unary, [_a()]),
+    + [OpSpec("squared_l2_norm", ["squared_l2_norm"], _reduce, [_a("axis", "keep_dim"), _a()]),
        OpSpec("mean_all", ["mean_all"], _unary, [_a()]),
        OpSpec("logsumexp", ["logsumexp"], _logsumexp, [_a("axis", "keepdim", "reduce_all")]),
        OpSpec("p_norm", ["p_norm"], _p_norm, [_a("porder", "axis", "epsilon", "keepdim", "asvector")]),

@@ -132,6 +132,22 @@ def test_a_dropped_partial_is_unsound_with_a_counterexample_that_replays():
             assert "UNSOUND" in out.stdout + out.stderr, out
 
 
+def replicate_all(op, answer):
+    """Sound and costly: every input gathered whole, every output replicated."""
+    def rep(l):
+        dm = l["dims_mapping"]
+        return {"dims_mapping": [-1] * len(dm), "partial": {}}
+    return audit.Answer([rep(l) for l in answer.inputs], [rep(l) for l in answer.outputs])
+
+
+def test_a_rule_that_gathers_everything_moves_more_bytes():
+    for r in audit.audit(FakeRules(replicate_all), ["matmul", "relu", "sum"], cases=40, seed=4):
+        assert r.sound == r.cases and r.unsound == 0, r
+        assert r.framework_more_bytes > 0 and r.spmdkit_more_bytes == 0, r
+        ex = r.more_bytes_example
+        assert ex["framework_bytes"] > ex["spmdkit_bytes"] >= 0
+
+
 def test_a_rule_that_raises_counts_as_an_error():
     rules = FakeRules(raise_on=lambda specs: any(s["layout"]["partial_dims"] for s in specs))
     (r,) = audit.audit(rules, ["relu"], cases=80, seed=2)
