@@ -232,6 +232,10 @@ def run_framework(rules, rule, signature, req: Request) -> Answer:
     return Answer([rules.read(a) for a in ins], [rules.read(a) for a in outs])
 
 
+class FrameworkError(Exception):
+    """The framework's rule raised; the message is its exception's type and text."""
+
+
 class FrameworkCrash(Exception):
     """The framework's rule killed its process (a segmentation fault, an abort)."""
 
@@ -287,7 +291,7 @@ class IsolatedRules:
             raise FrameworkCrash(f"the rule killed its process (status {status})")
         reply = json.loads(line)
         if "error" in reply:
-            raise RuntimeError(reply["error"])
+            raise FrameworkError(reply["error"])
         return Answer(**{k: [{"dims_mapping": l["dims_mapping"],
                               "partial": {int(a): o for a, o in l["partial"].items()}}
                              for l in reply["answer"][k]] for k in ("inputs", "outputs")})
@@ -396,6 +400,7 @@ class OpReport:
     counterexample: Optional[dict] = None
     spmdkit_counterexample: Optional[dict] = None
     error_example: Optional[str] = None
+    error_kinds: Dict[str, int] = field(default_factory=dict)   # error text (digits masked) -> count
     more_bytes_example: Optional[dict] = None    # a case where the framework moves more
 
 
@@ -444,8 +449,11 @@ def audit_op(rules, spec: OpSpec, cases: int, seed: int) -> OpReport:
         except Exception as e:
             rep.errors += 1
             rep.crashes += isinstance(e, FrameworkCrash)
+            text = _one_line(e) if isinstance(e, FrameworkError) else f"{type(e).__name__}: {_one_line(e)}"
+            kind = re.sub(r"\[[^]]*\]|\d+", "N", text[:120])
+            rep.error_kinds[kind] = rep.error_kinds.get(kind, 0) + 1
             if rep.error_example is None:
-                rep.error_example = f"{req.infer_line()} -> {type(e).__name__}: {_one_line(e)}"
+                rep.error_example = f"{req.infer_line()} -> {text}"
             continue
         v = judge(req, theirs)
         if v.verdict == "SOUND":
@@ -550,6 +558,19 @@ def counterexamples(reports: Sequence[OpReport]) -> str:
     return "\n".join(out)
 
 
+def error_summary(reports: Sequence[OpReport]) -> str:
+    """Each op's errors by kind (the framework's message, numbers masked), with the first
+    failing request."""
+    out = []
+    for r in reports:
+        if not r.errors:
+            continue
+        kinds = "; ".join(f"{n} x `{k}`" for k, n in sorted(r.error_kinds.items(), key=lambda kv: -kv[1]))
+        out.append(f"- {r.op}: {kinds}" + (f" ({r.crashes} killed the process)" if r.crashes else ""))
+        out.append(f"  first: `{r.error_example}`")
+    return "\n".join(out)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) == 2 and argv[0] == "--worker":
@@ -590,6 +611,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"audit of {rules.framework} {rules.version}: {args.cases} cases per op, seed {args.seed}, "
               f"{seconds:.1f} s\n")
         print(table(reports, rules.framework))
+        errs = error_summary(reports)
+        if errs:
+            print("\n## Errors by kind\n")
+            print(errs)
         ce = counterexamples(reports)
         if ce:
             print("\n## Counterexamples (one per op)\n")
