@@ -223,3 +223,20 @@ def test_a_short_real_paddle_audit():
             assert again.verdict == "UNSOUND"
     # Paddle's max over a sharded axis is a partial sum (docs/DECISIONS.md D3): some are caught.
     assert {r.op: r for r in reports}["max"].unsound > 0
+
+
+@pytest.mark.skipif(paddle_missing() is not None, reason=paddle_missing() or "")
+def test_a_rule_that_kills_its_process_costs_one_case():
+    # Paddle 3.3.1's squared_l2_norm rule called without its attrs (the second candidate
+    # argument list) segfaults; the worker is restarted and the next case is answered.
+    spec = BY_NAME["squared_l2_norm"]
+    req = audit.Request("squared_l2_norm", [2], [[4, 6]],
+                        [{"dims_mapping": [0, -1], "partial": {}}], {"axis": [1], "keep_dim": False})
+    rules = audit.IsolatedRules("paddle")
+    try:
+        with pytest.raises(audit.FrameworkCrash):
+            rules.answer(spec, "squared_l2_norm", 1, req)
+        answer = rules.answer(spec, "squared_l2_norm", 0, req)
+    finally:
+        rules.close()
+    assert answer.outputs[0]["dims_mapping"] == [0]
