@@ -292,6 +292,10 @@ class IsolatedRules:
         reply = json.loads(line)
         if "error" in reply:
             raise FrameworkError(reply["error"])
+        if "skip" in reply:
+            raise NotExpressible(reply["skip"])
+        if "unrepresentable" in reply:
+            raise Unrepresentable(reply["unrepresentable"])
         return Answer(**{k: [{"dims_mapping": l["dims_mapping"],
                               "partial": {int(a): o for a, o in l["partial"].items()}}
                              for l in reply["answer"][k]] for k in ("inputs", "outputs")})
@@ -315,6 +319,10 @@ def worker(framework: str) -> int:
         try:
             a = rules.answer(spec_for(req.op), msg["rule"], msg["signature"], req)
             out.write(json.dumps({"answer": a.to_json()}) + "\n")
+        except NotExpressible as e:
+            out.write(json.dumps({"skip": str(e)}) + "\n")
+        except Unrepresentable as e:
+            out.write(json.dumps({"unrepresentable": str(e)}) + "\n")
         except Exception as e:
             out.write(json.dumps({"error": f"{type(e).__name__}: {_one_line(e)}"}) + "\n")
     return EXIT_OK
@@ -404,23 +412,45 @@ class OpReport:
     more_bytes_example: Optional[dict] = None    # a case where the framework moves more
 
 
+class Unrepresentable(Exception):
+    """The framework answered with a layout spmdkit's layouts cannot state (DTensor's
+    _StridedShard): counted as not judged (not_applicable), not as UNSOUND."""
+
+
+class NotExpressible(Exception):
+    """The framework has no call for this case (DTensor's mm takes no transposes): the case
+    is drawn again, not counted."""
+
+
+def candidates(framework: str, spec: OpSpec) -> List[tuple]:
+    """(rule name, argument list index) pairs to probe, in order."""
+    if framework == "dtensor":
+        from spmdkit.audit_dtensor import DTENSOR_OPS
+        return [(spec.name, 0)] if spec.name in DTENSOR_OPS else []
+    return [(n, i) for n in spec.paddle_names for i in range(len(spec.signatures))]
+
+
 def _signature(rules, spec: OpSpec):
     """The first (rule name, signature index) answering a replicated probe case, or the
     reason none does."""
     rng = random.Random(0)
-    case = spec.gen(rng)
-    req = Request(spec.name, [2], case.shapes,
-                  [{"dims_mapping": [-1] * len(s), "partial": {}} for s in case.shapes], case.attrs)
     tried = []
-    for name in spec.paddle_names:
-        for i, sig in enumerate(spec.signatures):
+    for name, i in candidates(rules.framework, spec):
+        for _ in range(20):     # the first expressible draw is the probe
+            case = spec.gen(rng)
+            req = Request(spec.name, [2], case.shapes,
+                          [{"dims_mapping": [-1] * len(s), "partial": {}} for s in case.shapes], case.attrs)
             try:
                 rules.answer(spec, name, i, req)
                 return name, i, None
+            except NotExpressible:
+                continue
             except Exception as e:
+                sig = spec.signatures[i] if i < len(spec.signatures) else None
                 tried.append(f"{name}{tuple(getattr(sig, 'attr_names', ()))}: {type(e).__name__}: "
                              f"{_one_line(e, 160)}")
-    return None, None, "; ".join(tried) or "no rule name registered"
+                break
+    return None, None, "; ".join(tried) or f"no {rules.framework} rule for this op"
 
 
 def _one_line(e: Exception, limit: int = 240) -> str:
@@ -436,17 +466,26 @@ def audit_op(rules, spec: OpSpec, cases: int, seed: int) -> OpReport:
         return rep
     rep.rule = name
     rng = random.Random(f"{seed}:{spec.name}")
-    for _ in range(cases):
+    draws = 0
+    while rep.cases < cases and draws < 20 * cases:
+        draws += 1
         req = generate(spec, rng)
         try:
             spmdkit_answer(req)
         except spmdkit.SpmdError:
             # A request spmdkit refuses (a generated attr out of range): not a case.
             continue
-        rep.cases += 1
         try:
             theirs = rules.answer(spec, name, sig, req)
+            rep.cases += 1
+        except NotExpressible:
+            continue
+        except Unrepresentable:
+            rep.cases += 1
+            rep.not_applicable += 1
+            continue
         except Exception as e:
+            rep.cases += 1
             rep.errors += 1
             rep.crashes += isinstance(e, FrameworkCrash)
             text = _one_line(e) if isinstance(e, FrameworkError) else f"{type(e).__name__}: {_one_line(e)}"
