@@ -361,11 +361,37 @@ def judge(req: Request, answer: Answer) -> Verdict:
         return Verdict("UNSOUND", f"the answer lays out {len(answer.inputs)} inputs, the op has "
                                   f"{len(req.shapes)}")
     inputs = [{"shape": s, **l} for s, l in zip(req.shapes, answer.inputs)]
+    outputs, note = _avg_as_sum(req, answer), ""
+    if outputs is not answer.outputs:
+        note = "avg partials of a mean over even shards judged as sums (spmdkit's kernel convention)"
     try:
-        r = spmdkit.check_claim(req.op, req.mesh, inputs, answer.outputs, req.attrs)
+        r = spmdkit.check_claim(req.op, req.mesh, inputs, outputs, req.attrs)
     except spmdkit.SpmdError as e:
         return Verdict("UNSOUND", f"not a valid layout: {type(e).__name__}: {e}")
-    return Verdict(r.verdict, r.note, r.counterexample, r.replay)
+    return Verdict(r.verdict, "; ".join(x for x in (note, r.note) if x), r.counterexample, r.replay)
+
+
+def _avg_as_sum(req: Request, answer: Answer) -> List[dict]:
+    """The outputs to check. A framework's mean kernel divides by its local element count and
+    claims partial(avg); spmdkit's divides by the global count and claims partial(sum)
+    (docs/DECISIONS.md D7). The two agree exactly when every shard the avg axes cut is even,
+    so there the avg claim is checked as the sum claim; on uneven shards it stays avg and is
+    judged as it is (the local means are weighted wrongly)."""
+    if req.op not in ("mean", "mean_all") or not any("avg" in o["partial"].values() for o in answer.outputs):
+        return answer.outputs
+    shape, layout = req.shapes[0], answer.inputs[0]
+    avg_axes = {a for o in answer.outputs for a, op in o["partial"].items() if op == "avg"}
+    for d, m in enumerate(layout["dims_mapping"]):
+        axes = m if isinstance(m, list) else ([m] if m >= 0 else [])
+        if avg_axes & set(axes):
+            ranks = 1
+            for a in axes:
+                ranks *= req.mesh[a]
+            if shape[d] % ranks:
+                return answer.outputs
+    return [{"dims_mapping": o["dims_mapping"],
+             "partial": {a: ("sum" if op == "avg" else op) for a, op in o["partial"].items()}}
+            for o in answer.outputs]
 
 
 def spmdkit_answer(req: Request) -> Answer:
