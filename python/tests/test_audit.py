@@ -262,3 +262,16 @@ def test_a_rule_that_kills_its_process_costs_one_case():
     finally:
         rules.close()
     assert answer.outputs[0]["dims_mapping"] == [0]
+
+
+def test_an_avg_partial_of_a_mean_is_sound_on_even_shards_only():
+    rng = random.Random(11)
+    for _ in range(60):
+        ranks = rng.choice([2, 3, 4])
+        rows = rng.choice([4, 5, 6, 7, 8, 12])
+        layout = {"dims_mapping": [0, -1], "partial": {}}
+        for op, attrs, out_rank in (("mean_all", {}, 0), ("mean", {"axis": [0], "keep_dim": False}, 1)):
+            req = audit.Request(op, [ranks], [[rows, 3]], [layout], attrs)
+            claim = audit.Answer([layout], [{"dims_mapping": [-1] * out_rank, "partial": {0: "avg"}}])
+            v = audit.judge(req, claim)
+            assert v.verdict == ("SOUND" if rows % ranks == 0 else "UNSOUND"), (op, rows, ranks, v)
