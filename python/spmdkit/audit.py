@@ -1,6 +1,6 @@
 """Audits another framework's SPMD rules with spmdkit's checker and planner.
 
-    python -m spmdkit.audit paddle [--cases N] [--op NAME]... [--seed S] [--json]
+    python -m spmdkit.audit paddle|dtensor [--cases N] [--op NAME]... [--seed S] [--json]
 
 Exit status: 0 audited; 1 spmdkit's own answer was judged UNSOUND on some case (a spmdkit
 defect); 2 bad arguments; 3 the framework (or, from the CLI, spmdkit) is not importable.
@@ -14,8 +14,9 @@ the float64 reference. spmdkit's own rule answers the same request; where both a
 sound the planner prices each (the bytes per rank to reshard the given inputs to what the
 rule requires) and the audit counts which moves more.
 
-The framework is reached through a small adapter (`PaddleRules`), so tests can put a stand-in
-in its place. A rule that raises, or returns something that is not an answer, counts as an
+The framework is reached through an adapter (`PaddleRules` here, `DTensorRules` in
+audit_dtensor.py) run in a worker process (`IsolatedRules`); tests put an in-process
+stand-in in its place. A rule that raises, or returns something that is not an answer, counts as an
 error; an answer that names no valid layout (a wrong rank, an axis off the mesh) counts as
 UNSOUND with the checker's error as the reason.
 """
