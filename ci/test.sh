@@ -3,7 +3,8 @@
 # property tests, the include-graph check); then the same rule, golden, checker and CLI tests
 # under ASan+UBSan (ci/sanitize.sh), a smoke run of every fuzz target (ci/fuzz.sh) and the
 # installed C++ package built into a consumer project (ci/package-check.sh), and the Python
-# package installed with pip and tested with pytest (ci/python-check.sh).
+# package installed with pip and tested with pytest (ci/python-check.sh), and a short audit of
+# Paddle's rules (ci/audit-check.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/install-deps.sh
@@ -19,4 +20,6 @@ bash ci/fuzz.sh || status=$?
 bash ci/package-check.sh || status=$?
 # The Python package: pip install . into a virtual environment, then pytest python/tests.
 bash ci/python-check.sh || status=$?
+# The auditor: paddlepaddle from PyPI, a short `spmd audit paddle`, its tests (docs/AUDIT.md).
+bash ci/audit-check.sh || status=$?
 exit $status

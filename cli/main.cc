@@ -3,6 +3,7 @@
 //   spmd check ...                the soundness sweep (cli/check.cc)
 //   spmd explain JSON             one case in words (cli/explain.cc)
 //   spmd plan --mesh ... --from ... --to ...   a reshard plan (cli/plan.cc)
+//   spmd audit paddle|dtensor ...  another framework's rules, judged (cli/audit.cc)
 //   spmd infer --check FILE...    golden cases: answer each, compare with its "expect",
 //                                 print a table and a total; exit 1 on any mismatch
 #include <cstdio>
@@ -13,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/audit.h"
 #include "cli/check.h"
 #include "cli/explain.h"
 #include "cli/plan.h"
@@ -30,6 +32,8 @@ int Usage(std::ostream& out, int code) {
          "       spmd explain JSON\n"
          "       spmd plan --mesh 2x4 --shape 1024,512 --from '[S(0), P(sum)]' --to '[R, S(1)]'\n"
          "                 [--dtype float32] [--json] (spmd plan --help for more)\n"
+         "       spmd audit paddle|dtensor [--cases N] [--op NAME]... [--json]\n"
+         "                 (spmd audit --help for more)\n"
          "  infer          answer SPMD rule requests, one JSON object per line; reads stdin\n"
          "                 when no FILE is given; empty lines are skipped\n"
          "  infer --check  answer golden cases (requests with \"name\" and \"expect\") and\n"
@@ -104,6 +108,7 @@ int main(int argc, char** argv) {
   if (command == "check") return spmd::cli::Check(args);
   if (command == "explain") return spmd::cli::Explain(args);
   if (command == "plan") return spmd::cli::Plan(args);
+  if (command == "audit") return spmd::cli::Audit(args);
   if (command == "infer") {
     if (!args.empty() && args[0] == "--check") return Check({args.begin() + 1, args.end()});
     return Infer(args);

@@ -1,0 +1,277 @@
+"""The auditor of other frameworks' rules (spmdkit.audit): the layout converter round-trips,
+a deliberately wrong stand-in for a framework rule is caught with a counterexample that
+replays, a right one is not, and (where paddle is importable) a short real audit runs."""
+
+import json
+import os
+import pathlib
+import random
+import subprocess
+import sys
+
+import pytest
+
+import spmdkit
+from spmdkit import audit
+from spmdkit.audit_ops import BY_NAME
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SPMD = ROOT / "build" / "bin" / "spmd"
+
+
+def paddle_missing():
+    """Why paddle cannot be audited here (None when it can)."""
+    try:
+        import paddle  # noqa: F401
+        from paddle.base import core  # noqa: F401
+    except Exception as e:  # a missing or broken install
+        return f"paddle is not importable ({type(e).__name__}: {e}); ci/audit-check.sh installs it"
+    return None
+
+
+def test_layouts_round_trip_through_paddles_form():
+    rng = random.Random(7)
+    for _ in range(500):
+        mesh = audit.random_mesh(rng)
+        layout = audit.random_layout(rng, rng.randint(0, 4), mesh, allow_partial=True)
+        p = audit.to_paddle_layout(layout)
+        back = audit.from_paddle_layout(p["dims_mapping"], {d: "SUM" for d in p["partial_dims"]})
+        assert back == layout
+        # and through the JSON an answer is printed in
+        a = audit.Answer([layout], [layout])
+        j = json.loads(json.dumps(a.to_json()))
+        assert audit.from_paddle_layout(j["inputs"][0]["dims_mapping"],
+                                        {int(k): v.upper() for k, v in j["inputs"][0]["partial"].items()}) == layout
+
+
+def test_paddles_printed_partial_status_is_read():
+    text = "{dim_mappings: [[0] [] ], partial: [Partial(dims:1, SUM), Partial(dims:2, MAX), ], split_factor: .}"
+    found = dict((int(d), k) for d, k in audit._PARTIAL_RE.findall(text))
+    assert audit.from_paddle_layout([[0], []], found) == {"dims_mapping": [[0], []],
+                                                          "partial": {1: "sum", 2: "max"}}
+
+
+class FakeRules(audit.InProcessRules):
+    """A stand-in for a framework: each rule answers with spmdkit's own answer, passed
+    through `corrupt` (identity: a right rule)."""
+
+    framework = "fake"
+
+    def __init__(self, corrupt=lambda op, answer: answer, raise_on=None):
+        super().__init__()
+        self.corrupt, self.raise_on = corrupt, raise_on
+
+    def rule(self, name):
+        spec = BY_NAME[name]
+        names = spec.signatures[0].attr_names
+        outer = self
+
+        class Rule:
+            def infer_forward(self, *args):
+                if names and args and isinstance(args[0], list):   # a list of tensors first
+                    specs, values = args[0], args[1:]
+                else:
+                    specs, values = args[:len(args) - len(names)], args[len(args) - len(names):]
+                attrs = dict(zip(names, values))
+                mesh = specs[0]["mesh"]
+                if outer.raise_on is not None and outer.raise_on(specs):
+                    raise RuntimeError("the stand-in refuses this case")
+                inputs = [{"shape": s["shape"], "dims_mapping": s["layout"]["dims_mapping"],
+                           "partial": {a: "sum" for a in s["layout"]["partial_dims"]}} for s in specs]
+                r = spmdkit.infer(name, mesh, inputs, attrs)
+                ans = audit.Answer([{"dims_mapping": t.dims_mapping, "partial": dict(t.partial)} for t in r.inputs],
+                                   [{"dims_mapping": t.dims_mapping, "partial": dict(t.partial)} for t in r.outputs])
+                ans = outer.corrupt(name, ans)
+                return ans.inputs, ans.outputs
+
+        return Rule()
+
+    def spec(self, mesh, shape, layout):
+        return {"mesh": list(mesh), "shape": list(shape), "layout": layout}
+
+    def read(self, layout):
+        return layout
+
+
+def drop_partials(op, answer):
+    """The bug: every output's partial status is dropped (a partial sum claimed replicated)."""
+    return audit.Answer(answer.inputs, [{"dims_mapping": o["dims_mapping"], "partial": {}} for o in answer.outputs])
+
+
+OPS = ["matmul", "sum", "einsum", "relu", "concat"]
+
+
+def test_a_right_rule_is_sound_and_costs_the_same():
+    reports = audit.audit(FakeRules(), OPS, cases=40, seed=3)
+    for r in reports:
+        assert r.cases > 0 and not r.skipped, r
+        assert r.sound == r.cases and r.unsound == 0 and r.errors == 0, r
+        assert r.framework_more_bytes == 0 and r.spmdkit_more_bytes == 0, r
+
+
+def test_a_dropped_partial_is_unsound_with_a_counterexample_that_replays():
+    reports = {r.op: r for r in audit.audit(FakeRules(drop_partials), ["matmul", "sum"], cases=60, seed=5)}
+    for op in ("matmul", "sum"):
+        r = reports[op]
+        assert r.unsound > 0, r
+        assert r.sound + r.unsound + r.not_applicable + r.errors == r.cases
+        ce = r.counterexample
+        assert ce["verdict"]["verdict"] == "UNSOUND" and ce["verdict"]["counterexample"]
+        # The request is a valid `spmd infer` line, and the claim replays through the checker.
+        request = json.loads(ce["request"])
+        assert json.loads(spmdkit.infer_json(ce["request"])).get("error") is None
+        claim = json.loads(ce["claim"])
+        assert claim["op"] == op and request["mesh_shape"] == claim["mesh_shape"]
+        again = spmdkit.check_claim(claim["op"], claim["mesh_shape"], claim["inputs"],
+                                    claim["claim_outputs"], claim["attrs"])
+        assert again.verdict == "UNSOUND"
+        # spmdkit's own answer to the same request is sound.
+        assert r.spmdkit_unsound == 0
+        if SPMD.exists():
+            out = subprocess.run([str(SPMD), "check", "--claim", ce["claim"]], capture_output=True, text=True)
+            assert "UNSOUND" in out.stdout + out.stderr, out
+
+
+def replicate_all(op, answer):
+    """Sound and costly: every input gathered whole, every output replicated."""
+    def rep(l):
+        dm = l["dims_mapping"]
+        return {"dims_mapping": [-1] * len(dm), "partial": {}}
+    return audit.Answer([rep(l) for l in answer.inputs], [rep(l) for l in answer.outputs])
+
+
+def test_a_rule_that_gathers_everything_moves_more_bytes():
+    for r in audit.audit(FakeRules(replicate_all), ["matmul", "relu", "sum"], cases=40, seed=4):
+        assert r.sound == r.cases and r.unsound == 0, r
+        assert r.framework_more_bytes > 0 and r.spmdkit_more_bytes == 0, r
+        ex = r.more_bytes_example
+        assert ex["framework_bytes"] > ex["spmdkit_bytes"] >= 0
+
+
+def test_a_rule_that_raises_counts_as_an_error():
+    rules = FakeRules(raise_on=lambda specs: any(s["layout"]["partial_dims"] for s in specs))
+    (r,) = audit.audit(rules, ["relu"], cases=80, seed=2)
+    assert 0 < r.errors < r.cases and r.unsound == 0
+    assert "refuses" in r.error_example
+
+
+def test_the_table_adds_up():
+    reports = audit.audit(FakeRules(drop_partials), ["sum", "relu"], cases=30, seed=9)
+    text = audit.table(reports, "fake")
+    total = [line for line in text.splitlines() if line.startswith("| total")][0]
+    cells = [c.strip() for c in total.strip("|").split("|")]
+    assert int(cells[2]) == sum(r.cases for r in reports)
+    assert int(cells[4]) == sum(r.unsound for r in reports) > 0
+
+
+def run_module(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "spmdkit.audit", *args], capture_output=True, text=True,
+                          env=env, timeout=600)
+
+
+def test_bad_arguments_are_typed_errors():
+    out = run_module("paddle", "--op", "no_such_op")
+    assert out.returncode == 2 and "InvalidArgument: --op" in out.stderr
+
+
+def torch_missing():
+    """Why DTensor cannot be audited here (None when it can)."""
+    try:
+        import torch  # noqa: F401
+        import torch.distributed  # noqa: F401
+    except Exception as e:
+        return f"torch is not installed ({type(e).__name__}: {e}): the DTensor audit cannot run here"
+    return None
+
+
+def test_dtensor_without_torch_is_a_typed_error():
+    if torch_missing() is None:
+        pytest.skip("torch is installed: test_a_short_real_dtensor_audit runs instead")
+    out = run_module("dtensor")
+    assert out.returncode == 3, out
+    assert "Unsupported: dtensor: torch is not importable" in out.stderr
+
+
+@pytest.mark.skipif(torch_missing() is not None, reason=torch_missing() or "")
+def test_a_short_real_dtensor_audit():
+    rules = audit.IsolatedRules("dtensor")
+    try:
+        reports = audit.audit(rules, ["matmul", "sum", "transpose", "relu", "stack"], cases=15, seed=1)
+    finally:
+        rules.close()
+    for r in reports:
+        assert not r.skipped and r.cases > 0, r
+        assert r.sound + r.unsound + r.not_applicable + r.errors == r.cases, r
+        assert r.spmdkit_unsound == 0, r.spmdkit_counterexample
+    # DTensor's sum over a sharded dim is a partial sum, as spmdkit's: judged SOUND.
+    assert {r.op: r for r in reports}["sum"].sound > 0
+
+
+def test_a_missing_paddle_is_a_typed_error(tmp_path):
+    # A directory named paddle with a failing __init__ shadows any installed paddle.
+    (tmp_path / "paddle").mkdir()
+    (tmp_path / "paddle" / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    out = run_module("paddle", "--cases", "1", "--json", env=env)
+    assert out.returncode == 3, out
+    assert "Unsupported: paddle: paddle is not importable" in out.stderr
+    assert json.loads(out.stdout)["error"]["type"] == "Unsupported"
+    if SPMD.exists():
+        cli = subprocess.run([str(SPMD), "audit", "paddle", "--cases", "1"], capture_output=True, text=True,
+                             env=dict(env, SPMD_PYTHON=sys.executable), timeout=600)
+        assert cli.returncode == 3 and "Unsupported: paddle" in cli.stderr, cli
+        cli = subprocess.run([str(SPMD), "audit", "paddle"], capture_output=True, text=True,
+                             env=dict(os.environ, SPMD_PYTHON="/nonexistent/python"), timeout=60)
+        assert cli.returncode == 3 and "Unsupported: python: spmdkit is not importable" in cli.stderr, cli
+
+
+@pytest.mark.skipif(paddle_missing() is not None, reason=paddle_missing() or "")
+def test_a_short_real_paddle_audit():
+    rules = audit.IsolatedRules("paddle")
+    try:
+        reports = audit.audit(rules, ["matmul", "max", "transpose", "relu", "concat"], cases=15, seed=1)
+    finally:
+        rules.close()
+    assert rules.version
+    for r in reports:
+        assert not r.skipped, r
+        assert r.cases > 0
+        assert r.sound + r.unsound + r.not_applicable + r.errors == r.cases, r
+        assert r.spmdkit_unsound == 0, r.spmdkit_counterexample
+        if r.counterexample:
+            claim = json.loads(r.counterexample["claim"])
+            again = spmdkit.check_claim(claim["op"], claim["mesh_shape"], claim["inputs"],
+                                        claim["claim_outputs"], claim["attrs"])
+            assert again.verdict == "UNSOUND"
+    # Paddle's max over a sharded axis is a partial sum (docs/DECISIONS.md D3): some are caught.
+    assert {r.op: r for r in reports}["max"].unsound > 0
+
+
+@pytest.mark.skipif(paddle_missing() is not None, reason=paddle_missing() or "")
+def test_a_rule_that_kills_its_process_costs_one_case():
+    # Paddle 3.3.1's squared_l2_norm rule called without its attrs (the second candidate
+    # argument list) segfaults; the worker is restarted and the next case is answered.
+    spec = BY_NAME["squared_l2_norm"]
+    req = audit.Request("squared_l2_norm", [2], [[4, 6]],
+                        [{"dims_mapping": [0, -1], "partial": {}}], {"axis": [1], "keep_dim": False})
+    rules = audit.IsolatedRules("paddle")
+    try:
+        with pytest.raises(audit.FrameworkCrash):
+            rules.answer(spec, "squared_l2_norm", 1, req)
+        answer = rules.answer(spec, "squared_l2_norm", 0, req)
+    finally:
+        rules.close()
+    assert answer.outputs[0]["dims_mapping"] == [0]
+
+
+def test_an_avg_partial_of_a_mean_is_sound_on_even_shards_only():
+    rng = random.Random(11)
+    for _ in range(60):
+        ranks = rng.choice([2, 3, 4])
+        rows = rng.choice([4, 5, 6, 7, 8, 12])
+        layout = {"dims_mapping": [0, -1], "partial": {}}
+        for op, attrs, out_rank in (("mean_all", {}, 0), ("mean", {"axis": [0], "keep_dim": False}, 1)):
+            req = audit.Request(op, [ranks], [[rows, 3]], [layout], attrs)
+            claim = audit.Answer([layout], [{"dims_mapping": [-1] * out_rank, "partial": {0: "avg"}}])
+            v = audit.judge(req, claim)
+            assert v.verdict == ("SOUND" if rows % ranks == 0 else "UNSOUND"), (op, rows, ranks, v)
