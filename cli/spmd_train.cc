@@ -41,6 +41,8 @@ constexpr const char* kUsage = R"(usage: mpirun -np N spmd-train [flags]
   --seq S              tokens per sequence (default 16)
   --layers L --width D --heads H --vocab V   model size (default 2, 32, 4, 64)
   --swiglu             SwiGLU MLP instead of GELU
+  --rms-norm           RMSNorm instead of LayerNorm
+  --dropout P          residual dropout probability in [0, 1) (default 0)
   --dtype float32|float64   (default float32)
   --lr X               AdamW learning rate (default 1e-2)
   --micro-batches M    gradient accumulation (default 1)
@@ -102,6 +104,15 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
     else if (flag == "--heads") f.config.heads = ParseInt(flag, value(), 1, 1 << 10);
     else if (flag == "--vocab") f.config.vocab = ParseInt(flag, value(), 2, 1 << 22);
     else if (flag == "--swiglu") f.config.swiglu = true;
+    else if (flag == "--rms-norm") f.config.rms_norm = true;
+    else if (flag == "--dropout") {
+      const std::string text = value();
+      char* end = nullptr;
+      f.config.dropout = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !(f.config.dropout >= 0 && f.config.dropout < 1)) {
+        spmd::ThrowInvalid(flag, "'" + text + "' is not a probability in [0, 1)");
+      }
+    }
     else if (flag == "--micro-batches") f.options.micro_batches = static_cast<int>(ParseInt(flag, value(), 1, 1 << 16));
     else if (flag == "--seed") f.batch.seed = f.config.seed = static_cast<uint64_t>(ParseInt(flag, value(), 0, INT64_MAX));
     else if (flag == "--csv") f.csv = value();
@@ -193,7 +204,9 @@ int main(int argc, char** argv) {
                   Layout(mesh, flags.strategy).ToString().c_str(), static_cast<long long>(flags.steps),
                   static_cast<long long>(flags.config.layers), static_cast<long long>(flags.config.width),
                   static_cast<long long>(flags.config.heads), static_cast<long long>(flags.config.vocab),
-                  static_cast<long long>(flags.config.sequence), flags.config.swiglu ? " swiglu" : "",
+                  static_cast<long long>(flags.config.sequence),
+                  (std::string(flags.config.swiglu ? " swiglu" : "") + (flags.config.rms_norm ? " rms_norm" : "") +
+                   (flags.config.dropout > 0 ? " dropout=" + std::to_string(flags.config.dropout) : "")).c_str(),
                   std::string(spmd::ToString(flags.config.dtype)).c_str());
     }
     const History parallel = Train(flags, mesh, comm, root, csv ? &*csv : nullptr);

@@ -75,7 +75,7 @@ Gpt::Gpt(const GptConfig& config, Layout layout, Communicator& comm)
   for (int64_t l = 0; l < config.layers; ++l) {
     const std::string p = "blocks." + std::to_string(l) + ".";
     Add(p + "ln1.scale", ParamRole::kReplicated, {d}, 0, 1, comm);
-    Add(p + "ln1.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
+    if (!config.rms_norm) Add(p + "ln1.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
     for (const char* w : {"attn.q", "attn.k", "attn.v"}) {
       Add(p + w + ".weight", ParamRole::kColumn, {d, d}, weight, 0, comm);
       Add(p + w + ".bias", ParamRole::kColumnBias, {d}, 0, 0, comm);
@@ -83,7 +83,7 @@ Gpt::Gpt(const GptConfig& config, Layout layout, Communicator& comm)
     Add(p + "attn.out.weight", ParamRole::kRow, {d, d}, out_weight, 0, comm);
     Add(p + "attn.out.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
     Add(p + "ln2.scale", ParamRole::kReplicated, {d}, 0, 1, comm);
-    Add(p + "ln2.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
+    if (!config.rms_norm) Add(p + "ln2.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
     Add(p + "mlp.up.weight", ParamRole::kColumn, {d, hidden}, weight, 0, comm);
     Add(p + "mlp.up.bias", ParamRole::kColumnBias, {hidden}, 0, 0, comm);
     if (config.swiglu) {
@@ -94,7 +94,7 @@ Gpt::Gpt(const GptConfig& config, Layout layout, Communicator& comm)
     Add(p + "mlp.down.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
   }
   Add("final_ln.scale", ParamRole::kReplicated, {d}, 0, 1, comm);
-  Add("final_ln.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
+  if (!config.rms_norm) Add("final_ln.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
   Add("head.weight", ParamRole::kVocabColumns, {d, config.vocab}, weight, 0, comm);
 }
 
@@ -134,8 +134,9 @@ Variable Gpt::RowLinear(const Variable& x, size_t weight, size_t bias, Communica
 }
 
 Variable Gpt::Norm(const Variable& x, size_t scale, size_t bias, Communicator& comm) {
-  return Apply("layer_norm", {x, Param(scale, comm), Param(bias, comm)},
-               MakeAttrs({{"begin_norm_axis", int64_t{2}}}), comm)[0];
+  const Attrs attrs = MakeAttrs({{"begin_norm_axis", int64_t{2}}});
+  if (config_.rms_norm) return Apply("rms_norm", {x, Param(scale, comm)}, attrs, comm)[0];
+  return Apply("layer_norm", {x, Param(scale, comm), Param(bias, comm)}, attrs, comm)[0];
 }
 
 Variable Gpt::Dropout(const Variable& x, uint64_t stream, uint64_t site, Communicator& comm) {
@@ -186,9 +187,10 @@ Variable Gpt::Loss(const DistTensor& tokens, const DistTensor& labels, Communica
   const Attrs merged_shape = MakeAttrs({{"shape", Ints{b, s, d}}});
 
   for (int64_t l = 0; l < config_.layers; ++l) {
-    const size_t ln1_scale = next++, ln1_bias = next++;
+    const size_t ln1_scale = next++, ln1_bias = config_.rms_norm ? 0 : next++;
     const size_t wq = next++, bq = next++, wk = next++, bk = next++, wv = next++, bv = next++;
-    const size_t wo = next++, bo = next++, ln2_scale = next++, ln2_bias = next++;
+    const size_t wo = next++, bo = next++, ln2_scale = next++;
+    const size_t ln2_bias = config_.rms_norm ? 0 : next++;
     const size_t w_up = next++, b_up = next++;
     size_t w_gate = 0, b_gate = 0;
     if (config_.swiglu) {
@@ -223,7 +225,7 @@ Variable Gpt::Loss(const DistTensor& tokens, const DistTensor& labels, Communica
     x = Call("add", {x, Dropout(RowLinear(hidden, w_down, b_down, comm), stream, site++, comm)}, comm);
   }
 
-  const size_t lnf_scale = next++, lnf_bias = next++, head = next++;
+  const size_t lnf_scale = next++, lnf_bias = config_.rms_norm ? 0 : next++, head = next++;
   const Variable final_in = Redistribute(Norm(x, lnf_scale, lnf_bias, comm), layout.BlockInput(), comm);
   const Variable logits = Call("matmul", {final_in, Param(head, comm)}, comm);  // [B, S, V]
   // Labels need no gradient: the reshape is not recorded.

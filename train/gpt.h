@@ -1,9 +1,10 @@
 // A small GPT built from registered ops, laid out by a Layout (train/layout.h).
 //
 //   x = dropout(embedding[tokens] + positions)              [B, S, D]
-//   each block: x = x + dropout(attention(layer_norm(x)))   causal, H heads
-//               x = x + dropout(mlp(layer_norm(x)))         GELU or SwiGLU
-//   logits = layer_norm(x) @ head                           [B, S, V]
+//   each block: x = x + dropout(attention(norm(x)))         causal, H heads; norm:
+//               x = x + dropout(mlp(norm(x)))               LayerNorm or RMSNorm;
+//                                                           MLP: GELU or SwiGLU
+//   logits = norm(x) @ head                                 [B, S, V]
 //   loss = mean over B, S of cross_entropy(logits, labels)
 // Every op is a Dispatch through autograd (train/autograd.h), so each has a proven
 // sharding rule and a declared backward. The model asks the layout where every parameter
@@ -40,6 +41,7 @@ struct GptConfig {
   int64_t sequence = 8;   // S, the longest sequence
   int64_t mlp_ratio = 4;  // hidden = mlp_ratio * D
   bool swiglu = false;    // SwiGLU MLP (silu(x W1) * (x W3)) W2 instead of GELU
+  bool rms_norm = false;  // RMSNorm (a scale, no bias) instead of LayerNorm, as in LLaMA
   uint64_t seed = 1;
   double dropout = 0;     // the residual dropout probability, in [0, 1); 0: no dropout op
   DType dtype = DType::kFloat64;  // float64 or float32

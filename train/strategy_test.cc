@@ -115,7 +115,7 @@ TEST(StrategyTest, EveryLayoutTrainsLikeOneDevice) {
   }
 }
 
-TEST(StrategyTest, SwiGluTrainsLikeOneDevice) {
+TEST(StrategyTest, SwiGluAndRmsNormTrainLikeOneDevice) {
   GptConfig config;
   config.layers = 1;
   config.width = 8;
@@ -123,6 +123,7 @@ TEST(StrategyTest, SwiGluTrainsLikeOneDevice) {
   config.vocab = 9;
   config.sequence = 4;
   config.swiglu = true;
+  config.rms_norm = true;  // the LLaMA-style block
   BatchSpec batch{4, 4, 3};
   const History single = Train(config, "dp=1", Strategy{}, batch, 2);
   ExpectSame(Train(config, "dp=2,tp=2", Strategy{2, true}, batch, 2), single, 1e-9);
