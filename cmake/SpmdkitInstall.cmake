@@ -16,7 +16,7 @@
 # Targets (each carries its dependencies; C++20 is required of the consumer):
 #   spmdkit::rules      mesh, dist attrs, every op's rule, the reshard planner
 #   spmdkit::reference  float64 reference of every op            (needs rules)
-#   spmdkit::kernels    CPU kernels, Tensor, the Backend seam       (needs rules)
+#   spmdkit::kernels    CPU kernels, Tensor, the Backend seam       (rules; BLAS when built with OpenBLAS)
 #   spmdkit::checker    the rule checker                           (reference, Threads)
 #   spmdkit::runtime    Communicator, threads backend, DistTensor, Dispatch (kernels, Threads)
 #   spmdkit::train      autograd, optimizers, layouts, the GPT, checkpoints (runtime)
