@@ -47,6 +47,9 @@ int SelectedAxis(const RuleContext& c) {
   return notation::NormalizeAxis(c.attrs.GetInt("axis"), Rank(c), "attrs.axis");
 }
 
+// The index length of an example: `count`, or 0 when the selected axis has no rows.
+int64_t Ids(int64_t rows, int64_t count) { return rows == 0 ? 0 : count; }
+
 std::vector<InputValues> SelectionValues(const RuleContext& c) {
   const int rank = Rank(c);
   int64_t bound = 0;
@@ -138,8 +141,9 @@ OpDecl index_select() {
         return LocalizeSelection(c, shape::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis"));
       })
       .Examples([](const SizePalette& p) {
-        return std::vector<Example>{{{{p[0], p[1]}, {p[2]}}, MakeAttrs({{"axis", int64_t{1}}})},
-                                    {{{p[0], p[1], p[2]}, {p[3]}}, Attrs()}};
+        // An empty selected axis admits only an empty index.
+        return std::vector<Example>{{{{p[0], p[1]}, {Ids(p[1], p[2])}}, MakeAttrs({{"axis", int64_t{1}}})},
+                                    {{{p[0], p[1], p[2]}, {Ids(p[0], p[3])}}, Attrs()}};
       });
 }
 
@@ -161,8 +165,9 @@ OpDecl gather() {
         return LocalizeSelection(c, shape::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis"));
       })
       .Examples([](const SizePalette& p) {
-        return std::vector<Example>{{{{p[0], p[1]}, {p[2]}}, Attrs()},
-                                    {{{p[0], p[1]}, {}}, MakeAttrs({{"axis", int64_t{-1}}})}};
+        std::vector<Example> examples = {{{{p[0], p[1]}, {Ids(p[0], p[2])}}, Attrs()}};
+        if (p[1] > 0) examples.push_back({{{p[0], p[1]}, {}}, MakeAttrs({{"axis", int64_t{-1}}})});
+        return examples;
       });
 }
 
