@@ -6,8 +6,7 @@
 namespace spmd {
 
 inline constexpr const char* kLocalCount = "__count";             // mean, mean_all: global count
-inline constexpr const char* kLocalVocabStart = "__vocab_start";  // lookup_table_v2, index_select,
-                                                                  // gather: first row held
+inline constexpr const char* kLocalVocabStart = "__vocab_start";  // lookup_table_v2: first row held
 inline constexpr const char* kLocalExact = "__exact";             // squeeze, reshape: sizes are literal
 
 }  // namespace spmd
