@@ -121,6 +121,31 @@ Tensors sqrt(const Tensors& inputs, const Attrs&) {
   return Unary(inputs, [](double v) { return std::sqrt(v); });
 }
 
+// pow: std::pow of the float64 values (NaN for a negative x and a fractional y, as C).
+Tensors pow(const Tensors& inputs, const Attrs& attrs) {
+  const double y = attrs.GetFloat("y");
+  return Unary(inputs, [y](double v) { return std::pow(v, y); });
+}
+
+// rsqrt as a power (the kernel divides 1 by sqrt).
+Tensors rsqrt(const Tensors& inputs, const Attrs&) {
+  return Unary(inputs, [](double v) { return std::pow(v, -0.5); });
+}
+
+// add_n: the inputs summed element by element, in input order; one shape for all.
+Tensors add_n(const Tensors& inputs, const Attrs&) {
+  internal::CheckArityAtLeast(inputs, 1);
+  Tensor out = internal::Zeros(inputs[0].shape, DType::kFloat64);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].shape != inputs[0].shape) {
+      ThrowInvalid(internal::InputField(i, "shape"),
+                   "add_n needs every input in the shape of inputs[0]");
+    }
+    for (size_t k = 0; k < out.data.size(); ++k) out.data[k] += inputs[i].data[k];
+  }
+  return {out};
+}
+
 Tensors abs(const Tensors& inputs, const Attrs&) {
   return Unary(inputs, [](double v) { return std::fabs(v); });
 }

@@ -467,4 +467,26 @@ Tensors triu(const Tensors& inputs, const Attrs& attrs) {
   return {out};
 }
 
+// tril keeps x where col - row <= diagonal.
+Tensors tril(const Tensors& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 1);
+  const Tensor& x = inputs[0];
+  if (x.shape.size() < 2) ThrowInvalid(InputField(0, "shape"), "tril needs rank >= 2");
+  const int64_t diagonal = attrs.GetInt("diagonal");
+  const int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back();
+  Tensor out = x;
+  for (int64_t k = 0; k < NumElements(x.shape); ++k) {
+    const int64_t col = k % cols, row = (k / cols) % rows;
+    if (col - row > diagonal) out.data[k] = 0.0;
+  }
+  return {out};
+}
+
+Tensors tril_triu(const Tensors& inputs, const Attrs& attrs) {
+  if (inputs.size() == 1 && inputs[0].shape.size() < 2) {
+    ThrowInvalid(InputField(0, "shape"), "tril_triu needs rank >= 2");
+  }
+  return attrs.GetBool("lower") ? tril(inputs, attrs) : triu(inputs, attrs);
+}
+
 }  // namespace spmd::reference::ops

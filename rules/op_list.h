@@ -78,4 +78,16 @@
   /* backward ops (Paddle's grad kernels, where no composition is exact) */ \
   X(gelu_grad)              \
   X(embedding_grad)         \
-  X(cross_entropy_with_softmax_grad)
+  X(cross_entropy_with_softmax_grad) \
+  /* Paddle's other registered rules */ \
+  X(pow)                    \
+  X(rsqrt)                  \
+  X(add_n)                  \
+  X(tril)                   \
+  X(tril_triu)              \
+  X(one_hot)                \
+  X(roll)                   \
+  X(index_select)           \
+  X(gather)                 \
+  X(pad)                    \
+  X(swiglu)

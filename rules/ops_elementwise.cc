@@ -1,4 +1,7 @@
 // Elementwise ops: one broadcasting notation; only the partial acceptance differs.
+#include <cmath>
+#include <string>
+
 #include "rules/error.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
@@ -75,6 +78,54 @@ OpDecl sqrt() {
       .Vjp(vjps::Sqrt);
 }
 OpDecl abs() { return Unary("abs").Tolerance(ToleranceClass::kExact).Vjp(vjps::Abs); }
+
+// pow(x, y): x^y for a scalar exponent y (Paddle's attr name). A fractional y needs
+// x > 0 (the generated values are positive then). y == 1 is the identity and keeps every
+// partial input; any other y reduces them first (x^y is not additive).
+OpDecl pow() {
+  return OpBuilder("pow").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kPointwise)
+      .Vjp(vjps::Pow)
+      .Attr("y", AttrKind::kFloat, 1.0)
+      .Einsum([](const RuleContext& c) {
+        EinsumSpec spec = notation::Elementwise(c.input_shapes);
+        if (c.attrs.GetFloat("y") == 1.0) spec.accept = PartialAcceptance::kAnyOp;
+        return spec;
+      })
+      .Values([](const RuleContext& c) {
+        const double y = c.attrs.GetFloat("y");
+        const bool integral = std::isfinite(y) && y == std::nearbyint(y);
+        return std::vector<InputValues>{{integral ? ValueKind::kReal : ValueKind::kPositive}};
+      })
+      .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"y", 2.0}})},
+                                {{"ab"}, MakeAttrs({{"y", -1.5}})},
+                                {{"a1"}, MakeAttrs({{"y", 1.0}})}}));
+}
+// rsqrt(x) = 1 / sqrt(x).
+OpDecl rsqrt() {
+  return Unary("rsqrt", ValueKind::kPositive)
+      .Tolerance(ToleranceClass::kPointwise)
+      .Vjp(vjps::Rsqrt);
+}
+
+// add_n(inputs): the sum of one or more tensors of one shape (Paddle's add_n does not
+// broadcast). A mesh axis stays partial(sum) when every input is partial(sum) there.
+// (Paddle keeps any partial that every input shares, max included: see DECISIONS.md.)
+OpDecl add_n() {
+  return OpBuilder("add_n").VariadicInputs("inputs").Outputs({"out"})
+      .Tolerance(ToleranceClass::kPointwise)
+      .Vjp(vjps::AddN)
+      .Einsum([](const RuleContext& c) {
+        for (size_t i = 1; i < c.input_shapes.size(); ++i) {
+          if (c.input_shapes[i] != c.input_shapes[0]) {
+            ThrowInvalid("inputs[" + std::to_string(i) + "].shape",
+                         "add_n needs every input in the shape of inputs[0]");
+          }
+        }
+        return Accepting(c, PartialAcceptance::kSumOfAll);
+      })
+      .Examples(FromSignatures({{{"ab", "ab"}}, {{"a", "a", "a"}}, {{"1bc"}}}));
+}
 
 // scale is linear in x only without a bias: a bias would be added once per rank.
 OpDecl scale() {

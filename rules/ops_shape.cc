@@ -2,6 +2,8 @@
 // operated dims get new factors (sized here) that are forced replicated (SEMANTICS.md §6.3).
 #include <algorithm>
 #include <limits>
+#include <string>
+#include <utility>
 
 #include "rules/error.h"
 #include "rules/layout.h"
@@ -595,16 +597,17 @@ OpDecl expand_as() {
       .Examples(FromSignatures({{{"1b", "ab"}}, {{"b", "ab"}}}));
 }
 
-// triu keeps x where col - row >= diagonal. Every dim may stay sharded: a shard at rows
-// from r0 and columns from c0 is triu of its block with diagonal + r0 - c0. (Paddle's rule
-// requires the last two dims replicated.)
-OpDecl triu() {
-  return OpBuilder("triu").Inputs({"x"}).Outputs({"out"})
+// triu keeps x where col - row >= diagonal, tril where col - row <= diagonal. Every dim
+// may stay sharded: a shard at rows from r0 and columns from c0 is triu (tril) of its
+// block with diagonal + r0 - c0. (Paddle's rule requires the last two dims replicated.)
+namespace {
+OpBuilder Triangle(const char* name, VjpBuilder vjp) {
+  return OpBuilder(name).Inputs({"x"}).Outputs({"out"})
       .Tolerance(ToleranceClass::kExact)
-      .Vjp(vjps::Triu)
+      .Vjp(std::move(vjp))
       .Attr("diagonal", AttrKind::kInt, int64_t{0})
-      .Einsum([](const RuleContext& c) {
-        if (c.input_shapes[0].size() < 2) ThrowInvalid("inputs[0].shape", "triu needs rank >= 2");
+      .Einsum([name = std::string(name)](const RuleContext& c) {
+        if (c.input_shapes[0].size() < 2) ThrowInvalid("inputs[0].shape", name + " needs rank >= 2");
         const std::string letters = Letters(Rank(c));
         EinsumSpec spec = notation::FromLetters({letters}, {letters});
         spec.accept = PartialAcceptance::kAnyOp;  // a mask: every reduce op of 0s is 0
@@ -614,9 +617,28 @@ OpDecl triu() {
         const Shape& offset = c.input_offsets[0];
         const size_t rows = offset.size() - 2, cols = offset.size() - 1;
         return c.attrs.With("diagonal", c.attrs.GetInt("diagonal") + offset[rows] - offset[cols]);
-      })
+      });
+}
+}  // namespace
+
+OpDecl triu() {
+  return Triangle("triu", vjps::Triu)
       .Examples(FromSignatures({{{"ab"}}, {{"abc"}, MakeAttrs({{"diagonal", int64_t{-1}}})},
                                 {{"ab"}, MakeAttrs({{"diagonal", int64_t{2}}})}}));
+}
+
+OpDecl tril() {
+  return Triangle("tril", vjps::Tril)
+      .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"diagonal", int64_t{1}}})},
+                                {{"ab"}, MakeAttrs({{"diagonal", int64_t{-2}}})}}));
+}
+
+// Paddle's tril_triu(x, diagonal, lower): tril when lower, else triu.
+OpDecl tril_triu() {
+  return Triangle("tril_triu", vjps::TrilTriu)
+      .Attr("lower", AttrKind::kBool, false)
+      .Examples(FromSignatures({{{"ab"}, MakeAttrs({{"diagonal", int64_t{1}}, {"lower", true}})},
+                                {{"abc"}, MakeAttrs({{"diagonal", int64_t{-1}}})}}));
 }
 
 }  // namespace spmd::declare

@@ -155,6 +155,27 @@ VjpGraph Silu(const RuleContext&) {
   return g;
 }
 
+// d x^y = y x^(y-1) dx; y == 0 is a constant (x^-1 would be infinite at x == 0).
+VjpGraph Pow(const RuleContext& c) {
+  VjpGraph g;
+  const double y = c.attrs.GetFloat("y");
+  if (y == 0.0) {
+    g.input_grads = {ScaleBy(g, Ref::OutputGrad(0), 0)};
+    return g;
+  }
+  const Ref slope = ScaleBy(g, g.Add("pow", {Ref::Input(0)}, MakeAttrs({{"y", y - 1.0}})), y);
+  g.input_grads = {g.Add("multiply", {Ref::OutputGrad(0), slope})};
+  return g;
+}
+
+// d x^(-1/2) = -0.5 x^(-3/2) dx = -0.5 out^3 dx.
+VjpGraph Rsqrt(const RuleContext&) {
+  VjpGraph g;
+  const Ref cube = g.Add("multiply", {g.Add("multiply", {Ref::Output(0), Ref::Output(0)}), Ref::Output(0)});
+  g.input_grads = {g.Add("multiply", {Ref::OutputGrad(0), ScaleBy(g, cube, -0.5)})};
+  return g;
+}
+
 VjpGraph Matmul(const RuleContext& c) {
   VjpGraph g;
   Attrs attrs;
@@ -305,6 +326,53 @@ VjpGraph Unbind(const RuleContext& c) {
 VjpGraph Triu(const RuleContext& c) {
   VjpGraph g;
   g.input_grads = {g.Add("triu", {Ref::OutputGrad(0)}, MakeAttrs({{"diagonal", c.attrs.GetInt("diagonal")}}))};
+  return g;
+}
+
+VjpGraph Tril(const RuleContext& c) {
+  VjpGraph g;
+  g.input_grads = {g.Add("tril", {Ref::OutputGrad(0)}, MakeAttrs({{"diagonal", c.attrs.GetInt("diagonal")}}))};
+  return g;
+}
+
+VjpGraph TrilTriu(const RuleContext& c) {
+  VjpGraph g;
+  g.input_grads = {g.Add("tril_triu", {Ref::OutputGrad(0)},
+                         MakeAttrs({{"diagonal", c.attrs.GetInt("diagonal")},
+                                    {"lower", c.attrs.GetBool("lower")}}))};
+  return g;
+}
+
+VjpGraph AddN(const RuleContext& c) {
+  VjpGraph g;
+  g.input_grads.assign(c.input_shapes.size(), Ref::OutputGrad(0));
+  return g;
+}
+
+// Each shift is taken mod its dim's size (the flat size without axes) and turned back:
+// size - shift, so that no shift is negated (INT64_MIN has no negation).
+VjpGraph Roll(const RuleContext& c) {
+  VjpGraph g;
+  const Shape& x = c.input_shapes[0];
+  const Ints& shifts = c.attrs.GetInts("shifts");
+  const Ints& axes = c.attrs.GetInts("axis");
+  auto back = [](int64_t shift, int64_t size) {
+    if (size <= 0) return int64_t{0};
+    const int64_t r = shift % size;
+    return r <= 0 ? -r : size - r;
+  };
+  Ints reversed;
+  if (axes.empty()) {
+    if (shifts.size() != 1) ThrowInvalid("attrs.shifts", "needs one shift when axis is empty");
+    reversed.push_back(back(shifts[0], Numel(x)));
+  } else {
+    if (shifts.size() != axes.size()) ThrowInvalid("attrs.shifts", "needs one shift per axis");
+    for (size_t k = 0; k < axes.size(); ++k) {
+      const int d = notation::NormalizeAxis(axes[k], static_cast<int>(x.size()), "attrs.axis");
+      reversed.push_back(back(shifts[k], x[static_cast<size_t>(d)]));
+    }
+  }
+  g.input_grads = {g.Add("roll", {Ref::OutputGrad(0)}, MakeAttrs({{"shifts", reversed}, {"axis", axes}}))};
   return g;
 }
 
@@ -725,6 +793,71 @@ VjpGraph Embedding(const RuleContext& c) {
                                 MakeAttrs({{"padding_idx", c.attrs.GetInt("padding_idx")},
                                            {"sparse", c.attrs.GetBool("sparse")}}));
   g.input_grads = {std::nullopt, weight_grad};
+  return g;
+}
+
+VjpGraph Select(const RuleContext& c) {
+  VjpGraph g;
+  const Shape& x = c.input_shapes[0];
+  const Shape& index = c.input_shapes[1];
+  const int rank = static_cast<int>(x.size());
+  const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
+  // perm moves axis first; `rest` are the other dims in order.
+  Ints perm = {axis}, inverse(static_cast<size_t>(rank));
+  Shape rest;
+  for (int d = 0; d < rank; ++d) {
+    if (d == axis) continue;
+    perm.push_back(d);
+    rest.push_back(x[static_cast<size_t>(d)]);
+  }
+  for (int d = 0; d < rank; ++d) inverse[static_cast<size_t>(perm[static_cast<size_t>(d)])] = d;
+  const int64_t rows = x[static_cast<size_t>(axis)], width = Numel(rest);
+  Shape moved = {rows};
+  moved.insert(moved.end(), rest.begin(), rest.end());
+  // The table as [V, R] (its values are not read: embedding_grad wants its shape).
+  const Ref table = g.Add("reshape", {g.Add("transpose", {Ref::Input(0)}, MakeAttrs({{"perm", perm}}))},
+                          MakeAttrs({{"shape", Ints{rows, width}}}));
+  // The cotangent as index.shape + [R]: a 1-D index's K dim first, then the rest.
+  Ref grad = Ref::OutputGrad(0);
+  if (!index.empty()) grad = g.Add("transpose", {grad}, MakeAttrs({{"perm", perm}}));
+  Ints grad_shape(index.begin(), index.end());
+  grad_shape.push_back(width);
+  grad = g.Add("reshape", {grad}, MakeAttrs({{"shape", grad_shape}}));
+  const Ref summed = g.Add("embedding_grad", {Ref::Input(1), table, grad},
+                           MakeAttrs({{"padding_idx", int64_t{-1}}, {"sparse", false}}));
+  const Ref back = g.Add("reshape", {summed}, MakeAttrs({{"shape", Ints(moved.begin(), moved.end())}}));
+  g.input_grads = {g.Add("transpose", {back}, MakeAttrs({{"perm", inverse}})), std::nullopt};
+  return g;
+}
+
+VjpGraph Pad(const RuleContext& c) {
+  VjpGraph g;
+  const Shape& x = c.input_shapes[0];
+  const Ints& paddings = c.attrs.GetInts("paddings");
+  Ints axes, starts, ends;
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (paddings[2 * d] == 0 && paddings[2 * d + 1] == 0) continue;
+    axes.push_back(static_cast<int64_t>(d));
+    starts.push_back(paddings[2 * d]);
+    ends.push_back(paddings[2 * d] + x[d]);
+  }
+  if (axes.empty()) {
+    g.input_grads = {Ref::OutputGrad(0)};
+    return g;
+  }
+  g.input_grads = {g.Add("slice", {Ref::OutputGrad(0)},
+                         MakeAttrs({{"axes", axes}, {"starts", starts}, {"ends", ends}}))};
+  return g;
+}
+
+VjpGraph Swiglu(const RuleContext&) {
+  VjpGraph g;
+  const Ref s = g.Add("sigmoid", {Ref::Input(0)});
+  const Ref x_one_minus_s = g.Add("multiply", {Ref::Input(0), ScaleBy(g, s, -1, 1)});
+  const Ref slope = g.Add("multiply", {s, ScaleBy(g, x_one_minus_s, 1, 1)});
+  const Ref gy = g.Add("multiply", {Ref::OutputGrad(0), Ref::Input(1)});
+  const Ref silu = g.Add("multiply", {Ref::Input(0), s});
+  g.input_grads = {g.Add("multiply", {gy, slope}), g.Add("multiply", {Ref::OutputGrad(0), silu})};
   return g;
 }
 

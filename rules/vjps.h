@@ -26,6 +26,8 @@ VjpGraph Sqrt(const RuleContext& c);
 VjpGraph Tanh(const RuleContext& c);
 VjpGraph Sigmoid(const RuleContext& c);
 VjpGraph Silu(const RuleContext& c);
+VjpGraph Pow(const RuleContext& c);    // y x^(y-1) g (zero for y == 0)
+VjpGraph Rsqrt(const RuleContext& c);  // -0.5 out^3 g
 // Contractions: matmul_grad (bmm is matmul on rank 3).
 VjpGraph Matmul(const RuleContext& c);
 // Reductions: reshape to the kept-dims shape, expand back (mean also scales by 1/n).
@@ -44,6 +46,10 @@ VjpGraph Concat(const RuleContext& c);
 VjpGraph Split(const RuleContext& c);  // split, split_with_num: concat of the pieces' grads
 VjpGraph Unbind(const RuleContext& c);  // stack of the slices' grads
 VjpGraph Triu(const RuleContext& c);   // triu is linear: triu of the cotangent
+VjpGraph Tril(const RuleContext& c);      // tril of the cotangent
+VjpGraph TrilTriu(const RuleContext& c);  // tril_triu of the cotangent, same attrs
+VjpGraph AddN(const RuleContext& c);      // the cotangent, once per input
+VjpGraph Roll(const RuleContext& c);      // roll of the cotangent by the opposite shifts
 VjpGraph Stack(const RuleContext& c);  // unbind of the cotangent
 VjpGraph Tile(const RuleContext& c);   // reshape to (repeat, size) pairs, sum the repeats
 VjpGraph Slice(const RuleContext& c);  // the cotangent padded with zero blocks (concat)
@@ -77,5 +83,13 @@ VjpGraph RmsNorm(const RuleContext& c);
 VjpGraph Gelu(const RuleContext& c);
 VjpGraph Embedding(const RuleContext& c);
 VjpGraph CrossEntropyWithSoftmax(const RuleContext& c);
+// index_select, gather: a scatter-add through embedding_grad, with the selected axis moved
+// first and the other dims flattened (x: transpose + reshape to [V, R]; the cotangent to
+// [K, R]), then back. The index gets no gradient.
+VjpGraph Select(const RuleContext& c);
+// pad: the cotangent sliced back to x (linear).
+VjpGraph Pad(const RuleContext& c);
+// swiglu: x: g y s (1 + x (1 - s)), s = sigmoid(x); y: g silu(x).
+VjpGraph Swiglu(const RuleContext& c);
 
 }  // namespace spmd::vjps

@@ -80,6 +80,12 @@ DEFAULTS = {
     "expand": {"shape": REQUIRED},
     "expand_as": {"target_shape": []},
     "triu": {"diagonal": 0},
+    # Paddle's other registered rules
+    "pow": {"y": 1.0}, "rsqrt": {}, "add_n": {},
+    "tril": {"diagonal": 0}, "tril_triu": {"diagonal": 0, "lower": False},
+    "one_hot": {"num_classes": REQUIRED}, "roll": {"shifts": [], "axis": []},
+    "index_select": {"axis": 0}, "gather": {"axis": 0},
+    "pad": {"paddings": REQUIRED, "pad_value": 0.0}, "swiglu": {},
     "gelu_grad": {"approximate": False},
     "embedding_grad": {"padding_idx": -1, "sparse": False},
     "cross_entropy_with_softmax_grad": {"soft_label": False, "use_softmax": True,
@@ -1011,6 +1017,132 @@ def gen_shape():
     error("triu", "rank1", {}, [vals(4)], "inputs[0].shape")
 
 
+# ---------------------------------------------------------------- Paddle's other ops
+# Drawn from a generator of their own (PADDLE_RNG), so that these cases and every other
+# case keep their values wherever this runs among the generators.
+
+family("elementwise", ["pow", "rsqrt", "add_n"])
+family("shape", ["tril", "tril_triu"])
+family("indexing", ["one_hot", "roll", "index_select", "gather", "pad", "swiglu"])
+
+
+PADDLE_RNG = np.random.default_rng(20261201)
+
+
+def gen_paddle_ops():
+    global RNG
+    saved, RNG = RNG, PADDLE_RNG
+    try:
+        gen_paddle_ops_cases()
+    finally:
+        RNG = saved
+
+
+def gen_paddle_ops_cases():
+    x = vals(2, 3)
+    for y in [2.0, 3.0, 0.0, 1.0, -1.0]:
+        case("pow", f"y_{y:g}", {"y": y}, [x], [np.power(x, y)])
+    pos = vals(2, 3, lo=0.1, hi=3.0)
+    for y in [0.5, -1.5, 2.5]:
+        case("pow", f"positive_y_{y:g}", {"y": y}, [pos], [np.power(pos, y)])
+    case("pow", "negative_base_integer_y", {"y": -3.0}, [np.array([-2.0, 0.5])],
+         [np.array([-0.125, 8.0])])
+    case("pow", "0d", {"y": 2.0}, [np.array(1.5)], [np.array(2.25)])
+    case("rsqrt", "basic", {}, [pos], [1.0 / np.sqrt(pos)])
+    case("rsqrt", "0d", {}, [np.array(0.25)], [np.array(2.0)])
+    case("rsqrt", "zero_and_inf", {}, [np.array([0.0, np.inf, 4.0])],
+         [np.array([np.inf, 0.0, 0.5])])
+
+    a, b, c = vals(2, 3), vals(2, 3), vals(2, 3)
+    case("add_n", "three", {}, [a, b, c], [a + b + c])
+    case("add_n", "one", {}, [a], [a])
+    case("add_n", "0d", {}, [np.array(1.25), np.array(-0.5)], [np.array(0.75)])
+    error("add_n", "shape_mismatch", {}, [a, vals(3)], "inputs[1].shape")
+
+    xt = vals(2, 4, 5)
+    for k in [0, 1, -2, 7, -9]:
+        case("tril", f"diagonal_{k}", {"diagonal": k}, [xt], [np.tril(xt, k)])
+    wide = vals(3, 7)
+    # A shard's localized diagonal: rows from 1, columns from 4 of the global x.
+    case("tril", "localized_shifted_diagonal", {"diagonal": 2 + 1 - 4}, [wide[1:, 4:]],
+         [np.tril(wide, 2)[1:, 4:]])
+    error("tril", "rank1", {}, [vals(4)], "inputs[0].shape")
+    for lower in [True, False]:
+        for k in [0, 2, -1]:
+            expect = np.tril(xt, k) if lower else np.triu(xt, k)
+            case("tril_triu", f"lower_{lower}_diagonal_{k}", {"diagonal": k, "lower": lower},
+                 [xt], [expect])
+    error("tril_triu", "rank0", {"lower": True}, [np.array(2.0)], "inputs[0].shape")
+
+    ids = np.array([[0, 3, 1], [4, 4, 2]])
+    case("one_hot", "2d", {"num_classes": 5}, [T(ids, "int64")],
+         [T(np.eye(5)[ids], "float32")])
+    case("one_hot", "0d", {"num_classes": 3}, [T(np.array(2), "int64")],
+         [T(np.eye(3)[2], "float32")])
+    case("one_hot", "one_class", {"num_classes": 1}, [T(np.zeros((2, 1)), "int64")],
+         [T(np.ones((2, 1, 1)), "float32")])
+    error("one_hot", "id_out_of_range", {"num_classes": 3}, [T(np.array([0, 3]), "int64")],
+          "inputs[0].data")
+    error("one_hot", "negative_id", {"num_classes": 3}, [T(np.array([-1]), "int64")],
+          "inputs[0].data")
+    error("one_hot", "zero_classes", {"num_classes": 0}, [T(np.array([0]), "int64")],
+          "attrs.num_classes")
+
+    xr = vals(3, 4, 5)
+    for label, shifts, axis in [("one_axis", [2], [1]), ("two_axes", [-1, 7], [0, 2]),
+                                ("repeated_axis", [1, 2], [2, -1]), ("flat", [5], []),
+                                ("flat_negative", [-13], []), ("big_shift", [1000000007], [1])]:
+        expect = np.roll(xr, shifts[0]) if not axis else np.roll(xr, shifts, axis)
+        case("roll", label, {"shifts": shifts, "axis": axis}, [xr], [expect])
+    error("roll", "shift_count", {"shifts": [1, 2], "axis": [0]}, [xr], "attrs.shifts")
+    error("roll", "flat_needs_one_shift", {"shifts": [1, 2]}, [xr], "attrs.shifts")
+    error("roll", "axis_out_of_range", {"shifts": [1], "axis": [3]}, [xr], "attrs.axis")
+
+    xs = vals(3, 4, 5)
+    idx = np.array([3, 0, 3, 1])
+    case("index_select", "axis1", {"axis": 1}, [xs, T(idx, "int64")], [np.take(xs, idx, axis=1)])
+    case("index_select", "axis0", {}, [xs, T(np.array([2, 2]), "int64")],
+         [np.take(xs, [2, 2], axis=0)])
+    case("index_select", "axis_last_empty_index", {"axis": -1},
+         [xs, T(np.zeros(0), "int64")], [np.take(xs, np.zeros(0, dtype=int), axis=2)])
+    # A shard holding rows [2, 4) of axis 1: the other ids read zeros.
+    local = np.take(xs, idx, axis=1)
+    local[:, [1, 3], :] = 0.0
+    case("index_select", "localized_row_shard", {"axis": 1, "__vocab_start": 2},
+         [xs[:, 2:4, :], T(idx, "int64")], [local])
+    error("index_select", "id_out_of_range", {}, [xs, T(np.array([3]), "int64")],
+          "inputs[1].data")
+    error("index_select", "index_2d", {}, [xs, T(np.zeros((1, 1)), "int64")], "inputs[1].shape")
+    error("index_select", "index_0d", {}, [xs, T(np.array(0), "int64")], "inputs[1].shape")
+    case("gather", "axis0", {}, [xs, T(np.array([1, 0, 1]), "int64")],
+         [np.take(xs, [1, 0, 1], axis=0)])
+    case("gather", "index_0d_drops_axis", {"axis": 2}, [xs, T(np.array(4), "int64")],
+         [np.take(xs, 4, axis=2)])
+    case("gather", "negative_axis", {"axis": -2}, [xs, T(np.array([3, 3]), "int64")],
+         [np.take(xs, [3, 3], axis=1)])
+    error("gather", "axis_out_of_range", {"axis": 3}, [xs, T(np.array([0]), "int64")],
+          "attrs.axis")
+    error("gather", "id_out_of_range", {"axis": 2}, [xs, T(np.array(5), "int64")],
+          "inputs[1].data")
+
+    xp = vals(2, 3)
+    for label, paddings, value in [("last_dim", [0, 0, 1, 2], 0.0), ("both_dims", [2, 1, 0, 3], -1.5),
+                                   ("none", [0, 0, 0, 0], 7.0)]:
+        width = [(paddings[0], paddings[1]), (paddings[2], paddings[3])]
+        case("pad", label, {"paddings": paddings, "pad_value": value}, [xp],
+             [np.pad(xp, width, mode="constant", constant_values=value)])
+    case("pad", "0d", {"paddings": []}, [np.array(3.5)], [np.array(3.5)])
+    error("pad", "odd_paddings", {"paddings": [1, 1, 1]}, [xp], "attrs.paddings")
+    error("pad", "negative_padding", {"paddings": [0, 0, -1, 0]}, [xp], "attrs.paddings")
+
+    xw, yw = vals(2, 3), vals(2, 3)
+    case("swiglu", "basic", {}, [xw, yw], [xw / (1.0 + np.exp(-xw)) * yw])
+    case("swiglu", "large_negative", {}, [np.array([-800.0, 0.0, 30.0]), np.array([2.0, 3.0, -1.0])],
+         [np.array([-0.0, 0.0, -30.0 / (1.0 + np.exp(-30.0))])])
+    case("swiglu", "0d", {}, [np.array(1.0), np.array(2.0)], [np.array(2.0 / (1.0 + np.exp(-1.0)))])
+    error("swiglu", "shape_mismatch", {}, [xw, vals(3)], "inputs[1].shape")
+
+
 # ---------------------------------------------------------------- backward ops
 # Generated last, so that the cases above keep their random values.
 
@@ -1194,6 +1326,7 @@ def main():
     gen_reduction()
     gen_norm()
     gen_shape()
+    gen_paddle_ops()
     gen_grads()
     gen_random()  # last: the cases before keep their random values
     for name, lines in sorted(FAMILIES.items()):

@@ -232,6 +232,56 @@ Tensors sqrt(const TensorArgs& inputs, const Attrs&) {
   });
 }
 
+// pow: the common exponents without std::pow (x * x, sqrt), std::pow otherwise.
+Tensors pow(const TensorArgs& inputs, const Attrs& attrs) {
+  const double y = attrs.GetFloat("y");
+  return Unary(inputs, [y](auto tag) {
+    using T = typename decltype(tag)::type;
+    return [y](T v) -> T {
+      if (y == 1.0) return v;
+      if (y == 2.0) return v * v;
+      if (y == 0.5) return std::sqrt(v);
+      // In double, then rounded once: y need not be representable in T.
+      return Saturate<T>(std::pow(static_cast<double>(v), y));
+    };
+  });
+}
+
+Tensors rsqrt(const TensorArgs& inputs, const Attrs&) {
+  return Unary(inputs, [](auto tag) {
+    using T = typename decltype(tag)::type;
+    return [](T v) { return T(1) / std::sqrt(v); };
+  });
+}
+
+// add_n: out = inputs[0] + inputs[1] + ..., accumulated in the compute dtype in input
+// order; every input has inputs[0]'s shape.
+Tensors add_n(const TensorArgs& inputs, const Attrs&) {
+  internal::CheckArityAtLeast(inputs, 1);
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    if (inputs[i].shape() != inputs[0].shape()) {
+      ThrowInvalid(internal::InputField(i, "shape"),
+                   "add_n needs every input in the shape of inputs[0]");
+    }
+  }
+  return DispatchFloat(internal::ComputeDTypeAll(inputs), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    Tensor out = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
+    T* o = out.data<T>();
+    const int64_t n = out.numel();
+    {
+      ValuesAs<T> first(inputs[0]);
+      for (int64_t k = 0; k < n; ++k) o[k] = first[k];
+    }
+    for (size_t i = 1; i < inputs.size(); ++i) {
+      ValuesAs<T> v(inputs[i]);
+      const T* p = v.data();
+      for (int64_t k = 0; k < n; ++k) o[k] += p[k];
+    }
+    return Tensors{std::move(out)};
+  });
+}
+
 Tensors abs(const TensorArgs& inputs, const Attrs&) {
   return Unary(inputs, [](auto tag) {
     using T = typename decltype(tag)::type;

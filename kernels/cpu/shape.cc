@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/internal.h"
@@ -531,32 +532,73 @@ Tensors expand_as(const TensorArgs& inputs, const Attrs& attrs) {
   return TensorList(BroadcastTo(inputs[0], target_shape, "attrs.target_shape"));
 }
 
-// triu keeps x where col - row >= diagonal: per matrix row, the first
-// clamp(row + diagonal, 0, cols) columns become zero.
-Tensors triu(const TensorArgs& inputs, const Attrs& attrs) {
+namespace {
+
+// Zeroes, per matrix row r of x's last two dims, the columns [begin(r), end(r)) clamped
+// to [0, cols): triu's first columns, tril's last.
+template <typename Range>
+Tensors ZeroRowRanges(const TensorArgs& inputs, const char* name, Range range) {
   CheckArity(inputs, 1);
   const Tensor& x = inputs[0];
-  if (x.rank() < 2) ThrowInvalid(InputField(0, "shape"), "triu needs rank >= 2");
-  const int64_t diagonal = attrs.GetInt("diagonal");
+  if (x.rank() < 2) ThrowInvalid(InputField(0, "shape"), std::string(name) + " needs rank >= 2");
   const int64_t rows = x.shape()[x.rank() - 2];
   const int64_t cols = x.shape()[x.rank() - 1];
   Tensor out = x;
   const int64_t numel = x.numel();
   if (numel == 0) return TensorList(std::move(out));
-  // |diagonal| beyond rows + cols changes nothing: clamp it so row + diagonal cannot overflow.
-  const int64_t d = std::clamp<int64_t>(diagonal, -rows - 1, cols + 1);
   const size_t es = x.element_size();
   const int64_t matrices = numel / (rows * cols);
   for (int64_t m = 0; m < matrices; ++m) {
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t zeros = std::clamp<int64_t>(r + d, 0, cols);
-      if (zeros > 0) {
-        std::memset(out.bytes() + ((m * rows + r) * cols) * static_cast<int64_t>(es), 0,
-                    static_cast<size_t>(zeros) * es);
+      const auto [begin, end] = range(r, cols);
+      const int64_t b = std::clamp<int64_t>(begin, 0, cols), e = std::clamp<int64_t>(end, 0, cols);
+      if (e > b) {
+        std::memset(out.bytes() + ((m * rows + r) * cols + b) * static_cast<int64_t>(es), 0,
+                    static_cast<size_t>(e - b) * es);
       }
     }
   }
   return TensorList(std::move(out));
+}
+
+// |diagonal| beyond rows + cols changes nothing: clamped so row + diagonal cannot overflow.
+int64_t ClampDiagonal(const TensorArgs& inputs, const Attrs& attrs) {
+  if (inputs.size() != 1 || inputs[0].rank() < 2) return 0;  // ZeroRowRanges refuses them
+  const Shape& s = inputs[0].shape();
+  const int64_t rows = s[s.size() - 2], cols = s.back();
+  return std::clamp<int64_t>(attrs.GetInt("diagonal"), -rows - 1, cols + 1);
+}
+
+}  // namespace
+
+// triu keeps x where col - row >= diagonal: per matrix row, the first
+// clamp(row + diagonal, 0, cols) columns become zero.
+Tensors triu(const TensorArgs& inputs, const Attrs& attrs) {
+  const int64_t d = ClampDiagonal(inputs, attrs);
+  return ZeroRowRanges(inputs, "triu", [d](int64_t r, int64_t) {
+    return std::pair<int64_t, int64_t>{0, r + d};
+  });
+}
+
+// tril keeps x where col - row <= diagonal: the columns from row + diagonal + 1 on
+// become zero.
+Tensors tril(const TensorArgs& inputs, const Attrs& attrs) {
+  const int64_t d = ClampDiagonal(inputs, attrs);
+  return ZeroRowRanges(inputs, "tril", [d](int64_t r, int64_t cols) {
+    return std::pair<int64_t, int64_t>{r + d + 1, cols};
+  });
+}
+
+Tensors tril_triu(const TensorArgs& inputs, const Attrs& attrs) {
+  const int64_t d = ClampDiagonal(inputs, attrs);
+  if (attrs.GetBool("lower")) {
+    return ZeroRowRanges(inputs, "tril_triu", [d](int64_t r, int64_t cols) {
+      return std::pair<int64_t, int64_t>{r + d + 1, cols};
+    });
+  }
+  return ZeroRowRanges(inputs, "tril_triu", [d](int64_t r, int64_t) {
+    return std::pair<int64_t, int64_t>{0, r + d};
+  });
 }
 
 }  // namespace spmd::kernels::cpu

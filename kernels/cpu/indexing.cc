@@ -1,0 +1,260 @@
+// Indexing ops (docs/OPS.md "Paddle's other registered ops"): one_hot, roll,
+// index_select, gather. roll, index_select and gather only move values: they work on
+// bytes, take any dtype and keep x's; copies are whole inner blocks (memcpy). one_hot
+// writes float32, as Paddle's.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "kernels/cpu/internal.h"
+
+namespace spmd::kernels::cpu {
+namespace {
+
+using internal::AxisView;
+using internal::CheckArity;
+using internal::InputField;
+using internal::NewOutput;
+
+// Ids of any dtype as int64: int64 and bool as they are; floats must be whole numbers of
+// at most 9e15 in magnitude (as the references require). Errors name `field`.
+std::vector<int64_t> ReadIds(const Tensor& t, const std::string& field) {
+  const int64_t n = t.numel();
+  std::vector<int64_t> ids(static_cast<size_t>(n));
+  internal::VisitData(t, [&](const auto* src) {
+    using V = std::remove_cv_t<std::remove_pointer_t<decltype(src)>>;
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (std::is_floating_point_v<V>) {
+        const double v = static_cast<double>(src[i]);
+        if (!std::isfinite(v) || v != std::trunc(v)) {
+          ThrowInvalid(field, "id " + std::to_string(v) + " is not an integer");
+        }
+        if (std::fabs(v) > 9.0e15) ThrowInvalid(field, "id " + std::to_string(v) + " is out of range");
+        ids[i] = static_cast<int64_t>(v);
+      } else {
+        ids[i] = static_cast<int64_t>(src[i]);
+      }
+    }
+  });
+  return ids;
+}
+
+// v mod n in [0, n), n > 0.
+int64_t Mod(int64_t v, int64_t n) {
+  const int64_t r = v % n;
+  return r < 0 ? r + n : r;
+}
+
+// Rotates x by `shift` (in [0, len)) along the middle dim of the view: per outer block,
+// out[shift:] = x[:len - shift], out[:shift] = x[len - shift:], each one memcpy.
+void RotateInto(const std::byte* x, std::byte* out, const AxisView& v, int64_t shift, size_t es) {
+  const size_t row = static_cast<size_t>(v.inner) * es;
+  const size_t block = static_cast<size_t>(v.len) * row;
+  const size_t head = static_cast<size_t>(shift) * row;  // bytes that wrap around
+  for (int64_t o = 0; o < v.outer; ++o) {
+    const std::byte* src = x + static_cast<size_t>(o) * block;
+    std::byte* dst = out + static_cast<size_t>(o) * block;
+    std::memcpy(dst + head, src, block - head);
+    std::memcpy(dst, src + (block - head), head);
+  }
+}
+
+// index_select / gather: x viewed as [outer, rows, inner]; out as [outer, K, inner] with
+// K the ids (one id and no K dim for a 0-d index). Localized (kLocalVocabStart): x holds
+// rows [start, start + rows) of the global x along axis; other ids give zero blocks.
+Tensors Select(const TensorArgs& inputs, const Attrs& attrs, bool allow_0d) {
+  CheckArity(inputs, 2);
+  const Tensor& x = inputs[0];
+  const Tensor& index = inputs[1];
+  if (x.rank() == 0) ThrowInvalid(InputField(0, "shape"), "x must have rank >= 1");
+  const int64_t axis = internal::NormalizeAxis(attrs.GetInt("axis"), x.rank(), "attrs.axis");
+  const bool drop_dim = index.rank() == 0;
+  if (index.rank() > 1 || (drop_dim && !allow_0d)) {
+    ThrowInvalid(InputField(1, "shape"), "index " + ShapeToString(index.shape()) + " must be " +
+                                             (allow_0d ? "0-D or 1-D" : "1-D"));
+  }
+  const bool sharded = attrs.Has(kLocalVocabStart);
+  const int64_t start = sharded ? attrs.GetInt(kLocalVocabStart) : 0;
+  if (start < 0) ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "negative row offset");
+  const AxisView v = internal::ViewAlong(x.shape(), axis);
+  const std::string field = InputField(1, "data");
+  const std::vector<int64_t> ids = ReadIds(index, field);
+  for (int64_t id : ids) {
+    if (id < 0 || (!sharded && id >= v.len)) {
+      ThrowInvalid(field, "id " + std::to_string(id) + " outside [0, " + std::to_string(v.len) + ")");
+    }
+  }
+  Shape out_shape = x.shape();
+  if (drop_dim) {
+    out_shape.erase(out_shape.begin() + axis);
+  } else {
+    out_shape[axis] = static_cast<int64_t>(ids.size());
+  }
+  Tensor out = NewOutput(out_shape, x.dtype());
+  const size_t row = static_cast<size_t>(v.inner) * x.element_size();
+  const int64_t k_count = static_cast<int64_t>(ids.size());
+  if (row == 0 || out.numel() == 0) return {std::move(out)};
+  const std::byte* src = x.bytes();
+  std::byte* dst = out.bytes();
+  for (int64_t o = 0; o < v.outer; ++o) {
+    for (int64_t k = 0; k < k_count; ++k, dst += row) {
+      const int64_t r = ids[k] - start;  // no overflow: 0 <= id, 0 <= start
+      if (r < 0 || r >= v.len) {
+        std::memset(dst, 0, row);  // another shard's row
+      } else {
+        std::memcpy(dst, src + (static_cast<size_t>(o * v.len + r)) * row, row);
+      }
+    }
+  }
+  return {std::move(out)};
+}
+
+}  // namespace
+
+Tensors one_hot(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 1);
+  const int64_t classes = attrs.GetInt("num_classes");
+  if (classes < 1) ThrowInvalid("attrs.num_classes", "num_classes must be >= 1");
+  const std::string field = InputField(0, "data");
+  const std::vector<int64_t> ids = ReadIds(inputs[0], field);
+  Shape out_shape = inputs[0].shape();
+  out_shape.push_back(classes);
+  Tensor out = NewOutput(out_shape, DType::kFloat32, /*zero=*/true);
+  float* o = out.data<float>();
+  for (size_t t = 0; t < ids.size(); ++t) {
+    if (ids[t] < 0 || ids[t] >= classes) {
+      ThrowInvalid(field, "id " + std::to_string(ids[t]) + " outside [0, " +
+                              std::to_string(classes) + ")");
+    }
+    o[static_cast<int64_t>(t) * classes + ids[t]] = 1.0f;
+  }
+  return {std::move(out)};
+}
+
+Tensors roll(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 1);
+  const Tensor& x = inputs[0];
+  const std::vector<int64_t>& shifts = attrs.GetInts("shifts");
+  const std::vector<int64_t>& axes = attrs.GetInts("axis");
+  const size_t es = x.element_size();
+  if (axes.empty()) {
+    if (shifts.size() != 1) ThrowInvalid("attrs.shifts", "needs one shift when axis is empty");
+    Tensor out = NewOutput(x.shape(), x.dtype());
+    if (x.numel() == 0) return {std::move(out)};
+    const AxisView flat{1, x.numel(), 1};
+    RotateInto(x.bytes(), out.bytes(), flat, Mod(shifts[0], x.numel()), es);
+    return {std::move(out)};
+  }
+  if (shifts.size() != axes.size()) ThrowInvalid("attrs.shifts", "needs one shift per axis");
+  std::vector<int64_t> total(static_cast<size_t>(x.rank()), 0);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int64_t d = internal::NormalizeAxis(axes[k], x.rank(), "attrs.axis");
+    const int64_t n = x.shape()[d];
+    if (n > 0) total[d] = Mod(total[d] + Mod(shifts[k], n), n);
+  }
+  Tensor out = x;
+  if (x.numel() == 0) return {std::move(out)};
+  Tensor scratch = NewOutput(x.shape(), x.dtype());
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    if (total[d] == 0) continue;
+    RotateInto(out.bytes(), scratch.bytes(), internal::ViewAlong(x.shape(), d), total[d], es);
+    std::swap(out, scratch);
+  }
+  return {std::move(out)};
+}
+
+// pad: the output filled with pad_value (in x's dtype), then x's rows copied in, one
+// memcpy per innermost row.
+Tensors pad(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 1);
+  const Tensor& x = inputs[0];
+  const std::vector<int64_t>& paddings = attrs.GetInts("paddings");
+  const double value = attrs.GetFloat("pad_value");
+  const int64_t rank = x.rank();
+  if (paddings.size() != 2 * static_cast<size_t>(rank)) {
+    ThrowInvalid("attrs.paddings", "needs two entries (before, after) per dim of x");
+  }
+  Shape out_shape = x.shape();
+  for (int64_t d = 0; d < rank; ++d) {
+    const int64_t before = paddings[2 * d], after = paddings[2 * d + 1];
+    if (before < 0 || after < 0) ThrowInvalid("attrs.paddings", "paddings must be >= 0");
+    if (__builtin_add_overflow(out_shape[d], before, &out_shape[d]) ||
+        __builtin_add_overflow(out_shape[d], after, &out_shape[d])) {
+      ThrowInvalid("attrs.paddings", "the padded size overflows");
+    }
+  }
+  if (x.dtype() == DType::kInt64 && !(std::fabs(value) < 9.0e18)) {
+    ThrowInvalid("attrs.pad_value", "out of int64 range");
+  }
+  Tensor out = NewOutput(out_shape, x.dtype());
+  const int64_t n = out.numel();
+  // The fill value in x's dtype (pad_value converted, as Paddle); beyond float's range,
+  // float's infinity of its sign.
+  const float fill32 = std::fabs(value) > 3.4028235677973366e38
+                           ? std::copysign(std::numeric_limits<float>::infinity(), static_cast<float>(value > 0 ? 1 : -1))
+                           : static_cast<float>(value);
+  switch (x.dtype()) {
+    case DType::kFloat32: std::fill(out.data<float>(), out.data<float>() + n, fill32); break;
+    case DType::kInt64: std::fill(out.data<int64_t>(), out.data<int64_t>() + n, static_cast<int64_t>(value)); break;
+    case DType::kBool: std::fill(out.data<bool>(), out.data<bool>() + n, value != 0.0); break;
+    default: std::fill(out.data<double>(), out.data<double>() + n, value); break;
+  }
+  if (x.numel() == 0) return {std::move(out)};
+  const size_t es = x.element_size();
+  if (rank == 0) {
+    std::memcpy(out.bytes(), x.bytes(), es);
+    return {std::move(out)};
+  }
+  // Walk x's rows (all dims but the last) with an odometer; each row lands at its padded
+  // offset in out.
+  const int64_t inner = x.shape()[rank - 1];
+  const int64_t rows = x.numel() / inner;
+  std::vector<int64_t> at(static_cast<size_t>(rank), 0);
+  Shape out_strides(static_cast<size_t>(rank), 1);
+  for (int64_t d = rank - 2; d >= 0; --d) out_strides[d] = out_strides[d + 1] * out_shape[d + 1];
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t offset = paddings[2 * (rank - 1)];
+    for (int64_t d = 0; d < rank - 1; ++d) offset += (at[d] + paddings[2 * d]) * out_strides[d];
+    std::memcpy(out.bytes() + static_cast<size_t>(offset) * es,
+                x.bytes() + static_cast<size_t>(r * inner) * es, static_cast<size_t>(inner) * es);
+    for (int64_t d = rank - 2; d >= 0; --d) {
+      if (++at[d] < x.shape()[d]) break;
+      at[d] = 0;
+    }
+  }
+  return {std::move(out)};
+}
+
+Tensors swiglu(const TensorArgs& inputs, const Attrs&) {
+  CheckArity(inputs, 2);
+  if (inputs[1].shape() != inputs[0].shape()) {
+    ThrowInvalid(InputField(1, "shape"), "y " + ShapeToString(inputs[1].shape()) + " != x " +
+                                             ShapeToString(inputs[0].shape()));
+  }
+  return internal::DispatchFloat(internal::ComputeDType(inputs, {0, 1}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    internal::ValuesAs<T> xv(inputs[0]);
+    internal::ValuesAs<T> yv(inputs[1]);
+    Tensor out = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
+    T* o = out.data<T>();
+    const int64_t n = out.numel();
+    for (int64_t i = 0; i < n; ++i) {
+      const T v = xv[i];
+      o[i] = v * yv[i] / (T(1) + std::exp(-v));
+    }
+    return Tensors{std::move(out)};
+  });
+}
+
+Tensors index_select(const TensorArgs& inputs, const Attrs& attrs) {
+  return Select(inputs, attrs, false);
+}
+
+Tensors gather(const TensorArgs& inputs, const Attrs& attrs) { return Select(inputs, attrs, true); }
+
+}  // namespace spmd::kernels::cpu

@@ -1,0 +1,205 @@
+// Indexing ops (docs/OPS.md "Paddle's other registered ops"): one_hot, roll,
+// index_select, gather. Plain loops over multi-indices: each output element is computed
+// from the definition, never by copying rows.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "reference/reference.h"
+#include "reference/util.h"
+
+namespace spmd::reference::ops {
+namespace {
+
+using internal::CheckArity;
+using internal::InputField;
+using internal::ShapeToString;
+
+// Returns `v` as an integral id, or throws naming `field`.
+int64_t IdValue(double v, const std::string& field) {
+  if (!std::isfinite(v) || v != std::trunc(v)) {
+    ThrowInvalid(field, "id " + std::to_string(v) + " is not an integer");
+  }
+  if (std::fabs(v) > 9.0e15) ThrowInvalid(field, "id " + std::to_string(v) + " is out of range");
+  return static_cast<int64_t>(v);
+}
+
+// ((v % n) + n) % n: the cyclic position of v in [0, n) (n > 0).
+int64_t Mod(int64_t v, int64_t n) {
+  const int64_t r = v % n;
+  return r < 0 ? r + n : r;
+}
+
+// index_select / gather with a 0-d (drop_dim) or 1-D index. Localized: x holds the rows
+// [start, start + x.shape[axis]) of the global x along axis; other ids read zeros.
+Tensors Select(const Tensors& inputs, const Attrs& attrs, bool allow_0d) {
+  CheckArity(inputs, 2);
+  const Tensor& x = inputs[0];
+  const Tensor& index = inputs[1];
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (rank == 0) ThrowInvalid(InputField(0, "shape"), "x must have rank >= 1");
+  const int64_t axis = internal::NormalizeAxis(attrs.GetInt("axis"), rank, "attrs.axis");
+  const bool drop_dim = index.shape.empty();
+  if (index.shape.size() > 1 || (drop_dim && !allow_0d)) {
+    ThrowInvalid(InputField(1, "shape"), "index " + ShapeToString(index.shape) + " must be " +
+                                             (allow_0d ? "0-D or 1-D" : "1-D"));
+  }
+  const bool sharded = attrs.Has(internal::kLocalVocabStart);
+  const int64_t start = sharded ? attrs.GetInt(internal::kLocalVocabStart) : 0;
+  if (start < 0) {
+    ThrowInvalid(std::string("attrs.") + internal::kLocalVocabStart, "negative row offset");
+  }
+  const int64_t rows = x.shape[axis];
+  std::vector<int64_t> ids;
+  for (double v : index.data) {
+    const int64_t id = IdValue(v, InputField(1, "data"));
+    if (id < 0 || (!sharded && id >= rows)) {
+      ThrowInvalid(InputField(1, "data"),
+                   "id " + std::to_string(id) + " outside [0, " + std::to_string(rows) + ")");
+    }
+    ids.push_back(id);
+  }
+  Shape out_shape = x.shape;
+  if (drop_dim) {
+    out_shape.erase(out_shape.begin() + axis);
+  } else {
+    out_shape[axis] = static_cast<int64_t>(ids.size());
+  }
+  Tensor out = internal::Zeros(out_shape, x.dtype);
+  const Shape x_strides = internal::Strides(x.shape);
+  for (int64_t i = 0; i < NumElements(out_shape); ++i) {
+    std::vector<int64_t> at = internal::Unravel(i, out_shape);
+    const int64_t k = drop_dim ? 0 : at[axis];
+    if (drop_dim) at.insert(at.begin() + axis, 0);
+    const int64_t row = ids[k] - start;
+    if (row < 0 || row >= rows) continue;  // another shard's row: stays zero
+    at[axis] = row;
+    out.data[i] = x.data[internal::Dot(at, x_strides)];
+  }
+  return {out};
+}
+
+}  // namespace
+
+// out[..., c] = 1.0 if x[...] == c else 0.0; float32 (Paddle's one_hot output dtype).
+Tensors one_hot(const Tensors& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 1);
+  const Tensor& x = inputs[0];
+  const int64_t classes = attrs.GetInt("num_classes");
+  if (classes < 1) ThrowInvalid("attrs.num_classes", "num_classes must be >= 1");
+  Shape out_shape = x.shape;
+  out_shape.push_back(classes);
+  Tensor out = internal::Zeros(out_shape, DType::kFloat32);
+  for (size_t t = 0; t < x.data.size(); ++t) {
+    const int64_t id = IdValue(x.data[t], InputField(0, "data"));
+    if (id < 0 || id >= classes) {
+      ThrowInvalid(InputField(0, "data"),
+                   "id " + std::to_string(id) + " outside [0, " + std::to_string(classes) + ")");
+    }
+    for (int64_t c = 0; c < classes; ++c) {
+      out.data[t * static_cast<size_t>(classes) + static_cast<size_t>(c)] = c == id ? 1.0 : 0.0;
+    }
+  }
+  return {out};
+}
+
+// out[i] = x[i - shift] cyclically along each listed axis (the shifts of a repeated axis
+// add up); with no axis, along the flattened x.
+Tensors roll(const Tensors& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 1);
+  const Tensor& x = inputs[0];
+  const std::vector<int64_t>& shifts = attrs.GetInts("shifts");
+  const std::vector<int64_t>& axes = attrs.GetInts("axis");
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  const int64_t numel = NumElements(x.shape);
+  Tensor out = x;
+  if (axes.empty()) {
+    if (shifts.size() != 1) ThrowInvalid("attrs.shifts", "needs one shift when axis is empty");
+    if (numel == 0) return {out};
+    const int64_t s = Mod(shifts[0], numel);
+    for (int64_t i = 0; i < numel; ++i) out.data[i] = x.data[Mod(i - s, numel)];
+    return {out};
+  }
+  if (shifts.size() != axes.size()) ThrowInvalid("attrs.shifts", "needs one shift per axis");
+  std::vector<int64_t> total(static_cast<size_t>(rank), 0);  // per dim, mod its size
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int64_t d = internal::NormalizeAxis(axes[k], rank, "attrs.axis");
+    if (x.shape[d] == 0) continue;
+    total[d] = Mod(total[d] + Mod(shifts[k], x.shape[d]), x.shape[d]);
+  }
+  const Shape strides = internal::Strides(x.shape);
+  for (int64_t i = 0; i < numel; ++i) {
+    std::vector<int64_t> at = internal::Unravel(i, x.shape);
+    for (int64_t d = 0; d < rank; ++d) at[d] = Mod(at[d] - total[d], x.shape[d]);
+    out.data[i] = x.data[internal::Dot(at, strides)];
+  }
+  return {out};
+}
+
+// out[i] = x[i - before] where every coordinate falls inside x, else pad_value.
+Tensors pad(const Tensors& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 1);
+  const Tensor& x = inputs[0];
+  const std::vector<int64_t>& paddings = attrs.GetInts("paddings");
+  const double value = attrs.GetFloat("pad_value");
+  const size_t rank = x.shape.size();
+  if (paddings.size() != 2 * rank) {
+    ThrowInvalid("attrs.paddings", "needs two entries (before, after) per dim of x");
+  }
+  Shape out_shape = x.shape;
+  for (size_t d = 0; d < rank; ++d) {
+    if (paddings[2 * d] < 0 || paddings[2 * d + 1] < 0) {
+      ThrowInvalid("attrs.paddings", "paddings must be >= 0");
+    }
+    out_shape[d] += paddings[2 * d] + paddings[2 * d + 1];
+  }
+  // The fill value as x's dtype holds it (as Paddle converts pad_value).
+  // A value beyond float's range is float's infinity of its sign; an int64 x needs a
+  // whole value in range.
+  double fill = value;
+  if (x.dtype == DType::kFloat32) {
+    fill = std::fabs(value) > 3.4028235677973366e38 ? std::copysign(INFINITY, value)
+                                                    : static_cast<double>(static_cast<float>(value));
+  }
+  if (x.dtype == DType::kInt64) {
+    if (!(std::fabs(value) < 9.0e18)) ThrowInvalid("attrs.pad_value", "out of int64 range");
+    fill = std::trunc(value);
+  }
+  if (x.dtype == DType::kBool) fill = value != 0.0 ? 1.0 : 0.0;
+  Tensor out = internal::Zeros(out_shape, x.dtype);
+  const Shape strides = internal::Strides(x.shape);
+  for (int64_t i = 0; i < NumElements(out_shape); ++i) {
+    std::vector<int64_t> at = internal::Unravel(i, out_shape);
+    bool inside = true;
+    for (size_t d = 0; d < rank; ++d) {
+      at[d] -= paddings[2 * d];
+      inside = inside && at[d] >= 0 && at[d] < x.shape[d];
+    }
+    out.data[i] = inside ? x.data[internal::Dot(at, strides)] : fill;
+  }
+  return {out};
+}
+
+// silu(x) * y with silu(x) = x / (1 + e^-x).
+Tensors swiglu(const Tensors& inputs, const Attrs&) {
+  CheckArity(inputs, 2);
+  const Tensor& x = inputs[0];
+  const Tensor& y = inputs[1];
+  if (y.shape != x.shape) {
+    ThrowInvalid(InputField(1, "shape"),
+                 "y " + ShapeToString(y.shape) + " != x " + ShapeToString(x.shape));
+  }
+  Tensor out = internal::Zeros(x.shape);
+  for (size_t k = 0; k < x.data.size(); ++k) {
+    out.data[k] = x.data[k] / (1.0 + std::exp(-x.data[k])) * y.data[k];
+  }
+  return {out};
+}
+
+Tensors index_select(const Tensors& inputs, const Attrs& attrs) {
+  return Select(inputs, attrs, false);
+}
+
+Tensors gather(const Tensors& inputs, const Attrs& attrs) { return Select(inputs, attrs, true); }
+
+}  // namespace spmd::reference::ops

@@ -1,0 +1,237 @@
+// Indexing ops with Paddle's names, attrs and argument orders: one_hot, roll,
+// index_select, gather. Notations (SEMANTICS.md §4) with the dims an op reads across
+// forced replicated, and localizers where a shard needs its global offset.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rules/error.h"
+#include "rules/notation.h"
+#include "rules/registry.h"
+#include "rules/vjps.h"
+
+namespace spmd::declare {
+namespace {
+
+using notation::Ints;
+using notation::Letters;
+using notation::MakeAttrs;
+
+int Rank(const RuleContext& c, size_t i = 0) { return static_cast<int>(c.input_shapes[i].size()); }
+
+// index_select and gather: x `a..b..c` (b the selected axis), a 1-D index `k`, out with b
+// replaced by k (a 0-d index of gather drops b). b may stay sharded: a shard holding x's
+// rows [start, start + n) on axis b selects the ids it holds and writes zeros for the
+// others, so the outputs of the shards along b sum to the selection (b is absent from the
+// output: partial(sum), as the vocabulary-parallel embedding). The localizer passes the
+// shard's first row. The index must hold ids in [0, x.shape[axis]).
+EinsumSpec Selection(const RuleContext& c, int axis, bool drop_dim) {
+  const int rank = Rank(c);
+  const std::string x = Letters(rank);
+  const std::string index = drop_dim ? "" : "K";
+  std::string out = x;
+  if (drop_dim) {
+    out.erase(static_cast<size_t>(axis), 1);
+  } else {
+    out[static_cast<size_t>(axis)] = 'K';
+  }
+  return notation::FromLetters({x, index}, {out});
+}
+
+Attrs LocalizeSelection(const LocalContext& c, int64_t axis) {
+  return c.attrs.With(kLocalVocabStart, c.input_offsets[0][static_cast<size_t>(axis)]);
+}
+
+int SelectedAxis(const RuleContext& c) {
+  if (Rank(c) == 0) ThrowInvalid("inputs[0].shape", "x must have rank >= 1");
+  return notation::NormalizeAxis(c.attrs.GetInt("axis"), Rank(c), "attrs.axis");
+}
+
+// The index length of an example: `count`, or 0 when the selected axis has no rows.
+int64_t Ids(int64_t rows, int64_t count) { return rows == 0 ? 0 : count; }
+
+std::vector<InputValues> SelectionValues(const RuleContext& c) {
+  const int rank = Rank(c);
+  int64_t bound = 0;
+  if (rank > 0) {
+    const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
+    bound = c.input_shapes[0][static_cast<size_t>(axis)];
+  }
+  return {{}, {ValueKind::kIndex, bound}};
+}
+
+}  // namespace
+
+// one_hot(x, num_classes): x (int64 ids in [0, num_classes)) -> out of x's shape plus a
+// class dim, 1.0 where the class is the id (float32, as Paddle). The class dim is a new
+// factor, replicated (no input carries it).
+OpDecl one_hot() {
+  return OpBuilder("one_hot").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
+      .Attr("num_classes", AttrKind::kInt, std::nullopt)
+      .Einsum([](const RuleContext& c) {
+        const int64_t classes = c.attrs.GetInt("num_classes");
+        if (classes < 1) ThrowInvalid("attrs.num_classes", "num_classes must be >= 1");
+        const std::string x = Letters(Rank(c));
+        EinsumSpec spec = notation::FromLetters({x}, {});
+        Notation out = spec.inputs[0];
+        const FactorId cls = spec.AddFactor(classes);
+        out.push_back(cls);
+        spec.outputs.push_back(out);
+        spec.forced_replicated.push_back(cls);
+        return spec;
+      })
+      .Values([](const RuleContext& c) {
+        return std::vector<InputValues>{{ValueKind::kIndex, c.attrs.GetInt("num_classes")}};
+      })
+      .Examples([](const SizePalette& p) {
+        return std::vector<Example>{{{{p[0], p[1]}}, MakeAttrs({{"num_classes", int64_t{5}}})},
+                                    {{{p[2]}}, MakeAttrs({{"num_classes", int64_t{3}}})}};
+      });
+}
+
+// roll(x, shifts, axis): elements shifted cyclically along each listed axis (repeats
+// allowed, applied in turn); an empty axis rolls the flattened x by shifts[0]. A rolled
+// dim reads across shards: required replicated (every dim when flattened). Elements only
+// move: every partial input is kept.
+OpDecl roll() {
+  return OpBuilder("roll").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::Roll)
+      .Attr("shifts", AttrKind::kInts, Ints{})
+      .Attr("axis", AttrKind::kInts, Ints{})
+      .Einsum([](const RuleContext& c) {
+        const int rank = Rank(c);
+        const Ints& shifts = c.attrs.GetInts("shifts");
+        const Ints& axes = c.attrs.GetInts("axis");
+        const std::string letters = Letters(rank);
+        std::string forced;
+        if (axes.empty()) {
+          if (shifts.size() != 1) ThrowInvalid("attrs.shifts", "needs one shift when axis is empty");
+          forced = letters;
+        } else {
+          if (shifts.size() != axes.size()) ThrowInvalid("attrs.shifts", "needs one shift per axis");
+          for (int64_t a : axes) {
+            forced += letters[static_cast<size_t>(notation::NormalizeAxis(a, rank, "attrs.axis"))];
+          }
+        }
+        EinsumSpec spec = notation::FromLetters({letters}, {letters}, forced);
+        spec.accept = PartialAcceptance::kAnyOp;
+        return spec;
+      })
+      .Examples(notation::FromSignatures(
+          {{{"abc"}, MakeAttrs({{"shifts", Ints{2, -1}}, {"axis", Ints{1, -1}}})},
+           {{"ab"}, MakeAttrs({{"shifts", Ints{3}}})}}));
+}
+
+// index_select(x, index, axis): x's slices at the 1-D index's ids along axis.
+OpDecl index_select() {
+  return OpBuilder("index_select").Inputs({"x", "index"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::Select)
+      .Attr("axis", AttrKind::kInt, int64_t{0})
+      .Einsum([](const RuleContext& c) {
+        const int axis = SelectedAxis(c);
+        if (c.input_shapes[1].size() != 1) ThrowInvalid("inputs[1].shape", "index must be 1-D");
+        return Selection(c, axis, false);
+      })
+      .Values(SelectionValues)
+      .Localize([](const LocalContext& c) {
+        const int64_t rank = static_cast<int64_t>(c.global_inputs[0].size());
+        return LocalizeSelection(c, shape::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis"));
+      })
+      .Examples([](const SizePalette& p) {
+        // An empty selected axis admits only an empty index.
+        return std::vector<Example>{{{{p[0], p[1]}, {Ids(p[1], p[2])}}, MakeAttrs({{"axis", int64_t{1}}})},
+                                    {{{p[0], p[1], p[2]}, {Ids(p[0], p[3])}}, Attrs()}};
+      });
+}
+
+// gather(x, index, axis): as index_select for a 1-D index; a 0-d index selects one slice
+// and drops the axis.
+OpDecl gather() {
+  return OpBuilder("gather").Inputs({"x", "index"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::Select)
+      .Attr("axis", AttrKind::kInt, int64_t{0})
+      .Einsum([](const RuleContext& c) {
+        const int axis = SelectedAxis(c);
+        if (c.input_shapes[1].size() > 1) ThrowInvalid("inputs[1].shape", "index must be 0-D or 1-D");
+        return Selection(c, axis, c.input_shapes[1].empty());
+      })
+      .Values(SelectionValues)
+      .Localize([](const LocalContext& c) {
+        const int64_t rank = static_cast<int64_t>(c.global_inputs[0].size());
+        return LocalizeSelection(c, shape::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis"));
+      })
+      .Examples([](const SizePalette& p) {
+        std::vector<Example> examples = {{{{p[0], p[1]}, {Ids(p[0], p[2])}}, Attrs()}};
+        if (p[1] > 0) examples.push_back({{{p[0], p[1]}, {}}, MakeAttrs({{"axis", int64_t{-1}}})});
+        return examples;
+      });
+}
+
+// pad(x, paddings, pad_value): constant padding; paddings holds (before, after) per dim,
+// all >= 0. A padded dim is required replicated (the padded output's even split would not
+// line up with x's shards). With pad_value == 0 every partial input stays (any reduce op
+// of zeros is zero).
+OpDecl pad() {
+  return OpBuilder("pad").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::Pad)
+      .Attr("paddings", AttrKind::kInts, std::nullopt)
+      .Attr("pad_value", AttrKind::kFloat, 0.0)
+      .Einsum([](const RuleContext& c) {
+        const int rank = Rank(c);
+        const Ints& paddings = c.attrs.GetInts("paddings");
+        if (paddings.size() != 2 * static_cast<size_t>(rank)) {
+          ThrowInvalid("attrs.paddings", "needs two entries (before, after) per dim of x");
+        }
+        const std::string x = Letters(rank);
+        EinsumSpec spec = notation::FromLetters({x}, {});
+        Notation out;
+        for (int d = 0; d < rank; ++d) {
+          const int64_t before = paddings[2 * static_cast<size_t>(d)];
+          const int64_t after = paddings[2 * static_cast<size_t>(d) + 1];
+          if (before < 0 || after < 0) ThrowInvalid("attrs.paddings", "paddings must be >= 0");
+          const int64_t size = c.input_shapes[0][static_cast<size_t>(d)];
+          if (before == 0 && after == 0) {
+            out.push_back(spec.inputs[0][static_cast<size_t>(d)]);
+            continue;
+          }
+          int64_t grown = 0;
+          if (__builtin_add_overflow(size, before, &grown) || __builtin_add_overflow(grown, after, &grown)) {
+            ThrowInvalid("attrs.paddings", "the padded size overflows");
+          }
+          spec.forced_replicated.push_back(spec.inputs[0][static_cast<size_t>(d)]);
+          const FactorId padded = spec.AddFactor(grown);
+          spec.forced_replicated.push_back(padded);
+          out.push_back(padded);
+        }
+        spec.outputs.push_back(out);
+        if (c.attrs.GetFloat("pad_value") == 0.0) spec.accept = PartialAcceptance::kAnyOp;
+        return spec;
+      })
+      .Examples([](const SizePalette& p) {
+        return std::vector<Example>{
+            {{{p[0], p[1]}}, MakeAttrs({{"paddings", Ints{0, 0, 1, 2}}})},
+            {{{p[0], p[1], p[2]}}, MakeAttrs({{"paddings", Ints{2, 0, 0, 0, 0, 1}}, {"pad_value", 1.5}})}};
+      });
+}
+
+// swiglu(x, y): silu(x) * y elementwise, x and y of one shape (Paddle's fused op with its
+// second input given).
+OpDecl swiglu() {
+  return OpBuilder("swiglu").Inputs({"x", "y"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kPointwise)
+      .Vjp(vjps::Swiglu)
+      .Einsum([](const RuleContext& c) {
+        if (c.input_shapes[1] != c.input_shapes[0]) {
+          ThrowInvalid("inputs[1].shape", "y must have x's shape");
+        }
+        return notation::Elementwise(c.input_shapes);
+      })
+      .Examples(notation::FromSignatures({{{"ab", "ab"}}, {{"a1", "a1"}}}));
+}
+
+}  // namespace spmd::declare
