@@ -30,6 +30,9 @@ constexpr uint64_t Mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+// One step of the splitmix64 generator from state x: the output for state x + gamma.
+constexpr uint64_t SplitMix64(uint64_t x) { return Mix(x + kGamma); }
+
 // The 64 random bits of draw `index` for `seed` (unsigned arithmetic: it wraps by design).
 constexpr uint64_t Bits(uint64_t seed, uint64_t index) {
   return Mix(Mix(seed) + (index + 1) * kGamma);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <utility>
 
+#include "rules/counter_rng.h"
 #include "rules/error.h"
 #include "rules/notation.h"
 
@@ -14,13 +15,6 @@ using runtime::Communicator;
 using runtime::DistTensor;
 
 namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // FNV-1a: a name's hash that does not depend on the platform (std::hash may).
 uint64_t NameHash(const std::string& name) {
@@ -42,7 +36,7 @@ Variable Call(const char* op, const std::vector<Variable>& in, Communicator& com
 }  // namespace
 
 double InitValue(uint64_t seed, const std::string& name, uint64_t index) {
-  const uint64_t bits = SplitMix64(SplitMix64(seed ^ NameHash(name)) + index);
+  const uint64_t bits = counter_rng::SplitMix64(counter_rng::SplitMix64(seed ^ NameHash(name)) + index);
   return static_cast<double>(bits >> 11) * 0x1.0p-52 - 1.0;  // [-1, 1)
 }
 
@@ -141,7 +135,7 @@ Variable Gpt::Norm(const Variable& x, size_t scale, size_t bias, Communicator& c
 
 Variable Gpt::Dropout(const Variable& x, uint64_t stream, uint64_t site, Communicator& comm) {
   if (config_.dropout == 0) return x;
-  const uint64_t seed = SplitMix64(stream + site);
+  const uint64_t seed = counter_rng::SplitMix64(stream + site);
   return Apply("dropout", {x},
                MakeAttrs({{"p", config_.dropout}, {"seed", static_cast<int64_t>(seed)}}), comm)[0];
 }
@@ -157,6 +151,7 @@ Variable Gpt::Loss(const DistTensor& tokens, const DistTensor& labels, Communica
   const Layout& layout = layout_;
   // The dropout seeds of this call: site k (0 the embedding, then two per block) draws
   // with SplitMix64(stream + k).
+  using counter_rng::SplitMix64;
   const uint64_t stream =
       SplitMix64(SplitMix64(SplitMix64(config_.seed ^ NameHash("dropout")) + static_cast<uint64_t>(step)) +
                  static_cast<uint64_t>(micro_batch));

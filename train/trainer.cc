@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "rules/counter_rng.h"
 #include "rules/error.h"
 #include "rules/notation.h"
 
@@ -14,13 +15,6 @@ using runtime::Communicator;
 using runtime::DistTensor;
 
 namespace {
-
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 int64_t Sum(const runtime::CommCounters& c, bool sent) {
   int64_t total = 0;
@@ -39,7 +33,7 @@ void MakeBatch(const BatchSpec& spec, int64_t vocab, int64_t step, kernels::Tens
   std::vector<int64_t> t(spec.batch * spec.sequence), l(spec.batch * spec.sequence);
   for (int64_t r = 0; r < spec.batch; ++r) {
     int64_t value = static_cast<int64_t>(
-        Mix(Mix(spec.seed) ^ (static_cast<uint64_t>(step) << 20) ^ static_cast<uint64_t>(r)) %
+        counter_rng::SplitMix64(counter_rng::SplitMix64(spec.seed) ^ (static_cast<uint64_t>(step) << 20) ^ static_cast<uint64_t>(r)) %
         static_cast<uint64_t>(vocab));
     for (int64_t i = 0; i < spec.sequence; ++i) {
       t[r * spec.sequence + i] = value;
