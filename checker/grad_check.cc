@@ -39,12 +39,6 @@ std::string ShapeText(const Shape& shape) {
   return s + "]";
 }
 
-std::string Number(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.12g", v);
-  return buf;
-}
-
 std::string RefText(const VjpRef& ref) {
   switch (ref.kind) {
     case VjpRef::Kind::kInput: return "input " + std::to_string(ref.index);

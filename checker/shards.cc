@@ -58,17 +58,6 @@ double ReduceNested(const std::vector<std::pair<ReduceOp, int64_t>>& axes, size_
   return Reduce(axes[level].first, inner);
 }
 
-std::string IndexText(const std::vector<int64_t>& index) {
-  std::string s = "[";
-  for (size_t i = 0; i < index.size(); ++i) s += (i ? "," : "") + std::to_string(index[i]);
-  return s + "]";
-}
-
-std::string Number(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
 
 }  // namespace
 
@@ -177,6 +166,18 @@ bool AssembleTensor(const ShardedTensor& t, const Mesh& mesh, double relative, d
     global->data[at] = ReduceNested(partial_axes, 0, values.data() + at * slots);
   }
   return true;
+}
+
+std::string IndexText(const std::vector<int64_t>& index) {
+  std::string s = "[";
+  for (size_t i = 0; i < index.size(); ++i) s += (i ? "," : "") + std::to_string(index[i]);
+  return s + "]";
+}
+
+std::string Number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
 }
 
 }  // namespace spmd::checker

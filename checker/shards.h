@@ -46,4 +46,9 @@ ShardedTensor ShardTensor(const reference::Tensor& global, const DistAttr& attr,
 bool AssembleTensor(const ShardedTensor& t, const Mesh& mesh, double relative, double absolute,
                     reference::Tensor* global, std::string* error);
 
+// "[1,2,3]": an index or a shape in messages.
+std::string IndexText(const std::vector<int64_t>& index);
+// A double with all 17 significant digits, for counterexamples.
+std::string Number(double v);
+
 }  // namespace spmd::checker

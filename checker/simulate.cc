@@ -121,17 +121,6 @@ bool Close(double expected, double got, DType dtype) {
   return std::abs(expected - got) <= 1e-9 * std::max(std::abs(expected), std::abs(got)) + kAbsoluteFloor;
 }
 
-std::string IndexString(const std::vector<int64_t>& index) {
-  std::string s = "[";
-  for (size_t i = 0; i < index.size(); ++i) s += (i ? "," : "") + std::to_string(index[i]);
-  return s + "]";
-}
-
-std::string Number(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
 
 Outcome Unsound(Counterexample ce) {
   Outcome outcome;
@@ -173,8 +162,8 @@ std::optional<Counterexample> CheckOutput(int o, const Tensor& global, const Dis
     if (mine.shape != want) {
       return Counterexample{"shape", o, pid, mine.shape, 0, 0,
                             "output " + std::to_string(o) + " on rank " + std::to_string(pid) +
-                                " has local shape " + IndexString(mine.shape) + ", the layout says " +
-                                IndexString(want)};
+                                " has local shape " + IndexText(mine.shape) + ", the layout says " +
+                                IndexText(want)};
     }
     std::vector<int64_t> base = coord;
     bool is_base = true;
@@ -211,7 +200,7 @@ std::optional<Counterexample> CheckOutput(int o, const Tensor& global, const Dis
     const double expected = global.data[at];
     if (filled[at] != partial_count) {
       found = Counterexample{"value", o, -1, index, expected, NAN,
-                             "output " + std::to_string(o) + " element " + IndexString(index) +
+                             "output " + std::to_string(o) + " element " + IndexText(index) +
                                  " is held by " + std::to_string(filled[at]) + " ranks, expected " +
                                  std::to_string(partial_count)};
       return;
@@ -230,7 +219,7 @@ std::optional<Counterexample> CheckOutput(int o, const Tensor& global, const Dis
         if (holds) pid = mesh.process_ids()[r];
       }
       found = Counterexample{"value", o, pid, index, expected, got,
-                             "output " + std::to_string(o) + " element " + IndexString(index) +
+                             "output " + std::to_string(o) + " element " + IndexText(index) +
                                  " (on rank " + std::to_string(pid) + "): expected " + Number(expected) +
                                  ", got " + Number(got)};
     }
@@ -316,8 +305,8 @@ Outcome CheckClaimOnce(const Case& c, const std::vector<DistAttr>& required,
       if (global_outputs[o].shape != global_out_shapes[o]) {
         return Unsound({"shape", static_cast<int>(o), -1, global_outputs[o].shape, 0, 0,
                         "the reference's output " + std::to_string(o) + " has shape " +
-                            IndexString(global_outputs[o].shape) + ", the declaration gives " +
-                            IndexString(global_out_shapes[o])});
+                            IndexText(global_outputs[o].shape) + ", the declaration gives " +
+                            IndexText(global_out_shapes[o])});
       }
     }
     if (required.size() != c.shapes.size()) ThrowInvalid("inputs", "one required dist attr per input");
