@@ -309,9 +309,21 @@ void Backward(const Variable& loss, Communicator& comm) {
   const Node& root = Checked(loss.node_, "loss");
   if (!root.requires_grad) ThrowInvalid("loss", "does not require grad: nothing to differentiate");
   const DistTensor& value = *root.value;
-  DistTensor seed = Constant(value.shape(), value.dtype(), value.mesh(),
-                             DistAttr::Replicated(static_cast<int>(value.shape().size())),
-                             value.process_id(), 1.0);
+  Backward(loss, Constant(value.shape(), value.dtype(), value.mesh(),
+                          DistAttr::Replicated(static_cast<int>(value.shape().size())),
+                          value.process_id(), 1.0),
+           comm);
+}
+
+void Backward(const Variable& loss, const DistTensor& cotangent, Communicator& comm) {
+  const Node& root = Checked(loss.node_, "loss");
+  if (!root.requires_grad) ThrowInvalid("loss", "does not require grad: nothing to differentiate");
+  const DistTensor& value = *root.value;
+  if (cotangent.shape() != value.shape() || cotangent.dtype() != value.dtype() ||
+      !(cotangent.mesh() == value.mesh())) {
+    ThrowInvalid("cotangent", "must have the output's shape, dtype and mesh");
+  }
+  DistTensor seed = cotangent;
   NoGradGuard no_grad;  // the backward's own calls are not recorded
 
   auto accumulate_leaf = [&](Node& leaf, DistTensor g) {

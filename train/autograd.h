@@ -93,6 +93,7 @@ class Variable {
   friend std::vector<Variable> Apply(std::string_view, const std::vector<Variable>&,
                                      const Attrs&, runtime::Communicator&);
   friend void Backward(const Variable&, runtime::Communicator&);
+  friend void Backward(const Variable&, const runtime::DistTensor&, runtime::Communicator&);
   friend Variable Redistribute(const Variable&, const DistAttr&, runtime::Communicator&);
   friend runtime::DistTensor Gradient(const Variable&, const DistAttr&, runtime::Communicator&);
   explicit Variable(std::shared_ptr<Node> node) : node_(std::move(node)) {}
@@ -124,6 +125,12 @@ Variable Redistribute(const Variable& x, const DistAttr& to, runtime::Communicat
 // InvalidArgument "loss": record the forward again). Throws
 // SpmdError(kInvalidArgument, "loss") when `loss` does not require grad.
 void Backward(const Variable& loss, runtime::Communicator& comm);
+// The same with the cotangent of `output` given: the vector-Jacobian product of
+// `cotangent` (any dist attr on the output's mesh, the output's shape and dtype;
+// InvalidArgument "cotangent" otherwise) with every leaf reachable from `output`. How a
+// pipeline stage runs its backward from the gradient the next stage sent.
+void Backward(const Variable& output, const runtime::DistTensor& cotangent,
+              runtime::Communicator& comm);
 
 // The accumulated gradient of `leaf` resharded to `to` (the partial axes reduced, the dims
 // laid out as `to` says), or zeros laid out as `to` when Backward never reached it. Throws

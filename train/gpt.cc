@@ -40,8 +40,8 @@ double InitValue(uint64_t seed, const std::string& name, uint64_t index) {
   return static_cast<double>(bits >> 11) * 0x1.0p-52 - 1.0;  // [-1, 1)
 }
 
-Gpt::Gpt(const GptConfig& config, Layout layout, Communicator& comm)
-    : config_(config), layout_(std::move(layout)) {
+Gpt::Gpt(const GptConfig& config, Layout layout, Communicator& comm, GptPart part)
+    : config_(config), layout_(std::move(layout)), part_(part) {
   const std::pair<const char*, int64_t> sizes[] = {
       {"config.layers", config.layers}, {"config.width", config.width},
       {"config.heads", config.heads},   {"config.vocab", config.vocab},
@@ -61,35 +61,49 @@ Gpt::Gpt(const GptConfig& config, Layout layout, Communicator& comm)
   if (config.dtype != DType::kFloat64 && config.dtype != DType::kFloat32) {
     ThrowInvalid("config.dtype", "must be float32 or float64");
   }
+  if (part_.end_layer < 0) part_.end_layer = config.layers;
+  if (part_.first_layer < 0 || part_.first_layer > part_.end_layer || part_.end_layer > config.layers) {
+    ThrowInvalid("part", "layers [" + std::to_string(part_.first_layer) + ", " +
+                             std::to_string(part_.end_layer) + ") are not within [0, " +
+                             std::to_string(config.layers) + "]");
+  }
   const int64_t d = config.width, hidden = config.mlp_ratio * config.width;
   const double weight = 0.02 * std::sqrt(3.0);  // uniform with standard deviation 0.02
   const double out_weight = weight / std::sqrt(2.0 * static_cast<double>(config.layers));
-  Add("embedding", ParamRole::kVocabRows, {config.vocab, d}, weight, 0, comm);
-  Add("positions", ParamRole::kReplicated, {config.sequence, d}, weight, 0, comm);
-  for (int64_t l = 0; l < config.layers; ++l) {
-    const std::string p = "blocks." + std::to_string(l) + ".";
-    Add(p + "ln1.scale", ParamRole::kReplicated, {d}, 0, 1, comm);
-    if (!config.rms_norm) Add(p + "ln1.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
-    for (const char* w : {"attn.q", "attn.k", "attn.v"}) {
-      Add(p + w + ".weight", ParamRole::kColumn, {d, d}, weight, 0, comm);
-      Add(p + w + ".bias", ParamRole::kColumnBias, {d}, 0, 0, comm);
-    }
-    Add(p + "attn.out.weight", ParamRole::kRow, {d, d}, out_weight, 0, comm);
-    Add(p + "attn.out.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
-    Add(p + "ln2.scale", ParamRole::kReplicated, {d}, 0, 1, comm);
-    if (!config.rms_norm) Add(p + "ln2.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
-    Add(p + "mlp.up.weight", ParamRole::kColumn, {d, hidden}, weight, 0, comm);
-    Add(p + "mlp.up.bias", ParamRole::kColumnBias, {hidden}, 0, 0, comm);
-    if (config.swiglu) {
-      Add(p + "mlp.gate.weight", ParamRole::kColumn, {d, hidden}, weight, 0, comm);
-      Add(p + "mlp.gate.bias", ParamRole::kColumnBias, {hidden}, 0, 0, comm);
-    }
-    Add(p + "mlp.down.weight", ParamRole::kRow, {hidden, d}, out_weight, 0, comm);
-    Add(p + "mlp.down.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
+  if (part_.embedding) {
+    embedding_ = Add("embedding", ParamRole::kVocabRows, {config.vocab, d}, weight, 0, comm);
+    positions_ = Add("positions", ParamRole::kReplicated, {config.sequence, d}, weight, 0, comm);
   }
-  Add("final_ln.scale", ParamRole::kReplicated, {d}, 0, 1, comm);
-  if (!config.rms_norm) Add("final_ln.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
-  Add("head.weight", ParamRole::kVocabColumns, {d, config.vocab}, weight, 0, comm);
+  for (int64_t l = part_.first_layer; l < part_.end_layer; ++l) {
+    const std::string p = "blocks." + std::to_string(l) + ".";
+    BlockParams b;
+    b.ln1_scale = Add(p + "ln1.scale", ParamRole::kReplicated, {d}, 0, 1, comm);
+    if (!config.rms_norm) b.ln1_bias = Add(p + "ln1.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
+    b.wq = Add(p + "attn.q.weight", ParamRole::kColumn, {d, d}, weight, 0, comm);
+    b.bq = Add(p + "attn.q.bias", ParamRole::kColumnBias, {d}, 0, 0, comm);
+    b.wk = Add(p + "attn.k.weight", ParamRole::kColumn, {d, d}, weight, 0, comm);
+    b.bk = Add(p + "attn.k.bias", ParamRole::kColumnBias, {d}, 0, 0, comm);
+    b.wv = Add(p + "attn.v.weight", ParamRole::kColumn, {d, d}, weight, 0, comm);
+    b.bv = Add(p + "attn.v.bias", ParamRole::kColumnBias, {d}, 0, 0, comm);
+    b.wo = Add(p + "attn.out.weight", ParamRole::kRow, {d, d}, out_weight, 0, comm);
+    b.bo = Add(p + "attn.out.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
+    b.ln2_scale = Add(p + "ln2.scale", ParamRole::kReplicated, {d}, 0, 1, comm);
+    if (!config.rms_norm) b.ln2_bias = Add(p + "ln2.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
+    b.w_up = Add(p + "mlp.up.weight", ParamRole::kColumn, {d, hidden}, weight, 0, comm);
+    b.b_up = Add(p + "mlp.up.bias", ParamRole::kColumnBias, {hidden}, 0, 0, comm);
+    if (config.swiglu) {
+      b.w_gate = Add(p + "mlp.gate.weight", ParamRole::kColumn, {d, hidden}, weight, 0, comm);
+      b.b_gate = Add(p + "mlp.gate.bias", ParamRole::kColumnBias, {hidden}, 0, 0, comm);
+    }
+    b.w_down = Add(p + "mlp.down.weight", ParamRole::kRow, {hidden, d}, out_weight, 0, comm);
+    b.b_down = Add(p + "mlp.down.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
+    blocks_.push_back(b);
+  }
+  if (part_.head) {
+    lnf_scale_ = Add("final_ln.scale", ParamRole::kReplicated, {d}, 0, 1, comm);
+    if (!config.rms_norm) lnf_bias_ = Add("final_ln.bias", ParamRole::kReplicated, {d}, 0, 0, comm);
+    head_ = Add("head.weight", ParamRole::kVocabColumns, {d, config.vocab}, weight, 0, comm);
+  }
 }
 
 size_t Gpt::Add(const std::string& name, ParamRole role, Shape shape, double scale,
@@ -140,35 +154,49 @@ Variable Gpt::Dropout(const Variable& x, uint64_t stream, uint64_t site, Communi
                MakeAttrs({{"p", config_.dropout}, {"seed", static_cast<int64_t>(seed)}}), comm)[0];
 }
 
+uint64_t Gpt::DropoutStream(int64_t step, int64_t micro_batch) const {
+  using counter_rng::SplitMix64;
+  return SplitMix64(SplitMix64(SplitMix64(config_.seed ^ NameHash("dropout")) + static_cast<uint64_t>(step)) +
+                    static_cast<uint64_t>(micro_batch));
+}
+
 Variable Gpt::Loss(const DistTensor& tokens, const DistTensor& labels, Communicator& comm,
                    int64_t step, int64_t micro_batch) {
+  const Variable x = Embed(tokens, comm, step, micro_batch);  // checks the tokens first
+  if (labels.shape() != tokens.shape()) ThrowInvalid("labels", "must have the tokens' shape");
+  return Head(Blocks(x, comm, step, micro_batch), labels, comm);
+}
+
+Variable Gpt::Embed(const DistTensor& tokens, Communicator& comm, int64_t step, int64_t micro_batch) {
+  if (!part_.embedding) ThrowInvalid("part", "this part has no embedding");
   const Shape& shape = tokens.shape();
   if (shape.size() != 2 || shape[1] > config_.sequence || shape[1] < 1) {
     ThrowInvalid("tokens", "must be [batch, s] with 1 <= s <= config.sequence");
   }
-  if (labels.shape() != shape) ThrowInvalid("labels", "must have the tokens' shape");
-  const int64_t b = shape[0], s = shape[1], d = config_.width, h = config_.heads, dh = d / h;
-  const Layout& layout = layout_;
-  // The dropout seeds of this call: site k (0 the embedding, then two per block) draws
-  // with SplitMix64(stream + k).
-  using counter_rng::SplitMix64;
-  const uint64_t stream =
-      SplitMix64(SplitMix64(SplitMix64(config_.seed ^ NameHash("dropout")) + static_cast<uint64_t>(step)) +
-                 static_cast<uint64_t>(micro_batch));
-  uint64_t site = 0;
-
-  // Parameter indices follow the constructor's order.
-  size_t next = 0;
-  const size_t embedding = next++, positions = next++;
-  Variable x = Call("lookup_table_v2", {Variable(tokens), Param(embedding, comm)}, comm);
-  Variable pos = Param(positions, comm);
+  const int64_t s = shape[1];
+  // Dropout site 0 is the embedding's; block l's are 1 + 2 l and 2 + 2 l.
+  Variable x = Call("lookup_table_v2", {Variable(tokens), Param(embedding_, comm)}, comm);
+  Variable pos = Param(positions_, comm);
   if (s < config_.sequence) {
     pos = Call("slice", {pos}, comm,
                MakeAttrs({{"axes", Ints{0}}, {"starts", Ints{0}}, {"ends", Ints{s}}}));
   }
   // Reduce the vocabulary-parallel lookup onto the residual layout before adding the
   // positions (under SP a reduce-scatter, not an all-reduce then a slice).
-  x = Dropout(Call("add", {Redistribute(x, layout.Residual(), comm), pos}, comm), stream, site++, comm);
+  return Dropout(Call("add", {Redistribute(x, layout_.Residual(), comm), pos}, comm),
+                 DropoutStream(step, micro_batch), 0, comm);
+}
+
+Variable Gpt::Blocks(const Variable& input, Communicator& comm, int64_t step, int64_t micro_batch) {
+  const Shape& shape = input.value().shape();
+  if (shape.size() != 3 || shape[1] > config_.sequence || shape[1] < 1 || shape[2] != config_.width) {
+    ThrowInvalid("x", "must be [batch, s, width] with 1 <= s <= config.sequence");
+  }
+  if (blocks_.empty()) return input;
+  const int64_t b = shape[0], s = shape[1], d = config_.width, h = config_.heads, dh = d / h;
+  const Layout& layout = layout_;
+  const uint64_t stream = DropoutStream(step, micro_batch);
+  uint64_t site = 1 + 2 * static_cast<uint64_t>(part_.first_layer);
 
   // The causal mask, added to the scores: 0 on and below the diagonal, -1e9 above.
   std::vector<double> mask_values(s * s, 0.0);
@@ -181,48 +209,46 @@ Variable Gpt::Loss(const DistTensor& tokens, const DistTensor& labels, Communica
   const Attrs to_heads = MakeAttrs({{"perm", Ints{0, 2, 1, 3}}});
   const Attrs merged_shape = MakeAttrs({{"shape", Ints{b, s, d}}});
 
-  for (int64_t l = 0; l < config_.layers; ++l) {
-    const size_t ln1_scale = next++, ln1_bias = config_.rms_norm ? 0 : next++;
-    const size_t wq = next++, bq = next++, wk = next++, bk = next++, wv = next++, bv = next++;
-    const size_t wo = next++, bo = next++, ln2_scale = next++;
-    const size_t ln2_bias = config_.rms_norm ? 0 : next++;
-    const size_t w_up = next++, b_up = next++;
-    size_t w_gate = 0, b_gate = 0;
-    if (config_.swiglu) {
-      w_gate = next++;
-      b_gate = next++;
-    }
-    const size_t w_down = next++, b_down = next++;
-
+  Variable x = input;
+  for (const BlockParams& p : blocks_) {
     // Attention.
-    const Variable a_in = Redistribute(Norm(x, ln1_scale, ln1_bias, comm), layout.BlockInput(), comm);
+    const Variable a_in = Redistribute(Norm(x, p.ln1_scale, p.ln1_bias, comm), layout.BlockInput(), comm);
     auto heads = [&](size_t w, size_t bias) {
       return Call("transpose", {Call("reshape", {Linear(a_in, w, bias, comm)}, comm, heads_shape)},
                   comm, to_heads);  // [B, H, S, Dh]
     };
-    const Variable q = heads(wq, bq), k = heads(wk, bk), v = heads(wv, bv);
+    const Variable q = heads(p.wq, p.bq), k = heads(p.wk, p.bk), v = heads(p.wv, p.bv);
     Variable scores = Call("matmul", {q, k}, comm, MakeAttrs({{"trans_y", true}}));
     scores = Call("scale", {scores}, comm, MakeAttrs({{"scale", 1.0 / std::sqrt(static_cast<double>(dh))}}));
     const Variable probs = Call("softmax", {Call("add", {scores, mask}, comm)}, comm);
     const Variable context = Call(
         "reshape", {Call("transpose", {Call("matmul", {probs, v}, comm)}, comm, to_heads)}, comm,
         merged_shape);  // [B, S, D]
-    x = Call("add", {x, Dropout(RowLinear(context, wo, bo, comm), stream, site++, comm)}, comm);
+    x = Call("add", {x, Dropout(RowLinear(context, p.wo, p.bo, comm), stream, site++, comm)}, comm);
 
     // MLP.
-    const Variable m_in = Redistribute(Norm(x, ln2_scale, ln2_bias, comm), layout.BlockInput(), comm);
-    Variable hidden = Linear(m_in, w_up, b_up, comm);
+    const Variable m_in = Redistribute(Norm(x, p.ln2_scale, p.ln2_bias, comm), layout.BlockInput(), comm);
+    Variable hidden = Linear(m_in, p.w_up, p.b_up, comm);
     if (config_.swiglu) {
-      hidden = Call("multiply", {Call("silu", {Linear(m_in, w_gate, b_gate, comm)}, comm), hidden}, comm);
+      hidden = Call("multiply", {Call("silu", {Linear(m_in, p.w_gate, p.b_gate, comm)}, comm), hidden}, comm);
     } else {
       hidden = Call("gelu", {hidden}, comm);
     }
-    x = Call("add", {x, Dropout(RowLinear(hidden, w_down, b_down, comm), stream, site++, comm)}, comm);
+    x = Call("add", {x, Dropout(RowLinear(hidden, p.w_down, p.b_down, comm), stream, site++, comm)}, comm);
   }
+  return x;
+}
 
-  const size_t lnf_scale = next++, lnf_bias = config_.rms_norm ? 0 : next++, head = next++;
-  const Variable final_in = Redistribute(Norm(x, lnf_scale, lnf_bias, comm), layout.BlockInput(), comm);
-  const Variable logits = Call("matmul", {final_in, Param(head, comm)}, comm);  // [B, S, V]
+Variable Gpt::Head(const Variable& x, const DistTensor& labels, Communicator& comm) {
+  if (!part_.head) ThrowInvalid("part", "this part has no head");
+  const Shape& shape = x.value().shape();
+  if (shape.size() != 3 || labels.shape() != Shape{shape[0], shape[1]}) {
+    ThrowInvalid("labels", "must be [batch, s], the tokens' shape");
+  }
+  const int64_t b = shape[0], s = shape[1];
+  const Variable final_in =
+      Redistribute(Norm(x, lnf_scale_, lnf_bias_, comm), layout_.BlockInput(), comm);
+  const Variable logits = Call("matmul", {final_in, Param(head_, comm)}, comm);  // [B, S, V]
   // Labels need no gradient: the reshape is not recorded.
   const Variable labels_3d =
       Call("reshape", {Variable(labels)}, comm, MakeAttrs({{"shape", Ints{b, s, 1}}}));

@@ -47,6 +47,17 @@ struct GptConfig {
   DType dtype = DType::kFloat64;  // float64 or float32
 };
 
+// The part of the model a Gpt holds: blocks [first_layer, end_layer) (end_layer -1: to
+// the last), with the embedding (and positions) and with the final norm and LM head. The
+// whole model by default; a pipeline stage (train/pipeline.h) holds a part. A part's
+// parameters have the whole model's names and values.
+struct GptPart {
+  int64_t first_layer = 0;
+  int64_t end_layer = -1;
+  bool embedding = true;
+  bool head = true;
+};
+
 struct NamedParam {
   std::string name;
   ParamRole role;
@@ -59,7 +70,9 @@ class Gpt {
   // naming the config field ("config.width" ...) for a non-positive size, a width not a
   // multiple of heads, a dropout outside [0, 1) ("config.dropout"), or a dtype that is not
   // float32/float64.
-  Gpt(const GptConfig& config, Layout layout, runtime::Communicator& comm);
+  // With a part, only its parameters (InvalidArgument "part" for a layer range outside
+  // [0, layers]).
+  Gpt(const GptConfig& config, Layout layout, runtime::Communicator& comm, GptPart part = {});
 
   // The mean cross-entropy of next-token prediction: `tokens` and `labels` are int64
   // [B, S'] with S' <= S, laid out as layout().Tokens(2). A recorded forward: call
@@ -67,7 +80,18 @@ class Gpt {
   Variable Loss(const runtime::DistTensor& tokens, const runtime::DistTensor& labels,
                 runtime::Communicator& comm, int64_t step = 0, int64_t micro_batch = 0);
 
+  // The pieces of Loss, for a part (InvalidArgument "part" when it lacks the piece):
+  // Embed gives the residual stream [B, S', D] (laid out as layout().Residual()) of the
+  // tokens, Blocks runs the part's blocks on it, Head gives the mean cross-entropy of its
+  // next-token prediction. Loss = Head(Blocks(Embed(tokens)), labels).
+  Variable Embed(const runtime::DistTensor& tokens, runtime::Communicator& comm, int64_t step = 0,
+                 int64_t micro_batch = 0);
+  Variable Blocks(const Variable& x, runtime::Communicator& comm, int64_t step = 0,
+                  int64_t micro_batch = 0);
+  Variable Head(const Variable& x, const runtime::DistTensor& labels, runtime::Communicator& comm);
+
   const std::vector<NamedParam>& params() const { return params_; }
+  const GptPart& part() const { return part_; }
   const GptConfig& config() const { return config_; }
   const Layout& layout() const { return layout_; }
 
@@ -83,9 +107,21 @@ class Gpt {
   // dropout(x) with the mask of (step, micro-batch, site); x itself when config.dropout is 0.
   Variable Dropout(const Variable& x, uint64_t stream, uint64_t site, runtime::Communicator& comm);
 
+  // The dropout stream of (step, micro-batch): site k draws with SplitMix64(stream + k).
+  uint64_t DropoutStream(int64_t step, int64_t micro_batch) const;
+
+  struct BlockParams {
+    size_t ln1_scale = 0, ln1_bias = 0, wq = 0, bq = 0, wk = 0, bk = 0, wv = 0, bv = 0, wo = 0,
+           bo = 0, ln2_scale = 0, ln2_bias = 0, w_up = 0, b_up = 0, w_gate = 0, b_gate = 0,
+           w_down = 0, b_down = 0;
+  };
+
   GptConfig config_;
   Layout layout_;
+  GptPart part_;
   std::vector<NamedParam> params_;
+  size_t embedding_ = 0, positions_ = 0, lnf_scale_ = 0, lnf_bias_ = 0, head_ = 0;
+  std::vector<BlockParams> blocks_;  // the part's blocks, in order
 };
 
 // The counter-based value of element `index` of parameter `name`: uniform in [-1, 1).

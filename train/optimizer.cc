@@ -67,6 +67,9 @@ void Optimizer::Step(Communicator& comm) {
     if (s) squared += s->dtype() == DType::kFloat64 ? s->data<double>()[0]
                                                      : static_cast<double>(s->data<float>()[0]);
   }
+  if (norm_group_.size() > 1) {
+    comm.AllReduce(&squared, &squared, 1, DType::kFloat64, ReduceOp::kSum, norm_group_);
+  }
   last_grad_norm_ = std::sqrt(squared);
   if (max_grad_norm_ > 0 && last_grad_norm_ > max_grad_norm_) {
     const double coef = max_grad_norm_ / (last_grad_norm_ + 1e-6);

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "rules/dist_attr.h"
@@ -47,6 +48,11 @@ class Optimizer {
 
   // Clip gradients to this global norm in Step (0 or less: no clipping).
   void set_max_grad_norm(double max_norm) { max_grad_norm_ = max_norm; }
+  // World ranks whose optimizers hold the model's other parameters (pipeline stages, one
+  // rank per stage, this one included, the same list on each): Step sums its squared
+  // gradient norm over them (an all-reduce) before clipping, so the norm is the whole
+  // model's. Empty (the default): this optimizer's parameters only.
+  void set_norm_group(runtime::Group group) { norm_group_ = std::move(group); }
   // The global gradient norm the last Step measured (before clipping).
   double last_grad_norm() const { return last_grad_norm_; }
 
@@ -71,6 +77,7 @@ class Optimizer {
   std::vector<ParamSlot> params_;
   double max_grad_norm_ = 0;
   double last_grad_norm_ = 0;
+  runtime::Group norm_group_;
 };
 
 // p <- p - lr * (v <- momentum * v + g + weight_decay * p) (PyTorch's SGD; no dampening).
