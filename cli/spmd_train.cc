@@ -8,6 +8,10 @@
 // `max relative difference: X` over every step's loss (relative to it) and every final
 // parameter element (relative to the model's largest parameter magnitude); it exits 1
 // when X is above 1e-9 (float64) or 1e-3 (float32).
+// A "pp" axis in --mesh trains over pipeline stages (train/pipeline.h) with --schedule
+// (gpipe, 1f1b, interleaved with --chunks V) and --micro-batches M micro-batches; --verify
+// then compares each rank's stage parameters by name, the worst difference taken over all
+// ranks.
 // Bad flags: a message naming the flag on stderr, exit 2, on every rank.
 #include <cmath>
 #include <cstdio>
@@ -21,6 +25,7 @@
 #include "rules/error.h"
 #include "runtime/mpi_communicator.h"
 #include "train/layout.h"
+#include "train/pipeline.h"
 #include "train/trainer.h"
 
 namespace {
@@ -33,7 +38,7 @@ using spmd::train::TrainOptions;
 using spmd::train::Trainer;
 
 constexpr const char* kUsage = R"(usage: mpirun -np N spmd-train [flags]
-  --mesh dp=2,tp=2     named mesh over the N ranks (axes dp, tp; default dp=N)
+  --mesh dp=2,tp=2     named mesh over the N ranks (axes pp, dp, tp, sp; default dp=N)
   --zero K             ZeRO stage over dp: 0 (plain DP), 1, 2, 3 (default 0)
   --sp                 sequence parallelism over tp
   --steps N            optimizer steps (default 20)
@@ -45,7 +50,9 @@ constexpr const char* kUsage = R"(usage: mpirun -np N spmd-train [flags]
   --dropout P          residual dropout probability in [0, 1) (default 0)
   --dtype float32|float64   (default float32)
   --lr X               AdamW learning rate (default 1e-2)
-  --micro-batches M    gradient accumulation (default 1)
+  --micro-batches M    gradient accumulation; with pp, the pipeline's micro-batches (default 1)
+  --schedule S         with pp: gpipe, 1f1b or interleaved (default 1f1b)
+  --chunks V           with the interleaved schedule: virtual stages per stage (default 2)
   --seed N             initialisation and data seed (default 1)
   --csv FILE           write step,loss,grad_norm,tokens_per_s,bytes_sent,bytes_received
   --verify             rerun on one process; print max relative difference (exit 1
@@ -61,7 +68,32 @@ struct Flags {
   TrainOptions options;
   std::string csv;
   bool verify = false;
+  spmd::train::PipelineOptions pipeline;
 };
+
+// The axes of `mesh` other than pp, at this rank (the stage's mesh a Layout lays out);
+// a one-rank dp mesh when pp is the only axis.
+spmd::Mesh WithoutPp(const spmd::Mesh& mesh, int64_t rank) {
+  std::vector<int> rest;
+  int pp = -1;
+  for (int a = 0; a < mesh.ndim(); ++a) {
+    if (mesh.axis_names()[a] == "pp") {
+      pp = a;
+    } else {
+      rest.push_back(a);
+    }
+  }
+  if (pp < 0) return mesh;
+  if (rest.empty()) return spmd::Mesh({1}, {rank}, {"dp"});
+  return mesh.SubMesh(*mesh.CoordinateOf(rank), rest);
+}
+
+bool HasPp(const spmd::Mesh& mesh) {
+  for (const std::string& name : mesh.axis_names()) {
+    if (name == "pp") return true;
+  }
+  return false;
+}
 
 int64_t ParseInt(const std::string& flag, const std::string& text, int64_t lo, int64_t hi) {
   size_t used = 0;
@@ -87,8 +119,10 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
   f.config.sequence = 16;
   f.config.dtype = spmd::DType::kFloat32;
   f.mesh = "dp=" + std::to_string(world);
+  bool chunks_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
+    if (flag == "--chunks") chunks_given = true;
     auto value = [&]() -> std::string {
       if (i + 1 >= argc) spmd::ThrowInvalid(flag, "needs a value");
       return argv[++i];
@@ -116,6 +150,13 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
     else if (flag == "--micro-batches") f.options.micro_batches = static_cast<int>(ParseInt(flag, value(), 1, 1 << 16));
     else if (flag == "--seed") f.batch.seed = f.config.seed = static_cast<uint64_t>(ParseInt(flag, value(), 0, INT64_MAX));
     else if (flag == "--csv") f.csv = value();
+    else if (flag == "--schedule") {
+      try {
+        f.pipeline.schedule = spmd::train::ParseScheduleKind(value());
+      } catch (const spmd::SpmdError& e) {
+        spmd::ThrowInvalid(flag, e.what());
+      }
+    } else if (flag == "--chunks") f.pipeline.chunks = ParseInt(flag, value(), 1, 4096);
     else if (flag == "--verify") f.verify = true;
     else if (flag == "--lr") {
       const std::string text = value();
@@ -137,13 +178,51 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
     }
   }
   f.config.sequence = f.batch.sequence;
+  if (!chunks_given && f.pipeline.schedule == spmd::train::ScheduleKind::kInterleaved) f.pipeline.chunks = 2;
+  if (f.pipeline.schedule != spmd::train::ScheduleKind::kInterleaved && f.pipeline.chunks != 1) {
+    spmd::ThrowInvalid("--chunks", "only the interleaved schedule has more than one chunk per stage");
+  }
   return f;
 }
 
 struct History {
   std::vector<double> losses;
+  std::vector<std::string> names;  // the parameters this rank holds
   std::vector<std::vector<double>> params;
 };
+
+// Trains over the stages of the mesh's pp axis; rank-local history (this stage's parameters).
+History TrainPipeline(const Flags& f, const spmd::Mesh& mesh, spmd::runtime::Communicator& comm,
+                      bool print, std::ofstream* csv) {
+  spmd::train::PipelineTrainer trainer(f.config, mesh, f.strategy, f.options, f.pipeline, comm);
+  History h;
+  const double tokens = static_cast<double>(f.batch.batch * f.batch.sequence);
+  for (int64_t step = 0; step < f.steps; ++step) {
+    const spmd::train::StepStats s = trainer.Step(f.batch, step, comm);
+    h.losses.push_back(s.loss);
+    if (print) {
+      std::printf("step %lld loss %.6f grad_norm %.4f tokens/s %.0f bytes sent %lld received %lld\n",
+                  static_cast<long long>(step), s.loss, s.grad_norm, tokens / s.seconds,
+                  static_cast<long long>(s.bytes_sent), static_cast<long long>(s.bytes_received));
+      std::fflush(stdout);
+    }
+    if (csv) {
+      *csv << step << "," << s.loss << "," << s.grad_norm << "," << tokens / s.seconds << ","
+           << s.bytes_sent << "," << s.bytes_received << "\n";
+    }
+  }
+  for (auto& [name, values] : trainer.GatherParams(comm)) {
+    h.names.push_back(name);
+    h.params.push_back(std::move(values));
+  }
+  if (print) {
+    const spmd::train::ScheduleStats sim = spmd::train::SimulateSchedule(trainer.schedule());
+    std::printf("pipeline (rank 0, stage 0): peak live activations %lld (schedule: %lld), simulated bubble %.4f\n",
+                static_cast<long long>(trainer.last_peak_live()), static_cast<long long>(sim.peak_live[0]),
+                sim.bubble);
+  }
+  return h;
+}
 
 // Trains on `mesh` (ranks outside it take part in nothing); rank-local history.
 History Train(const Flags& f, const spmd::Mesh& mesh, spmd::runtime::Communicator& comm,
@@ -166,6 +245,7 @@ History Train(const Flags& f, const spmd::Mesh& mesh, spmd::runtime::Communicato
     }
   }
   h.params = trainer.GatherParams(comm);
+  for (const spmd::train::NamedParam& p : trainer.model().params()) h.names.push_back(p.name);
   if (print) {
     std::printf("memory (rank 0): parameters %lld bytes, gradients %lld bytes, optimizer states %lld bytes\n",
                 static_cast<long long>(trainer.ParamBytes()), static_cast<long long>(trainer.GradBytes()),
@@ -187,8 +267,22 @@ int main(int argc, char** argv) {
         spmd::ThrowInvalid("--mesh", flags.mesh + " has " + std::to_string(mesh.size()) +
                                          " ranks; mpirun started " + std::to_string(comm.world_size()));
       }
-      Layout check(mesh, flags.strategy);  // validates the names and the strategy
+      Layout check(WithoutPp(mesh, comm.rank()), flags.strategy);  // validates the names and the strategy
       (void)check;
+      if (HasPp(mesh)) {  // validates (p, m, v) as the pipeline will
+        int64_t p = 1;
+        for (int a = 0; a < mesh.ndim(); ++a) {
+          if (mesh.axis_names()[a] == "pp") p = mesh.axis_size(a);
+        }
+        try {
+          spmd::train::MakeSchedule(flags.pipeline.schedule, p, flags.options.micro_batches, flags.pipeline.chunks);
+        } catch (const spmd::SpmdError& e) {
+          spmd::ThrowInvalid(e.field() == "micro_batches" ? "--micro-batches" : "--chunks", e.what());
+        }
+        if (flags.batch.batch < flags.options.micro_batches) {
+          spmd::ThrowInvalid("--batch", "fewer rows than micro-batches");
+        }
+      }
     } catch (const spmd::SpmdError& e) {
       std::cerr << "spmd-train: " << spmd::ToString(e.type()) << ": " << e.what() << "\n";
       return 2;
@@ -200,8 +294,14 @@ int main(int argc, char** argv) {
       *csv << "step,loss,grad_norm,tokens_per_s,bytes_sent,bytes_received\n";
     }
     if (root) {
-      std::printf("spmd-train: %s, %lld steps, model layers=%lld width=%lld heads=%lld vocab=%lld seq=%lld%s, %s\n",
-                  Layout(mesh, flags.strategy).ToString().c_str(), static_cast<long long>(flags.steps),
+      const std::string pipeline =
+          HasPp(mesh) ? flags.mesh + " schedule=" + std::string(spmd::train::ToString(flags.pipeline.schedule)) +
+                            (flags.pipeline.chunks > 1 ? " chunks=" + std::to_string(flags.pipeline.chunks) : "") +
+                            " micro_batches=" + std::to_string(flags.options.micro_batches) + ", stages: "
+                      : "";
+      std::printf("spmd-train: %s%s, %lld steps, model layers=%lld width=%lld heads=%lld vocab=%lld seq=%lld%s, %s\n",
+                  pipeline.c_str(), Layout(WithoutPp(mesh, comm.rank()), flags.strategy).ToString().c_str(),
+                  static_cast<long long>(flags.steps),
                   static_cast<long long>(flags.config.layers), static_cast<long long>(flags.config.width),
                   static_cast<long long>(flags.config.heads), static_cast<long long>(flags.config.vocab),
                   static_cast<long long>(flags.config.sequence),
@@ -209,7 +309,8 @@ int main(int argc, char** argv) {
                    (flags.config.dropout > 0 ? " dropout=" + std::to_string(flags.config.dropout) : "")).c_str(),
                   std::string(spmd::ToString(flags.config.dtype)).c_str());
     }
-    const History parallel = Train(flags, mesh, comm, root, csv ? &*csv : nullptr);
+    const History parallel = HasPp(mesh) ? TrainPipeline(flags, mesh, comm, root, csv ? &*csv : nullptr)
+                                         : Train(flags, mesh, comm, root, csv ? &*csv : nullptr);
     if (!flags.verify) return 0;
     // One process: each rank alone on a one-rank mesh of itself.
     const spmd::Mesh alone({1}, {comm.rank()}, {"dp"});
@@ -228,11 +329,23 @@ int main(int argc, char** argv) {
     for (const auto& param : reference.params) {
       for (double v : param) scale = std::max(scale, std::abs(v));
     }
-    for (size_t p = 0; p < reference.params.size(); ++p) {
-      for (size_t k = 0; k < reference.params[p].size(); ++k) {
-        worst = std::max(worst, std::abs(parallel.params[p][k] - reference.params[p][k]) / scale);
+    // By name: under pp a rank holds its stage's parameters only.
+    for (size_t p = 0; p < parallel.params.size(); ++p) {
+      size_t r = 0;
+      while (r < reference.names.size() && reference.names[r] != parallel.names[p]) ++r;
+      if (r == reference.names.size() || reference.params[r].size() != parallel.params[p].size()) {
+        worst = INFINITY;  // a parameter the model does not have
+        continue;
+      }
+      for (size_t k = 0; k < reference.params[r].size(); ++k) {
+        worst = std::max(worst, std::abs(parallel.params[p][k] - reference.params[r][k]) / scale);
       }
     }
+    // The worst over every rank (NaN counts as the worst).
+    if (std::isnan(worst)) worst = INFINITY;
+    spmd::runtime::Group world;
+    for (int64_t r = 0; r < comm.world_size(); ++r) world.push_back(r);
+    comm.AllReduce(&worst, &worst, 1, spmd::DType::kFloat64, spmd::ReduceOp::kMax, world);
     if (root) std::printf("max relative difference: %.3g\n", worst);
     // Above the dtype's bound (float64 1e-9, float32 1e-3): exit 1, so scripts can rely on it.
     const double bound = flags.config.dtype == spmd::DType::kFloat64 ? 1e-9 : 1e-3;
