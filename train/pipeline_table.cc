@@ -3,7 +3,7 @@
 // activations alive at once on stage 0 and on the last stage (forward done, backward not
 // yet), from SimulateSchedule on the generated, checked schedules.
 //
-//   build/train/pipeline_table > table.md
+//   build/bin/pipeline_table > table.md
 #include <cstdio>
 #include <string>
 #include <vector>
