@@ -9,9 +9,8 @@
 // compares every step's loss and every parameter its stage holds to 1e-9 relative (a
 // parameter against its own largest magnitude). Each rank also checks that the most
 // activations it held at once equals its stage's peak in the simulated schedule.
-#include <mpi.h>
-
 #include <gtest/gtest.h>
+#include <mpi.h>
 
 #include <algorithm>
 #include <cmath>
@@ -51,7 +50,8 @@ GptConfig SmallGpt() {
 History Alone(const BatchSpec& batch, int micro_batches, int steps) {
   TrainOptions options;
   options.micro_batches = micro_batches;
-  Trainer trainer(SmallGpt(), Layout(Mesh({1}, {g_comm->rank()}, {"dp"}), Strategy{}), options, *g_comm);
+  Trainer trainer(SmallGpt(), Layout(Mesh({1}, {g_comm->rank()}, {"dp"}), Strategy{}), options,
+                  *g_comm);
   History h;
   for (int s = 0; s < steps; ++s) h.losses.push_back(trainer.Step(batch, s, *g_comm).loss);
   const auto values = trainer.GatherParams(*g_comm);
@@ -78,7 +78,8 @@ std::string Compare(const History& got, const History& want) {
     for (double v : it->second) scale = std::max(scale, std::abs(v));
     for (size_t k = 0; k < values.size(); ++k) {
       if (!(std::abs(values[k] - it->second[k]) <= 1e-9 * scale)) {
-        os << "parameter " << name << " element " << k << ": " << values[k] << " vs " << it->second[k];
+        os << "parameter " << name << " element " << k << ": " << values[k] << " vs "
+           << it->second[k];
         return os.str();
       }
     }
@@ -113,18 +114,22 @@ TEST(PipelineMpiTest, EveryScheduleTrainsLikeOneProcess) {
   for (const Case& c : CasesFor(world)) {
     const Mesh mesh = ParseNamedMesh(c.mesh);
     const int64_t p = mesh.axis_size(0);  // pp is the first axis of every case
-    for (const ScheduleKind kind : {ScheduleKind::kFillDrain, ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved}) {
+    for (const ScheduleKind kind :
+         {ScheduleKind::kFillDrain, ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved}) {
       const bool interleaved = kind == ScheduleKind::kInterleaved;
       const int m = interleaved ? static_cast<int>(p) : 3;
-      const std::string label = std::string(c.mesh) + " " + std::string(ToString(kind)) + " m=" + std::to_string(m);
+      const std::string label =
+          std::string(c.mesh) + " " + std::string(ToString(kind)) + " m=" + std::to_string(m);
       SCOPED_TRACE(label);
       if (!alone.count(m)) alone[m] = Alone(batch, m, steps);
       TrainOptions options;
       options.micro_batches = m;
-      PipelineTrainer trainer(SmallGpt(), mesh, c.strategy, options, {kind, interleaved ? 2 : 1}, *g_comm);
+      PipelineTrainer trainer(SmallGpt(), mesh, c.strategy, options, {kind, interleaved ? 2 : 1},
+                              *g_comm);
       History got;
       for (int s = 0; s < steps; ++s) got.losses.push_back(trainer.Step(batch, s, *g_comm).loss);
-      for (auto& [name, values] : trainer.GatherParams(*g_comm)) got.params[name] = std::move(values);
+      for (auto& [name, values] : trainer.GatherParams(*g_comm))
+        got.params[name] = std::move(values);
       std::string error = Compare(got, alone[m]);
       const int64_t want_peak = SimulateSchedule(trainer.schedule()).peak_live[trainer.stage()];
       if (error.empty() && trainer.last_peak_live() != want_peak) {
@@ -140,6 +145,6 @@ TEST(PipelineMpiTest, EveryScheduleTrainsLikeOneProcess) {
 }  // namespace spmd::train
 
 int main(int argc, char** argv) {
-  return spmd::runtime::RunMpiTests(argc, argv, "",
-                                    [](spmd::runtime::MpiCommunicator* c) { spmd::train::g_comm = c; });
+  return spmd::runtime::RunMpiTests(
+      argc, argv, "", [](spmd::runtime::MpiCommunicator* c) { spmd::train::g_comm = c; });
 }

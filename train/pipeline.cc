@@ -13,12 +13,18 @@ namespace spmd::train {
 
 std::string_view ToString(ActionKind kind) {
   switch (kind) {
-    case ActionKind::kForward: return "F";
-    case ActionKind::kBackward: return "B";
-    case ActionKind::kSendActivation: return "sendA";
-    case ActionKind::kRecvActivation: return "recvA";
-    case ActionKind::kSendGrad: return "sendG";
-    case ActionKind::kRecvGrad: return "recvG";
+    case ActionKind::kForward:
+      return "F";
+    case ActionKind::kBackward:
+      return "B";
+    case ActionKind::kSendActivation:
+      return "sendA";
+    case ActionKind::kRecvActivation:
+      return "recvA";
+    case ActionKind::kSendGrad:
+      return "sendG";
+    case ActionKind::kRecvGrad:
+      return "recvG";
   }
   return "?";
 }
@@ -42,9 +48,12 @@ std::string ToString(const Action& a) {
 
 std::string_view ToString(ScheduleKind kind) {
   switch (kind) {
-    case ScheduleKind::kFillDrain: return "gpipe";
-    case ScheduleKind::kOneFOneB: return "1f1b";
-    case ScheduleKind::kInterleaved: return "interleaved";
+    case ScheduleKind::kFillDrain:
+      return "gpipe";
+    case ScheduleKind::kOneFOneB:
+      return "1f1b";
+    case ScheduleKind::kInterleaved:
+      return "interleaved";
   }
   return "?";
 }
@@ -58,14 +67,22 @@ ScheduleKind ParseScheduleKind(std::string_view text) {
 
 std::string_view ToString(Violation v) {
   switch (v) {
-    case Violation::kShape: return "shape";
-    case Violation::kComputeCount: return "compute count";
-    case Violation::kBackwardBeforeForward: return "backward before forward";
-    case Violation::kForwardOrder: return "forward order";
-    case Violation::kBackwardOrder: return "backward order";
-    case Violation::kUnmatched: return "unmatched message";
-    case Violation::kMismatched: return "mismatched message";
-    case Violation::kDeadlock: return "deadlock";
+    case Violation::kShape:
+      return "shape";
+    case Violation::kComputeCount:
+      return "compute count";
+    case Violation::kBackwardBeforeForward:
+      return "backward before forward";
+    case Violation::kForwardOrder:
+      return "forward order";
+    case Violation::kBackwardOrder:
+      return "backward order";
+    case Violation::kUnmatched:
+      return "unmatched message";
+    case Violation::kMismatched:
+      return "mismatched message";
+    case Violation::kDeadlock:
+      return "deadlock";
   }
   return "?";
 }
@@ -77,7 +94,8 @@ using Pair = std::pair<int64_t, int64_t>;  // (micro-batch, chunk)
 // One stage's compute order (interleave: 0 = the next forward, 1 = the next backward) with
 // its sends, each just after the compute that produces it. Receives come later
 // (PlaceReceives), once every stage's send order is known.
-std::vector<Action> ComputeAndSends(const std::vector<Pair>& forwards, const std::vector<Pair>& backwards,
+std::vector<Action> ComputeAndSends(const std::vector<Pair>& forwards,
+                                    const std::vector<Pair>& backwards,
                                     const std::vector<size_t>& interleave, int64_t p, int64_t v,
                                     int64_t s, const std::vector<int64_t>& sizes) {
   const int64_t last = p * v - 1;
@@ -87,11 +105,13 @@ std::vector<Action> ComputeAndSends(const std::vector<Pair>& forwards, const std
     if (which == 0) {
       const auto [mb, c] = forwards[f++];
       out.push_back({ActionKind::kForward, mb, c, -1, 0});
-      if (c * p + s < last && p > 1) out.push_back({ActionKind::kSendActivation, mb, c, (s + 1) % p, sizes[mb]});
+      if (c * p + s < last && p > 1)
+        out.push_back({ActionKind::kSendActivation, mb, c, (s + 1) % p, sizes[mb]});
     } else {
       const auto [mb, c] = backwards[b++];
       out.push_back({ActionKind::kBackward, mb, c, -1, 0});
-      if (c * p + s > 0 && p > 1) out.push_back({ActionKind::kSendGrad, mb, c, (s + p - 1) % p, sizes[mb]});
+      if (c * p + s > 0 && p > 1)
+        out.push_back({ActionKind::kSendGrad, mb, c, (s + p - 1) % p, sizes[mb]});
     }
   }
   return out;
@@ -124,15 +144,19 @@ void PlaceReceives(Schedule& sc) {
       std::vector<std::pair<size_t, Action>> placed;
       for (size_t j = incoming.size(); j-- > 0;) {
         const Action& r = incoming[j];
-        const ActionKind consumer = r.kind == ActionKind::kRecvActivation ? ActionKind::kForward : ActionKind::kBackward;
+        const ActionKind consumer =
+            r.kind == ActionKind::kRecvActivation ? ActionKind::kForward : ActionKind::kBackward;
         size_t at = mine.size();
         for (size_t i = 0; i < mine.size(); ++i) {
-          if (mine[i].kind == consumer && mine[i].micro_batch == r.micro_batch && mine[i].chunk == r.chunk) at = i;
+          if (mine[i].kind == consumer && mine[i].micro_batch == r.micro_batch &&
+              mine[i].chunk == r.chunk)
+            at = i;
         }
         limit = std::min(limit, at);
         placed.push_back({limit, r});
       }
-      for (size_t j = placed.size(); j-- > 0;) before[b][placed[j].first].push_back(placed[j].second);
+      for (size_t j = placed.size(); j-- > 0;)
+        before[b][placed[j].first].push_back(placed[j].second);
     }
   }
   for (int64_t b = 0; b < p; ++b) {
@@ -164,9 +188,11 @@ void PostReceivesEarly(Schedule& sc);
 
 Schedule MakeSchedule(ScheduleKind kind, int64_t p, int64_t m, int64_t v,
                       const std::vector<int64_t>& sizes_in) {
-  const std::pair<const char*, int64_t> fields[] = {{"stages", p}, {"micro_batches", m}, {"chunks", v}};
+  const std::pair<const char*, int64_t> fields[] = {
+      {"stages", p}, {"micro_batches", m}, {"chunks", v}};
   for (const auto& [field, value] : fields) {
-    if (value < 1 || value > 4096) ThrowInvalid(field, std::to_string(value) + " is not in [1, 4096]");
+    if (value < 1 || value > 4096)
+      ThrowInvalid(field, std::to_string(value) + " is not in [1, 4096]");
   }
   if (kind != ScheduleKind::kInterleaved && v != 1) {
     ThrowInvalid("chunks", "only the interleaved schedule has more than one chunk per stage");
@@ -174,8 +200,10 @@ Schedule MakeSchedule(ScheduleKind kind, int64_t p, int64_t m, int64_t v,
   if (kind == ScheduleKind::kInterleaved && m > p && m % p != 0) {
     // Megatron's condition: with a smaller last group of micro-batches the warm-up below
     // is not enough and the stages deadlock (CheckSchedule finds it).
-    ThrowUnsupported("micro_batches", "the interleaved schedule needs micro_batches <= stages or a multiple of stages (" +
-                                          std::to_string(m) + " micro-batches, " + std::to_string(p) + " stages)");
+    ThrowUnsupported(
+        "micro_batches",
+        "the interleaved schedule needs micro_batches <= stages or a multiple of stages (" +
+            std::to_string(m) + " micro-batches, " + std::to_string(p) + " stages)");
   }
   std::vector<int64_t> sizes = sizes_in;
   if (sizes.empty()) sizes.assign(m, 1);
@@ -226,7 +254,8 @@ namespace {
 [[noreturn]] void Fail(Violation v, int64_t s, size_t i, const std::vector<Action>& actions,
                        const std::string& what) {
   const std::string at = "schedule.ranks[" + std::to_string(s) + "][" + std::to_string(i) + "]";
-  throw ScheduleError(v, at, "stage " + std::to_string(s) + ", " + ToString(actions[i]) + ": " + what);
+  throw ScheduleError(v, at,
+                      "stage " + std::to_string(s) + ", " + ToString(actions[i]) + ": " + what);
 }
 
 // Per stage: where each (kind, micro-batch, chunk) action sits; duplicates are refused.
@@ -382,8 +411,9 @@ void PostReceivesEarly(Schedule& sc) {
 void CheckSchedule(const Schedule& sc, SendSemantics semantics) {
   const int64_t p = sc.stages, m = sc.micro_batches, v = sc.chunks;
   if (p < 1 || m < 1 || v < 1 || static_cast<int64_t>(sc.ranks.size()) != p) {
-    throw ScheduleError(Violation::kShape, "schedule",
-                        "stages, micro_batches and chunks must be >= 1 and ranks must have one list per stage");
+    throw ScheduleError(
+        Violation::kShape, "schedule",
+        "stages, micro_batches and chunks must be >= 1 and ranks must have one list per stage");
   }
   const int64_t last = p * v - 1;
   std::vector<Positions> pos(p);
@@ -393,10 +423,12 @@ void CheckSchedule(const Schedule& sc, SendSemantics semantics) {
     const std::vector<Action>& actions = sc.ranks[s];
     for (size_t i = 0; i < actions.size(); ++i) {
       const Action& a = actions[i];
-      if (a.micro_batch < 0 || a.micro_batch >= m) Fail(Violation::kShape, s, i, actions, "micro-batch out of range");
+      if (a.micro_batch < 0 || a.micro_batch >= m)
+        Fail(Violation::kShape, s, i, actions, "micro-batch out of range");
       if (a.chunk < 0 || a.chunk >= v) Fail(Violation::kShape, s, i, actions, "chunk out of range");
       if (IsMessage(a.kind)) {
-        if (a.peer < 0 || a.peer >= p || a.peer == s) Fail(Violation::kShape, s, i, actions, "peer is not another stage");
+        if (a.peer < 0 || a.peer >= p || a.peer == s)
+          Fail(Violation::kShape, s, i, actions, "peer is not another stage");
         if (a.size < 0) Fail(Violation::kShape, s, i, actions, "negative size");
         if (IsSend(a.kind)) {
           channels[{s, a.peer}].sends.push_back(i);
@@ -416,11 +448,13 @@ void CheckSchedule(const Schedule& sc, SendSemantics semantics) {
     const std::vector<Action>& actions = sc.ranks[s];
     for (int64_t mb = 0; mb < m; ++mb) {
       for (int64_t c = 0; c < v; ++c) {
-        if (pos[s].Of(ActionKind::kForward, mb, c) < 0 || pos[s].Of(ActionKind::kBackward, mb, c) < 0) {
-          throw ScheduleError(Violation::kComputeCount, "schedule.ranks[" + std::to_string(s) + "]",
-                              "stage " + std::to_string(s) + " lacks the " +
-                                  (pos[s].Of(ActionKind::kForward, mb, c) < 0 ? "forward" : "backward") +
-                                  " of micro-batch " + std::to_string(mb) + ", chunk " + std::to_string(c));
+        if (pos[s].Of(ActionKind::kForward, mb, c) < 0 ||
+            pos[s].Of(ActionKind::kBackward, mb, c) < 0) {
+          throw ScheduleError(
+              Violation::kComputeCount, "schedule.ranks[" + std::to_string(s) + "]",
+              "stage " + std::to_string(s) + " lacks the " +
+                  (pos[s].Of(ActionKind::kForward, mb, c) < 0 ? "forward" : "backward") +
+                  " of micro-batch " + std::to_string(mb) + ", chunk " + std::to_string(c));
         }
       }
     }
@@ -443,31 +477,53 @@ void CheckSchedule(const Schedule& sc, SendSemantics semantics) {
           break;
         case ActionKind::kBackward:
           if (!before(ActionKind::kForward, c)) {
-            Fail(Violation::kBackwardBeforeForward, s, i, actions, "before this stage's forward of it");
+            Fail(Violation::kBackwardBeforeForward, s, i, actions,
+                 "before this stage's forward of it");
           }
           if (k < last && ((p == 1 && !before(ActionKind::kBackward, c + 1)) ||
                            (p > 1 && !before(ActionKind::kRecvGrad, c)))) {
             Fail(Violation::kBackwardOrder, s, i, actions,
-                 "its output gradient (virtual stage " + std::to_string(k + 1) + ") has not arrived");
+                 "its output gradient (virtual stage " + std::to_string(k + 1) +
+                     ") has not arrived");
           }
           break;
         case ActionKind::kSendActivation:
-          if (k == last) Fail(Violation::kMismatched, s, i, actions, "the last virtual stage sends no activation");
-          if (a.peer != (s + 1) % p) Fail(Violation::kMismatched, s, i, actions, "virtual stage " + std::to_string(k + 1) + " is on stage " + std::to_string((s + 1) % p));
-          if (!before(ActionKind::kForward, c)) Fail(Violation::kForwardOrder, s, i, actions, "sent before it is computed");
+          if (k == last)
+            Fail(Violation::kMismatched, s, i, actions,
+                 "the last virtual stage sends no activation");
+          if (a.peer != (s + 1) % p)
+            Fail(Violation::kMismatched, s, i, actions,
+                 "virtual stage " + std::to_string(k + 1) + " is on stage " +
+                     std::to_string((s + 1) % p));
+          if (!before(ActionKind::kForward, c))
+            Fail(Violation::kForwardOrder, s, i, actions, "sent before it is computed");
           break;
         case ActionKind::kRecvActivation:
-          if (k == 0) Fail(Violation::kMismatched, s, i, actions, "virtual stage 0 receives no activation");
-          if (a.peer != (s + p - 1) % p) Fail(Violation::kMismatched, s, i, actions, "virtual stage " + std::to_string(k - 1) + " is on stage " + std::to_string((s + p - 1) % p));
+          if (k == 0)
+            Fail(Violation::kMismatched, s, i, actions, "virtual stage 0 receives no activation");
+          if (a.peer != (s + p - 1) % p)
+            Fail(Violation::kMismatched, s, i, actions,
+                 "virtual stage " + std::to_string(k - 1) + " is on stage " +
+                     std::to_string((s + p - 1) % p));
           break;
         case ActionKind::kSendGrad:
-          if (k == 0) Fail(Violation::kMismatched, s, i, actions, "virtual stage 0 sends no gradient");
-          if (a.peer != (s + p - 1) % p) Fail(Violation::kMismatched, s, i, actions, "virtual stage " + std::to_string(k - 1) + " is on stage " + std::to_string((s + p - 1) % p));
-          if (!before(ActionKind::kBackward, c)) Fail(Violation::kBackwardOrder, s, i, actions, "sent before it is computed");
+          if (k == 0)
+            Fail(Violation::kMismatched, s, i, actions, "virtual stage 0 sends no gradient");
+          if (a.peer != (s + p - 1) % p)
+            Fail(Violation::kMismatched, s, i, actions,
+                 "virtual stage " + std::to_string(k - 1) + " is on stage " +
+                     std::to_string((s + p - 1) % p));
+          if (!before(ActionKind::kBackward, c))
+            Fail(Violation::kBackwardOrder, s, i, actions, "sent before it is computed");
           break;
         case ActionKind::kRecvGrad:
-          if (k == last) Fail(Violation::kMismatched, s, i, actions, "the last virtual stage receives no gradient");
-          if (a.peer != (s + 1) % p) Fail(Violation::kMismatched, s, i, actions, "virtual stage " + std::to_string(k + 1) + " is on stage " + std::to_string((s + 1) % p));
+          if (k == last)
+            Fail(Violation::kMismatched, s, i, actions,
+                 "the last virtual stage receives no gradient");
+          if (a.peer != (s + 1) % p)
+            Fail(Violation::kMismatched, s, i, actions,
+                 "virtual stage " + std::to_string(k + 1) + " is on stage " +
+                     std::to_string((s + 1) % p));
           break;
       }
     }
@@ -500,10 +556,12 @@ void CheckSchedule(const Schedule& sc, SendSemantics semantics) {
       }
     }
     if (ch.sends.size() > n) {
-      Fail(Violation::kUnmatched, from, ch.sends[n], sends, "no receive on stage " + std::to_string(to) + " meets it");
+      Fail(Violation::kUnmatched, from, ch.sends[n], sends,
+           "no receive on stage " + std::to_string(to) + " meets it");
     }
     if (ch.recvs.size() > n) {
-      Fail(Violation::kUnmatched, to, ch.recvs[n], recvs, "no send on stage " + std::to_string(from) + " meets it");
+      Fail(Violation::kUnmatched, to, ch.recvs[n], recvs,
+           "no send on stage " + std::to_string(from) + " meets it");
     }
   }
   // 5: the blocking simulation.
@@ -520,7 +578,8 @@ void CheckSchedule(const Schedule& sc, SendSemantics semantics) {
     } else {
       continue;
     }
-    waiting << (sim.unreceived[s].empty() ? " (waits for a send)" : " (its sends not yet received)");
+    waiting << (sim.unreceived[s].empty() ? " (waits for a send)"
+                                          : " (its sends not yet received)");
   }
   throw ScheduleError(Violation::kDeadlock, "schedule", "no stage can progress: " + waiting.str());
 }
@@ -572,7 +631,8 @@ ScheduleStats SimulateSchedule(const Schedule& sc, double tf, double tb) {
       }
     }
   }
-  stats.bubble = stats.makespan > 0 ? 1.0 - stats.busy / (static_cast<double>(p) * stats.makespan) : 0;
+  stats.bubble =
+      stats.makespan > 0 ? 1.0 - stats.busy / (static_cast<double>(p) * stats.makespan) : 0;
   return stats;
 }
 
@@ -655,7 +715,8 @@ PipelineTrainer::PipelineTrainer(const GptConfig& config, const Mesh& mesh, Stra
     for (const NamedParam& p : chunk.params()) {
       const int rank = static_cast<int>(p.value.value().shape().size());
       optimizer_.Add(p.value, layout_.State(p.role, rank));
-      if (auto grad_layout = layout_.GradLayout(p.role, rank)) p.value.set_grad_layout(*grad_layout);
+      if (auto grad_layout = layout_.GradLayout(p.role, rank))
+        p.value.set_grad_layout(*grad_layout);
     }
   }
 }
@@ -714,7 +775,8 @@ StepStats PipelineTrainer::Step(const BatchSpec& batch, int64_t step, Communicat
     auto it = from.find(key);
     if (it == from.end()) {
       ThrowInvalid("schedule", std::string("no ") + what + " for micro-batch " +
-                                   std::to_string(key.first) + ", chunk " + std::to_string(key.second));
+                                   std::to_string(key.first) + ", chunk " +
+                                   std::to_string(key.second));
     }
     DistTensor t = std::move(it->second);
     from.erase(it);
@@ -749,7 +811,8 @@ StepStats PipelineTrainer::Step(const BatchSpec& batch, int64_t step, Communicat
         // The next stage receives its shard as the residual stream's layout: the same on
         // both sides, so the message is this rank's shard (the rules may have left the
         // output in another layout: a recorded reshard, undone in the backward).
-        if (!(x.value().dist_attr() == layout_.Residual())) x = Redistribute(x, layout_.Residual(), comm);
+        if (!(x.value().dist_attr() == layout_.Residual()))
+          x = Redistribute(x, layout_.Residual(), comm);
         if (p == 1) inputs[{a.micro_batch, a.chunk + 1}] = x.value();  // the next chunk is here
       }
       entry.output = x;
@@ -786,7 +849,8 @@ StepStats PipelineTrainer::Step(const BatchSpec& batch, int64_t step, Communicat
         if (x.kind == ActionKind::kSendActivation || x.kind == ActionKind::kSendGrad) {
           if (x.kind == ActionKind::kSendActivation) {
             auto it = stash.find(mine);
-            if (it == stash.end()) ThrowInvalid("schedule", "an activation sent before its forward");
+            if (it == stash.end())
+              ThrowInvalid("schedule", "an activation sent before its forward");
             in_flight.push_back(it->second.output.value());
           } else {
             in_flight.push_back(take(input_grads, mine, "input gradient"));
@@ -794,9 +858,10 @@ StepStats PipelineTrainer::Step(const BatchSpec& batch, int64_t step, Communicat
           const kernels::Tensor& local = in_flight.back().local();
           comm.Send(local.bytes(), local.numel(), local.dtype(), peer);
         } else {
-          std::map<Key, DistTensor>& into = x.kind == ActionKind::kRecvActivation ? inputs : output_grads;
-          DistTensor& slot = into[mine] = Constant(activation_shape(x.micro_batch), config_.dtype, mesh,
-                                                    layout_.Residual(), comm.rank(), 0);
+          std::map<Key, DistTensor>& into =
+              x.kind == ActionKind::kRecvActivation ? inputs : output_grads;
+          DistTensor& slot = into[mine] = Constant(activation_shape(x.micro_batch), config_.dtype,
+                                                   mesh, layout_.Residual(), comm.rank(), 0);
           kernels::Tensor& local = slot.local();
           comm.Recv(local.bytes(), local.numel(), local.dtype(), peer);
           receives = true;
@@ -817,7 +882,8 @@ StepStats PipelineTrainer::Step(const BatchSpec& batch, int64_t step, Communicat
   stats.grad_norm = optimizer_.last_grad_norm();
   // The loss lives on the last stage: summed over the stages (the others add 0).
   if (p > 1) {
-    comm.AllReduce(&loss_sum, &loss_sum, 1, DType::kFloat64, ReduceOp::kSum, mesh_.GroupOf(coord_, {pp_axis_}));
+    comm.AllReduce(&loss_sum, &loss_sum, 1, DType::kFloat64, ReduceOp::kSum,
+                   mesh_.GroupOf(coord_, {pp_axis_}));
   }
   stats.loss = loss_sum;
   const runtime::CommCounters& after = comm.counters();
@@ -836,8 +902,9 @@ std::vector<std::pair<std::string, std::vector<double>>> PipelineTrainer::Gather
       std::vector<double> values;
       if (g) {
         for (int64_t i = 0; i < g->numel(); ++i) {
-          values.push_back(g->dtype() == DType::kFloat64 ? g->data<double>()[i]
-                                                         : static_cast<double>(g->data<float>()[i]));
+          values.push_back(g->dtype() == DType::kFloat64
+                               ? g->data<double>()[i]
+                               : static_cast<double>(g->data<float>()[i]));
         }
       }
       out.push_back({p.name, std::move(values)});

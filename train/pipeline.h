@@ -67,9 +67,9 @@ std::string ToString(const Action& action);
 
 struct Schedule {
   std::string name;
-  int64_t stages = 1;         // p
-  int64_t micro_batches = 1;  // m
-  int64_t chunks = 1;         // v, virtual stages per stage
+  int64_t stages = 1;                      // p
+  int64_t micro_batches = 1;               // m
+  int64_t chunks = 1;                      // v, virtual stages per stage
   std::vector<std::vector<Action>> ranks;  // per stage, in order
 };
 
@@ -149,9 +149,9 @@ class ScheduleError : public SpmdError {
 void CheckSchedule(const Schedule& schedule, SendSemantics semantics = SendSemantics::kBuffered);
 
 struct ScheduleStats {
-  double makespan = 0;        // time of the last action's end
-  double busy = 0;            // compute time summed over stages
-  double bubble = 0;          // 1 - busy / (p * makespan): the idle share of the stages
+  double makespan = 0;             // time of the last action's end
+  double busy = 0;                 // compute time summed over stages
+  double bubble = 0;               // 1 - busy / (p * makespan): the idle share of the stages
   std::vector<int64_t> peak_live;  // per stage: most (micro-batch, chunk) activations
                                    // alive at once (forward done, backward not yet)
   // Per stage, per action: its start and end time.
@@ -207,7 +207,8 @@ class PipelineTrainer {
 
   // Every parameter this rank's chunks hold, by name, its global value (float64);
   // collective over this stage's mesh.
-  std::vector<std::pair<std::string, std::vector<double>>> GatherParams(runtime::Communicator& comm) const;
+  std::vector<std::pair<std::string, std::vector<double>>> GatherParams(
+      runtime::Communicator& comm) const;
 
   int64_t stage() const { return stage_; }
   int64_t stages() const { return stages_; }

@@ -64,8 +64,8 @@ RC_GTEST_PROP(PipelineScheduleTest, EveryGeneratedSchedulePassesTheChecker, ()) 
   // The timeline: virtual stage k's forward of a micro-batch ends before k + 1's starts,
   // and k + 1's backward ends before k's starts.
   const ScheduleStats stats = SimulateSchedule(s, 1, 2);
-  std::vector<std::vector<double>> f_start(m, std::vector<double>(p * v)), f_end = f_start,
-                                   b_start = f_start, b_end = f_start;
+  std::vector<std::vector<double>> f_start(m, std::vector<double>(p * v)),
+      f_end = f_start, b_start = f_start, b_end = f_start;
   for (int64_t st = 0; st < p; ++st) {
     for (size_t i = 0; i < s.ranks[st].size(); ++i) {
       const Action& a = s.ranks[st][i];
@@ -154,12 +154,22 @@ TEST(PipelineScheduleTest, BrokenSchedulesAreRefusedWithTheirViolation) {
     // stage 1: recvA0 F0 recvA1 F1 B0 sendG0 B1 sendG1
     Schedule s{"crossed", 2, 2, 1, {}};
     using K = ActionKind;
-    s.ranks = {{{K::kForward, 0, 0, -1, 0}, {K::kSendActivation, 0, 0, 1, 5}, {K::kForward, 1, 0, -1, 0},
-                {K::kRecvGrad, 0, 0, 1, 5}, {K::kBackward, 0, 0, -1, 0}, {K::kSendActivation, 1, 0, 1, 5},
-                {K::kRecvGrad, 1, 0, 1, 5}, {K::kBackward, 1, 0, -1, 0}},
-               {{K::kRecvActivation, 0, 0, 0, 5}, {K::kForward, 0, 0, -1, 0}, {K::kRecvActivation, 1, 0, 0, 5},
-                {K::kForward, 1, 0, -1, 0}, {K::kBackward, 0, 0, -1, 0}, {K::kSendGrad, 0, 0, 0, 5},
-                {K::kBackward, 1, 0, -1, 0}, {K::kSendGrad, 1, 0, 0, 5}}};
+    s.ranks = {{{K::kForward, 0, 0, -1, 0},
+                {K::kSendActivation, 0, 0, 1, 5},
+                {K::kForward, 1, 0, -1, 0},
+                {K::kRecvGrad, 0, 0, 1, 5},
+                {K::kBackward, 0, 0, -1, 0},
+                {K::kSendActivation, 1, 0, 1, 5},
+                {K::kRecvGrad, 1, 0, 1, 5},
+                {K::kBackward, 1, 0, -1, 0}},
+               {{K::kRecvActivation, 0, 0, 0, 5},
+                {K::kForward, 0, 0, -1, 0},
+                {K::kRecvActivation, 1, 0, 0, 5},
+                {K::kForward, 1, 0, -1, 0},
+                {K::kBackward, 0, 0, -1, 0},
+                {K::kSendGrad, 0, 0, 0, 5},
+                {K::kBackward, 1, 0, -1, 0},
+                {K::kSendGrad, 1, 0, 0, 5}}};
     EXPECT_EQ(ViolationOf(s), Violation::kDeadlock);
     try {
       CheckSchedule(s);
@@ -183,11 +193,13 @@ TEST(PipelineScheduleTest, RendezvousNeedsReceivesPostedEarly) {
     for (size_t i = r.size(); i-- > 0;) {
       const Action a = r[i];
       if (a.kind != ActionKind::kRecvActivation && a.kind != ActionKind::kRecvGrad) continue;
-      const ActionKind consumer = a.kind == ActionKind::kRecvActivation ? ActionKind::kForward : ActionKind::kBackward;
+      const ActionKind consumer =
+          a.kind == ActionKind::kRecvActivation ? ActionKind::kForward : ActionKind::kBackward;
       size_t j = i;
       while (j + 1 < r.size() && r[j + 1].kind != ActionKind::kRecvActivation &&
              r[j + 1].kind != ActionKind::kRecvGrad &&
-             !(r[j + 1].kind == consumer && r[j + 1].micro_batch == a.micro_batch && r[j + 1].chunk == a.chunk)) {
+             !(r[j + 1].kind == consumer && r[j + 1].micro_batch == a.micro_batch &&
+               r[j + 1].chunk == a.chunk)) {
         r[j] = r[j + 1];
         ++j;
       }
@@ -227,7 +239,8 @@ RC_GTEST_PROP(PipelineScheduleTest, BubbleAndLiveActivationsMeetTheClosedForms, 
   const int64_t m = *rc::gen::inRange<int64_t>(1, 17);
   for (const double tb : {1.0, 2.0}) {
     const double classic = static_cast<double>(p - 1) / static_cast<double>(m + p - 1);
-    const ScheduleStats gpipe = SimulateSchedule(MakeSchedule(ScheduleKind::kFillDrain, p, m), 1, tb);
+    const ScheduleStats gpipe =
+        SimulateSchedule(MakeSchedule(ScheduleKind::kFillDrain, p, m), 1, tb);
     const ScheduleStats one = SimulateSchedule(MakeSchedule(ScheduleKind::kOneFOneB, p, m), 1, tb);
     RC_ASSERT(std::abs(gpipe.bubble - classic) < 1e-12);
     RC_ASSERT(std::abs(one.bubble - classic) < 1e-12);
@@ -238,7 +251,8 @@ RC_GTEST_PROP(PipelineScheduleTest, BubbleAndLiveActivationsMeetTheClosedForms, 
     }
     const int64_t v = *rc::gen::inRange<int64_t>(2, 5);
     const int64_t mi = p * *rc::gen::inRange<int64_t>(1, 4);
-    const ScheduleStats inter = SimulateSchedule(MakeSchedule(ScheduleKind::kInterleaved, p, mi, v), 1, tb);
+    const ScheduleStats inter =
+        SimulateSchedule(MakeSchedule(ScheduleKind::kInterleaved, p, mi, v), 1, tb);
     const double ideal = static_cast<double>(p - 1) / static_cast<double>(v * mi + p - 1);
     RC_ASSERT(std::abs(inter.bubble - ideal) < 1e-12);
     const double one_bubble = static_cast<double>(p - 1) / static_cast<double>(mi + p - 1);
@@ -274,13 +288,14 @@ History TrainOneDevice(const GptConfig& config, const BatchSpec& batch, int64_t 
     Trainer trainer(config, Layout(Mesh({1}, {0}, {"dp"}), Strategy{}), options, comm);
     for (int s = 0; s < steps; ++s) run.losses.push_back(trainer.Step(batch, s, comm).loss);
     const auto values = trainer.GatherParams(comm);
-    for (size_t i = 0; i < values.size(); ++i) run.params[trainer.model().params()[i].name] = values[i];
+    for (size_t i = 0; i < values.size(); ++i)
+      run.params[trainer.model().params()[i].name] = values[i];
   });
   return run;
 }
 
 History TrainPipeline(const GptConfig& config, const std::string& mesh_text, Strategy strategy,
-                  PipelineOptions pipeline, const BatchSpec& batch, int64_t m, int steps) {
+                      PipelineOptions pipeline, const BatchSpec& batch, int64_t m, int steps) {
   const Mesh mesh = ParseNamedMesh(mesh_text);
   History run;
   std::mutex mutex;
@@ -294,9 +309,11 @@ History TrainPipeline(const GptConfig& config, const std::string& mesh_text, Str
     const ScheduleStats simulated = SimulateSchedule(trainer.schedule());
     std::lock_guard<std::mutex> lock(mutex);
     // The live activations counted at run time equal the schedule's, on every rank.
-    EXPECT_EQ(trainer.last_peak_live(), simulated.peak_live[trainer.stage()]) << "rank " << comm.rank();
+    EXPECT_EQ(trainer.last_peak_live(), simulated.peak_live[trainer.stage()])
+        << "rank " << comm.rank();
     if (comm.rank() == 0) run.losses = losses;
-    if (run.peak_live.size() < static_cast<size_t>(trainer.stages())) run.peak_live.resize(trainer.stages());
+    if (run.peak_live.size() < static_cast<size_t>(trainer.stages()))
+      run.peak_live.resize(trainer.stages());
     run.peak_live[trainer.stage()] = trainer.last_peak_live();
     for (const auto& [name, values] : params) run.params[name] = values;
   });
@@ -306,7 +323,8 @@ History TrainPipeline(const GptConfig& config, const std::string& mesh_text, Str
 void ExpectSameRun(const History& got, const History& want, double tolerance) {
   ASSERT_EQ(got.losses.size(), want.losses.size());
   for (size_t s = 0; s < want.losses.size(); ++s) {
-    EXPECT_NEAR(got.losses[s], want.losses[s], tolerance * std::abs(want.losses[s])) << "step " << s;
+    EXPECT_NEAR(got.losses[s], want.losses[s], tolerance * std::abs(want.losses[s]))
+        << "step " << s;
   }
   ASSERT_EQ(got.params.size(), want.params.size());
   for (const auto& [name, values] : want.params) {
@@ -343,10 +361,12 @@ TEST(PipelineTrainTest, EveryScheduleTrainsLikeOneDevice) {
       {"tp=2,pp=2", {0, true}, ScheduleKind::kInterleaved, 2, 2, 4},
   };
   for (const Case& c : cases) {
-    SCOPED_TRACE(std::string(c.mesh) + " " + std::string(ToString(c.kind)) + " m=" + std::to_string(c.m));
+    SCOPED_TRACE(std::string(c.mesh) + " " + std::string(ToString(c.kind)) +
+                 " m=" + std::to_string(c.m));
     const GptConfig config = SmallGpt(c.layers);
     const History want = TrainOneDevice(config, batch, c.m, steps);
-    const History got = TrainPipeline(config, c.mesh, c.strategy, {c.kind, c.chunks}, batch, c.m, steps);
+    const History got =
+        TrainPipeline(config, c.mesh, c.strategy, {c.kind, c.chunks}, batch, c.m, steps);
     ExpectSameRun(got, want, 1e-9);
   }
 }
@@ -362,19 +382,23 @@ TEST(PipelineTrainTest, SeededBackwardIsTheVectorJacobianProduct) {
     const Mesh mesh({2});
     const DistAttr rows = ParsePlacementString("[S(0)]", 2, "x");
     auto grads = [&](bool seeded) {
-      const Variable x(runtime::DistTensor::ShardTensor(kernels::Tensor::FromVector({4, 3}, xs), mesh, rows, comm.rank()), true);
-      const Variable w(runtime::DistTensor::ShardTensor(kernels::Tensor::FromVector({3, 5}, ws), mesh,
-                                                        DistAttr::Replicated(2), comm.rank()), true);
-      const runtime::DistTensor c =
-          runtime::DistTensor::ShardTensor(kernels::Tensor::FromVector({4, 5}, cs), mesh, rows, comm.rank());
+      const Variable x(runtime::DistTensor::ShardTensor(kernels::Tensor::FromVector({4, 3}, xs),
+                                                        mesh, rows, comm.rank()),
+                       true);
+      const Variable w(runtime::DistTensor::ShardTensor(kernels::Tensor::FromVector({3, 5}, ws),
+                                                        mesh, DistAttr::Replicated(2), comm.rank()),
+                       true);
+      const runtime::DistTensor c = runtime::DistTensor::ShardTensor(
+          kernels::Tensor::FromVector({4, 5}, cs), mesh, rows, comm.rank());
       const Variable y = Apply1("tanh", {Apply1("matmul", {x, w}, {}, comm)}, {}, comm);
       if (seeded) {
         Backward(y, c, comm);
       } else {
         Backward(Apply1("sum", {Apply1("multiply", {y, Variable(c)}, {}, comm)}, {}, comm), comm);
       }
-      return std::vector<kernels::Tensor>{*Gradient(x, DistAttr::Replicated(2), comm).ToGlobal(comm),
-                                          *Gradient(w, DistAttr::Replicated(2), comm).ToGlobal(comm)};
+      return std::vector<kernels::Tensor>{
+          *Gradient(x, DistAttr::Replicated(2), comm).ToGlobal(comm),
+          *Gradient(w, DistAttr::Replicated(2), comm).ToGlobal(comm)};
     };
     const auto seeded = grads(true), surrogate = grads(false);
     for (size_t t = 0; t < 2; ++t) {
@@ -382,11 +406,17 @@ TEST(PipelineTrainTest, SeededBackwardIsTheVectorJacobianProduct) {
         EXPECT_NEAR(seeded[t].data<double>()[i], surrogate[t].data<double>()[i], 1e-14);
       }
     }
-    const Variable y = Apply1("tanh", {Variable(runtime::DistTensor::ShardTensor(
-                                          kernels::Tensor::FromVector({4, 3}, xs), mesh, rows, comm.rank()), true)},
-                              {}, comm);
+    const Variable y =
+        Apply1("tanh",
+               {Variable(runtime::DistTensor::ShardTensor(kernels::Tensor::FromVector({4, 3}, xs),
+                                                          mesh, rows, comm.rank()),
+                         true)},
+               {}, comm);
     try {
-      Backward(y, runtime::DistTensor::ShardTensor(kernels::Tensor::FromVector({4, 5}, cs), mesh, rows, comm.rank()), comm);
+      Backward(y,
+               runtime::DistTensor::ShardTensor(kernels::Tensor::FromVector({4, 5}, cs), mesh, rows,
+                                                comm.rank()),
+               comm);
       ADD_FAILURE() << "accepted a cotangent of another shape";
     } catch (const SpmdError& e) {
       EXPECT_EQ(e.field(), "cotangent");
