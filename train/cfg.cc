@@ -126,7 +126,10 @@ DistTensor GuidedStepCfgParallel(const Denoiser& model, const Mesh& mesh, const 
   if (!(x.mesh() == model.mesh())) ThrowInvalid("x", "must be on the model's mesh");
   const int64_t branch = (*coord)[0];
   // This half's prediction: the conditional one at branch 0, the unconditional at 1.
-  const DistTensor mine = model.Eps(x, step.t, branch == 0 ? cond : NullIds(model, x), comm);
+  DistTensor mine = model.Eps(x, step.t, branch == 0 ? cond : NullIds(model, x), comm);
+  // Laid out as x (the rules may replicate a batch of one row: a broadcastable dim), so
+  // that both halves swap the same shards.
+  if (!(mine.dist_attr() == x.dist_attr())) mine = std::move(mine).Reshard(x.dist_attr(), comm);
   // Swap with the rank at the same batch coordinate in the other half: both hold shards
   // of the same rows, laid out alike.
   const int64_t peer = mesh.ProcessIdAt({1 - branch, (*coord)[1]});
