@@ -6,6 +6,7 @@
 #include "rules/counter_rng.h"
 #include "rules/error.h"
 #include "rules/notation.h"
+#include "train/sequence_attention.h"
 
 namespace spmd::train {
 
@@ -200,14 +201,29 @@ Variable Gpt::Loss(const DistTensor& tokens, const DistTensor& labels, Communica
       return Call("transpose", {Call("reshape", {Linear(a_in, w, bias, comm)}, comm, heads_shape)},
                   comm, to_heads);  // [B, H, S, Dh]
     };
-    const Variable q = heads(wq, bq), k = heads(wk, bk), v = heads(wv, bv);
-    Variable scores = Call("matmul", {q, k}, comm, MakeAttrs({{"trans_y", true}}));
-    scores = Call("scale", {scores}, comm, MakeAttrs({{"scale", 1.0 / std::sqrt(static_cast<double>(dh))}}));
-    const Variable probs = Call("softmax", {Call("add", {scores, mask}, comm)}, comm);
-    const Variable context = Call(
-        "reshape", {Call("transpose", {Call("matmul", {probs, v}, comm)}, comm, to_heads)}, comm,
-        merged_shape);  // [B, S, D]
-    x = Call("add", {x, Dropout(RowLinear(context, wo, bo, comm), stream, site++, comm)}, comm);
+    if (config_.attention != AttentionKind::kDefault && layout.sp()) {
+      // The sequence strategies work on [B, S, H, Dh] with S sharded over sp.
+      auto split = [&](size_t w, size_t bias) {
+        return Call("reshape", {Linear(a_in, w, bias, comm)}, comm, heads_shape);
+      };
+      const SequenceAttentionOptions options{config_.attention == AttentionKind::kUlysses
+                                                 ? SequenceStrategy::kUlysses
+                                                 : SequenceStrategy::kRing,
+                                             *layout.sp(), /*causal=*/true, 0};
+      const Variable context = Call(
+          "reshape", {SequenceAttention(split(wq, bq), split(wk, bk), split(wv, bv), options, comm)},
+          comm, merged_shape);  // [B, S, D]
+      x = Call("add", {x, Dropout(RowLinear(context, wo, bo, comm), stream, site++, comm)}, comm);
+    } else {
+      const Variable q = heads(wq, bq), k = heads(wk, bk), v = heads(wv, bv);
+      Variable scores = Call("matmul", {q, k}, comm, MakeAttrs({{"trans_y", true}}));
+      scores = Call("scale", {scores}, comm, MakeAttrs({{"scale", 1.0 / std::sqrt(static_cast<double>(dh))}}));
+      const Variable probs = Call("softmax", {Call("add", {scores, mask}, comm)}, comm);
+      const Variable context = Call(
+          "reshape", {Call("transpose", {Call("matmul", {probs, v}, comm)}, comm, to_heads)}, comm,
+          merged_shape);  // [B, S, D]
+      x = Call("add", {x, Dropout(RowLinear(context, wo, bo, comm), stream, site++, comm)}, comm);
+    }
 
     // MLP.
     const Variable m_in = Redistribute(Norm(x, ln2_scale, ln2_bias, comm), layout.BlockInput(), comm);

@@ -33,6 +33,13 @@
 
 namespace spmd::train {
 
+// How a block's attention is computed. kDefault: from registered ops (matmul, softmax),
+// sharded by the rules like every other op. kUlysses / kRing: SequenceAttention
+// (train/sequence_attention.h) over the layout's "sp" axis, the strategy's own
+// communication (all-to-alls / a ring of k/v blocks); on a layout without an sp axis
+// they compute the default.
+enum class AttentionKind { kDefault, kUlysses, kRing };
+
 struct GptConfig {
   int64_t layers = 2;
   int64_t width = 16;     // D
@@ -45,6 +52,7 @@ struct GptConfig {
   uint64_t seed = 1;
   double dropout = 0;     // the residual dropout probability, in [0, 1); 0: no dropout op
   DType dtype = DType::kFloat64;  // float64 or float32
+  AttentionKind attention = AttentionKind::kDefault;
 };
 
 struct NamedParam {

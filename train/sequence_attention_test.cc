@@ -14,6 +14,7 @@
 
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,9 @@
 #include "rules/notation.h"
 #include "runtime/dispatch.h"
 #include "runtime/thread_communicator.h"
+#include "train/layout.h"
 #include "train/sequence_attention_test_util.h"
+#include "train/trainer.h"
 
 namespace spmd::train {
 namespace {
@@ -214,6 +217,68 @@ TEST(SequenceAttentionTest, ApplyFunctionRecordsAGivenBackward) {
     }
     EXPECT_EQ(FieldOf([&] { ApplyFunction("empty", {x}, {}, BackwardFunction()); }), "backward");
   });
+}
+
+struct History {
+  std::vector<double> losses;
+  std::vector<std::vector<double>> params;
+};
+
+History Train(const GptConfig& config, const std::string& mesh_text, int steps) {
+  const Mesh mesh = ParseNamedMesh(mesh_text);
+  History h;
+  std::mutex mutex;
+  runtime::RunRanks(mesh.size(), [&](Communicator& comm) {
+    Trainer trainer(config, Layout(mesh, Strategy{}), TrainOptions{}, comm);
+    std::vector<double> losses;
+    for (int s = 0; s < steps; ++s) losses.push_back(trainer.Step(BatchSpec{3, 7, 2}, s, comm).loss);
+    std::vector<std::vector<double>> params = trainer.GatherParams(comm);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (comm.rank() == 0) h = {losses, params};
+  });
+  return h;
+}
+
+std::string CompareHistories(const History& got, const History& want, double tolerance) {
+  for (size_t s = 0; s < want.losses.size(); ++s) {
+    if (!(std::abs(got.losses[s] - want.losses[s]) <= tolerance * std::abs(want.losses[s]))) {
+      std::ostringstream os;
+      os.precision(17);
+      os << "step " << s << " loss " << got.losses[s] << " vs " << want.losses[s];
+      return os.str();
+    }
+  }
+  for (size_t p = 0; p < want.params.size(); ++p) {
+    double scale = 1e-3;
+    for (double v : want.params[p]) scale = std::max(scale, std::abs(v));
+    for (size_t k = 0; k < want.params[p].size(); ++k) {
+      if (!(std::abs(got.params[p][k] - want.params[p][k]) <= tolerance * scale)) {
+        return "parameter " + std::to_string(p) + " element " + std::to_string(k);
+      }
+    }
+  }
+  return "";
+}
+
+// The small GPT with its attention replaced by Ulysses or ring attention over sp trains
+// like one device (float64, 1e-9), on sequence-parallel layouts with an uneven split (7
+// tokens over 2 ranks) and combined with dp or tp.
+TEST(SequenceAttentionTest, GptWithSequenceAttentionTrainsLikeOneDevice) {
+  GptConfig config;
+  config.layers = 2;
+  config.width = 8;
+  config.heads = 4;
+  config.vocab = 11;
+  config.sequence = 7;
+  config.mlp_ratio = 2;
+  const History single = Train(config, "dp=1", 3);
+  for (const AttentionKind kind : {AttentionKind::kUlysses, AttentionKind::kRing}) {
+    for (const char* mesh : {"sp=2", "dp=2,sp=2", "tp=2,sp=2"}) {
+      SCOPED_TRACE(std::string(mesh) + (kind == AttentionKind::kUlysses ? " ulysses" : " ring"));
+      config.attention = kind;
+      EXPECT_EQ(CompareHistories(Train(config, mesh, 3), single, 1e-9), "");
+    }
+  }
 }
 
 }  // namespace
