@@ -53,7 +53,8 @@ Figures Run(const std::optional<SequenceStrategy>& strategy, int64_t b, int64_t 
   DistAttr attr = DistAttr::Replicated(4);
   attr.dims[1] = {0};
   std::vector<double> values(b * s * h * dh);
-  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>((i * 7919) % 1000) / 1000.0 - 0.5;
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<double>((i * 7919) % 1000) / 1000.0 - 0.5;
   const spmd::kernels::Tensor global = spmd::kernels::Tensor::FromVector({b, s, h, dh}, values);
   Figures f;
   std::vector<double> times;
@@ -70,7 +71,8 @@ Figures Run(const std::optional<SequenceStrategy>& strategy, int64_t b, int64_t 
     comm.ResetCounters();
     Backward(Apply1("sum", {out}, {}, comm), comm);
     f.backward_sent = comm.counters().total_sent();
-    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     times.push_back(elapsed);
   }
@@ -94,12 +96,14 @@ int main(int argc, char** argv) {
     const int64_t b = argc > 4 ? std::atoll(argv[4]) : 1;
     const int64_t n = comm.world_size();
     if (comm.rank() == 0) {
-      std::printf("causal attention float64 B=%lld S=%lld H=%lld Dh=%lld over %lld ranks "
-                  "(local q = %lld bytes)\n",
-                  static_cast<long long>(b), static_cast<long long>(s), static_cast<long long>(h),
-                  static_cast<long long>(dh), static_cast<long long>(n),
-                  static_cast<long long>(b * s / n * h * dh * 8));
-      std::printf("%-8s %16s %16s %12s\n", "strategy", "fwd sent/rank", "bwd sent/rank", "fwd+bwd s");
+      std::printf(
+          "causal attention float64 B=%lld S=%lld H=%lld Dh=%lld over %lld ranks "
+          "(local q = %lld bytes)\n",
+          static_cast<long long>(b), static_cast<long long>(s), static_cast<long long>(h),
+          static_cast<long long>(dh), static_cast<long long>(n),
+          static_cast<long long>(b * s / n * h * dh * 8));
+      std::printf("%-8s %16s %16s %12s\n", "strategy", "fwd sent/rank", "bwd sent/rank",
+                  "fwd+bwd s");
     }
     const std::pair<const char*, std::optional<SequenceStrategy>> runs[] = {
         {"dense", std::nullopt},
@@ -123,12 +127,13 @@ int main(int argc, char** argv) {
     config.vocab = 64;
     config.sequence = 128;
     config.mlp_ratio = 2;
-    if (comm.rank() == 0) std::printf("\nGPT step (2 layers, width 64, %lld heads, batch 2 x 128 tokens) on sp=%lld\n",
-                                      static_cast<long long>(config.heads), static_cast<long long>(n));
+    if (comm.rank() == 0)
+      std::printf("\nGPT step (2 layers, width 64, %lld heads, batch 2 x 128 tokens) on sp=%lld\n",
+                  static_cast<long long>(config.heads), static_cast<long long>(n));
     const Mesh sp = ParseNamedMesh("sp=" + std::to_string(n));
-    for (const auto& [name, kind] : {std::pair{"dense", AttentionKind::kDefault},
-                                      std::pair{"ulysses", AttentionKind::kUlysses},
-                                      std::pair{"ring", AttentionKind::kRing}}) {
+    for (const auto& [name, kind] :
+         {std::pair{"dense", AttentionKind::kDefault},
+          std::pair{"ulysses", AttentionKind::kUlysses}, std::pair{"ring", AttentionKind::kRing}}) {
       config.attention = kind;
       Trainer trainer(config, Layout(sp, Strategy{}), TrainOptions{}, comm);
       trainer.Step(BatchSpec{2, 128, 1}, 0, comm);  // warm-up

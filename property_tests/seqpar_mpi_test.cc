@@ -16,9 +16,8 @@
 // 3. CFG parallelism: guided denoising steps with the two branches on the two halves of a
 //    [2, world/2] mesh equal the sequential steps on one process to 1e-12 relative.
 // Case count: SPMD_SEQPAR_CASES (default 30).
-#include <mpi.h>
-
 #include <gtest/gtest.h>
+#include <mpi.h>
 #include <rapidcheck.h>
 
 #include <algorithm>
@@ -107,9 +106,8 @@ std::string RunCase(const AttentionCase& c) {
   if (!(forward == plan.forward) || !(backward == plan.backward)) {
     std::ostringstream os;
     os << "bytes: forward " << forward.sent << "/" << forward.received << " planned "
-       << plan.forward.sent << "/" << plan.forward.received << ", backward " << backward.sent
-       << "/" << backward.received << " planned " << plan.backward.sent << "/"
-       << plan.backward.received;
+       << plan.forward.sent << "/" << plan.forward.received << ", backward " << backward.sent << "/"
+       << backward.received << " planned " << plan.backward.sent << "/" << plan.backward.received;
     return os.str();
   }
   return "";
@@ -128,7 +126,8 @@ TEST(SeqparMpiTest, SequenceAttentionEqualsOneProcess) {
     c.h = Uniform(1, 3) * (c.other == 2 ? 2 : 1);
     if (c.strategy == SequenceStrategy::kUlysses) c.h = n * Uniform(1, 2) * (c.other == 2 ? 2 : 1);
     c.dh = Uniform(1, 5);
-    c.s = c.strategy == SequenceStrategy::kRingZigzag ? 2 * n * Uniform(1, 3) : Uniform(2, 4 * n + 1);
+    c.s =
+        c.strategy == SequenceStrategy::kRingZigzag ? 2 * n * Uniform(1, 3) : Uniform(2, 4 * n + 1);
     c.causal = Uniform(0, 3) != 0;
     c.seed = static_cast<uint64_t>(Uniform(0, 1 << 30));
     RC_LOG() << c.Describe() << "\n";
@@ -195,7 +194,8 @@ TEST(SeqparMpiTest, GptWithSequenceAttentionTrainsLikeOneProcess) {
     for (const std::string& mesh : meshes) {
       SCOPED_TRACE(mesh + (kind == AttentionKind::kUlysses ? " ulysses" : " ring"));
       config.attention = kind;
-      EXPECT_EQ(runtime::FirstError(Compare(Train(config, ParseNamedMesh(mesh), 3), single, 1e-9)), "");
+      EXPECT_EQ(runtime::FirstError(Compare(Train(config, ParseNamedMesh(mesh), 3), single, 1e-9)),
+                "");
     }
   }
 }
@@ -208,7 +208,9 @@ TEST(SeqparMpiTest, CfgParallelEqualsSequential) {
   const Mesh alone({1}, {g_comm->rank()});
   for (uint64_t seed = 1; seed <= 6; ++seed) {
     std::mt19937_64 rng(seed);
-    auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+    auto pick = [&](int64_t lo, int64_t hi) {
+      return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+    };
     std::uniform_real_distribution<double> real(-1, 1);
     DenoiserConfig config;
     config.features = pick(1, 6);
@@ -225,8 +227,10 @@ TEST(SeqparMpiTest, CfgParallelEqualsSequential) {
     const kernels::Tensor cg = kernels::Tensor::FromVector({batch}, ids);
 
     const Denoiser one(config, alone, g_comm->rank());
-    runtime::DistTensor x1 = runtime::DistTensor::ShardTensor(xg, alone, DistAttr::Replicated(2), g_comm->rank());
-    const runtime::DistTensor c1 = runtime::DistTensor::ShardTensor(cg, alone, DistAttr::Replicated(1), g_comm->rank());
+    runtime::DistTensor x1 =
+        runtime::DistTensor::ShardTensor(xg, alone, DistAttr::Replicated(2), g_comm->rank());
+    const runtime::DistTensor c1 =
+        runtime::DistTensor::ShardTensor(cg, alone, DistAttr::Replicated(1), g_comm->rank());
     const Denoiser model(config, half, g_comm->rank());
     const DistAttr rows = ParsePlacementString("[S(0)]", 2, "x");
     runtime::DistTensor xp = runtime::DistTensor::ShardTensor(xg, half, rows, g_comm->rank());
@@ -240,7 +244,8 @@ TEST(SeqparMpiTest, CfgParallelEqualsSequential) {
     const kernels::Tensor want = *x1.ToGlobal(*g_comm);
     const kernels::Tensor got = *xp.ToGlobal(*g_comm);
     double scale = 1e-300;
-    for (int64_t i = 0; i < want.numel(); ++i) scale = std::max(scale, std::abs(want.data<double>()[i]));
+    for (int64_t i = 0; i < want.numel(); ++i)
+      scale = std::max(scale, std::abs(want.data<double>()[i]));
     std::string error;
     for (int64_t i = 0; i < want.numel() && error.empty(); ++i) {
       if (!(std::abs(got.data<double>()[i] - want.data<double>()[i]) <= 1e-12 * scale)) {
@@ -255,6 +260,7 @@ TEST(SeqparMpiTest, CfgParallelEqualsSequential) {
 }  // namespace spmd::train
 
 int main(int argc, char** argv) {
-  return spmd::runtime::RunMpiTests(argc, argv, "max_success=" + std::to_string(spmd::train::Cases()),
-                                    [](spmd::runtime::MpiCommunicator* c) { spmd::train::g_comm = c; });
+  return spmd::runtime::RunMpiTests(
+      argc, argv, "max_success=" + std::to_string(spmd::train::Cases()),
+      [](spmd::runtime::MpiCommunicator* c) { spmd::train::g_comm = c; });
 }

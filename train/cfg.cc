@@ -64,12 +64,14 @@ Denoiser::Denoiser(const DenoiserConfig& config, const Mesh& mesh, int64_t proce
   b2_ = Parameter(config, "b2", {f}, 0.1, mesh, process_id);
 }
 
-DistTensor Denoiser::Eps(const DistTensor& x, double t, const DistTensor& cond, Communicator& comm) const {
+DistTensor Denoiser::Eps(const DistTensor& x, double t, const DistTensor& cond,
+                         Communicator& comm) const {
   if (x.shape().size() != 2 || x.shape()[1] != config_.features || x.dtype() != config_.dtype ||
       !(x.mesh() == mesh_)) {
     ThrowInvalid("x", "must be [batch, config.features] of config.dtype on the model's mesh");
   }
-  if (cond.shape() != Shape{x.shape()[0]} || cond.dtype() != DType::kInt64 || !(cond.mesh() == mesh_)) {
+  if (cond.shape() != Shape{x.shape()[0]} || cond.dtype() != DType::kInt64 ||
+      !(cond.mesh() == mesh_)) {
     ThrowInvalid("cond", "must be int64 [batch] on the model's mesh");
   }
   const DistTensor embedded = Call("lookup_table_v2", {cond, embedding_}, comm);  // [B, E]
@@ -79,11 +81,13 @@ DistTensor Denoiser::Eps(const DistTensor& x, double t, const DistTensor& cond, 
   return Call("add", {Call("matmul", {h, w2_}, comm), b2_}, comm);
 }
 
-DistTensor Guide(const DistTensor& eps_c, const DistTensor& eps_u, double guidance, Communicator& comm) {
+DistTensor Guide(const DistTensor& eps_c, const DistTensor& eps_u, double guidance,
+                 Communicator& comm) {
   return Call("add", {eps_u, Scaled(Call("subtract", {eps_c, eps_u}, comm), guidance, comm)}, comm);
 }
 
-DistTensor Update(const DistTensor& x, const DistTensor& eps, const GuidedStep& step, Communicator& comm) {
+DistTensor Update(const DistTensor& x, const DistTensor& eps, const GuidedStep& step,
+                  Communicator& comm) {
   return Call("add", {Scaled(x, step.x_coef, comm), Scaled(eps, step.eps_coef, comm)}, comm);
 }
 
@@ -113,7 +117,8 @@ DistTensor GuidedStepSequential(const Denoiser& model, const DistTensor& x, cons
 }
 
 DistTensor GuidedStepCfgParallel(const Denoiser& model, const Mesh& mesh, const DistTensor& x,
-                                 const DistTensor& cond, const GuidedStep& step, Communicator& comm) {
+                                 const DistTensor& cond, const GuidedStep& step,
+                                 Communicator& comm) {
   const std::optional<std::vector<int64_t>> coord = mesh.CoordinateOf(comm.rank());
   if (mesh.ndim() != 2 || mesh.axis_size(0) != 2 || !coord) {
     ThrowInvalid("mesh", ToString(mesh) + " is not a [2, m] mesh containing rank " +

@@ -28,14 +28,16 @@ using runtime::DistTensor;
 struct Problem {
   DenoiserConfig config;
   int64_t batch = 1;
-  std::vector<double> x;        // [batch, features]
-  std::vector<int64_t> cond;    // [batch], ids in [0, classes)
+  std::vector<double> x;      // [batch, features]
+  std::vector<int64_t> cond;  // [batch], ids in [0, classes)
   std::vector<GuidedStep> steps;
 };
 
 Problem RandomProblem(uint64_t seed) {
   std::mt19937_64 rng(seed);
-  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
   std::uniform_real_distribution<double> real(-1, 1);
   Problem p;
   p.config.features = pick(1, 6);
@@ -63,10 +65,11 @@ std::vector<double> Sequential(const Problem& p) {
   runtime::RunRanks(1, [&](Communicator& comm) {
     const Mesh one({1});
     const Denoiser model(p.config, one, comm.rank());
-    DistTensor x = DistTensor::ShardTensor(kernels::Tensor::FromVector({p.batch, p.config.features}, p.x),
-                                           one, DistAttr::Replicated(2), comm.rank());
-    const DistTensor cond = DistTensor::ShardTensor(kernels::Tensor::FromVector({p.batch}, p.cond), one,
-                                                    DistAttr::Replicated(1), comm.rank());
+    DistTensor x =
+        DistTensor::ShardTensor(kernels::Tensor::FromVector({p.batch, p.config.features}, p.x), one,
+                                DistAttr::Replicated(2), comm.rank());
+    const DistTensor cond = DistTensor::ShardTensor(kernels::Tensor::FromVector({p.batch}, p.cond),
+                                                    one, DistAttr::Replicated(1), comm.rank());
     for (const GuidedStep& step : p.steps) x = GuidedStepSequential(model, x, cond, step, comm);
     out = Values(*x.ToGlobal(comm));
   });
@@ -84,19 +87,20 @@ std::vector<std::vector<double>> Parallel(const Problem& p, int64_t m, std::stri
     const Mesh half = mesh.SubMesh(coord, {1});
     const Denoiser model(p.config, half, comm.rank());
     const DistAttr rows = ParsePlacementString("[S(0)]", 2, "x");
-    DistTensor x = DistTensor::ShardTensor(kernels::Tensor::FromVector({p.batch, p.config.features}, p.x),
-                                           half, rows, comm.rank());
-    const DistTensor cond = DistTensor::ShardTensor(kernels::Tensor::FromVector({p.batch}, p.cond),
-                                                    half, ParsePlacementString("[S(0)]", 1, "cond"),
-                                                    comm.rank());
-    const int64_t shard = LocalShape({p.batch, p.config.features}, rows, half, {coord[1]})[0] *
-                          p.config.features * 8;
+    DistTensor x = DistTensor::ShardTensor(
+        kernels::Tensor::FromVector({p.batch, p.config.features}, p.x), half, rows, comm.rank());
+    const DistTensor cond =
+        DistTensor::ShardTensor(kernels::Tensor::FromVector({p.batch}, p.cond), half,
+                                ParsePlacementString("[S(0)]", 1, "cond"), comm.rank());
+    const int64_t shard =
+        LocalShape({p.batch, p.config.features}, rows, half, {coord[1]})[0] * p.config.features * 8;
     std::string error;
     for (const GuidedStep& step : p.steps) {
       comm.ResetCounters();
       x = GuidedStepCfgParallel(model, mesh, x, cond, step, comm);
       // (A batch of one row is a broadcastable dim: the rules replicate it and move more.)
-      if (p.batch > 1 && (comm.counters().total_sent() != shard || comm.counters().total_received() != shard)) {
+      if (p.batch > 1 &&
+          (comm.counters().total_sent() != shard || comm.counters().total_received() != shard)) {
         error = "rank " + std::to_string(comm.rank()) + " moved " +
                 std::to_string(comm.counters().total_sent()) + "/" +
                 std::to_string(comm.counters().total_received()) + " bytes, planned " +
@@ -111,13 +115,15 @@ std::vector<std::vector<double>> Parallel(const Problem& p, int64_t m, std::stri
   return results;
 }
 
-std::string Compare(const std::vector<double>& got, const std::vector<double>& want, double tolerance) {
+std::string Compare(const std::vector<double>& got, const std::vector<double>& want,
+                    double tolerance) {
   if (got.size() != want.size()) return "sizes differ";
   double scale = 1e-300;
   for (double v : want) scale = std::max(scale, std::abs(v));
   for (size_t i = 0; i < want.size(); ++i) {
     if (!(std::abs(got[i] - want[i]) <= tolerance * scale)) {
-      return "x[" + std::to_string(i) + "]: " + std::to_string(got[i]) + " vs " + std::to_string(want[i]);
+      return "x[" + std::to_string(i) + "]: " + std::to_string(got[i]) + " vs " +
+             std::to_string(want[i]);
     }
   }
   return "";

@@ -83,10 +83,11 @@ struct SoftmaxState {
 };
 
 // Folds one key/value block into the queries' state.
-void ForwardBlock(const Dims& d, const double* q, const std::vector<int64_t>& qpos,
-                  const double* k, const double* v, const std::vector<int64_t>& kpos,
-                  double scale, bool causal, SoftmaxState& st) {
-  const int64_t qrows = static_cast<int64_t>(qpos.size()), krows = static_cast<int64_t>(kpos.size());
+void ForwardBlock(const Dims& d, const double* q, const std::vector<int64_t>& qpos, const double* k,
+                  const double* v, const std::vector<int64_t>& kpos, double scale, bool causal,
+                  SoftmaxState& st) {
+  const int64_t qrows = static_cast<int64_t>(qpos.size()),
+                krows = static_cast<int64_t>(kpos.size());
   std::vector<double> scores(krows);
   for (int64_t bi = 0; bi < d.b; ++bi) {
     for (int64_t i = 0; i < qrows; ++i) {
@@ -149,7 +150,8 @@ void BackwardBlock(const Dims& d, const double* q, const std::vector<int64_t>& q
                    const double* k, const double* v, const std::vector<int64_t>& kpos,
                    const double* dout, const double* lse, const double* delta, double scale,
                    bool causal, double* dq, double* dkv) {
-  const int64_t qrows = static_cast<int64_t>(qpos.size()), krows = static_cast<int64_t>(kpos.size());
+  const int64_t qrows = static_cast<int64_t>(qpos.size()),
+                krows = static_cast<int64_t>(kpos.size());
   double* dk = dkv;
   double* dv = dkv + d.Size(krows);
   for (int64_t bi = 0; bi < d.b; ++bi) {
@@ -177,7 +179,8 @@ void BackwardBlock(const Dims& d, const double* q, const std::vector<int64_t>& q
 // ---- Buffers and the wire -----------------------------------------------------------------
 
 std::vector<double> ToDoubles(const kernels::Tensor& t) {
-  if (t.dtype() == DType::kFloat64) return std::vector<double>(t.data<double>(), t.data<double>() + t.numel());
+  if (t.dtype() == DType::kFloat64)
+    return std::vector<double>(t.data<double>(), t.data<double>() + t.numel());
   return std::vector<double>(t.data<float>(), t.data<float>() + t.numel());
 }
 
@@ -238,10 +241,10 @@ class Exchange {
 // Where this rank stands: its group along the axis and every member's rows.
 struct Geometry {
   runtime::Group group;
-  int64_t n = 1, p = 0;        // group size, this rank's position
-  std::vector<Range> rows;     // per position: its rows of the stored sequence
-  Dims local;                  // local batch, local heads, head dim
-  int64_t length = 0;          // S, global
+  int64_t n = 1, p = 0;     // group size, this rank's position
+  std::vector<Range> rows;  // per position: its rows of the stored sequence
+  Dims local;               // local batch, local heads, head dim
+  int64_t length = 0;       // S, global
   bool zigzag = false;
   DType dtype = DType::kFloat64;
 
@@ -287,7 +290,8 @@ Geometry Check(const DistTensor& q, const DistTensor& k, const DistTensor& v,
     ThrowInvalid("q.dist_attr", "the sequence (dim 1) must be sharded over exactly mesh axis " +
                                     std::to_string(options.axis));
   }
-  if (!attr.dims[3].empty()) ThrowInvalid("q.dist_attr", "the head dim (dim 3) must not be sharded");
+  if (!attr.dims[3].empty())
+    ThrowInvalid("q.dist_attr", "the head dim (dim 3) must not be sharded");
 
   Geometry g;
   g.dtype = q.dtype();
@@ -408,8 +412,9 @@ std::vector<double> Concat(const std::vector<double>& a, const std::vector<doubl
   return out;
 }
 
-std::vector<double> UlyssesForward(Saved& s, const std::vector<double>& q, const std::vector<double>& k,
-                                   const std::vector<double>& v, Communicator& comm) {
+std::vector<double> UlyssesForward(Saved& s, const std::vector<double>& q,
+                                   const std::vector<double>& k, const std::vector<double>& v,
+                                   Communicator& comm) {
   const Geometry& g = s.g;
   std::vector<std::vector<double>> heads = SequenceToHeads(g, {&q, &k, &v}, comm);
   s.q = std::move(heads[0]);
@@ -446,8 +451,9 @@ std::vector<std::vector<double>> UlyssesBackward(const Saved& s, const std::vect
 // what it holds to p + 1 and receives the next from p - 1, the transfer posted before the
 // step's arithmetic so that the two overlap.
 
-std::vector<double> RingForward(Saved& s, const std::vector<double>& q, const std::vector<double>& k,
-                                const std::vector<double>& v, Communicator& comm) {
+std::vector<double> RingForward(Saved& s, const std::vector<double>& q,
+                                const std::vector<double>& k, const std::vector<double>& v,
+                                Communicator& comm) {
   const Geometry& g = s.g;
   const Dims& d = g.local;
   const int64_t next = g.group[(g.p + 1) % g.n], prev = g.group[(g.p + g.n - 1) % g.n];
@@ -498,8 +504,9 @@ std::vector<std::vector<double>> RingBackward(const Saved& s, const std::vector<
       exchange.Post(block, next, &incoming, prev);
     }
     const int64_t rows = g.Rows(origin);
-    BackwardBlock(d, s.q.data(), qpos, block.data(), block.data() + d.Size(rows), g.Positions(origin),
-                  dout.data(), s.lse.data(), delta.data(), s.scale, s.causal, dq.data(), grads.data());
+    BackwardBlock(d, s.q.data(), qpos, block.data(), block.data() + d.Size(rows),
+                  g.Positions(origin), dout.data(), s.lse.data(), delta.data(), s.scale, s.causal,
+                  dq.data(), grads.data());
     if (g.n > 1) {  // the block's dK/dV go with it; after the last step, home to their owner
       incoming_grads.assign(2 * d.Size(g.Rows(coming)), 0.0);
       exchange.Post(grads, next, &incoming_grads, prev);
@@ -549,19 +556,22 @@ Variable SequenceAttention(const Variable& q, const Variable& k, const Variable&
     return DistTensor::Absent(qv.shape(), qv.dtype(), qv.mesh(), qv.dist_attr(), qv.process_id());
   };
   if (!qv.has_local()) {  // a rank outside the mesh: nothing to do, now or in the backward
-    return ApplyFunction(std::string(ToString(options.strategy)) + " attention", {q, k, v}, {absent()},
-                         [absent](const std::vector<DistTensor>&, Communicator&) {
-                           return std::vector<std::optional<DistTensor>>{absent(), absent(), absent()};
-                         })[0];
+    return ApplyFunction(
+        std::string(ToString(options.strategy)) + " attention", {q, k, v}, {absent()},
+        [absent](const std::vector<DistTensor>&, Communicator&) {
+          return std::vector<std::optional<DistTensor>>{absent(), absent(), absent()};
+        })[0];
   }
   auto saved = std::make_shared<Saved>();
   saved->g = Check(qv, kv, vv, options);
   saved->causal = options.causal;
-  saved->scale = options.scale != 0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(qv.shape()[3]));
+  saved->scale =
+      options.scale != 0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(qv.shape()[3]));
   const bool ulysses = options.strategy == SequenceStrategy::kUlysses;
-  const std::vector<double> ql = ToDoubles(qv.local()), kl = ToDoubles(kv.local()), vl = ToDoubles(vv.local());
-  const std::vector<double> out = ulysses ? UlyssesForward(*saved, ql, kl, vl, comm)
-                                          : RingForward(*saved, ql, kl, vl, comm);
+  const std::vector<double> ql = ToDoubles(qv.local()), kl = ToDoubles(kv.local()),
+                            vl = ToDoubles(vv.local());
+  const std::vector<double> out =
+      ulysses ? UlyssesForward(*saved, ql, kl, vl, comm) : RingForward(*saved, ql, kl, vl, comm);
   const Shape local_shape = qv.local().shape();
   DistTensor result = DistTensor::FromLocal(FromDoubles(local_shape, qv.dtype(), out), qv.shape(),
                                             qv.dtype(), qv.mesh(), qv.dist_attr(), qv.process_id());

@@ -49,9 +49,9 @@ std::string_view ToString(SequenceStrategy strategy);  // "ulysses", "ring", "ri
 
 struct SequenceAttentionOptions {
   SequenceStrategy strategy = SequenceStrategy::kRing;
-  int axis = 0;         // the mesh axis the sequence is sharded over
-  bool causal = true;   // query i sees keys at global positions <= i
-  double scale = 0;     // the scores' factor; 0: 1 / sqrt(Dh)
+  int axis = 0;        // the mesh axis the sequence is sharded over
+  bool causal = true;  // query i sees keys at global positions <= i
+  double scale = 0;    // the scores' factor; 0: 1 / sqrt(Dh)
 };
 
 // softmax(scale * q k^T + causal mask) v per batch and head, recorded for Backward.

@@ -71,13 +71,12 @@ Sharded RunSharded(const AttentionInputs& in, const Mesh& mesh, const DistAttr& 
     const runtime::ByteCount backward{mine.backward.total_sent(), mine.backward.total_received()};
     std::lock_guard<std::mutex> lock(mutex);
     if (!(forward == plan.forward) || !(backward == plan.backward)) {
-      result.bytes_error += "rank " + std::to_string(comm.rank()) + ": forward " +
-                            std::to_string(forward.sent) + "/" + std::to_string(forward.received) +
-                            " planned " + std::to_string(plan.forward.sent) + "/" +
-                            std::to_string(plan.forward.received) + ", backward " +
-                            std::to_string(backward.sent) + "/" + std::to_string(backward.received) +
-                            " planned " + std::to_string(plan.backward.sent) + "/" +
-                            std::to_string(plan.backward.received) + "; ";
+      result.bytes_error +=
+          "rank " + std::to_string(comm.rank()) + ": forward " + std::to_string(forward.sent) +
+          "/" + std::to_string(forward.received) + " planned " + std::to_string(plan.forward.sent) +
+          "/" + std::to_string(plan.forward.received) + ", backward " +
+          std::to_string(backward.sent) + "/" + std::to_string(backward.received) + " planned " +
+          std::to_string(plan.backward.sent) + "/" + std::to_string(plan.backward.received) + "; ";
     }
     if (comm.rank() == 0) result.rank0 = std::move(mine);
   });
@@ -88,7 +87,9 @@ TEST(SequenceAttentionTest, EveryStrategyEqualsDenseAttentionOnOneRank) {
   int cases = 0;
   for (uint64_t seed = 0; seed < 60; ++seed) {
     std::mt19937_64 rng(seed);
-    auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+    auto pick = [&](int64_t lo, int64_t hi) {
+      return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+    };
     const SequenceStrategy strategy = static_cast<SequenceStrategy>(seed % 3);
     const int64_t n = pick(1, 4);
     // A second mesh axis (size 2) sharding the batch or the heads, when the world fits.
@@ -98,7 +99,8 @@ TEST(SequenceAttentionTest, EveryStrategyEqualsDenseAttentionOnOneRank) {
     if (other == 2 && strategy != SequenceStrategy::kUlysses) h = 2 * pick(1, 2);
     if (other == 1) b = pick(2, 4);
     const int64_t dh = pick(1, 4);
-    const int64_t s = strategy == SequenceStrategy::kRingZigzag ? 2 * n * pick(1, 3) : pick(1, 3 * n + 2);
+    const int64_t s =
+        strategy == SequenceStrategy::kRingZigzag ? 2 * n * pick(1, 3) : pick(1, 3 * n + 2);
     const bool causal = pick(0, 3) != 0;
     const DType dtype = seed % 10 == 9 ? DType::kFloat32 : DType::kFloat64;
     const AttentionInputs in = testing::RandomInputs(b, s, h, dh, causal, dtype, seed);
@@ -123,7 +125,8 @@ TEST(SequenceAttentionTest, EveryStrategyEqualsDenseAttentionOnOneRank) {
     SCOPED_TRACE(label);
     const Sharded got = RunSharded(in, mesh, attr, options);
     const AttentionResult want = Dense(in);
-    EXPECT_EQ(testing::CompareResults(got.rank0, want, dtype == DType::kFloat64 ? 1e-10 : 1e-4), "");
+    EXPECT_EQ(testing::CompareResults(got.rank0, want, dtype == DType::kFloat64 ? 1e-10 : 1e-4),
+              "");
     EXPECT_EQ(got.bytes_error, "");
     ++cases;
   }
@@ -151,18 +154,26 @@ TEST(SequenceAttentionTest, BadInputsGetTypedErrorsNamingTheField) {
   runtime::RunRanks(2, [&](Communicator& comm) {
     const Mesh mesh({2});
     auto make = [&](const Shape& shape, const DistAttr& attr) {
-      return Variable(DistTensor::ShardTensor(kernels::Tensor(shape, DType::kFloat64), mesh, attr,
-                                              comm.rank()),
-                      true);
+      return Variable(
+          DistTensor::ShardTensor(kernels::Tensor(shape, DType::kFloat64), mesh, attr, comm.rank()),
+          true);
     };
     DistAttr seq = DistAttr::Replicated(4);
     seq.dims[1] = {0};
     const Variable x = make({1, 6, 3, 2}, seq);  // 3 heads: not a multiple of 2
     const Variable y = make({1, 5, 2, 2}, seq);  // 5: not a multiple of 2n = 4
-    EXPECT_EQ(FieldOf([&] { SequenceAttention(x, x, x, {SequenceStrategy::kUlysses, 0}, comm); }), "heads");
-    EXPECT_EQ(FieldOf([&] { SequenceAttention(y, y, y, {SequenceStrategy::kRingZigzag, 0}, comm); }),
+    EXPECT_EQ(FieldOf([&] {
+                SequenceAttention(x, x, x, {SequenceStrategy::kUlysses, 0}, comm);
+              }),
+              "heads");
+    EXPECT_EQ(FieldOf([&] {
+                SequenceAttention(y, y, y, {SequenceStrategy::kRingZigzag, 0}, comm);
+              }),
               "sequence");
-    EXPECT_EQ(FieldOf([&] { SequenceAttention(x, x, x, {SequenceStrategy::kRing, 1}, comm); }), "axis");
+    EXPECT_EQ(FieldOf([&] {
+                SequenceAttention(x, x, x, {SequenceStrategy::kRing, 1}, comm);
+              }),
+              "axis");
     const Variable replicated = make({1, 6, 2, 2}, DistAttr::Replicated(4));
     EXPECT_EQ(FieldOf([&] { SequenceAttention(replicated, replicated, replicated, {}, comm); }),
               "q.dist_attr");
@@ -187,7 +198,8 @@ TEST(SequenceAttentionTest, ApplyFunctionRecordsAGivenBackward) {
     int calls = 0;
     // y = 3 x, computed here; its backward: 3 * cotangent.
     auto triple = [&](const Variable& in, bool wrong_count) {
-      DistTensor out = runtime::Dispatch("scale", {in.value()}, MakeAttrs({{"scale", 3.0}}), comm)[0];
+      DistTensor out =
+          runtime::Dispatch("scale", {in.value()}, MakeAttrs({{"scale", 3.0}}), comm)[0];
       return ApplyFunction("triple", {in}, {std::move(out)},
                            [&, wrong_count, attr = in.value().dist_attr()](
                                const std::vector<DistTensor>& cotangents, Communicator& c) {
@@ -231,7 +243,8 @@ History Train(const GptConfig& config, const std::string& mesh_text, int steps) 
   runtime::RunRanks(mesh.size(), [&](Communicator& comm) {
     Trainer trainer(config, Layout(mesh, Strategy{}), TrainOptions{}, comm);
     std::vector<double> losses;
-    for (int s = 0; s < steps; ++s) losses.push_back(trainer.Step(BatchSpec{3, 7, 2}, s, comm).loss);
+    for (int s = 0; s < steps; ++s)
+      losses.push_back(trainer.Step(BatchSpec{3, 7, 2}, s, comm).loss);
     std::vector<std::vector<double>> params = trainer.GatherParams(comm);
     std::lock_guard<std::mutex> lock(mutex);
     if (comm.rank() == 0) h = {losses, params};

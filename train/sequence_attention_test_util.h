@@ -74,7 +74,8 @@ inline std::vector<double> AsDoubles(const kernels::Tensor& t) {
 // Runs attention on `mesh` with q, k, v, w laid out as `attr`: SequenceAttention with
 // `options`, or DenseAttention without. Collective over the mesh; every rank of it gets
 // the results (others: empty vectors).
-inline AttentionResult RunAttention(const AttentionInputs& in, const Mesh& mesh, const DistAttr& attr,
+inline AttentionResult RunAttention(const AttentionInputs& in, const Mesh& mesh,
+                                    const DistAttr& attr,
                                     const std::optional<SequenceAttentionOptions>& options,
                                     runtime::Communicator& comm) {
   const bool zigzag = options && options->strategy == SequenceStrategy::kRingZigzag;
@@ -82,7 +83,8 @@ inline AttentionResult RunAttention(const AttentionInputs& in, const Mesh& mesh,
   if (zigzag) order = ZigzagOrder(in.s, mesh.axis_size(options->axis));
   auto place = [&](const std::vector<double>& x, bool grad) {
     const std::vector<double> stored = zigzag ? Reorder(x, in, order, false) : x;
-    return Variable(runtime::DistTensor::ShardTensor(AsTensor(stored, in), mesh, attr, comm.rank()), grad);
+    return Variable(runtime::DistTensor::ShardTensor(AsTensor(stored, in), mesh, attr, comm.rank()),
+                    grad);
   };
   const Variable q = place(in.q, true), k = place(in.k, true), v = place(in.v, true);
   const Variable w = place(in.w, false);
@@ -93,12 +95,12 @@ inline AttentionResult RunAttention(const AttentionInputs& in, const Mesh& mesh,
   result.forward = comm.counters();
   // An identity step whose backward starts the backward's count: what the loss's own
   // backward moves (the cotangent laid out as the output) is not the attention's.
-  const Variable counted =
-      ApplyFunction("count", {out}, {out.value()},
-                    [](const std::vector<runtime::DistTensor>& cotangents, runtime::Communicator& c) {
-                      c.ResetCounters();
-                      return std::vector<std::optional<runtime::DistTensor>>{cotangents[0]};
-                    })[0];
+  const Variable counted = ApplyFunction(
+      "count", {out}, {out.value()},
+      [](const std::vector<runtime::DistTensor>& cotangents, runtime::Communicator& c) {
+        c.ResetCounters();
+        return std::vector<std::optional<runtime::DistTensor>>{cotangents[0]};
+      })[0];
   const Variable loss = Apply1("sum", {Apply1("multiply", {counted, w}, {}, comm)}, {}, comm);
   Backward(loss, comm);
   result.backward = comm.counters();
@@ -169,7 +171,8 @@ inline PlannedBytes PlanBytes(SequenceStrategy strategy, const std::vector<int64
     plan.forward.sent += 2 * rows[(p - t + n) % n] * unit * e;
     plan.forward.received += 2 * rows[(p - t - 1 + 2 * n) % n] * unit * e;
   }
-  plan.backward = {plan.forward.sent + 2 * total * unit * e, plan.forward.received + 2 * total * unit * e};
+  plan.backward = {plan.forward.sent + 2 * total * unit * e,
+                   plan.forward.received + 2 * total * unit * e};
   return plan;
 }
 
