@@ -308,11 +308,20 @@ Geometry Check(const DistTensor& q, const DistTensor& k, const DistTensor& v,
   }
   const Shape local = q.local().shape();
   g.local = Dims{local[0], local[2], local[3]};
-  if (options.strategy == SequenceStrategy::kUlysses && g.local.h % g.n != 0) {
-    ThrowInvalid("heads", std::to_string(g.local.h) + " local heads (of " +
-                              std::to_string(q.shape()[2]) + ") are not a multiple of the " +
-                              std::to_string(g.n) + " ranks along axis " +
-                              std::to_string(options.axis) + " (Ulysses splits the heads)");
+  if (options.strategy == SequenceStrategy::kUlysses) {
+    // Every rank of the mesh judges every rank's local head count (an uneven split of the
+    // heads over another axis differs between groups), so that all of them throw alike
+    // instead of some groups going on to a collective the others never join.
+    for (int64_t id : mesh.process_ids()) {
+      const int64_t heads = LocalShape(q.shape(), attr, mesh, *mesh.CoordinateOf(id))[2];
+      if (heads % g.n != 0) {
+        ThrowInvalid("heads", std::to_string(heads) + " local heads (of " +
+                                  std::to_string(q.shape()[2]) + ", on rank " +
+                                  std::to_string(id) + ") are not a multiple of the " +
+                                  std::to_string(g.n) + " ranks along axis " +
+                                  std::to_string(options.axis) + " (Ulysses splits the heads)");
+      }
+    }
   }
   if (g.zigzag) ZigzagOrder(g.length, g.n);  // throws "sequence" unless 2n divides S
   return g;

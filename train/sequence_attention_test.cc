@@ -181,6 +181,19 @@ TEST(SequenceAttentionTest, BadInputsGetTypedErrorsNamingTheField) {
     const Variable flat = make({6, 2}, DistAttr::Replicated(2));
     EXPECT_EQ(FieldOf([&] { SequenceAttention(flat, flat, flat, {}, comm); }), "q");
   });
+  // Heads split unevenly over another axis (3 over 2: 2 and 1): the group with 2 local
+  // heads could run, the other cannot; every rank refuses alike.
+  runtime::RunRanks(4, [&](Communicator& comm) {
+    const Mesh grid({2, 2});
+    DistAttr attr = DistAttr::Replicated(4);
+    attr.dims[1] = {1};
+    attr.dims[2] = {0};
+    const Variable x(DistTensor::ShardTensor(kernels::Tensor({1, 4, 3, 2}, DType::kFloat64), grid,
+                                             attr, comm.rank()),
+                     true);
+    EXPECT_EQ(FieldOf([&] { SequenceAttention(x, x, x, {SequenceStrategy::kUlysses, 1}, comm); }),
+              "heads");
+  });
   EXPECT_EQ(FieldOf([] { ZigzagOrder(6, 2); }), "sequence");
   EXPECT_EQ(ZigzagOrder(8, 2), (std::vector<int64_t>{0, 1, 6, 7, 2, 3, 4, 5}));
 }
