@@ -6,10 +6,11 @@
 //    world (np 2: a group of 2; np 4: a group of 4, or a [2, 2] mesh whose sequence group
 //    is 2 and whose other axis shards the batch or the heads), random batch, heads, head
 //    dim and sequence (lengths not divisible by the group included), causal or not,
-//    float64. The output and the gradients of sum(out * w) with respect to q, k, v equal
-//    dense attention (registered ops) on a one-rank mesh of the same process to 1e-9
-//    relative, and every rank's bytes sent and received in the forward and in the backward
-//    equal the plan's formula (PlanBytes).
+//    float64 (a fifth of the cases float32). The output and the gradients of sum(out * w)
+//    with respect to q, k, v equal dense attention (registered ops) on a one-rank mesh of
+//    the same process to 1e-9 relative (float32: 1e-4), and every rank's bytes sent and
+//    received in the forward and in the backward, by the counters and by the transport's
+//    own count, equal the plan's formula (PlanBytes).
 // 2. Training: the small GPT with GptConfig::attention = Ulysses or ring over sp trains 3
 //    AdamW steps; every step's loss and every final parameter equal the one-process run to
 //    1e-9 relative.
@@ -57,11 +58,12 @@ struct AttentionCase {
   int64_t other = 0;  // np 4 only: 0 a 1-d mesh of 4; 1 [2, 2] with the batch on axis 0; 2 heads
   int64_t b = 1, s = 1, h = 1, dh = 1;
   bool causal = true;
+  DType dtype = DType::kFloat64;
   uint64_t seed = 0;
   std::string Describe() const {
     std::ostringstream os;
     os << ToString(strategy) << " other=" << other << " b=" << b << " s=" << s << " h=" << h
-       << " dh=" << dh << " causal=" << causal << " seed=" << seed;
+       << " dh=" << dh << " causal=" << causal << " " << ToString(dtype) << " seed=" << seed;
     return os.str();
   }
 };
@@ -81,13 +83,14 @@ std::string RunCase(const AttentionCase& c) {
     attr.dims[c.other == 1 ? 0 : 2] = {0};
   }
   const testing::AttentionInputs in =
-      testing::RandomInputs(c.b, c.s, c.h, c.dh, c.causal, DType::kFloat64, c.seed);
+      testing::RandomInputs(c.b, c.s, c.h, c.dh, c.causal, c.dtype, c.seed);
   const SequenceAttentionOptions options{c.strategy, axis, c.causal, 0};
   const testing::AttentionResult got = testing::RunAttention(in, mesh, attr, options, *g_comm);
   const Mesh alone({1}, {g_comm->rank()});
   const testing::AttentionResult want =
       testing::RunAttention(in, alone, DistAttr::Replicated(4), std::nullopt, *g_comm);
-  std::string error = testing::CompareResults(got, want, 1e-9);
+  std::string error =
+      testing::CompareResults(got, want, c.dtype == DType::kFloat64 ? 1e-9 : 1e-4);
   if (!error.empty()) return error;
 
   const std::vector<int64_t> coord = *mesh.CoordinateOf(g_comm->rank());
@@ -100,14 +103,18 @@ std::string RunCase(const AttentionCase& c) {
   }
   const Shape local = LocalShape(shape, attr, mesh, coord);
   const testing::PlannedBytes plan =
-      testing::PlanBytes(c.strategy, rows, coord[axis], local[0] * local[2] * local[3], 8);
+      testing::PlanBytes(c.strategy, rows, coord[axis], local[0] * local[2] * local[3],
+                         static_cast<int64_t>(ElementSize(c.dtype)));
   const runtime::ByteCount forward{got.forward.total_sent(), got.forward.total_received()};
   const runtime::ByteCount backward{got.backward.total_sent(), got.backward.total_received()};
-  if (!(forward == plan.forward) || !(backward == plan.backward)) {
+  if (!(forward == plan.forward) || !(backward == plan.backward) ||
+      !(got.transport_forward == plan.forward) || !(got.transport_backward == plan.backward)) {
     std::ostringstream os;
     os << "bytes: forward " << forward.sent << "/" << forward.received << " planned "
        << plan.forward.sent << "/" << plan.forward.received << ", backward " << backward.sent << "/"
-       << backward.received << " planned " << plan.backward.sent << "/" << plan.backward.received;
+       << backward.received << " planned " << plan.backward.sent << "/" << plan.backward.received
+       << "; transport " << got.transport_forward.sent << "/" << got.transport_forward.received
+       << ", " << got.transport_backward.sent << "/" << got.transport_backward.received;
     return os.str();
   }
   return "";
@@ -129,6 +136,7 @@ TEST(SeqparMpiTest, SequenceAttentionEqualsOneProcess) {
     c.s =
         c.strategy == SequenceStrategy::kRingZigzag ? 2 * n * Uniform(1, 3) : Uniform(2, 4 * n + 1);
     c.causal = Uniform(0, 3) != 0;
+    c.dtype = Uniform(0, 4) == 0 ? DType::kFloat32 : DType::kFloat64;
     c.seed = static_cast<uint64_t>(Uniform(0, 1 << 30));
     RC_LOG() << c.Describe() << "\n";
     ++strategies[static_cast<int>(c.strategy)];

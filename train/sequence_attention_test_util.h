@@ -44,6 +44,9 @@ inline AttentionInputs RandomInputs(int64_t b, int64_t s, int64_t h, int64_t dh,
 struct AttentionResult {
   std::vector<double> out, dq, dk, dv;
   runtime::CommCounters forward, backward;  // this rank's counters over each phase
+  // The bytes the backend itself handed to its transport over each phase
+  // (Communicator::transport_bytes, counted apart from the counters).
+  runtime::ByteCount transport_forward, transport_backward;
 };
 
 // `x` [b, s, h, dh] with its sequence reordered: entry i of the result is row order[i].
@@ -90,20 +93,28 @@ inline AttentionResult RunAttention(const AttentionInputs& in, const Mesh& mesh,
   const Variable w = place(in.w, false);
   AttentionResult result;
   comm.ResetCounters();
+  runtime::ByteCount start = comm.transport_bytes();
   const Variable out = options ? SequenceAttention(q, k, v, *options, comm)
                                : DenseAttention(q, k, v, in.causal, 0, comm);
   result.forward = comm.counters();
+  const runtime::ByteCount after_forward = comm.transport_bytes();
+  result.transport_forward = {after_forward.sent - start.sent,
+                              after_forward.received - start.received};
   // An identity step whose backward starts the backward's count: what the loss's own
   // backward moves (the cotangent laid out as the output) is not the attention's.
   const Variable counted = ApplyFunction(
       "count", {out}, {out.value()},
-      [](const std::vector<runtime::DistTensor>& cotangents, runtime::Communicator& c) {
+      [&start](const std::vector<runtime::DistTensor>& cotangents, runtime::Communicator& c) {
         c.ResetCounters();
+        start = c.transport_bytes();
         return std::vector<std::optional<runtime::DistTensor>>{cotangents[0]};
       })[0];
   const Variable loss = Apply1("sum", {Apply1("multiply", {counted, w}, {}, comm)}, {}, comm);
   Backward(loss, comm);
   result.backward = comm.counters();
+  const runtime::ByteCount after_backward = comm.transport_bytes();
+  result.transport_backward = {after_backward.sent - start.sent,
+                               after_backward.received - start.received};
   auto global = [&](const runtime::DistTensor& x) {
     std::optional<kernels::Tensor> g = x.ToGlobal(comm);
     if (!g) return std::vector<double>{};
