@@ -133,7 +133,8 @@ int main(int argc, char** argv) {
     const Mesh sp = ParseNamedMesh("sp=" + std::to_string(n));
     for (const auto& [name, kind] :
          {std::pair{"dense", AttentionKind::kDefault},
-          std::pair{"ulysses", AttentionKind::kUlysses}, std::pair{"ring", AttentionKind::kRing}}) {
+          std::pair{"ulysses", AttentionKind::kUlysses}, std::pair{"ring", AttentionKind::kRing},
+                                     std::pair{"zigzag", AttentionKind::kRingZigzag}}) {
       config.attention = kind;
       Trainer trainer(config, Layout(sp, Strategy{}), TrainOptions{}, comm);
       trainer.Step(BatchSpec{2, 128, 1}, 0, comm);  // warm-up

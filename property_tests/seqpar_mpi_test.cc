@@ -11,9 +11,9 @@
 //    the same process to 1e-9 relative (float32: 1e-4), and every rank's bytes sent and
 //    received in the forward and in the backward, by the counters and by the transport's
 //    own count, equal the plan's formula (PlanBytes).
-// 2. Training: the small GPT with GptConfig::attention = Ulysses or ring over sp trains 3
-//    AdamW steps; every step's loss and every final parameter equal the one-process run to
-//    1e-9 relative.
+// 2. Training: the small GPT with GptConfig::attention = Ulysses, ring (9 tokens) or
+//    zigzag ring (8 tokens) over sp trains 3 AdamW steps; every step's loss and every final
+//    parameter equal the one-process run to 1e-9 relative.
 // 3. CFG parallelism: guided denoising steps with the two branches on the two halves of a
 //    [2, world/2] mesh equal the sequential steps on one process to 1e-12 relative.
 // Case count: SPMD_SEQPAR_CASES (default 30).
@@ -157,7 +157,7 @@ struct History {
 History Train(const GptConfig& config, const Mesh& mesh, int steps) {
   Trainer trainer(config, Layout(mesh, Strategy{}), TrainOptions{}, *g_comm);
   History h;
-  const BatchSpec batch{3, 9, 5};
+  const BatchSpec batch{3, config.sequence, 5};
   for (int s = 0; s < steps; ++s) h.losses.push_back(trainer.Step(batch, s, *g_comm).loss);
   h.params = trainer.GatherParams(*g_comm);
   return h;
@@ -205,6 +205,17 @@ TEST(SeqparMpiTest, GptWithSequenceAttentionTrainsLikeOneProcess) {
       EXPECT_EQ(runtime::FirstError(Compare(Train(config, ParseNamedMesh(mesh), 3), single, 1e-9)),
                 "");
     }
+  }
+  // Zigzag: 8 tokens (a multiple of 2 x sp for sp = 2 and 4), against one process in
+  // natural order.
+  config.sequence = 8;
+  config.attention = AttentionKind::kDefault;
+  const History natural = Train(config, Mesh({1}, {g_comm->rank()}, {"dp"}), 3);
+  config.attention = AttentionKind::kRingZigzag;
+  for (const std::string& mesh : meshes) {
+    SCOPED_TRACE(mesh + " zigzag");
+    EXPECT_EQ(runtime::FirstError(Compare(Train(config, ParseNamedMesh(mesh), 3), natural, 1e-9)),
+              "");
   }
 }
 

@@ -1,11 +1,13 @@
 #include "train/gpt.h"
 
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "rules/counter_rng.h"
 #include "rules/error.h"
 #include "rules/notation.h"
+#include "runtime/dispatch.h"
 #include "train/sequence_attention.h"
 
 namespace spmd::train {
@@ -61,6 +63,10 @@ Gpt::Gpt(const GptConfig& config, Layout layout, Communicator& comm)
   }
   if (config.dtype != DType::kFloat64 && config.dtype != DType::kFloat32) {
     ThrowInvalid("config.dtype", "must be float32 or float64");
+  }
+  if (config.attention == AttentionKind::kRingZigzag && layout_.sp() && config.dropout != 0) {
+    ThrowInvalid("config.dropout", "zigzag ring attention reorders the sequence, and dropout "
+                                   "masks follow element indices: no dropout with it");
   }
   const int64_t d = config.width, hidden = config.mlp_ratio * config.width;
   const double weight = 0.02 * std::sqrt(3.0);  // uniform with standard deviation 0.02
@@ -161,12 +167,33 @@ Variable Gpt::Loss(const DistTensor& tokens, const DistTensor& labels, Communica
   // Parameter indices follow the constructor's order.
   size_t next = 0;
   const size_t embedding = next++, positions = next++;
-  Variable x = Call("lookup_table_v2", {Variable(tokens), Param(embedding, comm)}, comm);
+  // Zigzag ring attention: the model runs on the sequence in zigzag order (tokens, labels
+  // and positions permuted alike); everything but attention is position-wise.
+  DistTensor ordered_tokens = tokens, ordered_labels = labels;
+  std::optional<Variable> order;
+  if (config_.attention == AttentionKind::kRingZigzag && layout.sp()) {
+    const int64_t n = layout.mesh().axis_size(*layout.sp());
+    if (s % (2 * n) != 0) {
+      ThrowInvalid("tokens", "zigzag ring attention needs a sequence that is a multiple of 2 x " +
+                                 std::to_string(n) + " (sp), got " + std::to_string(s));
+    }
+    order = Variable(DistTensor::ShardTensor(kernels::Tensor::FromVector({s}, ZigzagOrder(s, n)),
+                                             layout.mesh(), DistAttr::Replicated(1), comm.rank()));
+    const Attrs along_sequence = MakeAttrs({{"axis", int64_t{1}}});
+    auto permute = [&](const DistTensor& ids) {
+      return runtime::Dispatch("index_select", {ids, order->value()}, along_sequence, comm)[0]
+          .Reshard(ids.dist_attr(), comm);
+    };
+    ordered_tokens = permute(tokens);
+    ordered_labels = permute(labels);
+  }
+  Variable x = Call("lookup_table_v2", {Variable(ordered_tokens), Param(embedding, comm)}, comm);
   Variable pos = Param(positions, comm);
   if (s < config_.sequence) {
     pos = Call("slice", {pos}, comm,
                MakeAttrs({{"axes", Ints{0}}, {"starts", Ints{0}}, {"ends", Ints{s}}}));
   }
+  if (order) pos = Call("index_select", {pos, *order}, comm, MakeAttrs({{"axis", int64_t{0}}}));
   // Reduce the vocabulary-parallel lookup onto the residual layout before adding the
   // positions (under SP a reduce-scatter, not an all-reduce then a slice).
   x = Dropout(Call("add", {Redistribute(x, layout.Residual(), comm), pos}, comm), stream, site++, comm);
@@ -206,10 +233,11 @@ Variable Gpt::Loss(const DistTensor& tokens, const DistTensor& labels, Communica
       auto split = [&](size_t w, size_t bias) {
         return Call("reshape", {Linear(a_in, w, bias, comm)}, comm, heads_shape);
       };
-      const SequenceAttentionOptions options{config_.attention == AttentionKind::kUlysses
-                                                 ? SequenceStrategy::kUlysses
-                                                 : SequenceStrategy::kRing,
-                                             *layout.sp(), /*causal=*/true, 0};
+      const SequenceStrategy strategy =
+          config_.attention == AttentionKind::kUlysses ? SequenceStrategy::kUlysses
+          : config_.attention == AttentionKind::kRing  ? SequenceStrategy::kRing
+                                                       : SequenceStrategy::kRingZigzag;
+      const SequenceAttentionOptions options{strategy, *layout.sp(), /*causal=*/true, 0};
       const Variable context = Call(
           "reshape", {SequenceAttention(split(wq, bq), split(wk, bk), split(wv, bv), options, comm)},
           comm, merged_shape);  // [B, S, D]
@@ -241,7 +269,7 @@ Variable Gpt::Loss(const DistTensor& tokens, const DistTensor& labels, Communica
   const Variable logits = Call("matmul", {final_in, Param(head, comm)}, comm);  // [B, S, V]
   // Labels need no gradient: the reshape is not recorded.
   const Variable labels_3d =
-      Call("reshape", {Variable(labels)}, comm, MakeAttrs({{"shape", Ints{b, s, 1}}}));
+      Call("reshape", {Variable(ordered_labels)}, comm, MakeAttrs({{"shape", Ints{b, s, 1}}}));
   const Variable token_losses =
       Apply("cross_entropy_with_softmax", {logits, labels_3d}, {}, comm)[1];  // [B, S, 1]
   return Call("mean_all", {token_losses}, comm);

@@ -34,11 +34,14 @@
 namespace spmd::train {
 
 // How a block's attention is computed. kDefault: from registered ops (matmul, softmax),
-// sharded by the rules like every other op. kUlysses / kRing: SequenceAttention
-// (train/sequence_attention.h) over the layout's "sp" axis, the strategy's own
-// communication (all-to-alls / a ring of k/v blocks); on a layout without an sp axis
-// they compute the default.
-enum class AttentionKind { kDefault, kUlysses, kRing };
+// sharded by the rules like every other op. kUlysses / kRing / kRingZigzag:
+// SequenceAttention (train/sequence_attention.h) over the layout's "sp" axis, the
+// strategy's own communication (all-to-alls / a ring of k/v blocks); on a layout without
+// an sp axis they compute the default. kRingZigzag runs the model on the sequence in
+// zigzag order (Loss permutes the tokens, the labels and the positions it adds; the mean
+// loss does not depend on the order): the sequence must be a multiple of 2 x sp, and
+// dropout is refused (its masks follow element indices, which the order changes).
+enum class AttentionKind { kDefault, kUlysses, kRing, kRingZigzag };
 
 struct GptConfig {
   int64_t layers = 2;
@@ -65,12 +68,13 @@ class Gpt {
  public:
   // Builds the parameters on every rank of the layout's mesh. Throws InvalidArgument
   // naming the config field ("config.width" ...) for a non-positive size, a width not a
-  // multiple of heads, a dropout outside [0, 1) ("config.dropout"), or a dtype that is not
-  // float32/float64.
+  // multiple of heads, a dropout outside [0, 1) ("config.dropout"; also any dropout with
+  // kRingZigzag on an sp layout), or a dtype that is not float32/float64.
   Gpt(const GptConfig& config, Layout layout, runtime::Communicator& comm);
 
   // The mean cross-entropy of next-token prediction: `tokens` and `labels` are int64
-  // [B, S'] with S' <= S, laid out as layout().Tokens(2). A recorded forward: call
+  // [B, S'] with S' <= S, laid out as layout().Tokens(2) (kRingZigzag on an sp layout:
+  // S' a multiple of 2 x sp, InvalidArgument "tokens" otherwise). A recorded forward: call
   // Backward on the result. `step` and `micro_batch` only choose the dropout masks.
   Variable Loss(const runtime::DistTensor& tokens, const runtime::DistTensor& labels,
                 runtime::Communicator& comm, int64_t step = 0, int64_t micro_batch = 0);

@@ -250,6 +250,7 @@ struct History {
 };
 
 History Train(const GptConfig& config, const std::string& mesh_text, int steps) {
+  const BatchSpec batch{3, config.sequence, 2};
   const Mesh mesh = ParseNamedMesh(mesh_text);
   History h;
   std::mutex mutex;
@@ -257,7 +258,7 @@ History Train(const GptConfig& config, const std::string& mesh_text, int steps) 
     Trainer trainer(config, Layout(mesh, Strategy{}), TrainOptions{}, comm);
     std::vector<double> losses;
     for (int s = 0; s < steps; ++s)
-      losses.push_back(trainer.Step(BatchSpec{3, 7, 2}, s, comm).loss);
+      losses.push_back(trainer.Step(batch, s, comm).loss);
     std::vector<std::vector<double>> params = trainer.GatherParams(comm);
     std::lock_guard<std::mutex> lock(mutex);
     if (comm.rank() == 0) h = {losses, params};
@@ -305,6 +306,33 @@ TEST(SequenceAttentionTest, GptWithSequenceAttentionTrainsLikeOneDevice) {
       EXPECT_EQ(CompareHistories(Train(config, mesh, 3), single, 1e-9), "");
     }
   }
+  // Zigzag: the model runs on the sequence in zigzag order (8 tokens: 4 chunks of 2 over
+  // sp=2), the loss and the parameters as on one device in natural order.
+  config.sequence = 8;
+  config.attention = AttentionKind::kDefault;
+  const History natural = Train(config, "dp=1", 3);
+  config.attention = AttentionKind::kRingZigzag;
+  for (const char* mesh : {"sp=2", "dp=2,sp=2", "tp=2,sp=2"}) {
+    SCOPED_TRACE(std::string(mesh) + " zigzag");
+    EXPECT_EQ(CompareHistories(Train(config, mesh, 3), natural, 1e-9), "");
+  }
+}
+
+TEST(SequenceAttentionTest, ZigzagGptRefusesWhatItCannotOrder) {
+  runtime::RunRanks(2, [&](Communicator& comm) {
+    GptConfig config;
+    config.width = 8;
+    config.heads = 2;
+    config.sequence = 6;
+    config.attention = AttentionKind::kRingZigzag;
+    const Layout layout(ParseNamedMesh("sp=2"), Strategy{});
+    Gpt model(config, layout, comm);
+    const kernels::Tensor ids({1, 6}, DType::kInt64);
+    const DistTensor tokens = DistTensor::ShardTensor(ids, layout.mesh(), layout.Tokens(2), comm.rank());
+    EXPECT_EQ(FieldOf([&] { model.Loss(tokens, tokens, comm); }), "tokens");  // 6: not 4k
+    config.dropout = 0.1;
+    EXPECT_EQ(FieldOf([&] { Gpt(config, layout, comm); }), "config.dropout");
+  });
 }
 
 }  // namespace
