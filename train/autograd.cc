@@ -22,7 +22,9 @@ using runtime::DistTensor;
 
 // One recorded call: what its backward needs.
 struct GradFn {
-  const OpDecl* op = nullptr;                          // nullptr: Redistribute (identity)
+  const OpDecl* op = nullptr;  // nullptr: Redistribute (identity) or ApplyFunction
+  std::string name;            // ApplyFunction: its name
+  BackwardFunction custom;     // ApplyFunction: its backward
   Attrs attrs;                                         // normalised by the declaration
   std::vector<std::shared_ptr<Node>> inputs;           // the input variables
   // Their values when the call ran (a later SetValue on a leaf does not change them).
@@ -204,6 +206,41 @@ Variable Redistribute(const Variable& x, const DistAttr& to, Communicator& comm)
   return Variable(std::move(node));
 }
 
+std::vector<Variable> ApplyFunction(std::string name, const std::vector<Variable>& inputs,
+                                    std::vector<DistTensor> outputs, BackwardFunction backward) {
+  if (!backward) ThrowInvalid("backward", name + ": an empty backward function");
+  bool any_requires_grad = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Node& node = Checked(inputs[i].node_, ("inputs[" + std::to_string(i) + "]").c_str());
+    any_requires_grad = any_requires_grad || node.requires_grad;
+  }
+  std::shared_ptr<GradFn> fn;
+  if (grad_enabled && any_requires_grad) {
+    fn = std::make_shared<GradFn>();
+    fn->name = std::move(name);
+    fn->custom = std::move(backward);
+    for (const Variable& input : inputs) {
+      fn->inputs.push_back(input.node_);
+      fn->input_values.push_back(input.node_->value);
+    }
+    fn->sequence = next_sequence.fetch_add(1);
+  }
+  std::vector<Variable> result;
+  result.reserve(outputs.size());
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    auto node = std::make_shared<Node>();
+    node->value = std::make_shared<const DistTensor>(std::move(outputs[o]));
+    if (fn && IsFloating(node->value->dtype())) {
+      node->requires_grad = true;
+      node->grad_fn = fn;
+      node->output_index = o;
+    }
+    if (fn) fn->outputs.push_back(node->value);
+    result.push_back(Variable(std::move(node)));
+  }
+  return result;
+}
+
 // ---- Backward -----------------------------------------------------------------------------
 
 namespace {
@@ -213,6 +250,38 @@ namespace {
 template <typename Deliver>
 void RunVjp(GradFn& fn, std::vector<std::optional<DistTensor>>& cotangents, Communicator& comm,
             Deliver deliver) {
+  if (fn.custom) {
+    // ApplyFunction: the cotangents laid out as the outputs, zeros where none arrived.
+    std::vector<DistTensor> given;
+    for (size_t o = 0; o < cotangents.size(); ++o) {
+      const DistTensor& out = *fn.outputs[o];
+      if (!cotangents[o]) {
+        given.push_back(Constant(out.shape(), out.dtype(), out.mesh(), out.dist_attr(),
+                                 out.process_id(), 0.0));
+      } else if (!(cotangents[o]->dist_attr() == out.dist_attr())) {
+        given.push_back(cotangents[o]->Reshard(out.dist_attr(), comm));
+      } else {
+        given.push_back(std::move(*cotangents[o]));
+      }
+    }
+    std::vector<std::optional<DistTensor>> grads = fn.custom(given, comm);
+    const std::string where = "backward of " + fn.name;
+    if (grads.size() != fn.inputs.size()) {
+      ThrowInvalid("backward", where + ": " + std::to_string(grads.size()) + " gradients for " +
+                                   std::to_string(fn.inputs.size()) + " inputs");
+    }
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (!grads[i] || !fn.inputs[i]->requires_grad) continue;
+      const DistTensor& input = *fn.input_values[i];
+      if (grads[i]->shape() != input.shape() || grads[i]->dtype() != input.dtype() ||
+          !(grads[i]->mesh() == input.mesh())) {
+        ThrowInvalid("backward", where + ": gradient " + std::to_string(i) +
+                                     " does not match its input's shape, dtype and mesh");
+      }
+      deliver(i, std::move(*grads[i]));
+    }
+    return;
+  }
   if (fn.op == nullptr) {
     // Redistribute: the identity on values; the cotangent goes back to the layout the
     // input had (the transpose of the forward's collective: an all-gather's is a
@@ -349,7 +418,7 @@ void Backward(const Variable& loss, const DistTensor& cotangent, Communicator& c
     stack.pop_back();
     if (fn->released) {
       ThrowInvalid("loss", "Backward already ran through this graph (" +
-                               (fn->op ? fn->op->name : std::string("redistribute")) +
+                               (fn->op ? fn->op->name : fn->custom ? fn->name : std::string("redistribute")) +
                                "); record the forward again");
     }
     for (const auto& input : fn->inputs) {

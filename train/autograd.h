@@ -34,8 +34,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -51,6 +53,13 @@ namespace spmd::train {
 using Shape = std::vector<int64_t>;
 
 struct Node;
+
+// The backward of a step recorded by ApplyFunction: given one cotangent per output, laid
+// out exactly as that output (zeros where no gradient reached it), returns one entry per
+// input: its gradient (any layout on the input's mesh with the input's shape and dtype),
+// or nothing where the input gets none.
+using BackwardFunction = std::function<std::vector<std::optional<runtime::DistTensor>>(
+    const std::vector<runtime::DistTensor>& cotangents, runtime::Communicator& comm)>;
 
 class Variable {
  public:
@@ -95,6 +104,9 @@ class Variable {
   friend void Backward(const Variable&, runtime::Communicator&);
   friend void Backward(const Variable&, const runtime::DistTensor&, runtime::Communicator&);
   friend Variable Redistribute(const Variable&, const DistAttr&, runtime::Communicator&);
+  friend std::vector<Variable> ApplyFunction(std::string, const std::vector<Variable>&,
+                                             std::vector<runtime::DistTensor>,
+                                             BackwardFunction);
   friend runtime::DistTensor Gradient(const Variable&, const DistAttr&, runtime::Communicator&);
   explicit Variable(std::shared_ptr<Node> node) : node_(std::move(node)) {}
   std::shared_ptr<Node> node_;
@@ -118,6 +130,21 @@ Variable Apply1(std::string_view op, const std::vector<Variable>& inputs, const 
 // This is how a layout asks for a specific collective in the forward, e.g. a ZeRO-3
 // parameter all-gathered before use: the rules alone might shard the contraction instead.
 Variable Redistribute(const Variable& x, const DistAttr& to, runtime::Communicator& comm);
+
+// A recorded step whose forward the caller has already computed and whose backward is a
+// given function: for a computation that is not one registered op, such as a parallel
+// strategy's own communication pattern (ring attention, train/sequence_attention.h).
+// `outputs` are the values computed from the inputs' values; each becomes a Variable that
+// requires grad when gradients are enabled and some input requires grad, and then
+// Backward calls `backward` (collectively, as for any recorded call: every rank of the
+// mesh runs it) with the cotangents resharded to the outputs' own layouts. `name` appears
+// in error messages. Throws InvalidArgument ("inputs[i]") for an empty variable,
+// ("backward") for an empty function, and, during Backward, ("backward") when the function
+// returns a count other than the number of inputs or a gradient whose shape or dtype is
+// not its input's.
+std::vector<Variable> ApplyFunction(std::string name, const std::vector<Variable>& inputs,
+                                    std::vector<runtime::DistTensor> outputs,
+                                    BackwardFunction backward);
 
 // Computes the gradient of `loss` (cotangent: ones) with respect to every leaf that
 // requires grad and is reachable from it, adding it to the leaf's grad(). Frees the

@@ -1,11 +1,14 @@
 #include "train/gpt.h"
 
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "rules/counter_rng.h"
 #include "rules/error.h"
 #include "rules/notation.h"
+#include "runtime/dispatch.h"
+#include "train/sequence_attention.h"
 
 namespace spmd::train {
 
@@ -66,6 +69,10 @@ Gpt::Gpt(const GptConfig& config, Layout layout, Communicator& comm, GptPart par
     ThrowInvalid("part", "layers [" + std::to_string(part_.first_layer) + ", " +
                              std::to_string(part_.end_layer) + ") are not within [0, " +
                              std::to_string(config.layers) + "]");
+  }
+  if (config.attention == AttentionKind::kRingZigzag && layout_.sp() && config.dropout != 0) {
+    ThrowInvalid("config.dropout", "zigzag ring attention reorders the sequence, and dropout "
+                                   "masks follow element indices: no dropout with it");
   }
   const int64_t d = config.width, hidden = config.mlp_ratio * config.width;
   const double weight = 0.02 * std::sqrt(3.0);  // uniform with standard deviation 0.02
@@ -160,6 +167,23 @@ uint64_t Gpt::DropoutStream(int64_t step, int64_t micro_batch) const {
                     static_cast<uint64_t>(micro_batch));
 }
 
+std::optional<Variable> Gpt::SequenceOrder(int64_t s, Communicator& comm) const {
+  if (config_.attention != AttentionKind::kRingZigzag || !layout_.sp()) return std::nullopt;
+  const int64_t n = layout_.mesh().axis_size(*layout_.sp());
+  if (s % (2 * n) != 0) {
+    ThrowInvalid("tokens", "zigzag ring attention needs a sequence that is a multiple of 2 x " +
+                               std::to_string(n) + " (sp), got " + std::to_string(s));
+  }
+  return Variable(DistTensor::ShardTensor(kernels::Tensor::FromVector({s}, ZigzagOrder(s, n)),
+                                          layout_.mesh(), DistAttr::Replicated(1), comm.rank()));
+}
+
+DistTensor Gpt::Permute(const DistTensor& ids, const Variable& order, Communicator& comm) {
+  const Attrs along_sequence = MakeAttrs({{"axis", int64_t{1}}});
+  return runtime::Dispatch("index_select", {ids, order.value()}, along_sequence, comm)[0]
+      .Reshard(ids.dist_attr(), comm);
+}
+
 Variable Gpt::Loss(const DistTensor& tokens, const DistTensor& labels, Communicator& comm,
                    int64_t step, int64_t micro_batch) {
   const Variable x = Embed(tokens, comm, step, micro_batch);  // checks the tokens first
@@ -175,12 +199,17 @@ Variable Gpt::Embed(const DistTensor& tokens, Communicator& comm, int64_t step, 
   }
   const int64_t s = shape[1];
   // Dropout site 0 is the embedding's; block l's are 1 + 2 l and 2 + 2 l.
-  Variable x = Call("lookup_table_v2", {Variable(tokens), Param(embedding_, comm)}, comm);
+  // Zigzag ring attention: the model runs on the sequence in zigzag order (tokens, labels
+  // and positions permuted alike); everything but attention is position-wise.
+  const std::optional<Variable> order = SequenceOrder(s, comm);
+  Variable x = Call("lookup_table_v2", {Variable(order ? Permute(tokens, *order, comm) : tokens),
+                                        Param(embedding_, comm)}, comm);
   Variable pos = Param(positions_, comm);
   if (s < config_.sequence) {
     pos = Call("slice", {pos}, comm,
                MakeAttrs({{"axes", Ints{0}}, {"starts", Ints{0}}, {"ends", Ints{s}}}));
   }
+  if (order) pos = Call("index_select", {pos, *order}, comm, MakeAttrs({{"axis", int64_t{0}}}));
   // Reduce the vocabulary-parallel lookup onto the residual layout before adding the
   // positions (under SP a reduce-scatter, not an all-reduce then a slice).
   return Dropout(Call("add", {Redistribute(x, layout_.Residual(), comm), pos}, comm),
@@ -217,14 +246,30 @@ Variable Gpt::Blocks(const Variable& input, Communicator& comm, int64_t step, in
       return Call("transpose", {Call("reshape", {Linear(a_in, w, bias, comm)}, comm, heads_shape)},
                   comm, to_heads);  // [B, H, S, Dh]
     };
-    const Variable q = heads(p.wq, p.bq), k = heads(p.wk, p.bk), v = heads(p.wv, p.bv);
-    Variable scores = Call("matmul", {q, k}, comm, MakeAttrs({{"trans_y", true}}));
-    scores = Call("scale", {scores}, comm, MakeAttrs({{"scale", 1.0 / std::sqrt(static_cast<double>(dh))}}));
-    const Variable probs = Call("softmax", {Call("add", {scores, mask}, comm)}, comm);
-    const Variable context = Call(
-        "reshape", {Call("transpose", {Call("matmul", {probs, v}, comm)}, comm, to_heads)}, comm,
-        merged_shape);  // [B, S, D]
-    x = Call("add", {x, Dropout(RowLinear(context, p.wo, p.bo, comm), stream, site++, comm)}, comm);
+    if (config_.attention != AttentionKind::kDefault && layout.sp()) {
+      // The sequence strategies work on [B, S, H, Dh] with S sharded over sp.
+      auto split = [&](size_t w, size_t bias) {
+        return Call("reshape", {Linear(a_in, w, bias, comm)}, comm, heads_shape);
+      };
+      const SequenceStrategy strategy =
+          config_.attention == AttentionKind::kUlysses ? SequenceStrategy::kUlysses
+          : config_.attention == AttentionKind::kRing  ? SequenceStrategy::kRing
+                                                       : SequenceStrategy::kRingZigzag;
+      const SequenceAttentionOptions options{strategy, *layout.sp(), /*causal=*/true, 0};
+      const Variable context = Call(
+          "reshape", {SequenceAttention(split(p.wq, p.bq), split(p.wk, p.bk), split(p.wv, p.bv), options, comm)},
+          comm, merged_shape);  // [B, S, D]
+      x = Call("add", {x, Dropout(RowLinear(context, p.wo, p.bo, comm), stream, site++, comm)}, comm);
+    } else {
+      const Variable q = heads(p.wq, p.bq), k = heads(p.wk, p.bk), v = heads(p.wv, p.bv);
+      Variable scores = Call("matmul", {q, k}, comm, MakeAttrs({{"trans_y", true}}));
+      scores = Call("scale", {scores}, comm, MakeAttrs({{"scale", 1.0 / std::sqrt(static_cast<double>(dh))}}));
+      const Variable probs = Call("softmax", {Call("add", {scores, mask}, comm)}, comm);
+      const Variable context = Call(
+          "reshape", {Call("transpose", {Call("matmul", {probs, v}, comm)}, comm, to_heads)}, comm,
+          merged_shape);  // [B, S, D]
+      x = Call("add", {x, Dropout(RowLinear(context, p.wo, p.bo, comm), stream, site++, comm)}, comm);
+    }
 
     // MLP.
     const Variable m_in = Redistribute(Norm(x, p.ln2_scale, p.ln2_bias, comm), layout.BlockInput(), comm);
@@ -250,8 +295,10 @@ Variable Gpt::Head(const Variable& x, const DistTensor& labels, Communicator& co
       Redistribute(Norm(x, lnf_scale_, lnf_bias_, comm), layout_.BlockInput(), comm);
   const Variable logits = Call("matmul", {final_in, Param(head_, comm)}, comm);  // [B, S, V]
   // Labels need no gradient: the reshape is not recorded.
+  const std::optional<Variable> order = SequenceOrder(s, comm);
   const Variable labels_3d =
-      Call("reshape", {Variable(labels)}, comm, MakeAttrs({{"shape", Ints{b, s, 1}}}));
+      Call("reshape", {Variable(order ? Permute(labels, *order, comm) : labels)}, comm,
+           MakeAttrs({{"shape", Ints{b, s, 1}}}));
   const Variable token_losses =
       Apply("cross_entropy_with_softmax", {logits, labels_3d}, {}, comm)[1];  // [B, S, 1]
   return Call("mean_all", {token_losses}, comm);

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,16 @@
 #include "train/layout.h"
 
 namespace spmd::train {
+
+// How a block's attention is computed. kDefault: from registered ops (matmul, softmax),
+// sharded by the rules like every other op. kUlysses / kRing / kRingZigzag:
+// SequenceAttention (train/sequence_attention.h) over the layout's "sp" axis, the
+// strategy's own communication (all-to-alls / a ring of k/v blocks); on a layout without
+// an sp axis they compute the default. kRingZigzag runs the model on the sequence in
+// zigzag order (Loss permutes the tokens, the labels and the positions it adds; the mean
+// loss does not depend on the order): the sequence must be a multiple of 2 x sp, and
+// dropout is refused (its masks follow element indices, which the order changes).
+enum class AttentionKind { kDefault, kUlysses, kRing, kRingZigzag };
 
 struct GptConfig {
   int64_t layers = 2;
@@ -45,6 +56,7 @@ struct GptConfig {
   uint64_t seed = 1;
   double dropout = 0;     // the residual dropout probability, in [0, 1); 0: no dropout op
   DType dtype = DType::kFloat64;  // float64 or float32
+  AttentionKind attention = AttentionKind::kDefault;
 };
 
 // The part of the model a Gpt holds: blocks [first_layer, end_layer) (end_layer -1: to
@@ -68,14 +80,15 @@ class Gpt {
  public:
   // Builds the parameters on every rank of the layout's mesh. Throws InvalidArgument
   // naming the config field ("config.width" ...) for a non-positive size, a width not a
-  // multiple of heads, a dropout outside [0, 1) ("config.dropout"), or a dtype that is not
-  // float32/float64.
+  // multiple of heads, a dropout outside [0, 1) ("config.dropout"; also any dropout with
+  // kRingZigzag on an sp layout), or a dtype that is not float32/float64.
   // With a part, only its parameters (InvalidArgument "part" for a layer range outside
   // [0, layers]).
   Gpt(const GptConfig& config, Layout layout, runtime::Communicator& comm, GptPart part = {});
 
   // The mean cross-entropy of next-token prediction: `tokens` and `labels` are int64
-  // [B, S'] with S' <= S, laid out as layout().Tokens(2). A recorded forward: call
+  // [B, S'] with S' <= S, laid out as layout().Tokens(2) (kRingZigzag on an sp layout:
+  // S' a multiple of 2 x sp, InvalidArgument "tokens" otherwise). A recorded forward: call
   // Backward on the result. `step` and `micro_batch` only choose the dropout masks.
   Variable Loss(const runtime::DistTensor& tokens, const runtime::DistTensor& labels,
                 runtime::Communicator& comm, int64_t step = 0, int64_t micro_batch = 0);
@@ -106,6 +119,13 @@ class Gpt {
   Variable Norm(const Variable& x, size_t scale, size_t bias, runtime::Communicator& comm);
   // dropout(x) with the mask of (step, micro-batch, site); x itself when config.dropout is 0.
   Variable Dropout(const Variable& x, uint64_t stream, uint64_t site, runtime::Communicator& comm);
+
+  // Zigzag ring attention on an sp layout: the zigzag order of s positions, replicated
+  // (InvalidArgument "tokens" when 2 x sp does not divide s); nullopt otherwise.
+  std::optional<Variable> SequenceOrder(int64_t s, runtime::Communicator& comm) const;
+  // ids [B, S] with dim 1 in `order`, in ids' layout.
+  static runtime::DistTensor Permute(const runtime::DistTensor& ids, const Variable& order,
+                                     runtime::Communicator& comm);
 
   // The dropout stream of (step, micro-batch): site k draws with SplitMix64(stream + k).
   uint64_t DropoutStream(int64_t step, int64_t micro_batch) const;
