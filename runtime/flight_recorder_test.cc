@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -271,6 +273,21 @@ TEST(FlightRecorder, ReadingADirectory) {
     EXPECT_NE(std::string(e.what()).find("both hold rank 0"), std::string::npos) << e.what();
   }
   fs::remove_all(dir);
+}
+
+// SIGUSR1 dumps every live recorder that has a directory, and the process goes on.
+TEST(FlightRecorder, DumpsOnSigusr1) {
+  const std::string dir = FreshDir();
+  FlightRecorder recorder(0, 2, 4, dir);
+  CollectiveDesc d{Collective::kBarrier, DType::kFloat64, ReduceOp::kSum, -1, {0, 1}, {}, {}};
+  recorder.Started(recorder.Enqueued(d, 1, {}));
+  ASSERT_EQ(::raise(SIGUSR1), 0);
+  const std::vector<FlightDump> dumps = ReadFlightDumps(dir);
+  fs::remove_all(dir);
+  ASSERT_EQ(dumps.size(), 1u);
+  EXPECT_EQ(dumps[0].reason, "SIGUSR1");
+  ASSERT_EQ(dumps[0].calls.size(), 1u);
+  EXPECT_EQ(dumps[0].calls[0].state, FlightState::kStarted);
 }
 
 // The thread backend: rank 1 skips the second all-reduce and returns (dumping on request);
