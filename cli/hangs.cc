@@ -13,7 +13,8 @@ int Hangs(const std::vector<std::string>& args) {
                  "  DIR holds flight_rank<R>.txt, the flight records the ranks of a job wrote\n"
                  "  (SPMD_FLIGHT_DIR=DIR; on a timeout or error, on SIGUSR1 or SIGTERM).\n"
                  "  Prints the first collective some ranks entered and others did not, and any\n"
-                 "  call the ranks describe differently. Exit 0: no divergence; 1: found; 2: bad input.\n";
+                 "  call the ranks describe differently. Exit 0: no divergence; 1: found; 2: bad "
+                 "input.\n";
     return 0;
   }
   try {

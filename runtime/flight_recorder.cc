@@ -20,9 +20,12 @@ namespace spmd::runtime {
 
 std::string_view ToString(FlightState state) {
   switch (state) {
-    case FlightState::kEnqueued: return "enqueued";
-    case FlightState::kStarted: return "started";
-    case FlightState::kCompleted: return "completed";
+    case FlightState::kEnqueued:
+      return "enqueued";
+    case FlightState::kStarted:
+      return "started";
+    case FlightState::kCompleted:
+      return "completed";
   }
   return "enqueued";
 }
@@ -109,9 +112,13 @@ class StringSink {
 };
 
 template <class Sink>
-void PutText(Sink& sink, const char* s) { sink.Put(s, std::strlen(s)); }
+void PutText(Sink& sink, const char* s) {
+  sink.Put(s, std::strlen(s));
+}
 template <class Sink>
-void PutText(Sink& sink, std::string_view s) { sink.Put(s.data(), s.size()); }
+void PutText(Sink& sink, std::string_view s) {
+  sink.Put(s.data(), s.size());
+}
 template <class Sink>
 void PutUnsigned(Sink& sink, uint64_t v) {
   char digits[24];
@@ -192,9 +199,10 @@ std::string Sanitize(std::string_view text, size_t limit) {
 
 }  // namespace
 
-FlightRecorder::FlightRecorder(int64_t rank, int64_t world_size, int64_t capacity,
-                               std::string dir)
-    : rank_(rank), world_size_(world_size), capacity_(std::max<int64_t>(capacity, 0)),
+FlightRecorder::FlightRecorder(int64_t rank, int64_t world_size, int64_t capacity, std::string dir)
+    : rank_(rank),
+      world_size_(world_size),
+      capacity_(std::max<int64_t>(capacity, 0)),
       dir_(std::move(dir)) {
   if (capacity_ == 0) return;
   ring_ = std::make_unique<Entry[]>(static_cast<size_t>(capacity_));
@@ -264,7 +272,8 @@ int64_t FlightRecorder::Enqueued(const CollectiveDesc& desc, int64_t step, ByteC
   }
   e.counts_hash = HashCounts(desc.counts);
   e.nrecv = static_cast<int64_t>(desc.recv_counts.size());
-  for (int64_t i = 0; i < std::min<int64_t>(e.nrecv, kShownCounts); ++i) e.recv[i] = desc.recv_counts[i];
+  for (int64_t i = 0; i < std::min<int64_t>(e.nrecv, kShownCounts); ++i)
+    e.recv[i] = desc.recv_counts[i];
   e.recv_hash = HashCounts(desc.recv_counts);
   e.sent = bytes.sent;
   e.received = bytes.received;
@@ -431,7 +440,8 @@ std::map<std::string, std::string> Fields(std::string_view line, const std::stri
     }
     const std::string key(line.substr(i, eq - i));
     if (key.empty() || key.find(' ') != std::string::npos) {
-      Garbled(path, number, "expected key=value, got '" + std::string(line.substr(i, eq - i + 1)) + "'");
+      Garbled(path, number,
+              "expected key=value, got '" + std::string(line.substr(i, eq - i + 1)) + "'");
     }
     size_t j = eq + 1;
     std::string value;
@@ -521,8 +531,8 @@ Enum Named(const std::map<std::string, std::string>& f, const std::string& key,
 std::string DescribeCall(const FlightCall& c) {
   std::string out = ToString(c.desc);
   if (c.ncounts > kShownCounts || c.nrecv > kShownCounts) {
-    out += " (" + std::to_string(c.ncounts) + " counts, the first " +
-           std::to_string(kShownCounts) + " shown)";
+    out += " (" + std::to_string(c.ncounts) + " counts, the first " + std::to_string(kShownCounts) +
+           " shown)";
   }
   return out;
 }
@@ -562,8 +572,9 @@ FlightDump ParseFlightDump(const std::string& text, const std::string& path) {
       dump.recorded = Int(f, "recorded", path, number);
       dump.reason = Need(f, "reason", path, number);
       if (dump.world < 1 || dump.rank < 0 || dump.rank >= dump.world) {
-        Garbled(path, number, "rank " + std::to_string(dump.rank) + " is not in a world of " +
-                                  std::to_string(dump.world));
+        Garbled(path, number,
+                "rank " + std::to_string(dump.rank) + " is not in a world of " +
+                    std::to_string(dump.world));
       }
       header = true;
       continue;
@@ -574,8 +585,8 @@ FlightDump ParseFlightDump(const std::string& text, const std::string& path) {
     }
     const size_t space = line.find(' ');
     const std::string tag = line.substr(0, space);
-    const auto f = Fields(space == std::string::npos ? "" : std::string_view(line).substr(space + 1),
-                          path, number);
+    const auto f = Fields(
+        space == std::string::npos ? "" : std::string_view(line).substr(space + 1), path, number);
     if (tag == "group") {
       const int64_t id = Int(f, "id", path, number);
       if (id != static_cast<int64_t>(dump.groups.size())) {
@@ -583,17 +594,19 @@ FlightDump ParseFlightDump(const std::string& text, const std::string& path) {
       }
       Group members = List(f, "members", path, number);
       if (std::find(members.begin(), members.end(), dump.rank) == members.end()) {
-        Garbled(path, number, "group " + ToString(members) + " does not hold rank " +
-                                  std::to_string(dump.rank));
+        Garbled(path, number,
+                "group " + ToString(members) + " does not hold rank " + std::to_string(dump.rank));
       }
       for (int64_t m : members) {
-        if (m < 0 || m >= dump.world) Garbled(path, number, "member " + std::to_string(m) + " is not in the world");
+        if (m < 0 || m >= dump.world)
+          Garbled(path, number, "member " + std::to_string(m) + " is not in the world");
       }
       dump.groups.push_back(std::move(members));
       dump.group_calls.push_back(Int(f, "calls", path, number));
     } else if (tag == "p2p") {
       const int64_t peer = Int(f, "peer", path, number);
-      if (peer < 0 || peer >= dump.world) Garbled(path, number, "peer " + std::to_string(peer) + " is not in the world");
+      if (peer < 0 || peer >= dump.world)
+        Garbled(path, number, "peer " + std::to_string(peer) + " is not in the world");
       dump.sends[peer] = Int(f, "sends", path, number);
       dump.recvs[peer] = Int(f, "recvs", path, number);
     } else if (tag == "call") {
@@ -636,8 +649,8 @@ FlightDump ParseFlightDump(const std::string& text, const std::string& path) {
           c.nrecv < 0 || static_cast<int64_t>(c.desc.recv_counts.size()) != shown(c.nrecv)) {
         Garbled(path, number, "counts do not match ncounts / nrecv");
       }
-      const bool single = c.desc.kind == Collective::kAllReduce ||
-                          c.desc.kind == Collective::kBroadcast || p2p;
+      const bool single =
+          c.desc.kind == Collective::kAllReduce || c.desc.kind == Collective::kBroadcast || p2p;
       if (single && c.ncounts != 1) Garbled(path, number, "expected one count");
       if (c.seq < 1) Garbled(path, number, "seq must be at least 1");
       if (!dump.calls.empty() && c.n <= dump.calls.back().n) {
@@ -677,12 +690,12 @@ std::vector<FlightDump> ReadFlightDumps(const std::string& dir) {
     text << in.rdbuf();
     FlightDump dump = ParseFlightDump(text.str(), path);
     if (!dumps.empty() && dump.world != dumps.front().world) {
-      ThrowInvalid("dir", path + " says the world has " + std::to_string(dump.world) +
-                              " ranks, " + dumps.front().path + " says " +
-                              std::to_string(dumps.front().world));
+      ThrowInvalid("dir", path + " says the world has " + std::to_string(dump.world) + " ranks, " +
+                              dumps.front().path + " says " + std::to_string(dumps.front().world));
     }
     if (auto [it, fresh] = owner.emplace(dump.rank, path); !fresh) {
-      ThrowInvalid("dir", path + " and " + it->second + " both hold rank " + std::to_string(dump.rank));
+      ThrowInvalid("dir",
+                   path + " and " + it->second + " both hold rank " + std::to_string(dump.rank));
     }
     dumps.push_back(std::move(dump));
   }
@@ -709,6 +722,13 @@ bool SameCall(const FlightCall& a, const FlightCall& b) {
   if (k == Collective::kBroadcast && a.desc.root != b.desc.root) return false;
   if (k == Collective::kAllToAll) return a.ncounts == b.ncounts;  // counts differ by design
   return a.ncounts == b.ncounts && a.counts_hash == b.counts_hash;
+}
+
+// The lane of a call made by `rank`: its group, or for send / recv the channel {from, to}.
+std::pair<Group, bool> LaneOf(const FlightCall& c, int64_t rank) {
+  if (c.desc.kind == Collective::kSend) return {Group{rank, c.desc.root}, true};
+  if (c.desc.kind == Collective::kRecv) return {Group{c.desc.root, rank}, true};
+  return {c.desc.group, false};
 }
 
 bool SameMessage(const FlightCall& send, const FlightCall& recv) {
@@ -751,15 +771,7 @@ HangReport AnalyzeFlightDumps(const std::vector<FlightDump>& dumps) {
       lane.p2p = true;
       lane.count[d.rank] = n;
     }
-    for (const FlightCall& c : d.calls) {
-      if (c.desc.kind == Collective::kSend) {
-        lanes[{Group{d.rank, c.desc.root}, true}].calls[c.seq][d.rank] = &c;
-      } else if (c.desc.kind == Collective::kRecv) {
-        lanes[{Group{c.desc.root, d.rank}, true}].calls[c.seq][d.rank] = &c;
-      } else {
-        lanes[{c.desc.group, false}].calls[c.seq][d.rank] = &c;
-      }
-    }
+    for (const FlightCall& c : d.calls) lanes[LaneOf(c, d.rank)].calls[c.seq][d.rank] = &c;
   }
   // A member with a dump that never used the lane made 0 calls on it.
   for (auto& [key, lane] : lanes) {
@@ -833,12 +845,7 @@ HangReport AnalyzeFlightDumps(const std::vector<FlightDump>& dumps) {
     report.last_call[d.rank] = text;
     if (last.state == FlightState::kCompleted) continue;
     for (const HangDivergence& div : report.divergences) {
-      const bool same_lane =
-          div.p2p ? (last.desc.kind == Collective::kSend ? div.group == Group{d.rank, last.desc.root}
-                                                         : div.group == Group{last.desc.root, d.rank}) &&
-                        (last.desc.kind == Collective::kSend || last.desc.kind == Collective::kRecv)
-                  : div.group == last.desc.group && last.desc.kind != Collective::kSend &&
-                        last.desc.kind != Collective::kRecv;
+      const bool same_lane = LaneOf(last, d.rank) == std::make_pair(div.group, div.p2p);
       if (same_lane && div.seq == last.seq) waiting[d.rank] = &div;
     }
   }
@@ -846,10 +853,7 @@ HangReport AnalyzeFlightDumps(const std::vector<FlightDump>& dumps) {
     for (int64_t m : div.missing) {
       if (!waiting.count(m)) div.root = true;
     }
-    for (int64_t m : div.unknown) {  // no dump: it may be anywhere
-      (void)m;
-      div.root = true;
-    }
+    if (!div.unknown.empty()) div.root = true;  // a rank without a dump may be anywhere
   }
   report.cycle = !report.divergences.empty() &&
                  std::none_of(report.divergences.begin(), report.divergences.end(),
@@ -867,7 +871,8 @@ HangReport AnalyzeFlightDumps(const std::vector<FlightDump>& dumps) {
 std::string FormatHangReport(const HangReport& report) {
   std::ostringstream out;
   out << "dumps from ranks " << RankList(report.ranks);
-  if (!report.missing_dumps.empty()) out << "; no dump from ranks " << RankList(report.missing_dumps);
+  if (!report.missing_dumps.empty())
+    out << "; no dump from ranks " << RankList(report.missing_dumps);
   out << "\n";
   const auto describe = [&](const HangDivergence& d) {
     std::ostringstream s;
@@ -881,7 +886,8 @@ std::string FormatHangReport(const HangReport& report) {
       << "; not entered by rank" << (d.missing.size() == 1 ? " " : "s ") << RankList(d.missing);
     for (int64_t m : d.missing) {
       auto it = report.last_call.find(m);
-      if (it != report.last_call.end()) s << " (rank " << m << "'s last call: " << it->second << ")";
+      if (it != report.last_call.end())
+        s << " (rank " << m << "'s last call: " << it->second << ")";
     }
     if (!d.unknown.empty()) s << "; unknown (no dump): ranks " << RankList(d.unknown);
     return s.str();
@@ -902,7 +908,8 @@ std::string FormatHangReport(const HangReport& report) {
     for (const auto& [r, text] : m.calls) out << " rank " << r << " calls " << text << ";";
     out << "\n";
   }
-  for (const auto& [r, text] : report.last_call) out << "rank " << r << ": last call " << text << "\n";
+  for (const auto& [r, text] : report.last_call)
+    out << "rank " << r << ": last call " << text << "\n";
   return out.str();
 }
 

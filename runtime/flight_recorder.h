@@ -24,8 +24,9 @@
 // Signal safety: the dump is written from the signal handler itself, with no allocation
 // and no locks: entries are fixed-size records, group texts are formatted when a group is
 // first seen and never change, and the writer formats integers into a stack buffer and
-// calls open / write / close (async-signal-safe). A signal that lands while the
-// interrupted thread is writing an entry can show that one entry half-updated.
+// calls open / write / close (async-signal-safe). An entry is marked invalid while it is
+// rewritten, so a signal that lands then skips it; one that lands between a call's state
+// change and its timestamp can show that one entry with a stale timestamp.
 //
 // Format (text, one record per line, `key=value` fields; values with spaces quoted):
 //   spmd-flight-record 1
@@ -127,7 +128,7 @@ class FlightRecorder {
 // One call as a dump records it.
 struct FlightCall {
   int64_t n = 0, step = 0, seq = 0, group = -1;
-  CollectiveDesc desc;     // counts / recv_counts: the shown ones
+  CollectiveDesc desc;  // counts / recv_counts: the shown ones
   int64_t ncounts = 0, nrecv = 0, total = 0;
   uint64_t counts_hash = 0, recv_hash = 0;
   FlightState state = FlightState::kEnqueued;
@@ -140,10 +141,10 @@ struct FlightDump {
   std::string path;
   int64_t rank = 0, world = 0, capacity = 0, recorded = 0;
   std::string reason;
-  std::vector<Group> groups;            // by id
-  std::vector<int64_t> group_calls;     // by id
+  std::vector<Group> groups;                // by id
+  std::vector<int64_t> group_calls;         // by id
   std::map<int64_t, int64_t> sends, recvs;  // per peer
-  std::vector<FlightCall> calls;        // oldest first
+  std::vector<FlightCall> calls;            // oldest first
 };
 
 // Parses one dump; InvalidArgument naming `path:line` for anything malformed (a dump cut
@@ -154,10 +155,10 @@ FlightDump ParseFlightDump(const std::string& text, const std::string& path);
 std::vector<FlightDump> ReadFlightDumps(const std::string& dir);
 
 struct HangDivergence {
-  Group group;        // p2p: {from, to}
+  Group group;  // p2p: {from, to}
   bool p2p = false;
-  int64_t seq = 0;    // the call of that group (message of that channel) not entered by all
-  std::string call;   // its description, from a rank that entered it
+  int64_t seq = 0;   // the call of that group (message of that channel) not entered by all
+  std::string call;  // its description, from a rank that entered it
   std::vector<int64_t> entered, missing, unknown;  // unknown: members with no dump
   int64_t first_entered_us = 0;
   bool root = false;  // some missing rank is not itself waiting in a divergent call
@@ -170,10 +171,10 @@ struct HangMismatch {
 };
 
 struct HangReport {
-  std::vector<int64_t> ranks;          // with a dump
-  std::vector<int64_t> missing_dumps;  // world ranks without one
-  std::vector<HangDivergence> divergences;  // the first one first
-  std::vector<HangMismatch> mismatches;     // earliest first
+  std::vector<int64_t> ranks;                // with a dump
+  std::vector<int64_t> missing_dumps;        // world ranks without one
+  std::vector<HangDivergence> divergences;   // the first one first
+  std::vector<HangMismatch> mismatches;      // earliest first
   std::map<int64_t, std::string> last_call;  // per rank: its last call, in words
   bool cycle = false;  // no divergence is a root: every missing rank waits in another
 };

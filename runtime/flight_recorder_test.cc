@@ -9,7 +9,6 @@
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
-
 #include <signal.h>
 
 #include <algorithm>
@@ -31,8 +30,9 @@ namespace fs = std::filesystem;
 // A fresh empty directory under the system's temporary directory.
 std::string FreshDir() {
   static int counter = 0;
-  const fs::path dir = fs::temp_directory_path() /
-                       ("spmd_flight_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  const fs::path dir =
+      fs::temp_directory_path() /
+      ("spmd_flight_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir.string();
@@ -102,7 +102,7 @@ void Simulate(int64_t world, const std::vector<ProgramCall>& program, int64_t ca
   for (int64_t r = 0; r < world; ++r) {
     recorders.push_back(std::make_unique<FlightRecorder>(r, world, capacity, dir));
   }
-  std::vector<size_t> next(world, 0);       // the program index of each rank's next call
+  std::vector<size_t> next(world, 0);  // the program index of each rank's next call
   std::vector<int64_t> steps(world, 0);
   std::vector<bool> blocked(world, false);
   // Each rank's next call is the first program call at or after next[r] with it as a member.
@@ -298,19 +298,20 @@ TEST(FlightRecorder, ThreadBackendDumpsOnFailure) {
   options.timeout_s = 5;
   options.flight_dir = dir;
   const Group world{0, 1, 2};
-  EXPECT_THROW(RunRanks(3,
-                        [&](Communicator& comm) {
-                          std::vector<double> x(4, 1.0);
-                          comm.SetPhase("step 1");
-                          comm.AllReduce(x.data(), x.data(), 4, DType::kFloat64, ReduceOp::kSum, world);
-                          comm.SetPhase("step 2");
-                          if (comm.rank() == 1) {
-                            comm.DumpFlightRecord();
-                            return;
-                          }
-                          comm.AllReduce(x.data(), x.data(), 4, DType::kFloat64, ReduceOp::kSum, world);
-                        },
-                        options),
+  EXPECT_THROW(RunRanks(
+                   3,
+                   [&](Communicator& comm) {
+                     std::vector<double> x(4, 1.0);
+                     comm.SetPhase("step 1");
+                     comm.AllReduce(x.data(), x.data(), 4, DType::kFloat64, ReduceOp::kSum, world);
+                     comm.SetPhase("step 2");
+                     if (comm.rank() == 1) {
+                       comm.DumpFlightRecord();
+                       return;
+                     }
+                     comm.AllReduce(x.data(), x.data(), 4, DType::kFloat64, ReduceOp::kSum, world);
+                   },
+                   options),
                CommError);
   const HangReport report = AnalyzeFlightDumps(ReadFlightDumps(dir));
   fs::remove_all(dir);

@@ -29,9 +29,12 @@ namespace spmd::runtime {
 
 std::string_view ToString(LaunchEnv::Source source) {
   switch (source) {
-    case LaunchEnv::Source::kMpirun: return "mpirun";
-    case LaunchEnv::Source::kRendezvous: return "rendezvous";
-    case LaunchEnv::Source::kSingle: return "single";
+    case LaunchEnv::Source::kMpirun:
+      return "mpirun";
+    case LaunchEnv::Source::kRendezvous:
+      return "rendezvous";
+    case LaunchEnv::Source::kSingle:
+      return "single";
   }
   return "single";
 }
@@ -122,7 +125,8 @@ class Watchdog {
   Watchdog(double timeout_s, std::function<std::string()> describe)
       : thread_([this, timeout_s, describe = std::move(describe)] {
           std::unique_lock<std::mutex> lock(mu_);
-          if (!cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [this] { return done_; })) {
+          if (!cv_.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                            [this] { return done_; })) {
             std::fprintf(stderr, "spmd: %s\n", describe().c_str());
             std::fflush(stderr);
             if (const pid_t server = g_server.load(); server > 0) ::kill(server, SIGTERM);
@@ -175,14 +179,18 @@ pid_t PrepareRendezvous(const LaunchEnv& env) {
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    if (const int e = ::posix_spawnp(&server, "ompi-server", nullptr, nullptr, argv.data(), environ); e != 0) {
+    if (const int e =
+            ::posix_spawnp(&server, "ompi-server", nullptr, nullptr, argv.data(), environ);
+        e != 0) {
       ThrowInvalid("SPMD_RENDEZVOUS", std::string("cannot start ompi-server: ") + std::strerror(e));
     }
     g_server = server;
-    WaitFor([&] {
-      const std::string text = ReadAll(files.uri);
-      return !text.empty() && text.back() == '\n';
-    }, env.rendezvous_timeout_s, "ompi-server's address (" + files.uri + ")");
+    WaitFor(
+        [&] {
+          const std::string text = ReadAll(files.uri);
+          return !text.empty() && text.back() == '\n';
+        },
+        env.rendezvous_timeout_s, "ompi-server's address (" + files.uri + ")");
   } else {
     // The port file is written after the server's address is complete.
     WaitFor([&] { return Exists(files.port); }, env.rendezvous_timeout_s,
@@ -227,8 +235,9 @@ MPI_Comm Rendezvous(const LaunchEnv& env) {
     } else {
       // The watchdog ends the wait (its deadline comes first).
       set_stage("waiting for rank " + std::to_string(env.rank - 1) + " to join");
-      WaitFor([&] { return Exists(files.joined(env.rank - 1)); }, env.rendezvous_timeout_s + 5,
-              "rank " + std::to_string(env.rank - 1) + "'s turn (" + files.joined(env.rank - 1) + ")");
+      WaitFor(
+          [&] { return Exists(files.joined(env.rank - 1)); }, env.rendezvous_timeout_s + 5,
+          "rank " + std::to_string(env.rank - 1) + "'s turn (" + files.joined(env.rank - 1) + ")");
       std::string text = ReadAll(files.port);
       while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
       std::snprintf(port, sizeof port, "%s", text.c_str());
@@ -291,15 +300,18 @@ LaunchEnv ReadLaunchEnv(const std::function<const char*(const char*)>& get_env) 
     char* end = nullptr;
     const double v = std::strtod(t, &end);
     if (end == t || *end != '\0' || !(v > 0) || v > 1e6) {
-      ThrowInvalid("SPMD_RENDEZVOUS_TIMEOUT_S", std::string("expected a positive number of seconds, got '") + t + "'");
+      ThrowInvalid("SPMD_RENDEZVOUS_TIMEOUT_S",
+                   std::string("expected a positive number of seconds, got '") + t + "'");
     }
     env.rendezvous_timeout_s = v;
   }
   if (ompi_rank.has_value() != ompi_size.has_value()) {
-    ThrowInvalid(ompi_rank ? "OMPI_COMM_WORLD_SIZE" : "OMPI_COMM_WORLD_RANK", "set without its partner");
+    ThrowInvalid(ompi_rank ? "OMPI_COMM_WORLD_SIZE" : "OMPI_COMM_WORLD_RANK",
+                 "set without its partner");
   }
   if (rank.has_value() != size.has_value()) {
-    ThrowInvalid(rank ? "SPMD_WORLD_SIZE" : "SPMD_RANK", "set without its partner (SPMD_RANK and SPMD_WORLD_SIZE go together)");
+    ThrowInvalid(rank ? "SPMD_WORLD_SIZE" : "SPMD_RANK",
+                 "set without its partner (SPMD_RANK and SPMD_WORLD_SIZE go together)");
   }
   if (ompi_rank) {
     if (*ompi_rank >= *ompi_size) {
@@ -319,15 +331,17 @@ LaunchEnv ReadLaunchEnv(const std::function<const char*(const char*)>& get_env) 
   }
   if (!rank) return env;  // one process
   if (*rank >= *size) {
-    ThrowInvalid("SPMD_RANK", std::to_string(*rank) + " is not below SPMD_WORLD_SIZE " + std::to_string(*size));
+    ThrowInvalid("SPMD_RANK",
+                 std::to_string(*rank) + " is not below SPMD_WORLD_SIZE " + std::to_string(*size));
   }
   env.rank = *rank;
   env.world_size = *size;
   const char* dir = get("SPMD_RENDEZVOUS");
   if (*size > 1) {
     if (dir == nullptr || *dir == '\0') {
-      ThrowInvalid("SPMD_RENDEZVOUS", "a world of " + std::to_string(*size) +
-                                          " ranks started without mpirun needs a rendezvous directory");
+      ThrowInvalid("SPMD_RENDEZVOUS",
+                   "a world of " + std::to_string(*size) +
+                       " ranks started without mpirun needs a rendezvous directory");
     }
     env.rendezvous = dir;
     env.source = LaunchEnv::Source::kRendezvous;
@@ -370,7 +384,8 @@ Mesh AgreeOnMesh(Communicator& comm, const std::string& spec,
   comm.AllGather(mine, heads.data(), two, DType::kInt64, world);
   comm.Synchronize();
   bool same = true;
-  for (int64_t r = 0; r < n; ++r) same = same && heads[2 * r] == heads[0] && heads[2 * r + 1] == heads[1];
+  for (int64_t r = 0; r < n; ++r)
+    same = same && heads[2 * r] == heads[0] && heads[2 * r + 1] == heads[1];
   if (!same) {
     // The texts themselves, one int64 per byte, to name what each rank asked for.
     std::vector<int64_t> lengths(n), text(spec.begin(), spec.end());
@@ -402,8 +417,8 @@ Mesh AgreeOnMesh(Communicator& comm, const std::string& spec,
   }
   Mesh mesh = parse(spec);
   if (mesh.size() != n) {
-    ThrowInvalid("mesh", "'" + spec + "' has " + std::to_string(mesh.size()) + " ranks, the world has " +
-                             std::to_string(n));
+    ThrowInvalid("mesh", "'" + spec + "' has " + std::to_string(mesh.size()) +
+                             " ranks, the world has " + std::to_string(n));
   }
   return mesh;
 }
@@ -447,9 +462,9 @@ int LaunchMain(int argc, char** argv, const std::string& mesh_spec,
         code = 2;
       }
     } catch (const std::exception& e) {
-      const std::string message = comm ? FailureMessage(*comm, e.what())
-                                       : "rank " + std::to_string(env.rank) +
-                                             " failed before any collective: " + e.what();
+      const std::string message =
+          comm ? FailureMessage(*comm, e.what())
+               : "rank " + std::to_string(env.rank) + " failed before any collective: " + e.what();
       std::fprintf(stderr, "spmd: %s\n", message.c_str());
       if (comm) comm->DumpFlightRecord(message.c_str());
       std::fflush(stderr);

@@ -46,7 +46,7 @@ struct LaunchEnv {
   int64_t rank = 0;
   int64_t world_size = 1;
   int64_t local_rank = 0;
-  std::string rendezvous;        // SPMD_RENDEZVOUS
+  std::string rendezvous;  // SPMD_RENDEZVOUS
   double rendezvous_timeout_s = 60;
 };
 std::string_view ToString(LaunchEnv::Source source);  // "mpirun", "rendezvous", "single"

@@ -20,19 +20,20 @@ int main(int argc, char** argv) {
       return runtime::LaunchEnv{};  // LaunchMain reports it
     }
   }();
-  return runtime::LaunchMain(argc, argv, spec, [&](runtime::MpiCommunicator& comm, const Mesh& mesh) {
-    runtime::Group world(comm.world_size());
-    for (int64_t r = 0; r < comm.world_size(); ++r) world[r] = r;
-    double x = static_cast<double>(comm.rank());
-    comm.AllReduce(&x, &x, 1, DType::kFloat64, ReduceOp::kSum, world);
-    const runtime::Group axis = mesh.GroupOf(*mesh.CoordinateOf(comm.rank()), {0});
-    double y = static_cast<double>(comm.rank());
-    comm.AllReduce(&y, &y, 1, DType::kFloat64, ReduceOp::kSum, axis);
-    comm.Synchronize();
-    std::printf("rank %lld of %lld (%s): mesh %s: world sum %g, axis %s group %s sum %g\n",
-                static_cast<long long>(comm.rank()), static_cast<long long>(comm.world_size()),
-                std::string(runtime::ToString(env.source)).c_str(), spec.c_str(), x,
-                mesh.axis_names()[0].c_str(), runtime::ToString(axis).c_str(), y);
-    return 0;
-  });
+  return runtime::LaunchMain(
+      argc, argv, spec, [&](runtime::MpiCommunicator& comm, const Mesh& mesh) {
+        runtime::Group world(comm.world_size());
+        for (int64_t r = 0; r < comm.world_size(); ++r) world[r] = r;
+        double x = static_cast<double>(comm.rank());
+        comm.AllReduce(&x, &x, 1, DType::kFloat64, ReduceOp::kSum, world);
+        const runtime::Group axis = mesh.GroupOf(*mesh.CoordinateOf(comm.rank()), {0});
+        double y = static_cast<double>(comm.rank());
+        comm.AllReduce(&y, &y, 1, DType::kFloat64, ReduceOp::kSum, axis);
+        comm.Synchronize();
+        std::printf("rank %lld of %lld (%s): mesh %s: world sum %g, axis %s group %s sum %g\n",
+                    static_cast<long long>(comm.rank()), static_cast<long long>(comm.world_size()),
+                    std::string(runtime::ToString(env.source)).c_str(), spec.c_str(), x,
+                    mesh.axis_names()[0].c_str(), runtime::ToString(axis).c_str(), y);
+        return 0;
+      });
 }

@@ -35,31 +35,40 @@ TEST(Launch, ReadsTheLaunchersVariables) {
   const LaunchEnv none = Read({});
   EXPECT_EQ(none.source, LaunchEnv::Source::kSingle);
   EXPECT_EQ(none.world_size, 1);
-  const LaunchEnv mpi = Read({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+  const LaunchEnv mpi = Read({{"OMPI_COMM_WORLD_RANK", "3"},
+                              {"OMPI_COMM_WORLD_SIZE", "4"},
                               {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}});
   EXPECT_EQ(mpi.source, LaunchEnv::Source::kMpirun);
   EXPECT_EQ(mpi.rank, 3);
   EXPECT_EQ(mpi.world_size, 4);
   EXPECT_EQ(mpi.local_rank, 1);
-  const LaunchEnv rdv = Read({{"SPMD_RANK", "2"}, {"SPMD_WORLD_SIZE", "3"}, {"SPMD_RENDEZVOUS", "/tmp/x"},
+  const LaunchEnv rdv = Read({{"SPMD_RANK", "2"},
+                              {"SPMD_WORLD_SIZE", "3"},
+                              {"SPMD_RENDEZVOUS", "/tmp/x"},
                               {"SPMD_RENDEZVOUS_TIMEOUT_S", "5"}});
   EXPECT_EQ(rdv.source, LaunchEnv::Source::kRendezvous);
   EXPECT_EQ(rdv.rank, 2);
   EXPECT_EQ(rdv.rendezvous, "/tmp/x");
   EXPECT_EQ(rdv.rendezvous_timeout_s, 5);
-  EXPECT_EQ(Read({{"SPMD_RANK", "0"}, {"SPMD_WORLD_SIZE", "1"}}).source, LaunchEnv::Source::kSingle);
+  EXPECT_EQ(Read({{"SPMD_RANK", "0"}, {"SPMD_WORLD_SIZE", "1"}}).source,
+            LaunchEnv::Source::kSingle);
 }
 
 TEST(Launch, BadVariablesAreTypedErrorsNamingThem) {
   EXPECT_EQ(ErrorField({{"SPMD_RANK", "x"}, {"SPMD_WORLD_SIZE", "2"}}), "SPMD_RANK");
-  EXPECT_EQ(ErrorField({{"SPMD_RANK", "2"}, {"SPMD_WORLD_SIZE", "2"}, {"SPMD_RENDEZVOUS", "/d"}}), "SPMD_RANK");
+  EXPECT_EQ(ErrorField({{"SPMD_RANK", "2"}, {"SPMD_WORLD_SIZE", "2"}, {"SPMD_RENDEZVOUS", "/d"}}),
+            "SPMD_RANK");
   EXPECT_EQ(ErrorField({{"SPMD_RANK", "0"}}), "SPMD_WORLD_SIZE");
   EXPECT_EQ(ErrorField({{"SPMD_WORLD_SIZE", "0"}, {"SPMD_RANK", "0"}}), "SPMD_WORLD_SIZE");
   EXPECT_EQ(ErrorField({{"SPMD_RANK", "0"}, {"SPMD_WORLD_SIZE", "2"}}), "SPMD_RENDEZVOUS");
-  EXPECT_EQ(ErrorField({{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "4"}}), "OMPI_COMM_WORLD_RANK");
+  EXPECT_EQ(ErrorField({{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "4"}}),
+            "OMPI_COMM_WORLD_RANK");
   EXPECT_EQ(ErrorField({{"OMPI_COMM_WORLD_RANK", "1"}}), "OMPI_COMM_WORLD_SIZE");
-  EXPECT_EQ(ErrorField({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"},
-                        {"SPMD_RANK", "2"}, {"SPMD_WORLD_SIZE", "4"}}), "SPMD_RANK");
+  EXPECT_EQ(ErrorField({{"OMPI_COMM_WORLD_RANK", "1"},
+                        {"OMPI_COMM_WORLD_SIZE", "4"},
+                        {"SPMD_RANK", "2"},
+                        {"SPMD_WORLD_SIZE", "4"}}),
+            "SPMD_RANK");
   EXPECT_EQ(ErrorField({{"SPMD_RENDEZVOUS_TIMEOUT_S", "-1"}}), "SPMD_RENDEZVOUS_TIMEOUT_S");
 }
 
@@ -91,7 +100,8 @@ RC_GTEST_PROP(Launch, EveryRankNamesTheRanksThatDisagree, ()) {
   for (int64_t r = 0; r < world; ++r) (pick[r] ? on_b : on_a).push_back(r);
   if (on_a.empty() || on_b.empty()) {
     for (int64_t r = 0; r < world; ++r) RC_ASSERT(errors[r].empty());
-    RC_ASSERT(shapes[0] == (on_a.empty() ? std::vector<int64_t>{1, world} : std::vector<int64_t>{world}));
+    RC_ASSERT(shapes[0] ==
+              (on_a.empty() ? std::vector<int64_t>{1, world} : std::vector<int64_t>{world}));
     return;
   }
   auto names = [](const std::vector<int64_t>& ranks, const std::string& spec) {
@@ -117,7 +127,8 @@ TEST(Launch, AMeshOfAnotherSizeIsATypedError) {
       errors[comm.rank()] = e.what();
     }
   });
-  for (const std::string& e : errors) EXPECT_EQ(e, "mesh: 'dp=2,tp=2' has 4 ranks, the world has 3");
+  for (const std::string& e : errors)
+    EXPECT_EQ(e, "mesh: 'dp=2,tp=2' has 4 ranks, the world has 3");
 }
 
 }  // namespace

@@ -10,16 +10,19 @@ namespace spmd::train {
 
 using runtime::DistTensor;
 
-Join::Join(runtime::Communicator& comm, runtime::Group group) : comm_(comm), group_(std::move(group)) {
+Join::Join(runtime::Communicator& comm, runtime::Group group)
+    : comm_(comm), group_(std::move(group)) {
   if (std::find(group_.begin(), group_.end(), comm.rank()) == group_.end()) {
-    ThrowInvalid("group", "rank " + std::to_string(comm.rank()) + " is not in " + runtime::ToString(group_));
+    ThrowInvalid("group",
+                 "rank " + std::to_string(comm.rank()) + " is not in " + runtime::ToString(group_));
   }
 }
 
 Join::Round Join::Next(bool has_batch, double weight) {
   if (has_batch && joined_) {
     ThrowInvalid("has_batch", "rank " + std::to_string(comm_.rank()) +
-                                  " has a batch after it joined (round " + std::to_string(rounds_ + 1) + ")");
+                                  " has a batch after it joined (round " +
+                                  std::to_string(rounds_ + 1) + ")");
   }
   if (has_batch && !(weight > 0 && std::isfinite(weight))) {
     ThrowInvalid("weight", "expected a positive finite weight, got " + std::to_string(weight));
@@ -40,7 +43,8 @@ Join::Round Join::Next(bool has_batch, double weight) {
 
 void Join::AverageGradients(const std::vector<Variable>& params, const Round& round,
                             runtime::Communicator& local) {
-  if (round.active == 0) ThrowInvalid("round", "every rank has joined: there is nothing to average");
+  if (round.active == 0)
+    ThrowInvalid("round", "every rank has joined: there is nothing to average");
   // This rank's gradients in their values' layouts, flat, scaled by its weight.
   std::vector<double> flat;
   std::vector<int64_t> sizes;
@@ -79,8 +83,8 @@ void Join::AverageGradients(const std::vector<Variable>& params, const Round& ro
       }
     }
     offset += n;
-    params[k].SetGrad(DistTensor::FromLocal(std::move(t), value.shape(), value.dtype(), value.mesh(),
-                                            value.dist_attr(), value.process_id()));
+    params[k].SetGrad(DistTensor::FromLocal(std::move(t), value.shape(), value.dtype(),
+                                            value.mesh(), value.dist_attr(), value.process_id()));
   }
 }
 

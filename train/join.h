@@ -42,10 +42,10 @@ class Join {
   Join(runtime::Communicator& comm, runtime::Group group);
 
   struct Round {
-    int64_t index = 0;     // 1-based
-    int64_t active = 0;    // ranks with a batch this round (0: all have joined)
-    double weight = 0;     // their total weight
-    bool mine = false;     // this rank has a batch
+    int64_t index = 0;   // 1-based
+    int64_t active = 0;  // ranks with a batch this round (0: all have joined)
+    double weight = 0;   // their total weight
+    bool mine = false;   // this rank has a batch
     double my_weight = 0;
   };
   // Collective over the group. InvalidArgument ("has_batch") for a batch after this rank

@@ -56,9 +56,9 @@ inline void Forward(Gpt& model, const kernels::Tensor& tokens, const kernels::Te
                     int64_t step, runtime::Communicator& local) {
   const Mesh& mesh = model.layout().mesh();
   const DistAttr attr = model.layout().Tokens(2);
-  const Variable loss = model.Loss(runtime::DistTensor::ShardTensor(tokens, mesh, attr, 0),
-                                   runtime::DistTensor::ShardTensor(labels, mesh, attr, 0), local,
-                                   step);
+  const Variable loss =
+      model.Loss(runtime::DistTensor::ShardTensor(tokens, mesh, attr, 0),
+                 runtime::DistTensor::ShardTensor(labels, mesh, attr, 0), local, step);
   Backward(loss, local);
 }
 

@@ -17,20 +17,23 @@ namespace {
 
 RC_GTEST_PROP(Join, UnevenBatchesTrainLikeOneProcessOnTheirUnion, ()) {
   const int64_t world = *rc::gen::inRange<int64_t>(1, 5);
-  const auto batches = *rc::gen::container<std::vector<int64_t>>(world, rc::gen::inRange<int64_t>(0, 4));
-  const auto rows = *rc::gen::container<std::vector<int64_t>>(world, rc::gen::inRange<int64_t>(1, 4));
+  const auto batches =
+      *rc::gen::container<std::vector<int64_t>>(world, rc::gen::inRange<int64_t>(0, 4));
+  const auto rows =
+      *rc::gen::container<std::vector<int64_t>>(world, rc::gen::inRange<int64_t>(1, 4));
   runtime::Group group(world);
   for (int64_t r = 0; r < world; ++r) group[r] = r;
   std::vector<std::vector<std::vector<double>>> finals(world);
   std::vector<int64_t> rounds(world);
   runtime::CommOptions options;
   options.timeout_s = 30;
-  runtime::RunRanks(world,
-                    [&](runtime::Communicator& comm) {
-                      finals[comm.rank()] =
-                          join_check::TrainJoined(comm, group, batches, rows, &rounds[comm.rank()]);
-                    },
-                    options);
+  runtime::RunRanks(
+      world,
+      [&](runtime::Communicator& comm) {
+        finals[comm.rank()] =
+            join_check::TrainJoined(comm, group, batches, rows, &rounds[comm.rank()]);
+      },
+      options);
   const auto expected = join_check::TrainOneProcess(batches, rows);
   const int64_t steps = *std::max_element(batches.begin(), batches.end());
   for (int64_t r = 0; r < world; ++r) {
