@@ -395,8 +395,8 @@ void Communicator::SetPhase(std::string_view phase) {
   if (recorder_) recorder_->SetPhase(phase);
 }
 
-std::string Communicator::DumpFlightRecord(const char* reason) const {
-  return recorder_ ? recorder_->Dump(reason) : std::string();
+std::string Communicator::DumpFlightRecord(const char* reason, bool final) const {
+  return recorder_ ? recorder_->Dump(reason, final) : std::string();
 }
 
 void Communicator::Synchronize() {
@@ -404,7 +404,7 @@ void Communicator::Synchronize() {
   try {
     DoSynchronize();
   } catch (const CommError& e) {
-    DumpFlightRecord(e.what());
+    DumpFlightRecord(e.what(), /*final=*/true);
     throw;
   }
   if (recorder_) recorder_->CompletedPointToPoint();
@@ -454,7 +454,7 @@ void Communicator::Enqueue(Call call) {
   try {
     Run(call);
   } catch (const CommError& e) {
-    DumpFlightRecord(e.what());
+    DumpFlightRecord(e.what(), /*final=*/true);
     throw;
   }
   // Collectives complete before Run returns; send / recv complete at Synchronize.

@@ -255,7 +255,8 @@ class Communicator {
   // options().flight_dir; returns the file, or "" when none is written). The backends dump
   // it themselves on a timeout or error; null when the recorder is off.
   void SetPhase(std::string_view phase);
-  std::string DumpFlightRecord(const char* reason = "request") const;
+  // `final`: the dump of a failure, which later signal dumps do not overwrite.
+  std::string DumpFlightRecord(const char* reason = "request", bool final = false) const;
   const FlightRecorder* flight_recorder() const { return recorder_.get(); }
 
  protected:

@@ -397,8 +397,9 @@ std::string FlightRecorder::Format(const char* reason) const {
   return sink.out;
 }
 
-std::string FlightRecorder::Dump(const char* reason) const {
+std::string FlightRecorder::Dump(const char* reason, bool final) const {
   if (capacity_ == 0 || path_.empty()) return "";
+  if (final) final_dumped_.store(true);
   const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return "";
   bool ok = false;
@@ -414,7 +415,9 @@ std::string FlightRecorder::Dump(const char* reason) const {
 
 void FlightRecorder::DumpAll(const char* reason) {
   for (auto& slot : g_registry) {
-    if (const FlightRecorder* r = slot.load(); r != nullptr) r->Dump(reason);
+    if (const FlightRecorder* r = slot.load(); r != nullptr && !r->final_dumped_.load()) {
+      r->Dump(reason);
+    }
   }
 }
 

@@ -88,13 +88,15 @@ class FlightRecorder {
 
   // Writes the record to dir()/flight_rank<R>.txt; returns the path, or "" when there is
   // no directory or recording is off, or the file cannot be written. Async-signal-safe
-  // when `reason` is a string literal.
-  std::string Dump(const char* reason) const;
+  // when `reason` is a string literal. `final`: the dump of a failure (a timeout, an
+  // error), which the signal dumps do not overwrite (an aborting rank also receives the
+  // SIGTERM mpirun sends every rank).
+  std::string Dump(const char* reason, bool final = false) const;
   // The same record into a string (for tests and the request path).
   std::string Format(const char* reason) const;
 
-  // Dumps every live recorder that has a directory, with `reason` (the signal handlers use
-  // it; callable on request).
+  // Dumps every live recorder that has a directory and no final dump yet, with `reason`
+  // (the signal handlers use it; callable on request).
   static void DumpAll(const char* reason);
 
  private:
@@ -121,6 +123,7 @@ class FlightRecorder {
   std::unique_ptr<std::atomic<int64_t>[]> recvs_;
   char phase_[kPhaseSize] = {};
   int registry_slot_ = -1;
+  mutable std::atomic<bool> final_dumped_{false};
 };
 
 // ---- the analysis (`spmd hangs`) ----------------------------------------------------------

@@ -288,6 +288,13 @@ TEST(FlightRecorder, DumpsOnSigusr1) {
   EXPECT_EQ(dumps[0].reason, "SIGUSR1");
   ASSERT_EQ(dumps[0].calls.size(), 1u);
   EXPECT_EQ(dumps[0].calls[0].state, FlightState::kStarted);
+  // A failure's dump is not overwritten by a later signal's.
+  const std::string again = FreshDir();
+  FlightRecorder failed(0, 2, 4, again);
+  ASSERT_FALSE(failed.Dump("timed out", /*final=*/true).empty());
+  ASSERT_EQ(::raise(SIGUSR1), 0);
+  EXPECT_EQ(ReadFlightDumps(again).at(0).reason, "timed out");
+  fs::remove_all(again);
 }
 
 // The thread backend: rank 1 skips the second all-reduce and returns (dumping on request);

@@ -466,7 +466,7 @@ int LaunchMain(int argc, char** argv, const std::string& mesh_spec,
           comm ? FailureMessage(*comm, e.what())
                : "rank " + std::to_string(env.rank) + " failed before any collective: " + e.what();
       std::fprintf(stderr, "spmd: %s\n", message.c_str());
-      if (comm) comm->DumpFlightRecord(message.c_str());
+      if (comm) comm->DumpFlightRecord(message.c_str(), /*final=*/true);
       std::fflush(stderr);
       if (server > 0) ::kill(server, SIGTERM);
       MPI_Abort(world, 1);

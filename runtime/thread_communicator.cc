@@ -355,7 +355,7 @@ void RunRanks(int64_t size, const std::function<void(Communicator&)>& fn, CommOp
         world.Abort(e.what());  // already the world's message unless fn threw its own
       } catch (const std::exception& e) {
         const std::string message = FailureMessage(comm, e.what());
-        comm.DumpFlightRecord(message.c_str());
+        comm.DumpFlightRecord(message.c_str(), /*final=*/true);
         world.Abort(message);
       } catch (...) {
         world.Abort(FailureMessage(comm, "unknown exception"));
