@@ -260,6 +260,7 @@ int64_t FlightRecorder::Enqueued(const CollectiveDesc& desc, int64_t step, ByteC
     e.group = -1;
     std::atomic<int64_t>* per_peer = desc.kind == Collective::kSend ? sends_.get() : recvs_.get();
     e.seq = per_peer[desc.root].fetch_add(1) + 1;
+    ++open_p2p_;
   } else {
     e.group = GroupIndex(desc.group);
     e.seq = e.group >= 0 ? groups_[e.group]->calls.fetch_add(1) + 1 : 0;
@@ -304,7 +305,8 @@ void FlightRecorder::Completed(int64_t handle) {
 }
 
 void FlightRecorder::CompletedPointToPoint() {
-  if (capacity_ == 0) return;
+  if (capacity_ == 0 || open_p2p_ == 0) return;
+  open_p2p_ = 0;
   const int64_t now = NowUs();
   const int64_t last = recorded_.load();
   for (int64_t n = std::max<int64_t>(1, last - capacity_ + 1); n <= last; ++n) {

@@ -124,6 +124,7 @@ class FlightRecorder {
   char phase_[kPhaseSize] = {};
   int registry_slot_ = -1;
   mutable std::atomic<bool> final_dumped_{false};
+  int64_t open_p2p_ = 0;  // send / recv recorded since the last CompletedPointToPoint
 };
 
 // ---- the analysis (`spmd hangs`) ----------------------------------------------------------

@@ -275,6 +275,61 @@ TEST(FlightRecorder, ReadingADirectory) {
   fs::remove_all(dir);
 }
 
+// Send and recv are started when posted and completed when Synchronize returns; their
+// sequence numbers count the messages per peer.
+TEST(FlightRecorder, PointToPointCompletesAtSynchronize) {
+  std::vector<std::string> before(2), after(2);
+  RunRanks(2, [&](Communicator& comm) {
+    double x[2] = {1, 2};
+    const int64_t peer = 1 - comm.rank();
+    for (int i = 0; i < 2; ++i) {
+      if (comm.rank() == 0) comm.Send(x, 2, DType::kFloat64, peer);
+      if (comm.rank() == 1) comm.Recv(x, 2, DType::kFloat64, peer);
+    }
+    before[comm.rank()] = comm.flight_recorder()->Format("x");
+    comm.Synchronize();
+    after[comm.rank()] = comm.flight_recorder()->Format("x");
+  });
+  for (int r = 0; r < 2; ++r) {
+    const FlightDump b = ParseFlightDump(before[r], "before");
+    const FlightDump a = ParseFlightDump(after[r], "after");
+    ASSERT_EQ(b.calls.size(), 2u);
+    EXPECT_EQ(b.calls[1].seq, 2);
+    EXPECT_EQ(b.calls[0].desc.kind, r == 0 ? Collective::kSend : Collective::kRecv);
+    EXPECT_EQ(b.calls[1].state, FlightState::kStarted);
+    EXPECT_EQ(a.calls[1].state, FlightState::kCompleted);
+    EXPECT_EQ(r == 0 ? a.sends.at(1) : a.recvs.at(0), 2);
+  }
+}
+
+// A message sent and never received is a divergence of its channel.
+TEST(FlightRecorder, NamesAMessageNeverReceived) {
+  const std::string dir = FreshDir();
+  {
+    FlightRecorder sender(0, 2, 8, dir), receiver(1, 2, 8, dir);
+    const CollectiveDesc send{
+        Collective::kSend, DType::kFloat64, ReduceOp::kSum, 1, {0, 1}, {2}, {}};
+    const CollectiveDesc recv{
+        Collective::kRecv, DType::kFloat64, ReduceOp::kSum, 0, {1, 0}, {2}, {}};
+    sender.Completed(sender.Enqueued(send, 1, {}));
+    receiver.Completed(receiver.Enqueued(recv, 1, {}));
+    sender.Started(sender.Enqueued(send, 2, {}));
+    sender.Dump("t");
+    receiver.Dump("t");
+  }
+  const HangReport report = AnalyzeFlightDumps(ReadFlightDumps(dir));
+  fs::remove_all(dir);
+  ASSERT_EQ(report.divergences.size(), 1u) << FormatHangReport(report);
+  EXPECT_TRUE(report.divergences[0].p2p);
+  EXPECT_EQ(report.divergences[0].seq, 2);
+  EXPECT_EQ(report.divergences[0].missing, std::vector<int64_t>{1});
+  EXPECT_NE(FormatHangReport(report).find(
+                "first divergence: send(float64, count=2, to=1), message 2 "
+                "from rank 0 to rank 1: entered by rank 0; not entered by rank 1"),
+            std::string::npos)
+      << FormatHangReport(report);
+}
+
 // SIGUSR1 dumps every live recorder that has a directory, and the process goes on.
 TEST(FlightRecorder, DumpsOnSigusr1) {
   const std::string dir = FreshDir();
