@@ -4,6 +4,7 @@
 //   spmd explain JSON             one case in words (cli/explain.cc)
 //   spmd plan --mesh ... --from ... --to ...   a reshard plan (cli/plan.cc)
 //   spmd audit paddle|dtensor ...  another framework's rules, judged (cli/audit.cc)
+//   spmd hangs DIR                the ranks' flight records: where a job hung (cli/hangs.cc)
 //   spmd infer --check FILE...    golden cases: answer each, compare with its "expect",
 //                                 print a table and a total; exit 1 on any mismatch
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "cli/audit.h"
 #include "cli/check.h"
 #include "cli/explain.h"
+#include "cli/hangs.h"
 #include "cli/plan.h"
 #include "io/infer_io.h"
 
@@ -34,6 +36,7 @@ int Usage(std::ostream& out, int code) {
          "                 [--dtype float32] [--json] (spmd plan --help for more)\n"
          "       spmd audit paddle|dtensor [--cases N] [--op NAME]... [--json]\n"
          "                 (spmd audit --help for more)\n"
+         "       spmd hangs DIR (the flight records of a job that hung or failed)\n"
          "  infer          answer SPMD rule requests, one JSON object per line; reads stdin\n"
          "                 when no FILE is given; empty lines are skipped\n"
          "  infer --check  answer golden cases (requests with \"name\" and \"expect\") and\n"
@@ -109,6 +112,7 @@ int main(int argc, char** argv) {
   if (command == "explain") return spmd::cli::Explain(args);
   if (command == "plan") return spmd::cli::Plan(args);
   if (command == "audit") return spmd::cli::Audit(args);
+  if (command == "hangs") return spmd::cli::Hangs(args);
   if (command == "infer") {
     if (!args.empty() && args[0] == "--check") return Check({args.begin() + 1, args.end()});
     return Infer(args);

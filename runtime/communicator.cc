@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <set>
 
 #include "rules/error.h"
+#include "runtime/flight_recorder.h"
 
 namespace spmd::runtime {
 namespace {
@@ -141,6 +143,17 @@ CommOptions CommOptions::FromEnv() {
     }
     options.timeout_s = v;
   }
+  if (const char* f = std::getenv("SPMD_FLIGHT_RECORDER"); f != nullptr && *f != '\0') {
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(f, &end, 10);
+    if (end == f || *end != '\0' || v < 0 || errno != 0 || v > (int64_t{1} << 24)) {
+      ThrowInvalid("SPMD_FLIGHT_RECORDER",
+                   std::string("expected a number of calls from 0 to 16777216, got '") + f + "'");
+    }
+    options.flight_entries = v;
+  }
+  if (const char* dir = std::getenv("SPMD_FLIGHT_DIR"); dir != nullptr) options.flight_dir = dir;
   if (const char* d = std::getenv("SPMD_DEBUG"); d != nullptr) {
     std::string_view list(d);
     while (!list.empty()) {
@@ -368,9 +381,33 @@ class ScopeTimer {
 };
 }  // namespace
 
+Communicator::Communicator(int64_t rank, int64_t world_size, CommOptions options)
+    : rank_(rank), world_size_(world_size), options_(std::move(options)) {
+  if (options_.flight_entries > 0) {
+    recorder_ = std::make_unique<FlightRecorder>(rank_, world_size_, options_.flight_entries,
+                                                 options_.flight_dir);
+  }
+}
+
+Communicator::~Communicator() = default;
+
+void Communicator::SetPhase(std::string_view phase) {
+  if (recorder_) recorder_->SetPhase(phase);
+}
+
+std::string Communicator::DumpFlightRecord(const char* reason, bool final) const {
+  return recorder_ ? recorder_->Dump(reason, final) : std::string();
+}
+
 void Communicator::Synchronize() {
   const ScopeTimer timer(counters_.seconds);
-  DoSynchronize();
+  try {
+    DoSynchronize();
+  } catch (const CommError& e) {
+    DumpFlightRecord(e.what(), /*final=*/true);
+    throw;
+  }
+  if (recorder_) recorder_->CompletedPointToPoint();
 }
 
 void Communicator::Enqueue(Call call) {
@@ -381,6 +418,7 @@ void Communicator::Enqueue(Call call) {
   k.calls += 1;
   k.sent += bytes.sent;
   k.received += bytes.received;
+  const int64_t record = recorder_ ? recorder_->Enqueued(call.desc, call.step, bytes) : -1;
 
   const CollectiveDesc& d = call.desc;
   if (d.group.size() == 1) {  // moves nothing: the result is this rank's own input
@@ -400,17 +438,29 @@ void Communicator::Enqueue(Call call) {
           }
           // avg over one member divides by 1: nothing to do.
         }
+        if (recorder_) recorder_->Completed(record);
         return;
       }
       case Collective::kBroadcast:
       case Collective::kBarrier:
+        if (recorder_) recorder_->Completed(record);
         return;
       default:
         break;  // send / recv have group {rank, peer}: never size 1
     }
   }
   const ScopeTimer timer(counters_.seconds);
-  Run(call);
+  if (recorder_) recorder_->Started(record);
+  try {
+    Run(call);
+  } catch (const CommError& e) {
+    DumpFlightRecord(e.what(), /*final=*/true);
+    throw;
+  }
+  // Collectives complete before Run returns; send / recv complete at Synchronize.
+  if (recorder_ && d.kind != Collective::kSend && d.kind != Collective::kRecv) {
+    recorder_->Completed(record);
+  }
 }
 
 std::string Communicator::Describe(const Call& call) const {

@@ -56,6 +56,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -166,11 +167,18 @@ struct CommCounters {
 struct CommOptions {
   double timeout_s = 60;           // the bound on every wait
   bool check_collectives = false;  // exchange and compare descriptors before each collective
+  // The flight recorder (runtime/flight_recorder.h): the number of calls kept (0: off) and
+  // the directory its dumps go to (empty: none written).
+  int64_t flight_entries = 256;
+  std::string flight_dir;
 
   // timeout_s from SPMD_COLLECTIVE_TIMEOUT_S (seconds, > 0), check_collectives from
-  // SPMD_DEBUG containing `collectives` (a comma-separated list).
+  // SPMD_DEBUG containing `collectives` (a comma-separated list), flight_entries from
+  // SPMD_FLIGHT_RECORDER (an integer >= 0), flight_dir from SPMD_FLIGHT_DIR.
   static CommOptions FromEnv();
 };
+
+class FlightRecorder;
 
 // A failure of the job seen by one rank: a timeout, a collective mismatch, or another
 // rank's failure (thread backend). what() is the full message.
@@ -181,7 +189,7 @@ class CommError : public std::runtime_error {
 
 class Communicator {
  public:
-  virtual ~Communicator() = default;
+  virtual ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
@@ -242,9 +250,17 @@ class Communicator {
   // The last call made, for failure messages.
   const std::optional<CollectiveDesc>& last_call() const { return last_call_; }
 
+  // The flight recorder (runtime/flight_recorder.h): the label copied into the record of
+  // every later call, e.g. `step 3 backward`; and a dump of the record on request (into
+  // options().flight_dir; returns the file, or "" when none is written). The backends dump
+  // it themselves on a timeout or error; null when the recorder is off.
+  void SetPhase(std::string_view phase);
+  // `final`: the dump of a failure, which later signal dumps do not overwrite.
+  std::string DumpFlightRecord(const char* reason = "request", bool final = false) const;
+  const FlightRecorder* flight_recorder() const { return recorder_.get(); }
+
  protected:
-  Communicator(int64_t rank, int64_t world_size, CommOptions options)
-      : rank_(rank), world_size_(world_size), options_(options) {}
+  Communicator(int64_t rank, int64_t world_size, CommOptions options);
 
   // One member's view of a call, with its buffers; `position` is this rank's index in the
   // group (send / recv: 0).
@@ -282,6 +298,7 @@ class Communicator {
   CommCounters counters_;
   int64_t step_ = 0;
   std::optional<CollectiveDesc> last_call_;
+  std::unique_ptr<FlightRecorder> recorder_;
 };
 
 // The message of a rank that failed with `what` after its last call, e.g.

@@ -10,6 +10,9 @@
 //   a2a     every rank calls all_to_all and rank 1 expects fewer elements from rank 0
 //   p2p     rank 0 sends rank 1 three elements, rank 1 receives two: with
 //           SPMD_DEBUG=collectives, a mismatch naming both
+//   skip    rank 2 (not 1) skips the all-reduce of step 3 and sleeps for an hour (stuck
+//           outside the communicator): the others time out; with SPMD_FLIGHT_DIR set every
+//           rank dumps its flight record and `spmd hangs` names the skipped call and rank 2
 //   group   ranks 0 and 1 all-reduce over a new group (run with 3 or more ranks), rank 0 as
 //           [1,0] and rank 1 as [0,1]: found when the group's communicator is created
 //           (no SPMD_DEBUG needed; two groups already created would time out instead)
@@ -34,6 +37,10 @@ int main(int argc, char** argv) {
     for (int64_t r = 0; r < comm.world_size(); ++r) world[r] = r;
     std::vector<double> x(8, 1.0);
     for (int step = 1; step <= 6; ++step) {
+      comm.SetPhase("step " + std::to_string(step));
+      if (step == 3 && comm.rank() == 2 && mode == "skip") {
+        std::this_thread::sleep_for(std::chrono::hours(1));
+      }
       if (step == 3 && comm.rank() == 1 && mode != "a2a") {
         if (mode == "throw") throw std::runtime_error("injected failure");
         if (mode == "exit") {

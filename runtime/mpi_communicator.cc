@@ -230,6 +230,8 @@ MpiCommunicator::~MpiCommunicator() {
 
 void MpiCommunicator::AbortJob(const std::string& message) const {
   std::fprintf(stderr, "spmd: %s\n", message.c_str());
+  const std::string dump = DumpFlightRecord(message.c_str(), /*final=*/true);
+  if (!dump.empty()) std::fprintf(stderr, "spmd: rank %lld: flight record in %s\n", static_cast<long long>(rank()), dump.c_str());
   std::fflush(stderr);
   MPI_Abort(parent_, 1);
   std::abort();  // MPI_Abort does not return; this keeps [[noreturn]] honest
@@ -552,6 +554,10 @@ int GuardedMain(int argc, char** argv, const std::function<int(MpiCommunicator&)
                : "rank " + std::to_string(WorldRank(MPI_COMM_WORLD)) +
                      " failed before any collective: " + e.what();
       std::fprintf(stderr, "spmd: %s\n", message.c_str());
+      if (comm) {
+        const std::string dump = comm->DumpFlightRecord(message.c_str(), /*final=*/true);
+        if (!dump.empty()) std::fprintf(stderr, "spmd: rank %lld: flight record in %s\n", static_cast<long long>(comm->rank()), dump.c_str());
+      }
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }

@@ -354,7 +354,9 @@ void RunRanks(int64_t size, const std::function<void(Communicator&)>& fn, CommOp
       } catch (const CommError& e) {
         world.Abort(e.what());  // already the world's message unless fn threw its own
       } catch (const std::exception& e) {
-        world.Abort(FailureMessage(comm, e.what()));
+        const std::string message = FailureMessage(comm, e.what());
+        comm.DumpFlightRecord(message.c_str(), /*final=*/true);
+        world.Abort(message);
       } catch (...) {
         world.Abort(FailureMessage(comm, "unknown exception"));
       }

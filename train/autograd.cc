@@ -84,6 +84,18 @@ void Variable::ZeroGrad() const {
   node_->grad.reset();
 }
 
+void Variable::SetGrad(DistTensor grad) const {
+  const Node& node = Checked(node_, "variable");
+  if (!node.requires_grad || node.grad_fn != nullptr) {
+    ThrowInvalid("grad", "only a leaf that requires grad has one");
+  }
+  if (grad.shape() != node.value->shape() || grad.dtype() != node.value->dtype() ||
+      !(grad.mesh() == node.value->mesh())) {
+    ThrowInvalid("grad", "the gradient must have the value's shape, dtype and mesh");
+  }
+  node_->grad = std::move(grad);
+}
+
 void Variable::set_grad_layout(const DistAttr& layout) const {
   const Node& node = Checked(node_, "variable");
   Validate(layout, node.value->mesh(), static_cast<int>(node.value->shape().size()), "grad_layout");

@@ -79,6 +79,10 @@ class Variable {
   const std::optional<runtime::DistTensor>& grad() const;
   // Forgets the accumulated gradient (the next Backward starts from zero).
   void ZeroGrad() const;
+  // Replaces the accumulated gradient of a leaf that requires grad (a data-parallel join
+  // writes the averaged gradient back, train/join.h). InvalidArgument ("grad") unless
+  // `grad` has the value's shape, dtype and mesh.
+  void SetGrad(runtime::DistTensor grad) const;
   // Where Backward puts this leaf's gradient: each contribution is resharded to `layout`
   // as it arrives, before it is added (ZeRO-2: a reduce-scatter during the backward, so
   // the rank holds 1/N of the gradient). Without one (the default) contributions keep the

@@ -84,10 +84,13 @@ StepStats Trainer::Step(const BatchSpec& batch, int64_t step, Communicator& comm
       return DistTensor::ShardTensor(kernels::Tensor::FromVector({rows, width}, v), mesh,
                                      layout.Tokens(2), comm.rank());
     };
+    const std::string label = "step " + std::to_string(step) + " micro-batch " + std::to_string(m);
+    comm.SetPhase(label + " forward");
     const Variable loss = model_.Loss(rows_of(tokens), rows_of(labels), comm, step, m);
     const double share = static_cast<double>(rows) / static_cast<double>(batch.batch);
     const Variable weighted =
         micro == 1 ? loss : Apply1("scale", {loss}, MakeAttrs({{"scale", share}}), comm);
+    comm.SetPhase(label + " backward");
     Backward(weighted, comm);
     const kernels::Tensor value = *weighted.value().ToGlobal(comm);
     stats.loss += value.dtype() == DType::kFloat64 ? value.data<double>()[0]
@@ -97,6 +100,7 @@ StepStats Trainer::Step(const BatchSpec& batch, int64_t step, Communicator& comm
   for (const NamedParam& p : model_.params()) {
     if (p.value.grad()) last_grad_bytes_ += LocalBytes(*p.value.grad());
   }
+  comm.SetPhase("step " + std::to_string(step) + " optimizer");
   optimizer_.Step(comm);
   stats.grad_norm = optimizer_.last_grad_norm();
   const runtime::CommCounters& after = comm.counters();

@@ -1,0 +1,32 @@
+#include "cli/hangs.h"
+
+#include <iostream>
+
+#include "rules/error.h"
+#include "runtime/flight_recorder.h"
+
+namespace spmd::cli {
+
+int Hangs(const std::vector<std::string>& args) {
+  if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
+    std::cout << "usage: spmd hangs DIR\n"
+                 "  DIR holds flight_rank<R>.txt, the flight records the ranks of a job wrote\n"
+                 "  (SPMD_FLIGHT_DIR=DIR; on a timeout or error, on SIGUSR1 or SIGTERM).\n"
+                 "  Prints the first collective some ranks entered and others did not, and any\n"
+                 "  call the ranks describe differently. Exit 0: no divergence; 1: found; 2: bad "
+                 "input.\n";
+    return 0;
+  }
+  try {
+    if (args.size() != 1) ThrowInvalid("DIR", "expected one directory of flight records");
+    const std::vector<runtime::FlightDump> dumps = runtime::ReadFlightDumps(args[0]);
+    const runtime::HangReport report = runtime::AnalyzeFlightDumps(dumps);
+    std::cout << runtime::FormatHangReport(report);
+    return report.divergences.empty() && report.mismatches.empty() ? 0 : 1;
+  } catch (const SpmdError& e) {
+    std::cerr << ToString(e.type()) << ": " << e.what() << "\n";
+    return 2;
+  }
+}
+
+}  // namespace spmd::cli
