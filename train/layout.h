@@ -98,7 +98,8 @@ class Layout {
   std::optional<int> dp_, tp_, sp_;
 };
 
-// Parses "dp=2,tp=2" into a named mesh (InvalidArgument "mesh" on bad text).
+// Parses "dp=2,tp=2" into a named mesh (InvalidArgument "mesh" on bad text):
+// runtime::ParseMeshSpec, the parser the launcher agrees on.
 Mesh ParseNamedMesh(const std::string& text);
 
 }  // namespace spmd::train
