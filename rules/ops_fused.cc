@@ -75,7 +75,7 @@ OpDecl fused_rotary_position_embedding() {
         return std::vector<Example>{
             {{{p[0], p[1], p[2], d}, {p[0], p[1], p[2], d}, {1, p[1], 1, d}, {1, p[1], 1, d}}, Attrs()},
             {{{p[0], p[1], p[2], d}, {p[1], d}, {p[1], d}}, MakeAttrs({{"use_neox_rotary_style", false}})},
-            {{{p[1], p[0], p[2], d}, {p[1], p[0], p[2], d}, {p[1], p[0], p[2], d}, {1, p[1], 1, d}, {1, p[1], 1, d}},
+            {{{p[1], p[0], p[2], d}, {p[1], p[0], p[2], d}, {p[1], p[0], p[2], d}, {p[1], d}, {p[1], d}},
              MakeAttrs({{"time_major", true}})}};
       });
 }

@@ -80,7 +80,7 @@ OpDecl fused_dropout_add() {
       })
       .Examples(FromSignatures(
           {{{"ab", "ab"}, MakeAttrs({{"p", 0.5}, {"seed", int64_t{11}}})},
-           {{"abc", "abc"}, MakeAttrs({{"p", 0.25}, {"mode", std::string(dropout::kDownscaleInInfer)},
+           {{"ab", "ab"}, MakeAttrs({{"p", 0.25}, {"mode", std::string(dropout::kDownscaleInInfer)},
                                        {"seed", int64_t{4}}})},
            {{"a", "a"}, MakeAttrs({{"p", 0.3}, {"is_test", true}})}}));
 }
