@@ -9,6 +9,7 @@
 #include "rules/error.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
+#include "rules/vjps.h"
 
 namespace spmd::declare {
 namespace {
@@ -45,6 +46,7 @@ OpDecl fused_rotary_position_embedding() {
   return OpBuilder("fused_rotary_position_embedding").VariadicInputs("inputs")
       .Outputs({"out_q", "out_k", "out_v"})
       .Tolerance(ToleranceClass::kPointwise)
+      .Vjp(vjps::FusedRope)
       .Attr("use_neox_rotary_style", AttrKind::kBool, true)
       .Attr("time_major", AttrKind::kBool, false)
       .Attr("rotary_emb_base", AttrKind::kFloat, 10000.0)
