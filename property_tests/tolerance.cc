@@ -110,12 +110,16 @@ Bounds MakeBounds(const OpDecl& op, const ref::Tensors& inputs, const Attrs& att
       // A = the reference on |inputs|; the terms per element = the reference on all-ones
       // inputs (a contraction's length, cumsum's prefix), at least the ratio above (mean
       // and prod give 1 on ones).
+      // Integer inputs (ids, indices) keep their values: ones there would address other
+      // (maybe absent) rows, and the real ids count each row's terms exactly.
       ref::Tensors abs_inputs = inputs, ones = inputs;
       for (ref::Tensor& t : abs_inputs) {
         for (double& v : t.data) v = std::fabs(v);
       }
       b.abs_run = fn(abs_inputs, attrs);
-      for (ref::Tensor& t : ones) std::fill(t.data.begin(), t.data.end(), 1.0);
+      for (ref::Tensor& t : ones) {
+        if (IsFloating(t.dtype)) std::fill(t.data.begin(), t.data.end(), 1.0);
+      }
       for (const ref::Tensor& t : fn(ones, attrs)) b.k = std::max(b.k, MaxAbs(t.data));
       break;
     }

@@ -36,4 +36,16 @@ Tensors dropout(const Tensors& inputs, const Attrs& attrs) {
   return {out, mask};
 }
 
+// dropout(x) + y: dropout's out and mask, then y added to out.
+Tensors fused_dropout_add(const Tensors& inputs, const Attrs& attrs) {
+  internal::CheckArity(inputs, 2);
+  if (inputs[1].shape != inputs[0].shape) {
+    ThrowInvalid(internal::InputField(1, "shape"), "y " + internal::ShapeToString(inputs[1].shape) +
+                                                       " != x " + internal::ShapeToString(inputs[0].shape));
+  }
+  Tensors out = dropout({inputs[0]}, attrs);
+  for (size_t k = 0; k < out[0].data.size(); ++k) out[0].data[k] += inputs[1].data[k];
+  return out;
+}
+
 }  // namespace spmd::reference::ops

@@ -90,4 +90,13 @@
   X(index_select)           \
   X(gather)                 \
   X(pad)                    \
-  X(swiglu)
+  X(swiglu)                 \
+  /* more of Paddle's registered rules */ \
+  X(argsort)                \
+  X(topk)                   \
+  X(gather_nd)              \
+  X(scatter)                \
+  X(scatter_nd_add)         \
+  X(fused_rotary_position_embedding) \
+  X(fused_dropout_add)      \
+  X(bmm_grad)

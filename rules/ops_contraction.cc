@@ -118,4 +118,20 @@ OpDecl matmul_grad() {
                                 {{"mk", "nk", "mn"}, MakeAttrs({{"trans_y", true}})}}));
 }
 
+// Paddle's bmm_grad: matmul_grad for x [b, m, k], y [b, k, n], out_grad [b, m, n]. x_grad
+// lacks n and y_grad lacks m: each is partial(sum) on the other's contracted factor.
+OpDecl bmm_grad() {
+  return OpBuilder("bmm_grad").Inputs({"x", "y", "out_grad"}).Outputs({"x_grad", "y_grad"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Einsum([](const RuleContext& c) {
+        for (size_t i = 0; i < 3; ++i) {
+          if (c.input_shapes[i].size() != 3) {
+            ThrowInvalid("inputs[" + std::to_string(i) + "].shape", "bmm_grad needs rank 3");
+          }
+        }
+        return notation::FromLetters({"bmk", "bkn", "bmn"}, {"bmk", "bkn"});
+      })
+      .Examples(FromSignatures({{{"bmk", "bkn", "bmn"}}}));
+}
+
 }  // namespace spmd::declare

@@ -57,4 +57,32 @@ OpDecl dropout() {
                               {"mode", std::string(dropout::kDownscaleInInfer)}})}}));
 }
 
+// Paddle's fused_dropout_add: dropout(x) + y, x and y of one shape -> out, mask. The mask
+// is dropout's (the same seed, elements and localizer: every dim may stay sharded);
+// Paddle's second output (seed_offset, its generator's state) is replaced by the mask,
+// which the backward needs and the checker can compare. Partial inputs are reduced.
+OpDecl fused_dropout_add() {
+  return OpBuilder("fused_dropout_add").Inputs({"x", "y"}).Outputs({"out", "mask"})
+      .Tolerance(ToleranceClass::kPointwise)
+      .Attr("p", AttrKind::kFloat, 0.5, {"dropout_prob"})
+      .Attr("is_test", AttrKind::kBool, false)
+      .Attr("mode", AttrKind::kString, std::string(dropout::kUpscaleInTrain), {"dropout_implementation"})
+      .Attr("seed", AttrKind::kInt, int64_t{0})
+      .Attr("fix_seed", AttrKind::kBool, false)
+      .Einsum([](const RuleContext& c) {
+        dropout::ReadDropoutAttrs(c.attrs);
+        if (c.input_shapes[1] != c.input_shapes[0]) ThrowInvalid("inputs[1].shape", "y must have x's shape");
+        const std::string letters = notation::Letters(static_cast<int>(c.input_shapes[0].size()));
+        return notation::FromLetters({letters, letters}, {letters, letters});
+      })
+      .Localize([](const LocalContext& c) {
+        return c.attrs.With(kLocalOffset, c.input_offsets[0]).With(kLocalGlobalShape, c.global_inputs[0]);
+      })
+      .Examples(FromSignatures(
+          {{{"ab", "ab"}, MakeAttrs({{"p", 0.5}, {"seed", int64_t{11}}})},
+           {{"ab", "ab"}, MakeAttrs({{"p", 0.25}, {"mode", std::string(dropout::kDownscaleInInfer)},
+                                       {"seed", int64_t{4}}})},
+           {{"a", "a"}, MakeAttrs({{"p", 0.3}, {"is_test", true}})}}));
+}
+
 }  // namespace spmd::declare

@@ -91,5 +91,9 @@ VjpGraph Select(const RuleContext& c);
 VjpGraph Pad(const RuleContext& c);
 // swiglu: x: g y s (1 + x (1 - s)), s = sigmoid(x); y: g silu(x).
 VjpGraph Swiglu(const RuleContext& c);
+// fused_rotary_position_embedding: the same op on the cotangents with sin's head dim
+// permuted by the partner and negated; cos: sum of g x, sin: sum of g R(x) over the
+// rotated tensors, batch and heads.
+VjpGraph FusedRope(const RuleContext& c);
 
 }  // namespace spmd::vjps

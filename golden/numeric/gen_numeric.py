@@ -86,6 +86,15 @@ DEFAULTS = {
     "one_hot": {"num_classes": REQUIRED}, "roll": {"shifts": [], "axis": []},
     "index_select": {"axis": 0}, "gather": {"axis": 0},
     "pad": {"paddings": REQUIRED, "pad_value": 0.0}, "swiglu": {},
+    # more of Paddle's registered rules
+    "argsort": {"axis": -1, "descending": False, "stable": False},
+    "topk": {"k": 1, "axis": -1, "largest": True, "sorted": True},
+    "gather_nd": {}, "scatter": {"overwrite": True}, "scatter_nd_add": {},
+    "fused_rotary_position_embedding": {"use_neox_rotary_style": True, "time_major": False,
+                                        "rotary_emb_base": 10000.0},
+    "fused_dropout_add": {"p": 0.5, "is_test": False, "mode": "upscale_in_train", "seed": 0,
+                          "fix_seed": False},
+    "bmm_grad": {},
     "gelu_grad": {"approximate": False},
     "embedding_grad": {"padding_idx": -1, "sparse": False},
     "cross_entropy_with_softmax_grad": {"soft_label": False, "use_softmax": True,
@@ -1143,6 +1152,233 @@ def gen_paddle_ops_cases():
     error("swiglu", "shape_mismatch", {}, [xw, vals(3)], "inputs[1].shape")
 
 
+# ---------------------------------------------------------------- more of Paddle's ops
+# From a generator of their own (PADDLE2_RNG), as Paddle's other ops above.
+
+family("sort", ["argsort", "topk"])
+family("indexing", ["gather_nd", "scatter", "scatter_nd_add"])
+family("fused", ["fused_rotary_position_embedding", "fused_dropout_add"])
+family("contraction", ["bmm_grad"])
+
+PADDLE2_RNG = np.random.default_rng(20261202)
+
+
+def gen_paddle_ops2():
+    global RNG
+    saved, RNG = RNG, PADDLE2_RNG
+    try:
+        gen_sort_cases()
+        gen_scatter_cases()
+        gen_fused_cases()
+    finally:
+        RNG = saved
+
+
+def np_sort(x, axis, descending):
+    """values and int64 indices along axis (docs/OPS.md): ascending (descending: largest
+    first), NaN above every number, ties in index order."""
+    def line_order(line):
+        def key(i):
+            v = line[i]
+            nan = bool(np.isnan(v))
+            if descending:
+                return (0 if nan else 1, 0.0 if nan else -v, i)
+            return (1 if nan else 0, 0.0 if nan else v, i)
+        return np.array(sorted(range(len(line)), key=key), dtype=np.int64)
+
+    order = np.apply_along_axis(line_order, axis, x).astype(np.int64)
+    return np.take_along_axis(x, order, axis), order
+
+
+def gen_sort_cases():
+    x = vals(3, 5)
+    ties = small_ints(2, 6)
+    x3 = vals(2, 4, 3)
+    for label, xi, attrs in [("last_axis", x, {}), ("axis0", x, {"axis": 0}),
+                             ("descending", x, {"descending": True}),
+                             ("ties_in_index_order", ties, {}),
+                             ("ties_descending", ties, {"descending": True}),
+                             ("3d_axis1_stable", x3, {"axis": 1, "stable": True}),
+                             ("3d_negative_axis", x3, {"axis": -3, "descending": True})]:
+        full = {"axis": -1, "descending": False, **attrs}
+        values, order = np_sort(xi, full["axis"], full["descending"])
+        case("argsort", label, attrs, [xi], [values, T(order, "int64")])
+    # Infinities sort as numbers (goldens hold no NaN; NaN's place is in docs/OPS.md).
+    inf = np.array([1.5, np.inf, -2.0, -np.inf, 0.25, np.inf])
+    case("argsort", "infinities", {}, [inf], [np.sort(inf), T(np.array([3, 2, 4, 0, 1, 5]), "int64")])
+    case("argsort", "infinities_descending", {"descending": True}, [inf],
+         [np.sort(inf)[::-1], T(np.array([1, 5, 0, 4, 2, 3]), "int64")])
+    case("argsort", "0d", {}, [np.array(2.5)], [np.array(2.5), T(np.array(0), "int64")])
+    case("argsort", "empty_axis", {"axis": 0}, [np.zeros((0, 3))],
+         [np.zeros((0, 3)), T(np.zeros((0, 3)), "int64")])
+    error("argsort", "axis_out_of_range", {"axis": 2}, [x], "attrs.axis")
+    error("argsort", "two_inputs", {}, [x, x], "inputs")
+
+    for label, xi, attrs in [("k2_last_axis", x, {"k": 2}), ("k1_default", x, {}),
+                             ("smallest_axis0", x, {"k": 2, "axis": 0, "largest": False}),
+                             ("unsorted_same_order", x, {"k": 3, "sorted": False}),
+                             ("ties_in_index_order", ties, {"k": 4}),
+                             ("ties_smallest", ties, {"k": 3, "largest": False}),
+                             ("3d_axis1_all", x3, {"k": 4, "axis": 1}),
+                             ("k0", x, {"k": 0})]:
+        full = {"k": 1, "axis": -1, "largest": True, **attrs}
+        values, order = np_sort(xi, full["axis"], full["largest"])
+        keep = np.arange(full["k"])
+        case("topk", label, attrs, [xi], [np.take(values, keep, axis=full["axis"]),
+                                          T(np.take(order, keep, axis=full["axis"]), "int64")])
+    case("topk", "infinities_largest", {"k": 3}, [inf], [np.array([np.inf, np.inf, 1.5]),
+                                                       T(np.array([1, 5, 0]), "int64")])
+    case("topk", "0d", {}, [np.array(-1.5)], [np.array(-1.5), T(np.array(0), "int64")])
+    error("topk", "k_above_axis", {"k": 6}, [x], "attrs.k")
+    error("topk", "k_negative", {"k": -1}, [x], "attrs.k")
+    error("topk", "0d_k2", {"k": 2}, [np.array(1.0)], "attrs.k")
+    error("topk", "axis_out_of_range", {"axis": -3}, [x], "attrs.axis")
+
+
+def np_scatter(x, index, updates, overwrite):
+    out = x.copy()
+    if overwrite:
+        for i, row in enumerate(index):
+            out[row] = updates[i]
+    else:
+        out[index] = 0.0
+        np.add.at(out, index, updates)
+    return out
+
+
+def np_scatter_nd_add(x, index, updates):
+    out = x.copy()
+    np.add.at(out, tuple(np.moveaxis(index, -1, 0)), updates)
+    return out
+
+
+def gen_scatter_cases():
+    x = vals(3, 4, 2)
+    for label, idx in [("depth2", [[2, 1], [0, 3], [2, 1]]), ("depth1", [[1], [0]]),
+                       ("depth3_batch2d", [[[0, 1, 1], [2, 3, 0]], [[1, 0, 0], [1, 1, 1]]]),
+                       ("depth0_whole_x", [[], []])]:
+        index = np.array(idx, dtype=np.int64).reshape(np.array(idx).shape)
+        expect = x[tuple(np.moveaxis(index, -1, 0))] if index.shape[-1] else np.stack([x, x])
+        case("gather_nd", label, {}, [x, T(index, "int64")], [expect])
+    case("gather_nd", "empty_batch", {}, [x, T(np.zeros((0, 2)), "int64")], [np.zeros((0, 2))])
+    error("gather_nd", "depth_above_rank", {}, [x, T(np.zeros((1, 4)), "int64")], "inputs[1].shape")
+    error("gather_nd", "0d_index", {}, [x, T(np.array(0), "int64")], "inputs[1].shape")
+    error("gather_nd", "id_out_of_range", {}, [x, T(np.array([[0, 4]]), "int64")], "inputs[1].data")
+    error("gather_nd", "negative_id", {}, [x, T(np.array([[-1]]), "int64")], "inputs[1].data")
+
+    xs = vals(4, 3)
+    idx = np.array([2, 0, 2, 3])
+    upd = vals(4, 3)
+    for overwrite in [True, False]:
+        name = "overwrite" if overwrite else "accumulate"
+        case("scatter", name + "_repeated_id", {"overwrite": overwrite},
+             [xs, T(idx, "int64"), upd], [np_scatter(xs, idx, upd, overwrite)])
+    case("scatter", "empty_index", {}, [xs, T(np.zeros(0), "int64"), np.zeros((0, 3))], [xs])
+    x1 = vals(5)
+    u1 = vals(2)
+    case("scatter", "1d_accumulate", {"overwrite": False}, [x1, T(np.array([4, 4]), "int64"), u1],
+         [np_scatter(x1, np.array([4, 4]), u1, False)])
+    # A shard holding rows [2, 4): the updates of rows 0 and 3 on the one it holds.
+    full = np_scatter(xs, idx, upd, False)
+    case("scatter", "localized_row_shard", {"overwrite": False, "__vocab_start": 2},
+         [xs[2:4], T(idx, "int64"), upd], [full[2:4]])
+    error("scatter", "id_out_of_range", {}, [xs, T(np.array([4]), "int64"), vals(1, 3)], "inputs[1].data")
+    error("scatter", "index_2d", {}, [xs, T(np.zeros((1, 1)), "int64"), vals(1, 3)], "inputs[1].shape")
+    error("scatter", "updates_rows", {}, [xs, T(np.array([0, 1]), "int64"), vals(3, 3)], "inputs[2].shape")
+    error("scatter", "x_0d", {}, [np.array(1.0), T(np.array([0]), "int64"), vals(1)], "inputs[0].shape")
+
+    xn = vals(3, 4, 2)
+    for label, idx in [("depth2_repeated", [[2, 1], [0, 3], [2, 1]]), ("depth1", [[1], [1], [0]]),
+                       ("depth3", [[0, 1, 1], [0, 1, 1]])]:
+        index = np.array(idx, dtype=np.int64)
+        updates = vals(*(index.shape[:-1] + xn.shape[index.shape[-1]:]))
+        case("scatter_nd_add", label, {}, [xn, T(index, "int64"), updates],
+             [np_scatter_nd_add(xn, index, updates)])
+    index = np.array([[[0], [2]], [[2], [2]]], dtype=np.int64)
+    updates = vals(2, 2, 4, 2)
+    case("scatter_nd_add", "batch_2d", {}, [xn, T(index, "int64"), updates],
+         [np_scatter_nd_add(xn, index, updates)])
+    error("scatter_nd_add", "updates_shape", {}, [xn, T(np.array([[0, 1]]), "int64"), vals(1, 3)],
+          "inputs[2].shape")
+    error("scatter_nd_add", "id_out_of_range", {}, [xn, T(np.array([[3]]), "int64"), vals(1, 4, 2)],
+          "inputs[1].data")
+    error("scatter_nd_add", "depth_above_rank", {}, [xn, T(np.zeros((1, 4)), "int64"), vals(1)],
+          "inputs[1].shape")
+
+
+def np_rope(x, sin, cos, neox, time_major):
+    """docs/OPS.md: neox (Paddle's "every two") rotates pairs (2i, 2i + 1); otherwise the
+    halves (rotate_half). sin / cos [s, d] or 4-D, broadcast over batch and heads."""
+    shape = (-1, 1, 1, x.shape[3]) if time_major else (1, -1, 1, x.shape[3])
+    s, c = sin.reshape(shape), cos.reshape(shape)
+    if neox:
+        rot = np.empty_like(x)
+        rot[..., 0::2] = -x[..., 1::2]
+        rot[..., 1::2] = x[..., 0::2]
+    else:
+        h = x.shape[3] // 2
+        rot = np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
+    return c * x + s * rot
+
+
+def gen_fused_cases():
+    q, k, v = vals(2, 3, 2, 4), vals(2, 3, 2, 4), vals(2, 3, 2, 4)
+    angles = vals(3, 4)
+    sin, cos = np.sin(angles), np.cos(angles)
+    for neox in [True, False]:
+        style = "neox" if neox else "rotate_half"
+        attrs = {"use_neox_rotary_style": neox}
+        case("fused_rotary_position_embedding", style + "_q_only", attrs, [q, sin, cos],
+             [np_rope(q, sin, cos, neox, False)])
+        case("fused_rotary_position_embedding", style + "_qkv_4d_tables", attrs,
+             [q, k, v, sin.reshape(1, 3, 1, 4), cos.reshape(1, 3, 1, 4)],
+             [np_rope(t, sin, cos, neox, False) for t in (q, k, v)])
+    tq, tk = vals(3, 2, 2, 4), vals(3, 2, 2, 4)
+    table = vals(3, 4), vals(3, 4)  # any values: the op does not require sin^2 + cos^2 = 1
+    case("fused_rotary_position_embedding", "time_major_qk", {"time_major": True},
+         [tq, tk, table[0].reshape(1, 3, 1, 4), table[1].reshape(1, 3, 1, 4)],
+         [np_rope(t, table[0], table[1], True, True) for t in (tq, tk)])
+    case("fused_rotary_position_embedding", "empty_seq", {}, [np.zeros((2, 0, 2, 4)), np.zeros((0, 4)),
+                                                             np.zeros((0, 4))], [np.zeros((2, 0, 2, 4))])
+    error("fused_rotary_position_embedding", "odd_head_dim", {}, [vals(1, 3, 1, 3), vals(3, 3), vals(3, 3)],
+          "inputs[0].shape")
+    error("fused_rotary_position_embedding", "table_seq", {}, [q, vals(2, 4), vals(2, 4)], "inputs[1].shape")
+    error("fused_rotary_position_embedding", "table_batch_not_1", {},
+          [q, vals(2, 3, 1, 4), vals(2, 3, 1, 4)], "inputs[1].shape")
+    error("fused_rotary_position_embedding", "k_batch", {}, [q, vals(1, 3, 2, 4), sin, cos], "inputs[1].shape")
+    error("fused_rotary_position_embedding", "v_heads_differ", {}, [q, k, vals(2, 3, 1, 4), sin, cos],
+          "inputs[2].shape")
+    error("fused_rotary_position_embedding", "q_3d", {}, [vals(3, 2, 4), sin, cos], "inputs[0].shape")
+    error("fused_rotary_position_embedding", "two_inputs", {}, [q, sin], "inputs")
+
+    x, y = vals(4, 6), vals(4, 6)
+    for label, attrs in [("p_half_seed_3", {"p": 0.5, "seed": 3}),
+                         ("downscale", {"p": 0.25, "seed": 8, "mode": "downscale_in_infer"}),
+                         ("is_test", {"p": 0.4, "is_test": True}),
+                         ("p_1_gives_y", {"p": 1.0, "seed": 1})]:
+        full = {"p": 0.5, "seed": 0, "mode": "upscale_in_train", "is_test": False, **attrs}
+        out, mask = np_dropout(x, full["p"], full["seed"], upscale=full["mode"] == "upscale_in_train",
+                               is_test=full["is_test"])
+        case("fused_dropout_add", label, attrs, [x, y], [as_t(out).array + y, mask])
+    out, mask = np_dropout(x, 0.5, 5)
+    case("fused_dropout_add", "localized_offset", {"p": 0.5, "seed": 5, "__offset": [1, 2],
+                                                   "__global_shape": [4, 6]},
+         [x[1:3, 2:5], y[1:3, 2:5]], [(as_t(out).array + y)[1:3, 2:5], T(mask.array[1:3, 2:5], "bool")])
+    error("fused_dropout_add", "shape_mismatch", {}, [x, vals(6)], "inputs[1].shape")
+    error("fused_dropout_add", "p_above_1", {"p": 1.5}, [x, y], "attrs.p")
+
+    a, b = vals(2, 3, 4), vals(2, 4, 5)
+    g = vals(2, 3, 5)
+    case("bmm_grad", "basic", {}, [a, b, g], [g @ np.swapaxes(b, 1, 2), np.swapaxes(a, 1, 2) @ g])
+    a1, b1, g1 = vals(1, 2, 3), vals(1, 3, 1), vals(1, 2, 1)
+    case("bmm_grad", "batch1_n1", {}, [a1, b1, g1], [g1 @ np.swapaxes(b1, 1, 2), np.swapaxes(a1, 1, 2) @ g1])
+    case("bmm_grad", "empty_k", {}, [np.zeros((2, 3, 0)), np.zeros((2, 0, 5)), g],
+         [np.zeros((2, 3, 0)), np.zeros((2, 0, 5))])
+    error("bmm_grad", "rank2_x", {}, [vals(3, 4), b, g], "inputs[0].shape")
+    error("bmm_grad", "batch_mismatch", {}, [a, vals(3, 4, 5), g], "inputs[1].shape")
+    error("bmm_grad", "out_grad_shape", {}, [a, b, vals(2, 3, 4)], "inputs[2].shape")
+
+
 # ---------------------------------------------------------------- backward ops
 # Generated last, so that the cases above keep their random values.
 
@@ -1327,6 +1563,7 @@ def main():
     gen_norm()
     gen_shape()
     gen_paddle_ops()
+    gen_paddle_ops2()
     gen_grads()
     gen_random()  # last: the cases before keep their random values
     for name, lines in sorted(FAMILIES.items()):

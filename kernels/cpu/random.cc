@@ -61,4 +61,24 @@ Tensors dropout(const TensorArgs& inputs, const Attrs& attrs) {
   });
 }
 
+// dropout(x) + y: dropout's kernel on x, then y added in the compute dtype.
+Tensors fused_dropout_add(const TensorArgs& inputs, const Attrs& attrs) {
+  internal::CheckArity(inputs, 2);
+  if (inputs[1].shape() != inputs[0].shape()) {
+    ThrowInvalid(internal::InputField(1, "shape"), "y " + ShapeToString(inputs[1].shape()) + " != x " +
+                                                       ShapeToString(inputs[0].shape()));
+  }
+  Tensors out = dropout(TensorArgs(std::vector<const Tensor*>{&inputs[0]}), attrs);
+  const DType dtype = internal::ComputeDType(inputs, {0, 1});
+  return internal::DispatchFloat(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    internal::ValuesAs<T> dropped(out[0]);
+    internal::ValuesAs<T> y(inputs[1]);
+    Tensor sum = internal::NewOutput(inputs[0].shape(), DTypeOf<T>::value);
+    T* o = sum.data<T>();
+    for (int64_t i = 0; i < sum.numel(); ++i) o[i] = dropped[i] + y[i];
+    return Tensors{std::move(sum), std::move(out[1])};
+  });
+}
+
 }  // namespace spmd::kernels::cpu

@@ -280,6 +280,89 @@ def _gelu(rng):
     return Case([_shape(rng)], {"approximate": rng.random() < 0.5})
 
 
+def _argsort(rng):
+    x = _shape(rng)
+    return Case([x], {"axis": rng.randrange(-len(x), len(x)), "descending": rng.random() < 0.5,
+                      "stable": rng.random() < 0.3})
+
+
+def _topk(rng):
+    x = _shape(rng)
+    axis = rng.randrange(len(x))
+    return Case([x], {"k": rng.randint(1, x[axis]), "axis": axis, "largest": rng.random() < 0.7,
+                      "sorted": True})
+
+
+def _gather_nd(rng):
+    x = _shape(rng)
+    depth = rng.randint(1, len(x))
+    batch = [rng.choice(SIZES) for _ in range(rng.randint(1, 2))]
+    return Case([x, batch + [depth]], {}, int_inputs=(1,))
+
+
+def _scatter(rng):
+    x = _shape(rng)
+    n = rng.choice(SIZES)
+    return Case([x, [n], [n] + x[1:]], {"overwrite": rng.random() < 0.5}, int_inputs=(1,))
+
+
+def _scatter_nd_add(rng):
+    """depth < rank(x): Paddle's rule refuses an index of higher rank than updates."""
+    x = _shape(rng, 2, 3)
+    depth = rng.randint(1, len(x) - 1)
+    batch = [rng.choice(SIZES) for _ in range(rng.randint(1, 2))]
+    return Case([x, batch + [depth], batch + x[depth:]], {}, int_inputs=(1,))
+
+
+def _fused_rope(rng):
+    """q, k, v of one shape (Paddle requires it) and sin, cos [s, d] or [1, s, 1, d]."""
+    b, s, h = (rng.choice(SIZES) for _ in range(3))
+    d = rng.choice([2, 4, 6, 8, 12])
+    time_major = rng.random() < 0.3
+    qkv = [s, b, h, d] if time_major else [b, s, h, d]
+    table = [s, d] if rng.random() < 0.5 else [1, s, 1, d]
+    return Case([list(qkv), list(qkv), list(qkv), list(table), list(table)],
+                {"use_neox_rotary_style": rng.random() < 0.5, "time_major": time_major,
+                 "rotary_emb_base": 10000.0})
+
+
+def _fused_dropout_add(rng):
+    x = _shape(rng)
+    return Case([x, list(x)], {"p": rng.choice([0.1, 0.5]), "is_test": False,
+                               "mode": "upscale_in_train", "seed": rng.randint(0, 99),
+                               "fix_seed": True})
+
+
+def _fused_rope_args(specs, attrs):
+    """Paddle's rule: (q, k, v, sin, cos, position_ids, use_neox_rotary_style, time_major,
+    rotary_emb_base); position_ids absent (a spec of shape [])."""
+    return list(specs) + [specs[0].__class__([], _empty_attr(specs[0]))] + [
+        attrs["use_neox_rotary_style"], attrs["time_major"], float(attrs["rotary_emb_base"])]
+
+
+def _empty_attr(spec):
+    from paddle.distributed.auto_parallel.static.dist_attribute import TensorDistAttr
+    attr = TensorDistAttr()
+    attr.process_mesh = spec.process_mesh()
+    attr.dims_mapping = []
+    return attr
+
+
+_fused_rope_args.attr_names = ("use_neox_rotary_style", "time_major", "rotary_emb_base")
+# Paddle's answer lays out position_ids too: only spmdkit's five inputs are judged.
+_fused_rope_args.adapt = lambda n_inputs, ins, outs: (ins[:n_inputs], outs)
+
+
+def _fused_dropout_add_args(specs, attrs):
+    """Paddle's rule takes x and y; its second output is seed_offset (the generator state),
+    spmdkit's the mask: the mask is claimed with out's layout (an elementwise companion)."""
+    return list(specs)
+
+
+_fused_dropout_add_args.attr_names = ()
+_fused_dropout_add_args.adapt = lambda n_inputs, ins, outs: (ins, [outs[0], outs[0]])
+
+
 def _a(*names):
     """A signature: the specs in order, then the named attrs."""
     def build(specs, attrs):
@@ -346,7 +429,17 @@ SPECS: List[OpSpec] = (
        OpSpec("tile", ["tile"], _tile, [_a("repeat_times")]),
        OpSpec("expand", ["expand"], _expand, [_a("shape")]),
        OpSpec("expand_as", ["expand_as"], _expand_as, [_a("target_shape")]),
-       OpSpec("triu", ["triu", "tril_triu"], _triu, [_a("diagonal"), _tril_triu])]
+       OpSpec("triu", ["triu", "tril_triu"], _triu, [_a("diagonal"), _tril_triu]),
+       OpSpec("argsort", ["argsort"], _argsort, [_a("axis", "descending", "stable"),
+                                                 _a("axis", "descending")]),
+       OpSpec("topk", ["topk"], _topk, [_a("k", "axis", "largest", "sorted")]),
+       OpSpec("gather_nd", ["gather_nd"], _gather_nd, [_a()]),
+       OpSpec("scatter", ["scatter"], _scatter, [_a("overwrite")]),
+       OpSpec("scatter_nd_add", ["scatter_nd_add"], _scatter_nd_add, [_a()]),
+       OpSpec("fused_rotary_position_embedding", ["fused_rotary_position_embedding"], _fused_rope,
+              [_fused_rope_args]),
+       OpSpec("fused_dropout_add", ["fused_dropout_add"], _fused_dropout_add,
+              [_fused_dropout_add_args])]
 )
 
 BY_NAME = {s.name: s for s in SPECS}

@@ -1,0 +1,168 @@
+// Index-driven reads and writes (docs/OPS.md "Paddle's other registered ops"): gather_nd
+// moves bytes (any dtype, x's kept; one memcpy per addressed slice); scatter and
+// scatter_nd_add compute in float32 or float64 (the floating inputs' dtype).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "kernels/cpu/internal.h"
+
+namespace spmd::kernels::cpu {
+namespace {
+
+using internal::CheckArity;
+using internal::InputField;
+using internal::NewOutput;
+
+// The ids of `t` as int64, each whole and in [0, bound) (bound < 0: no upper bound);
+// errors name `field`, as the references'.
+std::vector<int64_t> Ids(const Tensor& t, const std::string& field, int64_t bound = -1) {
+  const int64_t n = t.numel();
+  std::vector<int64_t> ids(static_cast<size_t>(n));
+  internal::VisitData(t, [&](const auto* src) {
+    using V = std::remove_cv_t<std::remove_pointer_t<decltype(src)>>;
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = static_cast<double>(src[i]);
+      if constexpr (std::is_floating_point_v<V>) {
+        if (!std::isfinite(v) || v != std::trunc(v)) {
+          ThrowInvalid(field, "id " + std::to_string(v) + " is not an integer");
+        }
+      }
+      if (v < 0 || (bound >= 0 && v >= static_cast<double>(bound))) {
+        ThrowInvalid(field, "id " + std::to_string(v) + " outside [0, " + std::to_string(bound) + ")");
+      }
+      ids[static_cast<size_t>(i)] = static_cast<int64_t>(src[i]);
+    }
+  });
+  return ids;
+}
+
+int64_t Depth(const Tensor& x, const Tensor& index) {
+  if (index.rank() == 0) ThrowInvalid(InputField(1, "shape"), "index must have rank >= 1");
+  const int64_t depth = index.shape().back();
+  if (depth > x.rank()) {
+    ThrowInvalid(InputField(1, "shape"), "index " + ShapeToString(index.shape()) +
+                                             " addresses more dims than x " + ShapeToString(x.shape()));
+  }
+  return depth;
+}
+
+// Per index row, the element offset in x of the slice it addresses (ids checked per dim).
+std::vector<int64_t> SliceOffsets(const Tensor& x, const Tensor& index, int64_t depth) {
+  const std::vector<int64_t> ids = Ids(index, InputField(1, "data"));
+  const int64_t rows = NumElements(Shape(index.shape().begin(), index.shape().end() - 1));
+  std::vector<int64_t> offsets(static_cast<size_t>(rows), 0);
+  Shape strides(static_cast<size_t>(x.rank()), 1);
+  for (int64_t d = x.rank() - 2; d >= 0; --d) strides[d] = strides[d + 1] * x.shape()[d + 1];
+  for (size_t r = 0; r < offsets.size() && depth > 0; ++r) {
+    for (int64_t j = 0; j < depth; ++j) {
+      const int64_t id = ids[r * static_cast<size_t>(depth) + static_cast<size_t>(j)];
+      if (id >= x.shape()[j]) {
+        ThrowInvalid(InputField(1, "data"), "id " + std::to_string(id) + " outside [0, " +
+                                                std::to_string(x.shape()[j]) + ")");
+      }
+      offsets[r] += id * strides[j];
+    }
+  }
+  return offsets;
+}
+
+}  // namespace
+
+Tensors gather_nd(const TensorArgs& inputs, const Attrs&) {
+  CheckArity(inputs, 2);
+  const Tensor& x = inputs[0];
+  const Tensor& index = inputs[1];
+  const int64_t depth = Depth(x, index);
+  Shape out_shape(index.shape().begin(), index.shape().end() - 1);
+  out_shape.insert(out_shape.end(), x.shape().begin() + depth, x.shape().end());
+  const std::vector<int64_t> offsets = SliceOffsets(x, index, depth);
+  Tensor out = NewOutput(out_shape, x.dtype());
+  const size_t es = x.element_size();
+  const size_t slice = static_cast<size_t>(NumElements(Shape(x.shape().begin() + depth, x.shape().end()))) * es;
+  if (slice == 0) return {std::move(out)};
+  for (size_t r = 0; r < offsets.size(); ++r) {
+    std::memcpy(out.bytes() + r * slice, x.bytes() + static_cast<size_t>(offsets[r]) * es, slice);
+  }
+  return {std::move(out)};
+}
+
+Tensors scatter(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 3);
+  const Tensor& x = inputs[0];
+  const Tensor& index = inputs[1];
+  const Tensor& updates = inputs[2];
+  const bool overwrite = attrs.GetBool("overwrite");
+  if (x.rank() == 0) ThrowInvalid(InputField(0, "shape"), "x must have rank >= 1");
+  if (index.rank() != 1) ThrowInvalid(InputField(1, "shape"), "index must be 1-D");
+  Shape expected = x.shape();
+  expected[0] = index.shape()[0];
+  if (updates.shape() != expected) {
+    ThrowInvalid(InputField(2, "shape"), "updates " + ShapeToString(updates.shape()) + " must be " +
+                                             ShapeToString(expected));
+  }
+  const bool sharded = attrs.Has(kLocalVocabStart);
+  const int64_t start = sharded ? attrs.GetInt(kLocalVocabStart) : 0;
+  if (start < 0) ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "negative row offset");
+  const int64_t rows = x.shape()[0];
+  const std::vector<int64_t> ids = Ids(index, InputField(1, "data"), sharded ? -1 : rows);
+  return internal::DispatchFloat(internal::ComputeDType(inputs, {0, 2}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    internal::ValuesAs<T> xv(x);
+    internal::ValuesAs<T> uv(updates);
+    Tensor out = NewOutput(x.shape(), DTypeOf<T>::value);
+    T* o = out.data<T>();
+    const int64_t n = out.numel();
+    const int64_t row = rows == 0 ? 0 : n / rows;
+    std::copy(xv.data(), xv.data() + n, o);
+    const auto held = [&](int64_t id) { return id >= start && id - start < rows; };
+    if (!overwrite) {
+      for (int64_t id : ids) {
+        if (held(id)) std::fill(o + (id - start) * row, o + (id - start + 1) * row, T(0));
+      }
+    }
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (!held(ids[i])) continue;  // another shard's row
+      T* dst = o + (ids[i] - start) * row;
+      const T* src = uv.data() + static_cast<int64_t>(i) * row;
+      for (int64_t t = 0; t < row; ++t) dst[t] = overwrite ? src[t] : dst[t] + src[t];
+    }
+    return Tensors{std::move(out)};
+  });
+}
+
+Tensors scatter_nd_add(const TensorArgs& inputs, const Attrs&) {
+  CheckArity(inputs, 3);
+  const Tensor& x = inputs[0];
+  const Tensor& index = inputs[1];
+  const Tensor& updates = inputs[2];
+  const int64_t depth = Depth(x, index);
+  Shape expected(index.shape().begin(), index.shape().end() - 1);
+  expected.insert(expected.end(), x.shape().begin() + depth, x.shape().end());
+  if (updates.shape() != expected) {
+    ThrowInvalid(InputField(2, "shape"), "updates " + ShapeToString(updates.shape()) + " must be " +
+                                             ShapeToString(expected));
+  }
+  const std::vector<int64_t> offsets = SliceOffsets(x, index, depth);
+  const int64_t slice = NumElements(Shape(x.shape().begin() + depth, x.shape().end()));
+  return internal::DispatchFloat(internal::ComputeDType(inputs, {0, 2}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    internal::ValuesAs<T> xv(x);
+    internal::ValuesAs<T> uv(updates);
+    Tensor out = NewOutput(x.shape(), DTypeOf<T>::value);
+    T* o = out.data<T>();
+    std::copy(xv.data(), xv.data() + out.numel(), o);
+    for (size_t r = 0; r < offsets.size(); ++r) {
+      const T* src = uv.data() + static_cast<int64_t>(r) * slice;
+      T* dst = o + offsets[r];
+      for (int64_t t = 0; t < slice; ++t) dst[t] += src[t];
+    }
+    return Tensors{std::move(out)};
+  });
+}
+
+}  // namespace spmd::kernels::cpu

@@ -1,0 +1,99 @@
+// Sorting ops (docs/OPS.md "Paddle's other registered ops"): argsort, topk. Any dtype:
+// values are compared in their own type and out keeps x's dtype; indices are int64. The
+// order is total (NaN above every number, ties by index), so std::sort and
+// std::partial_sort give the references' answer exactly.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "kernels/cpu/internal.h"
+
+namespace spmd::kernels::cpu {
+namespace {
+
+using internal::CheckArity;
+using internal::NewOutput;
+
+template <typename T>
+bool IsNan(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::isnan(v);
+  } else {
+    return false;
+  }
+}
+
+// Whether value a (at position ia) comes before value b (at ib): ascending (descending:
+// reversed) with NaN above every number, then by position.
+template <typename T>
+bool Before(T a, int64_t ia, T b, int64_t ib, bool descending) {
+  const bool a_nan = IsNan(a), b_nan = IsNan(b);
+  if (a_nan != b_nan) return descending ? a_nan : b_nan;
+  if (!a_nan && a != b) return descending ? b < a : a < b;
+  return ia < ib;
+}
+
+// Per line of x along `axis`, the first `k` positions in sorted order into out (x's
+// dtype) and indices (int64).
+Tensors SortAlong(const Tensor& x, int64_t axis, int64_t k, bool descending) {
+  const internal::AxisView v = internal::ViewAlong(x.shape(), axis);
+  Shape out_shape = x.shape();
+  if (!out_shape.empty()) out_shape[axis] = k;
+  Tensor out = NewOutput(out_shape, x.dtype());
+  Tensor indices = NewOutput(out_shape, DType::kInt64);
+  if (out.numel() == 0) return {std::move(out), std::move(indices)};
+  internal::VisitData(x, [&](const auto* src) {
+    using T = std::remove_cv_t<std::remove_pointer_t<decltype(src)>>;
+    T* dst = out.data<T>();
+    int64_t* idx = indices.data<int64_t>();
+    std::vector<int64_t> order(static_cast<size_t>(v.len));
+    std::vector<T> line(static_cast<size_t>(v.len));
+    const auto less = [&](int64_t a, int64_t b) { return Before(line[a], a, line[b], b, descending); };
+    for (int64_t o = 0; o < v.outer; ++o) {
+      for (int64_t i = 0; i < v.inner; ++i) {
+        for (int64_t a = 0; a < v.len; ++a) line[a] = src[(o * v.len + a) * v.inner + i];
+        std::iota(order.begin(), order.end(), int64_t{0});
+        if (k == v.len) {
+          std::sort(order.begin(), order.end(), less);
+        } else {
+          std::partial_sort(order.begin(), order.begin() + k, order.end(), less);
+        }
+        for (int64_t j = 0; j < k; ++j) {
+          const int64_t at = (o * k + j) * v.inner + i;
+          dst[at] = line[order[j]];
+          idx[at] = order[j];
+        }
+      }
+    }
+  });
+  return {std::move(out), std::move(indices)};
+}
+
+}  // namespace
+
+Tensors argsort(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 1);
+  const Tensor& x = inputs[0];
+  const int64_t axis = internal::NormalizeAxisOrScalar(attrs.GetInt("axis"), x.rank(), "attrs.axis");
+  const int64_t len = x.rank() == 0 ? 1 : x.shape()[axis];
+  return SortAlong(x, axis, len, attrs.GetBool("descending"));
+}
+
+Tensors topk(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 1);
+  const Tensor& x = inputs[0];
+  const int64_t axis = internal::NormalizeAxisOrScalar(attrs.GetInt("axis"), x.rank(), "attrs.axis");
+  const int64_t k = attrs.GetInt("k");
+  const int64_t len = x.rank() == 0 ? 1 : x.shape()[axis];
+  if (x.rank() == 0 && k != 1) ThrowInvalid("attrs.k", "k must be 1 for a 0-d x");
+  if (k < 0 || k > len) {
+    ThrowInvalid("attrs.k", "k " + std::to_string(k) + " outside [0, " + std::to_string(len) + "]");
+  }
+  return SortAlong(x, axis, k, attrs.GetBool("largest"));
+}
+
+}  // namespace spmd::kernels::cpu

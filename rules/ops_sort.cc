@@ -1,0 +1,91 @@
+// Sorting ops with Paddle's names, attrs and argument orders: argsort, topk. Each reads
+// its whole sorted axis, so that axis is forced replicated (as Paddle's rules); every
+// other dim passes through to both outputs, values and int64 indices. A partial input is
+// reduced first (the order of a partial sum is not the order of its pieces).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rules/error.h"
+#include "rules/notation.h"
+#include "rules/registry.h"
+
+namespace spmd::declare {
+namespace {
+
+using notation::Letters;
+using notation::MakeAttrs;
+
+int Rank(const RuleContext& c) { return static_cast<int>(c.input_shapes[0].size()); }
+
+// The sorted axis in [0, rank), or -1 for a 0-d x (which accepts axis 0 and -1).
+int SortedAxis(const RuleContext& c) {
+  return notation::NormalizeAxisOrScalar(c.attrs.GetInt("axis"), Rank(c), "attrs.axis");
+}
+
+}  // namespace
+
+// argsort(x, axis, descending, stable) -> out (x sorted along axis), indices (int64: the
+// position in x of each element of out). Ties keep index order whatever `stable` says; NaN
+// sorts above every number. `abc->abc,abc R(axis)`.
+OpDecl argsort() {
+  return OpBuilder("argsort").Inputs({"x"}).Outputs({"out", "indices"})
+      .Tolerance(ToleranceClass::kExact)
+      .Attr("axis", AttrKind::kInt, int64_t{-1})
+      .Attr("descending", AttrKind::kBool, false)
+      .Attr("stable", AttrKind::kBool, false)
+      .Einsum([](const RuleContext& c) {
+        const int axis = SortedAxis(c);
+        const std::string x = Letters(Rank(c));
+        return notation::FromLetters({x}, {x, x}, axis >= 0 ? x.substr(static_cast<size_t>(axis), 1) : "");
+      })
+      .Examples(notation::FromSignatures(
+          {{{"abc"}, MakeAttrs({{"axis", int64_t{1}}})},
+           {{"ab"}, MakeAttrs({{"descending", true}})},
+           {{"ab"}, MakeAttrs({{"axis", int64_t{0}}, {"stable", true}})}}));
+}
+
+// topk(x, k, axis, largest, sorted) -> out, indices (int64): the k largest (largest false:
+// smallest) elements along axis, in descending (ascending) order, ties in index order;
+// sorted false gives the same order. 0 <= k <= x.shape[axis]; a 0-d x takes k == 1. The
+// axis becomes a new factor of size k: `abc->a{k}c,a{k}c R(b, k)`.
+OpDecl topk() {
+  return OpBuilder("topk").Inputs({"x"}).Outputs({"out", "indices"})
+      .Tolerance(ToleranceClass::kExact)
+      .Attr("k", AttrKind::kInt, int64_t{1})
+      .Attr("axis", AttrKind::kInt, int64_t{-1})
+      .Attr("largest", AttrKind::kBool, true)
+      .Attr("sorted", AttrKind::kBool, true)
+      .Einsum([](const RuleContext& c) {
+        const int axis = SortedAxis(c);
+        const int64_t k = c.attrs.GetInt("k");
+        const std::string x = Letters(Rank(c));
+        if (axis < 0) {
+          if (k != 1) ThrowInvalid("attrs.k", "k must be 1 for a 0-d x, got " + std::to_string(k));
+          return notation::FromLetters({x}, {x, x});
+        }
+        const int64_t n = c.input_shapes[0][static_cast<size_t>(axis)];
+        if (k < 0 || k > n) {
+          ThrowInvalid("attrs.k", "k " + std::to_string(k) + " outside [0, " + std::to_string(n) +
+                                      "] (the size of the sorted axis)");
+        }
+        EinsumSpec spec = notation::FromLetters({x}, {}, x.substr(static_cast<size_t>(axis), 1));
+        Notation out = spec.inputs[0];
+        const FactorId picked = spec.AddFactor(k);
+        out[static_cast<size_t>(axis)] = picked;
+        spec.forced_replicated.push_back(picked);
+        spec.outputs = {out, out};
+        return spec;
+      })
+      .Examples([](const SizePalette& p) {
+        // k no larger than the sorted axis (a palette size may be 0 or 1).
+        const int64_t k1 = p[1] < 2 ? p[1] : 2;
+        const int64_t k0 = p[0] < 1 ? p[0] : 1;
+        return std::vector<Example>{
+            {{{p[0], p[1], p[2]}}, MakeAttrs({{"k", k1}, {"axis", int64_t{1}}})},
+            {{{p[0], p[1]}}, MakeAttrs({{"k", k0}, {"axis", int64_t{0}}, {"largest", false}})},
+            {{{p[0], p[1]}}, MakeAttrs({{"k", p[1]}, {"sorted", false}})}};
+      });
+}
+
+}  // namespace spmd::declare
