@@ -1,7 +1,9 @@
 #include "rules/mesh.h"
+#include "rules/mesh_spec.h"
 
 #include <algorithm>
 #include <set>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -196,6 +198,28 @@ std::string ToString(const Mesh& mesh) {
     out += "]";
   }
   return out;
+}
+
+Mesh ParseMeshSpec(const std::string& spec) {
+  std::vector<int64_t> sizes;
+  std::vector<std::string> names;
+  std::stringstream in(spec);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      ThrowInvalid("mesh", "'" + item + "' is not name=size (e.g. dp=2,tp=2)");
+    }
+    const std::string size_text = item.substr(eq + 1);
+    if (size_text.empty() || size_text.size() > 6 ||
+        size_text.find_first_not_of("0123456789") != std::string::npos) {
+      ThrowInvalid("mesh", "'" + size_text + "' is not a size");
+    }
+    names.push_back(item.substr(0, eq));
+    sizes.push_back(std::stoll(size_text));
+  }
+  if (sizes.empty()) ThrowInvalid("mesh", "no axes");
+  return Mesh(sizes, {}, names);
 }
 
 }  // namespace spmd

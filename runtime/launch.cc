@@ -349,28 +349,6 @@ LaunchEnv ReadLaunchEnv(const std::function<const char*(const char*)>& get_env) 
   return env;
 }
 
-Mesh ParseMeshSpec(const std::string& spec) {
-  std::vector<int64_t> sizes;
-  std::vector<std::string> names;
-  std::stringstream in(spec);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      ThrowInvalid("mesh", "'" + item + "' is not name=size (e.g. dp=2,tp=2)");
-    }
-    const std::string size_text = item.substr(eq + 1);
-    if (size_text.empty() || size_text.size() > 6 ||
-        size_text.find_first_not_of("0123456789") != std::string::npos) {
-      ThrowInvalid("mesh", "'" + size_text + "' is not a size");
-    }
-    names.push_back(item.substr(0, eq));
-    sizes.push_back(std::stoll(size_text));
-  }
-  if (sizes.empty()) ThrowInvalid("mesh", "no axes");
-  return Mesh(sizes, {}, names);
-}
-
 Mesh AgreeOnMesh(Communicator& comm, const std::string& spec,
                  const std::function<Mesh(const std::string&)>& parse) {
   const int64_t n = comm.world_size();

@@ -35,6 +35,7 @@
 #include <string_view>
 
 #include "rules/mesh.h"
+#include "rules/mesh_spec.h"
 #include "runtime/communicator.h"
 #include "runtime/mpi_communicator.h"
 
@@ -57,8 +58,8 @@ std::string_view ToString(LaunchEnv::Source source);  // "mpirun", "rendezvous",
 // rank without SPMD_RENDEZVOUS, or SPMD_RANK / SPMD_WORLD_SIZE that disagree with mpirun's.
 LaunchEnv ReadLaunchEnv(const std::function<const char*(const char*)>& get = nullptr);
 
-// Parses "dp=2,tp=2" into a mesh with those axis names (InvalidArgument "mesh").
-Mesh ParseMeshSpec(const std::string& spec);
+// Parses "dp=2,tp=2" into a mesh with those axis names (rules/mesh.h).
+using spmd::ParseMeshSpec;
 
 // Collective over every rank of `comm`'s world: throws the same InvalidArgument ("mesh")
 // on every rank when the ranks' specs differ (naming the ranks on each side), or when the

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "rules/error.h"
-#include "runtime/launch.h"
+#include "rules/mesh_spec.h"
 
 namespace spmd::train {
 
@@ -91,6 +91,6 @@ std::string Layout::ToString() const {
   return os.str();
 }
 
-Mesh ParseNamedMesh(const std::string& text) { return runtime::ParseMeshSpec(text); }
+Mesh ParseNamedMesh(const std::string& text) { return ParseMeshSpec(text); }
 
 }  // namespace spmd::train

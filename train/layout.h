@@ -99,7 +99,7 @@ class Layout {
 };
 
 // Parses "dp=2,tp=2" into a named mesh (InvalidArgument "mesh" on bad text):
-// runtime::ParseMeshSpec, the parser the launcher agrees on.
+// ParseMeshSpec (rules/mesh.h), the parser the launcher agrees on.
 Mesh ParseNamedMesh(const std::string& text);
 
 }  // namespace spmd::train
