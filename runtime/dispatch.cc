@@ -61,8 +61,11 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
     args.push_back({inputs[i]->shape(), inputs[i]->dist_attr()});
     shapes.push_back(inputs[i]->shape());
   }
-  const InferResult rule = InferForward(op, mesh, args, attrs);
-  const Attrs normalized = op.NormalizeAttrs(attrs);
+  // One pass gives the rule, the normalised attrs and every output shape (the declaration
+  // gives them before any kernel runs).
+  const ForwardInference inferred = InferForwardWithShapes(op, mesh, args, attrs);
+  const InferResult& rule = inferred.rule;
+  const Attrs& normalized = inferred.normalized;
   if (report != nullptr) {
     *report = DispatchReport{};
     report->rule = rule;
@@ -94,8 +97,7 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
   }
   const kernels::TensorArgs locals(std::move(local_ptrs));
 
-  // Every output shape is known before any kernel runs: the declaration gives it.
-  const std::vector<Shape> global_out = InferOutputShapes(op, shapes, normalized);
+  const std::vector<Shape>& global_out = inferred.output_shapes;
   if (global_out.size() != rule.outputs.size()) {
     throw std::logic_error("the rule of " + op.name + " gives " + std::to_string(rule.outputs.size()) +
                            " output dist attrs for " + std::to_string(global_out.size()) + " outputs");
