@@ -378,8 +378,8 @@ class QuickReader {
     const size_t start = pos_;
     int64_t value = 0;
     while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+      if (pos_ - start == 18) return false;  // checked first: 18 digits cannot overflow
       value = value * 10 + (text_[pos_++] - '0');
-      if (pos_ - start > 18) return false;
     }
     const size_t digits = pos_ - start;
     if (digits == 0 || (digits > 1 && text_[start] == '0')) return false;
