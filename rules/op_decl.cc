@@ -161,8 +161,8 @@ std::vector<Shape> CheckedOutputShapes(std::vector<Shape> shapes) {
   return shapes;
 }
 
-ForwardInference RunForward(const OpDecl& op, const Mesh& mesh, const std::vector<TensorArg>& inputs,
-                   const Attrs& attrs) {
+ForwardInference RunForward(const OpDecl& op, const Mesh& mesh,
+                            const std::vector<TensorArg>& inputs, const Attrs& attrs) {
   CheckArity(op, inputs.size());
   // The fast checks build no field names; a failing input goes through the naming checks,
   // which throw exactly as before (shape first, then dist attr).
