@@ -1,9 +1,14 @@
 #include "io/infer_io.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <istream>
+#include <iterator>
 #include <limits>
+#include <optional>
 #include <ostream>
+#include <string_view>
+#include <utility>
 
 #include "rules/error.h"
 #include "rules/registry.h"
@@ -26,21 +31,48 @@ int64_t ToInt(const json& value, const std::string& field) {
   return value.get<int64_t>();
 }
 
+// The integer `value` holds when ToInt would accept it, else nothing (no field is built:
+// the callers below name the field only when they go on to ToInt for its error).
+std::optional<int64_t> IntIfValid(const json& value) {
+  if (value.is_number_integer() && !value.is_number_unsigned()) return value.get<int64_t>();
+  if (value.is_number_unsigned() &&
+      value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return value.get<int64_t>();
+  }
+  return std::nullopt;
+}
+
+std::string Indexed(const std::string& field, size_t i) {
+  return field + "[" + std::to_string(i) + "]";
+}
+
 std::vector<int64_t> ToInts(const json& value, const std::string& field) {
   if (!value.is_array()) ThrowInvalid(field, "expected a list of integers");
   std::vector<int64_t> result;
+  result.reserve(value.size());
   for (size_t i = 0; i < value.size(); ++i) {
-    result.push_back(ToInt(value[i], field + "[" + std::to_string(i) + "]"));
+    const std::optional<int64_t> v = IntIfValid(value[i]);
+    result.push_back(v ? *v : ToInt(value[i], Indexed(field, i)));
   }
   return result;
 }
 
+bool IsAxis(int64_t axis) { return axis >= 0 && axis < kMaxMeshAxes; }
+
 int ToAxis(const json& value, const std::string& field) {
   const int64_t axis = ToInt(value, field);
-  if (axis < 0 || axis >= kMaxMeshAxes) {
+  if (!IsAxis(axis)) {
     ThrowInvalid(field, "mesh axis " + std::to_string(axis) + " is out of range");
   }
   return static_cast<int>(axis);
+}
+
+// ToAxis, naming `field()` only on failure.
+template <typename Field>
+int ToAxisLazy(const json& value, Field field) {
+  const std::optional<int64_t> axis = IntIfValid(value);
+  if (axis && IsAxis(*axis)) return static_cast<int>(*axis);
+  return ToAxis(value, field());
 }
 
 // dims_mapping entries: -1, an axis, or a list of axes (co-shard, major to minor).
@@ -48,14 +80,16 @@ std::vector<AxisList> ParseDimsMapping(const json& value, const std::string& fie
   if (!value.is_array()) ThrowInvalid(field, "expected a list");
   std::vector<AxisList> dims(value.size());
   for (size_t d = 0; d < value.size(); ++d) {
-    const std::string at = field + "[" + std::to_string(d) + "]";
-    if (value[d].is_array()) {
-      for (size_t k = 0; k < value[d].size(); ++k) {
-        dims[d].push_back(ToAxis(value[d][k], at + "[" + std::to_string(k) + "]"));
+    const json& entry = value[d];
+    if (entry.is_array()) {
+      for (size_t k = 0; k < entry.size(); ++k) {
+        dims[d].push_back(ToAxisLazy(entry[k], [&] { return Indexed(Indexed(field, d), k); }));
       }
-    } else if (ToInt(value[d], at) != -1) {
-      dims[d].push_back(ToAxis(value[d], at));
+      continue;
     }
+    const std::optional<int64_t> axis = IntIfValid(entry);
+    if ((axis ? *axis : ToInt(entry, Indexed(field, d))) == -1) continue;
+    dims[d].push_back(ToAxisLazy(entry, [&] { return Indexed(field, d); }));
   }
   return dims;
 }
@@ -186,6 +220,304 @@ std::string DumpLine(const json& answer) {
   return answer.dump(-1, ' ', /*ensure_ascii=*/false, json::error_handler_t::replace);
 }
 
+// Appends the integers as a JSON list.
+template <typename Ints>
+void AppendList(std::string& out, const Ints& values) {
+  out += '[';
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(values[i]);
+  }
+  out += ']';
+}
+
+// Appends DistAttrToJson(attr) as DumpLine prints it (no spaces, object keys sorted as
+// text: "dims_mapping" before "partial", partial axis "10" before "2").
+void AppendDistAttr(std::string& out, const DistAttr& attr) {
+  bool flat = true;
+  for (const AxisList& axes : attr.dims) flat = flat && axes.size() <= 1;
+  out += "{\"dims_mapping\":[";
+  for (size_t d = 0; d < attr.dims.size(); ++d) {
+    if (d > 0) out += ',';
+    const AxisList& axes = attr.dims[d];
+    if (!flat) {
+      AppendList(out, axes);
+    } else {
+      out += axes.empty() ? std::string("-1") : std::to_string(axes[0]);
+    }
+  }
+  out += "],\"partial\":{";
+  std::vector<std::pair<std::string, ReduceOp>> partial;
+  partial.reserve(attr.partial.size());
+  for (const auto& [axis, op] : attr.partial) partial.emplace_back(std::to_string(axis), op);
+  std::sort(partial.begin(), partial.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 0; i < partial.size(); ++i) {
+    if (i > 0) out += ',';
+    out += '"';
+    out += partial[i].first;
+    out += "\":\"";
+    out += ToString(partial[i].second);
+    out += '"';
+  }
+  out += "}}";
+}
+
+// The rule of a parsed request (forward or reverse); throws SpmdError naming the field.
+InferResult Answer(const json& request) {
+  const RuleRequest r = ParseRuleRequest(request);
+  if (!r.reverse) return InferForward(*r.op, r.mesh, r.inputs, r.attrs);
+  std::vector<Shape> input_shapes;
+  for (const TensorArg& t : r.inputs) input_shapes.push_back(t.shape);
+  return InferReverse(*r.op, r.mesh, input_shapes, r.outputs, r.attrs);
+}
+
+// A quick reader for the usual request line: a forward request written with only what
+// requests normally hold (strings without escapes or non-ASCII bytes, integers of at most
+// 18 digits, true/false, lists and objects; no floats, nulls, repeated or unknown keys).
+// It returns the same RuleRequest that ParseRuleRequest gives for the nlohmann parse of
+// the line, or nothing: for any other line, and for any line that would be refused, so
+// that InferLine then takes the nlohmann path, which answers exactly as it always has.
+class QuickReader {
+ public:
+  explicit QuickReader(std::string_view text) : text_(text) {}
+
+  std::optional<RuleRequest> Read() {
+    RuleRequest r;
+    std::string_view op_name;
+    std::vector<int64_t> mesh_shape, process_ids;
+    std::vector<std::string> axis_names;
+    unsigned seen = 0;
+    bool ok = Object([&](std::string_view key) {
+      static constexpr std::string_view kKeys[] = {"op",     "direction", "mesh_shape",
+                                                   "process_ids", "axis_names", "attrs",
+                                                   "inputs", "outputs"};
+      size_t k = 0;
+      while (k < std::size(kKeys) && kKeys[k] != key) ++k;
+      if (k == std::size(kKeys) || (seen >> k & 1) != 0) return false;
+      seen |= 1u << k;
+      switch (k) {
+        case 0: return String(op_name);
+        case 1: {
+          std::string_view direction;
+          return String(direction) && direction == "forward";
+        }
+        case 2: return Ints(mesh_shape);
+        case 3: return Ints(process_ids);
+        case 4: return List([&] {
+            std::string_view name;
+            if (!String(name)) return false;
+            axis_names.emplace_back(name);
+            return true;
+          });
+        case 5: return AttrsObject(r.attrs);
+        case 6: return List([&] {
+            r.inputs.emplace_back();
+            return Tensor(r.inputs.back());
+          });
+        default: return Skip(0);  // a forward request's outputs are not read
+      }
+    });
+    Space();
+    if (!ok || pos_ != text_.size() || (seen & 1u) == 0 || (seen & 4u) == 0) {
+      return std::nullopt;
+    }
+    r.op = FindOp(op_name);
+    if (r.op == nullptr) return std::nullopt;
+    try {
+      r.mesh = Mesh(std::move(mesh_shape), std::move(process_ids), std::move(axis_names));
+    } catch (const SpmdError&) {
+      return std::nullopt;
+    }
+    return r;
+  }
+
+ private:
+  void Space() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' ||
+                                   text_[pos_] == '\n' || text_[pos_] == '\r')) {
+      ++pos_;
+    }
+  }
+  bool Eat(char c) {
+    Space();
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  bool Peek(char c) {
+    Space();
+    return pos_ < text_.size() && text_[pos_] == c;
+  }
+  bool Word(std::string_view word) {
+    Space();
+    if (text_.substr(pos_, word.size()) != word) return false;
+    pos_ += word.size();
+    return true;
+  }
+  bool String(std::string_view& out) {
+    if (!Eat('"')) return false;
+    const size_t start = pos_;
+    for (; pos_ < text_.size(); ++pos_) {
+      const unsigned char c = static_cast<unsigned char>(text_[pos_]);
+      if (c == '"') {
+        out = text_.substr(start, pos_ - start);
+        ++pos_;
+        return true;
+      }
+      if (c == '\\' || c < 0x20 || c >= 0x80) return false;
+    }
+    return false;
+  }
+  bool Int(int64_t& out) {
+    Space();
+    const bool negative = pos_ < text_.size() && text_[pos_] == '-';
+    if (negative) ++pos_;
+    const size_t start = pos_;
+    int64_t value = 0;
+    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+      if (pos_ - start == 18) return false;  // checked first: 18 digits cannot overflow
+      value = value * 10 + (text_[pos_++] - '0');
+    }
+    const size_t digits = pos_ - start;
+    if (digits == 0 || (digits > 1 && text_[start] == '0')) return false;
+    if (pos_ < text_.size() && (text_[pos_] == '.' || text_[pos_] == 'e' || text_[pos_] == 'E')) {
+      return false;
+    }
+    out = negative ? -value : value;
+    return true;
+  }
+  // `item()` reads one element; false ends the read.
+  template <typename Item>
+  bool List(Item item) {
+    if (!Eat('[')) return false;
+    if (Eat(']')) return true;
+    do {
+      if (!item()) return false;
+    } while (Eat(','));
+    return Eat(']');
+  }
+  // `member(key)` reads the value of one member.
+  template <typename Member>
+  bool Object(Member member) {
+    if (!Eat('{')) return false;
+    if (Eat('}')) return true;
+    do {
+      std::string_view key;
+      if (!String(key) || !Eat(':') || !member(key)) return false;
+    } while (Eat(','));
+    return Eat('}');
+  }
+  bool Ints(std::vector<int64_t>& out) {
+    return List([&] {
+      int64_t v = 0;
+      if (!Int(v)) return false;
+      out.push_back(v);
+      return true;
+    });
+  }
+  bool Axis(int64_t v, AxisList& out) {
+    if (v < 0 || v >= kMaxMeshAxes) return false;
+    out.push_back(static_cast<int>(v));
+    return true;
+  }
+  // Any value of the subset above, read and dropped.
+  bool Skip(int depth) {
+    if (depth > 32) return false;
+    if (Peek('"')) {
+      std::string_view s;
+      return String(s);
+    }
+    if (Peek('[')) return List([&] { return Skip(depth + 1); });
+    if (Peek('{')) return Object([&](std::string_view) { return Skip(depth + 1); });
+    if (Word("true") || Word("false")) return true;
+    int64_t v = 0;
+    return Int(v);
+  }
+  bool AttrsObject(Attrs& attrs) {
+    return Object([&](std::string_view key) {
+      const std::string name(key);
+      if (attrs.Has(name)) return false;
+      if (Word("true")) {
+        attrs.Set(name, true);
+      } else if (Word("false")) {
+        attrs.Set(name, false);
+      } else if (Peek('"')) {
+        std::string_view value;
+        if (!String(value)) return false;
+        attrs.Set(name, std::string(value));
+      } else if (Peek('[')) {
+        std::vector<int64_t> values;
+        if (!Ints(values)) return false;
+        attrs.Set(name, std::move(values));
+      } else {
+        int64_t value = 0;
+        if (!Int(value)) return false;
+        attrs.Set(name, value);
+      }
+      return true;
+    });
+  }
+  bool Tensor(TensorArg& t) {
+    bool has_shape = false, has_dims = false, has_partial_dims = false, has_partial = false;
+    const bool ok = Object([&](std::string_view key) {
+      if (key == "shape" && !has_shape) {
+        has_shape = true;
+        return Ints(t.shape);
+      }
+      if (key == "dims_mapping" && !has_dims) {
+        has_dims = true;
+        return List([&] {
+          t.dist.dims.emplace_back();
+          AxisList& axes = t.dist.dims.back();
+          if (Peek('[')) {
+            return List([&] {
+              int64_t v = 0;
+              return Int(v) && Axis(v, axes);
+            });
+          }
+          int64_t v = 0;
+          return Int(v) && (v == -1 || Axis(v, axes));
+        });
+      }
+      if (key == "partial_dims" && !has_partial_dims) {
+        has_partial_dims = true;
+        return List([&] {
+          int64_t v = 0;
+          if (!Int(v) || v < 0 || v >= kMaxMeshAxes) return false;
+          const auto [it, added] = t.dist.partial.emplace(static_cast<int>(v), ReduceOp::kSum);
+          return added || it->second == ReduceOp::kSum;
+        });
+      }
+      if (key == "partial" && !has_partial) {
+        has_partial = true;
+        return Object([&](std::string_view axis_text) {
+          std::string_view op_text;
+          const bool digits = !axis_text.empty() && axis_text.size() <= 2 &&
+                              axis_text.find_first_not_of("0123456789") == std::string_view::npos;
+          if (!digits || !String(op_text)) return false;
+          const int axis = std::stoi(std::string(axis_text));
+          const std::optional<ReduceOp> op = ParseReduceOp(op_text);
+          if (axis >= kMaxMeshAxes || !op) return false;
+          // As the full path: an axis given again ("0" and "00", or in partial_dims) must
+          // name the same op; a disagreement is left to the full path to refuse.
+          const auto [it, added] = t.dist.partial.emplace(axis, *op);
+          return added || it->second == *op;
+        });
+      }
+      return false;
+    });
+    if (!ok || !has_shape) return false;
+    if (!has_dims) t.dist.dims.resize(t.shape.size());
+    return true;
+  }
+
+  std::string_view text_;
+  size_t pos_ = 0;
+};
+
 bool Blank(const std::string& line) {
   return line.find_first_not_of(" \t\r") == std::string::npos;
 }
@@ -235,13 +567,24 @@ std::vector<TensorArg> ParseTensorList(const json& request, const char* key) {
   return ParseTensors(request, key, true);
 }
 
+std::string ResultLine(const InferResult& result) {
+  std::string out = "{\"inputs\":[";
+  for (size_t i = 0; i < result.inputs.size(); ++i) {
+    if (i > 0) out += ',';
+    AppendDistAttr(out, result.inputs[i]);
+  }
+  out += "],\"outputs\":[";
+  for (size_t o = 0; o < result.outputs.size(); ++o) {
+    if (o > 0) out += ',';
+    AppendDistAttr(out, result.outputs[o]);
+  }
+  out += "]}";
+  return out;
+}
+
 json InferJson(const json& request) {
   try {
-    const RuleRequest r = ParseRuleRequest(request);
-    if (!r.reverse) return ResultToJson(InferForward(*r.op, r.mesh, r.inputs, r.attrs));
-    std::vector<Shape> input_shapes;
-    for (const TensorArg& t : r.inputs) input_shapes.push_back(t.shape);
-    return ResultToJson(InferReverse(*r.op, r.mesh, input_shapes, r.outputs, r.attrs));
+    return ResultToJson(Answer(request));
   } catch (const SpmdError& e) {
     return ErrorJson(e.type(), e.what());
   } catch (const std::exception& e) {
@@ -282,12 +625,31 @@ std::string InferLine(std::string_view line) {
   // Parsing, answering and dumping all happen inside the try: whatever one line holds, it
   // gets one answer line and the stream goes on.
   try {
+    // The usual forward request: read without building a json (QuickReader gives exactly
+    // ParseRuleRequest's result, or nothing and the line goes the full way below).
+    if (std::optional<RuleRequest> r = QuickReader(line).Read()) {
+      try {
+        return ResultLine(InferForward(*r->op, r->mesh, r->inputs, r->attrs));
+      } catch (const SpmdError& e) {
+        return DumpLine(ErrorJson(e.type(), e.what()));
+      } catch (const std::exception& e) {
+        return DumpLine(ErrorJson(ErrorType::kInvalidArgument, std::string("line: ") + e.what()));
+      }
+    }
     const json request =
         json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
     if (request.is_discarded()) {
       return DumpLine(ErrorJson(ErrorType::kInvalidArgument, "line: not valid JSON"));
     }
-    return DumpLine(InferJson(request));
+    // InferJson(request), printed: an answer is printed straight from the result (the
+    // same text DumpLine gives, without building the json), an error as before.
+    try {
+      return ResultLine(Answer(request));
+    } catch (const SpmdError& e) {
+      return DumpLine(ErrorJson(e.type(), e.what()));
+    } catch (const std::exception& e) {
+      return DumpLine(ErrorJson(ErrorType::kInvalidArgument, std::string("line: ") + e.what()));
+    }
   } catch (const std::exception& e) {
     return DumpLine(ErrorJson(ErrorType::kInvalidArgument, std::string("line: ") + e.what()));
   }

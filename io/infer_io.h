@@ -48,6 +48,10 @@ nlohmann::json StripGoldenFields(const nlohmann::json& golden_case);
 // Returns an empty string when `answer` is what `expect` says, else what differs.
 std::string CompareWithExpect(const nlohmann::json& answer, const nlohmann::json& expect);
 
+// The answer line of a result: InferJson's answer for it as InferLine prints it
+// (`{"inputs":[...],"outputs":[...]}`, byte for byte), written straight from the result.
+std::string ResultLine(const InferResult& result);
+
 // The JSON form of a dist attr: {"dims_mapping": [...], "partial": {"0": "sum"}}; the flat
 // form when every dim has at most one axis, else a list per dim.
 nlohmann::json DistAttrToJson(const DistAttr& attr);

@@ -100,6 +100,46 @@ bool Ignored(const json& request, const std::string& path) {
 // Every integer field of every golden request that parses, set to 2^63 or 2^64-1, is
 // refused with an InvalidArgument naming exactly that field. (nlohmann keeps such numbers
 // unsigned; read as int64 they wrapped: dims_mapping 2^64-1 was answered as replicated.)
+// InferLine prints an answer straight from the result (ResultLine); it must be exactly the
+// text of InferJson's answer as nlohmann prints it, on every golden request (answers and
+// errors alike).
+TEST(InferLineTest, PrintsWhatInferJsonAnswersOnEveryGolden) {
+  const std::vector<json> requests = GoldenRequests();
+  ASSERT_GT(requests.size(), 100u);
+  for (const json& request : requests) {
+    const std::string want =
+        InferJson(request).dump(-1, ' ', false, json::error_handler_t::replace);
+    EXPECT_EQ(InferLine(request.dump()), want) << request.dump();
+  }
+}
+
+// ResultLine against nlohmann's printing of DistAttrToJson on generated dist attrs: flat
+// and co-sharded dims, and partial axes up to 12 (keys sort as text: "10" before "2").
+TEST(InferLineTest, ResultLineIsNlohmannsText) {
+  std::mt19937 rng(7);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  auto random_attr = [&] {
+    DistAttr attr;
+    attr.dims.resize(pick(5));
+    for (AxisList& axes : attr.dims) {
+      for (int k = pick(3); k > 0; --k) axes.push_back(pick(13));
+    }
+    for (int k = pick(4); k > 0; --k) attr.partial[pick(13)] = static_cast<ReduceOp>(pick(7));
+    return attr;
+  };
+  for (int trial = 0; trial < 500; ++trial) {
+    InferResult result;
+    for (int i = pick(4); i > 0; --i) result.inputs.push_back(random_attr());
+    for (int o = pick(3); o > 0; --o) result.outputs.push_back(random_attr());
+    json want = json::object();
+    want["inputs"] = json::array();
+    want["outputs"] = json::array();
+    for (const DistAttr& d : result.inputs) want["inputs"].push_back(DistAttrToJson(d));
+    for (const DistAttr& d : result.outputs) want["outputs"].push_back(DistAttrToJson(d));
+    EXPECT_EQ(ResultLine(result), want.dump(-1, ' ', false, json::error_handler_t::replace));
+  }
+}
+
 TEST(InferHostileTest, EveryIntegerFieldRefusesValuesAboveInt64) {
   int checked = 0;
   for (const json& base : GoldenRequests()) {

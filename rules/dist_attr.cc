@@ -240,7 +240,28 @@ int DistAttr::DimOfAxis(int axis) const {
   return -1;
 }
 
+bool IsValid(const DistAttr& attr, int mesh_ndim, int rank) {
+  if (attr.rank() != rank || mesh_ndim < 0 || mesh_ndim > 64) return false;
+  // The same range and uniqueness checks as PlacementsOf, on a bit mask, building nothing.
+  uint64_t used = 0;
+  auto claim = [&](int axis) {
+    if (axis < 0 || axis >= mesh_ndim || (used >> axis & 1) != 0) return false;
+    used |= uint64_t{1} << axis;
+    return true;
+  };
+  for (const AxisList& axes : attr.dims) {
+    for (int axis : axes) {
+      if (!claim(axis)) return false;
+    }
+  }
+  for (const auto& [axis, op] : attr.partial) {
+    if (!claim(axis)) return false;
+  }
+  return true;
+}
+
 void Validate(const DistAttr& attr, const Mesh& mesh, int rank, const std::string& field) {
+  if (IsValid(attr, mesh.ndim(), rank)) return;
   if (attr.rank() != rank) {
     ThrowInvalid(Sub(field, "dims_mapping"),
                  "has " + std::to_string(attr.rank()) + " entries, the tensor has rank " +

@@ -47,6 +47,9 @@ struct DistAttr {
 // Throws SpmdError(kInvalidArgument, field + ".dims_mapping[i]" / field + ".partial")
 // when a constraint fails. `field` names the tensor, e.g. "inputs[1]".
 void Validate(const DistAttr& attr, const Mesh& mesh, int rank, const std::string& field);
+// Returns whether Validate accepts `attr` (on a mesh of `mesh_ndim` axes), building no
+// text: callers on a hot path check this first and name the field only on failure.
+bool IsValid(const DistAttr& attr, int mesh_ndim, int rank);
 
 // ---- Placements: one per mesh axis ------------------------------------------------------
 

@@ -2,31 +2,38 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 #include "rules/error.h"
 
 namespace spmd {
 namespace {
 
-// The merged factor map: factor -> mesh axes, plus the order of first claims.
+// The merged factor map: factor -> mesh axes, plus the order of first claims. A claimed
+// factor points at the claiming operand's list (the operands outlive the inference), so
+// claiming copies nothing; a cleared factor points at an empty list.
 struct FactorMap {
-  explicit FactorMap(int factors) : axes(factors), claimed(factors, false) {}
-  std::vector<AxisList> axes;
-  std::vector<bool> claimed;
+  explicit FactorMap(int factors) : axes(factors, nullptr) { claim_order.reserve(factors); }
+  std::vector<const AxisList*> axes;  // nullptr: unclaimed
   std::vector<FactorId> claim_order;
 
-  const AxisList& Of(FactorId f) const { return axes[f]; }
+  const AxisList& Of(FactorId f) const { return axes[f] != nullptr ? *axes[f] : Empty(); }
   // Returns false when `f` already holds another non-empty list.
   bool Claim(FactorId f, const AxisList& list) {
-    if (!claimed[f]) {
-      claimed[f] = true;
-      axes[f] = list;
+    if (axes[f] == nullptr) {
+      axes[f] = &list;
       claim_order.push_back(f);
       return true;
     }
-    return axes[f] == list;
+    return *axes[f] == list;
   }
-  void Clear(FactorId f) { axes[f].clear(); }
+  void Clear(FactorId f) {
+    if (axes[f] != nullptr) axes[f] = &Empty();
+  }
+  static const AxisList& Empty() {
+    static const AxisList kEmpty;
+    return kEmpty;
+  }
 };
 
 // Step 3: a factor whose list holds an axis taken by an earlier factor becomes replicated.
@@ -57,9 +64,14 @@ DistAttr ReadBack(const FactorMap& map, const Notation& notation) {
   return attr;
 }
 
+// Operand i of a list of dist attrs held by value or by address.
+const DistAttr& In(const std::vector<DistAttr>& inputs, size_t i) { return inputs[i]; }
+const DistAttr& In(const std::vector<const DistAttr*>& inputs, size_t i) { return *inputs[i]; }
+
 // The partial input axes the op keeps (axis -> reduce op), per operand.
-std::vector<PartialMap> AcceptedPartials(const EinsumSpec& spec,
-                                         const std::vector<DistAttr>& inputs,
+// `inputs` is any list of dist attrs by index (values or addresses; see In below).
+template <typename Inputs>
+std::vector<PartialMap> AcceptedPartials(const EinsumSpec& spec, const Inputs& inputs,
                                          const std::vector<bool>& axis_used) {
   std::vector<PartialMap> kept(inputs.size());
   auto free_axis = [&](int axis) { return !axis_used[axis]; };
@@ -68,12 +80,13 @@ std::vector<PartialMap> AcceptedPartials(const EinsumSpec& spec,
       break;
     case PartialAcceptance::kSumOfAll: {
       if (inputs.empty()) break;
-      for (const auto& [axis, op] : inputs[0].partial) {
+      for (const auto& [axis, op] : In(inputs, 0).partial) {
         if (op != ReduceOp::kSum || !free_axis(axis)) continue;
         bool all = true;
-        for (const DistAttr& in : inputs) {
-          auto it = in.partial.find(axis);
-          all = all && it != in.partial.end() && it->second == ReduceOp::kSum;
+        for (size_t i = 0; i < inputs.size(); ++i) {
+          const PartialMap& partial = In(inputs, i).partial;
+          auto it = partial.find(axis);
+          all = all && it != partial.end() && it->second == ReduceOp::kSum;
         }
         if (all) {
           for (auto& k : kept) k[axis] = ReduceOp::kSum;
@@ -84,7 +97,7 @@ std::vector<PartialMap> AcceptedPartials(const EinsumSpec& spec,
     case PartialAcceptance::kMultilinear: {
       std::vector<bool> taken(axis_used.size(), false);
       for (size_t i = 0; i < inputs.size(); ++i) {
-        for (const auto& [axis, op] : inputs[i].partial) {
+        for (const auto& [axis, op] : In(inputs, i).partial) {
           if (op != ReduceOp::kSum || !free_axis(axis) || taken[axis]) continue;
           taken[axis] = true;
           kept[i][axis] = op;
@@ -95,7 +108,7 @@ std::vector<PartialMap> AcceptedPartials(const EinsumSpec& spec,
     case PartialAcceptance::kSameOp:
     case PartialAcceptance::kAnyOp:
       for (size_t i = 0; i < inputs.size(); ++i) {
-        for (const auto& [axis, op] : inputs[i].partial) {
+        for (const auto& [axis, op] : In(inputs, i).partial) {
           if (!free_axis(axis)) continue;
           if (spec.accept == PartialAcceptance::kSameOp && op != spec.accepted_op) continue;
           kept[i][axis] = op;
@@ -152,22 +165,22 @@ void BindFactorSizes(EinsumSpec& spec, const std::vector<std::vector<int64_t>>& 
                            std::to_string(shapes.size()) + " shapes");
   }
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
-    const std::string field = "inputs[" + std::to_string(i) + "].shape";
+    auto field = [i] { return "inputs[" + std::to_string(i) + "].shape"; };  // on failure only
     const Notation& notation = spec.inputs[i];
     if (notation.size() != shapes[i].size()) {
-      ThrowInvalid(field, "rank " + std::to_string(shapes[i].size()) + " does not fit '" +
+      ThrowInvalid(field(), "rank " + std::to_string(shapes[i].size()) + " does not fit '" +
                               EinsumSpec::NotationString(notation) + "'");
     }
     for (size_t d = 0; d < notation.size(); ++d) {
       const int64_t s = shapes[i][d];
       check_id(notation[d]);
       if (notation[d] == kBroadcastDim) {
-        if (s != 1) ThrowInvalid(field, "dim " + std::to_string(d) + " must have size 1");
+        if (s != 1) ThrowInvalid(field(), "dim " + std::to_string(d) + " must have size 1");
         continue;
       }
       int64_t& known = spec.factor_sizes[notation[d]];
       if (known >= 0 && known != s) {
-        ThrowInvalid(field, "dim " + std::to_string(d) + " has size " + std::to_string(s) +
+        ThrowInvalid(field(), "dim " + std::to_string(d) + " has size " + std::to_string(s) +
                                 " but factor '" + EinsumSpec::FactorName(notation[d]) +
                                 "' has size " + std::to_string(known) + " (" + spec.ToString() +
                                 ")");
@@ -199,15 +212,18 @@ std::vector<std::vector<int64_t>> EinsumOutputShapes(const EinsumSpec& spec) {
   return shapes;
 }
 
-InferResult InferEinsumForward(const EinsumSpec& spec, const Mesh& mesh,
-                               const std::vector<DistAttr>& inputs) {
+namespace {
+
+template <typename Inputs>
+InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs& inputs) {
   FactorMap map(spec.num_factors());
   // Steps 1-2: first claim wins; a different later claim is resharded (D1).
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Notation& notation = spec.inputs[i];
     for (size_t d = 0; d < notation.size(); ++d) {
-      if (notation[d] == kBroadcastDim || inputs[i].dims[d].empty()) continue;
-      map.Claim(notation[d], inputs[i].dims[d]);
+      const AxisList& axes = In(inputs, i).dims[d];
+      if (notation[d] == kBroadcastDim || axes.empty()) continue;
+      map.Claim(notation[d], axes);
     }
   }
   ResolveAxisCollisions(map, mesh.ndim(), /*strict=*/false);  // step 3
@@ -223,10 +239,10 @@ InferResult InferEinsumForward(const EinsumSpec& spec, const Mesh& mesh,
   result.inputs.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     result.inputs.push_back(ReadBack(map, spec.inputs[i]));  // step 5
-    result.inputs.back().partial = kept[i];
+    result.inputs.back().partial = std::move(kept[i]);
   }
   PartialMap carried;
-  for (const PartialMap& k : kept) carried.insert(k.begin(), k.end());
+  for (const DistAttr& in : result.inputs) carried.insert(in.partial.begin(), in.partial.end());
   result.outputs.reserve(spec.outputs.size());
   for (const Notation& notation : spec.outputs) {
     DistAttr out = ReadBack(map, notation);
@@ -238,6 +254,18 @@ InferResult InferEinsumForward(const EinsumSpec& spec, const Mesh& mesh,
     result.outputs.push_back(std::move(out));
   }
   return result;
+}
+
+}  // namespace
+
+InferResult InferEinsumForward(const EinsumSpec& spec, const Mesh& mesh,
+                               const std::vector<DistAttr>& inputs) {
+  return EinsumForward(spec, mesh, inputs);
+}
+
+InferResult InferEinsumForward(const EinsumSpec& spec, const Mesh& mesh,
+                               const std::vector<const DistAttr*>& inputs) {
+  return EinsumForward(spec, mesh, inputs);
 }
 
 InferResult InferEinsumReverse(const EinsumSpec& spec, const Mesh& mesh,

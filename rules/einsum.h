@@ -82,6 +82,9 @@ std::vector<std::vector<int64_t>> EinsumOutputShapes(const EinsumSpec& spec);
 // Forward inference. Assumes the inputs are valid dist attrs of the notation's ranks.
 InferResult InferEinsumForward(const EinsumSpec& spec, const Mesh& mesh,
                                const std::vector<DistAttr>& inputs);
+// The same on the caller's dist attrs by address (nothing is copied).
+InferResult InferEinsumForward(const EinsumSpec& spec, const Mesh& mesh,
+                               const std::vector<const DistAttr*>& inputs);
 
 // Reverse inference from the outputs' dist attrs (their partial maps are ignored).
 // Throws SpmdError(kConflict, "outputs[i].dims_mapping") when the outputs disagree.

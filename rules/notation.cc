@@ -1,7 +1,7 @@
 #include "rules/notation.h"
 
 #include <algorithm>
-#include <map>
+#include <array>
 #include <stdexcept>
 
 #include "rules/error.h"
@@ -17,7 +17,11 @@ std::string Letters(int n, char first) {
 EinsumSpec FromLetters(const std::vector<std::string>& inputs,
                        const std::vector<std::string>& outputs, const std::string& forced) {
   EinsumSpec spec;
-  std::map<char, FactorId> ids;
+  // ids[letter]: the letter's factor, or kNone before its first appearance.
+  constexpr FactorId kNone = -2;
+  std::array<FactorId, 256> ids;
+  ids.fill(kNone);
+  auto id_of = [&](char letter) -> FactorId& { return ids[static_cast<unsigned char>(letter)]; };
   auto notation = [&](const std::string& letters) {
     Notation n;
     n.reserve(letters.size());
@@ -26,20 +30,21 @@ EinsumSpec FromLetters(const std::vector<std::string>& inputs,
         n.push_back(kBroadcastDim);
         continue;
       }
-      auto [it, added] = ids.emplace(letter, 0);
-      if (added) it->second = spec.AddFactor();
-      n.push_back(it->second);
+      FactorId& id = id_of(letter);
+      if (id == kNone) id = spec.AddFactor();
+      n.push_back(id);
     }
     return n;
   };
+  spec.inputs.reserve(inputs.size());
+  spec.outputs.reserve(outputs.size());
   for (const std::string& in : inputs) spec.inputs.push_back(notation(in));
   for (const std::string& out : outputs) spec.outputs.push_back(notation(out));
   for (char letter : forced) {
-    auto it = ids.find(letter);
-    if (it == ids.end()) {
+    if (id_of(letter) == kNone) {
       throw std::logic_error(std::string("forced letter '") + letter + "' is in no operand");
     }
-    spec.forced_replicated.push_back(it->second);
+    spec.forced_replicated.push_back(id_of(letter));
   }
   return spec;
 }

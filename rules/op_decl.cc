@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "rules/error.h"
 
@@ -21,8 +22,11 @@ const char* KindName(AttrKind kind) {
 }
 
 // Converts `value` to `kind` where the conversion loses nothing.
-AttrValue ConvertAttr(const AttrValue& value, AttrKind kind, const std::string& field) {
-  auto fail = [&]() -> AttrValue { ThrowInvalid(field, std::string("expected ") + KindName(kind)); };
+// `name` is the attr as given; the field ("attrs.NAME") is built only on failure.
+AttrValue ConvertAttr(const AttrValue& value, AttrKind kind, const std::string& name) {
+  auto fail = [&]() -> AttrValue {
+    ThrowInvalid("attrs." + name, std::string("expected ") + KindName(kind));
+  };
   switch (kind) {
     case AttrKind::kBool:
       if (auto* b = std::get_if<bool>(&value)) return *b;
@@ -32,7 +36,7 @@ AttrValue ConvertAttr(const AttrValue& value, AttrKind kind, const std::string& 
       return fail();
     case AttrKind::kFloat:
       if (auto* f = std::get_if<double>(&value)) {
-        if (!std::isfinite(*f)) ThrowInvalid(field, "must be finite");
+        if (!std::isfinite(*f)) ThrowInvalid("attrs." + name, "must be finite");
         return *f;
       }
       if (auto* i = std::get_if<int64_t>(&value)) return static_cast<double>(*i);
@@ -62,6 +66,17 @@ std::string InputField(size_t i) { return "inputs[" + std::to_string(i) + "]"; }
 std::string OutputField(size_t i) { return "outputs[" + std::to_string(i) + "]"; }
 
 constexpr size_t kMaxRank = 16;
+
+// Returns whether CheckShape accepts `shape` (the same tests, building no text).
+bool ShapeOk(const Shape& shape) {
+  if (shape.size() > kMaxRank) return false;
+  int64_t numel = 1;
+  for (const int64_t size : shape) {
+    if (size < 0 || (size > 0 && numel > (int64_t{1} << 62) / size)) return false;
+    numel *= std::max<int64_t>(size, 1);
+  }
+  return true;
+}
 
 void CheckShape(const Shape& shape, const std::string& field) {
   if (shape.size() > kMaxRank) {
@@ -111,7 +126,7 @@ Attrs OpDecl::NormalizeAttrs(const Attrs& given) const {
     if (k == attrs.size()) ThrowInvalid("attrs." + name, "is not an attribute of " + this->name);
     if (seen[k]) ThrowInvalid("attrs." + name, "given twice (under an alias)");
     seen[k] = true;
-    normalized.Set(attrs[k].name, ConvertAttr(value, attrs[k].kind, "attrs." + name));
+    normalized.Set(attrs[k].name, ConvertAttr(value, attrs[k].kind, name));
   }
   for (size_t k = 0; k < attrs.size(); ++k) {
     if (seen[k]) continue;
@@ -140,8 +155,60 @@ namespace {
 // The output shapes of a built rule, each checked as an input shape is (sizes >= 0, at
 // most 2^62 elements), so that whatever the rule accepts has outputs a kernel can hold.
 std::vector<Shape> CheckedOutputShapes(std::vector<Shape> shapes) {
-  for (size_t o = 0; o < shapes.size(); ++o) CheckShape(shapes[o], OutputField(o));
+  for (size_t o = 0; o < shapes.size(); ++o) {
+    if (!ShapeOk(shapes[o])) CheckShape(shapes[o], OutputField(o));
+  }
   return shapes;
+}
+
+ForwardInference RunForward(const OpDecl& op, const Mesh& mesh,
+                            const std::vector<TensorArg>& inputs, const Attrs& attrs) {
+  CheckArity(op, inputs.size());
+  // The fast checks build no field names; a failing input goes through the naming checks,
+  // which throw exactly as before (shape first, then dist attr).
+  std::vector<Shape> shapes;
+  shapes.reserve(inputs.size());
+  const int mesh_ndim = mesh.ndim();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const int rank = static_cast<int>(inputs[i].shape.size());
+    if (!ShapeOk(inputs[i].shape)) CheckShape(inputs[i].shape, InputField(i));
+    if (!IsValid(inputs[i].dist, mesh_ndim, rank)) {
+      Validate(inputs[i].dist, mesh, rank, InputField(i));
+    }
+    shapes.push_back(inputs[i].shape);
+  }
+  ForwardInference forward;
+  forward.normalized = op.NormalizeAttrs(attrs);
+  RuleContext context{shapes, forward.normalized};
+  // The dist attrs are copied only for a declaration's own hooks, which take a vector.
+  auto copied_dists = [&] {
+    std::vector<DistAttr> dists;
+    dists.reserve(inputs.size());
+    for (const TensorArg& input : inputs) dists.push_back(input.dist);
+    return dists;
+  };
+  if (op.dimtrans) {
+    const DimTransSpec spec = op.dimtrans(context);  // validates shapes and attrs first
+    forward.output_shapes = CheckedOutputShapes({spec.output_shape});
+    if (op.dist_check) op.dist_check(context, copied_dists());
+    forward.rule = InferDimTransForward(spec, mesh, inputs[0].dist);
+    return forward;
+  }
+  EinsumSpec spec = op.einsum(context);
+  BindFactorSizes(spec, shapes);
+  forward.output_shapes = CheckedOutputShapes(EinsumOutputShapes(spec));
+  if (op.dist_check || op.forward_override) {
+    const std::vector<DistAttr> dists = copied_dists();
+    if (op.dist_check) op.dist_check(context, dists);
+    forward.rule = op.forward_override ? op.forward_override(context, mesh, dists)
+                                       : InferEinsumForward(spec, mesh, dists);
+    return forward;
+  }
+  std::vector<const DistAttr*> dists;
+  dists.reserve(inputs.size());
+  for (const TensorArg& input : inputs) dists.push_back(&input.dist);
+  forward.rule = InferEinsumForward(spec, mesh, dists);
+  return forward;
 }
 
 }  // namespace
@@ -159,31 +226,13 @@ std::vector<Shape> InferOutputShapes(const OpDecl& op, const std::vector<Shape>&
 
 InferResult InferForward(const OpDecl& op, const Mesh& mesh, const std::vector<TensorArg>& inputs,
                          const Attrs& attrs) {
-  CheckArity(op, inputs.size());
-  std::vector<Shape> shapes;
-  std::vector<DistAttr> dists;
-  shapes.reserve(inputs.size());
-  dists.reserve(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    CheckShape(inputs[i].shape, InputField(i));
-    Validate(inputs[i].dist, mesh, static_cast<int>(inputs[i].shape.size()), InputField(i));
-    shapes.push_back(inputs[i].shape);
-    dists.push_back(inputs[i].dist);
-  }
-  const Attrs normalized = op.NormalizeAttrs(attrs);
-  RuleContext context{shapes, normalized};
-  if (op.dimtrans) {
-    const DimTransSpec spec = op.dimtrans(context);  // validates shapes and attrs first
-    CheckedOutputShapes({spec.output_shape});
-    if (op.dist_check) op.dist_check(context, dists);
-    return InferDimTransForward(spec, mesh, dists[0]);
-  }
-  EinsumSpec spec = op.einsum(context);
-  BindFactorSizes(spec, shapes);
-  CheckedOutputShapes(EinsumOutputShapes(spec));
-  if (op.dist_check) op.dist_check(context, dists);
-  if (op.forward_override) return op.forward_override(context, mesh, dists);
-  return InferEinsumForward(spec, mesh, dists);
+  return std::move(RunForward(op, mesh, inputs, attrs).rule);
+}
+
+ForwardInference InferForwardWithShapes(const OpDecl& op, const Mesh& mesh,
+                                        const std::vector<TensorArg>& inputs,
+                                        const Attrs& attrs) {
+  return RunForward(op, mesh, inputs, attrs);
 }
 
 InferResult InferReverse(const OpDecl& op, const Mesh& mesh,

@@ -201,6 +201,18 @@ struct TensorArg {
 InferResult InferForward(const OpDecl& op, const Mesh& mesh, const std::vector<TensorArg>& inputs,
                          const Attrs& attrs);
 
+// InferForward plus what it computes on the way: the normalised attrs and the global
+// output shapes (as InferOutputShapes gives them). Dispatch needs all three; one call
+// validates and builds the rule once.
+struct ForwardInference {
+  InferResult rule;
+  Attrs normalized;
+  std::vector<Shape> output_shapes;
+};
+ForwardInference InferForwardWithShapes(const OpDecl& op, const Mesh& mesh,
+                                        const std::vector<TensorArg>& inputs,
+                                        const Attrs& attrs);
+
 // Reverse inference: `input_shapes` and the outputs' shapes and dist attrs.
 InferResult InferReverse(const OpDecl& op, const Mesh& mesh,
                          const std::vector<Shape>& input_shapes,

@@ -1,5 +1,7 @@
 #include "rules/registry.h"
 
+#include <unordered_map>
+
 namespace spmd {
 
 const std::vector<OpDecl>& AllOps() {
@@ -12,10 +14,16 @@ const std::vector<OpDecl>& AllOps() {
 }
 
 const OpDecl* FindOp(std::string_view name) {
-  for (const OpDecl& op : AllOps()) {
-    if (op.name == name) return &op;
-  }
-  return nullptr;
+  // A hash map over the registry, built once (thread-safe static initialisation): Dispatch
+  // and autograd look an op up by name on every call. The first declaration of a name
+  // wins, as the scan over AllOps() did.
+  static const std::unordered_map<std::string_view, const OpDecl*> kByName = [] {
+    std::unordered_map<std::string_view, const OpDecl*> map;
+    for (const OpDecl& op : AllOps()) map.emplace(op.name, &op);
+    return map;
+  }();
+  const auto it = kByName.find(name);
+  return it == kByName.end() ? nullptr : it->second;
 }
 
 }  // namespace spmd

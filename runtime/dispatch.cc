@@ -1,7 +1,6 @@
 #include "runtime/dispatch.h"
 
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -61,8 +60,11 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
     args.push_back({inputs[i]->shape(), inputs[i]->dist_attr()});
     shapes.push_back(inputs[i]->shape());
   }
-  const InferResult rule = InferForward(op, mesh, args, attrs);
-  const Attrs normalized = op.NormalizeAttrs(attrs);
+  // One pass gives the rule, the normalised attrs and every output shape (the declaration
+  // gives them before any kernel runs).
+  const ForwardInference inferred = InferForwardWithShapes(op, mesh, args, attrs);
+  const InferResult& rule = inferred.rule;
+  const Attrs& normalized = inferred.normalized;
   if (report != nullptr) {
     *report = DispatchReport{};
     report->rule = rule;
@@ -72,9 +74,10 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
 
   // Reshard the inputs that need it (a no-op on ranks outside the mesh). The kernel reads
   // the others from the caller's shards: `locals` points at inputs[i]->local() for them and
-  // at an entry of `resharded` (a deque: its elements never move) for the rest.
+  // at an entry of `resharded` for the rest (reserved for every input before the first
+  // entry, so its elements never move; an empty vector allocates nothing, as a deque did).
   const std::optional<std::vector<int64_t>> coord = mesh.CoordinateOf(me);
-  std::deque<Tensor> resharded;
+  std::vector<Tensor> resharded;
   std::vector<const Tensor*> local_ptrs;
   std::vector<Shape> local_shapes, offsets;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -84,18 +87,20 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
     if (!coord) continue;
     if (move) {
       DistTensor ready = inputs[i]->Reshard(rule.inputs[i], comm, r);
+      if (resharded.capacity() == 0) resharded.reserve(inputs.size());
       resharded.push_back(std::move(ready.local()));
       local_ptrs.push_back(&resharded.back());
     } else {
       local_ptrs.push_back(&inputs[i]->local());
     }
-    local_shapes.push_back(local_ptrs.back()->shape());
-    offsets.push_back(GlobalOffset(shapes[i], rule.inputs[i], mesh, *coord));
+    if (op.localize) {  // only a localizer reads the local shapes and offsets
+      local_shapes.push_back(local_ptrs.back()->shape());
+      offsets.push_back(GlobalOffset(shapes[i], rule.inputs[i], mesh, *coord));
+    }
   }
   const kernels::TensorArgs locals(std::move(local_ptrs));
 
-  // Every output shape is known before any kernel runs: the declaration gives it.
-  const std::vector<Shape> global_out = InferOutputShapes(op, shapes, normalized);
+  const std::vector<Shape>& global_out = inferred.output_shapes;
   if (global_out.size() != rule.outputs.size()) {
     throw std::logic_error("the rule of " + op.name + " gives " + std::to_string(rule.outputs.size()) +
                            " output dist attrs for " + std::to_string(global_out.size()) + " outputs");

@@ -19,9 +19,10 @@
 //
 // Global output shapes (needed by localizers before the kernel runs, and by the result)
 // come from the declaration, InferOutputShapes (rules/op_decl.h): an einsum factor's size
-// or the DimTrans output shape. No kernel runs to learn them. Every kernel output is
-// checked against the layout: its local shape must be LocalShape(global shape, output
-// dist attr, mesh, coord), else std::logic_error.
+// or the DimTrans output shape (Dispatch takes them, with the rule and the normalised
+// attrs, from one InferForwardWithShapes call). No kernel runs to learn them. Every
+// kernel output is checked against the layout: its local shape must be
+// LocalShape(global shape, output dist attr, mesh, coord), else std::logic_error.
 //
 // Ranks outside the mesh do nothing: they get outputs without a buffer, with the inferred
 // dist attrs and the declared global shapes (dtype: that of the first floating input,

@@ -10,7 +10,6 @@
 
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -38,15 +37,9 @@ using nlohmann::json;
 // the same layout, as `spmd check --claim` does.
 constexpr int64_t kShrinkAbove = int64_t{1} << 16;
 
-// FindOp scans the op list; a call from Python looks the name up in a hash map built once.
+// FindOp looks the name up in a hash map built once.
 const OpDecl& ToOp(std::string_view name) {
-  static const std::unordered_map<std::string_view, const OpDecl*> by_name = [] {
-    std::unordered_map<std::string_view, const OpDecl*> map;
-    for (const OpDecl& op : AllOps()) map.emplace(op.name, &op);
-    return map;
-  }();
-  const auto it = by_name.find(name);
-  const OpDecl* op = it == by_name.end() ? nullptr : it->second;
+  const OpDecl* op = FindOp(name);
   if (op == nullptr) throw SpmdError(ErrorType::kUnknownOp, "op", "unknown op '" + std::string(name) + "'");
   return *op;
 }
