@@ -12,14 +12,12 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include <algorithm>
-#include <cmath>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "runtime/mpi_communicator.h"
+#include "property_tests/train_history.h"
 #include "runtime/mpi_test_main.h"
 #include "train/layout.h"
 #include "train/pipeline.h"
@@ -29,11 +27,6 @@ namespace spmd::train {
 namespace {
 
 runtime::MpiCommunicator* g_comm = nullptr;
-
-struct History {
-  std::vector<double> losses;
-  std::map<std::string, std::vector<double>> params;
-};
 
 GptConfig SmallGpt() {
   GptConfig config;
@@ -52,39 +45,7 @@ History Alone(const BatchSpec& batch, int micro_batches, int steps) {
   options.micro_batches = micro_batches;
   Trainer trainer(SmallGpt(), Layout(Mesh({1}, {g_comm->rank()}, {"dp"}), Strategy{}), options,
                   *g_comm);
-  History h;
-  for (int s = 0; s < steps; ++s) h.losses.push_back(trainer.Step(batch, s, *g_comm).loss);
-  const auto values = trainer.GatherParams(*g_comm);
-  for (size_t i = 0; i < values.size(); ++i) h.params[trainer.model().params()[i].name] = values[i];
-  return h;
-}
-
-// "" when equal within 1e-9; else the first difference (FirstError adds the rank).
-std::string Compare(const History& got, const History& want) {
-  std::ostringstream os;
-  for (size_t s = 0; s < want.losses.size(); ++s) {
-    if (!(std::abs(got.losses[s] - want.losses[s]) <= 1e-9 * std::abs(want.losses[s]))) {
-      os << "step " << s << " loss " << got.losses[s] << " vs " << want.losses[s];
-      return os.str();
-    }
-  }
-  for (const auto& [name, values] : got.params) {
-    const auto it = want.params.find(name);
-    if (it == want.params.end() || it->second.size() != values.size()) {
-      os << "parameter " << name << " is not the model's";
-      return os.str();
-    }
-    double scale = 1e-3;
-    for (double v : it->second) scale = std::max(scale, std::abs(v));
-    for (size_t k = 0; k < values.size(); ++k) {
-      if (!(std::abs(values[k] - it->second[k]) <= 1e-9 * scale)) {
-        os << "parameter " << name << " element " << k << ": " << values[k] << " vs "
-           << it->second[k];
-        return os.str();
-      }
-    }
-  }
-  return "";
+  return TrainHistory(trainer, batch, steps, *g_comm);
 }
 
 struct Case {
@@ -130,7 +91,7 @@ TEST(PipelineMpiTest, EveryScheduleTrainsLikeOneProcess) {
       for (int s = 0; s < steps; ++s) got.losses.push_back(trainer.Step(batch, s, *g_comm).loss);
       for (auto& [name, values] : trainer.GatherParams(*g_comm))
         got.params[name] = std::move(values);
-      std::string error = Compare(got, alone[m]);
+      std::string error = CompareHistories(got, alone[m], 1e-9);
       const int64_t want_peak = SimulateSchedule(trainer.schedule()).peak_live[trainer.stage()];
       if (error.empty() && trainer.last_peak_live() != want_peak) {
         error = "held " + std::to_string(trainer.last_peak_live()) +

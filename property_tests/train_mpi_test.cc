@@ -14,13 +14,11 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "runtime/mpi_communicator.h"
+#include "property_tests/train_history.h"
 #include "runtime/mpi_test_main.h"
 #include "train/layout.h"
 #include "train/trainer.h"
@@ -30,47 +28,10 @@ namespace {
 
 runtime::MpiCommunicator* g_comm = nullptr;
 
-struct History {
-  std::vector<double> losses;
-  std::vector<std::vector<double>> params;
-};
-
 History Train(const GptConfig& config, const Mesh& mesh, Strategy strategy, const BatchSpec& batch,
               int steps) {
   Trainer trainer(config, Layout(mesh, strategy), TrainOptions{}, *g_comm);
-  History h;
-  for (int s = 0; s < steps; ++s) h.losses.push_back(trainer.Step(batch, s, *g_comm).loss);
-  h.params = trainer.GatherParams(*g_comm);
-  return h;
-}
-
-// "" when equal within `tolerance`; else the first difference. `model_scale`: measure
-// parameters against the model's largest magnitude instead of their own.
-std::string Compare(const History& got, const History& want, double tolerance, bool model_scale) {
-  std::ostringstream os;
-  for (size_t s = 0; s < want.losses.size(); ++s) {
-    if (!(std::abs(got.losses[s] - want.losses[s]) <= tolerance * std::abs(want.losses[s]))) {
-      os << "step " << s << " loss " << got.losses[s] << " vs " << want.losses[s];
-      return os.str();
-    }
-  }
-  double model = 1e-3;
-  for (const auto& param : want.params) {
-    for (double v : param) model = std::max(model, std::abs(v));
-  }
-  for (size_t p = 0; p < want.params.size(); ++p) {
-    double scale = 1e-3;
-    for (double v : want.params[p]) scale = std::max(scale, std::abs(v));
-    if (model_scale) scale = model;
-    for (size_t k = 0; k < want.params[p].size(); ++k) {
-      if (!(std::abs(got.params[p][k] - want.params[p][k]) <= tolerance * scale)) {
-        os << "parameter " << p << " element " << k << ": " << got.params[p][k] << " vs "
-           << want.params[p][k];
-        return os.str();
-      }
-    }
-  }
-  return "";
+  return TrainHistory(trainer, batch, steps, *g_comm);
 }
 
 struct Case {
@@ -120,8 +81,8 @@ TEST(TrainMpiTest, EveryLayoutTrainsLikeOneProcess) {
       SCOPED_TRACE(label);
       const History parallel = Train(config, ParseNamedMesh(c.mesh), c.strategy, batch, steps);
       const std::string error =
-          runtime::FirstError(dtype == DType::kFloat64 ? Compare(parallel, single, 1e-9, false)
-                                                    : Compare(parallel, single, 1e-4, true));
+          runtime::FirstError(dtype == DType::kFloat64 ? CompareHistories(parallel, single, 1e-9)
+                                                    : CompareHistories(parallel, single, 1e-4, true));
       EXPECT_EQ(error, "");
     }
   }

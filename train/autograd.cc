@@ -139,6 +139,41 @@ DistTensor Constant(const Shape& shape, DType dtype, const Mesh& mesh, const Dis
 
 // ---- Apply --------------------------------------------------------------------------------
 
+// What Apply, ApplyFunction and Redistribute share: a recorded step's node, and its
+// outputs wrapped as Variables (Variable's node constructor is private to its friends).
+struct Recorder {
+  // A step reading `inputs`, numbered for Backward's order; the caller says what it is.
+  static std::shared_ptr<GradFn> NewStep(const std::vector<Variable>& inputs) {
+    auto fn = std::make_shared<GradFn>();
+    for (const Variable& input : inputs) {
+      fn->inputs.push_back(input.node_);
+      fn->input_values.push_back(input.node_->value);
+    }
+    fn->sequence = next_sequence.fetch_add(1);
+    return fn;
+  }
+  // The outputs as Variables; with a recorded step (fn), its floating outputs require grad
+  // and point back at it (masks and indices carry no gradient).
+  static std::vector<Variable> Wrap(std::vector<DistTensor> outputs,
+                                    const std::shared_ptr<GradFn>& fn) {
+    std::vector<Variable> result;
+    result.reserve(outputs.size());
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      auto node = std::make_shared<Node>();
+      node->value = std::make_shared<const DistTensor>(std::move(outputs[o]));
+      if (fn && IsFloating(node->value->dtype())) {
+        node->requires_grad = true;
+        node->grad_fn = fn;
+        node->output_index = o;
+      }
+      if (fn) fn->outputs.push_back(node->value);
+      result.push_back(Variable(std::move(node)));
+    }
+    return result;
+  }
+};
+
+
 std::vector<Variable> Apply(std::string_view op_name, const std::vector<Variable>& inputs,
                             const Attrs& attrs, Communicator& comm) {
   const OpDecl* op = FindOp(op_name);
@@ -167,29 +202,11 @@ std::vector<Variable> Apply(std::string_view op_name, const std::vector<Variable
 
   std::shared_ptr<GradFn> fn;
   if (record) {
-    fn = std::make_shared<GradFn>();
+    fn = Recorder::NewStep(inputs);
     fn->op = op;
     fn->attrs = op->NormalizeAttrs(attrs);
-    for (const Variable& input : inputs) {
-      fn->inputs.push_back(input.node_);
-      fn->input_values.push_back(input.node_->value);
-    }
-    fn->sequence = next_sequence.fetch_add(1);
   }
-  std::vector<Variable> result;
-  result.reserve(outputs.size());
-  for (size_t o = 0; o < outputs.size(); ++o) {
-    auto node = std::make_shared<Node>();
-    node->value = std::make_shared<const DistTensor>(std::move(outputs[o]));
-    if (record && IsFloating(node->value->dtype())) {
-      node->requires_grad = true;
-      node->grad_fn = fn;
-      node->output_index = o;
-    }
-    if (fn) fn->outputs.push_back(node->value);
-    result.push_back(Variable(std::move(node)));
-  }
-  return result;
+  return Recorder::Wrap(std::move(outputs), fn);
 }
 
 Variable Apply1(std::string_view op, const std::vector<Variable>& inputs, const Attrs& attrs,
@@ -204,18 +221,11 @@ Variable Apply1(std::string_view op, const std::vector<Variable>& inputs, const 
 
 Variable Redistribute(const Variable& x, const DistAttr& to, Communicator& comm) {
   const Node& input = Checked(x.node_, "x");
-  auto node = std::make_shared<Node>();
-  node->value = std::make_shared<const DistTensor>(input.value->Reshard(to, comm));
-  if (grad_enabled && input.requires_grad) {
-    auto fn = std::make_shared<GradFn>();
-    fn->inputs.push_back(x.node_);
-    fn->input_values.push_back(input.value);
-    fn->outputs.push_back(node->value);
-    fn->sequence = next_sequence.fetch_add(1);
-    node->requires_grad = true;
-    node->grad_fn = std::move(fn);
-  }
-  return Variable(std::move(node));
+  std::vector<DistTensor> outputs;
+  outputs.push_back(input.value->Reshard(to, comm));
+  std::shared_ptr<GradFn> fn;
+  if (grad_enabled && input.requires_grad) fn = Recorder::NewStep({x});
+  return std::move(Recorder::Wrap(std::move(outputs), fn)[0]);
 }
 
 std::vector<Variable> ApplyFunction(std::string name, const std::vector<Variable>& inputs,
@@ -228,29 +238,11 @@ std::vector<Variable> ApplyFunction(std::string name, const std::vector<Variable
   }
   std::shared_ptr<GradFn> fn;
   if (grad_enabled && any_requires_grad) {
-    fn = std::make_shared<GradFn>();
+    fn = Recorder::NewStep(inputs);
     fn->name = std::move(name);
     fn->custom = std::move(backward);
-    for (const Variable& input : inputs) {
-      fn->inputs.push_back(input.node_);
-      fn->input_values.push_back(input.node_->value);
-    }
-    fn->sequence = next_sequence.fetch_add(1);
   }
-  std::vector<Variable> result;
-  result.reserve(outputs.size());
-  for (size_t o = 0; o < outputs.size(); ++o) {
-    auto node = std::make_shared<Node>();
-    node->value = std::make_shared<const DistTensor>(std::move(outputs[o]));
-    if (fn && IsFloating(node->value->dtype())) {
-      node->requires_grad = true;
-      node->grad_fn = fn;
-      node->output_index = o;
-    }
-    if (fn) fn->outputs.push_back(node->value);
-    result.push_back(Variable(std::move(node)));
-  }
-  return result;
+  return Recorder::Wrap(std::move(outputs), fn);
 }
 
 // ---- Backward -----------------------------------------------------------------------------

@@ -112,6 +112,7 @@ class Variable {
                                              std::vector<runtime::DistTensor>,
                                              BackwardFunction);
   friend runtime::DistTensor Gradient(const Variable&, const DistAttr&, runtime::Communicator&);
+  friend struct Recorder;  // train/autograd.cc: wraps a step's outputs as Variables
   explicit Variable(std::shared_ptr<Node> node) : node_(std::move(node)) {}
   std::shared_ptr<Node> node_;
 };
