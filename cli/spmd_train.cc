@@ -191,15 +191,16 @@ struct History {
   std::vector<std::vector<double>> params;
 };
 
-// Trains over the stages of the mesh's pp axis; rank-local history (this stage's parameters).
-History TrainPipeline(const Flags& f, const spmd::Mesh& mesh, spmd::runtime::Communicator& comm,
-                      bool print, std::ofstream* csv) {
-  spmd::train::PipelineTrainer trainer(f.config, mesh, f.strategy, f.options, f.pipeline, comm);
-  History h;
+// Runs f.steps steps of `trainer` (a Trainer or a PipelineTrainer): a progress line per step
+// when `print`, a CSV row per step when `csv`; returns the losses.
+template <typename AnyTrainer>
+std::vector<double> RunSteps(AnyTrainer& trainer, const Flags& f, spmd::runtime::Communicator& comm,
+                             bool print, std::ofstream* csv) {
+  std::vector<double> losses;
   const double tokens = static_cast<double>(f.batch.batch * f.batch.sequence);
   for (int64_t step = 0; step < f.steps; ++step) {
     const spmd::train::StepStats s = trainer.Step(f.batch, step, comm);
-    h.losses.push_back(s.loss);
+    losses.push_back(s.loss);
     if (print) {
       std::printf("step %lld loss %.6f grad_norm %.4f tokens/s %.0f bytes sent %lld received %lld\n",
                   static_cast<long long>(step), s.loss, s.grad_norm, tokens / s.seconds,
@@ -211,6 +212,15 @@ History TrainPipeline(const Flags& f, const spmd::Mesh& mesh, spmd::runtime::Com
            << s.bytes_sent << "," << s.bytes_received << "\n";
     }
   }
+  return losses;
+}
+
+// Trains over the stages of the mesh's pp axis; rank-local history (this stage's parameters).
+History TrainPipeline(const Flags& f, const spmd::Mesh& mesh, spmd::runtime::Communicator& comm,
+                      bool print, std::ofstream* csv) {
+  spmd::train::PipelineTrainer trainer(f.config, mesh, f.strategy, f.options, f.pipeline, comm);
+  History h;
+  h.losses = RunSteps(trainer, f, comm, print, csv);
   for (auto& [name, values] : trainer.GatherParams(comm)) {
     h.names.push_back(name);
     h.params.push_back(std::move(values));
@@ -229,21 +239,7 @@ History Train(const Flags& f, const spmd::Mesh& mesh, spmd::runtime::Communicato
               bool print, std::ofstream* csv) {
   Trainer trainer(f.config, Layout(mesh, f.strategy), f.options, comm);
   History h;
-  const double tokens = static_cast<double>(f.batch.batch * f.batch.sequence);
-  for (int64_t step = 0; step < f.steps; ++step) {
-    const spmd::train::StepStats s = trainer.Step(f.batch, step, comm);
-    h.losses.push_back(s.loss);
-    if (print) {
-      std::printf("step %lld loss %.6f grad_norm %.4f tokens/s %.0f bytes sent %lld received %lld\n",
-                  static_cast<long long>(step), s.loss, s.grad_norm, tokens / s.seconds,
-                  static_cast<long long>(s.bytes_sent), static_cast<long long>(s.bytes_received));
-      std::fflush(stdout);
-    }
-    if (csv) {
-      *csv << step << "," << s.loss << "," << s.grad_norm << "," << tokens / s.seconds << ","
-           << s.bytes_sent << "," << s.bytes_received << "\n";
-    }
-  }
+  h.losses = RunSteps(trainer, f, comm, print, csv);
   h.params = trainer.GatherParams(comm);
   for (const spmd::train::NamedParam& p : trainer.model().params()) h.names.push_back(p.name);
   if (print) {
