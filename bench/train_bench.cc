@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "rules/dist_attr.h"
@@ -56,26 +57,30 @@ double PerCall(int calls, Body body) {
 
 }  // namespace
 
-int main() {
+// `train_bench --step-only` runs only the GPT step (for a profiler: callgrind, perf).
+int main(int argc, char** argv) {
+  const bool step_only = argc > 1 && std::string(argv[1]) == "--step-only";
   const Mesh mesh({2, 2});
   // x [4, 4] as [S(0), S(1)] (rows over axis 0, the contraction over axis 1); w [4, 4] as
   // [R, S(0)]: the rule's required layouts, so no reshard; the output is partial on axis 1.
   const spmd::kernels::Tensor xg = spmd::kernels::Tensor::FromVector<float>({4, 4}, std::vector<float>(16, 1.0f));
   const DistAttr x_attr = spmd::ParsePlacementString("[S(0), S(1)]", 2, "x");
   const DistAttr w_attr = spmd::ParsePlacementString("[R, S(0)]", 2, "w");
-  const double dispatch = PerCall(20000, [&](Communicator& comm, int calls) {
-    const DistTensor x = DistTensor::ShardTensor(xg, mesh, x_attr, comm.rank());
-    const DistTensor w = DistTensor::ShardTensor(xg, mesh, w_attr, comm.rank());
-    for (int i = 0; i < calls; ++i) spmd::runtime::Dispatch("matmul", {x, w}, {}, comm);
-  });
-  const double apply = PerCall(20000, [&](Communicator& comm, int calls) {
-    const spmd::train::Variable x(DistTensor::ShardTensor(xg, mesh, x_attr, comm.rank()));
-    const spmd::train::Variable w(DistTensor::ShardTensor(xg, mesh, w_attr, comm.rank()), true);
-    for (int i = 0; i < calls; ++i) spmd::train::Apply("matmul", {x, w}, {}, comm);
-  });
-  std::printf("Dispatch matmul, 2x2 mesh, no reshard: %.2f us per call (median of 7)\n", dispatch);
-  std::printf("autograd Apply matmul (recorded), same: %.2f us per call (median of 7)\n", apply);
-  std::fflush(stdout);
+  if (!step_only) {
+    const double dispatch = PerCall(20000, [&](Communicator& comm, int calls) {
+      const DistTensor x = DistTensor::ShardTensor(xg, mesh, x_attr, comm.rank());
+      const DistTensor w = DistTensor::ShardTensor(xg, mesh, w_attr, comm.rank());
+      for (int i = 0; i < calls; ++i) spmd::runtime::Dispatch("matmul", {x, w}, {}, comm);
+    });
+    const double apply = PerCall(20000, [&](Communicator& comm, int calls) {
+      const spmd::train::Variable x(DistTensor::ShardTensor(xg, mesh, x_attr, comm.rank()));
+      const spmd::train::Variable w(DistTensor::ShardTensor(xg, mesh, w_attr, comm.rank()), true);
+      for (int i = 0; i < calls; ++i) spmd::train::Apply("matmul", {x, w}, {}, comm);
+    });
+    std::printf("Dispatch matmul, 2x2 mesh, no reshard: %.2f us per call (median of 7)\n", dispatch);
+    std::printf("autograd Apply matmul (recorded), same: %.2f us per call (median of 7)\n", apply);
+    std::fflush(stdout);
+  }
 
   // One training step of the small GPT on one rank (float32).
   spmd::train::GptConfig config;

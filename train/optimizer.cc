@@ -1,11 +1,14 @@
 #include "train/optimizer.h"
 
 #include <cmath>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "rules/error.h"
 #include "rules/notation.h"
+#include "rules/registry.h"
 #include "runtime/dispatch.h"
 
 namespace spmd::train {
@@ -16,18 +19,26 @@ using runtime::DistTensor;
 
 namespace {
 
-DistTensor Run(const char* op, std::vector<DistTensor> inputs, Communicator& comm,
-               const Attrs& attrs = {}) {
-  return std::move(runtime::Dispatch(op, inputs, attrs, comm)[0]);
+// Runs `op` on `inputs`, by reference: no input is copied (a temporary argument lives to
+// the end of the caller's full expression).
+template <typename... Inputs>
+DistTensor Run(const char* op, const Attrs& attrs, Communicator& comm, const Inputs&... inputs) {
+  static_assert((std::is_same_v<Inputs, DistTensor> && ...), "inputs are DistTensors");
+  return std::move(
+      runtime::Dispatch(*FindOp(op), std::vector<const DistTensor*>{&inputs...}, attrs, comm)[0]);
 }
 
 DistTensor Scale(const DistTensor& x, double scale, Communicator& comm, double bias = 0) {
-  return Run("scale", {x}, comm, MakeAttrs({{"scale", scale}, {"bias", bias}}));
+  return Run("scale", MakeAttrs({{"scale", scale}, {"bias", bias}}), comm, x);
 }
 
-// The value resharded to `attr` (a copy when it already is).
-DistTensor As(const DistTensor& x, const DistAttr& attr, Communicator& comm) {
-  return x.dist_attr() == attr ? x : x.Reshard(attr, comm);
+// `x` laid out as `attr`: `x` itself when it already is (no copy), else its reshard, held
+// in `keep`.
+const DistTensor& As(const DistTensor& x, const DistAttr& attr, Communicator& comm,
+                     std::optional<DistTensor>& keep) {
+  if (x.dist_attr() == attr) return x;
+  keep = x.Reshard(attr, comm);
+  return *keep;
 }
 
 int64_t LocalBytes(const DistTensor& t) { return t.has_local() ? static_cast<int64_t>(t.local().nbytes()) : 0; }
@@ -63,7 +74,7 @@ void Optimizer::Step(Communicator& comm) {
   // (ToGlobal sums the partial addends the rule leaves on sharded axes).
   double squared = 0;
   for (const DistTensor& g : grads) {
-    const std::optional<kernels::Tensor> s = Run("squared_l2_norm", {g}, comm).ToGlobal(comm);
+    const std::optional<kernels::Tensor> s = Run("squared_l2_norm", {}, comm, g).ToGlobal(comm);
     if (s) squared += s->dtype() == DType::kFloat64 ? s->data<double>()[0]
                                                      : static_cast<double>(s->data<float>()[0]);
   }
@@ -78,8 +89,10 @@ void Optimizer::Step(Communicator& comm) {
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParamSlot& slot = params_[i];
     const DistTensor& value = slot.param.value();
-    const DistTensor updated = Update(i, As(value, slot.state_layout, comm), grads[i], comm);
-    slot.param.SetValue(As(updated, value.dist_attr(), comm));
+    std::optional<DistTensor> resharded;
+    DistTensor updated = Update(i, As(value, slot.state_layout, comm, resharded), grads[i], comm);
+    if (!(updated.dist_attr() == value.dist_attr())) updated = updated.Reshard(value.dist_attr(), comm);
+    slot.param.SetValue(std::move(updated));
   }
   ZeroGrad();
 }
@@ -100,13 +113,13 @@ int64_t Sgd::StateBytes() const {
 DistTensor Sgd::Update(size_t i, const DistTensor& param, const DistTensor& grad,
                        Communicator& comm) {
   DistTensor step = grad;
-  if (weight_decay_ != 0) step = Run("add", {step, Scale(param, weight_decay_, comm)}, comm);
+  if (weight_decay_ != 0) step = Run("add", {}, comm, step, Scale(param, weight_decay_, comm));
   if (momentum_ != 0) {
     std::optional<DistTensor>& v = velocity_[i];
-    v = v ? Run("add", {Scale(*v, momentum_, comm), step}, comm) : step;
+    v = v ? Run("add", {}, comm, Scale(*v, momentum_, comm), step) : step;
     step = *v;
   }
-  return Run("subtract", {param, Scale(step, lr_, comm)}, comm);
+  return Run("subtract", {}, comm, param, Scale(step, lr_, comm));
 }
 
 // ---- AdamW --------------------------------------------------------------------------------
@@ -130,8 +143,9 @@ void AdamW::Restore(size_t i, const DistTensor& m, const DistTensor& v, int64_t 
     }
   }
   if (step < 0) ThrowInvalid("state", "a negative step count");
-  m_[i] = As(m, old.dist_attr(), comm);
-  v_[i] = As(v, old.dist_attr(), comm);
+  std::optional<DistTensor> m_resharded, v_resharded;
+  m_[i] = As(m, old.dist_attr(), comm, m_resharded);
+  v_[i] = As(v, old.dist_attr(), comm, v_resharded);
   steps_[i] = step;
 }
 
@@ -144,19 +158,18 @@ int64_t AdamW::StateBytes() const {
 DistTensor AdamW::Update(size_t i, const DistTensor& param, const DistTensor& grad,
                          Communicator& comm) {
   const int64_t t = ++steps_[i];
-  m_[i] = Run("add", {Scale(m_[i], beta1_, comm), Scale(grad, 1 - beta1_, comm)}, comm);
-  v_[i] = Run("add", {Scale(v_[i], beta2_, comm),
-                      Scale(Run("multiply", {grad, grad}, comm), 1 - beta2_, comm)},
-              comm);
+  m_[i] = Run("add", {}, comm, Scale(m_[i], beta1_, comm), Scale(grad, 1 - beta1_, comm));
+  v_[i] = Run("add", {}, comm, Scale(v_[i], beta2_, comm),
+              Scale(Run("multiply", {}, comm, grad, grad), 1 - beta2_, comm));
   const double correction1 = 1 - std::pow(beta1_, static_cast<double>(t));
   const double correction2 = 1 - std::pow(beta2_, static_cast<double>(t));
   // denominator = sqrt(v / c2) + eps; step = lr * (m / c1) / denominator
   const DistTensor denominator =
-      Scale(Run("sqrt", {Scale(v_[i], 1 / correction2, comm)}, comm), 1, comm, eps_);
+      Scale(Run("sqrt", {}, comm, Scale(v_[i], 1 / correction2, comm)), 1, comm, eps_);
   const DistTensor step =
-      Scale(Run("divide", {m_[i], denominator}, comm), lr_ / correction1, comm);
+      Scale(Run("divide", {}, comm, m_[i], denominator), lr_ / correction1, comm);
   const DistTensor decayed = Scale(param, 1 - lr_ * weight_decay_, comm);
-  return Run("subtract", {decayed, step}, comm);
+  return Run("subtract", {}, comm, decayed, step);
 }
 
 }  // namespace spmd::train

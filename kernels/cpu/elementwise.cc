@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/internal.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace spmd::kernels::cpu {
 namespace {
@@ -119,7 +120,7 @@ Tensors Comparison(const TensorArgs& inputs, F f) {
 
 template <typename T>
 T Sigmoid(T v) {
-  return T(1) / (T(1) + std::exp(-v));
+  return T(1) / (T(1) + Exp(-v));
 }
 
 }  // namespace
@@ -145,7 +146,7 @@ Tensors gelu(const TensorArgs& inputs, const Attrs& attrs) {
   return Unary(inputs, [](auto tag) {
     using T = typename decltype(tag)::type;
     return [](T v) {
-      return T(0.5) * v * (T(1) + std::erf(v / static_cast<T>(std::numbers::sqrt2)));
+      return T(0.5) * v * (T(1) + Erf(v / static_cast<T>(std::numbers::sqrt2)));
     };
   });
 }
@@ -182,7 +183,7 @@ Tensors gelu_grad(const TensorArgs& inputs, const Attrs& attrs) {
       const T inv_sqrt_2pi = static_cast<T>(1.0 / std::sqrt(2.0 * std::numbers::pi));
       for (int64_t i = 0; i < n; ++i) {
         const T v = x[i];
-        const T slope = T(0.5) * (T(1) + std::erf(v * inv_sqrt2)) + v * inv_sqrt_2pi * std::exp(T(-0.5) * v * v);
+        const T slope = T(0.5) * (T(1) + Erf(v * inv_sqrt2)) + v * inv_sqrt_2pi * Exp(T(-0.5) * v * v);
         o[i] = slope * g[i];
       }
     }
@@ -200,7 +201,7 @@ Tensors silu(const TensorArgs& inputs, const Attrs&) {
 Tensors exp(const TensorArgs& inputs, const Attrs&) {
   return Unary(inputs, [](auto tag) {
     using T = typename decltype(tag)::type;
-    return [](T v) { return std::exp(v); };
+    return [](T v) { return Exp(v); };
   });
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/internal.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace spmd::kernels::cpu {
 namespace {
@@ -34,11 +35,9 @@ void SoftmaxAlong(const T* x, const AxisView& v, T* out) {
       T* dst = out + o * v.len;
       T m = -std::numeric_limits<T>::infinity();
       for (int64_t a = 0; a < v.len; ++a) m = row[a] > m ? row[a] : m;
+      for (int64_t a = 0; a < v.len; ++a) dst[a] = Exp(row[a] - m);  // vectorises
       T s = T(0);
-      for (int64_t a = 0; a < v.len; ++a) {
-        dst[a] = std::exp(row[a] - m);
-        s += dst[a];
-      }
+      for (int64_t a = 0; a < v.len; ++a) s += dst[a];
       for (int64_t a = 0; a < v.len; ++a) dst[a] /= s;
     }
     return;
@@ -57,7 +56,7 @@ void SoftmaxAlong(const T* x, const AxisView& v, T* out) {
       const T* row = block + a * v.inner;
       T* d = dst + a * v.inner;
       for (int64_t i = 0; i < v.inner; ++i) {
-        d[i] = std::exp(row[i] - m[i]);
+        d[i] = Exp(row[i] - m[i]);
         s[i] += d[i];
       }
     }
@@ -175,7 +174,7 @@ Tensors log_softmax(const TensorArgs& inputs, const Attrs& attrs) {
       }
       for (int64_t a = 0; a < v.len; ++a) {
         const T* row = block + a * v.inner;
-        for (int64_t i = 0; i < v.inner; ++i) s[i] += std::exp(row[i] - m[i]);
+        for (int64_t i = 0; i < v.inner; ++i) s[i] += Exp(row[i] - m[i]);
       }
       for (int64_t i = 0; i < v.inner; ++i) s[i] = std::log(s[i]);
       for (int64_t a = 0; a < v.len; ++a) {
