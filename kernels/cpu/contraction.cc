@@ -130,14 +130,16 @@ template <typename T>
 Tensor RunMatmul(const Tensor& xt, const Tensor& yt, const MatmulPlan& plan) {
   ValuesAs<T> xv(xt);
   ValuesAs<T> yv(yt);
-  Tensor out = NewOutput(plan.out_shape, DTypeOf<T>::value, /*zero=*/true);
+  // Each batch entry writes its own block of the output once: no zero fill needed.
+  Tensor out = NewOutput(plan.out_shape, DTypeOf<T>::value);
   T* o = out.data<T>();
   const T* x = xv.data();
   const T* y = yv.data();
   const int64_t mn = plan.m * plan.n;
   plan.ForEachBatch([&](int64_t b, int64_t xo, int64_t yo) {
     Gemm<T>(plan.m, plan.n, plan.k, MatrixView<T>{x + xo, plan.x_stride_m, plan.x_stride_k},
-            MatrixView<T>{y + yo, plan.y_stride_k, plan.y_stride_n}, o + b * mn, plan.n, 1);
+            MatrixView<T>{y + yo, plan.y_stride_k, plan.y_stride_n}, o + b * mn, plan.n, 1,
+            /*overwrite=*/true);
   });
   return out;
 }
@@ -349,8 +351,13 @@ Tensors matmul_grad(const TensorArgs& inputs, const Attrs& attrs) {
     ValuesAs<T> xv(xt);
     ValuesAs<T> yv(yt);
     ValuesAs<T> gv(gt);
-    Tensor x_grad = NewOutput(xt.shape(), DTypeOf<T>::value, /*zero=*/true);
-    Tensor y_grad = NewOutput(yt.shape(), DTypeOf<T>::value, /*zero=*/true);
+    // A gradient block that one batch entry alone maps to is written once (overwrite, no
+    // zero fill); one that a broadcast batch dim maps several entries to sums them.
+    const int64_t entries = NumElements(plan.batch);
+    const bool x_once = NumElements(plan.x_batch) == entries;
+    const bool y_once = NumElements(plan.y_batch) == entries;
+    Tensor x_grad = NewOutput(xt.shape(), DTypeOf<T>::value, /*zero=*/!x_once);
+    Tensor y_grad = NewOutput(yt.shape(), DTypeOf<T>::value, /*zero=*/!y_once);
     T* xg = x_grad.data<T>();
     T* yg = y_grad.data<T>();
     const T* x = xv.data();
@@ -361,9 +368,9 @@ Tensors matmul_grad(const TensorArgs& inputs, const Attrs& attrs) {
       const T* gb = g + b * m * n;
       Gemm<T>(m, k, n, MatrixView<T>{gb, n, 1},
               MatrixView<T>{y + yo, plan.y_stride_n, plan.y_stride_k}, xg + xo, plan.x_stride_m,
-              plan.x_stride_k);
+              plan.x_stride_k, x_once);
       Gemm<T>(k, n, m, MatrixView<T>{x + xo, plan.x_stride_k, plan.x_stride_m},
-              MatrixView<T>{gb, n, 1}, yg + yo, plan.y_stride_k, plan.y_stride_n);
+              MatrixView<T>{gb, n, 1}, yg + yo, plan.y_stride_k, plan.y_stride_n, y_once);
     });
     return TensorList(std::move(x_grad), std::move(y_grad));
   });

@@ -36,22 +36,28 @@ void OneBlasThread() {
   std::call_once(once, [] { openblas_set_num_threads(1); });
 }
 
+// beta 0 overwrites C (BLAS does not read C then, so NaN garbage in a fresh buffer is
+// harmless); beta 1 accumulates.
 void BlasGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
-              const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
+              const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+              bool overwrite) {
   cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-              1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), 1.0f, c, static_cast<int>(ldc));
+              1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), overwrite ? 0.0f : 1.0f, c,
+              static_cast<int>(ldc));
 }
 void BlasGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
-              const double* a, int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc) {
+              const double* a, int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc,
+              bool overwrite) {
   cblas_dgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-              1.0, a, static_cast<int>(lda), b, static_cast<int>(ldb), 1.0, c, static_cast<int>(ldc));
+              1.0, a, static_cast<int>(lda), b, static_cast<int>(ldb), overwrite ? 0.0 : 1.0, c,
+              static_cast<int>(ldc));
 }
 
 // C += A . B through BLAS when every view allows it and the sizes fit its int; false
 // otherwise (the blocked kernel below runs instead).
 template <typename T>
 bool TryBlas(int64_t m, int64_t n, int64_t k, const MatrixView<T>& a, const MatrixView<T>& b,
-             T* c, int64_t c_rs, int64_t c_cs) {
+             T* c, int64_t c_rs, int64_t c_cs, bool overwrite) {
   constexpr int64_t kIntMax = 0x7fffffff;
   for (int64_t v : {m, n, k, a.rs, a.cs, b.rs, b.cs, c_rs, c_cs}) {
     if (v < 0 || v > kIntMax) return false;
@@ -61,13 +67,14 @@ bool TryBlas(int64_t m, int64_t n, int64_t k, const MatrixView<T>& a, const Matr
   if (!av || !bv) return false;
   OneBlasThread();
   if (c_cs == 1 && c_rs >= n) {
-    BlasGemm(av->trans, bv->trans, m, n, k, a.p, av->ld, b.p, bv->ld, c, c_rs);
+    BlasGemm(av->trans, bv->trans, m, n, k, a.p, av->ld, b.p, bv->ld, c, c_rs, overwrite);
     return true;
   }
   if (c_rs == 1 && c_cs >= m) {
     // C^T = B^T . A^T, row-major with leading dimension c_cs.
     auto flip = [](CBLAS_TRANSPOSE t) { return t == CblasNoTrans ? CblasTrans : CblasNoTrans; };
-    BlasGemm(flip(bv->trans), flip(av->trans), n, m, k, b.p, bv->ld, a.p, av->ld, c, c_cs);
+    BlasGemm(flip(bv->trans), flip(av->trans), n, m, k, b.p, bv->ld, a.p, av->ld, c, c_cs,
+             overwrite);
     return true;
   }
   return false;
@@ -150,11 +157,17 @@ void MicroKernel(int64_t kc, const T* __restrict a, const T* __restrict b, T* c,
 
 template <typename T>
 void Gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T* c, int64_t c_rs,
-          int64_t c_cs) {
-  if (m <= 0 || n <= 0 || k <= 0) return;
+          int64_t c_cs, bool overwrite) {
+  if (m <= 0 || n <= 0) return;
 #if SPMD_WITH_OPENBLAS
-  if (TryBlas(m, n, k, a, b, c, c_rs, c_cs)) return;
+  if (k > 0 && TryBlas(m, n, k, a, b, c, c_rs, c_cs, overwrite)) return;
 #endif
+  if (overwrite) {  // the blocked kernel accumulates: start from zeros
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) c[i * c_rs + j * c_cs] = T(0);
+    }
+  }
+  if (k <= 0) return;
   constexpr int64_t nr = kNr<T>;
   const int64_t nc_max = std::min(kNc, (n + nr - 1) / nr * nr);
   const int64_t kc_max = std::min(kKc, k);
@@ -183,8 +196,8 @@ void Gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T* 
 }
 
 template void Gemm<float>(int64_t, int64_t, int64_t, MatrixView<float>, MatrixView<float>,
-                          float*, int64_t, int64_t);
+                          float*, int64_t, int64_t, bool);
 template void Gemm<double>(int64_t, int64_t, int64_t, MatrixView<double>, MatrixView<double>,
-                           double*, int64_t, int64_t);
+                           double*, int64_t, int64_t, bool);
 
 }  // namespace spmd::kernels::cpu::internal

@@ -15,7 +15,9 @@ struct MatrixView {
   int64_t cs;
 };
 
-// C[m, n] += A[m, k] . B[k, n], C element (i, j) at c[i * c_rs + j * c_cs]. T is float or
+// C[m, n] += A[m, k] . B[k, n], C element (i, j) at c[i * c_rs + j * c_cs]; with
+// `overwrite`, C = A . B instead (C's old contents are not read: a fresh output needs no
+// zero fill; k == 0 writes zeros). T is float or
 // double; accumulation is in T (float32 accumulates in float). With OpenBLAS
 // (SPMD_WITH_OPENBLAS, one BLAS thread per process) every call whose views BLAS can take
 // (one unit stride each, no broadcast stride of 0, sizes within int) goes to
@@ -25,11 +27,11 @@ struct MatrixView {
 // within one K block.
 template <typename T>
 void Gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T* c, int64_t c_rs,
-          int64_t c_cs);
+          int64_t c_cs, bool overwrite = false);
 
 extern template void Gemm<float>(int64_t, int64_t, int64_t, MatrixView<float>,
-                                 MatrixView<float>, float*, int64_t, int64_t);
+                                 MatrixView<float>, float*, int64_t, int64_t, bool);
 extern template void Gemm<double>(int64_t, int64_t, int64_t, MatrixView<double>,
-                                  MatrixView<double>, double*, int64_t, int64_t);
+                                  MatrixView<double>, double*, int64_t, int64_t, bool);
 
 }  // namespace spmd::kernels::cpu::internal
