@@ -182,6 +182,7 @@ StridedIndexer<N> MakeIndexer(const StridedPlan& plan) {
 template StridedIndexer<1> MakeIndexer<1>(const StridedPlan&);
 template StridedIndexer<2> MakeIndexer<2>(const StridedPlan&);
 template StridedIndexer<3> MakeIndexer<3>(const StridedPlan&);
+template StridedIndexer<4> MakeIndexer<4>(const StridedPlan&);
 
 std::vector<std::vector<int64_t>> OuterStarts(const StridedPlan& outer) {
   const size_t n = outer.strides.size();
