@@ -8,7 +8,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -143,6 +145,46 @@ TEST(StridedCopy, TooManyDimsBecomeAHostLoop) {
   for (const auto& s : steps) EXPECT_EQ(s.ix.rank, kMaxStridedDims);
 }
 
+// What TiledTransposeKernel (kernels/cuda/permute.cu) does, block by block and thread by
+// thread, on host memory (elements of `e` bytes; grid.z as the kernel's launch caps it).
+void RunTiled(const std::byte* src, std::byte* dst, const TiledTranspose& t, size_t e) {
+  const int64_t batches = t.batch.numel();
+  const StridedIndexer<2> ix = MakeIndexer<2>(t.batch);
+  const int64_t grid_x = (t.b + kTile - 1) / kTile, grid_y = (t.j + kTile - 1) / kTile;
+  const int64_t grid_z = std::min<int64_t>(batches, 65535);
+  std::vector<std::byte> tile(static_cast<size_t>(kTile * (kTile + 1)) * e);
+  auto at = [&](int row, int col) { return tile.data() + (row * (kTile + 1) + col) * e; };
+  for (int64_t bz = 0; bz < grid_z; ++bz) {
+    for (int64_t by = 0; by < grid_y; ++by) {
+      for (int64_t bx = 0; bx < grid_x; ++bx) {
+        const int64_t b0 = bx * kTile, j0 = by * kTile;
+        for (int64_t k = bz; k < batches; k += grid_z) {
+          int64_t off[2];
+          ix.Offsets(k, off);
+          const std::byte* sp = src + (t.src_base + off[0]) * static_cast<int64_t>(e);
+          std::byte* dp = dst + (t.dst_base + off[1]) * static_cast<int64_t>(e);
+          for (int ty = 0; ty < kTile / 4; ++ty) {
+            for (int tx = 0; tx < kTile; ++tx) {
+              for (int r = ty; r < kTile; r += kTile / 4) {
+                const int64_t b = b0 + r, j = j0 + tx;
+                if (b < t.b && j < t.j) std::memcpy(at(r, tx), sp + (j + b * t.src_b_stride) * static_cast<int64_t>(e), e);
+              }
+            }
+          }
+          for (int ty = 0; ty < kTile / 4; ++ty) {
+            for (int tx = 0; tx < kTile; ++tx) {
+              for (int r = ty; r < kTile; r += kTile / 4) {
+                const int64_t j = j0 + r, b = b0 + tx;
+                if (b < t.b && j < t.j) std::memcpy(dp + (j * t.dst_j_stride + b) * static_cast<int64_t>(e), at(tx, r), e);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 RC_GTEST_PROP(StridedCopy, PermuteMatchesAPlainLoop, ()) {
   const int rank = *rc::gen::inRange(0, 6);
   std::vector<int64_t> shape(rank);
@@ -168,10 +210,44 @@ RC_GTEST_PROP(StridedCopy, PermuteMatchesAPlainLoop, ()) {
     }
   }
   const int max_inner = *rc::gen::inRange(1, kMaxStridedDims + 1);
+  const StridedPlan plan = PlanPermute(shape, perm);
   RunSteps(x.data(), got.data(),
-           PlanStridedCopy(PlanPermute(shape, perm), e, reinterpret_cast<uintptr_t>(x.data()),
-                           reinterpret_cast<uintptr_t>(got.data()), max_inner));
+           PlanStridedCopy(plan, e, reinterpret_cast<uintptr_t>(x.data()), reinterpret_cast<uintptr_t>(got.data()),
+                           max_inner));
   RC_ASSERT(got == want);
+  // The tiled path, where the permute has one, moves the same bytes.
+  if (const std::optional<TiledTranspose> t = PlanTiledTranspose(plan)) {
+    std::vector<std::byte> tiled(x.size());
+    RunTiled(x.data(), tiled.data(), *t, e);
+    RC_ASSERT(tiled == want);
+  }
+}
+
+RC_GTEST_PROP(StridedCopy, TiledTransposeOfLargeMatricesMatchesAPlainLoop, ()) {
+  // Tiles cut at the edges: sizes around multiples of 32, with a batch dim on either side.
+  const int64_t rows = *rc::gen::inRange<int64_t>(2, 100), cols = *rc::gen::inRange<int64_t>(2, 100);
+  const int64_t batch = *rc::gen::inRange<int64_t>(1, 4);
+  const bool batch_first = *rc::gen::arbitrary<bool>();
+  const std::vector<int64_t> shape = batch_first ? std::vector<int64_t>{batch, rows, cols}
+                                                 : std::vector<int64_t>{rows, batch, cols};
+  const std::vector<int64_t> perm = batch_first ? std::vector<int64_t>{0, 2, 1} : std::vector<int64_t>{2, 1, 0};
+  const StridedPlan plan = PlanPermute(shape, perm);
+  const std::optional<TiledTranspose> t = PlanTiledTranspose(plan);
+  RC_ASSERT(t.has_value());
+  const size_t e = *rc::gen::element<size_t>(1, 2, 4, 8);
+  const std::vector<std::byte> x = RandomBytes(static_cast<size_t>(Product(shape)) * e);
+  std::vector<std::byte> want(x.size()), got(x.size());
+  RunSteps(x.data(), want.data(),
+           PlanStridedCopy(plan, e, reinterpret_cast<uintptr_t>(x.data()), reinterpret_cast<uintptr_t>(want.data())));
+  RunTiled(x.data(), got.data(), *t, e);
+  RC_ASSERT(got == want);
+}
+
+TEST(StridedCopy, TiledTransposeOnlyWhereItHelps) {
+  EXPECT_TRUE(PlanTiledTranspose(PlanPermute({64, 48}, {1, 0})).has_value());
+  EXPECT_FALSE(PlanTiledTranspose(PlanPermute({64, 48}, {0, 1})).has_value());  // a copy
+  EXPECT_FALSE(PlanTiledTranspose(PlanPermute({4, 6, 8}, {1, 0, 2})).has_value());  // rows move whole
+  EXPECT_FALSE(PlanTiledTranspose(PlanCopyBox({4, 16}, {1, 4}, {2, 8}, {0, 0}, {2, 8})).has_value());
 }
 
 TEST(StridedCopy, TransposeOfAMatrixKeepsTwoDims) {
