@@ -551,6 +551,20 @@ SPMD_HOST_DEVICE inline void RopeIndex(const RopeArgs& a, int64_t e, int64_t* ta
   *partner = row * a.head_dim + pj;
 }
 
+// ---- dropout ---------------------------------------------------------------------------------------
+
+// The plan whose source offsets are global linear indices: element c of the local block
+// (local shape `local`, at `offset` in a tensor of `global` shape) has global index
+// sum_d (offset_d + c_d) * global_stride_d, its destination the local linear index.
+// Unit 1: the offsets are indices, never widened (SimplifyPlan(plan, 1) only merges dims).
+inline CopyPlan PlanGlobalIndex(const std::vector<int64_t>& local, const std::vector<int64_t>& offset,
+                                const std::vector<int64_t>& global) {
+  const std::vector<int64_t> gs = ContiguousStrides(global);
+  CopyPlan p = MakePlan(local, gs, ContiguousStrides(local), 1);
+  for (size_t d = 0; d < local.size(); ++d) p.src_offset += offset[d] * gs[d];
+  return p;
+}
+
 // ---- Widest unit for a row copy --------------------------------------------------------------------
 
 // The widest unit (a power of two up to 16 bytes, and up to `align`, the alignment both
