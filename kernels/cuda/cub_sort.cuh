@@ -13,7 +13,7 @@ namespace spmd::kernels::cuda::detail {
 
 template <typename I>
 __global__ void OffsetsKernel(I* p, int64_t n, int64_t step) {
-  SPMD_GRID_STRIDE(i, n) { p[i] = i * step; }
+  for (SPMD_GRID_STRIDE(i, n)) { p[i] = i * step; }
 }
 
 // p[i] = i * step for i < n.

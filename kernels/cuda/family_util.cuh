@@ -89,13 +89,9 @@ void DispatchUnit(int64_t bytes, F&& f) {
   ThrowUnsupported("dtype", "no CUDA copy of " + std::to_string(bytes) + "-byte units");
 }
 
-#define SPMD_GRID_STRIDE(i, n)                                                        \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-
 template <typename U>
 __global__ void CopyPlanKernel(CopyPlanArgs a, U* dst, const U* src) {
-  SPMD_GRID_STRIDE(i, a.count) {
+  for (SPMD_GRID_STRIDE(i, a.count)) {
     int64_t s = 0, d = 0;
     PlanOffsets(a, i, &s, &d);
     dst[d] = src[s];
@@ -128,7 +124,7 @@ inline void RunCopyPlan(const CopyPlan& plan, std::byte* dst, const std::byte* s
 
 template <typename U>
 __global__ void FillKernel(U* p, int64_t n, U v) {
-  SPMD_GRID_STRIDE(i, n) { p[i] = v; }
+  for (SPMD_GRID_STRIDE(i, n)) { p[i] = v; }
 }
 
 // n elements of `es` bytes at p, each the bytes of `pattern` (its low es bytes).

@@ -35,7 +35,7 @@ int64_t RopeTableSeq(const Tensor& table, size_t i) {
 template <typename T>
 __global__ void RopeKernel(RopeArgs a, const void* x, DType xd, const void* sin, DType sd, const void* cos,
                            DType cd, T* out, int64_t n) {
-  SPMD_GRID_STRIDE(e, n) {
+  for (SPMD_GRID_STRIDE(e, n)) {
     int64_t table = 0, partner = 0;
     double sign = 1.0;
     RopeIndex(a, e, &table, &partner, &sign);
@@ -43,8 +43,7 @@ __global__ void RopeKernel(RopeArgs a, const void* x, DType xd, const void* sin,
     const double t = static_cast<double>(LoadAs<T>(sin, sd, table));
     const double xv = static_cast<double>(LoadAs<T>(x, xd, e));
     const double xp = static_cast<double>(LoadAs<T>(x, xd, partner));
-    const double v = __dadd_rn(__dmul_rn(c, xv), __dmul_rn(__dmul_rn(sign, t), xp));
-    out[e] = static_cast<T>(v);
+    out[e] = static_cast<T>(RopeValue(c, t, xv, xp, sign));
   }
 }
 

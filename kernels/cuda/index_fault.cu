@@ -12,19 +12,6 @@ constexpr IndexFaultOp kAll[] = {IndexFaultOp::kIndexSelect, IndexFaultOp::kGath
                                  IndexFaultOp::kOneHot,      IndexFaultOp::kGatherNd,
                                  IndexFaultOp::kScatter,     IndexFaultOp::kScatterNdAdd};
 
-// Makes `device` current for the scope, restoring the previous one.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    SPMD_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (device != previous_) SPMD_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceScope() { cudaSetDevice(previous_); }
-
- private:
-  int previous_ = 0;
-};
-
 }  // namespace
 
 const char* IndexFaultOpName(IndexFaultOp op) {
@@ -59,7 +46,7 @@ uint32_t* IndexFaultWord() {
 
 uint32_t TakeIndexFaults(Device device) {
   if (device.is_host()) ThrowInvalid("device", "index faults live on CUDA devices");
-  DeviceScope scope(device.index);
+  DeviceGuard guard(device);
   SPMD_CUDA_CHECK(cudaDeviceSynchronize());
   uint32_t word = 0;
   SPMD_CUDA_CHECK(cudaMemcpyFromSymbol(&word, g_index_faults, sizeof word));

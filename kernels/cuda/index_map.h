@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "rules/counter_rng.h"
 #include "rules/dtype.h"
 #include "rules/half.h"  // SPMD_HOST_DEVICE, BFloat16, Float16
 
@@ -524,6 +525,32 @@ SPMD_HOST_DEVICE inline bool TriZero(int64_t r, int64_t c, int64_t d, bool lower
   return lower ? c > r + d : c < r + d;
 }
 
+// ---- Rounded double arithmetic -----------------------------------------------------------------
+
+// One IEEE operation each, rounded to nearest: on the device explicit intrinsics, so nvcc
+// cannot fuse a product into an add (the CPU kernels run separately rounded operations).
+SPMD_HOST_DEVICE inline double MulRn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+SPMD_HOST_DEVICE inline double AddRn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+SPMD_HOST_DEVICE inline double DivRn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __ddiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
 // ---- fused_rotary_position_embedding ----------------------------------------------------------
 
 // x as [d0, d1, heads, head_dim]; the sin / cos row of element e is its sequence index
@@ -563,6 +590,51 @@ inline CopyPlan PlanGlobalIndex(const std::vector<int64_t>& local, const std::ve
   CopyPlan p = MakePlan(local, gs, ContiguousStrides(local), 1);
   for (size_t d = 0; d < local.size(); ++d) p.src_offset += offset[d] * gs[d];
   return p;
+}
+
+// The rotated value: cos * x + sign * sin * x_partner, each operation rounded once (in this
+// order, as the CPU kernel computes it).
+SPMD_HOST_DEVICE inline double RopeValue(double c, double t, double x, double x_partner, double sign) {
+  return AddRn(MulRn(c, x), MulRn(MulRn(sign, t), x_partner));
+}
+
+// dropout's element: kept where Uniform(seed, global index) >= p, then scaled as the CPU
+// kernel scales (in double, rounded once to T).
+struct DropoutArgs {
+  double p = 0.5;
+  bool is_test = false, upscale = true;
+  int64_t seed = 0;
+};
+template <typename T>
+SPMD_HOST_DEVICE inline T DropoutValue(const DropoutArgs& a, int64_t global, T x, bool* keep) {
+  const double v = static_cast<double>(x);
+  if (a.is_test) {
+    *keep = true;
+    return a.upscale ? x : static_cast<T>(MulRn(v, 1.0 - a.p));
+  }
+  *keep = counter_rng::Uniform(a.seed, global) >= a.p;
+  return *keep ? static_cast<T>(a.upscale ? DivRn(v, 1.0 - a.p) : v) : T(0);
+}
+
+// pad's fill: pad_value in `dtype`, as the low bytes of a word, what the CPU kernel fills
+// with (beyond float's range float's infinity of its sign; int64 truncated; bool v != 0;
+// 2-byte floats the float32 fill rounded once, as RunCpuKernel rounds its output).
+inline uint64_t PadFillBits(DType dtype, double value) {
+  const float inf = __builtin_huge_valf();
+  const float fill32 = (value > 3.4028235677973366e38 || value < -3.4028235677973366e38)
+                           ? (value > 0 ? inf : -inf)
+                           : static_cast<float>(value);
+  uint64_t bits = 0;
+  const auto put = [&](auto v) { std::memcpy(&bits, &v, sizeof v); };
+  switch (dtype) {
+    case DType::kFloat32: put(fill32); break;
+    case DType::kInt64: put(static_cast<int64_t>(value)); break;
+    case DType::kBool: put(static_cast<uint8_t>(value != 0.0 ? 1 : 0)); break;
+    case DType::kBFloat16: put(BFloat16(fill32).bits); break;
+    case DType::kFloat16: put(Float16(fill32).bits); break;
+    case DType::kFloat64: put(value); break;
+  }
+  return bits;
 }
 
 // ---- Widest unit for a row copy --------------------------------------------------------------------

@@ -33,7 +33,7 @@ int64_t Mod(int64_t v, int64_t n) {
 
 __global__ void OneHotKernel(const void* index, DType dtype, int64_t classes, int64_t n, float* out,
                              uint32_t* faults) {
-  SPMD_GRID_STRIDE(i, n) {
+  for (SPMD_GRID_STRIDE(i, n)) {
     bool bad = false;
     out[i] = OneHotValue(index, dtype, classes, i, &bad) ? 1.0f : 0.0f;
     if (bad && i % classes == 0) detail::RecordFault(faults, IndexFaultOp::kOneHot);
@@ -87,26 +87,6 @@ Tensors Roll(const TensorArgs& inputs, const Attrs& attrs) {
   return TensorList(std::move(out));
 }
 
-// pad_value in x's dtype, as the low bytes of a word: what the CPU kernel fills with
-// (2-byte floats: the float32 fill rounded once, as RunCpuKernel rounds its output).
-uint64_t PadPattern(DType dtype, double value) {
-  const float fill32 = std::fabs(value) > 3.4028235677973366e38
-                           ? std::copysign(std::numeric_limits<float>::infinity(),
-                                           static_cast<float>(value > 0 ? 1 : -1))
-                           : static_cast<float>(value);
-  uint64_t bits = 0;
-  const auto put = [&](auto v) { std::memcpy(&bits, &v, sizeof v); };
-  switch (dtype) {
-    case DType::kFloat32: put(fill32); break;
-    case DType::kInt64: put(static_cast<int64_t>(value)); break;
-    case DType::kBool: put(static_cast<uint8_t>(value != 0.0 ? 1 : 0)); break;
-    case DType::kBFloat16: put(BFloat16(fill32).bits); break;
-    case DType::kFloat16: put(Float16(fill32).bits); break;
-    case DType::kFloat64: put(value); break;
-  }
-  return bits;
-}
-
 Tensors Pad(const TensorArgs& inputs, const Attrs& attrs) {
   CheckInputs(inputs, true);
   CheckArity(inputs, 1);
@@ -132,7 +112,7 @@ Tensors Pad(const TensorArgs& inputs, const Attrs& attrs) {
   Tensor out = detail::NewOut(x, out_shape, x.dtype());
   const int64_t es = static_cast<int64_t>(x.element_size());
   const cudaStream_t stream = detail::StreamOf(x);
-  detail::FillElements(out.bytes(), out.numel(), es, PadPattern(x.dtype(), value), stream);
+  detail::FillElements(out.bytes(), out.numel(), es, PadFillBits(x.dtype(), value), stream);
   detail::RunCopyPlan(PlanPad(x.shape(), paddings, es), out.bytes(), x.bytes(), stream);
   return TensorList(std::move(out));
 }
@@ -141,7 +121,7 @@ Tensors Pad(const TensorArgs& inputs, const Attrs& attrs) {
 
 template <typename T>
 __global__ void SwigluKernel(const void* x, DType xd, const void* y, DType yd, T* out, int64_t n) {
-  SPMD_GRID_STRIDE(i, n) {
+  for (SPMD_GRID_STRIDE(i, n)) {
     const T v = LoadAs<T>(x, xd, i);
     out[i] = v * LoadAs<T>(y, yd, i) / (T(1) + exp(-v));
   }
@@ -174,7 +154,7 @@ Tensors Swiglu(const TensorArgs& inputs, const Attrs&) {
 
 template <typename U>
 __global__ void SelectKernel(SelectArgs a, const U* x, U* out, int64_t n, uint32_t* faults, IndexFaultOp op) {
-  SPMD_GRID_STRIDE(i, n) {
+  for (SPMD_GRID_STRIDE(i, n)) {
     const int64_t s = SelectSource(a, i);
     if (s >= 0) {
       out[i] = x[s];
@@ -188,7 +168,7 @@ __global__ void SelectKernel(SelectArgs a, const U* x, U* out, int64_t n, uint32
 // Only the ids, for an empty output (no element reads them, but the CPU kernel refuses a
 // bad one all the same).
 __global__ void SelectCheckKernel(SelectArgs a, uint32_t* faults, IndexFaultOp op) {
-  SPMD_GRID_STRIDE(k, a.ids) {
+  for (SPMD_GRID_STRIDE(k, a.ids)) {
     if (SelectSource(a, k) == kReadBad) detail::RecordFault(faults, op);
   }
 }

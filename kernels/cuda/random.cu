@@ -21,26 +21,14 @@ using detail::CheckInputs;
 using detail::ci::CheckArity;
 using detail::ci::InputField;
 
-struct DropoutArgs {
-  double p = 0.5;
-  bool is_test = false, upscale = true;
-  int64_t seed = 0;
-};
-
 template <typename T>
 __global__ void DropoutKernel(CopyPlanArgs plan, DropoutArgs a, const void* x, DType xd, T* out, bool* mask) {
-  SPMD_GRID_STRIDE(i, plan.count) {
+  for (SPMD_GRID_STRIDE(i, plan.count)) {
     int64_t global = 0, local = 0;
     PlanOffsets(plan, i, &global, &local);
-    const double v = static_cast<double>(LoadAs<T>(x, xd, local));
-    if (a.is_test) {
-      out[local] = a.upscale ? LoadAs<T>(x, xd, local) : static_cast<T>(__dmul_rn(v, 1.0 - a.p));
-      mask[local] = true;
-      continue;
-    }
-    const bool keep = counter_rng::Uniform(a.seed, global) >= a.p;
+    bool keep = false;
+    out[local] = DropoutValue<T>(a, global, LoadAs<T>(x, xd, local), &keep);
     mask[local] = keep;
-    out[local] = keep ? static_cast<T>(a.upscale ? __ddiv_rn(v, 1.0 - a.p) : v) : T(0);
   }
 }
 
@@ -85,7 +73,7 @@ Tensors Dropout(const TensorArgs& inputs, const Attrs& attrs) {
 
 template <typename T>
 __global__ void AddKernel(const void* a, DType ad, const void* b, DType bd, T* out, int64_t n) {
-  SPMD_GRID_STRIDE(i, n) { out[i] = LoadAs<T>(a, ad, i) + LoadAs<T>(b, bd, i); }
+  for (SPMD_GRID_STRIDE(i, n)) { out[i] = LoadAs<T>(a, ad, i) + LoadAs<T>(b, bd, i); }
 }
 
 Tensors FusedDropoutAdd(const TensorArgs& inputs, const Attrs& attrs) {

@@ -43,7 +43,7 @@ int64_t Depth(const Tensor& x, const Tensor& index) {
 // chunk by chunk; a refused id makes it -1 and records the fault once.
 __global__ void NdSliceKernel(NdChunk c, int64_t rows, int64_t* keys, bool first, uint32_t* faults,
                               IndexFaultOp op) {
-  SPMD_GRID_STRIDE(r, rows) {
+  for (SPMD_GRID_STRIDE(r, rows)) {
     const int64_t before = first ? 0 : keys[r];
     const int64_t after = NdSliceStep(c, r, before);
     keys[r] = after;
@@ -72,7 +72,7 @@ Tensor SliceKeys(const Tensor& x, const Tensor& index, int64_t depth, int64_t ro
 
 template <typename U>
 __global__ void GatherNdKernel(const int64_t* keys, int64_t slice_units, const U* x, U* out, int64_t n) {
-  SPMD_GRID_STRIDE(i, n) {
+  for (SPMD_GRID_STRIDE(i, n)) {
     const int64_t r = i / slice_units, t = i - r * slice_units;
     const int64_t s = keys[r];
     out[i] = s < 0 ? U{} : x[s * slice_units + t];
@@ -112,7 +112,7 @@ Tensors GatherNd(const TensorArgs& inputs, const Attrs&) {
 
 __global__ void ScatterKeysKernel(const void* index, DType dtype, int64_t n, int64_t rows, int64_t start,
                                   bool sharded, uint64_t* keys, int64_t* order, uint32_t* faults) {
-  SPMD_GRID_STRIDE(i, n) {
+  for (SPMD_GRID_STRIDE(i, n)) {
     bool bad = false;
     keys[i] = static_cast<uint64_t>(ScatterKey(index, dtype, i, rows, start, sharded, &bad));
     order[i] = i;
@@ -123,7 +123,7 @@ __global__ void ScatterKeysKernel(const void* index, DType dtype, int64_t n, int
 template <typename T>
 __global__ void ScatterKernel(int64_t n, int64_t row, const int64_t* keys, const int64_t* order, int64_t k,
                               bool overwrite, const void* x, DType xd, const void* updates, DType ud, T* out) {
-  SPMD_GRID_STRIDE(e, n) {
+  for (SPMD_GRID_STRIDE(e, n)) {
     out[e] = ScatterValue<T>(e, row, keys, order, k, overwrite, x, xd, updates, ud);
   }
 }
@@ -198,7 +198,7 @@ Tensors Scatter(const TensorArgs& inputs, const Attrs& attrs) {
 // keys[r] of SliceKeys with -1 (a refused row) moved to `slices` (never read), positions.
 __global__ void NdKeysKernel(const int64_t* slice_keys, int64_t rows, int64_t slices, uint64_t* keys,
                              int64_t* order) {
-  SPMD_GRID_STRIDE(r, rows) {
+  for (SPMD_GRID_STRIDE(r, rows)) {
     const int64_t s = slice_keys[r];
     keys[r] = static_cast<uint64_t>(s < 0 ? slices : s);
     order[r] = r;
@@ -208,7 +208,7 @@ __global__ void NdKeysKernel(const int64_t* slice_keys, int64_t rows, int64_t sl
 template <typename T>
 __global__ void ScatterNdKernel(int64_t n, int64_t slice, const int64_t* keys, const int64_t* order, int64_t k,
                                 const void* x, DType xd, const void* updates, DType ud, T* out) {
-  SPMD_GRID_STRIDE(e, n) { out[e] = ScatterNdValue<T>(e, slice, keys, order, k, x, xd, updates, ud); }
+  for (SPMD_GRID_STRIDE(e, n)) { out[e] = ScatterNdValue<T>(e, slice, keys, order, k, x, xd, updates, ud); }
 }
 
 Tensors ScatterNdAdd(const TensorArgs& inputs, const Attrs&) {

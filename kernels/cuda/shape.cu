@@ -445,7 +445,7 @@ Tensors ExpandAs(const TensorArgs& inputs, const Attrs& attrs) {
 template <typename U>
 __global__ void TriKernel(const U* x, U* out, int64_t n, int64_t rows, int64_t cols, int64_t diagonal,
                           bool lower) {
-  SPMD_GRID_STRIDE(i, n) {
+  for (SPMD_GRID_STRIDE(i, n)) {
     const int64_t row_index = i / cols;
     const int64_t c = i - row_index * cols;
     const int64_t r = row_index % rows;

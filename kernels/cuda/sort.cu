@@ -45,7 +45,7 @@ struct KeyOf<bool> {
 template <typename T>
 __global__ void SortKeysKernel(SortView v, const T* x, typename KeyOf<T>::type* keys, int64_t* pos, int64_t n,
                                bool descending) {
-  SPMD_GRID_STRIDE(q, n) {
+  for (SPMD_GRID_STRIDE(q, n)) {
     int64_t a = 0;
     const int64_t src = SortInput(v, q, &a);
     const auto key = KeyOf<T>::Make(x[src]);
@@ -57,7 +57,7 @@ __global__ void SortKeysKernel(SortView v, const T* x, typename KeyOf<T>::type* 
 template <typename T>
 __global__ void SortOutputKernel(SortView v, const T* x, const int64_t* sorted_pos, T* out, int64_t* indices,
                                  int64_t n) {
-  SPMD_GRID_STRIDE(e, n) {
+  for (SPMD_GRID_STRIDE(e, n)) {
     const int64_t a = sorted_pos[SortOutputSlot(v, e)];
     out[e] = x[SortOutputSource(v, e, a)];
     indices[e] = a;
