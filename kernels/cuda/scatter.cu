@@ -88,8 +88,8 @@ Tensors GatherNd(const TensorArgs& inputs, const Attrs&) {
   Shape out_shape(index.shape().begin(), index.shape().end() - 1);
   out_shape.insert(out_shape.end(), x.shape().begin() + depth, x.shape().end());
   const int64_t rows = NumElements(Shape(index.shape().begin(), index.shape().end() - 1));
+  Tensor out = detail::NewOut(x, out_shape, x.dtype());  // host errors before any launch
   const Tensor keys = SliceKeys(x, index, depth, rows, IndexFaultOp::kGatherNd);
-  Tensor out = detail::NewOut(x, out_shape, x.dtype());
   const int64_t es = static_cast<int64_t>(x.element_size());
   const int64_t slice = NumElements(Shape(x.shape().begin() + depth, x.shape().end()));
   if (out.numel() == 0) return TensorList(std::move(out));
@@ -166,6 +166,8 @@ Tensors Scatter(const TensorArgs& inputs, const Attrs& attrs) {
   if (start < 0) ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "negative row offset");
   const int64_t rows = x.shape()[0];
   const int64_t k = index.numel();
+  const DType dtype = detail::ci::ComputeDType(inputs, {0, 2});
+  Tensor out = detail::NewOut(x, x.shape(), dtype);  // host errors before any launch
   const cudaStream_t stream = detail::StreamOf(x);
   Tensor keys = detail::Int64Buffer(x, k), order = detail::Int64Buffer(x, k);
   if (k > 0) {
@@ -175,8 +177,6 @@ Tensors Scatter(const TensorArgs& inputs, const Attrs& attrs) {
         reinterpret_cast<int64_t*>(order.bytes()), IndexFaultWord());
     SPMD_CUDA_CHECK_LAUNCH();
   }
-  const DType dtype = detail::ci::ComputeDType(inputs, {0, 2});
-  Tensor out = detail::NewOut(x, x.shape(), dtype);
   const int64_t n = out.numel();
   if (n == 0) return TensorList(std::move(out));
   const SortedKeys sorted = SortKeys(x, keys, order, k, static_cast<uint64_t>(rows));
@@ -225,11 +225,11 @@ Tensors ScatterNdAdd(const TensorArgs& inputs, const Attrs&) {
                                              ShapeToString(expected));
   }
   const int64_t rows = NumElements(Shape(index.shape().begin(), index.shape().end() - 1));
+  const DType dtype = detail::ci::ComputeDType(inputs, {0, 2});
+  Tensor out = detail::NewOut(x, x.shape(), dtype);  // host errors before any launch
   const Tensor slice_keys = SliceKeys(x, index, depth, rows, IndexFaultOp::kScatterNdAdd);
   const int64_t slice = NumElements(Shape(x.shape().begin() + depth, x.shape().end()));
   const int64_t slices = NumElements(Shape(x.shape().begin(), x.shape().begin() + depth));
-  const DType dtype = detail::ci::ComputeDType(inputs, {0, 2});
-  Tensor out = detail::NewOut(x, x.shape(), dtype);
   const int64_t n = out.numel();
   if (n == 0) return TensorList(std::move(out));
   const cudaStream_t stream = detail::StreamOf(x);
