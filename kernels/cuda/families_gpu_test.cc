@@ -2,8 +2,9 @@
 // the CPU kernels, on a GPU: random requests per op (shapes with empty and odd dims, every
 // dtype the op takes, valid and invalid attrs, ids in and out of range), run by
 // RunCpuKernel and by RunCudaKernel on device copies of the inputs. The CUDA kernel must
-// give the CPU kernel's outputs (same shapes and dtypes; the same bytes, except swiglu and
-// bmm_grad, within the bounds below) or refuse with the same error type and field; where
+// give the CPU kernel's outputs (same shapes and dtypes; the same bytes for the ops that
+// move bytes, the same values for the computing ops, NaN matching any NaN, and swiglu
+// within the bound below) or refuse with the same error type and field; where
 // the CPU refuses an id on inputs[i].data, the CUDA kernel records an index fault that
 // CheckIndexFaults turns into that error. Skipped without a GPU.
 #include <gtest/gtest.h>
@@ -31,7 +32,7 @@ struct Request {
   std::string op;
   Tensors inputs;
   Attrs attrs;  // normalised, plus localized attrs
-  double tol = 0;  // 0: bytes equal; else |gpu - cpu| <= tol * (1 + |cpu|)
+  double tol = 0;  // computed ops: 0 equal values, else |gpu - cpu| <= tol * (1 + |cpu|)
 };
 
 // Values with few mantissa bits: products and short sums are exact in float32, so every
@@ -259,6 +260,12 @@ Request GenRequest(const std::string& op) {
   return r;
 }
 
+// The ops whose outputs are computed (not moved bytes).
+bool Computes(const std::string& op) {
+  return op == "swiglu" || op == "scatter" || op == "scatter_nd_add" || op == "fused_rotary_position_embedding" ||
+         op == "bmm_grad" || op == "dropout" || op == "fused_dropout_add" || op == "one_hot";
+}
+
 // Element i of a host tensor as double.
 double At(const Tensor& t, int64_t i) { return LoadAs<double>(t.bytes(), t.dtype(), i); }
 
@@ -302,16 +309,23 @@ void CheckAgainstCpu(const Request& r, Stream stream) {
     const Tensor& want = cpu.outputs[i];
     RC_ASSERT(host.shape() == want.shape());
     RC_ASSERT(host.dtype() == want.dtype());
-    if (r.tol == 0) {
+    if (!Computes(r.op)) {  // moved bytes: the same bytes, NaN payloads included
       RC_ASSERT(SameBytes(host, want));
       continue;
     }
-    // 2-byte outputs: one rounding step of the 2-byte type on top of the float32 bound.
-    const double tol = want.dtype() == DType::kBFloat16 ? 1.0 / 128 : want.dtype() == DType::kFloat16 ? 1.0 / 1024 : r.tol;
+    // Computed values: equal (with the sign of zero), or within the op's bound; a NaN
+    // matches any NaN (GPU arithmetic gives the canonical NaN, x86 keeps payloads). 2-byte
+    // outputs of a bounded op: one rounding step of the 2-byte type on top of the bound.
+    const double tol = r.tol == 0 ? 0
+                       : want.dtype() == DType::kBFloat16 ? 1.0 / 128
+                       : want.dtype() == DType::kFloat16  ? 1.0 / 1024
+                                                          : r.tol;
     for (int64_t e = 0; e < want.numel(); ++e) {
       const double g = At(host, e), c = At(want, e);
       if (std::isnan(c)) {
         RC_ASSERT(std::isnan(g));
+      } else if (tol == 0) {
+        RC_ASSERT(g == c && std::signbit(g) == std::signbit(c));
       } else {
         RC_ASSERT(std::fabs(g - c) <= tol * (1 + std::fabs(c)));
       }
