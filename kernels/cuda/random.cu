@@ -1,9 +1,111 @@
-// CUDA kernels of the random family (the ops of kernels/cpu/random.cc).
-#include "kernels/cuda/common.cuh"
+// CUDA kernels of the random family (the ops of kernels/cpu/random.cc): dropout and
+// fused_dropout_add. The mask is rules/counter_rng.h's, drawn at each element's GLOBAL
+// linear index (from the localized __offset / __global_shape, read and checked by
+// rules/dropout_attrs.h as on the CPU), so a shard on the device drops exactly the
+// elements the CPU kernel drops for the same seed. Values are computed as the CPU computes
+// them (in double, one division, rounded once to the compute dtype), so out and mask equal
+// the CPU kernel's bit for bit. float32 / float64; 2-byte floats through RunCudaKernel's
+// widening.
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/family_util.cuh"
 #include "kernels/cuda/registry.h"
+#include "rules/counter_rng.h"
+#include "rules/dropout_attrs.h"
 
 namespace spmd::kernels::cuda {
+namespace {
 
-void RegisterRandomKernels(KernelTable& table) { (void)table; }
+using detail::CheckInputs;
+using detail::ci::CheckArity;
+using detail::ci::InputField;
+
+template <typename T>
+__global__ void DropoutKernel(CopyPlanArgs plan, DropoutArgs a, const void* x, DType xd, T* out, bool* mask) {
+  for (SPMD_GRID_STRIDE(i, plan.count)) {
+    int64_t global = 0, local = 0;
+    PlanOffsets(plan, i, &global, &local);
+    bool keep = false;
+    out[local] = DropoutValue<T>(a, global, LoadAs<T>(x, xd, local), &keep);
+    mask[local] = keep;
+  }
+}
+
+// dropout of x into a new (out, mask) pair; the checks of the CPU kernel, in its order.
+Tensors Dropout1(const Tensor& x, const Attrs& attrs) {
+  const dropout::DropoutAttrs da = dropout::ReadDropoutAttrs(attrs);
+  const dropout::DropoutLayout layout = dropout::ReadDropoutLayout(attrs, x.shape());
+  const DType dtype = IsFloating(x.dtype()) ? x.dtype() : DType::kFloat64;
+  Tensor out = detail::NewOut(x, x.shape(), dtype);
+  Tensor mask = detail::NewOut(x, x.shape(), DType::kBool);
+  if (out.numel() == 0) return TensorList(std::move(out), std::move(mask));
+  DropoutArgs a;
+  a.p = da.p;
+  a.is_test = da.is_test;
+  a.upscale = da.upscale;
+  a.seed = da.seed;
+  const CopyPlan plan = SimplifyPlan(PlanGlobalIndex(x.shape(), layout.offset, layout.global_shape), 1);
+  const cudaStream_t stream = detail::StreamOf(x);
+  for (const CopyPlan& q : PeelPlan(plan)) {
+    const CopyPlanArgs args = PlanArgs(q);
+    const LaunchConfig cfg = GridStride(args.count);
+    const auto launch = [&](auto zero) {
+      using T = decltype(zero);
+      DropoutKernel<T><<<cfg.grid, cfg.block, 0, stream>>>(args, a, x.bytes(), x.dtype(),
+                                                           reinterpret_cast<T*>(out.bytes()),
+                                                           reinterpret_cast<bool*>(mask.bytes()));
+      SPMD_CUDA_CHECK_LAUNCH();
+    };
+    if (dtype == DType::kFloat32) launch(float{}); else launch(double{});
+  }
+  return TensorList(std::move(out), std::move(mask));
+}
+
+Tensors Dropout(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckInputs(inputs, false);
+  CheckArity(inputs, 1);
+  if (IsTwoByteFloat(inputs[0].dtype())) {
+    ThrowUnsupported("inputs[0].dtype", "2-byte floats reach dropout widened to float32");
+  }
+  return Dropout1(inputs[0], attrs);
+}
+
+template <typename T>
+__global__ void AddKernel(const void* a, DType ad, const void* b, DType bd, T* out, int64_t n) {
+  for (SPMD_GRID_STRIDE(i, n)) { out[i] = LoadAs<T>(a, ad, i) + LoadAs<T>(b, bd, i); }
+}
+
+Tensors FusedDropoutAdd(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckInputs(inputs, false);
+  CheckArity(inputs, 2);
+  if (inputs[1].shape() != inputs[0].shape()) {
+    ThrowInvalid(InputField(1, "shape"), "y " + ShapeToString(inputs[1].shape()) + " != x " +
+                                             ShapeToString(inputs[0].shape()));
+  }
+  Tensors dropped = Dropout1(inputs[0], attrs);
+  const DType dtype = detail::ci::ComputeDType(inputs, {0, 1});
+  Tensor sum = detail::NewOut(inputs[0], inputs[0].shape(), dtype);
+  const int64_t n = sum.numel();
+  if (n > 0) {
+    const LaunchConfig cfg = GridStride(n);
+    const auto launch = [&](auto zero) {
+      using T = decltype(zero);
+      AddKernel<T><<<cfg.grid, cfg.block, 0, detail::StreamOf(inputs[0])>>>(
+          dropped[0].bytes(), dropped[0].dtype(), inputs[1].bytes(), inputs[1].dtype(),
+          reinterpret_cast<T*>(sum.bytes()), n);
+      SPMD_CUDA_CHECK_LAUNCH();
+    };
+    if (dtype == DType::kFloat32) launch(float{}); else launch(double{});
+  }
+  return TensorList(std::move(sum), std::move(dropped[1]));
+}
+
+}  // namespace
+
+void RegisterRandomKernels(KernelTable& table) {
+  table.Add("dropout", &Dropout);
+  table.Add("fused_dropout_add", &FusedDropoutAdd);
+}
 
 }  // namespace spmd::kernels::cuda
