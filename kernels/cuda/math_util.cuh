@@ -21,26 +21,6 @@ namespace spmd::kernels::cuda {
 
 // ---- Host side ------------------------------------------------------------------------------
 
-// Makes `device` current for the calling thread while it lives (kernel launches and cuBLAS
-// handles go to the current device); restores the previous one.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    SPMD_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device) SPMD_CUDA_CHECK(cudaSetDevice(device));
-    device_ = device;
-  }
-  ~DeviceGuard() {
-    if (previous_ != device_) (void)cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-  int device_ = 0;
-};
-
 // RunCpuKernel's first check, for the kernels that take 2-byte floats themselves (the others
 // get it from RunCudaKernel's widening): a bfloat16 / float16 input next to an input of
 // another floating dtype is InvalidArgument naming the first such input

@@ -1,5 +1,3 @@
-// Host code only (a .cu file so that the CUDA library's source glob compiles it): the
-// reduction layouts and launch splits of kernels/cuda/reduce_plan.h.
 #include "kernels/cuda/reduce_plan.h"
 
 #include <algorithm>

@@ -1,5 +1,3 @@
-// Host code only (a .cu file so that the CUDA library's source glob compiles it): the
-// cuBLAS call plans of kernels/cuda/gemm_plan.h.
 #include "kernels/cuda/gemm_plan.h"
 
 #include <algorithm>
