@@ -234,7 +234,7 @@ Product MatmulProduct(const MatmulShapes& s) {
 bool GradNeedsSum(const MatmulShapes& s, GradOf which) {
   const Shape own = Aligned(which == GradOf::kX ? s.x_batch : s.y_batch, s.batch.size());
   for (size_t d = 0; d < s.batch.size(); ++d) {
-    if (s.batch[d] > 1 && own[d] == 1) return true;
+    if (s.batch[d] != 1 && own[d] == 1) return true;
   }
   return false;
 }
@@ -252,7 +252,7 @@ std::vector<bool> GradSummedDims(const MatmulShapes& s, GradOf which,
                                  const Shape& operand_shape) {
   const Shape own = Aligned(which == GradOf::kX ? s.x_batch : s.y_batch, s.batch.size());
   std::vector<bool> summed;
-  for (size_t d = 0; d < s.batch.size(); ++d) summed.push_back(s.batch[d] > 1 && own[d] == 1);
+  for (size_t d = 0; d < s.batch.size(); ++d) summed.push_back(s.batch[d] != 1 && own[d] == 1);
   const size_t own_matrix_dims = operand_shape.size() == 1 ? 1 : 2;
   summed.insert(summed.end(), own_matrix_dims, false);
   return summed;

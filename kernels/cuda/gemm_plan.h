@@ -101,11 +101,13 @@ Product MatmulProduct(const MatmulShapes& s);
 // tensor of shape GradScratchShape (batch + the operand's matrix dims), which is summed over
 // those dims (keeping them as 1) and reshaped to the operand's shape.
 enum class GradOf { kX, kY };
-// True when operand `which` broadcasts over a batch dim of size > 1.
+// True when operand `which` broadcasts over a batch dim of size other than 1 (0 included:
+// its gradient is then a sum of nothing, zeros).
 bool GradNeedsSum(const MatmulShapes& s, GradOf which);
 // batch + the operand's own matrix dims ([k] for a 1-D x, [rows, cols] otherwise).
 Shape GradScratchShape(const MatmulShapes& s, GradOf which, const Shape& operand_shape);
-// Per dim of GradScratchShape: summed (a batch dim the operand broadcasts over).
+// Per dim of GradScratchShape: summed (a batch dim, not of size 1, the operand broadcasts
+// over).
 std::vector<bool> GradSummedDims(const MatmulShapes& s, GradOf which,
                                  const Shape& operand_shape);
 // The product of the gradient of `which`: into the operand's layout (into_scratch false)
