@@ -167,14 +167,7 @@ void Map(Tensor& out, const F& f, const std::vector<Shape>& shapes, const S*... 
     LaunchGridStride(MapContiguous<C, Out, F, S...>, n, stream, o, n, f, in...);
     return;
   }
-  const internal::BroadcastLoop loop = internal::PlanBroadcast(out.shape(), shapes);
-  StridedPlan plan;
-  plan.dims = loop.dims;
-  plan.strides = loop.strides;
-  std::vector<int64_t> out_strides(loop.dims.size(), 1);
-  for (size_t d = loop.dims.size(); d-- > 1;) out_strides[d - 1] = out_strides[d] * loop.dims[d];
-  plan.strides.push_back(out_strides);
-  plan.base.assign(plan.strides.size(), 0);
+  const StridedPlan plan = PlanBroadcastWalk(out.shape(), shapes);
   LaunchBroadcast<C, Out>(o, plan, f, stream, std::index_sequence_for<S...>{}, in...);
 }
 

@@ -21,7 +21,9 @@ Tensor PermuteOnDevice(const Tensor& x, const std::vector<int64_t>& perm);
 // `element_size` bytes): operand 0 read from `src`, operand 1 written to `dst`, ordered on
 // `stream`, on the calling thread's current device (the caller sets it: DeviceGuard). In
 // the widest unit the addresses allow; one cudaMemcpyAsync where the walk is one
-// contiguous run in both; dims beyond kMaxStridedDims become a host loop of launches.
+// contiguous run in both; dims beyond kMaxStridedDims become a host loop of launches. A
+// transpose (the destination's contiguous dim strided in the source) goes through 32 x 32
+// shared-memory tiles (PlanTiledTranspose) so that reads and writes are both coalesced.
 void CopyStrided(const std::byte* src, std::byte* dst, const StridedPlan& plan, size_t element_size,
                  Stream stream);
 

@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/internal.h"
+
 namespace spmd::kernels::cuda {
 
 int64_t StridedPlan::numel() const {
@@ -204,6 +206,85 @@ std::vector<std::vector<int64_t>> OuterStarts(const StridedPlan& outer) {
     }
   }
   return starts;
+}
+
+std::vector<StridedCopyStep> PlanStridedCopy(const StridedPlan& plan, size_t element_size, uintptr_t src,
+                                             uintptr_t dst, int max_inner) {
+  std::vector<StridedCopyStep> steps;
+  if (plan.numel() <= 0) return steps;
+  const size_t unit = ChooseUnit(plan, element_size, {src, dst});
+  const StridedPlan p = Collapse(InUnits(plan, element_size, unit));
+  if (p.dims.size() == 1 && p.strides[0][0] == 1 && p.strides[1][0] == 1) {
+    StridedCopyStep step;
+    step.contiguous = true;
+    step.unit = unit;
+    step.src_offset = p.base[0];
+    step.dst_offset = p.base[1];
+    step.n = p.dims[0];
+    steps.push_back(step);
+    return steps;
+  }
+  const SplitPlan split = SplitOuter(p, max_inner);
+  const StridedIndexer<2> ix = MakeIndexer<2>(split.inner);
+  const int64_t n = split.inner.numel();
+  for (const std::vector<int64_t>& start : OuterStarts(split.outer)) {
+    StridedCopyStep step;
+    step.unit = unit;
+    step.src_offset = start[0];
+    step.dst_offset = start[1];
+    step.n = n;
+    step.ix = ix;
+    steps.push_back(step);
+  }
+  return steps;
+}
+
+std::optional<TiledTranspose> PlanTiledTranspose(const StridedPlan& plan) {
+  const size_t rank = plan.dims.size();
+  if (plan.strides.size() != 2 || rank < 2) return std::nullopt;
+  const std::vector<int64_t>& src = plan.strides[0];
+  const std::vector<int64_t>& dst = plan.strides[1];
+  if (dst[rank - 1] != 1 || src[rank - 1] == 1 || plan.dims[rank - 1] < 2) return std::nullopt;
+  size_t jd = rank;
+  for (size_t d = 0; d + 1 < rank; ++d) {
+    if (src[d] == 1 && plan.dims[d] >= 2) jd = d;
+  }
+  if (jd == rank) return std::nullopt;
+  TiledTranspose t;
+  t.b = plan.dims[rank - 1];
+  t.j = plan.dims[jd];
+  if ((t.j + kTile - 1) / kTile > 65535) return std::nullopt;
+  t.src_b_stride = src[rank - 1];
+  t.dst_j_stride = dst[jd];
+  t.src_base = plan.base.size() > 0 ? plan.base[0] : 0;
+  t.dst_base = plan.base.size() > 1 ? plan.base[1] : 0;
+  t.batch.strides.assign(2, {});
+  t.batch.base.assign(2, 0);
+  for (size_t d = 0; d + 1 < rank; ++d) {
+    if (d == jd) continue;
+    t.batch.dims.push_back(plan.dims[d]);
+    t.batch.strides[0].push_back(src[d]);
+    t.batch.strides[1].push_back(dst[d]);
+  }
+  if (t.batch.dims.empty()) {
+    t.batch.dims = {1};
+    t.batch.strides = {{0}, {0}};
+  }
+  if (t.batch.dims.size() > static_cast<size_t>(kMaxStridedDims - 2)) return std::nullopt;
+  return t;
+}
+
+StridedPlan PlanBroadcastWalk(const std::vector<int64_t>& out_shape,
+                              const std::vector<std::vector<int64_t>>& in_shapes) {
+  const cpu::internal::BroadcastLoop loop = cpu::internal::PlanBroadcast(out_shape, in_shapes);
+  StridedPlan plan;
+  plan.dims = loop.dims;
+  plan.strides = loop.strides;
+  std::vector<int64_t> out_strides(loop.dims.size(), 1);
+  for (size_t d = loop.dims.size(); d-- > 1;) out_strides[d - 1] = out_strides[d] * loop.dims[d];
+  plan.strides.push_back(out_strides);
+  plan.base.assign(plan.strides.size(), 0);
+  return plan;
 }
 
 }  // namespace spmd::kernels::cuda

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "rules/half.h"  // SPMD_HOST_DEVICE
@@ -92,5 +93,52 @@ StridedIndexer<N> MakeIndexer(const StridedPlan& plan);
 // The per-operand start offsets of every element of `outer`'s walk, in order (what the
 // host loop of launches iterates).
 std::vector<std::vector<int64_t>> OuterStarts(const StridedPlan& outer);
+
+// A strided copy (CopyStrided in kernels/cuda/permute.h) as the launches it makes, so the
+// CPU tests can run them: each step moves `n` units of `unit` bytes, from src + src_offset
+// units to dst + dst_offset units, either as one contiguous run (`contiguous`: a
+// cudaMemcpyAsync of n * unit bytes) or as a kernel walking `ix` (operand 0 the source,
+// 1 the destination, offsets in units from the step's starts).
+struct StridedCopyStep {
+  bool contiguous = false;
+  size_t unit = 1;
+  int64_t src_offset = 0;
+  int64_t dst_offset = 0;
+  int64_t n = 0;
+  StridedIndexer<2> ix;
+};
+// The steps of copying `plan` (two operands, offsets in elements of `element_size` bytes)
+// from address `src` to `dst`; none for an empty plan. `max_inner` (<= kMaxStridedDims)
+// bounds the dims of one launch.
+std::vector<StridedCopyStep> PlanStridedCopy(const StridedPlan& plan, size_t element_size, uintptr_t src,
+                                             uintptr_t dst, int max_inner = kMaxStridedDims);
+
+// A permute whose innermost destination dim is strided in the source while another dim is
+// the source's contiguous one: moved in 32 x 32 tiles through shared memory, so that both
+// the reads (along `j`) and the writes (along `b`) are coalesced. Offsets in elements.
+// Element (batch, j, b) is read at src_batch + j + b * src_b_stride and written at
+// dst_batch + j * dst_j_stride + b, where (src_batch, dst_batch) are the offsets of
+// `batch` (two operands, at most kMaxStridedDims - 2 dims; one dim of 1 when there is none).
+struct TiledTranspose {
+  int64_t b = 0;  // the destination's contiguous dim
+  int64_t j = 0;  // the source's contiguous dim
+  int64_t src_b_stride = 0;
+  int64_t dst_j_stride = 0;
+  int64_t src_base = 0;
+  int64_t dst_base = 0;
+  StridedPlan batch;
+};
+inline constexpr int kTile = 32;
+// The tiled form of a collapsed two-operand plan (operand 1 written), when it has one: the
+// last dim contiguous in the destination only, another dim contiguous in the source, both
+// at least 2 long, the tile grid within CUDA's limits (j's tiles in grid.y <= 65535).
+std::optional<TiledTranspose> PlanTiledTranspose(const StridedPlan& plan);
+
+// The walk of an elementwise op over `out_shape` with inputs of `in_shapes` broadcast to
+// it: operands 0 .. n-1 the inputs (stride 0 where broadcast), operand n the contiguous
+// output; dims collapsed as the CPU's broadcast loop collapses them
+// (kernels/cpu/internal.h PlanBroadcast).
+StridedPlan PlanBroadcastWalk(const std::vector<int64_t>& out_shape,
+                              const std::vector<std::vector<int64_t>>& in_shapes);
 
 }  // namespace spmd::kernels::cuda
