@@ -1,9 +1,910 @@
-// CUDA kernels of the norm family (the ops of kernels/cpu/norm.cc).
+// CUDA kernels of the normalisation family (the ops of kernels/cpu/norm.cc): softmax,
+// log_softmax, softmax_grad, layer_norm, rms_norm, lookup_table_v2,
+// cross_entropy_with_softmax, embedding_grad, cross_entropy_with_softmax_grad.
+//
+// Row ops (the normalised dims last, inner == 1) are fused row kernels: a warp per row for
+// rows of up to 256 elements, else a block per row, with warp-shuffle reductions.
+// softmax, log_softmax and cross_entropy_with_softmax take the row's max and sum of
+// exponentials in one pass (an online max / rescaled sum merged across threads) and write
+// in a second; layer_norm sums the row, then its squared deviations from the mean (the CPU
+// kernel's two-pass formula, no E[x^2] - E[x]^2 cancellation), then writes; rms_norm sums
+// squares, then writes. Along an inner axis (inner > 1) a thread owns one column and walks
+// it in order. Every reduction has a fixed order for a given shape: bitwise reproducible
+// run to run, except embedding_grad (float atomics: the order of the additions varies).
+//
+// Dtypes: float32 and float64 in their own type; bfloat16 / float16 are read and written
+// as they are, computed in float32 (takes_half) except embedding_grad (widened by
+// RunCudaKernel, so that its sums accumulate in float32). int64 / bool value inputs are
+// converted to float64 (or to the floating input's dtype) as the CPU kernels convert them.
+//
+// Ids and hard labels (any dtype, validated as the CPU kernels validate them: whole numbers
+// of at most 9e15, in range unless ignored) are checked by a kernel whose verdict the host
+// reads back: lookup_table_v2, embedding_grad and the hard-label cross entropies therefore
+// synchronize their stream once per call, to throw the CPU kernels' SpmdError (type, field
+// and message) for a bad id.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/internal.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/math_util.cuh"
 #include "kernels/cuda/registry.h"
+#include "rules/local_attrs.h"
 
 namespace spmd::kernels::cuda {
+namespace {
 
-void RegisterNormKernels(KernelTable& table) { (void)table; }
+using cpu::internal::AxisView;
+using cpu::internal::CheckArity;
+using cpu::internal::ComputeDType;
+using cpu::internal::InputField;
+
+constexpr unsigned kBlock = 256;
+constexpr unsigned long long kNone = ~0ull;
+
+template <typename T>
+__device__ __forceinline__ T QuietNan() {
+  return std::numeric_limits<T>::quiet_NaN();
+}
+
+// ---- Launch shapes ---------------------------------------------------------------------------
+
+// A warp per row (8 rows per 256-thread block) for rows of up to 256 elements, else a block
+// per row (RowsConfig: the warp multiple covering the row, at most 1024 threads).
+struct RowLaunch {
+  bool warp = true;
+  unsigned grid = 0;
+  unsigned block = 0;
+};
+RowLaunch PlanRows(int64_t rows, int64_t len) {
+  RowLaunch l;
+  if (rows <= 0) return l;
+  if (len <= 256) {
+    l.warp = true;
+    l.block = kBlock;
+    l.grid = GridFor((rows + 7) / 8, 1);
+    return l;
+  }
+  const LaunchConfig c = RowsConfig(rows, len);
+  l.warp = false;
+  l.grid = c.grid;
+  l.block = c.block;
+  return l;
+}
+
+// ---- Ids ------------------------------------------------------------------------------------
+
+template <typename V>
+constexpr bool kFloatId = !std::is_same_v<V, int64_t> && !std::is_same_v<V, bool>;
+
+template <typename V>
+__device__ __forceinline__ double IdValue(V v) {
+  return static_cast<double>(static_cast<Compute<V>>(v));
+}
+
+// Writes ids[t] as int64 and records the first position of a float id that is not a whole
+// number within 9e15 (status[0]) and of an id outside [0, limit) (status[1]; limit < 0: no
+// upper bound; ids equal to `ignore` are not checked when has_ignore).
+template <typename V>
+__global__ void ValidateIds(const V* ids, int64_t n, int64_t limit, bool has_ignore,
+                            int64_t ignore, int64_t* out, unsigned long long* status) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n;
+       t += step) {
+    int64_t id;
+    if constexpr (kFloatId<V>) {
+      const double v = IdValue(ids[t]);
+      if (!(v - v == 0.0) || v != trunc(v) || fabs(v) > 9.0e15) {
+        atomicMin(&status[0], static_cast<unsigned long long>(t));
+        out[t] = 0;
+        continue;
+      }
+      id = static_cast<int64_t>(v);
+    } else {
+      id = static_cast<int64_t>(ids[t]);
+    }
+    out[t] = id;
+    if (has_ignore && id == ignore) continue;
+    if (id < 0 || (limit >= 0 && id >= limit)) {
+      atomicMin(&status[1], static_cast<unsigned long long>(t));
+    }
+  }
+}
+
+struct IdRules {
+  std::string field;      // inputs[i].data
+  std::string noun;       // "id" or "label" in the range message
+  int64_t limit = -1;     // ids must be < limit (none when negative)
+  bool has_ignore = false;
+  int64_t ignore = 0;
+};
+
+// `ids` (any dtype) as int64 on `like`'s stream, after the CPU kernels' checks: a float id
+// that is not a whole number ("id v is not an integer") or beyond 9e15 ("id v is out of
+// range"), the first in order; then the first id outside the range, thrown here or, with
+// `range_error`, left there for the caller to throw where the CPU kernel checks ranges (after
+// allocating its output). Reads the verdict back: synchronizes `stream`.
+Tensor CheckedIds(const Tensor& ids, const IdRules& rules, const Tensor& like,
+                  cudaStream_t stream, std::string* range_error = nullptr) {
+  Tensor out = NewOutput(like, ids.shape(), DType::kInt64);
+  const int64_t n = ids.numel();
+  if (n == 0) return out;
+  Tensor status = Scratch(like, 2 * static_cast<int64_t>(sizeof(unsigned long long)));
+  auto* st = reinterpret_cast<unsigned long long*>(status.bytes());
+  SPMD_CUDA_CHECK(cudaMemsetAsync(st, 0xff, 2 * sizeof(unsigned long long), stream));
+  DispatchAny(ids.dtype(), rules.field, [&](auto zero) {
+    using V = decltype(zero);
+    ValidateIds<V><<<GridFor(n, kBlock), kBlock, 0, stream>>>(
+        DataOf<V>(ids), n, rules.limit, rules.has_ignore, rules.ignore, DataOf<int64_t>(out), st);
+    SPMD_CUDA_CHECK_LAUNCH();
+  });
+  unsigned long long verdict[2] = {kNone, kNone};
+  SPMD_CUDA_CHECK(cudaMemcpyAsync(verdict, st, sizeof verdict, cudaMemcpyDeviceToHost, stream));
+  SPMD_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (verdict[0] != kNone) {
+    double v = 0.0;
+    DispatchAny(ids.dtype(), rules.field, [&](auto zero) {
+      using V = decltype(zero);
+      V host{};
+      SPMD_CUDA_CHECK(cudaMemcpy(&host, DataOf<V>(ids) + verdict[0], sizeof(V),
+                                 cudaMemcpyDeviceToHost));
+      if constexpr (kFloatId<V>) v = static_cast<double>(static_cast<Compute<V>>(host));
+    });
+    if (!std::isfinite(v) || v != std::trunc(v)) {
+      ThrowInvalid(rules.field, "id " + std::to_string(v) + " is not an integer");
+    }
+    ThrowInvalid(rules.field, "id " + std::to_string(v) + " is out of range");
+  }
+  if (verdict[1] != kNone) {
+    int64_t id = 0;
+    SPMD_CUDA_CHECK(cudaMemcpy(&id, DataOf<int64_t>(out) + verdict[1], sizeof id,
+                               cudaMemcpyDeviceToHost));
+    const std::string message = rules.noun + " " + std::to_string(id) + " outside [0, " +
+                                std::to_string(rules.limit) + ")";
+    if (range_error == nullptr) ThrowInvalid(rules.field, message);
+    *range_error = message;
+  }
+  return out;
+}
+
+// ---- softmax, log_softmax ---------------------------------------------------------------------
+
+// The running max m of a set and the sum s of exp(v - m) over it. An element v is {v, 1};
+// a NaN is {-inf, NaN} and +inf is {+inf, NaN}: the CPU's sum of exp(v - max) is NaN then
+// (exp(NaN), exp(inf - inf)), and so is every output; -inf is {-inf, 1}, which the merge
+// turns into exp(-inf - m) = 0 unless every element is -inf (then every output is NaN, as
+// exp(-inf + inf) on the CPU).
+template <typename T>
+struct MaxSum {
+  T m;
+  T s;
+};
+template <typename T>
+__device__ __forceinline__ MaxSum<T> LoadMaxSum(T v) {
+  if (v != v) return {-Infinity<T>(), QuietNan<T>()};
+  if (v == Infinity<T>()) return {v, QuietNan<T>()};
+  return {v, T(1)};
+}
+template <typename T>
+struct MergeMaxSum {
+  __device__ MaxSum<T> operator()(MaxSum<T> p, MaxSum<T> q) const {
+    const T m = q.m > p.m ? q.m : p.m;
+    const T s = (p.m == m ? p.s : p.s * Exp(p.m - m)) + (q.m == m ? q.s : q.s * Exp(q.m - m));
+    return {m, s};
+  }
+};
+template <typename T>
+__device__ __forceinline__ MaxSum<T> NoMaxSum() {
+  return {-Infinity<T>(), T(0)};
+}
+
+template <typename V, bool kLog, bool kWarp>
+__global__ void SoftmaxRows(const V* x, V* out, int64_t rows, int64_t len) {
+  using T = Compute<V>;
+  const RowGroup<kWarp> g = MakeRowGroup<kWarp>();
+  for (int64_t r = g.first_row; r < rows; r += g.row_step) {
+    const V* xr = x + r * len;
+    V* orow = out + r * len;
+    MaxSum<T> acc = NoMaxSum<T>();
+    for (int64_t a = g.lane; a < len; a += g.size) {
+      acc = MergeMaxSum<T>{}(acc, LoadMaxSum(static_cast<T>(xr[a])));
+    }
+    acc = GroupAllReduce<kWarp>(acc, MergeMaxSum<T>{}, NoMaxSum<T>());
+    const T log_s = kLog ? Log(acc.s) : T(0);
+    for (int64_t a = g.lane; a < len; a += g.size) {
+      const T v = static_cast<T>(xr[a]);
+      orow[a] = V(kLog ? (v - acc.m) - log_s : Exp(v - acc.m) / acc.s);
+    }
+  }
+}
+
+template <typename V, bool kLog>
+__global__ void SoftmaxColumns(const V* x, V* out, int64_t outer, int64_t len, int64_t inner) {
+  using T = Compute<V>;
+  const int64_t total = outer * inner;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
+       t += step) {
+    const int64_t o = t / inner;
+    const int64_t base = o * len * inner + (t - o * inner);
+    MaxSum<T> acc = NoMaxSum<T>();
+    for (int64_t a = 0; a < len; ++a) {
+      acc = MergeMaxSum<T>{}(acc, LoadMaxSum(static_cast<T>(x[base + a * inner])));
+    }
+    const T log_s = kLog ? Log(acc.s) : T(0);
+    for (int64_t a = 0; a < len; ++a) {
+      const T v = static_cast<T>(x[base + a * inner]);
+      out[base + a * inner] = V(kLog ? (v - acc.m) - log_s : Exp(v - acc.m) / acc.s);
+    }
+  }
+}
+
+template <typename V, bool kLog>
+void LaunchSoftmax(const V* x, V* out, const AxisView& v, cudaStream_t stream) {
+  if (v.outer * v.len * v.inner == 0) return;
+  if (v.inner == 1) {
+    const RowLaunch l = PlanRows(v.outer, v.len);
+    if (l.warp) {
+      SoftmaxRows<V, kLog, true><<<l.grid, l.block, 0, stream>>>(x, out, v.outer, v.len);
+    } else {
+      SoftmaxRows<V, kLog, false><<<l.grid, l.block, 0, stream>>>(x, out, v.outer, v.len);
+    }
+  } else {
+    SoftmaxColumns<V, kLog><<<GridFor(v.outer * v.inner, kBlock), kBlock, 0, stream>>>(
+        x, out, v.outer, v.len, v.inner);
+  }
+  SPMD_CUDA_CHECK_LAUNCH();
+}
+
+AxisView ViewFromAxisAttr(const Tensor& x, const Attrs& attrs) {
+  const int64_t axis =
+      cpu::internal::NormalizeAxisOrScalar(attrs.GetInt("axis"), x.rank(), "attrs.axis");
+  return cpu::internal::ViewAlong(x.shape(), axis);
+}
+
+// softmax / log_softmax: x (value input 0) along attrs.axis.
+template <bool kLog>
+Tensors SoftmaxOp(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckTwoByteMix(inputs);
+  CheckArity(inputs, 1);
+  const AxisView view = ViewFromAxisAttr(inputs[0], attrs);
+  const DType dtype = ComputeDType(inputs, {0});
+  CallContext ctx(inputs);
+  Temporaries temps(ctx.stream);
+  const Tensor& x = temps.As(inputs[0], dtype);
+  Tensor out = NewChecked(inputs[0], inputs[0].shape(), dtype);
+  DispatchFloating(dtype, InputField(0, "dtype"), true, [&](auto zero) {
+    using V = decltype(zero);
+    LaunchSoftmax<V, kLog>(DataOf<V>(x), DataOf<V>(out), view, ctx.stream);
+  });
+  return TensorList(std::move(out));
+}
+
+// ---- softmax_grad -----------------------------------------------------------------------------
+
+template <typename V, bool kWarp>
+__global__ void SoftmaxGradRows(const V* y, const V* g, V* out, int64_t rows, int64_t len) {
+  using T = Compute<V>;
+  const RowGroup<kWarp> grp = MakeRowGroup<kWarp>();
+  for (int64_t r = grp.first_row; r < rows; r += grp.row_step) {
+    const V* yr = y + r * len;
+    const V* gr = g + r * len;
+    T dot = T(0);
+    for (int64_t a = grp.lane; a < len; a += grp.size) {
+      dot += static_cast<T>(gr[a]) * static_cast<T>(yr[a]);
+    }
+    dot = GroupAllReduce<kWarp>(dot, AddOp{}, T(0));
+    for (int64_t a = grp.lane; a < len; a += grp.size) {
+      out[r * len + a] = V(static_cast<T>(yr[a]) * (static_cast<T>(gr[a]) - dot));
+    }
+  }
+}
+
+template <typename V>
+__global__ void SoftmaxGradColumns(const V* y, const V* g, V* out, int64_t outer, int64_t len,
+                                   int64_t inner) {
+  using T = Compute<V>;
+  const int64_t total = outer * inner;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
+       t += step) {
+    const int64_t o = t / inner;
+    const int64_t base = o * len * inner + (t - o * inner);
+    T dot = T(0);
+    for (int64_t a = 0; a < len; ++a) {
+      dot += static_cast<T>(g[base + a * inner]) * static_cast<T>(y[base + a * inner]);
+    }
+    for (int64_t a = 0; a < len; ++a) {
+      const int64_t at = base + a * inner;
+      out[at] = V(static_cast<T>(y[at]) * (static_cast<T>(g[at]) - dot));
+    }
+  }
+}
+
+Tensors SoftmaxGrad(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckTwoByteMix(inputs);
+  CheckArity(inputs, 2);
+  const Tensor& out_t = inputs[0];
+  const Tensor& grad_t = inputs[1];
+  if (grad_t.shape() != out_t.shape()) {
+    ThrowInvalid(InputField(1, "shape"), "out_grad " + ShapeToString(grad_t.shape()) +
+                                             " != out " + ShapeToString(out_t.shape()));
+  }
+  const AxisView v = ViewFromAxisAttr(out_t, attrs);
+  if (TwoByteWithIntegerValues(inputs, {0, 1})) return WidenTwoByte(inputs, attrs, SoftmaxGrad);
+  const DType dtype = ComputeDType(inputs, {0, 1});
+  CallContext ctx(inputs);
+  Temporaries temps(ctx.stream);
+  const Tensor& y = temps.As(out_t, dtype);
+  const Tensor& g = temps.As(grad_t, dtype);
+  Tensor x_grad = NewChecked(out_t, out_t.shape(), dtype);
+  if (x_grad.numel() == 0) return TensorList(std::move(x_grad));
+  DispatchFloating(dtype, InputField(0, "dtype"), true, [&](auto zero) {
+    using V = decltype(zero);
+    if (v.inner == 1) {
+      const RowLaunch l = PlanRows(v.outer, v.len);
+      if (l.warp) {
+        SoftmaxGradRows<V, true><<<l.grid, l.block, 0, ctx.stream>>>(
+            DataOf<V>(y), DataOf<V>(g), DataOf<V>(x_grad), v.outer, v.len);
+      } else {
+        SoftmaxGradRows<V, false><<<l.grid, l.block, 0, ctx.stream>>>(
+            DataOf<V>(y), DataOf<V>(g), DataOf<V>(x_grad), v.outer, v.len);
+      }
+    } else {
+      SoftmaxGradColumns<V><<<GridFor(v.outer * v.inner, kBlock), kBlock, 0, ctx.stream>>>(
+          DataOf<V>(y), DataOf<V>(g), DataOf<V>(x_grad), v.outer, v.len, v.inner);
+    }
+    SPMD_CUDA_CHECK_LAUNCH();
+  });
+  return TensorList(std::move(x_grad));
+}
+
+// ---- layer_norm, rms_norm ---------------------------------------------------------------------
+
+template <typename V, bool kWarp>
+__global__ void LayerNormRows(const V* x, const V* scale, const V* bias, V* out, V* mean,
+                              V* variance, int64_t rows, int64_t n, Compute<V> eps) {
+  using T = Compute<V>;
+  const RowGroup<kWarp> g = MakeRowGroup<kWarp>();
+  const T tn = static_cast<T>(static_cast<double>(n));
+  for (int64_t r = g.first_row; r < rows; r += g.row_step) {
+    const V* xr = x + r * n;
+    T sum = T(0);
+    for (int64_t j = g.lane; j < n; j += g.size) sum += static_cast<T>(xr[j]);
+    const T mu = GroupAllReduce<kWarp>(sum, AddOp{}, T(0)) / tn;
+    T sq = T(0);
+    for (int64_t j = g.lane; j < n; j += g.size) {
+      const T d = static_cast<T>(xr[j]) - mu;
+      sq += d * d;
+    }
+    const T var = GroupAllReduce<kWarp>(sq, AddOp{}, T(0)) / tn;
+    const T inv = T(1) / Sqrt(var + eps);
+    for (int64_t j = g.lane; j < n; j += g.size) {
+      out[r * n + j] = V((static_cast<T>(xr[j]) - mu) * inv * static_cast<T>(scale[j]) +
+                         static_cast<T>(bias[j]));
+    }
+    if (g.lane == 0) {
+      mean[r] = V(mu);
+      variance[r] = V(var);
+    }
+  }
+}
+
+template <typename V, bool kWarp>
+__global__ void RmsNormRows(const V* x, const V* scale, V* out, V* invvar, int64_t rows,
+                            int64_t n, Compute<V> eps) {
+  using T = Compute<V>;
+  const RowGroup<kWarp> g = MakeRowGroup<kWarp>();
+  const T tn = static_cast<T>(static_cast<double>(n));
+  for (int64_t r = g.first_row; r < rows; r += g.row_step) {
+    const V* xr = x + r * n;
+    T sq = T(0);
+    for (int64_t j = g.lane; j < n; j += g.size) {
+      const T v = static_cast<T>(xr[j]);
+      sq += v * v;
+    }
+    sq = GroupAllReduce<kWarp>(sq, AddOp{}, T(0));
+    const T inv = T(1) / Sqrt(sq / tn + eps);
+    for (int64_t j = g.lane; j < n; j += g.size) {
+      out[r * n + j] = V(static_cast<T>(xr[j]) * inv * static_cast<T>(scale[j]));
+    }
+    if (g.lane == 0) invvar[r] = V(inv);
+  }
+}
+
+// x split at begin_norm_axis into [outer, n] (the CPU kernel's checks).
+struct NormSplit {
+  int64_t outer = 1;
+  int64_t n = 1;
+  Shape stats_shape;
+};
+NormSplit SplitForNorm(const Tensor& x, int64_t begin_norm_axis) {
+  NormSplit split;
+  const int64_t begin =
+      cpu::internal::NormalizeAxis(begin_norm_axis, x.rank(), "attrs.begin_norm_axis");
+  split.stats_shape.assign(x.shape().begin(), x.shape().begin() + begin);
+  split.outer = NumElements(split.stats_shape);
+  split.n = NumElements(Shape(x.shape().begin() + begin, x.shape().end()));
+  if (split.n == 0) {
+    ThrowInvalid(InputField(0, "shape"),
+                 "normalising over an empty set of elements of " + ShapeToString(x.shape()));
+  }
+  return split;
+}
+
+void CheckVectorShape(const Tensor& t, size_t i, int64_t n) {
+  if (t.shape() != Shape{n}) {
+    ThrowInvalid(InputField(i, "shape"),
+                 "expected [" + std::to_string(n) + "], got " + ShapeToString(t.shape()));
+  }
+}
+
+Tensors LayerNorm(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckTwoByteMix(inputs);
+  const double epsilon = attrs.GetFloat("epsilon");
+  const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
+  CheckArity(inputs, 3);
+  const NormSplit split = SplitForNorm(inputs[0], begin_norm_axis);
+  CheckVectorShape(inputs[1], 1, split.n);
+  CheckVectorShape(inputs[2], 2, split.n);
+  if (TwoByteWithIntegerValues(inputs, {0, 1, 2})) return WidenTwoByte(inputs, attrs, LayerNorm);
+  const DType dtype = ComputeDType(inputs, {0, 1, 2});
+  CallContext ctx(inputs);
+  Temporaries temps(ctx.stream);
+  const Tensor& x = temps.As(inputs[0], dtype);
+  const Tensor& scale = temps.As(inputs[1], dtype);
+  const Tensor& bias = temps.As(inputs[2], dtype);
+  Tensor out = NewChecked(inputs[0], inputs[0].shape(), dtype);
+  Tensor mean = NewChecked(inputs[0], split.stats_shape, dtype);
+  Tensor variance = NewChecked(inputs[0], split.stats_shape, dtype);
+  DispatchFloating(dtype, InputField(0, "dtype"), true, [&](auto zero) {
+    using V = decltype(zero);
+    using T = Compute<V>;
+    const RowLaunch l = PlanRows(split.outer, split.n);
+    if (l.grid == 0) return;
+    const T eps = static_cast<T>(epsilon);
+    if (l.warp) {
+      LayerNormRows<V, true><<<l.grid, l.block, 0, ctx.stream>>>(
+          DataOf<V>(x), DataOf<V>(scale), DataOf<V>(bias), DataOf<V>(out), DataOf<V>(mean),
+          DataOf<V>(variance), split.outer, split.n, eps);
+    } else {
+      LayerNormRows<V, false><<<l.grid, l.block, 0, ctx.stream>>>(
+          DataOf<V>(x), DataOf<V>(scale), DataOf<V>(bias), DataOf<V>(out), DataOf<V>(mean),
+          DataOf<V>(variance), split.outer, split.n, eps);
+    }
+    SPMD_CUDA_CHECK_LAUNCH();
+  });
+  return TensorList(std::move(out), std::move(mean), std::move(variance));
+}
+
+Tensors RmsNorm(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckTwoByteMix(inputs);
+  const double epsilon = attrs.GetFloat("epsilon");
+  const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
+  CheckArity(inputs, 2);
+  const NormSplit split = SplitForNorm(inputs[0], begin_norm_axis);
+  CheckVectorShape(inputs[1], 1, split.n);
+  if (TwoByteWithIntegerValues(inputs, {0, 1})) return WidenTwoByte(inputs, attrs, RmsNorm);
+  const DType dtype = ComputeDType(inputs, {0, 1});
+  CallContext ctx(inputs);
+  Temporaries temps(ctx.stream);
+  const Tensor& x = temps.As(inputs[0], dtype);
+  const Tensor& scale = temps.As(inputs[1], dtype);
+  Tensor out = NewChecked(inputs[0], inputs[0].shape(), dtype);
+  Tensor invvar = NewChecked(inputs[0], split.stats_shape, dtype);
+  DispatchFloating(dtype, InputField(0, "dtype"), true, [&](auto zero) {
+    using V = decltype(zero);
+    using T = Compute<V>;
+    const RowLaunch l = PlanRows(split.outer, split.n);
+    if (l.grid == 0) return;
+    const T eps = static_cast<T>(epsilon);
+    if (l.warp) {
+      RmsNormRows<V, true><<<l.grid, l.block, 0, ctx.stream>>>(
+          DataOf<V>(x), DataOf<V>(scale), DataOf<V>(out), DataOf<V>(invvar), split.outer,
+          split.n, eps);
+    } else {
+      RmsNormRows<V, false><<<l.grid, l.block, 0, ctx.stream>>>(
+          DataOf<V>(x), DataOf<V>(scale), DataOf<V>(out), DataOf<V>(invvar), split.outer,
+          split.n, eps);
+    }
+    SPMD_CUDA_CHECK_LAUNCH();
+  });
+  return TensorList(std::move(out), std::move(invvar));
+}
+
+// ---- lookup_table_v2, embedding_grad ----------------------------------------------------------
+
+// out[t, h] = weight[id_t - start, h], 0 for the padding id and ids outside the shard.
+template <typename V>
+__global__ void Gather(const int64_t* ids, const V* weight, V* out, int64_t count, int64_t vocab,
+                       int64_t hidden, int64_t start, int64_t padding_idx) {
+  const int64_t total = count * hidden;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += step) {
+    const int64_t t = e / hidden;
+    const int64_t h = e - t * hidden;
+    const int64_t id = ids[t];
+    const int64_t row = id - start;  // no overflow: 0 <= id, 0 <= start
+    const bool zero = (padding_idx >= 0 && id == padding_idx) || row < 0 || row >= vocab;
+    out[e] = zero ? V(Compute<V>(0)) : weight[row * hidden + h];
+  }
+}
+
+Tensors LookupTable(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckTwoByteMix(inputs);
+  const int64_t padding_idx = attrs.GetInt("padding_idx");
+  (void)attrs.GetBool("sparse");  // how Paddle stores the gradient; no effect on values
+  CheckArity(inputs, 2);
+  const Tensor& ids_t = inputs[0];
+  const Tensor& weight_t = inputs[1];
+  if (weight_t.rank() != 2) {
+    ThrowInvalid(InputField(1, "shape"),
+                 "weight must be [V, H], got " + ShapeToString(weight_t.shape()));
+  }
+  const bool sharded = attrs.Has(kLocalVocabStart);
+  const int64_t start = sharded ? attrs.GetInt(kLocalVocabStart) : 0;
+  if (start < 0) ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "negative row offset");
+  const int64_t vocab = weight_t.shape()[0];
+  const int64_t hidden = weight_t.shape()[1];
+  Shape out_shape = ids_t.shape();
+  out_shape.push_back(hidden);
+  CallContext ctx(inputs);
+  std::string range_error;
+  const Tensor ids = CheckedIds(ids_t, {InputField(0, "data"), "id", sharded ? -1 : vocab},
+                                inputs[0], ctx.stream, &range_error);
+  const DType dtype = ComputeDType(inputs, {1});
+  Temporaries temps(ctx.stream);
+  const Tensor& weight = temps.As(weight_t, dtype);
+  Tensor out = NewChecked(inputs[0], out_shape, dtype);
+  if (!range_error.empty()) ThrowInvalid(InputField(0, "data"), range_error);
+  const int64_t count = ids_t.numel();
+  if (count * hidden == 0) return TensorList(std::move(out));
+  DispatchFloating(dtype, InputField(1, "dtype"), true, [&](auto zero) {
+    using V = decltype(zero);
+    Gather<V><<<GridFor(count * hidden, kBlock), kBlock, 0, ctx.stream>>>(
+        DataOf<int64_t>(ids), DataOf<V>(weight), DataOf<V>(out), count, vocab, hidden, start,
+        padding_idx);
+    SPMD_CUDA_CHECK_LAUNCH();
+  });
+  return TensorList(std::move(out));
+}
+
+// weight_grad[id_t - start, h] += out_grad[t, h] (atomics: float32 / float64 only).
+template <typename T>
+__global__ void ScatterAdd(const int64_t* ids, const T* grad, T* weight_grad, int64_t count,
+                           int64_t vocab, int64_t hidden, int64_t start, int64_t padding_idx) {
+  const int64_t total = count * hidden;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += step) {
+    const int64_t t = e / hidden;
+    const int64_t h = e - t * hidden;
+    const int64_t id = ids[t];
+    const int64_t row = id - start;
+    if ((padding_idx >= 0 && id == padding_idx) || row < 0 || row >= vocab) continue;
+    atomicAdd(weight_grad + row * hidden + h, grad[e]);
+  }
+}
+
+Tensors EmbeddingGrad(const TensorArgs& inputs, const Attrs& attrs) {
+  const int64_t padding_idx = attrs.GetInt("padding_idx");
+  (void)attrs.GetBool("sparse");  // how Paddle stores the gradient; no effect on values
+  CheckArity(inputs, 3);
+  const Tensor& ids_t = inputs[0];
+  const Tensor& weight = inputs[1];
+  const Tensor& grad_t = inputs[2];
+  if (weight.rank() != 2) {
+    ThrowInvalid(InputField(1, "shape"),
+                 "weight must be [V, H], got " + ShapeToString(weight.shape()));
+  }
+  const int64_t vocab = weight.shape()[0];
+  const int64_t hidden = weight.shape()[1];
+  Shape expected = ids_t.shape();
+  expected.push_back(hidden);
+  if (grad_t.shape() != expected) {
+    ThrowInvalid(InputField(2, "shape"), "out_grad must be " + ShapeToString(expected) +
+                                             " (x.shape + [H]), got " +
+                                             ShapeToString(grad_t.shape()));
+  }
+  const bool sharded = attrs.Has(kLocalVocabStart);
+  const int64_t start = sharded ? attrs.GetInt(kLocalVocabStart) : 0;
+  if (start < 0) ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "negative row offset");
+  CallContext ctx(inputs);
+  std::string range_error;
+  const Tensor ids = CheckedIds(ids_t, {InputField(0, "data"), "id", sharded ? -1 : vocab},
+                                inputs[0], ctx.stream, &range_error);
+  const DType dtype = ComputeDType(inputs, {1, 2});
+  Temporaries temps(ctx.stream);
+  const Tensor& grad = temps.As(grad_t, dtype);
+  Tensor weight_grad = NewChecked(inputs[0], weight.shape(), dtype);
+  if (!range_error.empty()) ThrowInvalid(InputField(0, "data"), range_error);
+  if (weight_grad.nbytes() > 0) {
+    SPMD_CUDA_CHECK(cudaMemsetAsync(weight_grad.bytes(), 0, weight_grad.nbytes(), ctx.stream));
+  }
+  const int64_t count = ids_t.numel();
+  if (count * hidden == 0) return TensorList(std::move(weight_grad));
+  // RunCudaKernel widens 2-byte floats (takes_half false): float32 or float64 here.
+  auto scatter = [&](auto zero) {
+    using T = decltype(zero);
+    ScatterAdd<T><<<GridFor(count * hidden, kBlock), kBlock, 0, ctx.stream>>>(
+        DataOf<int64_t>(ids), DataOf<T>(grad), DataOf<T>(weight_grad), count, vocab, hidden,
+        start, padding_idx);
+    SPMD_CUDA_CHECK_LAUNCH();
+  };
+  if (dtype == DType::kFloat32) {
+    scatter(float{});
+  } else if (dtype == DType::kFloat64) {
+    scatter(double{});
+  } else {
+    ThrowUnsupported(InputField(2, "dtype"), "embedding_grad takes float32 or float64 here, got " +
+                                                 std::string(ToString(dtype)));
+  }
+  return TensorList(std::move(weight_grad));
+}
+
+// ---- cross_entropy_with_softmax ---------------------------------------------------------------
+
+// One row of [rows, C] (the class axis last): p = softmax(x) (or x itself), written; the
+// loss: -log p[label] (0 for ignore_index), or -sum(label * log p) for soft labels.
+template <typename V, bool kWarp>
+__global__ void CrossEntropyRows(const V* x, const int64_t* ids, const V* soft, V* probs,
+                                 V* loss, int64_t rows, int64_t len, bool use_softmax,
+                                 int64_t ignore_index) {
+  using T = Compute<V>;
+  const RowGroup<kWarp> g = MakeRowGroup<kWarp>();
+  for (int64_t r = g.first_row; r < rows; r += g.row_step) {
+    const V* xr = x + r * len;
+    MaxSum<T> ms = NoMaxSum<T>();
+    if (use_softmax) {
+      for (int64_t a = g.lane; a < len; a += g.size) {
+        ms = MergeMaxSum<T>{}(ms, LoadMaxSum(static_cast<T>(xr[a])));
+      }
+      ms = GroupAllReduce<kWarp>(ms, MergeMaxSum<T>{}, NoMaxSum<T>());
+    }
+    auto p_at = [&](int64_t a) {
+      const T v = static_cast<T>(xr[a]);
+      return use_softmax ? Exp(v - ms.m) / ms.s : v;
+    };
+    T acc = T(0);
+    for (int64_t a = g.lane; a < len; a += g.size) {
+      const T p = p_at(a);
+      probs[r * len + a] = V(p);
+      if (soft != nullptr) acc += static_cast<T>(soft[r * len + a]) * Log(p);
+    }
+    if (soft != nullptr) {
+      acc = GroupAllReduce<kWarp>(acc, AddOp{}, T(0));
+      if (g.lane == 0) loss[r] = V(-acc);
+    } else if (g.lane == 0) {
+      const int64_t id = ids[r];
+      loss[r] = id == ignore_index ? V(T(0)) : V(-Log(p_at(id)));
+    }
+  }
+}
+
+// One thread per (o, i) of [outer, C, inner].
+template <typename V>
+__global__ void CrossEntropyColumns(const V* x, const int64_t* ids, const V* soft, V* probs,
+                                    V* loss, int64_t outer, int64_t len, int64_t inner,
+                                    bool use_softmax, int64_t ignore_index) {
+  using T = Compute<V>;
+  const int64_t total = outer * inner;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
+       t += step) {
+    const int64_t o = t / inner;
+    const int64_t base = o * len * inner + (t - o * inner);
+    MaxSum<T> ms = NoMaxSum<T>();
+    if (use_softmax) {
+      for (int64_t a = 0; a < len; ++a) {
+        ms = MergeMaxSum<T>{}(ms, LoadMaxSum(static_cast<T>(x[base + a * inner])));
+      }
+    }
+    auto p_at = [&](int64_t a) {
+      const T v = static_cast<T>(x[base + a * inner]);
+      return use_softmax ? Exp(v - ms.m) / ms.s : v;
+    };
+    T acc = T(0);
+    for (int64_t a = 0; a < len; ++a) {
+      const T p = p_at(a);
+      probs[base + a * inner] = V(p);
+      if (soft != nullptr) acc += static_cast<T>(soft[base + a * inner]) * Log(p);
+    }
+    if (soft != nullptr) {
+      loss[t] = V(-acc);
+    } else {
+      const int64_t id = ids[t];
+      loss[t] = id == ignore_index ? V(T(0)) : V(-Log(p_at(id)));
+    }
+  }
+}
+
+Tensors CrossEntropy(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckTwoByteMix(inputs);
+  const bool soft_label = attrs.GetBool("soft_label");
+  const bool use_softmax = attrs.GetBool("use_softmax");
+  (void)attrs.GetBool("numeric_stable_mode");  // the kernel always uses the stable form
+  const int64_t ignore_index = attrs.GetInt("ignore_index");
+  const int64_t axis_attr = attrs.GetInt("axis");
+  CheckArity(inputs, 2);
+  const Tensor& logits_t = inputs[0];
+  const Tensor& label_t = inputs[1];
+  if (logits_t.rank() == 0) {
+    ThrowInvalid(InputField(0, "shape"), "logits need a class dim, got []");
+  }
+  const int64_t axis = cpu::internal::NormalizeAxis(axis_attr, logits_t.rank(), "attrs.axis");
+  const AxisView v = cpu::internal::ViewAlong(logits_t.shape(), axis);
+  Shape loss_shape = logits_t.shape();
+  loss_shape[axis] = 1;
+  if (soft_label) {
+    if (label_t.shape() != logits_t.shape()) {
+      ThrowInvalid(InputField(1, "shape"), "soft label must have logits' shape " +
+                                               ShapeToString(logits_t.shape()) + ", got " +
+                                               ShapeToString(label_t.shape()));
+    }
+  } else if (label_t.shape() != loss_shape) {
+    ThrowInvalid(InputField(1, "shape"), "hard label must have shape " +
+                                             ShapeToString(loss_shape) + ", got " +
+                                             ShapeToString(label_t.shape()));
+  }
+  if (soft_label && TwoByteWithIntegerValues(inputs, {0, 1})) {
+    return WidenTwoByte(inputs, attrs, CrossEntropy);
+  }
+  const DType dtype = soft_label ? ComputeDType(inputs, {0, 1}) : ComputeDType(inputs, {0});
+  CallContext ctx(inputs);
+  Temporaries temps(ctx.stream);
+  const Tensor& logits = temps.As(logits_t, dtype);
+  Tensor probs = NewChecked(inputs[0], logits_t.shape(), dtype);
+  Tensor loss = NewChecked(inputs[0], loss_shape, dtype);
+  // Hard labels are checked (and read as int64) before anything is computed: the CPU
+  // kernel computes the softmax first, but its outputs are dropped on the error anyway.
+  Tensor ids;
+  const Tensor* soft = nullptr;
+  if (soft_label) {
+    soft = &temps.As(label_t, dtype);
+  } else {
+    ids = CheckedIds(label_t, {InputField(1, "data"), "label", v.len, true, ignore_index},
+                     inputs[0], ctx.stream);
+  }
+  if (v.outer * v.inner == 0) return TensorList(std::move(probs), std::move(loss));
+  DispatchFloating(dtype, InputField(0, "dtype"), true, [&](auto zero) {
+    using V = decltype(zero);
+    const int64_t* id = soft_label ? nullptr : DataOf<int64_t>(ids);
+    const V* sl = soft_label ? DataOf<V>(*soft) : nullptr;
+    if (v.inner == 1) {
+      const RowLaunch l = PlanRows(v.outer, v.len);
+      if (l.warp) {
+        CrossEntropyRows<V, true><<<l.grid, l.block, 0, ctx.stream>>>(
+            DataOf<V>(logits), id, sl, DataOf<V>(probs), DataOf<V>(loss), v.outer, v.len,
+            use_softmax, ignore_index);
+      } else {
+        CrossEntropyRows<V, false><<<l.grid, l.block, 0, ctx.stream>>>(
+            DataOf<V>(logits), id, sl, DataOf<V>(probs), DataOf<V>(loss), v.outer, v.len,
+            use_softmax, ignore_index);
+      }
+    } else {
+      CrossEntropyColumns<V><<<GridFor(v.outer * v.inner, kBlock), kBlock, 0, ctx.stream>>>(
+          DataOf<V>(logits), id, sl, DataOf<V>(probs), DataOf<V>(loss), v.outer, v.len, v.inner,
+          use_softmax, ignore_index);
+    }
+    SPMD_CUDA_CHECK_LAUNCH();
+  });
+  return TensorList(std::move(probs), std::move(loss));
+}
+
+// One thread per element (r, a, i) of [outer, C, inner].
+template <typename V>
+__global__ void CrossEntropyGradKernel(const int64_t* ids, const V* soft, const V* p,
+                                       const V* loss_grad, V* out, int64_t outer, int64_t len,
+                                       int64_t inner, bool use_softmax, int64_t ignore_index) {
+  using T = Compute<V>;
+  const int64_t total = outer * len * inner;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += step) {
+    const int64_t i = e % inner;
+    const int64_t q = e / inner;
+    const int64_t a = q % len;
+    const int64_t r = q / len;
+    const int64_t row = r * inner + i;
+    const T g = static_cast<T>(loss_grad[row]);
+    const T pv = static_cast<T>(p[e]);
+    T value;
+    if (soft != nullptr) {
+      const T l = static_cast<T>(soft[e]);
+      value = use_softmax ? (pv - l) * g : -(l * g) / pv;
+    } else {
+      const int64_t id = ids[row];
+      if (id == ignore_index) {
+        value = T(0);
+      } else if (!use_softmax) {
+        value = a == id ? -g / pv : T(0);
+      } else {
+        value = a == id ? (pv - T(1)) * g : pv * g;
+      }
+    }
+    out[e] = V(value);
+  }
+}
+
+Tensors CrossEntropyGrad(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckTwoByteMix(inputs);
+  const bool soft_label = attrs.GetBool("soft_label");
+  const bool use_softmax = attrs.GetBool("use_softmax");
+  (void)attrs.GetBool("numeric_stable_mode");  // the forward's concern
+  const int64_t ignore_index = attrs.GetInt("ignore_index");
+  const int64_t axis_attr = attrs.GetInt("axis");
+  CheckArity(inputs, 3);
+  const Tensor& label_t = inputs[0];
+  const Tensor& softmax_t = inputs[1];
+  const Tensor& loss_grad_t = inputs[2];
+  if (softmax_t.rank() == 0) {
+    ThrowInvalid(InputField(1, "shape"), "softmax needs a class dim, got []");
+  }
+  const int64_t axis = cpu::internal::NormalizeAxis(axis_attr, softmax_t.rank(), "attrs.axis");
+  const AxisView v = cpu::internal::ViewAlong(softmax_t.shape(), axis);
+  Shape loss_shape = softmax_t.shape();
+  loss_shape[axis] = 1;
+  const Shape& label_shape = soft_label ? softmax_t.shape() : loss_shape;
+  if (label_t.shape() != label_shape) {
+    ThrowInvalid(InputField(0, "shape"), std::string(soft_label ? "soft" : "hard") +
+                                             " label must have shape " +
+                                             ShapeToString(label_shape) + ", got " +
+                                             ShapeToString(label_t.shape()));
+  }
+  if (loss_grad_t.shape() != loss_shape) {
+    ThrowInvalid(InputField(2, "shape"), "loss_grad must have shape " +
+                                             ShapeToString(loss_shape) + ", got " +
+                                             ShapeToString(loss_grad_t.shape()));
+  }
+  if (soft_label ? TwoByteWithIntegerValues(inputs, {0, 1, 2})
+                 : TwoByteWithIntegerValues(inputs, {1, 2})) {
+    return WidenTwoByte(inputs, attrs, CrossEntropyGrad);
+  }
+  const DType dtype =
+      soft_label ? ComputeDType(inputs, {0, 1, 2}) : ComputeDType(inputs, {1, 2});
+  CallContext ctx(inputs);
+  Temporaries temps(ctx.stream);
+  const Tensor& p = temps.As(softmax_t, dtype);
+  const Tensor& g = temps.As(loss_grad_t, dtype);
+  Tensor input_grad = NewChecked(inputs[0], softmax_t.shape(), dtype);
+  Tensor ids;
+  const Tensor* soft = nullptr;
+  if (soft_label) {
+    soft = &temps.As(label_t, dtype);
+  } else {
+    ids = CheckedIds(label_t, {InputField(0, "data"), "label", v.len, true, ignore_index},
+                     inputs[0], ctx.stream);
+  }
+  const int64_t total = input_grad.numel();
+  if (total == 0) return TensorList(std::move(input_grad));
+  DispatchFloating(dtype, InputField(1, "dtype"), true, [&](auto zero) {
+    using V = decltype(zero);
+    CrossEntropyGradKernel<V><<<GridFor(total, kBlock), kBlock, 0, ctx.stream>>>(
+        soft_label ? nullptr : DataOf<int64_t>(ids), soft_label ? DataOf<V>(*soft) : nullptr,
+        DataOf<V>(p), DataOf<V>(g), DataOf<V>(input_grad), v.outer, v.len, v.inner,
+        use_softmax, ignore_index);
+    SPMD_CUDA_CHECK_LAUNCH();
+  });
+  return TensorList(std::move(input_grad));
+}
+
+}  // namespace
+
+void RegisterNormKernels(KernelTable& table) {
+  table.Add("softmax", &SoftmaxOp<false>, true);
+  table.Add("log_softmax", &SoftmaxOp<true>, true);
+  table.Add("softmax_grad", &SoftmaxGrad, true);
+  table.Add("layer_norm", &LayerNorm, true);
+  table.Add("rms_norm", &RmsNorm, true);
+  table.Add("lookup_table_v2", &LookupTable, true);
+  table.Add("cross_entropy_with_softmax", &CrossEntropy, true);
+  table.Add("cross_entropy_with_softmax_grad", &CrossEntropyGrad, true);
+  // Float atomics accumulate in the compute dtype: 2-byte floats are widened to float32.
+  table.Add("embedding_grad", &EmbeddingGrad, false);
+}
 
 }  // namespace spmd::kernels::cuda
