@@ -31,11 +31,43 @@ namespace spmd::kernels::cuda {
 
 inline cudaStream_t ToCuda(Stream stream) { return static_cast<cudaStream_t>(stream.handle); }
 
+// Makes `device` the calling thread's current CUDA device for its lifetime (kernels launch
+// on the current device; a tensor's stream belongs to its device) and restores the one
+// before. Throws CudaError when the device cannot be set.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  explicit DeviceGuard(Device device) : DeviceGuard(device.index) {}
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+  bool changed_ = false;
+};
+
+// A grid-stride loop over [0, n) with 64-bit indices: for (SPMD_GRID_STRIDE(i, n)) {...}.
+#define SPMD_GRID_STRIDE(i, n)                                                          \
+  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);     \
+  i += static_cast<int64_t>(gridDim.x) * blockDim.x
+
+// Launches `kernel` on `stream` with GridStride(n) (nothing when n <= 0) and checks the
+// launch. The arguments are passed as the kernel's parameter types.
+template <typename... Params, typename... Args>
+void LaunchGridStride(void (*kernel)(Params...), int64_t n, cudaStream_t stream, Args&&... args) {
+  const LaunchConfig c = GridStride(n);
+  if (c.grid == 0) return;
+  kernel<<<c.grid, c.block, 0, stream>>>(static_cast<Params>(args)...);
+  SPMD_CUDA_CHECK_LAUNCH();
+}
+
 // Every input on one CUDA device (inputs[0]'s), else InvalidArgument "inputs[i].device";
 // returns it. An empty list is InvalidArgument "inputs".
 Device CheckOnOneDevice(const TensorArgs& inputs);
 
-// An uninitialised tensor on `like`'s device and stream, from its allocator.
+// An uninitialised tensor on `like`'s device and stream, from its allocator. (The CPU
+// kernels' output limit, kernels/cpu/internal.h CheckOutputShape, is the caller's to check.)
 inline Tensor NewOutput(const Tensor& like, Shape shape, DType dtype) {
   return Tensor::Uninitialized(std::move(shape), dtype, like.allocator(), like.stream());
 }

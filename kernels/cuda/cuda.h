@@ -11,6 +11,7 @@
 #include <string>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/pool_stats.h"
 #include "kernels/device.h"
 #include "kernels/tensor.h"
 
@@ -35,12 +36,24 @@ Backend& EnableCuda();
 // streams live as long as the process. Stream{} is the device's default stream.
 Stream NewStream(Device device);
 
-// Copies a host tensor to `device`, ordered on `stream`, from that device's stream-ordered
-// pool. The copy has completed when the call returns only if `stream` is later
-// synchronized; the host tensor may be destroyed at once (the copy is staged).
+// Copies a host tensor to `device`, ordered on `stream`, into memory from that device's
+// stream-ordered pool (registering the backend as EnableCuda does). Returns once the copy
+// has completed (the source is pageable host memory), so the host tensor may be destroyed
+// at once. InvalidArgument ("host") for a tensor not on the host, ("device") for a device
+// this process cannot use.
 Tensor ToDevice(const Tensor& host, Device device, Stream stream = {});
 // Copies a tensor (on any device) to the host; waits for its stream first. Host tensors
 // are copied as they are.
 Tensor ToHost(const Tensor& tensor);
+
+// The memory a device's allocator has handed out and not freed (bytes, peak, live blocks;
+// kernels/cuda/pool_stats.h). Freed blocks stay cached in the device's pool (its release
+// threshold is the maximum), so the driver's figure is higher. InvalidArgument ("device")
+// for a device that is not a usable CUDA device.
+PoolUsage MemoryUsage(Device device);
+// Sets the peak of MemoryUsage to the bytes in use now.
+void ResetPeakMemory(Device device);
+// Waits for the device, then returns the pool's cached free memory to the driver.
+void ReleaseCachedMemory(Device device);
 
 }  // namespace spmd::kernels::cuda

@@ -1,3 +1,4 @@
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -49,6 +50,30 @@ constexpr std::string_view kOps[] = {
 #undef SPMD_CUDA_OP_NAME
 };
 
+// The 2-byte float dtype of the inputs, if any; InvalidArgument ("inputs[i].dtype") when a
+// 2-byte float input meets another floating dtype (RunCpuKernel's check, in its order:
+// before the kernel's own checks, over every input, value or not).
+std::optional<DType> TwoByteDType(const TensorArgs& inputs) {
+  std::optional<DType> found;
+  size_t first = 0;
+  for (size_t i = 0; i < inputs.size() && !found; ++i) {
+    if (IsTwoByteFloat(inputs[i].dtype())) {
+      found = inputs[i].dtype();
+      first = i;
+    }
+  }
+  if (!found) return std::nullopt;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const DType d = inputs[i].dtype();
+    if (IsFloating(d) && d != *found) {
+      ThrowInvalid("inputs[" + std::to_string(i) + "].dtype",
+                   std::string(ToString(d)) + " mixed with " + std::string(ToString(*found)) +
+                       " of inputs[" + std::to_string(first) + "]");
+    }
+  }
+  return found;
+}
+
 bool IsOp(std::string_view op) {
   for (std::string_view name : kOps) {
     if (name == op) return true;
@@ -79,20 +104,12 @@ Tensors RunCudaKernel(std::string_view op, const TensorArgs& inputs, const Attrs
     }
     ThrowUnsupported("op", "'" + std::string(op) + "' has no CUDA kernel");
   }
-  if (!inputs.empty()) CheckOnOneDevice(inputs);
-  DType narrow = DType::kFloat32;
-  bool has_narrow = false;
-  for (const Tensor& t : inputs) {
-    if (IsTwoByteFloat(t.dtype())) {
-      narrow = t.dtype();
-      has_narrow = true;
-      break;
-    }
-  }
-  if (!has_narrow || e->takes_half) return e->fn(inputs, attrs);
-  // Widened to float32 on the device, the float32 kernel run, float32 outputs rounded once
-  // (the mixing check, a 2-byte float beside another floating dtype, is the kernel's: it
-  // sees float32 beside float64 and names the field).
+  if (inputs.empty()) return e->fn(inputs, attrs);  // the kernel's arity check names "inputs"
+  DeviceGuard guard(CheckOnOneDevice(inputs));
+  const std::optional<DType> two_byte = TwoByteDType(inputs);
+  if (!two_byte || e->takes_half) return e->fn(inputs, attrs);
+  const DType narrow = *two_byte;
+  // Widened to float32 on the device, the float32 kernel run, float32 outputs rounded once.
   std::vector<Tensor> widened;
   widened.reserve(inputs.size());
   std::vector<const Tensor*> args;

@@ -8,7 +8,9 @@
 // allocates its outputs from inputs[0].allocator() on that stream, and returns without
 // synchronizing. It reads shapes and attrs on the host; it never reads device memory on
 // the host (a kernel that needs a value computed on the device, such as a count, keeps it
-// on the device).
+// on the device). The one exception is a check the CPU kernels make on the data with a
+// typed error (cast to int64 of a value int64 cannot hold: ConvertOnDevice waits for a
+// flag); such kernels say so.
 #pragma once
 
 #include <string>
@@ -60,7 +62,10 @@ std::vector<std::string> OpsWithoutCudaKernel();
 
 // Runs `op`'s CUDA kernel on device tensors, as RunCpuKernel runs the CPU one: SpmdError
 // (kUnknownOp, "op") for an op spmdkit does not have, SpmdError(kUnsupported, "op") for
-// one without a CUDA kernel. bfloat16 / float16 inputs: kernels that take them natively
+// one without a CUDA kernel; InvalidArgument ("inputs[i].device") for inputs not all on
+// one CUDA device, and, as RunCpuKernel, ("inputs[i].dtype") for a 2-byte float input
+// beside another floating dtype. The kernel runs with its inputs' device current.
+// bfloat16 / float16 inputs: kernels that take them natively
 // (their family's file says which) get them as they are; for the others they are widened
 // to float32 on the device, the float32 kernel runs, and float32 outputs are rounded once
 // to the 2-byte dtype (what RunCpuKernel does on the host).
