@@ -130,8 +130,6 @@ void DispatchAny(DType dtype, const std::string& field, F&& f) {
   ThrowUnsupported(field, "dtype " + std::string(ToString(dtype)) + " has no CUDA kernel here");
 }
 
-// `t` converted to `to` on t's device and stream (cast's conversion rules: rules/half.h for
-// the 2-byte floats). Used by RunCudaKernel around kernels that do not take 2-byte floats.
-Tensor ConvertOnDevice(const Tensor& t, DType to);
+// ConvertOnDevice (cast's conversion on the device) is declared in kernels/cuda/cuda.h.
 
 }  // namespace spmd::kernels::cuda

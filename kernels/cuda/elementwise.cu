@@ -1,9 +1,611 @@
-// CUDA kernels of the elementwise family (the ops of kernels/cpu/elementwise.cc).
+// CUDA kernels of the elementwise family (the ops of kernels/cpu/elementwise.cc): relu,
+// gelu, silu, exp, log, tanh, sigmoid, sqrt, abs, scale, clip, cast, add, subtract,
+// multiply, divide, maximum, minimum, greater_than, less_than, where, gelu_grad, pow,
+// rsqrt, add_n.
+//
+// Same checks, in the same order, naming the same fields as the CPU kernels (their helpers
+// in kernels/cpu/internal.h do the checking), the same compute and output dtypes, and the
+// same formulas, so results agree to the last bit for the arithmetic ops and within the
+// math library's ulps for the transcendental ones. This file is compiled with --fmad=false
+// (CMakeLists.txt): a * b + c stays two roundings, as on the CPU.
+//
+// Every op takes bfloat16 / float16 natively (registered with takes_half): 2-byte storage
+// read into float32, each element computed in float32 and rounded once to the output's
+// 2-byte dtype: the CPU's widen / compute / round, without the two extra passes.
+//
+// One map engine serves them all: out[i] = f(inputs at i) in the compute type C (float
+// for the 2-byte floats), each input read as C (ValueAs: int64 and bool inputs converted
+// where they are read; kernels/cuda/convert.h). Inputs of the output's shape take the
+// contiguous path, 16-byte vector loads and stores where every pointer is aligned for them;
+// broadcast inputs take a strided path over the CPU's collapsed broadcast plan
+// (internal::PlanBroadcast), the output one more operand of the indexer.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numbers>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "kernels/cpu/internal.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/convert.h"
 #include "kernels/cuda/registry.h"
+#include "kernels/cuda/strided.h"
 
 namespace spmd::kernels::cuda {
+namespace {
 
-void RegisterElementwiseKernels(KernelTable& table) { (void)table; }
+namespace internal = ::spmd::kernels::cpu::internal;
+using internal::CheckArity;
+using internal::ComputeDType;
+
+// ---- device math: the float / double overloads the CPU's std:: calls pick --------------
+
+__device__ __forceinline__ float Exp(float v) { return expf(v); }
+__device__ __forceinline__ double Exp(double v) { return exp(v); }
+__device__ __forceinline__ float Log(float v) { return logf(v); }
+__device__ __forceinline__ double Log(double v) { return log(v); }
+__device__ __forceinline__ float Tanh(float v) { return tanhf(v); }
+__device__ __forceinline__ double Tanh(double v) { return tanh(v); }
+__device__ __forceinline__ float Erf(float v) { return erff(v); }
+__device__ __forceinline__ double Erf(double v) { return erf(v); }
+__device__ __forceinline__ float Sqrt(float v) { return sqrtf(v); }  // IEEE (-prec-sqrt=true)
+__device__ __forceinline__ double Sqrt(double v) { return sqrt(v); }
+__device__ __forceinline__ float Fabs(float v) { return fabsf(v); }
+__device__ __forceinline__ double Fabs(double v) { return fabs(v); }
+
+// A double as C, as the CPU's Saturate<T> (float: no out-of-range conversion).
+template <class C>
+__host__ __device__ __forceinline__ C Saturate(double v) {
+  if constexpr (std::is_same_v<C, double>) {
+    return v;
+  } else {
+    return SaturateToFloat(v);
+  }
+}
+
+// A computed value stored as the output's element type (2-byte floats round once).
+template <class Out, class R>
+__device__ __forceinline__ Out StoreAs(R r) {
+  if constexpr (kIsTwoByte<Out>) {
+    return Out(static_cast<float>(r));
+  } else {
+    return static_cast<Out>(r);
+  }
+}
+
+// ---- the map kernels --------------------------------------------------------------------
+
+template <class S, int N>
+struct alignas(sizeof(S) * N) Pack {
+  S v[N];
+};
+
+template <int N, class C, class Out, class F, class... S>
+__device__ __forceinline__ void ComputePack(Pack<Out, N>& o, const F& f, const Pack<S, N>&... p) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) o.v[j] = StoreAs<Out>(f(ValueAs<C>(p.v[j])...));
+}
+
+// Every input and the output contiguous, of n elements. (No __restrict__: add_n
+// accumulates in place, out being one of the inputs.)
+template <class C, class Out, class F, class... S>
+__global__ void MapContiguous(Out* out, int64_t n, F f, const S*... in) {
+  for (SPMD_GRID_STRIDE(i, n)) out[i] = StoreAs<Out>(f(ValueAs<C>(in[i])...));
+}
+
+// As MapContiguous, N elements per step through aligned vector loads and stores (every
+// pointer aligned to N elements of its type); the n % N last elements one per thread.
+template <int N, class C, class Out, class F, class... S>
+__global__ void MapVector(Out* out, int64_t n, F f, const S*... in) {
+  const int64_t packs = n / N;
+  for (SPMD_GRID_STRIDE(v, packs)) {
+    Pack<Out, N> o;
+    ComputePack<N, C>(o, f, reinterpret_cast<const Pack<S, N>*>(in)[v]...);
+    reinterpret_cast<Pack<Out, N>*>(out)[v] = o;
+  }
+  const int64_t i = packs * N + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = StoreAs<Out>(f(ValueAs<C>(in[i])...));
+}
+
+template <class C, class F, class... S, size_t... I>
+__device__ __forceinline__ auto ApplyAt(const F& f, const int64_t* off, std::index_sequence<I...>,
+                                        const S*... in) {
+  return f(ValueAs<C>(in[off[I]])...);
+}
+
+// Broadcast: operand k < K - 1 is input k, operand K - 1 the output.
+template <class C, class Out, class F, int K, class... S>
+__global__ void MapStrided(Out* out, StridedIndexer<K> ix, int64_t n, F f, const S*... in) {
+  for (SPMD_GRID_STRIDE(i, n)) {
+    int64_t off[K];
+    ix.Offsets(i, off);
+    out[off[K - 1]] = StoreAs<Out>(ApplyAt<C>(f, off, std::index_sequence_for<S...>{}, in...));
+  }
+}
+
+template <class T>
+bool AlignedFor(const T* p, int n) {
+  return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * static_cast<size_t>(n)) == 0;
+}
+
+template <class C, class Out, class F, class... S, size_t... I>
+void LaunchBroadcast(Out* out, const StridedPlan& plan, const F& f, cudaStream_t stream,
+                     std::index_sequence<I...>, const S*... in) {
+  constexpr int K = sizeof...(S) + 1;
+  const SplitPlan split = SplitOuter(plan);
+  const StridedIndexer<K> ix = MakeIndexer<K>(split.inner);
+  const int64_t n = split.inner.numel();
+  for (const std::vector<int64_t>& start : OuterStarts(split.outer)) {
+    LaunchGridStride(MapStrided<C, Out, F, K, S...>, n, stream, out + start[K - 1], ix, n, f,
+                     (in + start[I])...);
+  }
+}
+
+// out[i] = f(inputs broadcast to out's shape at i), on out's stream.
+template <class C, class Out, class F, class... S>
+void Map(Tensor& out, const F& f, const std::vector<Shape>& shapes, const S*... in) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  Out* o = reinterpret_cast<Out*>(out.bytes());
+  cudaStream_t stream = ToCuda(out.stream());
+  bool same = true;
+  for (const Shape& s : shapes) same = same && s == out.shape();
+  if (same) {
+    constexpr size_t kWidest = std::max({sizeof(Out), sizeof(S)...});
+    constexpr int N = static_cast<int>(16 / kWidest);
+    if constexpr (N > 1) {
+      if (AlignedFor(o, N) && (AlignedFor(in, N) && ...)) {
+        const int64_t packs = n / N;
+        LaunchGridStride(MapVector<N, C, Out, F, S...>, packs > 0 ? packs : 1, stream, o, n, f, in...);
+        return;
+      }
+    }
+    LaunchGridStride(MapContiguous<C, Out, F, S...>, n, stream, o, n, f, in...);
+    return;
+  }
+  const StridedPlan plan = PlanBroadcastWalk(out.shape(), shapes);
+  LaunchBroadcast<C, Out>(o, plan, f, stream, std::index_sequence_for<S...>{}, in...);
+}
+
+// ---- operands ---------------------------------------------------------------------------
+
+// An input as the kernel reads it: its own buffer when it holds T (the output's element
+// type), else a copy converted to C = Compute<T> (ValueAs: int64 / bool values, float32 for
+// a 2-byte T's other inputs never happens: RunCudaKernel refuses the mix).
+struct Operand {
+  const void* ptr = nullptr;
+  bool is_t = true;
+  std::optional<Tensor> converted;
+};
+
+template <typename S, typename C>
+__global__ void ValueConvertKernel(const S* x, C* y, int64_t n) {
+  for (SPMD_GRID_STRIDE(i, n)) y[i] = ValueAs<C>(x[i]);
+}
+
+// The conversion runs on `like`'s stream (inputs[0]'s: the kernel's) from its allocator.
+template <class T>
+Operand AsOperand(const Tensor& t, const Tensor& like) {
+  using C = Compute<T>;
+  Operand op;
+  if (t.dtype() == DTypeOf<T>::value) {
+    op.ptr = t.bytes();
+    return op;
+  }
+  op.is_t = false;
+  op.converted = NewOutput(like, t.shape(), DTypeOf<C>::value);
+  const int64_t n = t.numel();
+  DispatchAny(t.dtype(), "inputs[0].dtype", [&](auto s) {
+    using S = decltype(s);
+    LaunchGridStride(ValueConvertKernel<S, C>, n, ToCuda(like.stream()),
+                     reinterpret_cast<const S*>(t.bytes()), reinterpret_cast<C*>(op.converted->bytes()), n);
+  });
+  op.ptr = op.converted->bytes();
+  return op;
+}
+
+// Calls f(typed pointer) with the operand as T or as C.
+template <class T, class F>
+void WithOperand(const Operand& op, F&& f) {
+  if (op.is_t) {
+    f(static_cast<const T*>(op.ptr));
+  } else {
+    f(static_cast<const Compute<T>*>(op.ptr));
+  }
+}
+
+Tensor NewOut(const Tensor& like, const Shape& shape, DType dtype) {
+  internal::CheckOutputShape(shape);
+  return NewOutput(like, shape, dtype);
+}
+
+// ---- op families ------------------------------------------------------------------------
+
+// out = f(x) in the compute dtype of x; make(C{}) gives the functor.
+template <class Make>
+Tensors UnaryOp(const TensorArgs& inputs, Make make) {
+  CheckArity(inputs, 1);
+  const DType dtype = ComputeDType(inputs, {0});
+  Tensor out = NewOut(inputs[0], inputs[0].shape(), dtype);
+  DispatchFloating(dtype, "inputs[0].dtype", true, [&](auto tag) {
+    using T = decltype(tag);
+    using C = Compute<T>;
+    const Operand x = AsOperand<T>(inputs[0], inputs[0]);
+    const auto f = make(C{});
+    WithOperand<T>(x, [&](auto* xp) { Map<C, T>(out, f, {inputs[0].shape()}, xp); });
+  });
+  return TensorList(std::move(out));
+}
+
+// out = f(x, y) broadcast; the output in the compute dtype (Out = T) or bool.
+template <bool kBool, class Make>
+Tensors BinaryOp(const TensorArgs& inputs, Make make) {
+  CheckArity(inputs, 2);
+  const DType dtype = ComputeDType(inputs, {0, 1});
+  const Shape shape = internal::BroadcastShapes({inputs[0].shape(), inputs[1].shape()});
+  Tensor out = NewOut(inputs[0], shape, kBool ? DType::kBool : dtype);
+  DispatchFloating(dtype, "inputs[0].dtype", true, [&](auto tag) {
+    using T = decltype(tag);
+    using C = Compute<T>;
+    using Out = std::conditional_t<kBool, bool, T>;
+    const Operand x = AsOperand<T>(inputs[0], inputs[0]);
+    const Operand y = AsOperand<T>(inputs[1], inputs[0]);
+    const auto f = make(C{});
+    WithOperand<T>(x, [&](auto* xp) {
+      WithOperand<T>(y, [&](auto* yp) { Map<C, Out>(out, f, {inputs[0].shape(), inputs[1].shape()}, xp, yp); });
+    });
+  });
+  return TensorList(std::move(out));
+}
+
+// ---- functors (C: float or double) ------------------------------------------------------
+
+template <class C>
+struct ReluF {
+  __device__ C operator()(C v) const { return v > C(0) ? v : C(0); }
+};
+template <class C>
+struct GeluErfF {
+  C sqrt2;  // the CPU divides by sqrt(2) rounded to C
+  __device__ C operator()(C v) const { return C(0.5) * v * (C(1) + Erf(v / sqrt2)); }
+};
+template <class C>
+struct GeluTanhF {
+  C c;
+  __device__ C operator()(C v) const { return C(0.5) * v * (C(1) + Tanh(c * (v + C(0.044715) * v * v * v))); }
+};
+template <class C>
+__device__ __forceinline__ C SigmoidOf(C v) {
+  return C(1) / (C(1) + Exp(-v));
+}
+template <class C>
+struct SiluF {
+  __device__ C operator()(C v) const { return v * SigmoidOf(v); }
+};
+template <class C>
+struct SigmoidF {
+  __device__ C operator()(C v) const { return SigmoidOf(v); }
+};
+template <class C>
+struct ExpF {
+  __device__ C operator()(C v) const { return Exp(v); }
+};
+template <class C>
+struct LogF {
+  __device__ C operator()(C v) const { return Log(v); }
+};
+template <class C>
+struct TanhF {
+  __device__ C operator()(C v) const { return Tanh(v); }
+};
+template <class C>
+struct SqrtF {
+  __device__ C operator()(C v) const { return Sqrt(v); }
+};
+template <class C>
+struct RsqrtF {
+  __device__ C operator()(C v) const { return C(1) / Sqrt(v); }
+};
+template <class C>
+struct AbsF {
+  __device__ C operator()(C v) const { return Fabs(v); }
+};
+template <class C>
+struct IdentityF {
+  __device__ C operator()(C v) const { return v; }
+};
+template <class C>
+struct PowF {
+  double y;
+  __device__ C operator()(C v) const {
+    if (y == 1.0) return v;
+    if (y == 2.0) return v * v;
+    if (y == 0.5) return Sqrt(v);
+    return Saturate<C>(pow(static_cast<double>(v), y));  // in double, rounded once
+  }
+};
+template <class C>
+struct ScaleF {
+  C s, b;
+  bool after;
+  __device__ C operator()(C v) const { return after ? s * v + b : s * (v + b); }
+};
+template <class C>
+struct ClipF {
+  C lo, hi;
+  __device__ C operator()(C v) const {
+    const C r = v < lo ? lo : v;
+    return r > hi ? hi : r;
+  }
+};
+template <class C>
+struct AddF {
+  __device__ C operator()(C a, C b) const { return a + b; }
+};
+template <class C>
+struct SubF {
+  __device__ C operator()(C a, C b) const { return a - b; }
+};
+template <class C>
+struct MulF {
+  __device__ C operator()(C a, C b) const { return a * b; }
+};
+template <class C>
+struct DivF {
+  __device__ C operator()(C a, C b) const { return a / b; }
+};
+template <class C>
+struct MaxF {
+  __device__ C operator()(C a, C b) const { return a >= b ? a : b; }
+};
+template <class C>
+struct MinF {
+  __device__ C operator()(C a, C b) const { return a <= b ? a : b; }
+};
+template <class C>
+struct GreaterF {
+  __device__ bool operator()(C a, C b) const { return a > b; }
+};
+template <class C>
+struct LessF {
+  __device__ bool operator()(C a, C b) const { return a < b; }
+};
+// where: the condition arrives as C 0 / 1 (a bool read as C).
+template <class C>
+struct WhereF {
+  __device__ C operator()(C c, C x, C y) const { return c != C(0) ? x : y; }
+};
+template <class C>
+struct GeluGradErfF {
+  C inv_sqrt2, inv_sqrt_2pi;
+  __device__ C operator()(C v, C g) const {
+    const C slope = C(0.5) * (C(1) + Erf(v * inv_sqrt2)) + v * inv_sqrt_2pi * Exp(C(-0.5) * v * v);
+    return slope * g;
+  }
+};
+template <class C>
+struct GeluGradTanhF {
+  C c, k;
+  __device__ C operator()(C v, C g) const {
+    const C t = Tanh(c * (v + k * v * v * v));
+    const C slope = C(0.5) * (C(1) + t) + C(0.5) * v * (C(1) - t * t) * c * (C(1) + C(3) * k * v * v);
+    return slope * g;
+  }
+};
+
+template <template <class> class F>
+auto Plain() {
+  return [](auto c) { return F<decltype(c)>{}; };
+}
+
+// where's condition as bool (v != 0, NaN true), on t's device and stream.
+template <typename S>
+__global__ void ConditionKernel(const S* x, bool* y, int64_t n) {
+  for (SPMD_GRID_STRIDE(i, n)) y[i] = ConditionOf(x[i]);
+}
+
+Tensor AsCondition(const Tensor& t) {
+  if (t.dtype() == DType::kBool) return Tensor();  // unused: the caller reads t itself
+  Tensor out = NewOutput(t, t.shape(), DType::kBool);  // t is inputs[0]
+  const int64_t n = t.numel();
+  DispatchAny(t.dtype(), "inputs[0].dtype", [&](auto s) {
+    using S = decltype(s);
+    LaunchGridStride(ConditionKernel<S>, n, ToCuda(t.stream()), reinterpret_cast<const S*>(t.bytes()),
+                     reinterpret_cast<bool*>(out.bytes()), n);
+  });
+  return out;
+}
+
+// ---- the ops ------------------------------------------------------------------------------
+
+Tensors Relu(const TensorArgs& inputs, const Attrs&) { return UnaryOp(inputs, Plain<ReluF>()); }
+
+Tensors Gelu(const TensorArgs& inputs, const Attrs& attrs) {
+  if (attrs.GetBool("approximate")) {
+    return UnaryOp(inputs, [](auto c) {
+      using C = decltype(c);
+      return GeluTanhF<C>{static_cast<C>(std::sqrt(2.0 / std::numbers::pi))};
+    });
+  }
+  return UnaryOp(inputs, [](auto c) {
+    using C = decltype(c);
+    return GeluErfF<C>{static_cast<C>(std::numbers::sqrt2)};
+  });
+}
+
+Tensors Silu(const TensorArgs& inputs, const Attrs&) { return UnaryOp(inputs, Plain<SiluF>()); }
+Tensors ExpOp(const TensorArgs& inputs, const Attrs&) { return UnaryOp(inputs, Plain<ExpF>()); }
+Tensors LogOp(const TensorArgs& inputs, const Attrs&) { return UnaryOp(inputs, Plain<LogF>()); }
+Tensors TanhOp(const TensorArgs& inputs, const Attrs&) { return UnaryOp(inputs, Plain<TanhF>()); }
+Tensors Sigmoid(const TensorArgs& inputs, const Attrs&) { return UnaryOp(inputs, Plain<SigmoidF>()); }
+Tensors SqrtOp(const TensorArgs& inputs, const Attrs&) { return UnaryOp(inputs, Plain<SqrtF>()); }
+Tensors Rsqrt(const TensorArgs& inputs, const Attrs&) { return UnaryOp(inputs, Plain<RsqrtF>()); }
+Tensors Abs(const TensorArgs& inputs, const Attrs&) { return UnaryOp(inputs, Plain<AbsF>()); }
+
+Tensors Pow(const TensorArgs& inputs, const Attrs& attrs) {
+  const double y = attrs.GetFloat("y");
+  return UnaryOp(inputs, [y](auto c) { return PowF<decltype(c)>{y}; });
+}
+
+Tensors Scale(const TensorArgs& inputs, const Attrs& attrs) {
+  const double s = attrs.GetFloat("scale");
+  const double bias = attrs.GetFloat("bias");
+  const bool after = attrs.GetBool("bias_after_scale");
+  return UnaryOp(inputs, [&](auto c) {
+    using C = decltype(c);
+    return ScaleF<C>{Saturate<C>(s), Saturate<C>(bias), after};
+  });
+}
+
+Tensors Clip(const TensorArgs& inputs, const Attrs& attrs) {
+  const double lo = attrs.GetFloat("min");
+  const double hi = attrs.GetFloat("max");
+  if (lo > hi) ThrowInvalid("attrs.min", "min " + std::to_string(lo) + " > max " + std::to_string(hi));
+  return UnaryOp(inputs, [&](auto c) {
+    using C = decltype(c);
+    return ClipF<C>{Saturate<C>(lo), Saturate<C>(hi)};
+  });
+}
+
+Tensors Cast(const TensorArgs& inputs, const Attrs& attrs) {
+  const std::string& name = attrs.GetString("dtype");
+  const std::optional<DType> dtype = ParseDType(name);
+  if (!dtype) ThrowInvalid("attrs.dtype", "unknown dtype '" + name + "'");
+  CheckArity(inputs, 1);
+  return TensorList(ConvertOnDevice(inputs[0], *dtype));
+}
+
+Tensors Add(const TensorArgs& inputs, const Attrs&) { return BinaryOp<false>(inputs, Plain<AddF>()); }
+Tensors Subtract(const TensorArgs& inputs, const Attrs&) { return BinaryOp<false>(inputs, Plain<SubF>()); }
+Tensors Multiply(const TensorArgs& inputs, const Attrs&) { return BinaryOp<false>(inputs, Plain<MulF>()); }
+Tensors Divide(const TensorArgs& inputs, const Attrs&) { return BinaryOp<false>(inputs, Plain<DivF>()); }
+Tensors Maximum(const TensorArgs& inputs, const Attrs&) { return BinaryOp<false>(inputs, Plain<MaxF>()); }
+Tensors Minimum(const TensorArgs& inputs, const Attrs&) { return BinaryOp<false>(inputs, Plain<MinF>()); }
+Tensors GreaterThan(const TensorArgs& inputs, const Attrs&) { return BinaryOp<true>(inputs, Plain<GreaterF>()); }
+Tensors LessThan(const TensorArgs& inputs, const Attrs&) { return BinaryOp<true>(inputs, Plain<LessF>()); }
+
+Tensors Where(const TensorArgs& inputs, const Attrs&) {
+  CheckArity(inputs, 3);
+  const Shape shape = internal::BroadcastShapes({inputs[0].shape(), inputs[1].shape(), inputs[2].shape()});
+  const DType dtype = ComputeDType(inputs, {1, 2});
+  Tensor out = NewOut(inputs[0], shape, dtype);
+  const Tensor converted = AsCondition(inputs[0]);
+  const bool* cond = reinterpret_cast<const bool*>(inputs[0].dtype() == DType::kBool ? inputs[0].bytes()
+                                                                                     : converted.bytes());
+  DispatchFloating(dtype, "inputs[1].dtype", true, [&](auto tag) {
+    using T = decltype(tag);
+    using C = Compute<T>;
+    const Operand x = AsOperand<T>(inputs[1], inputs[0]);
+    const Operand y = AsOperand<T>(inputs[2], inputs[0]);
+    const std::vector<Shape> shapes = {inputs[0].shape(), inputs[1].shape(), inputs[2].shape()};
+    WithOperand<T>(x, [&](auto* xp) {
+      WithOperand<T>(y, [&](auto* yp) { Map<C, T>(out, WhereF<C>{}, shapes, cond, xp, yp); });
+    });
+  });
+  return TensorList(std::move(out));
+}
+
+Tensors GeluGrad(const TensorArgs& inputs, const Attrs& attrs) {
+  const bool approximate = attrs.GetBool("approximate");
+  CheckArity(inputs, 2);
+  if (inputs[1].shape() != inputs[0].shape()) {
+    ThrowInvalid(internal::InputField(1, "shape"), "out_grad " + ShapeToString(inputs[1].shape()) +
+                                                       " != x " + ShapeToString(inputs[0].shape()));
+  }
+  const DType dtype = ComputeDType(inputs, {0, 1});
+  Tensor out = NewOut(inputs[0], inputs[0].shape(), dtype);
+  DispatchFloating(dtype, "inputs[0].dtype", true, [&](auto tag) {
+    using T = decltype(tag);
+    using C = Compute<T>;
+    const Operand x = AsOperand<T>(inputs[0], inputs[0]);
+    const Operand g = AsOperand<T>(inputs[1], inputs[0]);
+    const std::vector<Shape> shapes = {inputs[0].shape(), inputs[1].shape()};
+    WithOperand<T>(x, [&](auto* xp) {
+      WithOperand<T>(g, [&](auto* gp) {
+        if (approximate) {
+          const GeluGradTanhF<C> f{static_cast<C>(std::sqrt(2.0 / std::numbers::pi)), C(0.044715)};
+          Map<C, T>(out, f, shapes, xp, gp);
+        } else {
+          const GeluGradErfF<C> f{static_cast<C>(1.0 / std::numbers::sqrt2),
+                                  static_cast<C>(1.0 / std::sqrt(2.0 * std::numbers::pi))};
+          Map<C, T>(out, f, shapes, xp, gp);
+        }
+      });
+    });
+  });
+  return TensorList(std::move(out));
+}
+
+// add_n: inputs[0] + inputs[1] + ... in input order, accumulated in C (float32 for a
+// 2-byte output, rounded once at the end).
+Tensors AddN(const TensorArgs& inputs, const Attrs&) {
+  internal::CheckArityAtLeast(inputs, 1);
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    if (inputs[i].shape() != inputs[0].shape()) {
+      ThrowInvalid(internal::InputField(i, "shape"), "add_n needs every input in the shape of inputs[0]");
+    }
+  }
+  const DType dtype = internal::ComputeDTypeAll(inputs);
+  const Shape& shape = inputs[0].shape();
+  Tensor out = NewOut(inputs[0], shape, dtype);
+  DispatchFloating(dtype, "inputs[0].dtype", true, [&](auto tag) {
+    using T = decltype(tag);
+    using C = Compute<T>;
+    Tensor acc_storage;
+    Tensor* acc = &out;
+    if constexpr (!std::is_same_v<T, C>) {
+      acc_storage = NewOutput(inputs[0], shape, DTypeOf<C>::value);
+      acc = &acc_storage;
+    }
+    {
+      const Operand first = AsOperand<T>(inputs[0], inputs[0]);
+      WithOperand<T>(first, [&](auto* p) { Map<C, C>(*acc, IdentityF<C>{}, {shape}, p); });
+    }
+    for (size_t i = 1; i < inputs.size(); ++i) {
+      const Operand next = AsOperand<T>(inputs[i], inputs[0]);
+      const C* a = reinterpret_cast<const C*>(acc->bytes());
+      WithOperand<T>(next, [&](auto* p) { Map<C, C>(*acc, AddF<C>{}, {shape, shape}, a, p); });
+    }
+    if constexpr (!std::is_same_v<T, C>) {
+      Map<C, T>(out, IdentityF<C>{}, {shape}, reinterpret_cast<const C*>(acc->bytes()));
+    }
+  });
+  return TensorList(std::move(out));
+}
+
+}  // namespace
+
+void RegisterElementwiseKernels(KernelTable& table) {
+  constexpr bool kHalf = true;  // every op here takes bfloat16 / float16 natively
+  table.Add("relu", &Relu, kHalf);
+  table.Add("gelu", &Gelu, kHalf);
+  table.Add("silu", &Silu, kHalf);
+  table.Add("exp", &ExpOp, kHalf);
+  table.Add("log", &LogOp, kHalf);
+  table.Add("tanh", &TanhOp, kHalf);
+  table.Add("sigmoid", &Sigmoid, kHalf);
+  table.Add("sqrt", &SqrtOp, kHalf);
+  table.Add("abs", &Abs, kHalf);
+  table.Add("scale", &Scale, kHalf);
+  table.Add("clip", &Clip, kHalf);
+  table.Add("cast", &Cast, kHalf);
+  table.Add("add", &Add, kHalf);
+  table.Add("subtract", &Subtract, kHalf);
+  table.Add("multiply", &Multiply, kHalf);
+  table.Add("divide", &Divide, kHalf);
+  table.Add("maximum", &Maximum, kHalf);
+  table.Add("minimum", &Minimum, kHalf);
+  table.Add("greater_than", &GreaterThan, kHalf);
+  table.Add("less_than", &LessThan, kHalf);
+  table.Add("where", &Where, kHalf);
+  table.Add("gelu_grad", &GeluGrad, kHalf);
+  table.Add("pow", &Pow, kHalf);
+  table.Add("rsqrt", &Rsqrt, kHalf);
+  table.Add("add_n", &AddN, kHalf);
+}
 
 }  // namespace spmd::kernels::cuda

@@ -24,37 +24,31 @@ __global__ void StridedCopyKernel(const U* __restrict__ src, U* __restrict__ dst
 }
 
 template <typename U>
-void LaunchUnits(const std::byte* src, std::byte* dst, const StridedPlan& plan, cudaStream_t stream) {
-  const SplitPlan split = SplitOuter(plan);
-  const StridedIndexer<2> ix = MakeIndexer<2>(split.inner);
-  const int64_t n = split.inner.numel();
-  for (const std::vector<int64_t>& start : OuterStarts(split.outer)) {
-    LaunchGridStride(StridedCopyKernel<U>, n, stream, reinterpret_cast<const U*>(src) + start[0],
-                     reinterpret_cast<U*>(dst) + start[1], ix, n);
-  }
+void Launch(const std::byte* src, std::byte* dst, const StridedCopyStep& step, cudaStream_t stream) {
+  LaunchGridStride(StridedCopyKernel<U>, step.n, stream, reinterpret_cast<const U*>(src) + step.src_offset,
+                   reinterpret_cast<U*>(dst) + step.dst_offset, step.ix, step.n);
 }
 
 }  // namespace
 
 void CopyStrided(const std::byte* src, std::byte* dst, const StridedPlan& plan, size_t element_size,
                  Stream stream) {
-  if (plan.numel() <= 0) return;
-  const size_t unit = ChooseUnit(plan, element_size,
-                                 {reinterpret_cast<uintptr_t>(src), reinterpret_cast<uintptr_t>(dst)});
-  const StridedPlan p = Collapse(InUnits(plan, element_size, unit));
   cudaStream_t s = ToCuda(stream);
-  if (p.dims.size() == 1 && p.strides[0][0] == 1 && p.strides[1][0] == 1) {
-    SPMD_CUDA_CHECK(cudaMemcpyAsync(dst + p.base[1] * static_cast<int64_t>(unit),
-                                    src + p.base[0] * static_cast<int64_t>(unit),
-                                    static_cast<size_t>(p.dims[0]) * unit, cudaMemcpyDefault, s));
-    return;
-  }
-  switch (unit) {
-    case 16: LaunchUnits<uint4>(src, dst, p, s); return;
-    case 8: LaunchUnits<unsigned long long>(src, dst, p, s); return;
-    case 4: LaunchUnits<unsigned int>(src, dst, p, s); return;
-    case 2: LaunchUnits<unsigned short>(src, dst, p, s); return;
-    default: LaunchUnits<unsigned char>(src, dst, p, s); return;
+  for (const StridedCopyStep& step : PlanStridedCopy(plan, element_size, reinterpret_cast<uintptr_t>(src),
+                                                     reinterpret_cast<uintptr_t>(dst))) {
+    const int64_t unit = static_cast<int64_t>(step.unit);
+    if (step.contiguous) {
+      SPMD_CUDA_CHECK(cudaMemcpyAsync(dst + step.dst_offset * unit, src + step.src_offset * unit,
+                                      static_cast<size_t>(step.n * unit), cudaMemcpyDefault, s));
+      continue;
+    }
+    switch (step.unit) {
+      case 16: Launch<uint4>(src, dst, step, s); break;
+      case 8: Launch<unsigned long long>(src, dst, step, s); break;
+      case 4: Launch<unsigned int>(src, dst, step, s); break;
+      case 2: Launch<unsigned short>(src, dst, step, s); break;
+      default: Launch<unsigned char>(src, dst, step, s); break;
+    }
   }
 }
 

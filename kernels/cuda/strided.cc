@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/internal.h"
+
 namespace spmd::kernels::cuda {
 
 int64_t StridedPlan::numel() const {
@@ -182,6 +184,7 @@ StridedIndexer<N> MakeIndexer(const StridedPlan& plan) {
 template StridedIndexer<1> MakeIndexer<1>(const StridedPlan&);
 template StridedIndexer<2> MakeIndexer<2>(const StridedPlan&);
 template StridedIndexer<3> MakeIndexer<3>(const StridedPlan&);
+template StridedIndexer<4> MakeIndexer<4>(const StridedPlan&);
 
 std::vector<std::vector<int64_t>> OuterStarts(const StridedPlan& outer) {
   const size_t n = outer.strides.size();
@@ -203,6 +206,50 @@ std::vector<std::vector<int64_t>> OuterStarts(const StridedPlan& outer) {
     }
   }
   return starts;
+}
+
+std::vector<StridedCopyStep> PlanStridedCopy(const StridedPlan& plan, size_t element_size, uintptr_t src,
+                                             uintptr_t dst, int max_inner) {
+  std::vector<StridedCopyStep> steps;
+  if (plan.numel() <= 0) return steps;
+  const size_t unit = ChooseUnit(plan, element_size, {src, dst});
+  const StridedPlan p = Collapse(InUnits(plan, element_size, unit));
+  if (p.dims.size() == 1 && p.strides[0][0] == 1 && p.strides[1][0] == 1) {
+    StridedCopyStep step;
+    step.contiguous = true;
+    step.unit = unit;
+    step.src_offset = p.base[0];
+    step.dst_offset = p.base[1];
+    step.n = p.dims[0];
+    steps.push_back(step);
+    return steps;
+  }
+  const SplitPlan split = SplitOuter(p, max_inner);
+  const StridedIndexer<2> ix = MakeIndexer<2>(split.inner);
+  const int64_t n = split.inner.numel();
+  for (const std::vector<int64_t>& start : OuterStarts(split.outer)) {
+    StridedCopyStep step;
+    step.unit = unit;
+    step.src_offset = start[0];
+    step.dst_offset = start[1];
+    step.n = n;
+    step.ix = ix;
+    steps.push_back(step);
+  }
+  return steps;
+}
+
+StridedPlan PlanBroadcastWalk(const std::vector<int64_t>& out_shape,
+                              const std::vector<std::vector<int64_t>>& in_shapes) {
+  const cpu::internal::BroadcastLoop loop = cpu::internal::PlanBroadcast(out_shape, in_shapes);
+  StridedPlan plan;
+  plan.dims = loop.dims;
+  plan.strides = loop.strides;
+  std::vector<int64_t> out_strides(loop.dims.size(), 1);
+  for (size_t d = loop.dims.size(); d-- > 1;) out_strides[d - 1] = out_strides[d] * loop.dims[d];
+  plan.strides.push_back(out_strides);
+  plan.base.assign(plan.strides.size(), 0);
+  return plan;
 }
 
 }  // namespace spmd::kernels::cuda

@@ -93,4 +93,30 @@ StridedIndexer<N> MakeIndexer(const StridedPlan& plan);
 // host loop of launches iterates).
 std::vector<std::vector<int64_t>> OuterStarts(const StridedPlan& outer);
 
+// A strided copy (CopyStrided in kernels/cuda/permute.h) as the launches it makes, so the
+// CPU tests can run them: each step moves `n` units of `unit` bytes, from src + src_offset
+// units to dst + dst_offset units, either as one contiguous run (`contiguous`: a
+// cudaMemcpyAsync of n * unit bytes) or as a kernel walking `ix` (operand 0 the source,
+// 1 the destination, offsets in units from the step's starts).
+struct StridedCopyStep {
+  bool contiguous = false;
+  size_t unit = 1;
+  int64_t src_offset = 0;
+  int64_t dst_offset = 0;
+  int64_t n = 0;
+  StridedIndexer<2> ix;
+};
+// The steps of copying `plan` (two operands, offsets in elements of `element_size` bytes)
+// from address `src` to `dst`; none for an empty plan. `max_inner` (<= kMaxStridedDims)
+// bounds the dims of one launch.
+std::vector<StridedCopyStep> PlanStridedCopy(const StridedPlan& plan, size_t element_size, uintptr_t src,
+                                             uintptr_t dst, int max_inner = kMaxStridedDims);
+
+// The walk of an elementwise op over `out_shape` with inputs of `in_shapes` broadcast to
+// it: operands 0 .. n-1 the inputs (stride 0 where broadcast), operand n the contiguous
+// output; dims collapsed as the CPU's broadcast loop collapses them
+// (kernels/cpu/internal.h PlanBroadcast).
+StridedPlan PlanBroadcastWalk(const std::vector<int64_t>& out_shape,
+                              const std::vector<std::vector<int64_t>>& in_shapes);
+
 }  // namespace spmd::kernels::cuda
