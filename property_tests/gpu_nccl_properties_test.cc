@@ -90,9 +90,11 @@ class Staged final : public Communicator {
   void Back(void* host, const void* device, size_t bytes) {
     if (bytes > 0) cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost);
   }
-  void Release() {
-    for (void* d : held_) cudaFree(d);
-    held_.clear();
+  // Frees the buffers held since `from` (a collective's own; pending messages keep theirs
+  // until Synchronize).
+  void Release(size_t from = 0) {
+    for (size_t i = from; i < held_.size(); ++i) cudaFree(held_[i]);
+    held_.resize(std::min(from, held_.size()));
   }
 
   static int64_t ArrayVolume(const BufferBox& box) {
@@ -106,6 +108,7 @@ class Staged final : public Communicator {
     const CollectiveDesc& d = call.desc;
     const auto e = static_cast<size_t>(ElementSize(d.dtype));
     const int64_t p = call.position;
+    const size_t mark = held_.size();
     switch (d.kind) {
       case Collective::kAllGather: {
         void* s = ToDevice(call.send, d.counts[p] * e);
@@ -166,7 +169,7 @@ class Staged final : public Communicator {
         break;
       }
     }
-    if (d.kind != Collective::kSend && d.kind != Collective::kRecv) Release();
+    if (d.kind != Collective::kSend && d.kind != Collective::kRecv) Release(mark);
   }
 
   void DoSynchronize() override {
