@@ -395,11 +395,13 @@ RC_GTEST_PROP(NcclPlan, BytesAddUpAndMembersPostMatchingCalls, ()) {
     std::vector<std::vector<std::tuple<Prim, int64_t, DataType, RedOp, int64_t>>> groups;
     for (const Step& s : plan.steps) {
       if (s.local) continue;
-      groups.emplace_back();
+      std::vector<std::tuple<Prim, int64_t, DataType, RedOp, int64_t>> group;
       for (const Op& op : s.ops) {
         if (op.prim == Prim::kSend || op.prim == Prim::kRecv) continue;
-        groups.back().emplace_back(op.prim, op.count, op.type, op.op, op.peer);
+        group.emplace_back(op.prim, op.count, op.type, op.op, op.peer);
       }
+      // A group of point-to-point calls only (all_to_all) is the member's own business.
+      if (!group.empty()) groups.push_back(std::move(group));
     }
     return groups;
   };
