@@ -16,7 +16,7 @@ fail() { echo "check-docs: $*"; bad=1; }
 # Every text file of the repository, build outputs and git data excluded.
 files=()
 while IFS= read -r -d '' f; do files+=("$f"); done < <(
-  find . \( -name .git -o -name 'build*' -o -name .cache \) -prune -o -type f \
+  find . \( -name .git -o -name 'build*' -o -name .cache -o -name .gpu-carry \) -prune -o -type f \
     \( -name '*.md' -o -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh' \
        -o -name '*.sh' -o -name '*.py' -o -name '*.txt' -o -name '*.cmake' -o -name '*.jsonl' \) \
     -print0)

@@ -389,6 +389,13 @@ Communicator::Communicator(int64_t rank, int64_t world_size, CommOptions options
   }
 }
 
+Communicator::Communicator(int64_t rank, int64_t world_size, CommOptions options,
+                           kernels::Device device, kernels::Stream stream)
+    : Communicator(rank, world_size, std::move(options)) {
+  device_ = device;
+  stream_ = stream;
+}
+
 Communicator::~Communicator() = default;
 
 void Communicator::SetPhase(std::string_view phase) {

@@ -261,6 +261,9 @@ class Communicator {
 
  protected:
   Communicator(int64_t rank, int64_t world_size, CommOptions options);
+  // A backend whose buffers live on `device` and whose calls are ordered on `stream`.
+  Communicator(int64_t rank, int64_t world_size, CommOptions options, kernels::Device device,
+               kernels::Stream stream);
 
   // One member's view of a call, with its buffers; `position` is this rank's index in the
   // group (send / recv: 0).
