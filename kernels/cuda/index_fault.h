@@ -2,7 +2,7 @@
 // the CUDA kernels on the device, where the ids live. A CUDA kernel never reads device
 // memory on the host and never waits for its own work, so it cannot throw for them when
 // it runs. Instead each such kernel
-//   - writes what docs/GPU_KERNELS_SHAPE.md states (a zero where the bad id would have
+//   - writes what docs/GPU.md ("Ids the device cannot refuse") states (a zero where the bad id would have
 //     read; an update with a bad id is dropped), so the result is defined, and
 //   - records the fault in its device's fault word (one bit per op).
 // The caller decides when to look: CheckIndexFaults waits for the device and throws the

@@ -8,7 +8,7 @@
 // rows), a thread per column piece (inner > 1); pieces of a long len are folded by a
 // second kernel in piece order. No atomics: a given shape always folds in the same order,
 // so results are bitwise reproducible run to run (they differ from the CPU's order within
-// the tolerances of docs/GPU_KERNELS_MATH.md).
+// the tolerances of docs/GPU.md, "Kernels: contractions, reductions, norms").
 //
 // Semantics as the CPU kernels: max/min ignore NaN (all-NaN or empty gives -inf/+inf);
 // argmax compares in x's own dtype, ties and a NaN at index 0 give the first index, other
