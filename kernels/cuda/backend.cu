@@ -11,6 +11,7 @@
 #include "kernels/cuda/backend.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/convert.h"
+#include "kernels/cuda/index_fault.h"
 #include "kernels/cuda/permute.h"
 #include "kernels/cuda/registry.h"
 #include "kernels/cuda/strided.h"
@@ -222,7 +223,18 @@ void CudaBackend::ToTruth(const void* in, void* out, int64_t count, DType dtype,
   });
 }
 
-void CudaBackend::Synchronize(Stream stream) { SPMD_CUDA_CHECK(cudaStreamSynchronize(ToCuda(stream))); }
+void CudaBackend::Synchronize(Stream stream) {
+  SPMD_CUDA_CHECK(cudaStreamSynchronize(ToCuda(stream)));
+  // Ids a kernel on this device found bad since the last look (index_fault.h): the host
+  // is about to rely on the results, so the CPU kernel's error is thrown here.
+  int device = 0;
+  if (stream.handle != nullptr) {
+    SPMD_CUDA_CHECK(cudaStreamGetDevice(ToCuda(stream), &device));
+  } else {
+    SPMD_CUDA_CHECK(cudaGetDevice(&device));
+  }
+  CheckIndexFaults(Device::Cuda(device));
+}
 
 Backend& EnableCuda() {
   std::string why;

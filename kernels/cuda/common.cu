@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/convert.h"
+#include "kernels/cuda/index_fault.h"
 
 namespace spmd::kernels::cuda {
 
@@ -171,6 +172,8 @@ Tensor ToHost(const Tensor& tensor) {
   cudaStream_t stream = ToCuda(tensor.stream());
   SPMD_CUDA_CHECK(cudaMemcpyAsync(out.bytes(), tensor.bytes(), tensor.nbytes(), cudaMemcpyDeviceToHost, stream));
   SPMD_CUDA_CHECK(cudaStreamSynchronize(stream));
+  // A bad id behind these values is the CPU kernel's error, not zeros (index_fault.h).
+  CheckIndexFaults(tensor.device());
   return out;
 }
 

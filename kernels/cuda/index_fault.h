@@ -5,8 +5,10 @@
 //   - writes what docs/GPU.md ("Ids the device cannot refuse") states (a zero where the bad id would have
 //     read; an update with a bad id is dropped), so the result is defined, and
 //   - records the fault in its device's fault word (one bit per op).
-// The caller decides when to look: CheckIndexFaults waits for the device and throws the
-// CPU kernel's error for the first op that saw a bad id since the last look.
+// CheckIndexFaults waits for the device and throws the CPU kernel's error for the first op
+// that saw a bad id since the last look. CudaBackend::Synchronize and ToHost call it: when
+// the host is about to rely on a device result, a bad id behind it is an error, never a
+// silent zero.
 // Plain C++ (no CUDA header).
 #pragma once
 
