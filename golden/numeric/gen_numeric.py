@@ -95,6 +95,8 @@ DEFAULTS = {
     "fused_dropout_add": {"p": 0.5, "is_test": False, "mode": "upscale_in_train", "seed": 0,
                           "fix_seed": False},
     "bmm_grad": {},
+    "conv2d": {"strides": [1, 1], "paddings": [0, 0], "padding_algorithm": "EXPLICIT",
+               "dilations": [1, 1], "groups": 1, "data_format": "NCHW"},
     "gelu_grad": {"approximate": False},
     "embedding_grad": {"padding_idx": -1, "sparse": False},
     "cross_entropy_with_softmax_grad": {"soft_label": False, "use_softmax": True,
@@ -1556,6 +1558,92 @@ def gen_random():
     error("dropout", "two_inputs", {}, [x, x], "inputs")
 
 
+# ---------------------------------------------------------------- conv2d, einsum broadcasting,
+# attention, vocabulary-parallel ops (their own random stream: the cases above keep theirs)
+
+RNG3 = np.random.default_rng(20261201)
+family("conv", ["conv2d"])
+
+
+def vals3(*shape):
+    return np.round(RNG3.uniform(-2.0, 2.0, size=shape), 2)
+
+
+def np_conv2d(x, w, strides=(1, 1), paddings=(0, 0), algorithm="EXPLICIT",
+              dilations=(1, 1), groups=1, data_format="NCHW"):
+    """From the definition: zero-pad x, then each output position is the sum over its
+    group's channels and the filter taps of x at (r * stride + i * dilation) times w."""
+    if data_format == "NHWC":
+        x = np.transpose(x, (0, 3, 1, 2))
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    sh, sw = strides
+    dh, dw = dilations
+    if len(paddings) == 2:
+        pads = [paddings[0], paddings[0], paddings[1], paddings[1]]
+    else:
+        pads = list(paddings)
+    if algorithm == "VALID":
+        pads = [0, 0, 0, 0]
+    elif algorithm == "SAME":
+        dh = dw = 1
+        pads = []
+        for size, stride, k in ((h, sh, kh), (wd, sw, kw)):
+            out = -(-size // stride)
+            total = max((out - 1) * stride + k - size, 0)
+            pads += [total // 2, total - total // 2]
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[1]), (pads[2], pads[3])))
+    oh = (xp.shape[2] - ((kh - 1) * dh + 1)) // sh + 1
+    ow = (xp.shape[3] - ((kw - 1) * dw + 1)) // sw + 1
+    og = o // groups
+    out = np.zeros((n, o, oh, ow))
+    for oc in range(o):
+        g = oc // og
+        for i in range(kh):
+            for j in range(kw):
+                patch = xp[:, g * cg:(g + 1) * cg, i * dh:i * dh + (oh - 1) * sh + 1:sh,
+                           j * dw:j * dw + (ow - 1) * sw + 1:sw]
+                out[:, oc] += np.einsum("nchw,c->nhw", patch, w[oc, :, i, j])
+    if data_format == "NHWC":
+        out = np.transpose(out, (0, 2, 3, 1))
+    return out
+
+
+def gen_conv():
+    x, w = vals3(2, 3, 5, 4), vals3(4, 3, 2, 2)
+    case("conv2d", "basic", {}, [x, w], [np_conv2d(x, w)])
+    attrs = {"strides": [2, 1], "paddings": [1, 0, 2, 1], "dilations": [2, 1]}
+    case("conv2d", "strided_padded_dilated", attrs, [x, w],
+         [np_conv2d(x, w, (2, 1), (1, 0, 2, 1), "EXPLICIT", (2, 1))])
+    case("conv2d", "padding_2", {"paddings": [1, 2]}, [x, w], [np_conv2d(x, w, paddings=(1, 2))])
+    case("conv2d", "same", {"padding_algorithm": "SAME", "strides": [2, 3], "dilations": [3, 3]},
+         [x, w], [np_conv2d(x, w, (2, 3), algorithm="SAME")])
+    case("conv2d", "valid", {"padding_algorithm": "VALID", "paddings": [5, 5]}, [x, w],
+         [np_conv2d(x, w)])
+    xg, wg = vals3(2, 4, 4, 3), vals3(6, 2, 3, 2)
+    case("conv2d", "groups", {"groups": 2, "paddings": [1, 1]}, [xg, wg],
+         [np_conv2d(xg, wg, paddings=(1, 1), groups=2)])
+    xd, wd = vals3(1, 3, 4, 4), vals3(3, 1, 3, 3)
+    case("conv2d", "depthwise", {"groups": 3, "paddings": [1, 1]}, [xd, wd],
+         [np_conv2d(xd, wd, paddings=(1, 1), groups=3)])
+    xn = vals3(2, 5, 4, 4)
+    case("conv2d", "nhwc_groups", {"data_format": "NHWC", "groups": 2, "strides": [1, 2]},
+         [xn, wg], [np_conv2d(xn, wg, (1, 2), groups=2, data_format="NHWC")])
+    case("conv2d", "empty_batch", {}, [np.zeros((0, 3, 5, 4)), w], [np.zeros((0, 4, 4, 3))])
+    error("conv2d", "rank_3", {}, [vals3(3, 5, 4), w], "inputs[0].shape")
+    error("conv2d", "filter_rank", {}, [x, vals3(4, 3, 2)], "inputs[1].shape")
+    error("conv2d", "channels", {}, [x, vals3(4, 2, 2, 2)], "inputs[1].shape")
+    error("conv2d", "groups_out_channels", {"groups": 2}, [xg, vals3(5, 2, 3, 2)], "inputs[1].shape")
+    error("conv2d", "filter_too_large", {}, [x, vals3(4, 3, 6, 2)], "inputs[1].shape")
+    error("conv2d", "stride_zero", {"strides": [0, 1]}, [x, w], "attrs.strides")
+    error("conv2d", "dilation_count", {"dilations": [1]}, [x, w], "attrs.dilations")
+    error("conv2d", "paddings_count", {"paddings": [1, 1, 1]}, [x, w], "attrs.paddings")
+    error("conv2d", "negative_padding", {"paddings": [-1, 0]}, [x, w], "attrs.paddings")
+    error("conv2d", "groups_zero", {"groups": 0}, [x, w], "attrs.groups")
+    error("conv2d", "algorithm", {"padding_algorithm": "FULL"}, [x, w], "attrs.padding_algorithm")
+    error("conv2d", "format", {"data_format": "NCDHW"}, [x, w], "attrs.data_format")
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -1566,6 +1654,7 @@ def main():
     gen_paddle_ops2()
     gen_grads()
     gen_random()  # last: the cases before keep their random values
+    gen_conv()  # RNG3
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:
