@@ -446,8 +446,9 @@ def gen_contraction():
         case("einsum", label, {"equation": eq}, ops, [np.asarray(np.einsum(eq, *ops))])
     error("einsum", "diagonal", {"equation": "ii->i"}, [vals(3, 3)], "attrs.equation",
           "Unsupported")
-    error("einsum", "ellipsis", {"equation": "...ij->...ji"}, [vals(2, 2, 3)],
-          "attrs.equation", "Unsupported")
+    xe = vals(2, 2, 3)
+    case("einsum", "ellipsis", {"equation": "...ij->...ji"}, [xe],
+         [np.asarray(np.einsum("...ij->...ji", xe))])
     error("einsum", "operand_count", {"equation": "ij,jk->ik"}, [vals(2, 3)], "attrs.equation")
     error("einsum", "size_mismatch", {"equation": "ij,jk->ik"}, [vals(2, 3), vals(4, 2)],
           "inputs[1].shape")
@@ -1644,6 +1645,42 @@ def gen_conv():
     error("conv2d", "format", {"data_format": "NCDHW"}, [x, w], "attrs.data_format")
 
 
+def gen_einsum_broadcast():
+    """Paddle's equation forms beyond letters: `...` (broadcast, right-aligned), size-1
+    dims of any letter broadcasting, implicit outputs after the ellipsis dims. numpy agrees
+    with Paddle on each of these."""
+    forms = [
+        ("ellipsis_batch_broadcast", "...ij,...jk->...ik", [(2, 1, 2, 3), (5, 3, 4)]),
+        ("ellipsis_implicit", "...ij,...jk", [(2, 2, 3), (1, 3, 4)]),
+        ("ellipsis_sum_letters", "...ij->...", [(2, 3, 4)]),
+        ("ellipsis_middle", "i...j,j->...i", [(2, 3, 1, 4), (4,)]),
+        ("ellipsis_empty", "...ij,jk->...ik", [(2, 3), (3, 4)]),
+        ("ellipsis_output_only", "ij->j...", [(2, 3)]),
+        ("ellipsis_trailing", "ij...,jk...->ik...", [(2, 3, 5), (3, 4, 1)]),
+        ("ellipsis_all", "...,...->...", [(2, 3), (3,)]),
+        ("letter_broadcast", "ij,ij->ij", [(1, 3), (2, 3)]),
+        ("letter_broadcast_contracted", "ij,jk->ik", [(2, 1), (3, 4)]),
+        ("letter_broadcast_both_one", "ij,jk->ik", [(2, 1), (1, 4)]),
+        ("letter_broadcast_summed", "ij,j", [(2, 3), (1,)]),
+        ("letter_broadcast_batch", "bij,bjk->bik", [(1, 2, 3), (4, 3, 5)]),
+        ("three_operands_broadcast", "...i,...i,i->...", [(2, 1, 3), (4, 3), (1,)]),
+        ("empty_ellipsis_dim", "...i,...j->...ij", [(0, 2), (3,)]),
+    ]
+    for label, eq, shapes in forms:
+        ops = [vals3(*s) for s in shapes]
+        case("einsum", label, {"equation": eq}, ops, [np.asarray(np.einsum(eq, *ops))])
+    x = vals3(2, 3)
+    error("einsum", "ellipsis_missing_in_output", {"equation": "...ij->ij"}, [vals3(2, 2, 3)],
+          "attrs.equation")
+    error("einsum", "ellipsis_twice", {"equation": "...i...->i"}, [x], "attrs.equation")
+    error("einsum", "two_dots", {"equation": "..ij->ij"}, [x], "attrs.equation")
+    error("einsum", "ellipsis_rank_short", {"equation": "...ijk->...k"}, [x], "inputs[0].shape")
+    error("einsum", "ellipsis_no_broadcast", {"equation": "...i,...i->...i"},
+          [vals3(2, 3), vals3(4, 3)], "inputs[1].shape")
+    error("einsum", "letter_sizes_differ", {"equation": "ij,jk->ik"}, [x, vals3(2, 4)],
+          "inputs[1].shape")
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -1655,6 +1692,7 @@ def main():
     gen_grads()
     gen_random()  # last: the cases before keep their random values
     gen_conv()  # RNG3
+    gen_einsum_broadcast()  # RNG3
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:
