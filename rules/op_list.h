@@ -101,4 +101,5 @@
   X(fused_dropout_add)      \
   X(bmm_grad)               \
   /* convolution, attention, vocabulary-parallel ops */ \
-  X(conv2d)
+  X(conv2d)                 \
+  X(flash_attention)

@@ -97,6 +97,8 @@ DEFAULTS = {
     "bmm_grad": {},
     "conv2d": {"strides": [1, 1], "paddings": [0, 0], "padding_algorithm": "EXPLICIT",
                "dilations": [1, 1], "groups": 1, "data_format": "NCHW"},
+    "flash_attention": {"dropout": 0.0, "causal": False, "return_softmax": False,
+                        "is_test": False, "rng_name": ""},
     "gelu_grad": {"approximate": False},
     "embedding_grad": {"padding_idx": -1, "sparse": False},
     "cross_entropy_with_softmax_grad": {"soft_label": False, "use_softmax": True,
@@ -1681,6 +1683,75 @@ def gen_einsum_broadcast():
           "inputs[1].shape")
 
 
+family("attention", ["flash_attention"])
+
+
+def np_attention(q, k, v, mask=None, causal=False, return_softmax=False, row_offset=0,
+                 global_sq=None):
+    """Softmax attention from the definition: per head, scores q k^T / sqrt(head_dim) plus
+    the mask, keys after row + sk - global_sq masked when causal (bottom-right aligned),
+    softmax over the keys, then the weighted sum of v. Grouped heads share a k/v head."""
+    b, sq, h, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    global_sq = sq if global_sq is None else global_sq
+    kk = np.repeat(k, h // hk, axis=2)
+    vv = np.repeat(v, h // hk, axis=2)
+    scores = np.einsum("bihd,bjhd->bhij", q, kk) / math.sqrt(d)
+    if mask is not None:
+        scores = scores + mask
+    if causal:
+        rows = np.arange(sq)[:, None] + row_offset
+        keep = np.arange(sk)[None, :] <= rows + sk - global_sq
+        scores = np.where(keep, scores, -np.inf)
+    top = scores.max(axis=-1, keepdims=True)
+    e = np.exp(scores - top)
+    total = e.sum(axis=-1, keepdims=True)
+    probs = e / total
+    out = np.einsum("bhij,bjhe->bihe", probs, vv)
+    lse = (top + np.log(total))[..., 0]
+    softmax = probs if return_softmax else np.zeros((b, h, sq, 0))
+    return [out, softmax, lse]
+
+
+def gen_attention():
+    q, k, v = vals3(2, 3, 2, 4), vals3(2, 5, 2, 4), vals3(2, 5, 2, 3)
+    case("flash_attention", "basic", {}, [q, k, v], np_attention(q, k, v))
+    case("flash_attention", "causal_softmax", {"causal": True, "return_softmax": True},
+         [q, k, v], np_attention(q, k, v, causal=True, return_softmax=True))
+    mask = vals3(2, 1, 3, 5)
+    seed = T(np.array([3, 7]), "int64")
+    case("flash_attention", "mask_heads_broadcast", {"return_softmax": True},
+         [q, k, v, seed, mask], np_attention(q, k, v, mask, return_softmax=True))
+    case("flash_attention", "absent_optionals", {"causal": True},
+         [q, k, v, T(np.array(0), "int64"), np.array(0.0)], np_attention(q, k, v, causal=True))
+    qg, kg, vg = vals3(1, 4, 4, 2), vals3(1, 4, 2, 2), vals3(1, 4, 2, 2)
+    case("flash_attention", "grouped_heads_causal", {"causal": True}, [qg, kg, vg],
+         np_attention(qg, kg, vg, causal=True))
+    case("flash_attention", "is_test_dropout", {"dropout": 0.5, "is_test": True}, [q, k, v],
+         np_attention(q, k, v))
+    # Localized: rows [1, 3) of a 4-row q, causal against 5 keys.
+    q4 = vals3(2, 4, 2, 4)
+    full = np_attention(q4, k, v, causal=True)
+    case("flash_attention", "localized_rows", {"causal": True, "__offset": [0, 1, 0, 0],
+                                               "__global_shape": [2, 4, 2, 4]},
+         [q4[:, 1:3], k, v], [full[0][:, 1:3], np.zeros((2, 2, 2, 0)), full[2][:, :, 1:3]])
+    error("flash_attention", "two_inputs", {}, [q, k], "inputs")
+    error("flash_attention", "q_rank", {}, [vals3(2, 3, 8), k, v], "inputs[0].shape")
+    error("flash_attention", "head_dim_mismatch", {}, [q, vals3(2, 5, 2, 3), v], "inputs[1].shape")
+    error("flash_attention", "heads_not_dividing", {}, [vals3(2, 3, 3, 4), k, v], "inputs[1].shape")
+    error("flash_attention", "v_seq", {}, [q, k, vals3(2, 4, 2, 3)], "inputs[2].shape")
+    error("flash_attention", "no_keys", {}, [q, np.zeros((2, 0, 2, 4)), np.zeros((2, 0, 2, 3))],
+          "inputs[1].shape")
+    error("flash_attention", "causal_more_rows", {"causal": True}, [vals3(2, 6, 2, 4), k, v],
+          "attrs.causal")
+    error("flash_attention", "mask_shape", {}, [q, k, v, seed, vals3(2, 2, 3, 4)], "inputs[4].shape")
+    error("flash_attention", "seed_shape", {}, [q, k, v, T(np.array([1, 2, 3]), "int64")],
+          "inputs[3].shape")
+    error("flash_attention", "dropout_range", {"dropout": 1.5}, [q, k, v], "attrs.dropout")
+    error("flash_attention", "dropout_training", {"dropout": 0.1}, [q, k, v], "attrs.dropout",
+          "Unsupported")
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -1693,6 +1764,7 @@ def main():
     gen_random()  # last: the cases before keep their random values
     gen_conv()  # RNG3
     gen_einsum_broadcast()  # RNG3
+    gen_attention()  # RNG3
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:
