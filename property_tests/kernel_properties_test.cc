@@ -1227,6 +1227,15 @@ std::vector<Extra> Extras() {
       {"cast", {{3, 4}}, A({{"dtype", std::string("float64")}})},
       {"clip", {{3, 4}}, A({{"min", 0.25}})},
       {"scale", {{3, 4}}, A({{"scale", 3.0}, {"bias", -1.0}, {"bias_after_scale", false}})},
+      // Cases the sweep's examples leave out (each example there multiplies the layouts).
+      {"conv2d", {{2, 3, 5, 4}, {4, 3, 3, 2}},
+       A({{"padding_algorithm", std::string("SAME")}, {"strides", Ints{2, 3}}})},
+      {"conv2d", {{1, 4, 4, 4}, {4, 1, 3, 3}}, A({{"groups", int64_t{4}}, {"paddings", Ints{1, 1}}})},
+      {"einsum", {{2, 1, 3, 4}, {5, 4, 2}}, A({{"equation", std::string("...ij,...jk->...ik")}})},
+      {"einsum", {{2, 3}, {1, 4}, {4}}, A({{"equation", std::string("ij,jk,k->i")}})},
+      {"flash_attention", {{2, 5, 4, 3}, {2, 6, 2, 3}, {2, 6, 2, 2}}, A({{"causal", true}})},
+      {"flash_attention", {{1, 3, 2, 4}, {1, 3, 1, 4}, {1, 3, 1, 4}, {2}, {1, 2, 1, 3}},
+       A({{"return_softmax", true}})},
   };
   return extras;
 }

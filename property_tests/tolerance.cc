@@ -126,6 +126,11 @@ Bounds MakeBounds(const OpDecl& op, const ref::Tensors& inputs, const Attrs& att
     case ToleranceClass::kRelative:
       if (attrs.Has("porder")) b.p_factor = std::max(1.0, 1.0 / std::fabs(attrs.GetFloat("porder")));
       break;
+    case ToleranceClass::kAttention:
+      // q [batch, sq, heads, head_dim], k [batch, sk, ...]: K = the keys.
+      b.head_dim = static_cast<double>(std::max<int64_t>(1, inputs[0].shape.at(3)));
+      b.k = static_cast<double>(std::max<int64_t>(1, inputs[1].shape.at(1)));
+      break;
     case ToleranceClass::kCrossEntropy:
       for (double p : expected[0].data) {
         if (p > 0) b.log_max = std::max(b.log_max, std::fabs(std::log(p)));
@@ -168,6 +173,17 @@ double ClassTolerance(const Bounds& b, size_t out, size_t i, double r, double u)
              kFloor;
     case ToleranceClass::kRmsNorm: return 2 * (k + 8 + 2 * m) * u * a + kFloor;
     case ToleranceClass::kSoftmaxGrad: return 2 * (k + 8) * u * (a + m * (m + k * m * m)) + kFloor;
+    case ToleranceClass::kAttention: {
+      // A score (a dot product of D terms scaled by 1/sqrt(D), plus a mask value) is off by
+      // at most s u; each probability by (2 s + K + 8) u relatively (the exponential turns
+      // the score's absolute error into a relative one, the normaliser sums K terms); out
+      // sums K products with v (|v| <= m); softmax_lse is a score plus a log of a sum.
+      const double d = b.head_dim;
+      const double s = (d + 3) * std::sqrt(d) * m * m + 2 * m + 1;
+      if (out == 0) return 2 * (2 * s + 2 * k + 10) * u * m + kFloor;
+      if (out == 1) return 2 * (2 * s + k + 8) * u * a + kFloor;
+      return 2 * (s + k + 8) * u * (a + 1) + kFloor;
+    }
   }
   return 0;
 }

@@ -64,6 +64,7 @@ struct Bounds {
   double scale_max = 0, bias_max = 0;
   double log_max = 0;                           // cross entropy: max |log softmax_out|
   double p_factor = 1;                          // a root of order p: max(1, 1/|p|)
+  double head_dim = 1;                          // attention: the dot products' length
 };
 
 // Throws std::logic_error when `op` declares no tolerance class.

@@ -83,6 +83,16 @@ TEST(ValidationAgreement, EinsumEquations) {
   ExpectAgreement("ij,jk->ik", {{2, 3}, {4, 4}});     // size mismatch
   ExpectAgreement("ijk,jk->ik", {{2, 3}, {3, 4}});    // rank mismatch
   ExpectAgreement(" i , i -> ", {{3}, {3}});
+  // Ellipses and size-1 broadcasting (sizes equal or 1; `...` in the output when in an
+  // operand; one `...` per term; enough dims for the letters).
+  for (const std::string eq : {"...ij,...jk->...ik", "...ij,...jk", "...j,jk->...k", "...ij,jk->ik",
+                               "ij,jk->...ik", "....ij,jk->ik", "...i...j,jk->ik", "..ij,jk->ik",
+                               "...ijk,jk->...k"}) {
+    ExpectAgreement(eq, mk_kn);
+  }
+  ExpectAgreement("...ij,...jk->...ik", {{2, 1, 2, 3}, {5, 3, 4}});
+  ExpectAgreement("...ij,...jk->...ik", {{2, 2, 3}, {5, 3, 4}});  // ellipsis 2 vs 5
+  ExpectAgreement("ij,jk->ik", {{2, 1}, {3, 4}});                   // j broadcasts
 }
 
 }  // namespace

@@ -151,18 +151,19 @@ Tensors bmm(const Tensors& inputs, const Attrs&) {
   return matmul(inputs, plain);
 }
 
+// numpy's einsum: every assignment of every letter (`...` planned into letters of its
+// own), the product of the operands' elements at it added to the output's; an operand dim
+// that broadcasts (size 1, the letter larger elsewhere) always reads index 0.
 Tensors einsum(const Tensors& inputs, const Attrs& attrs) {
   const std::string& equation = attrs.GetString("equation");
   internal::CheckArityAtLeast(inputs, 1);
-  const EinsumEquation spec = shape::ParseEinsumEquation(equation, inputs.size());
-
-  // Letter sizes (shared validation: every operand must agree, no size-1 broadcasting).
   std::vector<Shape> shapes;
   for (size_t i = 0; i < inputs.size(); ++i) shapes.push_back(inputs[i].shape);
-  const std::vector<int64_t> letter_sizes = shape::EinsumLetterSizes(spec, shapes);
+  const shape::EinsumPlan plan = shape::PlanEinsum(equation, shapes);
+  const EinsumEquation& spec = plan.eq;
   std::map<char, int64_t> size;
-  for (int c = 0; c < static_cast<int>(letter_sizes.size()); ++c) {
-    if (letter_sizes[c] >= 0) size[static_cast<char>(c)] = letter_sizes[c];
+  for (int c = 0; c < static_cast<int>(plan.size.size()); ++c) {
+    if (plan.size[c] >= 0) size[static_cast<char>(c)] = plan.size[c];
   }
 
   // Loop over every assignment of every letter (output letters first, then summed ones).
@@ -176,21 +177,22 @@ Tensors einsum(const Tensors& inputs, const Attrs& attrs) {
   for (char c : spec.output) out_shape.push_back(size[c]);
   Tensor out = internal::Zeros(out_shape);
 
-  // For each operand (and the output), the stride of each loop letter in it.
-  auto strides_of = [&](const std::string& term, const Shape& shape) {
+  // For each operand (and the output), the stride of each loop letter in it (0 where the
+  // operand lacks the letter or broadcasts it).
+  auto strides_of = [&](const std::string& term, const Shape& shape, const std::vector<bool>& bcast) {
     Shape own = internal::Strides(shape);
     Shape per_letter(letters.size(), 0);
     for (size_t l = 0; l < letters.size(); ++l) {
       size_t d = term.find(letters[l]);
-      if (d != std::string::npos) per_letter[l] = own[d];
+      if (d != std::string::npos && !bcast[d]) per_letter[l] = own[d];
     }
     return per_letter;
   };
   std::vector<Shape> operand_strides;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    operand_strides.push_back(strides_of(spec.operands[i], inputs[i].shape));
+    operand_strides.push_back(strides_of(spec.operands[i], inputs[i].shape, plan.broadcast[i]));
   }
-  Shape out_strides = strides_of(spec.output, out_shape);
+  Shape out_strides = strides_of(spec.output, out_shape, std::vector<bool>(out_shape.size(), false));
 
   for (int64_t flat = 0; flat < NumElements(loop_shape); ++flat) {
     std::vector<int64_t> index = internal::Unravel(flat, loop_shape);

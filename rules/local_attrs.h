@@ -8,7 +8,8 @@ namespace spmd {
 inline constexpr const char* kLocalCount = "__count";             // mean, mean_all: global count
 inline constexpr const char* kLocalVocabStart = "__vocab_start";  // lookup_table_v2: first row held
 inline constexpr const char* kLocalExact = "__exact";             // squeeze, reshape: sizes are literal
-inline constexpr const char* kLocalOffset = "__offset";           // dropout: the shard's global offset
-inline constexpr const char* kLocalGlobalShape = "__global_shape";  // dropout: the global shape
+// dropout (and flash_attention, of q): the shard's global offset, and the global shape
+inline constexpr const char* kLocalOffset = "__offset";
+inline constexpr const char* kLocalGlobalShape = "__global_shape";
 
 }  // namespace spmd

@@ -99,4 +99,7 @@
   X(scatter_nd_add)         \
   X(fused_rotary_position_embedding) \
   X(fused_dropout_add)      \
-  X(bmm_grad)
+  X(bmm_grad)               \
+  /* convolution, attention, vocabulary-parallel ops */ \
+  X(conv2d)                 \
+  X(flash_attention)

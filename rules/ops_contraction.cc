@@ -45,10 +45,18 @@ EinsumSpec Matmul(const RuleContext& c) {
 }
 
 // einsum's equation (rules/shape_util.h, shared with the reference and the kernel):
-// explicit `ij,jk->ik`, or implicit (letters seen once, sorted).
-EinsumSpec ParseEquation(const std::string& equation, size_t operands) {
-  const shape::EinsumEquation eq = shape::ParseEinsumEquation(equation, operands);
-  EinsumSpec spec = notation::FromLetters(eq.operands, {eq.output});
+// explicit `ij,jk->ik`, or implicit (letters seen once, sorted), `...` expanded to letters
+// of its own; an operand dim that broadcasts (size 1, the letter larger elsewhere) is a
+// broadcast dim `1`. Example: `...ij,jk` with [2, 5, 3] and [1, 4] is `Aij,1k->Aik`.
+EinsumSpec ParseEquation(const std::string& equation, const std::vector<Shape>& shapes) {
+  const shape::EinsumPlan plan = shape::PlanEinsum(equation, shapes);
+  std::vector<std::string> operands = plan.eq.operands;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    for (size_t d = 0; d < operands[i].size(); ++d) {
+      if (plan.broadcast[i][d]) operands[i][d] = '1';
+    }
+  }
+  EinsumSpec spec = notation::FromLetters(operands, {plan.eq.output});
   spec.accept = PartialAcceptance::kMultilinear;
   return spec;
 }
@@ -92,14 +100,20 @@ OpDecl einsum() {
       .Vjp(vjps::Einsum)
       .Attr("equation", AttrKind::kString, std::nullopt)
       .Einsum([](const RuleContext& c) {
-        return ParseEquation(c.attrs.GetString("equation"), c.input_shapes.size());
+        return ParseEquation(c.attrs.GetString("equation"), c.input_shapes);
       })
       .Examples(FromSignatures({
           {{"ij", "jk"}, MakeAttrs({{"equation", std::string("ij,jk->ik")}})},
           {{"bij", "bjk"}, MakeAttrs({{"equation", std::string("bij,bjk->bik")}})},
           {{"ijk", "ik"}, MakeAttrs({{"equation", std::string("ijk,ik->j")}})},
           {{"ij"}, MakeAttrs({{"equation", std::string("ij->ji")}})},
-          {{"ij", "jk", "kl"}, MakeAttrs({{"equation", std::string("ij,jk,kl")}})}}));
+          {{"ij", "jk", "kl"}, MakeAttrs({{"equation", std::string("ij,jk,kl")}})},
+          // Broadcasting (low ranks: each example multiplies the sweep's layouts): an
+          // ellipsis whose size-1 dim broadcasts, a size-1 letter, an implicit output after
+          // the ellipsis dims.
+          {{"bk", "1kn"}, MakeAttrs({{"equation", std::string("...j,...jk->...k")}})},
+          {{"i1", "jk"}, MakeAttrs({{"equation", std::string("ij,jk->ik")}})},
+          {{"ac", "c"}, MakeAttrs({{"equation", std::string("...c,c")}})}}));
 }
 
 // x_grad = out_grad . y^T lacks n; y_grad = x^T . out_grad lacks m (and the batch when y

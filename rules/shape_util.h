@@ -110,7 +110,9 @@ inline std::vector<int64_t> ReducedShape(const std::vector<int64_t>& shape,
 
 // ---- einsum equations ----
 
-// An einsum equation: one letter string per operand and the output's.
+// An einsum equation: one letter string per operand and the output's. In a parsed
+// equation (ParseEinsumEquation) '.' stands for an ellipsis (`...`), at most one per term;
+// in a planned one (PlanEinsum) every ellipsis dim has a letter of its own.
 struct EinsumEquation {
   std::vector<std::string> operands;
   std::string output;
@@ -127,21 +129,41 @@ inline std::string DescribeEquationChar(char c) {
   return std::string("byte 0x") + digits[byte >> 4] + digits[byte & 15];
 }
 
-// Parses `ij,jk->ik`, or the implicit `ij,jk` (output: the letters seen once, in ASCII
-// order, as numpy). Spaces anywhere are ignored (numpy and Paddle accept them). Throws
-// SpmdError naming "attrs.equation": Unsupported for an ellipsis (`...`) or a letter
-// repeated within one operand (a diagonal); InvalidArgument for any other character (a
-// lone '.' included), an operand count other than `operand_count`, or an output letter
-// that repeats or is in no operand.
+// Parses Paddle's (and numpy's) equation forms: explicit `ij,jk->ik`, implicit `ij,jk`
+// (output: the letters seen once, in ASCII order, after the ellipsis dims when an operand
+// has `...`), and `...` for broadcast batch dims (`...ij,...jk->...ik`). Spaces anywhere
+// are ignored. Each `...` becomes one '.' in the result. Throws SpmdError naming
+// "attrs.equation": Unsupported for a letter repeated within one operand (a diagonal);
+// InvalidArgument for any other character (a '.' outside an ellipsis included), two
+// ellipses in one term, an operand count other than `operand_count`, an output letter that
+// repeats or is in no operand, or an explicit output without `...` when an operand has
+// one (Paddle: "missing ellipsis in output labels").
 inline EinsumEquation ParseEinsumEquation(const std::string& equation, size_t operand_count) {
   const std::string field = "attrs.equation";
   std::string text;
   for (char c : equation) {
     if (c != ' ') text.push_back(c);
   }
-  if (text.find("...") != std::string::npos) {
-    ThrowUnsupported(field, "ellipsis ('...') is not supported in '" + equation + "'");
-  }
+  // Collapses each `...` of a term to '.'; a '.' outside an ellipsis, or a second
+  // ellipsis, is InvalidArgument.
+  auto collapse = [&](const std::string& term, const std::string& where) {
+    std::string out;
+    for (size_t k = 0; k < term.size(); ++k) {
+      if (term[k] != '.') {
+        out.push_back(term[k]);
+        continue;
+      }
+      if (term.compare(k, 3, "...") != 0) {
+        ThrowInvalid(field, "'.' outside an ellipsis in " + where + " of '" + equation + "'");
+      }
+      if (out.find('.') != std::string::npos) {
+        ThrowInvalid(field, "two ellipses in " + where + " of '" + equation + "'");
+      }
+      out.push_back('.');
+      k += 2;
+    }
+    return out;
+  };
   EinsumEquation eq;
   std::string lhs = text;
   const size_t arrow = text.find("->");
@@ -151,21 +173,22 @@ inline EinsumEquation ParseEinsumEquation(const std::string& equation, size_t op
     eq.output = text.substr(arrow + 2);
   }
   for (char c : lhs) {
-    if (!IsEinsumLetter(c) && c != ',') {
+    if (!IsEinsumLetter(c) && c != ',' && c != '.') {
       ThrowInvalid(field,
                    "unexpected character " + DescribeEquationChar(c) + " in '" + equation + "'");
     }
   }
   for (char c : eq.output) {
-    if (!IsEinsumLetter(c)) {
+    if (!IsEinsumLetter(c) && c != '.') {
       ThrowInvalid(field, "unexpected character " + DescribeEquationChar(c) +
                               " in the output of '" + equation + "'");
     }
   }
+  eq.output = collapse(eq.output, "the output");
   std::string term;
   for (size_t i = 0; i <= lhs.size(); ++i) {
     if (i == lhs.size() || lhs[i] == ',') {
-      eq.operands.push_back(term);
+      eq.operands.push_back(collapse(term, "operand " + std::to_string(eq.operands.size())));
       term.clear();
     } else {
       term.push_back(lhs[i]);
@@ -176,8 +199,13 @@ inline EinsumEquation ParseEinsumEquation(const std::string& equation, size_t op
                             " operands, " + std::to_string(operand_count) + " inputs given");
   }
   int count[128] = {0};
+  bool ellipsis = false;
   for (const std::string& t : eq.operands) {
     for (size_t d = 0; d < t.size(); ++d) {
+      if (t[d] == '.') {
+        ellipsis = true;
+        continue;
+      }
       if (t.find(t[d], d + 1) != std::string::npos) {
         ThrowUnsupported(field, std::string("letter '") + t[d] +
                                     "' repeats within one operand (diagonals are not "
@@ -187,12 +215,16 @@ inline EinsumEquation ParseEinsumEquation(const std::string& equation, size_t op
     }
   }
   if (!explicit_output) {
+    if (ellipsis) eq.output.push_back('.');
     for (int c = 0; c < 128; ++c) {
       if (count[c] == 1) eq.output.push_back(static_cast<char>(c));
     }
+  } else if (ellipsis && eq.output.find('.') == std::string::npos) {
+    ThrowInvalid(field, "an operand has '...' but the output of '" + equation + "' does not");
   }
   for (size_t d = 0; d < eq.output.size(); ++d) {
     const char c = eq.output[d];
+    if (c == '.') continue;
     if (count[static_cast<unsigned char>(c)] == 0) {
       ThrowInvalid(field, std::string("output letter '") + c + "' is in no operand of '" +
                               equation + "'");
@@ -204,31 +236,94 @@ inline EinsumEquation ParseEinsumEquation(const std::string& equation, size_t op
   return eq;
 }
 
-// The size of each letter (indexed by the letter's ASCII code, -1 when absent) over the
-// operands' shapes. Throws SpmdError(kInvalidArgument, "inputs[i].shape") when an
-// operand's rank differs from its letter count, or a letter has two sizes (einsum does
-// not broadcast size-1 dims).
-inline std::vector<int64_t> EinsumLetterSizes(const EinsumEquation& eq,
-                                              const std::vector<std::vector<int64_t>>& shapes) {
-  std::vector<int64_t> size(128, -1);
-  for (size_t i = 0; i < eq.operands.size(); ++i) {
-    const std::string& t = eq.operands[i];
-    const std::vector<int64_t>& shape = shapes[i];
-    if (t.size() != shape.size()) {
-      ThrowInvalid(InputField(i, "shape"), "operand '" + t + "' has " + std::to_string(t.size()) +
-                                               " letters, shape " + ShapeString(shape));
+// A parsed equation bound to its operands' shapes: every ellipsis replaced by letters of
+// its own (unused by the equation, right-aligned: an operand with fewer ellipsis dims has
+// the last ones), the size of every letter, and which operand dims broadcast (size 1 where
+// the letter is larger elsewhere; numpy and Paddle broadcast size-1 dims of any letter).
+//
+// Example: `...ij,jk` with [2, 1, 5, 3] and [1, 4]: the ellipsis dims are `AB`, x is
+// `ABij`, y `jk`, out `ABik`; A = 2, B = 1, i = 5, j = 3 (y's j broadcasts), k = 4.
+struct EinsumPlan {
+  EinsumEquation eq;                      // letters only
+  std::vector<int64_t> size;              // per letter (ASCII code), -1 when absent
+  std::vector<std::vector<bool>> broadcast;  // per operand, per dim
+  std::vector<int64_t> SizesOf(const std::string& letters) const {
+    std::vector<int64_t> s;
+    for (char c : letters) s.push_back(size[static_cast<unsigned char>(c)]);
+    return s;
+  }
+};
+
+// Plans `equation` over `shapes` (one per operand). Throws as ParseEinsumEquation, and
+// SpmdError(kInvalidArgument, "inputs[i].shape") when an operand's rank does not fit its
+// term (fewer dims than letters with `...`, another count without) or a letter has two
+// sizes other than 1; Unsupported ("attrs.equation") when the ellipsis needs more letters
+// than the equation leaves unused.
+inline EinsumPlan PlanEinsum(const std::string& equation,
+                             const std::vector<std::vector<int64_t>>& shapes) {
+  const EinsumEquation parsed = ParseEinsumEquation(equation, shapes.size());
+  // Ellipsis dims per operand, and the broadcast ellipsis rank.
+  size_t ellipsis_rank = 0;
+  std::vector<size_t> ellipsis_dims(shapes.size(), 0);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const std::string& t = parsed.operands[i];
+    const bool has = t.find('.') != std::string::npos;
+    const size_t letters = t.size() - (has ? 1 : 0);
+    if (has ? shapes[i].size() < letters : shapes[i].size() != letters) {
+      ThrowInvalid(InputField(i, "shape"),
+                   "operand '" + t + "' has " + std::to_string(letters) + " letters" +
+                       (has ? " and '...'" : "") + ", shape " + ShapeString(shapes[i]));
     }
+    if (has) ellipsis_dims[i] = shapes[i].size() - letters;
+    ellipsis_rank = std::max(ellipsis_rank, ellipsis_dims[i]);
+  }
+  std::string fresh;
+  for (char c = 'A'; c <= 'z' && fresh.size() < ellipsis_rank; ++c) {
+    if (!IsEinsumLetter(c)) continue;
+    bool used = parsed.output.find(c) != std::string::npos;
+    for (const std::string& t : parsed.operands) used = used || t.find(c) != std::string::npos;
+    if (!used) fresh.push_back(c);
+  }
+  if (fresh.size() < ellipsis_rank) {
+    ThrowUnsupported("attrs.equation", "'...' covers " + std::to_string(ellipsis_rank) +
+                                           " dims, more than the letters '" + equation +
+                                           "' leaves unused");
+  }
+  EinsumPlan plan;
+  auto expand = [&](const std::string& t, size_t dims) {
+    std::string out;
+    for (char c : t) out += c == '.' ? fresh.substr(ellipsis_rank - dims) : std::string(1, c);
+    return out;
+  };
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    plan.eq.operands.push_back(expand(parsed.operands[i], ellipsis_dims[i]));
+  }
+  plan.eq.output = expand(parsed.output, ellipsis_rank);
+  plan.size.assign(128, -1);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const std::string& t = plan.eq.operands[i];
     for (size_t d = 0; d < t.size(); ++d) {
-      int64_t& known = size[static_cast<unsigned char>(t[d])];
-      if (known >= 0 && known != shape[d]) {
-        ThrowInvalid(InputField(i, "shape"), std::string("letter '") + t[d] + "' has size " +
-                                                 std::to_string(shape[d]) + ", elsewhere " +
-                                                 std::to_string(known));
+      int64_t& known = plan.size[static_cast<unsigned char>(t[d])];
+      const int64_t s = shapes[i][d];
+      if (known >= 0 && known != s && known != 1 && s != 1) {
+        const bool ellipsis_dim = fresh.find(t[d]) != std::string::npos;
+        ThrowInvalid(InputField(i, "shape"),
+                     (ellipsis_dim ? std::string("a dim of '...'") : std::string("letter '") + t[d] + "'") +
+                         " has size " + std::to_string(s) + ", elsewhere " + std::to_string(known) +
+                         " (sizes must be equal or 1)");
       }
-      known = shape[d];
+      if (known < 0 || known == 1) known = s;
     }
   }
-  return size;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const std::string& t = plan.eq.operands[i];
+    std::vector<bool> b(t.size(), false);
+    for (size_t d = 0; d < t.size(); ++d) {
+      b[d] = shapes[i][d] == 1 && plan.size[static_cast<unsigned char>(t[d])] != 1;
+    }
+    plan.broadcast.push_back(std::move(b));
+  }
+  return plan;
 }
 
 }  // namespace spmd::shape

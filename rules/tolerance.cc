@@ -16,6 +16,7 @@ std::string_view ToString(ToleranceClass tolerance) {
     case ToleranceClass::kLayerNorm: return "layer_norm";
     case ToleranceClass::kRmsNorm: return "rms_norm";
     case ToleranceClass::kSoftmaxGrad: return "softmax_grad";
+    case ToleranceClass::kAttention: return "attention";
   }
   return "exact";
 }

@@ -23,6 +23,7 @@ enum class ToleranceClass {
   kLayerNorm,      // mean, two-pass variance, normalised output
   kRmsNorm,        // one sum of K squares, then products
   kSoftmaxGrad,    // out (g - sum(g out))
+  kAttention,      // softmax of scaled dot products over K keys, then a weighted sum
 };
 
 std::string_view ToString(ToleranceClass tolerance);

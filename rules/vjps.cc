@@ -643,27 +643,39 @@ VjpGraph Slice(const RuleContext& c) {
 }
 
 // Operand i's gradient is the einsum of the cotangent with the other operands, giving
-// operand i's letters; its letters summed in no other term (only in operand i) are
-// summed there and come back by broadcasting (reshape to 1, expand).
+// operand i's letters (the planned equation: `...` spelled out as letters). A dim of
+// operand i stays out of that einsum's output, and comes back by broadcasting (reshape to
+// 1, expand), when no other term has its letter at its size: a letter only in operand i
+// (summed there), or one the other terms have only at size 1. A dim that broadcast in the
+// forward (size 1, the letter larger elsewhere) is summed by that einsum.
 VjpGraph Einsum(const RuleContext& c) {
   VjpGraph g;
-  const shape::EinsumEquation eq =
-      shape::ParseEinsumEquation(c.attrs.GetString("equation"), c.input_shapes.size());
+  const shape::EinsumPlan plan = shape::PlanEinsum(c.attrs.GetString("equation"), c.input_shapes);
+  const shape::EinsumEquation& eq = plan.eq;
   for (size_t i = 0; i < eq.operands.size(); ++i) {
-    std::string seen = eq.output;
+    // The largest size of each letter over the cotangent and the other operands.
+    std::vector<int64_t> seen(128, -1);
+    auto see = [&](const std::string& letters, const Shape& sizes) {
+      for (size_t d = 0; d < letters.size(); ++d) {
+        int64_t& s = seen[static_cast<unsigned char>(letters[d])];
+        s = std::max(s, sizes[d]);
+      }
+    };
+    see(eq.output, plan.SizesOf(eq.output));
     std::vector<Ref> operands{Ref::OutputGrad(0)};
     std::string terms = eq.output;
     for (size_t j = 0; j < eq.operands.size(); ++j) {
       if (j == i) continue;
       terms += "," + eq.operands[j];
-      seen += eq.operands[j];
+      see(eq.operands[j], c.input_shapes[j]);
       operands.push_back(Ref::Input(j));
     }
     const std::string& mine = eq.operands[i];
     std::string target;
     Shape kept = c.input_shapes[i];
     for (size_t d = 0; d < mine.size(); ++d) {
-      if (seen.find(mine[d]) != std::string::npos) {
+      const int64_t size = c.input_shapes[i][d];
+      if (!plan.broadcast[i][d] && seen[static_cast<unsigned char>(mine[d])] == size) {
         target.push_back(mine[d]);
       } else {
         kept[d] = 1;

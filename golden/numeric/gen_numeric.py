@@ -95,6 +95,10 @@ DEFAULTS = {
     "fused_dropout_add": {"p": 0.5, "is_test": False, "mode": "upscale_in_train", "seed": 0,
                           "fix_seed": False},
     "bmm_grad": {},
+    "conv2d": {"strides": [1, 1], "paddings": [0, 0], "padding_algorithm": "EXPLICIT",
+               "dilations": [1, 1], "groups": 1, "data_format": "NCHW"},
+    "flash_attention": {"dropout": 0.0, "causal": False, "return_softmax": False,
+                        "is_test": False, "rng_name": ""},
     "gelu_grad": {"approximate": False},
     "embedding_grad": {"padding_idx": -1, "sparse": False},
     "cross_entropy_with_softmax_grad": {"soft_label": False, "use_softmax": True,
@@ -444,8 +448,9 @@ def gen_contraction():
         case("einsum", label, {"equation": eq}, ops, [np.asarray(np.einsum(eq, *ops))])
     error("einsum", "diagonal", {"equation": "ii->i"}, [vals(3, 3)], "attrs.equation",
           "Unsupported")
-    error("einsum", "ellipsis", {"equation": "...ij->...ji"}, [vals(2, 2, 3)],
-          "attrs.equation", "Unsupported")
+    xe = vals(2, 2, 3)
+    case("einsum", "ellipsis", {"equation": "...ij->...ji"}, [xe],
+         [np.asarray(np.einsum("...ij->...ji", xe))])
     error("einsum", "operand_count", {"equation": "ij,jk->ik"}, [vals(2, 3)], "attrs.equation")
     error("einsum", "size_mismatch", {"equation": "ij,jk->ik"}, [vals(2, 3), vals(4, 2)],
           "inputs[1].shape")
@@ -1556,6 +1561,197 @@ def gen_random():
     error("dropout", "two_inputs", {}, [x, x], "inputs")
 
 
+# ---------------------------------------------------------------- conv2d, einsum broadcasting,
+# attention, vocabulary-parallel ops (their own random stream: the cases above keep theirs)
+
+RNG3 = np.random.default_rng(20261201)
+family("conv", ["conv2d"])
+
+
+def vals3(*shape):
+    return np.round(RNG3.uniform(-2.0, 2.0, size=shape), 2)
+
+
+def np_conv2d(x, w, strides=(1, 1), paddings=(0, 0), algorithm="EXPLICIT",
+              dilations=(1, 1), groups=1, data_format="NCHW"):
+    """From the definition: zero-pad x, then each output position is the sum over its
+    group's channels and the filter taps of x at (r * stride + i * dilation) times w."""
+    if data_format == "NHWC":
+        x = np.transpose(x, (0, 3, 1, 2))
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    sh, sw = strides
+    dh, dw = dilations
+    if len(paddings) == 2:
+        pads = [paddings[0], paddings[0], paddings[1], paddings[1]]
+    else:
+        pads = list(paddings)
+    if algorithm == "VALID":
+        pads = [0, 0, 0, 0]
+    elif algorithm == "SAME":
+        dh = dw = 1
+        pads = []
+        for size, stride, k in ((h, sh, kh), (wd, sw, kw)):
+            out = -(-size // stride)
+            total = max((out - 1) * stride + k - size, 0)
+            pads += [total // 2, total - total // 2]
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[1]), (pads[2], pads[3])))
+    oh = (xp.shape[2] - ((kh - 1) * dh + 1)) // sh + 1
+    ow = (xp.shape[3] - ((kw - 1) * dw + 1)) // sw + 1
+    og = o // groups
+    out = np.zeros((n, o, oh, ow))
+    for oc in range(o):
+        g = oc // og
+        for i in range(kh):
+            for j in range(kw):
+                patch = xp[:, g * cg:(g + 1) * cg, i * dh:i * dh + (oh - 1) * sh + 1:sh,
+                           j * dw:j * dw + (ow - 1) * sw + 1:sw]
+                out[:, oc] += np.einsum("nchw,c->nhw", patch, w[oc, :, i, j])
+    if data_format == "NHWC":
+        out = np.transpose(out, (0, 2, 3, 1))
+    return out
+
+
+def gen_conv():
+    x, w = vals3(2, 3, 5, 4), vals3(4, 3, 2, 2)
+    case("conv2d", "basic", {}, [x, w], [np_conv2d(x, w)])
+    attrs = {"strides": [2, 1], "paddings": [1, 0, 2, 1], "dilations": [2, 1]}
+    case("conv2d", "strided_padded_dilated", attrs, [x, w],
+         [np_conv2d(x, w, (2, 1), (1, 0, 2, 1), "EXPLICIT", (2, 1))])
+    case("conv2d", "padding_2", {"paddings": [1, 2]}, [x, w], [np_conv2d(x, w, paddings=(1, 2))])
+    case("conv2d", "same", {"padding_algorithm": "SAME", "strides": [2, 3], "dilations": [3, 3]},
+         [x, w], [np_conv2d(x, w, (2, 3), algorithm="SAME")])
+    case("conv2d", "valid", {"padding_algorithm": "VALID", "paddings": [5, 5]}, [x, w],
+         [np_conv2d(x, w)])
+    xg, wg = vals3(2, 4, 4, 3), vals3(6, 2, 3, 2)
+    case("conv2d", "groups", {"groups": 2, "paddings": [1, 1]}, [xg, wg],
+         [np_conv2d(xg, wg, paddings=(1, 1), groups=2)])
+    xd, wd = vals3(1, 3, 4, 4), vals3(3, 1, 3, 3)
+    case("conv2d", "depthwise", {"groups": 3, "paddings": [1, 1]}, [xd, wd],
+         [np_conv2d(xd, wd, paddings=(1, 1), groups=3)])
+    xn = vals3(2, 5, 4, 4)
+    case("conv2d", "nhwc_groups", {"data_format": "NHWC", "groups": 2, "strides": [1, 2]},
+         [xn, wg], [np_conv2d(xn, wg, (1, 2), groups=2, data_format="NHWC")])
+    case("conv2d", "empty_batch", {}, [np.zeros((0, 3, 5, 4)), w], [np.zeros((0, 4, 4, 3))])
+    error("conv2d", "rank_3", {}, [vals3(3, 5, 4), w], "inputs[0].shape")
+    error("conv2d", "filter_rank", {}, [x, vals3(4, 3, 2)], "inputs[1].shape")
+    error("conv2d", "channels", {}, [x, vals3(4, 2, 2, 2)], "inputs[1].shape")
+    error("conv2d", "groups_out_channels", {"groups": 2}, [xg, vals3(5, 2, 3, 2)], "inputs[1].shape")
+    error("conv2d", "filter_too_large", {}, [x, vals3(4, 3, 6, 2)], "inputs[1].shape")
+    error("conv2d", "stride_zero", {"strides": [0, 1]}, [x, w], "attrs.strides")
+    error("conv2d", "dilation_count", {"dilations": [1]}, [x, w], "attrs.dilations")
+    error("conv2d", "paddings_count", {"paddings": [1, 1, 1]}, [x, w], "attrs.paddings")
+    error("conv2d", "negative_padding", {"paddings": [-1, 0]}, [x, w], "attrs.paddings")
+    error("conv2d", "groups_zero", {"groups": 0}, [x, w], "attrs.groups")
+    error("conv2d", "algorithm", {"padding_algorithm": "FULL"}, [x, w], "attrs.padding_algorithm")
+    error("conv2d", "format", {"data_format": "NCDHW"}, [x, w], "attrs.data_format")
+
+
+def gen_einsum_broadcast():
+    """Paddle's equation forms beyond letters: `...` (broadcast, right-aligned), size-1
+    dims of any letter broadcasting, implicit outputs after the ellipsis dims. numpy agrees
+    with Paddle on each of these."""
+    forms = [
+        ("ellipsis_batch_broadcast", "...ij,...jk->...ik", [(2, 1, 2, 3), (5, 3, 4)]),
+        ("ellipsis_implicit", "...ij,...jk", [(2, 2, 3), (1, 3, 4)]),
+        ("ellipsis_sum_letters", "...ij->...", [(2, 3, 4)]),
+        ("ellipsis_middle", "i...j,j->...i", [(2, 3, 1, 4), (4,)]),
+        ("ellipsis_empty", "...ij,jk->...ik", [(2, 3), (3, 4)]),
+        ("ellipsis_output_only", "ij->j...", [(2, 3)]),
+        ("ellipsis_trailing", "ij...,jk...->ik...", [(2, 3, 5), (3, 4, 1)]),
+        ("ellipsis_all", "...,...->...", [(2, 3), (3,)]),
+        ("letter_broadcast", "ij,ij->ij", [(1, 3), (2, 3)]),
+        ("letter_broadcast_contracted", "ij,jk->ik", [(2, 1), (3, 4)]),
+        ("letter_broadcast_both_one", "ij,jk->ik", [(2, 1), (1, 4)]),
+        ("letter_broadcast_summed", "ij,j", [(2, 3), (1,)]),
+        ("letter_broadcast_batch", "bij,bjk->bik", [(1, 2, 3), (4, 3, 5)]),
+        ("three_operands_broadcast", "...i,...i,i->...", [(2, 1, 3), (4, 3), (1,)]),
+        ("empty_ellipsis_dim", "...i,...j->...ij", [(0, 2), (3,)]),
+    ]
+    for label, eq, shapes in forms:
+        ops = [vals3(*s) for s in shapes]
+        case("einsum", label, {"equation": eq}, ops, [np.asarray(np.einsum(eq, *ops))])
+    x = vals3(2, 3)
+    error("einsum", "ellipsis_missing_in_output", {"equation": "...ij->ij"}, [vals3(2, 2, 3)],
+          "attrs.equation")
+    error("einsum", "ellipsis_twice", {"equation": "...i...->i"}, [x], "attrs.equation")
+    error("einsum", "two_dots", {"equation": "..ij->ij"}, [x], "attrs.equation")
+    error("einsum", "ellipsis_rank_short", {"equation": "...ijk->...k"}, [x], "inputs[0].shape")
+    error("einsum", "ellipsis_no_broadcast", {"equation": "...i,...i->...i"},
+          [vals3(2, 3), vals3(4, 3)], "inputs[1].shape")
+    error("einsum", "letter_sizes_differ", {"equation": "ij,jk->ik"}, [x, vals3(2, 4)],
+          "inputs[1].shape")
+
+
+family("attention", ["flash_attention"])
+
+
+def np_attention(q, k, v, mask=None, causal=False, return_softmax=False, row_offset=0,
+                 global_sq=None):
+    """Softmax attention from the definition: per head, scores q k^T / sqrt(head_dim) plus
+    the mask, keys after row + sk - global_sq masked when causal (bottom-right aligned),
+    softmax over the keys, then the weighted sum of v. Grouped heads share a k/v head."""
+    b, sq, h, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    global_sq = sq if global_sq is None else global_sq
+    kk = np.repeat(k, h // hk, axis=2)
+    vv = np.repeat(v, h // hk, axis=2)
+    scores = np.einsum("bihd,bjhd->bhij", q, kk) / math.sqrt(d)
+    if mask is not None:
+        scores = scores + mask
+    if causal:
+        rows = np.arange(sq)[:, None] + row_offset
+        keep = np.arange(sk)[None, :] <= rows + sk - global_sq
+        scores = np.where(keep, scores, -np.inf)
+    top = scores.max(axis=-1, keepdims=True)
+    e = np.exp(scores - top)
+    total = e.sum(axis=-1, keepdims=True)
+    probs = e / total
+    out = np.einsum("bhij,bjhe->bihe", probs, vv)
+    lse = (top + np.log(total))[..., 0]
+    softmax = probs if return_softmax else np.zeros((b, h, sq, 0))
+    return [out, softmax, lse]
+
+
+def gen_attention():
+    q, k, v = vals3(2, 3, 2, 4), vals3(2, 5, 2, 4), vals3(2, 5, 2, 3)
+    case("flash_attention", "basic", {}, [q, k, v], np_attention(q, k, v))
+    case("flash_attention", "causal_softmax", {"causal": True, "return_softmax": True},
+         [q, k, v], np_attention(q, k, v, causal=True, return_softmax=True))
+    mask = vals3(2, 1, 3, 5)
+    seed = T(np.array([3, 7]), "int64")
+    case("flash_attention", "mask_heads_broadcast", {"return_softmax": True},
+         [q, k, v, seed, mask], np_attention(q, k, v, mask, return_softmax=True))
+    case("flash_attention", "absent_optionals", {"causal": True},
+         [q, k, v, T(np.array(0), "int64"), np.array(0.0)], np_attention(q, k, v, causal=True))
+    qg, kg, vg = vals3(1, 4, 4, 2), vals3(1, 4, 2, 2), vals3(1, 4, 2, 2)
+    case("flash_attention", "grouped_heads_causal", {"causal": True}, [qg, kg, vg],
+         np_attention(qg, kg, vg, causal=True))
+    case("flash_attention", "is_test_dropout", {"dropout": 0.5, "is_test": True}, [q, k, v],
+         np_attention(q, k, v))
+    # Localized: rows [1, 3) of a 4-row q, causal against 5 keys.
+    q4 = vals3(2, 4, 2, 4)
+    full = np_attention(q4, k, v, causal=True)
+    case("flash_attention", "localized_rows", {"causal": True, "__offset": [0, 1, 0, 0],
+                                               "__global_shape": [2, 4, 2, 4]},
+         [q4[:, 1:3], k, v], [full[0][:, 1:3], np.zeros((2, 2, 2, 0)), full[2][:, :, 1:3]])
+    error("flash_attention", "two_inputs", {}, [q, k], "inputs")
+    error("flash_attention", "q_rank", {}, [vals3(2, 3, 8), k, v], "inputs[0].shape")
+    error("flash_attention", "head_dim_mismatch", {}, [q, vals3(2, 5, 2, 3), v], "inputs[1].shape")
+    error("flash_attention", "heads_not_dividing", {}, [vals3(2, 3, 3, 4), k, v], "inputs[1].shape")
+    error("flash_attention", "v_seq", {}, [q, k, vals3(2, 4, 2, 3)], "inputs[2].shape")
+    error("flash_attention", "no_keys", {}, [q, np.zeros((2, 0, 2, 4)), np.zeros((2, 0, 2, 3))],
+          "inputs[1].shape")
+    error("flash_attention", "causal_more_rows", {"causal": True}, [vals3(2, 6, 2, 4), k, v],
+          "attrs.causal")
+    error("flash_attention", "mask_shape", {}, [q, k, v, seed, vals3(2, 2, 3, 4)], "inputs[4].shape")
+    error("flash_attention", "seed_shape", {}, [q, k, v, T(np.array([1, 2, 3]), "int64")],
+          "inputs[3].shape")
+    error("flash_attention", "dropout_range", {"dropout": 1.5}, [q, k, v], "attrs.dropout")
+    error("flash_attention", "dropout_training", {"dropout": 0.1}, [q, k, v], "attrs.dropout",
+          "Unsupported")
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -1566,6 +1762,9 @@ def main():
     gen_paddle_ops2()
     gen_grads()
     gen_random()  # last: the cases before keep their random values
+    gen_conv()  # RNG3
+    gen_einsum_broadcast()  # RNG3
+    gen_attention()  # RNG3
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

@@ -238,6 +238,8 @@ Term<T> Contract(Term<T> a, Term<T> b, const std::string& keep,
   return out;
 }
 
+// `spec` holds each operand's letters without its broadcast dims (size 1, so the data is
+// unchanged); `size` every letter's size.
 template <typename T>
 Tensor RunEinsum(const TensorArgs& inputs, const EinsumEquation& spec,
                  const std::map<char, int64_t>& size) {
@@ -312,14 +314,23 @@ Tensors bmm(const TensorArgs& inputs, const Attrs&) {
 Tensors einsum(const TensorArgs& inputs, const Attrs& attrs) {
   const std::string& equation = attrs.GetString("equation");
   internal::CheckArityAtLeast(inputs, 1);
-  const EinsumEquation spec = shape::ParseEinsumEquation(equation, inputs.size());
-  // Letter sizes (shared validation: every operand must agree, no size-1 broadcasting).
+  // The plan (shared validation: `...` spelled out, sizes equal or 1 per letter).
   std::vector<Shape> shapes;
   for (size_t i = 0; i < inputs.size(); ++i) shapes.push_back(inputs[i].shape());
-  const std::vector<int64_t> letter_sizes = shape::EinsumLetterSizes(spec, shapes);
+  const shape::EinsumPlan plan = shape::PlanEinsum(equation, shapes);
   std::map<char, int64_t> size;
-  for (int c = 0; c < static_cast<int>(letter_sizes.size()); ++c) {
-    if (letter_sizes[c] >= 0) size[static_cast<char>(c)] = letter_sizes[c];
+  for (int c = 0; c < static_cast<int>(plan.size.size()); ++c) {
+    if (plan.size[c] >= 0) size[static_cast<char>(c)] = plan.size[c];
+  }
+  // A broadcast dim has size 1: dropping its letter leaves the operand's data as it is.
+  EinsumEquation spec;
+  spec.output = plan.eq.output;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::string kept;
+    for (size_t d = 0; d < plan.eq.operands[i].size(); ++d) {
+      if (!plan.broadcast[i][d]) kept.push_back(plan.eq.operands[i][d]);
+    }
+    spec.operands.push_back(kept);
   }
 
   Shape out_shape;

@@ -1,0 +1,107 @@
+// flash_attention (docs/OPS.md "Paddle's other registered ops"): per batch entry and head,
+// the scores Q K^T as one GEMM (internal::Gemm: OpenBLAS where built with it), a row
+// softmax in the compute dtype, then out = P V as a second GEMM. Plain attention, not the
+// tiled online-softmax of a GPU flash kernel: the values are the same up to rounding.
+// The shape plan and its validation are the reference's (rules/attention_shape.h).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/internal.h"
+#include "rules/attention_shape.h"
+
+namespace spmd::kernels::cpu {
+namespace {
+
+using internal::Gemm;
+using internal::MatrixView;
+using internal::NewOutput;
+using internal::ValuesAs;
+
+template <typename T>
+Tensors RunFlashAttention(const TensorArgs& inputs, const attention::FlashAttentionPlan& p) {
+  ValuesAs<T> qv(inputs[0]);
+  ValuesAs<T> kv(inputs[1]);
+  ValuesAs<T> vv(inputs[2]);
+  Tensor out = NewOutput(p.out_shape, DTypeOf<T>::value, /*zero=*/true);
+  Tensor softmax = NewOutput(p.softmax_shape, DTypeOf<T>::value, /*zero=*/true);
+  Tensor lse = NewOutput(p.lse_shape, DTypeOf<T>::value);
+  if (p.batch == 0 || p.heads == 0 || p.sq == 0) return TensorList(std::move(out), std::move(softmax), std::move(lse));
+  std::unique_ptr<ValuesAs<T>> mask;
+  std::vector<int64_t> mask_strides(4, 0);
+  if (p.has_mask) {
+    mask = std::make_unique<ValuesAs<T>>(inputs[4]);
+    int64_t stride = 1;
+    for (size_t d = 4; d-- > 0;) {
+      mask_strides[d] = p.mask_shape[d] == 1 ? 0 : stride;
+      stride *= p.mask_shape[d];
+    }
+  }
+  const int64_t group = p.kv_heads == 0 ? 1 : p.heads / p.kv_heads;
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(p.head_dim)));
+  const T* q = qv.data();
+  const T* k = kv.data();
+  const T* v = vv.data();
+  T* o = out.data<T>();
+  T* sm = p.return_softmax ? softmax.data<T>() : nullptr;
+  T* l = lse.data<T>();
+  internal::CheckOutputShape({p.sq, p.sk});  // the score block
+  std::vector<T> scores(static_cast<size_t>(p.sq * p.sk));
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.heads; ++h) {
+      const int64_t g = h / group;
+      // scores[i, j] = q[b, i, h, :] . k[b, j, g, :]
+      std::fill(scores.begin(), scores.end(), T(0));
+      const T* qb = q + (b * p.sq * p.heads + h) * p.head_dim;
+      const T* kb = k + (b * p.sk * p.kv_heads + g) * p.head_dim;
+      Gemm<T>(p.sq, p.sk, p.head_dim, MatrixView<T>{qb, p.heads * p.head_dim, 1},
+              MatrixView<T>{kb, 1, p.kv_heads * p.head_dim}, scores.data(), p.sk, 1);
+      for (int64_t i = 0; i < p.sq; ++i) {
+        T* row = scores.data() + i * p.sk;
+        const int64_t last = attention::LastKey(p, p.row_offset + i);
+        T max = -std::numeric_limits<T>::infinity();
+        for (int64_t j = 0; j <= last; ++j) {
+          row[j] *= scale;
+          if (mask) row[j] += (*mask)[b * mask_strides[0] + h * mask_strides[1] + i * mask_strides[2] + j * mask_strides[3]];
+          max = std::max(max, row[j]);
+        }
+        T sum = 0;
+        for (int64_t j = 0; j <= last; ++j) {
+          row[j] = std::exp(row[j] - max);
+          sum += row[j];
+        }
+        for (int64_t j = 0; j <= last; ++j) row[j] /= sum;
+        std::fill(row + last + 1, row + p.sk, T(0));
+        l[(b * p.heads + h) * p.sq + i] = max + std::log(sum);
+        if (sm != nullptr) std::copy(row, row + p.sk, sm + ((b * p.heads + h) * p.sq + i) * p.sk);
+      }
+      // out[b, i, h, :] += P[i, :] . v[b, :, g, :]
+      Gemm<T>(p.sq, p.v_dim, p.sk, MatrixView<T>{scores.data(), p.sk, 1},
+              MatrixView<T>{v + (b * p.sk * p.kv_heads + g) * p.v_dim, p.kv_heads * p.v_dim, 1},
+              o + (b * p.sq * p.heads + h) * p.v_dim, p.heads * p.v_dim, 1);
+    }
+  }
+  return TensorList(std::move(out), std::move(softmax), std::move(lse));
+}
+
+}  // namespace
+
+Tensors flash_attention(const TensorArgs& inputs, const Attrs& attrs) {
+  internal::CheckArityAtLeast(inputs, 3);
+  std::vector<Shape> shapes;
+  for (const Tensor& t : inputs) shapes.push_back(t.shape());
+  const attention::FlashAttentionPlan plan = attention::PlanFlashAttention(shapes, attrs);
+  internal::CheckOutputShape(plan.out_shape);
+  internal::CheckOutputShape(plan.softmax_shape);
+  std::vector<size_t> floating = {0, 1, 2};
+  if (plan.has_mask) floating.push_back(4);
+  return internal::DispatchFloat(internal::ComputeDTypeOver(inputs, floating), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return RunFlashAttention<T>(inputs, plan);
+  });
+}
+
+}  // namespace spmd::kernels::cpu
