@@ -80,14 +80,28 @@ def _bmm(rng):
 
 
 EINSUM_EQUATIONS = ["ij,jk->ik", "bij,bjk->bik", "ij->ji", "ij,ij->ij", "ijk->ik", "ik,jk->ij",
-                    "i,j->ij", "bij,jk->bik", "ij->"]
+                    "i,j->ij", "bij,jk->bik", "ij->", "...ij,...jk->...ik", "...j,jk->...k"]
 
 
 def _einsum(rng):
+    """An equation of the list; one operand's dim in four is size 1 (broadcasting, as
+    numpy and Paddle allow for any letter); `...` stands for 0 to 2 dims per operand,
+    right-aligned, some of them 1."""
     eq = rng.choice(EINSUM_EQUATIONS)
     size = {c: rng.choice(SIZES) for c in "bijk"}
     lhs = eq.split("->")[0].split(",")
-    return Case([[size[c] for c in term] for term in lhs], {"equation": eq})
+    batch = [rng.choice(SIZES) for _ in range(rng.randint(0, 2))]
+    shapes = []
+    for term in lhs:
+        shape = []
+        for c in term.replace("...", "."):
+            if c == ".":
+                own = batch[len(batch) - rng.randint(0, len(batch)):] if batch else []
+                shape += [1 if rng.random() < 0.25 else s for s in own]
+            else:
+                shape.append(1 if rng.random() < 0.25 else size[c])
+        shapes.append(shape)
+    return Case(shapes, {"equation": eq})
 
 
 def _reduce(rng):
@@ -363,6 +377,55 @@ _fused_dropout_add_args.attr_names = ()
 _fused_dropout_add_args.adapt = lambda n_inputs, ins, outs: (ins, [outs[0], outs[0]])
 
 
+def _conv2d(rng):
+    """NCHW or NHWC, groups 1 or 2, small filters that fit the (padded) input."""
+    n, o = rng.choice(SIZES), rng.choice([1, 2, 4, 6])
+    groups = 2 if rng.random() < 0.3 else 1
+    cg = rng.choice([1, 2, 3])
+    kh, kw = rng.randint(1, 3), rng.randint(1, 3)
+    h, w = rng.randint(kh, kh + 4), rng.randint(kw, kw + 4)
+    nhwc = rng.random() < 0.3
+    c = cg * groups
+    o *= groups
+    x = [n, h, w, c] if nhwc else [n, c, h, w]
+    pads = [rng.randint(0, 1) for _ in range(rng.choice([2, 4]))]
+    return Case([x, [o, cg, kh, kw]],
+                {"strides": [rng.randint(1, 2), rng.randint(1, 2)], "paddings": pads,
+                 "padding_algorithm": rng.choice(["EXPLICIT", "EXPLICIT", "SAME", "VALID"]),
+                 "dilations": [1, 1], "groups": groups,
+                 "data_format": "NHWC" if nhwc else "NCHW"})
+
+
+def _flash_attention(rng):
+    """q [b, s, h, d], k and v [b, sk, hk, d], sk >= s; sometimes grouped heads and a mask
+    [b, 1, s, sk] (then a 0-d fixed_seed_offset: Paddle's absent optional)."""
+    b, s, h = (rng.choice(SIZES) for _ in range(3))
+    d = rng.choice([2, 4, 8])
+    sk = s + rng.randint(0, 2)
+    hk = h if rng.random() < 0.7 or h % 2 else h // 2
+    shapes = [[b, s, h, d], [b, sk, hk, d], [b, sk, hk, d]]
+    if rng.random() < 0.3:
+        shapes += [[], [b, 1, s, sk]]
+    return Case(shapes, {"dropout": 0.0, "causal": rng.random() < 0.5,
+                         "return_softmax": rng.random() < 0.5, "is_test": False, "rng_name": ""})
+
+
+def _flash_attention_args(specs, attrs):
+    """Paddle's rule: (q, k, v, fixed_seed_offset, attn_mask, dropout, causal,
+    return_softmax, is_test, rng_name); absent optionals as specs of shape []."""
+    specs = list(specs)
+    while len(specs) < 5:
+        specs.append(specs[0].__class__([], _empty_attr(specs[0])))
+    return specs + [float(attrs["dropout"]), attrs["causal"], attrs["return_softmax"],
+                    attrs["is_test"], attrs["rng_name"]]
+
+
+_flash_attention_args.attr_names = ("dropout", "causal", "return_softmax", "is_test", "rng_name")
+# Paddle lays out all five inputs and a fourth output, seed_offset (its generator state):
+# only spmdkit's inputs and its three outputs are judged.
+_flash_attention_args.adapt = lambda n_inputs, ins, outs: (ins[:n_inputs], outs[:3])
+
+
 def _a(*names):
     """A signature: the specs in order, then the named attrs."""
     def build(specs, attrs):
@@ -439,7 +502,10 @@ SPECS: List[OpSpec] = (
        OpSpec("fused_rotary_position_embedding", ["fused_rotary_position_embedding"], _fused_rope,
               [_fused_rope_args]),
        OpSpec("fused_dropout_add", ["fused_dropout_add"], _fused_dropout_add,
-              [_fused_dropout_add_args])]
+              [_fused_dropout_add_args]),
+       OpSpec("conv2d", ["conv2d"], _conv2d,
+              [_a("strides", "paddings", "padding_algorithm", "dilations", "groups", "data_format")]),
+       OpSpec("flash_attention", ["flash_attention"], _flash_attention, [_flash_attention_args])]
 )
 
 BY_NAME = {s.name: s for s in SPECS}
