@@ -102,5 +102,4 @@
   X(bmm_grad)               \
   /* convolution, attention, vocabulary-parallel ops */ \
   X(conv2d)                 \
-  X(flash_attention)        \
-  X(c_embedding)
+  X(flash_attention)
