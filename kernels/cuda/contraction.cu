@@ -170,10 +170,9 @@ Tensors Einsum(const TensorArgs& inputs, const Attrs& attrs) {
   {
     // The CPU kernel's checks before the dtype's (PlanEinsum repeats them, then checks the
     // intermediates, which the CPU kernel does after the dtype).
-    const shape::EinsumEquation spec = shape::ParseEinsumEquation(equation, inputs.size());
-    const std::vector<int64_t> sizes = shape::EinsumLetterSizes(spec, shapes);
+    const shape::EinsumPlan planned = shape::PlanEinsum(equation, shapes);
     Shape out_shape;
-    for (char c : spec.output) out_shape.push_back(sizes[static_cast<unsigned char>(c)]);
+    for (char c : planned.eq.output) out_shape.push_back(planned.size[static_cast<unsigned char>(c)]);
     cpu::internal::CheckOutputShape(out_shape);
   }
   const DType dtype = cpu::internal::ComputeDTypeAll(inputs);
@@ -182,8 +181,15 @@ Tensors Einsum(const TensorArgs& inputs, const Attrs& attrs) {
   Temporaries temps(ctx.stream);
   std::vector<const Tensor*> terms;  // inputs (as dtype), then one per step
   std::vector<Tensor*> made;         // the steps' terms made on ctx.stream (may be handed out)
-  for (const Tensor& t : inputs) {
-    terms.push_back(&temps.As(t, dtype));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = temps.As(inputs[i], dtype);
+    if (t.shape() == plan.input_shapes[i]) {
+      terms.push_back(&t);
+    } else {  // broadcast size-1 dims dropped: the same data under a shorter shape
+      Tensor view = t;
+      view.Reshape(plan.input_shapes[i]);
+      terms.push_back(&temps.Adopt(std::move(view)));
+    }
     made.push_back(nullptr);
   }
   for (const EinsumStep& step : plan.steps) {

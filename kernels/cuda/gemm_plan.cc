@@ -298,8 +298,25 @@ Product MatmulGradProduct(const MatmulShapes& s, GradOf which, bool into_scratch
 // ---- einsum -------------------------------------------------------------------------------
 
 EinsumPlan PlanEinsum(const std::string& equation, const std::vector<Shape>& shapes) {
-  const shape::EinsumEquation spec = shape::ParseEinsumEquation(equation, shapes.size());
-  const std::vector<int64_t> letter_sizes = shape::EinsumLetterSizes(spec, shapes);
+  // Letters for the ellipsis dims, sizes per letter; a size-1 dim broadcasting against
+  // another operand is dropped from its operand (its data stay as they are), as the CPU
+  // kernel does.
+  const shape::EinsumPlan planned = shape::PlanEinsum(equation, shapes);
+  shape::EinsumEquation spec;
+  spec.output = planned.eq.output;
+  std::vector<Shape> input_shapes;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    std::string kept;
+    Shape kept_shape;
+    for (size_t d = 0; d < planned.eq.operands[i].size(); ++d) {
+      if (planned.broadcast[i][d]) continue;
+      kept.push_back(planned.eq.operands[i][d]);
+      kept_shape.push_back(shapes[i][d]);
+    }
+    spec.operands.push_back(kept);
+    input_shapes.push_back(kept_shape);
+  }
+  const std::vector<int64_t>& letter_sizes = planned.size;
   auto size_of = [&](char c) { return letter_sizes[static_cast<unsigned char>(c)]; };
   auto shape_of = [&](const std::string& letters) {
     Shape s;
@@ -312,6 +329,7 @@ EinsumPlan PlanEinsum(const std::string& equation, const std::vector<Shape>& sha
     return p;
   };
   EinsumPlan plan;
+  plan.input_shapes = std::move(input_shapes);
   plan.out_shape = shape_of(spec.output);
   cpu::internal::CheckOutputShape(plan.out_shape);
 

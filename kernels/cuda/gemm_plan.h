@@ -140,6 +140,10 @@ struct EinsumPlan {
   std::vector<EinsumStep> steps;
   int result = 0;  // the term holding the output (an input when no step is needed)
   Shape out_shape;
+  // Per input, the shape the steps read it as: its own, less the size-1 dims that
+  // broadcast against another operand (rules/shape_util.h PlanEinsum; the data are the
+  // same, row-major, as the CPU kernel reads them).
+  std::vector<Shape> input_shapes;
 };
 // Parses and checks as the CPU kernel does (rules/shape_util.h: same errors, same order;
 // Unsupported "outputs" when the output or an intermediate exceeds the kernels' limit).

@@ -53,6 +53,8 @@ void RegisterScatterKernels(KernelTable& table);
 void RegisterSortKernels(KernelTable& table);
 void RegisterFusedKernels(KernelTable& table);
 void RegisterRandomKernels(KernelTable& table);
+// Ops without a device kernel yet, run through the host (kernels/cuda/staged.cc).
+void RegisterStagedKernels(KernelTable& table);
 
 // The kernel of `op`, or nullptr when it has none (yet).
 CudaKernelFn FindCudaKernel(std::string_view op);

@@ -1,0 +1,50 @@
+// CUDA kernels staged through the host, for ops whose device kernel is not written yet:
+// the inputs are copied to the host (ToHost waits for their stream), the CPU kernel runs
+// (RunCpuKernel: its checks, errors and 2-byte handling), and its outputs are copied back
+// to the inputs' device on inputs[0]'s stream. Correct by construction and tested by the
+// GPU suite like every kernel, but slow and synchronizing: docs/GPU.md "Host-staged ops"
+// lists them, and an op leaves this list when its device kernel is written.
+#include <string_view>
+#include <vector>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/cuda/cuda.h"
+#include "kernels/cuda/registry.h"
+
+namespace spmd::kernels::cuda {
+namespace {
+
+Tensors RunStaged(std::string_view op, const TensorArgs& inputs, const Attrs& attrs) {
+  std::vector<Tensor> host;
+  host.reserve(inputs.size());
+  std::vector<const Tensor*> args;
+  args.reserve(inputs.size());
+  for (const Tensor& t : inputs) host.push_back(ToHost(t));
+  for (const Tensor& t : host) args.push_back(&t);
+  Tensors outputs = RunCpuKernel(op, TensorArgs(std::move(args)), attrs);
+  if (inputs.empty()) return outputs;
+  Tensors on_device;
+  on_device.reserve(outputs.size());
+  for (const Tensor& t : outputs) {
+    on_device.push_back(ToDevice(t, inputs[0].device(), inputs[0].stream()));
+  }
+  return on_device;
+}
+
+template <const std::string_view& Op>
+Tensors Staged(const TensorArgs& inputs, const Attrs& attrs) {
+  return RunStaged(Op, inputs, attrs);
+}
+
+constexpr std::string_view kConv2d = "conv2d";
+constexpr std::string_view kFlashAttention = "flash_attention";
+
+}  // namespace
+
+void RegisterStagedKernels(KernelTable& table) {
+  // RunCpuKernel computes 2-byte floats in float32 itself.
+  table.Add(kConv2d, &Staged<kConv2d>, /*takes_half=*/true);
+  table.Add(kFlashAttention, &Staged<kFlashAttention>, /*takes_half=*/true);
+}
+
+}  // namespace spmd::kernels::cuda
