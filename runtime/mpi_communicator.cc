@@ -1,5 +1,7 @@
 #include "runtime/mpi_communicator.h"
 
+#include "runtime/nccl_plan.h"
+
 #include <sched.h>
 
 #include <algorithm>
@@ -23,15 +25,6 @@ constexpr int kHeaderTag = 2;  // SPMD_DEBUG=collectives: {dtype, count, step} b
 constexpr int kGroupTag = 3;   // the handshake before creating a group's communicator
 constexpr int kCreateTag = 4;  // MPI_Comm_create_group
 
-// The fixed-size descriptor the collective check all-gathers.
-enum RecordField {
-  kKind, kDType, kOp, kRoot, kSize, kGroupHash, kCountsHash, kCountsSize, kStep,
-  kPreview,  // the first kPreviewCounts counts (for the message)
-};
-constexpr int kPreviewCounts = 8;
-constexpr int kRecordSize = kPreview + kPreviewCounts;
-using Record = std::array<int64_t, kRecordSize>;
-
 int64_t Hash(const std::vector<int64_t>& values) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a over the bytes
   for (int64_t v : values) {
@@ -41,56 +34,6 @@ int64_t Hash(const std::vector<int64_t>& values) {
     }
   }
   return static_cast<int64_t>(h & 0x7fffffffffffffffull);
-}
-
-Record MakeRecord(const CollectiveDesc& d, int64_t step) {
-  Record r{};
-  r[kKind] = static_cast<int64_t>(d.kind);
-  r[kDType] = static_cast<int64_t>(d.dtype);
-  const bool reduces = d.kind == Collective::kAllReduce || d.kind == Collective::kReduceScatter;
-  r[kOp] = reduces ? static_cast<int64_t>(d.op) : -1;
-  r[kRoot] = d.root;
-  r[kSize] = static_cast<int64_t>(d.group.size());
-  r[kGroupHash] = Hash(d.group);
-  // all_to_all counts differ per member by design: checked pairwise afterwards.
-  r[kCountsHash] = d.kind == Collective::kAllToAll ? 0 : Hash(d.counts);
-  r[kCountsSize] = static_cast<int64_t>(d.counts.size());
-  r[kStep] = step;
-  for (int i = 0; i < kPreviewCounts; ++i) {
-    r[kPreview + i] = i < static_cast<int>(d.counts.size()) ? d.counts[i] : -1;
-  }
-  return r;
-}
-
-bool SameCall(const Record& a, const Record& b) {
-  return std::equal(a.begin(), a.begin() + kStep, b.begin());
-}
-
-// Prints a member's call from its record (its counts as far as the preview goes).
-std::string DescribeRecord(const Record& r, const Group& group) {
-  CollectiveDesc d;
-  d.kind = static_cast<Collective>(r[kKind]);
-  d.dtype = static_cast<DType>(r[kDType]);
-  if (r[kOp] >= 0) d.op = static_cast<ReduceOp>(r[kOp]);
-  d.root = r[kRoot];
-  d.group = group;
-  const int64_t shown = std::min<int64_t>(r[kCountsSize], kPreviewCounts);
-  for (int64_t i = 0; i < shown; ++i) d.counts.push_back(r[kPreview + i]);
-  if (d.kind == Collective::kAllToAll) d.recv_counts = {};
-  if ((d.kind == Collective::kAllReduce || d.kind == Collective::kBroadcast) && d.counts.empty()) {
-    d.counts = {0};
-  }
-  std::string out;
-  if (d.kind == Collective::kAllToAll) {
-    out = "all_to_all(" + std::string(ToString(d.dtype)) + ")";
-  } else {
-    out = ToString(d);
-    const size_t on = out.rfind(" on group ");
-    if (on != std::string::npos) out.resize(on);
-    if (r[kCountsSize] > kPreviewCounts) out += " (counts truncated)";
-  }
-  if (r[kGroupHash] != Hash(group)) out += " on another group";
-  return out;
 }
 
 MPI_Datatype ToMpi(DType dtype) {
@@ -310,22 +253,16 @@ MPI_Comm MpiCommunicator::GroupComm(const Call& call) {
 void MpiCommunicator::CheckCollective(const Call& call, MPI_Comm comm) {
   const CollectiveDesc& d = call.desc;
   const auto n = static_cast<int64_t>(d.group.size());
-  const Record mine = MakeRecord(d, call.step);
-  std::vector<Record> all(n);
+  // The records and their comparison are the NCCL backend's too (runtime/nccl_plan.h).
+  const nccl::Record mine = nccl::MakeRecord(d, call.step);
+  std::vector<nccl::Record> all(n);
   std::vector<MPI_Request> request(1);
-  Check(MPI_Iallgather(mine.data(), kRecordSize, MPI_INT64_T, all.data(), kRecordSize,
+  Check(MPI_Iallgather(mine.data(), nccl::kRecordSize, MPI_INT64_T, all.data(), nccl::kRecordSize,
                        MPI_INT64_T, comm, request.data()),
         call, "MPI_Iallgather (collective check)");
   Wait(request, call, "the collective check");
-  for (int64_t q = 1; q < n; ++q) {
-    if (!SameCall(all[0], all[q])) {
-      AbortJob(Describe(call) + ": collective mismatch: rank " + std::to_string(d.group[0]) +
-               " calls " + DescribeRecord(all[0], d.group) + " at its step " +
-               std::to_string(all[0][kStep]) + ", rank " + std::to_string(d.group[q]) +
-               " calls " + DescribeRecord(all[q], d.group) + " at its step " +
-               std::to_string(all[q][kStep]));
-    }
-  }
+  const std::string mismatch = nccl::CompareRecords(all, d.group);
+  if (!mismatch.empty()) AbortJob(Describe(call) + ": " + mismatch);
   if (d.kind != Collective::kAllToAll) return;
 
   // all_to_all: what each member sends this rank must be what this rank expects.
