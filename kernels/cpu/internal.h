@@ -312,4 +312,13 @@ inline void CopyStrided(std::byte* dst, const std::byte* src, int64_t count, int
   }
 }
 
+// embedding_grad's checks (arity, weight [V, H], out_grad = ids.shape + [H], the shard's
+// vocabulary offset), shared by the CPU and CUDA kernels (kernels/cpu/norm.cc).
+struct EmbeddingGradShape {
+  int64_t vocab = 0, hidden = 0, padding_idx = -1;
+  bool sharded = false;  // a __vocab_start was given: ids outside the shard are skipped
+  int64_t start = 0;
+};
+EmbeddingGradShape CheckEmbeddingGrad(const TensorArgs& inputs, const Attrs& attrs);
+
 }  // namespace spmd::kernels::cpu::internal

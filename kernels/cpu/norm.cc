@@ -431,7 +431,9 @@ Tensors cross_entropy_with_softmax(const TensorArgs& inputs, const Attrs& attrs)
   });
 }
 
-Tensors embedding_grad(const TensorArgs& inputs, const Attrs& attrs) {
+namespace internal {
+
+EmbeddingGradShape CheckEmbeddingGrad(const TensorArgs& inputs, const Attrs& attrs) {
   const int64_t padding_idx = attrs.GetInt("padding_idx");
   (void)attrs.GetBool("sparse");  // how Paddle stores the gradient; no effect on values
   CheckArity(inputs, 3);
@@ -454,6 +456,21 @@ Tensors embedding_grad(const TensorArgs& inputs, const Attrs& attrs) {
   const bool sharded = attrs.Has(kLocalVocabStart);
   const int64_t start = sharded ? attrs.GetInt(kLocalVocabStart) : 0;
   if (start < 0) ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "negative row offset");
+  return {vocab, hidden, padding_idx, sharded, start};
+}
+
+}  // namespace internal
+
+Tensors embedding_grad(const TensorArgs& inputs, const Attrs& attrs) {
+  const internal::EmbeddingGradShape checked = internal::CheckEmbeddingGrad(inputs, attrs);
+  const int64_t padding_idx = checked.padding_idx;
+  const Tensor& ids_t = inputs[0];
+  const Tensor& weight = inputs[1];
+  const Tensor& grad_t = inputs[2];
+  const int64_t vocab = checked.vocab;
+  const int64_t hidden = checked.hidden;
+  const bool sharded = checked.sharded;
+  const int64_t start = checked.start;
   const std::string ids_field = InputField(0, "data");
   const Ids ids(ids_t, ids_field);
   return DispatchFloat(ComputeDType(inputs, {1, 2}), [&](auto tag) {

@@ -591,28 +591,15 @@ __global__ void ScatterAdd(const int64_t* ids, const T* grad, T* weight_grad, in
 }
 
 Tensors EmbeddingGrad(const TensorArgs& inputs, const Attrs& attrs) {
-  const int64_t padding_idx = attrs.GetInt("padding_idx");
-  (void)attrs.GetBool("sparse");  // how Paddle stores the gradient; no effect on values
-  CheckArity(inputs, 3);
+  const cpu::internal::EmbeddingGradShape checked = cpu::internal::CheckEmbeddingGrad(inputs, attrs);
+  const int64_t padding_idx = checked.padding_idx;
   const Tensor& ids_t = inputs[0];
   const Tensor& weight = inputs[1];
   const Tensor& grad_t = inputs[2];
-  if (weight.rank() != 2) {
-    ThrowInvalid(InputField(1, "shape"),
-                 "weight must be [V, H], got " + ShapeToString(weight.shape()));
-  }
-  const int64_t vocab = weight.shape()[0];
-  const int64_t hidden = weight.shape()[1];
-  Shape expected = ids_t.shape();
-  expected.push_back(hidden);
-  if (grad_t.shape() != expected) {
-    ThrowInvalid(InputField(2, "shape"), "out_grad must be " + ShapeToString(expected) +
-                                             " (x.shape + [H]), got " +
-                                             ShapeToString(grad_t.shape()));
-  }
-  const bool sharded = attrs.Has(kLocalVocabStart);
-  const int64_t start = sharded ? attrs.GetInt(kLocalVocabStart) : 0;
-  if (start < 0) ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "negative row offset");
+  const int64_t vocab = checked.vocab;
+  const int64_t hidden = checked.hidden;
+  const bool sharded = checked.sharded;
+  const int64_t start = checked.start;
   CallContext ctx(inputs);
   std::string range_error;
   const Tensor ids = CheckedIds(ids_t, {InputField(0, "data"), "id", sharded ? -1 : vocab},
