@@ -234,6 +234,36 @@ Tensors lookup_table_v2(const Tensors& inputs, const Attrs& attrs) {
   return {out};
 }
 
+// c_embedding: out[t] = weight[id - start_index] for ids in [start_index, start_index + V),
+// zeros for the others; ids must be >= 0 (and < vocab_size when it is >= 0).
+Tensors c_embedding(const Tensors& inputs, const Attrs& attrs) {
+  const int64_t start = attrs.GetInt("start_index");
+  const int64_t vocab_size = attrs.GetInt("vocab_size");
+  CheckArity(inputs, 2);
+  const Tensor& weight = inputs[0];
+  const Tensor& ids = inputs[1];
+  if (weight.shape.size() != 2) {
+    ThrowInvalid(InputField(0, "shape"), "weight must be [V, H], got " + ShapeToString(weight.shape));
+  }
+  if (start < 0) ThrowInvalid("attrs.start_index", "start_index must be >= 0");
+  const int64_t rows = weight.shape[0];
+  const int64_t hidden = weight.shape[1];
+  Shape out_shape = ids.shape;
+  out_shape.push_back(hidden);
+  Tensor out = internal::Zeros(out_shape, weight.dtype);
+  for (size_t t = 0; t < ids.data.size(); ++t) {
+    const int64_t id = IdOf(ids.data[t], InputField(1, "data"));
+    if (id < 0 || (vocab_size >= 0 && id >= vocab_size)) {
+      ThrowInvalid(InputField(1, "data"), "id " + std::to_string(id) + " outside [0, vocab_size " +
+                                              std::to_string(vocab_size) + ")");
+    }
+    const int64_t row = id - start;
+    if (row < 0 || row >= rows) continue;  // another piece's row: stays zero
+    for (int64_t h = 0; h < hidden; ++h) out.data[t * hidden + h] = weight.data[row * hidden + h];
+  }
+  return {out};
+}
+
 Tensors cross_entropy_with_softmax(const Tensors& inputs, const Attrs& attrs) {
   bool soft_label = attrs.GetBool("soft_label");
   bool use_softmax = attrs.GetBool("use_softmax");

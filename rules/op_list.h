@@ -102,4 +102,5 @@
   X(bmm_grad)               \
   /* convolution, attention, vocabulary-parallel ops */ \
   X(conv2d)                 \
-  X(flash_attention)
+  X(flash_attention)        \
+  X(c_embedding)

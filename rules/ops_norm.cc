@@ -149,6 +149,34 @@ OpDecl lookup_table_v2() {
       });
 }
 
+// Paddle's c_embedding(weight, x): the vocabulary-parallel embedding's local op. weight
+// holds the rows [start_index, start_index + V) of a table; an id in that range reads its
+// row, any other id zeros. Sharding weight's rows therefore leaves out partial(sum) over
+// those axes: the caller must all-reduce it (Paddle's model code does, after the op), and
+// the rule says so instead of promising a whole output. The localizer moves start_index to
+// the shard's first row.
+OpDecl c_embedding() {
+  return OpBuilder("c_embedding").Inputs({"weight", "x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
+      .Attr("start_index", AttrKind::kInt, int64_t{0})
+      .Attr("vocab_size", AttrKind::kInt, int64_t{-1})
+      .Einsum([](const RuleContext& c) {
+        if (c.input_shapes[0].size() != 2) ThrowInvalid("inputs[0].shape", "weight must be 2-D");
+        const std::string ids = notation::Letters(static_cast<int>(c.input_shapes[1].size()));
+        return notation::FromLetters({"VW", ids}, {ids + "W"});
+      })
+      .Values([](const RuleContext& c) {
+        const int64_t vocab = c.attrs.GetInt("vocab_size");
+        const int64_t bound = vocab > 0 ? vocab : c.attrs.GetInt("start_index") + c.input_shapes[0][0] + 2;
+        return std::vector<InputValues>{{}, {ValueKind::kIndex, std::max<int64_t>(1, bound)}};
+      })
+      .Localize([](const LocalContext& c) {  // a shard holds rows [start + offset, ...)
+        return c.attrs.With("start_index", c.attrs.GetInt("start_index") + c.input_offsets[0][0]);
+      })
+      .Examples(FromSignatures({{{"vh", "ab"}, MakeAttrs({{"start_index", int64_t{2}}})},
+                                {{"vh", "a"}, MakeAttrs({{"vocab_size", int64_t{9}}})}}));
+}
+
 // logits `abc` (class axis c) -> softmax_out `abc`, loss `ab1`; a hard label is `ab1`,
 // a soft one `abc`. The class axis is forced replicated (D8).
 OpDecl cross_entropy_with_softmax() {

@@ -99,6 +99,7 @@ DEFAULTS = {
                "dilations": [1, 1], "groups": 1, "data_format": "NCHW"},
     "flash_attention": {"dropout": 0.0, "causal": False, "return_softmax": False,
                         "is_test": False, "rng_name": ""},
+    "c_embedding": {"start_index": 0, "vocab_size": -1},
     "gelu_grad": {"approximate": False},
     "embedding_grad": {"padding_idx": -1, "sparse": False},
     "cross_entropy_with_softmax_grad": {"soft_label": False, "use_softmax": True,
@@ -1752,6 +1753,34 @@ def gen_attention():
           "Unsupported")
 
 
+family("embedding_parallel", ["c_embedding"])
+
+
+def np_c_embedding(weight, ids, start):
+    rows = ids.astype(np.int64) - start
+    inside = (rows >= 0) & (rows < weight.shape[0])
+    out = weight[np.where(inside, rows, 0)]
+    return np.where(inside[..., None], out, 0.0)
+
+
+def gen_c_embedding():
+    w = vals3(4, 3)
+    ids = np.array([[0, 5, 2], [3, 6, 1]])
+    for start in (0, 2, 7):
+        case("c_embedding", f"start_{start}", {"start_index": start},
+             [w, T(ids, "int64")], [np_c_embedding(w, ids, start)])
+    case("c_embedding", "vocab_size", {"start_index": 4, "vocab_size": 8},
+         [w, T(np.array([7, 4, 0]), "int64")], [np_c_embedding(w, np.array([7, 4, 0]), 4)])
+    case("c_embedding", "0d_ids", {"start_index": 1}, [w, T(np.array(2), "int64")],
+         [np_c_embedding(w, np.array(2), 1)])
+    error("c_embedding", "id_negative", {}, [w, T(np.array([-1]), "int64")], "inputs[1].data")
+    error("c_embedding", "id_past_vocab", {"vocab_size": 6}, [w, T(np.array([6]), "int64")],
+          "inputs[1].data")
+    error("c_embedding", "weight_rank", {}, [vals3(4), T(np.array([1]), "int64")], "inputs[0].shape")
+    error("c_embedding", "start_negative", {"start_index": -1}, [w, T(np.array([1]), "int64")],
+          "attrs.start_index")
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -1765,6 +1794,7 @@ def main():
     gen_conv()  # RNG3
     gen_einsum_broadcast()  # RNG3
     gen_attention()  # RNG3
+    gen_c_embedding()  # RNG3
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

@@ -360,6 +360,46 @@ Tensors lookup_table_v2(const TensorArgs& inputs, const Attrs& attrs) {
   });
 }
 
+Tensors c_embedding(const TensorArgs& inputs, const Attrs& attrs) {
+  const int64_t start = attrs.GetInt("start_index");
+  const int64_t vocab_size = attrs.GetInt("vocab_size");
+  CheckArity(inputs, 2);
+  const Tensor& weight = inputs[0];
+  const Tensor& ids_t = inputs[1];
+  if (weight.rank() != 2) {
+    ThrowInvalid(InputField(0, "shape"), "weight must be [V, H], got " + ShapeToString(weight.shape()));
+  }
+  if (start < 0) ThrowInvalid("attrs.start_index", "start_index must be >= 0");
+  const int64_t rows = weight.shape()[0];
+  const int64_t hidden = weight.shape()[1];
+  Shape out_shape = ids_t.shape();
+  out_shape.push_back(hidden);
+  const std::string ids_field = InputField(1, "data");
+  const Ids ids(ids_t, ids_field);
+  return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> wv(weight);
+    Tensor out = NewOutput(out_shape, DTypeOf<T>::value);
+    T* o = out.data<T>();
+    const T* w = wv.data();
+    for (int64_t t = 0; t < ids_t.numel(); ++t) {
+      const int64_t id = ids[t];
+      if (id < 0 || (vocab_size >= 0 && id >= vocab_size)) {
+        ThrowInvalid(ids_field, "id " + std::to_string(id) + " outside [0, vocab_size " +
+                                    std::to_string(vocab_size) + ")");
+      }
+      T* dst = o + t * hidden;
+      const int64_t row = id - start;  // no overflow: 0 <= id, 0 <= start
+      if (row < 0 || row >= rows) {
+        std::fill(dst, dst + hidden, T(0));
+      } else if (hidden > 0) {
+        std::memcpy(dst, w + row * hidden, static_cast<size_t>(hidden) * sizeof(T));
+      }
+    }
+    return TensorList(std::move(out));
+  });
+}
+
 Tensors cross_entropy_with_softmax(const TensorArgs& inputs, const Attrs& attrs) {
   const bool soft_label = attrs.GetBool("soft_label");
   const bool use_softmax = attrs.GetBool("use_softmax");
