@@ -40,6 +40,10 @@ reference::Tensor MakeInputValues(const Shape& shape, InputValues values, std::m
         break;
     }
   }
+  if (values.kind == ValueKind::kIndex && values.hit_end > values.hit_begin && n > 0) {
+    t.data[static_cast<size_t>(randint(0, n - 1))] =
+        static_cast<double>(randint(values.hit_begin, values.hit_end - 1));
+  }
   if (values.kind == ValueKind::kBool) t.dtype = DType::kBool;
   if (values.kind == ValueKind::kIndex) t.dtype = DType::kInt64;
   return t;

@@ -58,6 +58,11 @@ struct InputValues {
   ValueKind kind = ValueKind::kReal;
   int64_t bound = 0;  // kIndex: one past the largest value
   double ones = 0.5;  // kBool: the probability of a 1
+  // kIndex, when hit_end > hit_begin: one element (a random one) is drawn from
+  // [hit_begin, hit_end) instead, so an op whose output is zero for ids outside a range
+  // (a vocabulary shard) reads at least one row and a wrong claim on it stays visible.
+  int64_t hit_begin = 0;
+  int64_t hit_end = 0;
 };
 
 // What a localizer sees when one rank runs the op on its shards (SEMANTICS.md §3,

@@ -167,8 +167,14 @@ OpDecl c_embedding() {
       })
       .Values([](const RuleContext& c) {
         const int64_t vocab = c.attrs.GetInt("vocab_size");
-        const int64_t bound = vocab > 0 ? vocab : c.attrs.GetInt("start_index") + c.input_shapes[0][0] + 2;
-        return std::vector<InputValues>{{}, {ValueKind::kIndex, std::max<int64_t>(1, bound)}};
+        const int64_t start = c.attrs.GetInt("start_index");
+        const int64_t bound = std::max<int64_t>(1, vocab > 0 ? vocab : start + c.input_shapes[0][0] + 2);
+        // Ids outside the table read zeros; one id always reads a row, or an all-zero output
+        // would satisfy any claim.
+        InputValues ids{ValueKind::kIndex, bound};
+        ids.hit_begin = std::min(start, bound);
+        ids.hit_end = std::min(start + c.input_shapes[0][0], bound);
+        return std::vector<InputValues>{{}, ids};
       })
       .Localize([](const LocalContext& c) {  // a shard holds rows [start + offset, ...)
         return c.attrs.With("start_index", c.attrs.GetInt("start_index") + c.input_offsets[0][0]);

@@ -321,4 +321,12 @@ struct EmbeddingGradShape {
 };
 EmbeddingGradShape CheckEmbeddingGrad(const TensorArgs& inputs, const Attrs& attrs);
 
+// c_embedding's checks (arity, weight [V, H], start_index >= 0), shared by the CPU and CUDA
+// kernels; ids must lie in [0, id_limit) (no upper limit when id_limit < 0).
+struct CEmbeddingShape {
+  int64_t rows = 0, hidden = 0, start = 0, id_limit = -1;
+  Shape out_shape;
+};
+CEmbeddingShape CheckCEmbedding(const TensorArgs& inputs, const Attrs& attrs);
+
 }  // namespace spmd::kernels::cpu::internal

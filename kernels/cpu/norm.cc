@@ -360,36 +360,48 @@ Tensors lookup_table_v2(const TensorArgs& inputs, const Attrs& attrs) {
   });
 }
 
-Tensors c_embedding(const TensorArgs& inputs, const Attrs& attrs) {
+namespace internal {
+
+CEmbeddingShape CheckCEmbedding(const TensorArgs& inputs, const Attrs& attrs) {
   const int64_t start = attrs.GetInt("start_index");
   const int64_t vocab_size = attrs.GetInt("vocab_size");
   CheckArity(inputs, 2);
   const Tensor& weight = inputs[0];
-  const Tensor& ids_t = inputs[1];
   if (weight.rank() != 2) {
     ThrowInvalid(InputField(0, "shape"), "weight must be [V, H], got " + ShapeToString(weight.shape()));
   }
   if (start < 0) ThrowInvalid("attrs.start_index", "start_index must be >= 0");
-  const int64_t rows = weight.shape()[0];
-  const int64_t hidden = weight.shape()[1];
-  Shape out_shape = ids_t.shape();
-  out_shape.push_back(hidden);
+  CEmbeddingShape checked{weight.shape()[0], weight.shape()[1], start, vocab_size < 0 ? -1 : vocab_size,
+                          inputs[1].shape()};
+  checked.out_shape.push_back(checked.hidden);
+  return checked;
+}
+
+}  // namespace internal
+
+// c_embedding: ids in [start, start + V) read their row of this piece, others zeros.
+Tensors c_embedding(const TensorArgs& inputs, const Attrs& attrs) {
+  const internal::CEmbeddingShape checked = internal::CheckCEmbedding(inputs, attrs);
+  const Tensor& weight = inputs[0];
+  const Tensor& ids_t = inputs[1];
+  const int64_t rows = checked.rows;
+  const int64_t hidden = checked.hidden;
   const std::string ids_field = InputField(1, "data");
   const Ids ids(ids_t, ids_field);
   return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
     using T = typename decltype(tag)::type;
     ValuesAs<T> wv(weight);
-    Tensor out = NewOutput(out_shape, DTypeOf<T>::value);
+    Tensor out = NewOutput(checked.out_shape, DTypeOf<T>::value);
     T* o = out.data<T>();
     const T* w = wv.data();
     for (int64_t t = 0; t < ids_t.numel(); ++t) {
       const int64_t id = ids[t];
-      if (id < 0 || (vocab_size >= 0 && id >= vocab_size)) {
-        ThrowInvalid(ids_field, "id " + std::to_string(id) + " outside [0, vocab_size " +
-                                    std::to_string(vocab_size) + ")");
+      if (id < 0 || (checked.id_limit >= 0 && id >= checked.id_limit)) {
+        ThrowInvalid(ids_field, "id " + std::to_string(id) + " outside [0, " +
+                                    std::to_string(checked.id_limit) + ")");
       }
       T* dst = o + t * hidden;
-      const int64_t row = id - start;  // no overflow: 0 <= id, 0 <= start
+      const int64_t row = id - checked.start;  // no overflow: 0 <= id, 0 <= start
       if (row < 0 || row >= rows) {
         std::fill(dst, dst + hidden, T(0));
       } else if (hidden > 0) {

@@ -573,6 +573,33 @@ Tensors LookupTable(const TensorArgs& inputs, const Attrs& attrs) {
   return TensorList(std::move(out));
 }
 
+// c_embedding: the Gather above with the piece's start_index and no padding row.
+Tensors CEmbedding(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckTwoByteMix(inputs);
+  const cpu::internal::CEmbeddingShape checked = cpu::internal::CheckCEmbedding(inputs, attrs);
+  const Tensor& weight_t = inputs[0];
+  const Tensor& ids_t = inputs[1];
+  CallContext ctx(inputs);
+  std::string range_error;
+  const Tensor ids = CheckedIds(ids_t, {InputField(1, "data"), "id", checked.id_limit}, inputs[1],
+                                ctx.stream, &range_error);
+  const DType dtype = ComputeDType(inputs, {0});
+  Temporaries temps(ctx.stream);
+  const Tensor& weight = temps.As(weight_t, dtype);
+  Tensor out = NewChecked(inputs[1], checked.out_shape, dtype);
+  if (!range_error.empty()) ThrowInvalid(InputField(1, "data"), range_error);
+  const int64_t count = ids_t.numel();
+  if (count * checked.hidden == 0) return TensorList(std::move(out));
+  DispatchFloating(dtype, InputField(0, "dtype"), true, [&](auto zero) {
+    using V = decltype(zero);
+    Gather<V><<<GridFor(count * checked.hidden, kBlock), kBlock, 0, ctx.stream>>>(
+        DataOf<int64_t>(ids), DataOf<V>(weight), DataOf<V>(out), count, checked.rows,
+        checked.hidden, checked.start, int64_t{-1});
+    SPMD_CUDA_CHECK_LAUNCH();
+  });
+  return TensorList(std::move(out));
+}
+
 // weight_grad[id_t - start, h] += out_grad[t, h] (atomics: float32 / float64 only).
 template <typename T>
 __global__ void ScatterAdd(const int64_t* ids, const T* grad, T* weight_grad, int64_t count,
@@ -888,6 +915,7 @@ void RegisterNormKernels(KernelTable& table) {
   table.Add("layer_norm", &LayerNorm, true);
   table.Add("rms_norm", &RmsNorm, true);
   table.Add("lookup_table_v2", &LookupTable, true);
+  table.Add("c_embedding", &CEmbedding, true);
   table.Add("cross_entropy_with_softmax", &CrossEntropy, true);
   table.Add("cross_entropy_with_softmax_grad", &CrossEntropyGrad, true);
   // Float atomics accumulate in the compute dtype: 2-byte floats are widened to float32.
