@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 
 #include "checker/input_values.h"
 #include "checker/shards.h"
@@ -251,6 +252,66 @@ void CheckSimulationSize(const std::vector<Shape>& inputs, const std::vector<Sha
   for (size_t o = 0; o < outputs.size(); ++o) add(outputs[o], "outputs[" + std::to_string(o) + "].shape");
 }
 
+// The local program of an op with an exchange (OpDecl::exchange) on every rank: phase 1
+// (`<op>@stats`), the all-gather of its output over the mesh axes that shard the exchanged
+// dim (members in Mesh::GroupOf order), phase 2 (`<op>@finish`). Fills `local`; returns a
+// counterexample when a phase fails on some rank.
+std::optional<Counterexample> RunExchange(const OpDecl& op, const RuleContext& context, const Mesh& mesh,
+                                          const std::vector<std::vector<int64_t>>& coords,
+                                          const std::vector<DistAttr>& required,
+                                          const std::vector<Tensors>& inputs, const std::vector<Attrs>& attrs,
+                                          size_t outputs, std::vector<Tensors>& local) {
+  const reference::ReferenceFn stats_fn = reference::FindReference(op.name + "@stats");
+  const reference::ReferenceFn finish_fn = reference::FindReference(op.name + "@finish");
+  if (stats_fn == nullptr || finish_fn == nullptr) {
+    throw std::logic_error(op.name + " declares an exchange without its @stats / @finish phases");
+  }
+  const int input = op.exchange->input;
+  const int dim = op.exchange->dim(context);
+  const std::vector<int>& axes = required[input].dims[dim];
+  auto failed = [&](size_t r, const std::string& phase, const SpmdError& e) {
+    const int64_t pid = mesh.process_ids()[r];
+    return Counterexample{"local error", -1, pid, {}, 0, 0,
+                          "the reference's " + phase + " phase fails on rank " + std::to_string(pid) +
+                              "'s shards: " + e.what()};
+  };
+  std::vector<Tensor> stats(coords.size());
+  for (size_t r = 0; r < coords.size(); ++r) {
+    try {
+      Tensors out = stats_fn(inputs[r], attrs[r]);
+      if (out.size() != 1) throw std::logic_error(op.name + "@stats must give one tensor");
+      stats[r] = std::move(out[0]);
+    } catch (const SpmdError& e) {
+      return failed(r, "stats", e);
+    }
+  }
+  std::vector<int64_t> row_of(static_cast<size_t>(*std::max_element(mesh.process_ids().begin(),
+                                                                    mesh.process_ids().end()) + 1), -1);
+  for (size_t r = 0; r < coords.size(); ++r) row_of[static_cast<size_t>(mesh.process_ids()[r])] = static_cast<int64_t>(r);
+  for (size_t r = 0; r < coords.size(); ++r) {
+    Tensor gathered;
+    gathered.dtype = stats[r].dtype;
+    gathered.shape = stats[r].shape;
+    const std::vector<int64_t> members = mesh.GroupOf(coords[r], axes);
+    gathered.shape.insert(gathered.shape.begin(), static_cast<int64_t>(members.size()));
+    for (int64_t pid : members) {
+      const Tensor& piece = stats[static_cast<size_t>(row_of[static_cast<size_t>(pid)])];
+      gathered.data.insert(gathered.data.end(), piece.data.begin(), piece.data.end());
+    }
+    Tensors finish_inputs = inputs[r];
+    finish_inputs.push_back(std::move(gathered));
+    try {
+      local[r] = finish_fn(finish_inputs, attrs[r]);
+    } catch (const SpmdError& e) {
+      return failed(r, "finish", e);
+    }
+    if (local[r].size() != outputs) {
+      return Counterexample{"local error", -1, mesh.process_ids()[r], {}, 0, 0, "wrong number of local outputs"};
+    }
+  }
+  return std::nullopt;
+}
+
 // One draw of input values (from c.seed); sets *boolean when an output holds 0/1 values.
 Outcome CheckClaimOnce(const Case& c, const std::vector<DistAttr>& required,
                        const std::vector<DistAttr>& claimed, bool* boolean) {
@@ -326,6 +387,10 @@ Outcome CheckClaimOnce(const Case& c, const std::vector<DistAttr>& required,
     }
     const auto coords = MeshCoordinates(c.mesh);
     std::vector<Tensors> local(coords.size());
+    // An op with an exchange inside runs its two phases around a simulated all-gather.
+    const bool exchange = c.op->exchange.has_value() && c.reference == nullptr;
+    std::vector<Tensors> rank_inputs(exchange ? coords.size() : 0);
+    std::vector<Attrs> rank_attrs(exchange ? coords.size() : 0);
     for (size_t r = 0; r < coords.size(); ++r) {
       const std::vector<int64_t>& coord = coords[r];
       Tensors inputs;
@@ -344,6 +409,11 @@ Outcome CheckClaimOnce(const Case& c, const std::vector<DistAttr>& required,
       }
       const LocalContext local_context{attrs, c.shapes, local_shapes, offsets, global_out_shapes, local_out_shapes};
       const Attrs local_attrs = c.op->localize ? c.op->localize(local_context) : attrs;
+      if (exchange) {
+        rank_inputs[r] = std::move(inputs);
+        rank_attrs[r] = local_attrs;
+        continue;
+      }
       try {
         local[r] = fn(inputs, local_attrs);
       } catch (const SpmdError& e) {
@@ -353,6 +423,12 @@ Outcome CheckClaimOnce(const Case& c, const std::vector<DistAttr>& required,
       }
       if (local[r].size() != global_outputs.size()) {
         return Unsound({"local error", -1, c.mesh.process_ids()[r], {}, 0, 0, "wrong number of local outputs"});
+      }
+    }
+    if (exchange) {
+      if (auto failure = RunExchange(*c.op, rule_context, c.mesh, coords, required, rank_inputs, rank_attrs,
+                                     global_outputs.size(), local)) {
+        return Unsound(std::move(*failure));
       }
     }
     for (size_t o = 0; o < claimed.size(); ++o) {

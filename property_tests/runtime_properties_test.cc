@@ -660,10 +660,35 @@ std::vector<const OpDecl*> OpsUnderTest() {
 
 class RuntimeOps : public ::testing::TestWithParam<const OpDecl*> {};
 
-TEST_P(RuntimeOps, DispatchMatchesReference) {
-  const OpDecl* op = GetParam();
+// Exchange ops (OpDecl::exchange): shards the exchanged dim of the exchange input over the
+// mesh axes its other dims leave free (a random non-empty subset, in random order), so that
+// Dispatch's all-gather runs over a group of more than one rank.
+void ShardExchangedDim(const OpDecl& op, const std::vector<Shape>& shapes, const Attrs& normalized,
+                       const Mesh& mesh, DistAttr& attr) {
+  const int dim = op.exchange->dim(RuleContext{shapes, normalized});
+  attr.dims[dim].clear();
+  std::vector<int> free;
+  for (int axis = 0; axis < mesh.ndim(); ++axis) {
+    bool used = false;
+    for (const std::vector<int>& axes : attr.dims) used = used || std::count(axes.begin(), axes.end(), axis) > 0;
+    if (!used) free.push_back(axis);
+  }
+  std::mt19937_64 order(Seed());
+  std::shuffle(free.begin(), free.end(), order);
+  for (int axis : free) {
+    if (attr.dims[dim].empty() || Coin()) {
+      attr.dims[dim].push_back(axis);
+      attr.partial.erase(axis);
+    }
+  }
+  RC_PRE(!attr.dims[dim].empty());
+}
+
+// Dispatch of one generated case of `op` on every rank matches the reference;
+// `shard_exchange`: the exchanged dim is sharded (ShardExchangedDim).
+void CheckDispatchedOp(const OpDecl* op, bool shard_exchange) {
   CheckProperty(
-      [op] {
+      [op, shard_exchange] {
         const int64_t world = GenWorld();
         OpCase c;
         c.op = op;
@@ -694,6 +719,9 @@ TEST_P(RuntimeOps, DispatchMatchesReference) {
           c.inputs.push_back(GenAttr(c.mesh, static_cast<int>(c.shapes[i].size()), dtype, true,
                                      dtype != DType::kFloat32));
         }
+        if (shard_exchange) {
+          ShardExchangedDim(*op, c.shapes, normalized, c.mesh, c.inputs[op->exchange->input]);
+        }
         RC_LOG() << Describe(c) << "\n";
         std::vector<TensorArg> args;
         for (size_t i = 0; i < c.shapes.size(); ++i) args.push_back({c.shapes[i], c.inputs[i]});
@@ -712,6 +740,10 @@ TEST_P(RuntimeOps, DispatchMatchesReference) {
         bool moves = false;
         for (size_t i = 0; i < c.inputs.size(); ++i) moves = moves || !(c.inputs[i] == rule.inputs[i]);
         RC_TAG(moves ? "resharded" : "as given");
+        if (shard_exchange) {  // the exchange input comes first, so its claim stands
+          const int dim = op->exchange->dim(RuleContext{c.shapes, normalized});
+          RC_ASSERT(!rule.inputs[op->exchange->input].dims[dim].empty());
+        }
         const std::string error =
             OnEveryRank(world, [&](Communicator& comm) { return RunOpCase(c, values, rule, comm); });
         if (!error.empty()) RC_LOG() << error << "\n";
@@ -720,8 +752,23 @@ TEST_P(RuntimeOps, DispatchMatchesReference) {
       EnvCount("SPMD_RUNTIME_OP_CASES", 20));
 }
 
+TEST_P(RuntimeOps, DispatchMatchesReference) { CheckDispatchedOp(GetParam(), false); }
+
 INSTANTIATE_TEST_SUITE_P(AllOps, RuntimeOps, ::testing::ValuesIn(OpsUnderTest()),
                          [](const ::testing::TestParamInfo<const OpDecl*>& info) { return info.param->name; });
+
+// The ops with a collective inside, their exchanged dim sharded: the all-gather between
+// the two phases runs over a group of more than one rank.
+TEST(RuntimeExchange, ShardedExchangedDimMatchesReference) {
+  int exchanging = 0;
+  for (const OpDecl* op : OpsUnderTest()) {
+    if (!op->exchange) continue;
+    ++exchanging;
+    SCOPED_TRACE(op->name);
+    CheckDispatchedOp(op, true);
+  }
+  EXPECT_GT(exchanging, 0) << "no op declares an exchange";
+}
 
 }  // namespace
 }  // namespace spmd::runtime

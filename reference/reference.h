@@ -18,9 +18,14 @@ namespace ops {
 #define SPMD_DECLARE_REFERENCE(name) Tensors name(const Tensors& inputs, const Attrs& attrs);
 SPMD_FOR_EACH_OP(SPMD_DECLARE_REFERENCE)
 #undef SPMD_DECLARE_REFERENCE
+// The phases of the ops with an exchange inside (OpDecl::exchange), found by FindReference
+// as `<op>@stats` and `<op>@finish`.
+Tensors c_softmax_with_cross_entropy_stats(const Tensors& inputs, const Attrs& attrs);
+Tensors c_softmax_with_cross_entropy_finish(const Tensors& inputs, const Attrs& attrs);
 }  // namespace ops
 
-// Returns the reference of `op`, or nullptr when spmdkit has no such op.
+// Returns the reference of `op` (or of an exchange phase, `<op>@stats` / `<op>@finish`), or
+// nullptr when spmdkit has no such op.
 ReferenceFn FindReference(std::string_view op);
 
 }  // namespace spmd::reference

@@ -11,6 +11,8 @@ ReferenceFn FindReference(std::string_view op) {
 #define SPMD_REFERENCE_ENTRY(name) {#name, &ops::name},
       SPMD_FOR_EACH_OP(SPMD_REFERENCE_ENTRY)
 #undef SPMD_REFERENCE_ENTRY
+      {"c_softmax_with_cross_entropy@stats", &ops::c_softmax_with_cross_entropy_stats},
+      {"c_softmax_with_cross_entropy@finish", &ops::c_softmax_with_cross_entropy_finish},
   };
   for (const auto& [name, fn] : kTable) {
     if (name == op) return fn;

@@ -148,6 +148,7 @@ std::string EinsumSpec::ToString() const {
   s += "->";
   for (size_t i = 0; i < outputs.size(); ++i) s += (i ? "," : "") + NotationString(outputs[i]);
   if (!forced_replicated.empty()) s += " R(" + NotationString(forced_replicated) + ")";
+  if (!exchanged.empty()) s += " X(" + NotationString(exchanged) + ")";
   s += " [" + std::string(spmd::ToString(reduce)) + "]";
   return s;
 }
@@ -198,6 +199,7 @@ void BindFactorSizes(EinsumSpec& spec, const std::vector<std::vector<int64_t>>& 
     }
   }
   for (FactorId f : spec.forced_replicated) check_id(f);
+  for (FactorId f : spec.exchanged) check_id(f);
 }
 
 std::vector<std::vector<int64_t>> EinsumOutputShapes(const EinsumSpec& spec) {
@@ -248,7 +250,7 @@ InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs
     DistAttr out = ReadBack(map, notation);
     out.partial = carried;
     for (FactorId f : map.claim_order) {  // step 6: factors absent from this output
-      if (Contains(notation, f)) continue;
+      if (Contains(notation, f) || Contains(spec.exchanged, f)) continue;
       for (int axis : map.Of(f)) out.partial[axis] = spec.reduce;
     }
     result.outputs.push_back(std::move(out));

@@ -40,6 +40,9 @@ struct EinsumSpec {
   std::vector<Notation> outputs;
   std::vector<int64_t> factor_sizes;  // per factor id; kUnsized until bound to input shapes
   std::vector<FactorId> forced_replicated;  // factors the local kernel needs whole
+  // Factors whose pieces the op's own exchange combines (OpDecl::exchange): they may stay
+  // sharded, and an output without them is whole on their axes, not partial.
+  std::vector<FactorId> exchanged;
   ReduceOp reduce = ReduceOp::kSum;  // reduce op of partial outputs from absent factors
   PartialAcceptance accept = PartialAcceptance::kNone;
   ReduceOp accepted_op = ReduceOp::kSum;  // for kSameOp

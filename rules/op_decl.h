@@ -100,6 +100,19 @@ using DistCheck = std::function<void(const RuleContext&, const std::vector<DistA
 // Builds the op's vector-Jacobian product for these input shapes and normalised attrs.
 using VjpBuilder = std::function<VjpGraph(const RuleContext&)>;
 
+// An op whose local program exchanges data with its peers (Paddle's c_* ops, which hold a
+// collective inside): on each rank it runs the kernel `<op>@stats` on the local inputs (one
+// output tensor), all-gathers that tensor over the mesh axes that shard input `input`'s dim
+// `dim(context)` in the rule's required layout (the pieces stacked on a new leading dim,
+// in the order of the dim's pieces), then runs `<op>@finish` on the local inputs followed by
+// the gathered tensor. Unsharded, the gather is of one piece. The checker simulates the
+// gather; Dispatch runs it on the Communicator. The rule marks the dim's factor exchanged
+// (EinsumSpec::exchanged), so outputs without it are whole.
+struct Exchange {
+  int input = 0;
+  std::function<int(const RuleContext&)> dim;
+};
+
 struct OpDecl {
   std::string name;
   std::vector<std::string> inputs;   // names; a variadic op has one name (e.g. "xs")
@@ -118,6 +131,7 @@ struct OpDecl {
   // without it.
   std::optional<ToleranceClass> tolerance;
   VjpBuilder vjp;                    // optional: the backward as registered ops
+  std::optional<Exchange> exchange;  // optional: a collective inside the op (see Exchange)
 
   // Returns the value kind of every input for these shapes and normalised attrs.
   std::vector<InputValues> InputValueKinds(const RuleContext& context) const;
@@ -185,6 +199,10 @@ class OpBuilder {
   }
   OpBuilder& Vjp(VjpBuilder fn) {
     decl_.vjp = std::move(fn);
+    return *this;
+  }
+  OpBuilder& ExchangeAlong(int input, std::function<int(const RuleContext&)> dim) {
+    decl_.exchange = Exchange{input, std::move(dim)};
     return *this;
   }
   // The builder is a temporary of one declaration expression: converting moves out.

@@ -103,4 +103,6 @@
   /* convolution, attention, vocabulary-parallel ops */ \
   X(conv2d)                 \
   X(flash_attention)        \
-  X(c_embedding)
+  X(c_embedding)            \
+  X(c_softmax_with_cross_entropy) \
+  X(c_softmax_with_cross_entropy_grad)

@@ -183,6 +183,77 @@ OpDecl c_embedding() {
                                 {{"vh", "a"}, MakeAttrs({{"vocab_size", int64_t{9}}})}}));
 }
 
+// Paddle's c_softmax_with_cross_entropy(logits, label): the vocabulary-parallel softmax
+// cross entropy, with the collective inside the op. logits `..c` (the class axis last),
+// label `..1` of ids -> softmax `..c`, loss `..1`. The class factor is exchanged: it may
+// stay sharded, each rank summarises its piece of every row, the summaries are all-gathered
+// over the class axis's mesh axes (OpDecl::exchange), and the loss comes out whole, not
+// partial. Paddle's ring_id, rank and nranks name the communicator and the piece; spmdkit
+// takes both from the layout, so they are checked for range only. The localizer gives a
+// piece its first class.
+OpDecl c_softmax_with_cross_entropy() {
+  return OpBuilder("c_softmax_with_cross_entropy").Inputs({"logits", "label"})
+      .Outputs({"softmax", "loss"})
+      .Tolerance(ToleranceClass::kCrossEntropy)
+      .Attr("ignore_index", AttrKind::kInt, int64_t{-100})
+      .Attr("ring_id", AttrKind::kInt, int64_t{0})
+      .Attr("rank", AttrKind::kInt, int64_t{0})
+      .Attr("nranks", AttrKind::kInt, int64_t{0})
+      .Einsum([](const RuleContext& c) {
+        const int rank = static_cast<int>(c.input_shapes[0].size());
+        if (rank == 0) ThrowInvalid("inputs[0].shape", "logits need a class dim");
+        const std::string letters = notation::Letters(rank);
+        const std::string reduced = letters.substr(0, rank - 1) + "1";
+        EinsumSpec spec = notation::FromLetters({letters, reduced}, {letters, reduced});
+        spec.exchanged = {spec.inputs[0].back()};
+        return spec;
+      })
+      .ExchangeAlong(0, [](const RuleContext& c) { return static_cast<int>(c.input_shapes[0].size()) - 1; })
+      .Vjp(vjps::CSoftmaxWithCrossEntropy)
+      .Values([](const RuleContext& c) {
+        return std::vector<InputValues>{{}, {ValueKind::kIndex, c.input_shapes[0].back()}};
+      })
+      .Localize([](const LocalContext& c) {  // a piece holds classes [start, start + C)
+        return c.attrs.With(kLocalVocabStart, c.input_offsets[0].back());
+      })
+      .Examples(FromSignatures({{{"abc", "ab1"}},
+                                {{"ac", "a1"}, MakeAttrs({{"ignore_index", int64_t{1}}})}}));
+}
+
+// Paddle's c_softmax_with_cross_entropy_grad(softmax, label, loss_grad): the logits'
+// gradient of the vocabulary-parallel cross entropy, (softmax - onehot(label)) * loss_grad,
+// 0 on rows whose label is ignore_index. softmax `..c`, label and loss_grad `..1` ->
+// logits_grad `..c`. Each element needs only its own class and the row's label, so the
+// class axis may stay sharded with no exchange: the localizer gives a piece its first class
+// and a piece without the label subtracts nothing; the global softmax's shape lets a piece
+// refuse a label past the last class. ring_id, rank, nranks as the forward.
+OpDecl c_softmax_with_cross_entropy_grad() {
+  return OpBuilder("c_softmax_with_cross_entropy_grad").Inputs({"softmax", "label", "loss_grad"})
+      .Outputs({"logits_grad"})
+      .Tolerance(ToleranceClass::kPointwise)
+      .Attr("ignore_index", AttrKind::kInt, int64_t{-100})
+      .Attr("ring_id", AttrKind::kInt, int64_t{0})
+      .Attr("rank", AttrKind::kInt, int64_t{0})
+      .Attr("nranks", AttrKind::kInt, int64_t{0})
+      .Einsum([](const RuleContext& c) {
+        const int rank = static_cast<int>(c.input_shapes[0].size());
+        if (rank == 0) ThrowInvalid("inputs[0].shape", "softmax needs a class dim");
+        const std::string letters = notation::Letters(rank);
+        const std::string reduced = letters.substr(0, rank - 1) + "1";
+        return notation::FromLetters({letters, reduced, reduced}, {letters});
+      })
+      .Values([](const RuleContext& c) {
+        return std::vector<InputValues>{
+            {ValueKind::kPositive}, {ValueKind::kIndex, c.input_shapes[0].back()}, {}};
+      })
+      .Localize([](const LocalContext& c) {  // classes [start, start + C) of the global softmax
+        return c.attrs.With(kLocalVocabStart, c.input_offsets[0].back())
+            .With(kLocalGlobalShape, c.global_inputs[0]);
+      })
+      .Examples(FromSignatures({{{"abc", "ab1", "ab1"}},
+                                {{"ac", "a1", "a1"}, MakeAttrs({{"ignore_index", int64_t{1}}})}}));
+}
+
 // logits `abc` (class axis c) -> softmax_out `abc`, loss `ab1`; a hard label is `ab1`,
 // a soft one `abc`. The class axis is forced replicated (D8).
 OpDecl cross_entropy_with_softmax() {

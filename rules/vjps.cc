@@ -912,6 +912,19 @@ VjpGraph CrossEntropyWithSoftmax(const RuleContext& c) {
   return g;
 }
 
+VjpGraph CSoftmaxWithCrossEntropy(const RuleContext& c) {
+  VjpGraph g;
+  const int64_t last = static_cast<int64_t>(c.input_shapes[0].size()) - 1;
+  Attrs attrs;
+  for (const char* name : {"ignore_index", "ring_id", "rank", "nranks"}) attrs.Set(name, c.attrs.GetInt(name));
+  const Ref through_loss =
+      g.Add("c_softmax_with_cross_entropy_grad", {Ref::Output(0), Ref::Input(1), Ref::OutputGrad(1)}, attrs);
+  const Ref through_softmax =
+      g.Add("softmax_grad", {Ref::Output(0), Ref::OutputGrad(0)}, MakeAttrs({{"axis", last}}));
+  g.input_grads = {g.Add("add", {through_loss, through_softmax}), std::nullopt};
+  return g;
+}
+
 }  // namespace spmd::vjps
 
 // ---- Random ops ----

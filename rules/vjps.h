@@ -83,6 +83,10 @@ VjpGraph RmsNorm(const RuleContext& c);
 VjpGraph Gelu(const RuleContext& c);
 VjpGraph Embedding(const RuleContext& c);
 VjpGraph CrossEntropyWithSoftmax(const RuleContext& c);
+// c_softmax_with_cross_entropy: c_softmax_with_cross_entropy_grad(softmax, label, g_loss)
+// (local on a class piece) + softmax_grad(softmax, g_softmax) along the last dim; the label
+// gets none.
+VjpGraph CSoftmaxWithCrossEntropy(const RuleContext& c);
 // index_select, gather: a scatter-add through embedding_grad, with the selected axis moved
 // first and the other dims flattened (x: transpose + reshape to [V, R]; the cotangent to
 // [K, R]), then back. The index gets no gradient.

@@ -40,6 +40,36 @@ kernels::Backend& LocalBackend(const kernels::TensorArgs& locals) {
   return kernels::BackendFor(device);
 }
 
+// The local program of an op with an exchange inside (OpDecl::exchange): `<op>@stats` on
+// this rank's shards, an all-gather of its output over the mesh axes that shard the
+// exchanged dim (members in Mesh::GroupOf order, the pieces stacked on a new leading dim),
+// then `<op>@finish` on the shards and the gathered tensor. Every member computes the same
+// statistics' shape (the other dims are sharded alike within the group), so the counts
+// agree; a bad label is found by every member in the finish phase alike, so none waits.
+Tensors RunExchange(const OpDecl& op, const RuleContext& context, const Mesh& mesh,
+                    const std::vector<int64_t>& coord, const std::vector<DistAttr>& required,
+                    const kernels::TensorArgs& locals, const Attrs& attrs, Communicator& comm) {
+  kernels::Backend& backend = LocalBackend(locals);
+  Tensors stats = backend.RunKernel(op.name + "@stats", locals, attrs);
+  if (stats.size() != 1) throw std::logic_error(op.name + "@stats must give one tensor");
+  const std::vector<int>& axes = required[op.exchange->input].dims[op.exchange->dim(context)];
+  const std::vector<int64_t> group = mesh.GroupOf(coord, axes);
+  Shape shape = stats[0].shape();
+  shape.insert(shape.begin(), static_cast<int64_t>(group.size()));
+  Tensor gathered = Tensor::Uninitialized(shape, stats[0].dtype(), backend.AllocatorFor(stats[0].device()),
+                                         stats[0].stream());
+  const std::vector<int64_t> counts(group.size(), stats[0].numel());
+  if (group.size() == 1) {
+    backend.Copy(gathered.bytes(), stats[0].bytes(), stats[0].nbytes(), stats[0].stream());
+  } else {
+    comm.AllGather(stats[0].bytes(), gathered.bytes(), counts, stats[0].dtype(), group);
+  }
+  std::vector<const Tensor*> finish_inputs;
+  for (const Tensor& t : locals) finish_inputs.push_back(&t);
+  finish_inputs.push_back(&gathered);
+  return backend.RunKernel(op.name + "@finish", kernels::TensorArgs(std::move(finish_inputs)), attrs);
+}
+
 // Dispatch on the caller's tensors, by pointer (none is copied).
 std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const DistTensor*>& inputs,
                                    const Attrs& attrs, Communicator& comm, DispatchReport* report) {
@@ -128,7 +158,9 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
     for (const Tensor& t : locals) report->input_buffers.push_back(t.bytes());
   }
 
-  Tensors results = LocalBackend(locals).RunKernel(op.name, locals, local_attrs);
+  Tensors results = op.exchange ? RunExchange(op, RuleContext{shapes, normalized}, mesh, *coord,
+                                              rule.inputs, locals, local_attrs, comm)
+                                : LocalBackend(locals).RunKernel(op.name, locals, local_attrs);
   if (results.size() != global_out.size()) {
     throw std::logic_error(op.name + ": the kernel gave " + std::to_string(results.size()) +
                            " outputs, the declaration " + std::to_string(global_out.size()));

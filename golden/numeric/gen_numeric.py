@@ -100,6 +100,9 @@ DEFAULTS = {
     "flash_attention": {"dropout": 0.0, "causal": False, "return_softmax": False,
                         "is_test": False, "rng_name": ""},
     "c_embedding": {"start_index": 0, "vocab_size": -1},
+    "c_softmax_with_cross_entropy": {"ignore_index": -100, "ring_id": 0, "rank": 0, "nranks": 0},
+    "c_softmax_with_cross_entropy_grad": {"ignore_index": -100, "ring_id": 0, "rank": 0,
+                                          "nranks": 0},
     "gelu_grad": {"approximate": False},
     "embedding_grad": {"padding_idx": -1, "sparse": False},
     "cross_entropy_with_softmax_grad": {"soft_label": False, "use_softmax": True,
@@ -1781,6 +1784,75 @@ def gen_c_embedding():
           "attrs.start_index")
 
 
+family("softmax_parallel", ["c_softmax_with_cross_entropy", "c_softmax_with_cross_entropy_grad"])
+
+
+def np_c_softmax_ce(logits, label, ignore_index=-100):
+    """Softmax over the last dim and -log p[label], 0 where the label is ignore_index."""
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    logp = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    ignored = label == ignore_index
+    safe = np.where(ignored, 0, label).astype(np.int64)
+    loss = -np.take_along_axis(logp, safe, axis=-1)
+    return np.exp(logp), np.where(ignored, 0.0, loss)
+
+
+def gen_c_softmax():
+    op = "c_softmax_with_cross_entropy"
+    logits = vals3(4, 5)
+    label = np.array([[0], [4], [2], [3]])
+    case(op, "hard_label", {}, [logits, T(label, "int64")], list(np_c_softmax_ce(logits, label)))
+    label = np.array([[1], [4], [1], [0]])
+    case(op, "ignore_index_1", {"ignore_index": 1}, [logits, T(label, "int64")],
+         list(np_c_softmax_ce(logits, label, 1)))
+    logits3 = vals3(2, 3, 4)
+    label3 = np.array([[[3], [0], [-100]], [[1], [2], [2]]])
+    case(op, "3d", {"ring_id": 2, "rank": 1, "nranks": 4}, [logits3, T(label3, "int64")],
+         list(np_c_softmax_ce(logits3, label3)))
+    big = np.array([[1000.0, 999.0, -1000.0]])
+    case(op, "large_logits", {}, [big, T(np.array([[1]]), "int64")],
+         list(np_c_softmax_ce(big, np.array([[1]]))))
+    lab = T(label, "int64")
+    error(op, "label_past_classes", {}, [logits, T(np.array([[0], [5], [1], [1]]), "int64")],
+          "inputs[1].data")
+    error(op, "label_negative", {}, [logits, T(np.array([[0], [-1], [1], [1]]), "int64")],
+          "inputs[1].data")
+    error(op, "label_shape", {}, [logits, T(np.array([0, 1, 2, 3]), "int64")], "inputs[1].shape")
+    error(op, "logits_0d", {}, [np.array(1.0), T(np.array(0), "int64")], "inputs[0].shape")
+    error(op, "ring_id_negative", {"ring_id": -1}, [logits, lab], "attrs.ring_id")
+    error(op, "nranks_negative", {"nranks": -2}, [logits, lab], "attrs.nranks")
+    error(op, "rank_past_nranks", {"rank": 2, "nranks": 2}, [logits, lab], "attrs.rank")
+
+    op = "c_softmax_with_cross_entropy_grad"
+
+    def grad(p, label, g, ignore_index=-100, start=0):
+        ids = label[..., 0]
+        onehot = (np.arange(p.shape[-1]) + start == ids[..., None]).astype(np.float64)
+        out = (p - onehot) * g
+        return np.where((ids == ignore_index)[..., None], 0.0, out)
+
+    p = np_softmax(vals3(4, 5), -1)
+    g = vals3(4, 1)
+    label = np.array([[0], [4], [2], [3]])
+    case(op, "hard_label", {}, [p, T(label, "int64"), g], [grad(p, label, g)])
+    label = np.array([[1], [4], [1], [0]])
+    case(op, "ignore_index_1", {"ignore_index": 1}, [p, T(label, "int64"), g],
+         [grad(p, label, g, 1)])
+    piece = p[:, 1:4]
+    label = np.array([[0], [3], [6], [2]])
+    case(op, "localized_piece", {"__vocab_start": 2, "__global_shape": [4, 7]},
+         [piece, T(label, "int64"), g], [grad(piece, label, g, start=2)])
+    error(op, "localized_label_past_global", {"__vocab_start": 2, "__global_shape": [4, 7]},
+          [piece, T(np.array([[0], [7], [1], [1]]), "int64"), g], "inputs[1].data")
+    error(op, "label_past_classes", {}, [p, T(np.array([[0], [5], [1], [1]]), "int64"), g],
+          "inputs[1].data")
+    error(op, "loss_grad_shape", {}, [p, lab, vals3(4)], "inputs[2].shape")
+    error(op, "label_shape", {}, [p, T(np.array([[0, 1]] * 4), "int64"), g], "inputs[1].shape")
+    error(op, "softmax_0d", {}, [np.array(0.5), T(np.array(0), "int64"), np.array(1.0)],
+          "inputs[0].shape")
+    error(op, "rank_negative", {"rank": -1}, [p, lab, g], "attrs.rank")
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -1795,6 +1867,7 @@ def main():
     gen_einsum_broadcast()  # RNG3
     gen_attention()  # RNG3
     gen_c_embedding()  # RNG3
+    gen_c_softmax()  # RNG3
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

@@ -44,9 +44,14 @@ namespace cpu {
 #define SPMD_DECLARE_CPU_KERNEL(name) Tensors name(const TensorArgs& inputs, const Attrs& attrs);
 SPMD_FOR_EACH_OP(SPMD_DECLARE_CPU_KERNEL)
 #undef SPMD_DECLARE_CPU_KERNEL
+// The phases of the ops with an exchange inside (OpDecl::exchange), found by FindCpuKernel
+// as `<op>@stats` and `<op>@finish`.
+Tensors c_softmax_with_cross_entropy_stats(const TensorArgs& inputs, const Attrs& attrs);
+Tensors c_softmax_with_cross_entropy_finish(const TensorArgs& inputs, const Attrs& attrs);
 }  // namespace cpu
 
-// Returns the CPU kernel of `op`, or nullptr when spmdkit has no such op. The kernel itself
+// Returns the CPU kernel of `op` (or of an exchange phase, `<op>@stats` / `<op>@finish`), or
+// nullptr when spmdkit has no such op. The kernel itself
 // takes float64, float32, int64 and bool; RunCpuKernel adds the 2-byte floats.
 CpuKernelFn FindCpuKernel(std::string_view op);
 

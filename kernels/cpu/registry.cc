@@ -16,6 +16,8 @@ CpuKernelFn FindCpuKernel(std::string_view op) {
 #define SPMD_CPU_KERNEL_ENTRY(name) {#name, &cpu::name},
       SPMD_FOR_EACH_OP(SPMD_CPU_KERNEL_ENTRY)
 #undef SPMD_CPU_KERNEL_ENTRY
+      {"c_softmax_with_cross_entropy@stats", &cpu::c_softmax_with_cross_entropy_stats},
+      {"c_softmax_with_cross_entropy@finish", &cpu::c_softmax_with_cross_entropy_finish},
   };
   for (const auto& [name, fn] : kTable) {
     if (name == op) return fn;

@@ -38,6 +38,10 @@ Tensors Staged(const TensorArgs& inputs, const Attrs& attrs) {
 
 constexpr std::string_view kConv2d = "conv2d";
 constexpr std::string_view kFlashAttention = "flash_attention";
+constexpr std::string_view kCSoftmax = "c_softmax_with_cross_entropy";
+constexpr std::string_view kCSoftmaxStats = "c_softmax_with_cross_entropy@stats";
+constexpr std::string_view kCSoftmaxFinish = "c_softmax_with_cross_entropy@finish";
+constexpr std::string_view kCSoftmaxGrad = "c_softmax_with_cross_entropy_grad";
 
 }  // namespace
 
@@ -45,6 +49,11 @@ void RegisterStagedKernels(KernelTable& table) {
   // RunCpuKernel computes 2-byte floats in float32 itself.
   table.Add(kConv2d, &Staged<kConv2d>, /*takes_half=*/true);
   table.Add(kFlashAttention, &Staged<kFlashAttention>, /*takes_half=*/true);
+  // The op and its two exchange phases (Dispatch runs the all-gather between them).
+  table.Add(kCSoftmax, &Staged<kCSoftmax>, /*takes_half=*/true);
+  table.Add(kCSoftmaxStats, &Staged<kCSoftmaxStats>, /*takes_half=*/true);
+  table.Add(kCSoftmaxFinish, &Staged<kCSoftmaxFinish>, /*takes_half=*/true);
+  table.Add(kCSoftmaxGrad, &Staged<kCSoftmaxGrad>, /*takes_half=*/true);
 }
 
 }  // namespace spmd::kernels::cuda
