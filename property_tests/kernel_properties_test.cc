@@ -62,6 +62,16 @@
 //   rms_norm      2 (K + 8 + 2M) u |ref| (products and one sum of K squares).
 //   softmax_grad  2 (K + 8) u (|ref| + M (M + K M^2)): out (g - sum(g out)), the sum of K
 //                 products of size <= M^2. K = the axis length.
+//   layer_norm_grad  per row of N elements: inv = 1/sqrt(variance + eps), xhat = (x - mean)
+//                 inv, dxhat = g scale, D = mean |dxhat|, P = mean |dxhat xhat| (from the
+//                 inputs, in float64). x_grad = inv (dxhat - mean(dxhat) - xhat mean(dxhat
+//                 xhat)): 2 (N + 20) u inv (|dxhat| + D + |xhat| P) (xhat carries 5 u of
+//                 itself, the two means (N + 8) u of D and P, the difference and the final
+//                 product 4 u more; the terms cancel, so the bound follows their sizes, not
+//                 |ref|). scale_grad, bias_grad: 2 (R + 20) u sum_rows |g xhat|, sum_rows |g|,
+//                 R = the rows (R products, each 6 u).
+//   rms_norm_grad as layer_norm_grad with xhat = x invvar, inv = invvar and D = 0 (no mean of
+//                 dxhat is subtracted); scale_grad as above.
 //
 // bfloat16 / float16 (TwoByteFloatsMatchFloat32AndReference): the kernels compute in float32
 // and round each float output once. On inputs that are exactly 2-byte values (generated as
@@ -1183,6 +1193,9 @@ std::vector<Extra> Extras() {
        A({{"axis", int64_t{1}}, {"soft_label", true}, {"use_softmax", false}})},
       {"layer_norm", {{3, 4, 5}, {60}, {60}}, A({{"begin_norm_axis", int64_t{0}}})},
       {"rms_norm", {{3, 4, 5}, {5}}, A({{"begin_norm_axis", int64_t{-1}}})},
+      {"layer_norm_grad", {{3, 4, 5}, {60}, {60}, {}, {}, {3, 4, 5}}, A({{"begin_norm_axis", int64_t{0}}})},
+      {"rms_norm_grad", {{3, 4, 5}, {5}, {3, 4}, {3, 4, 5}}, A({{"begin_norm_axis", int64_t{-1}}})},
+      {"layer_norm_grad", {{0, 4}, {4}, {4}, {0}, {0}, {0, 4}}, {}},
       {"lookup_table_v2", {{}, {5, 3}}, {}},
       {"lookup_table_v2", {{2, 3}, {5, 3}}, A({{"padding_idx", int64_t{2}}})},
       // broadcasting: both sides broadcast, leading dims added, size-1 inner dims.

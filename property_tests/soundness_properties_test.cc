@@ -39,11 +39,13 @@ const std::map<std::string, double>& RefusingOps() {
       {"cross_entropy_with_softmax", 0.25},  // 0.101: no label below 0 classes
       {"cross_entropy_with_softmax_grad", 0.30},  // 0.137: no label below 0 classes
       {"layer_norm", 0.55},                  // 0.379 (0.388 in ContractionsAndReshapes)
+      {"layer_norm_grad", 0.55},             // 0.374: as layer_norm
       {"lookup_table_v2", 0.40},             // 0.214: vocabulary sharded with padding_idx
       {"mean", 0.35},                        // 0.167: mean over 0 elements
       {"mean_all", 0.65},                    // 0.461
       {"reshape", 0.50},                     // 0.345 (0.353)
       {"rms_norm", 0.55},                    // 0.381
+      {"rms_norm_grad", 0.55},               // 0.377
   };
   return kBounds;
 }

@@ -44,6 +44,45 @@ constexpr Format kFormats[] = {
     {"bfloat16", 8, -126, 0x1.fep127},
 };
 
+// layer_norm_grad (x, scale, bias, mean, variance, out_grad) and rms_norm_grad (x, scale,
+// invvar, out_grad), row by row of n elements: inv (1/sqrt(variance + eps), or invvar),
+// xhat = (x - mean) inv (rms: x inv), dxhat = g scale, D = mean |dxhat| (layer_norm_grad
+// subtracts mean(dxhat); rms_norm_grad has no such term: D = 0), P = mean |dxhat xhat|.
+// x_grad's element sums n terms and scales with inv (|dxhat| + D + |xhat| P); scale_grad's
+// sums the R rows and scales with sum |g xhat|, bias_grad's with sum |g|.
+void NormGradBounds(Bounds& b, const ref::Tensors& inputs, const Attrs& attrs, bool layer_norm) {
+  const ref::Tensor& x = inputs[0];
+  const ref::Tensor& scale = inputs[1];
+  const ref::Tensor& g = inputs.back();
+  const size_t n = scale.data.size();
+  const size_t rows = n == 0 ? 0 : x.data.size() / n;
+  const double eps = attrs.GetFloat("epsilon");
+  b.terms = {static_cast<double>(n), static_cast<double>(rows), static_cast<double>(rows)};
+  b.magnitude.assign(layer_norm ? 3 : 2, std::vector<double>(n, 0.0));
+  b.magnitude[0].assign(x.data.size(), 0.0);
+  std::vector<double> xhat(n), dxhat(n);
+  for (size_t r = 0; r < rows; ++r) {
+    // |invvar|: an invvar drawn as any real (a request the rule refuses) may be negative.
+    const double inv = layer_norm ? 1.0 / std::sqrt(inputs[4].data[r] + eps) : std::fabs(inputs[2].data[r]);
+    const double mean = layer_norm ? inputs[3].data[r] : 0.0;
+    double d = 0, p = 0;
+    for (size_t j = 0; j < n; ++j) {
+      const size_t at = r * n + j;
+      xhat[j] = (x.data[at] - mean) * inv;
+      dxhat[j] = g.data[at] * scale.data[j];
+      d += std::fabs(dxhat[j]);
+      p += std::fabs(dxhat[j] * xhat[j]);
+      b.magnitude[1][j] += std::fabs(g.data[at] * xhat[j]);
+      if (layer_norm) b.magnitude[2][j] += std::fabs(g.data[at]);
+    }
+    d = layer_norm ? d / static_cast<double>(n) : 0.0;
+    p /= static_cast<double>(n);
+    for (size_t j = 0; j < n; ++j) {
+      b.magnitude[0][r * n + j] = inv * (std::fabs(dxhat[j]) + d + std::fabs(xhat[j]) * p);
+    }
+  }
+}
+
 }  // namespace
 
 int64_t Numel(const Shape& s) {
@@ -145,6 +184,12 @@ Bounds MakeBounds(const OpDecl& op, const ref::Tensors& inputs, const Attrs& att
       b.bias_max = MaxAbs(inputs[2].data);
       break;
     }
+    case ToleranceClass::kLayerNormGrad:
+      NormGradBounds(b, inputs, attrs, true);
+      break;
+    case ToleranceClass::kRmsNormGrad:
+      NormGradBounds(b, inputs, attrs, false);
+      break;
     default:
       break;
   }
@@ -184,6 +229,16 @@ double ClassTolerance(const Bounds& b, size_t out, size_t i, double r, double u)
       if (out == 1) return 2 * (2 * s + k + 8) * u * a + kFloor;
       return 2 * (s + k + 8) * u * (a + 1) + kFloor;
     }
+    case ToleranceClass::kLayerNormGrad:
+    case ToleranceClass::kRmsNormGrad:
+      // x_grad = inv (dxhat - mean(dxhat) - xhat mean(dxhat xhat)): xhat carries 5 u of
+      // itself (a difference, inv's add, root and division, a product), each mean (K + 8) u
+      // of the mean of its |terms|, the difference and the product by inv 4 u more: (K + 20)
+      // u times the magnitude. A parameter's gradient sums R products carrying 6 u each: (R +
+      // 6) u sum |term|. Doubled, as the other classes, for the second-order terms. No
+      // other class fits: x_grad is a difference of terms far larger than itself (|ref|
+      // bounds nothing), and the reference on |inputs| still subtracts (x - mean).
+      return 2 * (b.terms[out] + 20) * u * b.magnitude[out][i] + kFloor;
   }
   return 0;
 }

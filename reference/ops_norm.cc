@@ -1,6 +1,7 @@
 // Normalisation and losses: softmax, log_softmax, softmax_grad, layer_norm, rms_norm,
 // lookup_table_v2, cross_entropy_with_softmax (docs/OPS.md "Normalisation and losses"),
-// and the backward ops embedding_grad, cross_entropy_with_softmax_grad ("Backward ops").
+// and the backward ops embedding_grad, cross_entropy_with_softmax_grad, layer_norm_grad,
+// rms_norm_grad ("Backward ops").
 #include <cmath>
 #include <limits>
 #include <string>
@@ -78,6 +79,55 @@ void CheckVectorShape(const Tensor& t, size_t i, int64_t n) {
     ThrowInvalid(InputField(i, "shape"),
                  "expected [" + std::to_string(n) + "], got " + ShapeToString(t.shape));
   }
+}
+
+// layer_norm_grad / rms_norm_grad: the arity 2 + params + statistics, x split at
+// begin_norm_axis, then the shapes of the parameters, statistics and out_grad
+// (shape::CheckNormGradShapes).
+NormSplit CheckNormGrad(const Tensors& inputs, const Attrs& attrs, size_t params,
+                        size_t statistics) {
+  (void)attrs.GetFloat("epsilon");
+  const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
+  CheckArity(inputs, 2 + params + statistics);
+  NormSplit split = SplitForNorm(inputs[0], begin_norm_axis);
+  std::vector<Shape> shapes;
+  for (const Tensor& t : inputs) shapes.push_back(t.shape);
+  shape::CheckNormGradShapes(shapes, split.begin, params, statistics);
+  return split;
+}
+
+// The backward of layer_norm (mean and inv per row) or rms_norm (mean 0, inv = invvar;
+// `centered` false) through out, row by row: xhat = (x - mean) inv, dxhat = out_grad scale;
+// x_grad = inv (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), without the mean(dxhat) term
+// when not `centered`; scale_grad and bias_grad sum out_grad xhat and out_grad over the rows.
+Tensors NormGrad(const Tensors& inputs, const NormSplit& split, const std::vector<double>& inv,
+                 const std::vector<double>& mean, bool centered) {
+  const Tensor& x = inputs[0];
+  const Tensor& scale = inputs[1];
+  const Tensor& out_grad = inputs.back();
+  const int64_t n = split.n;
+  Tensor x_grad = internal::Zeros(x.shape);
+  Tensor scale_grad = internal::Zeros({n});
+  Tensor bias_grad = internal::Zeros({n});
+  std::vector<double> xhat(static_cast<size_t>(n)), dxhat(static_cast<size_t>(n));
+  for (int64_t o = 0; o < split.outer; ++o) {
+    double mean_dxhat = 0.0, mean_dxhat_xhat = 0.0;
+    for (int64_t j = 0; j < n; ++j) {
+      const double g = out_grad.data[o * n + j];
+      xhat[j] = (x.data[o * n + j] - mean[o]) * inv[o];
+      dxhat[j] = g * scale.data[j];
+      mean_dxhat += dxhat[j];
+      mean_dxhat_xhat += dxhat[j] * xhat[j];
+      scale_grad.data[j] += g * xhat[j];
+      bias_grad.data[j] += g;
+    }
+    mean_dxhat = centered ? mean_dxhat / static_cast<double>(n) : 0.0;
+    mean_dxhat_xhat /= static_cast<double>(n);
+    for (int64_t j = 0; j < n; ++j) {
+      x_grad.data[o * n + j] = (dxhat[j] - mean_dxhat - xhat[j] * mean_dxhat_xhat) * inv[o];
+    }
+  }
+  return {x_grad, scale_grad, bias_grad};
 }
 
 // Returns `v` as an integral id, or throws naming `field`.
@@ -196,6 +246,25 @@ Tensors rms_norm(const Tensors& inputs, const Attrs& attrs) {
     invvar.data[o] = inv;
   }
   return {out, invvar};
+}
+
+// x, scale, bias (not read), mean, variance, out_grad -> x_grad, scale_grad, bias_grad:
+// inv = 1/sqrt(variance + epsilon) per row.
+Tensors layer_norm_grad(const Tensors& inputs, const Attrs& attrs) {
+  const NormSplit split = CheckNormGrad(inputs, attrs, 2, 2);
+  const double epsilon = attrs.GetFloat("epsilon");
+  std::vector<double> inv;
+  for (double variance : inputs[4].data) inv.push_back(1.0 / std::sqrt(variance + epsilon));
+  return NormGrad(inputs, split, inv, inputs[3].data, true);
+}
+
+// x, scale, invvar, out_grad -> x_grad, scale_grad: xhat = x invvar, no mean(dxhat) term.
+Tensors rms_norm_grad(const Tensors& inputs, const Attrs& attrs) {
+  const NormSplit split = CheckNormGrad(inputs, attrs, 1, 1);
+  Tensors grads = NormGrad(inputs, split, inputs[2].data,
+                           std::vector<double>(inputs[2].data.size(), 0.0), false);
+  grads.pop_back();  // no bias
+  return grads;
 }
 
 Tensors lookup_table_v2(const Tensors& inputs, const Attrs& attrs) {

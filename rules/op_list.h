@@ -105,4 +105,7 @@
   X(flash_attention)        \
   X(c_embedding)            \
   X(c_softmax_with_cross_entropy) \
-  X(c_softmax_with_cross_entropy_grad)
+  X(c_softmax_with_cross_entropy_grad) \
+  /* normalisation backward */ \
+  X(layer_norm_grad)        \
+  X(rms_norm_grad)

@@ -46,10 +46,9 @@ ExampleBuilder NormExamples(size_t params) {
   };
 }
 
-// layer_norm / rms_norm: x `abcd` with begin 2 -> out `abcd`, statistics `ab`; scale and
-// bias are 1-D of prod(x.shape[begin:]) (a new factor); c, d and that factor are
-// forced replicated.
-EinsumSpec Normalization(const RuleContext& c, size_t params, size_t statistics) {
+// begin_norm_axis of x (input 0), checked: in [0, rank), normalising at least one
+// element, and inputs [1, 1 + params) (scale, bias) of shape [prod(x.shape[begin:])].
+int64_t CheckedNormBegin(const RuleContext& c, size_t params) {
   const Shape& x = c.input_shapes[0];
   const int rank = static_cast<int>(x.size());
   const int64_t begin = c.attrs.GetInt("begin_norm_axis");
@@ -66,6 +65,15 @@ EinsumSpec Normalization(const RuleContext& c, size_t params, size_t statistics)
                        std::to_string(begin) + ":])");
     }
   }
+  return begin;
+}
+
+// layer_norm / rms_norm: x `abcd` with begin 2 -> out `abcd`, statistics `ab`; scale and
+// bias are 1-D of prod(x.shape[begin:]) (a new factor); c, d and that factor are
+// forced replicated.
+EinsumSpec Normalization(const RuleContext& c, size_t params, size_t statistics) {
+  const int rank = static_cast<int>(c.input_shapes[0].size());
+  const int64_t begin = CheckedNormBegin(c, params);
   const std::string letters = notation::Letters(rank);
   EinsumSpec spec = notation::FromLetters(
       {letters}, std::vector<std::string>(1 + statistics, letters.substr(0, begin)),
@@ -75,6 +83,40 @@ EinsumSpec Normalization(const RuleContext& c, size_t params, size_t statistics)
   for (size_t p = 0; p < params; ++p) spec.inputs.push_back({param});
   spec.forced_replicated.push_back(param);
   return spec;
+}
+
+// layer_norm_grad / rms_norm_grad: x `abcd` with begin 2, the parameters `N` (the flattened
+// normalised size), the forward's statistics `ab`, out_grad `abcd` -> x_grad `abcd` and one
+// `N` gradient per parameter. c, d and N are forced replicated (a row's gradient needs the
+// whole row); the rows a, b may stay sharded, and since the parameters' gradients sum over
+// them, those come out partial(sum) on the rows' mesh axes.
+EinsumSpec NormalizationGrad(const RuleContext& c, size_t params, size_t statistics) {
+  const int rank = static_cast<int>(c.input_shapes[0].size());
+  const int64_t begin = CheckedNormBegin(c, params);
+  const std::string letters = notation::Letters(rank);
+  std::vector<std::string> inputs{letters};
+  inputs.insert(inputs.end(), params, "N");
+  inputs.insert(inputs.end(), statistics, letters.substr(0, begin));
+  inputs.push_back(letters);
+  std::vector<std::string> outputs{letters};
+  outputs.insert(outputs.end(), params, "N");
+  return notation::FromLetters(inputs, outputs, letters.substr(begin) + "N");
+}
+
+// Grad examples: x `abc` with begin 1 and 2, the parameters, the statistics x.shape[:begin]
+// and out_grad of x's shape.
+ExampleBuilder NormGradExamples(size_t params, size_t statistics) {
+  return [params, statistics](const SizePalette& p) {
+    std::vector<Example> examples;
+    for (Example e : NormExamples(params)(p)) {
+      const Shape x = e.shapes[0];
+      const int64_t begin = e.attrs.GetInt("begin_norm_axis");
+      for (size_t k = 0; k < statistics; ++k) e.shapes.push_back(Shape(x.begin(), x.begin() + begin));
+      e.shapes.push_back(x);
+      examples.push_back(std::move(e));
+    }
+    return examples;
+  };
 }
 
 }  // namespace
@@ -116,6 +158,45 @@ OpDecl rms_norm() {
       .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
       .Einsum([](const RuleContext& c) { return Normalization(c, 1, 1); })
       .Examples(NormExamples(1));
+}
+
+// Paddle's layer_norm_grad(x, scale, bias, mean, variance, out_grad): the backward of
+// layer_norm through out, from the forward's mean and variance (their shapes as
+// layer_norm gives them). With inv = 1/sqrt(variance + epsilon), xhat = (x - mean) inv and
+// dxhat = out_grad scale: x_grad = inv (dxhat - mean(dxhat) - xhat mean(dxhat xhat)) over
+// each row, scale_grad = the sum of out_grad xhat over the rows, bias_grad = the sum of
+// out_grad; bias's values are not read. The cotangents of the mean and variance outputs
+// are not inputs: the VJP adds their terms.
+OpDecl layer_norm_grad() {
+  return OpBuilder("layer_norm_grad")
+      .Inputs({"x", "scale", "bias", "mean", "variance", "out_grad"})
+      .Outputs({"x_grad", "scale_grad", "bias_grad"})
+      .Tolerance(ToleranceClass::kLayerNormGrad)
+      .Attr("epsilon", AttrKind::kFloat, 1e-5)
+      .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
+      .Einsum([](const RuleContext& c) { return NormalizationGrad(c, 2, 2); })
+      .Values([](const RuleContext&) {  // a variance is >= 0
+        return std::vector<InputValues>{{}, {}, {}, {}, {ValueKind::kPositive}, {}};
+      })
+      .Examples(NormGradExamples(2, 2));
+}
+
+// Paddle's rms_norm_grad(x, scale, invvar, out_grad): the backward of rms_norm through out,
+// from the forward's invvar = 1/sqrt(mean(x^2) + epsilon) (epsilon is not read again). With
+// xhat = x invvar and dxhat = out_grad scale: x_grad = invvar (dxhat - xhat mean(dxhat
+// xhat)) over each row, scale_grad = the sum of out_grad xhat over the rows. invvar's own
+// cotangent is not an input: the VJP adds its term.
+OpDecl rms_norm_grad() {
+  return OpBuilder("rms_norm_grad").Inputs({"x", "scale", "invvar", "out_grad"})
+      .Outputs({"x_grad", "scale_grad"})
+      .Tolerance(ToleranceClass::kRmsNormGrad)
+      .Attr("epsilon", AttrKind::kFloat, 1e-6)
+      .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
+      .Einsum([](const RuleContext& c) { return NormalizationGrad(c, 1, 1); })
+      .Values([](const RuleContext&) {  // an inverse root is > 0
+        return std::vector<InputValues>{{}, {}, {ValueKind::kPositive}, {}};
+      })
+      .Examples(NormGradExamples(1, 1));
 }
 
 // `ids..,VW->..W`: a vocabulary (V) sharding leaves each rank the rows of its own range

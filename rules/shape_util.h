@@ -1,5 +1,6 @@
 // Shape arithmetic and validation shared by the rules, the references and the CPU kernels:
-// axis normalisation, numpy broadcasting, reduced dims and einsum equations. Header-only
+// axis normalisation, numpy broadcasting, reduced dims, the shapes of the normalisations'
+// backward ops and einsum equations. Header-only
 // so that reference/ and kernels/ use it without linking the rules library; it holds no
 // value arithmetic, so the references stay an independent oracle for the kernels' values
 // while all three agree on which requests are valid and on the error (type and field)
@@ -106,6 +107,32 @@ inline std::vector<int64_t> ReducedShape(const std::vector<int64_t>& shape,
     }
   }
   return out;
+}
+
+// ---- layer_norm_grad / rms_norm_grad ----
+
+// The shapes of a normalisation's backward around x = shapes[0] split at `begin` (already
+// normalised): shapes [1, 1 + params) are [prod(x[begin:])] (scale, bias), the next
+// `statistics` are x[:begin] (the forward's mean, variance or invvar), the last is x's
+// (out_grad). Throws SpmdError(kInvalidArgument, "inputs[i].shape") for the first that
+// differs; the caller has checked the count.
+inline void CheckNormGradShapes(const std::vector<std::vector<int64_t>>& shapes, int64_t begin,
+                                size_t params, size_t statistics) {
+  const std::vector<int64_t>& x = shapes[0];
+  int64_t n = 1;
+  for (size_t d = static_cast<size_t>(begin); d < x.size(); ++d) n *= x[d];
+  const std::vector<int64_t> param{n};
+  const std::vector<int64_t> stats(x.begin(), x.begin() + begin);
+  for (size_t i = 1; i < shapes.size(); ++i) {
+    const bool is_param = i <= params;
+    const bool is_stat = !is_param && i <= params + statistics;
+    const std::vector<int64_t>& want = is_param ? param : is_stat ? stats : x;
+    if (shapes[i] != want) {
+      ThrowInvalid(InputField(i, "shape"),
+                   std::string(is_param ? "a parameter" : is_stat ? "a statistic" : "out_grad") +
+                       " must be " + ShapeString(want) + ", got " + ShapeString(shapes[i]));
+    }
+  }
 }
 
 // ---- einsum equations ----

@@ -17,6 +17,8 @@ std::string_view ToString(ToleranceClass tolerance) {
     case ToleranceClass::kRmsNorm: return "rms_norm";
     case ToleranceClass::kSoftmaxGrad: return "softmax_grad";
     case ToleranceClass::kAttention: return "attention";
+    case ToleranceClass::kLayerNormGrad: return "layer_norm_grad";
+    case ToleranceClass::kRmsNormGrad: return "rms_norm_grad";
   }
   return "exact";
 }

@@ -24,6 +24,8 @@ enum class ToleranceClass {
   kRmsNorm,        // one sum of K squares, then products
   kSoftmaxGrad,    // out (g - sum(g out))
   kAttention,      // softmax of scaled dot products over K keys, then a weighted sum
+  kLayerNormGrad,  // layer_norm_grad: a row's two means of products, then a difference
+  kRmsNormGrad,    // rms_norm_grad: a row's mean of products, then a difference
 };
 
 std::string_view ToString(ToleranceClass tolerance);

@@ -110,6 +110,8 @@ DEFAULTS = {
                                         "axis": -1},
     "dropout": {"p": 0.5, "is_test": False, "mode": "upscale_in_train", "seed": 0,
                 "fix_seed": False},
+    "layer_norm_grad": {"epsilon": 1e-5, "begin_norm_axis": 1},
+    "rms_norm_grad": {"epsilon": 1e-6, "begin_norm_axis": 1},
 }
 
 
@@ -1853,6 +1855,130 @@ def gen_c_softmax():
     error(op, "rank_negative", {"rank": -1}, [p, lab, g], "attrs.rank")
 
 
+family("norm_grad", ["layer_norm_grad", "rms_norm_grad"])
+
+
+def rows_of(x, begin):
+    """x as [rows, n], n = prod(x.shape[begin:]) (begin may be negative)."""
+    begin = begin % x.ndim if x.ndim else 0
+    n = int(np.prod(x.shape[begin:]))
+    return x.reshape(-1, n), begin
+
+
+def np_layer_norm_grad(x, scale, mean, var, g, eps, begin):
+    """Row by row: std = sqrt(var + eps), xhat = (x - mean) / std, dxhat = g scale;
+    dx = (dxhat - mean(dxhat) - xhat mean(dxhat xhat)) / std; dscale = sum over the rows
+    of g xhat, dbias = sum of g."""
+    x2, _ = rows_of(x, begin)
+    g2 = g.reshape(x2.shape)
+    std = np.sqrt(np.reshape(var, (-1, 1)) + eps)
+    xhat = (x2 - np.reshape(mean, (-1, 1))) / std
+    dxhat = g2 * scale.reshape(1, -1)
+    dx = (dxhat - dxhat.mean(axis=1, keepdims=True)
+          - xhat * (dxhat * xhat).mean(axis=1, keepdims=True)) / std
+    return [dx.reshape(x.shape), (g2 * xhat).sum(axis=0), g2.sum(axis=0)]
+
+
+def np_rms_norm_grad(x, scale, invvar, g, begin):
+    """Row by row: xhat = x invvar, dxhat = g scale; dx = invvar (dxhat - xhat
+    mean(dxhat xhat)); dscale = sum over the rows of g xhat."""
+    x2, _ = rows_of(x, begin)
+    g2 = g.reshape(x2.shape)
+    inv = np.reshape(invvar, (-1, 1))
+    xhat = x2 * inv
+    dxhat = g2 * scale.reshape(1, -1)
+    dx = inv * (dxhat - xhat * (dxhat * xhat).mean(axis=1, keepdims=True))
+    return [dx.reshape(x.shape), (g2 * xhat).sum(axis=0)]
+
+
+def norm_forward(x, scale, bias, eps, begin, rms):
+    """layer_norm's (out, mean, variance) or rms_norm's (out, invvar), stats x.shape[:begin]."""
+    x2, b = rows_of(x, begin)
+    if rms:
+        inv = 1.0 / np.sqrt((x2 * x2).mean(axis=1) + eps)
+        return (x2 * inv[:, None] * scale).reshape(x.shape), inv.reshape(x.shape[:b])
+    mean, var = x2.mean(axis=1), x2.var(axis=1)
+    out = (x2 - mean[:, None]) / np.sqrt(var[:, None] + eps) * scale + bias
+    return out.reshape(x.shape), mean.reshape(x.shape[:b]), var.reshape(x.shape[:b])
+
+
+def check_against_differences(x, scale, bias, g, eps, begin, rms, grads):
+    """The grads of sum(g out) from central differences of the forward above: the goldens'
+    formulas are the gradient through out when the statistics are the forward's."""
+    def loss(xv, sv, bv):
+        return float(np.sum(g * norm_forward(xv, sv, bv, eps, begin, rms)[0]))
+    h = 1e-6
+    for k, arg in enumerate([x, scale] if rms else [x, scale, bias]):
+        numeric = np.zeros(arg.shape)
+        for i in np.ndindex(arg.shape):
+            args = [x.copy(), scale.copy(), bias.copy()]
+            args[k][i] += h
+            up = loss(*args)
+            args[k][i] -= 2 * h
+            numeric[i] = (up - loss(*args)) / (2 * h)
+        assert np.allclose(numeric, grads[k], atol=1e-6), (k, numeric, grads[k])
+
+
+def gen_norm_grad():
+    def pos3(*shape):
+        return np.round(RNG3.uniform(0.1, 2.0, size=shape), 2)
+
+    for label, shape, begin, attrs, forward_stats in [
+            ("default_begin1", (2, 3, 4), 1, {}, True),
+            ("begin2", (2, 3, 4), 2, {"begin_norm_axis": 2}, True),
+            ("begin2_given_stats", (2, 3, 4), 2, {"begin_norm_axis": 2}, False),
+            ("begin_minus1_eps", (3, 4), -1, {"begin_norm_axis": -1, "epsilon": 1e-3}, True),
+            ("begin0", (2, 3), 0, {"begin_norm_axis": 0}, False),
+            ("empty_rows", (0, 4), 1, {}, False),
+            ("size1", (2, 1), 1, {}, True)]:
+        x, g = vals3(*shape), vals3(*shape)
+        _, b = rows_of(x, begin)
+        n = int(np.prod(shape[b:]))
+        scale, bias = vals3(n), vals3(n)
+        stats_shape = shape[:b]
+        eps = attrs.get("epsilon", 1e-5)
+        if forward_stats:
+            _, mean, var = norm_forward(x, scale, bias, eps, begin, rms=False)
+        else:
+            mean, var = vals3(*stats_shape), pos3(*stats_shape)
+        grads = np_layer_norm_grad(x, scale, mean, var, g, eps, begin)
+        if forward_stats and n > 1:
+            check_against_differences(x, scale, bias, g, eps, begin, False, grads)
+        case("layer_norm_grad", label, attrs, [x, scale, bias, mean, var, g], grads)
+        eps = attrs.get("epsilon", 1e-6)
+        if forward_stats:
+            _, inv = norm_forward(x, scale, None, eps, begin, rms=True)
+        else:
+            inv = pos3(*stats_shape)
+        grads = np_rms_norm_grad(x, scale, inv, g, begin)
+        if forward_stats:
+            check_against_differences(x, scale, bias, g, eps, begin, True, grads)
+        case("rms_norm_grad", label, attrs, [x, scale, inv, g], grads)
+
+    x, g = vals3(2, 3), vals3(2, 3)
+    s3, st = vals3(3), pos3(2)
+    op = "layer_norm_grad"
+    error(op, "scale_shape", {}, [x, vals3(2), s3, st, st, g], "inputs[1].shape")
+    error(op, "bias_shape", {}, [x, s3, vals3(1, 3), st, st, g], "inputs[2].shape")
+    error(op, "mean_shape", {}, [x, s3, s3, pos3(3), st, g], "inputs[3].shape")
+    error(op, "variance_flattened", {"begin_norm_axis": 2},
+          [vals3(2, 3, 2), vals3(2), vals3(2), pos3(2, 3), pos3(6), vals3(2, 3, 2)],
+          "inputs[4].shape")
+    error(op, "out_grad_shape", {}, [x, s3, s3, st, st, vals3(3, 2)], "inputs[5].shape")
+    error(op, "begin_out_of_range", {"begin_norm_axis": 2}, [x, vals3(1), vals3(1), st, st, g],
+          "attrs.begin_norm_axis")
+    error(op, "empty_norm_set", {}, [vals3(2, 0), vals3(0), vals3(0), st, st, vals3(2, 0)],
+          "inputs[0].shape")
+    error(op, "five_inputs", {}, [x, s3, s3, st, st], "inputs")
+    op = "rms_norm_grad"
+    error(op, "scale_shape", {}, [x, vals3(6), st, g], "inputs[1].shape")
+    error(op, "invvar_shape", {}, [x, s3, pos3(2, 1), g], "inputs[2].shape")
+    error(op, "out_grad_shape", {}, [x, s3, st, vals3(2, 3, 1)], "inputs[3].shape")
+    error(op, "begin_out_of_range", {"begin_norm_axis": -3}, [x, vals3(6), pos3(), g],
+          "attrs.begin_norm_axis")
+    error(op, "three_inputs", {}, [x, s3, st], "inputs")
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -1868,6 +1994,7 @@ def main():
     gen_attention()  # RNG3
     gen_c_embedding()  # RNG3
     gen_c_softmax()  # RNG3
+    gen_norm_grad()  # RNG3, after the cases above
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

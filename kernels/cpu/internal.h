@@ -329,4 +329,16 @@ struct CEmbeddingShape {
 };
 CEmbeddingShape CheckCEmbedding(const TensorArgs& inputs, const Attrs& attrs);
 
+// layer_norm_grad / rms_norm_grad's checks, shared by the CPU and CUDA kernels
+// (kernels/cpu/norm.cc): the arity 2 + params + statistics, x split at begin_norm_axis
+// (negative adds the rank; a non-empty normalised set), inputs [1, 1 + params) the [n]
+// parameters, the next `statistics` inputs of shape x.shape[:begin], the last (out_grad)
+// of x's shape; epsilon read. Fields and order as the references.
+struct NormGradShape {
+  int64_t outer = 1;  // rows
+  int64_t n = 1;      // elements per row
+};
+NormGradShape CheckNormGrad(const TensorArgs& inputs, const Attrs& attrs, size_t params,
+                            size_t statistics);
+
 }  // namespace spmd::kernels::cpu::internal

@@ -1,6 +1,7 @@
 // Normalisation and losses: softmax, log_softmax, softmax_grad, layer_norm, rms_norm,
 // lookup_table_v2, cross_entropy_with_softmax (docs/OPS.md "Normalisation and losses"),
-// and the backward ops embedding_grad, cross_entropy_with_softmax_grad ("Backward ops").
+// and the backward ops embedding_grad, cross_entropy_with_softmax_grad, layer_norm_grad,
+// rms_norm_grad ("Backward ops").
 //
 // The softmax family works on [outer, len, inner]: with inner == 1 a row at a time, else
 // rows of `inner` contiguous elements with per-column running max and sum. layer_norm and
@@ -312,6 +313,97 @@ Tensors rms_norm(const TensorArgs& inputs, const Attrs& attrs) {
     }
     return TensorList(std::move(out), std::move(invvar));
   });
+}
+
+namespace internal {
+
+NormGradShape CheckNormGrad(const TensorArgs& inputs, const Attrs& attrs, size_t params,
+                            size_t statistics) {
+  (void)attrs.GetFloat("epsilon");
+  const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
+  CheckArity(inputs, 2 + params + statistics);
+  const NormSplit split = SplitForNorm(inputs[0], begin_norm_axis);
+  std::vector<Shape> shapes;
+  for (const Tensor& t : inputs) shapes.push_back(t.shape());
+  shape::CheckNormGradShapes(shapes, split.begin, params, statistics);
+  return {split.outer, split.n};
+}
+
+}  // namespace internal
+
+namespace {
+
+// The backward of layer_norm (kLayerNorm: stats = mean, variance) or rms_norm (stats =
+// invvar, variance unused) through out, row by row: xhat = (x - mean) inv, dxhat = g scale,
+// x_grad = inv (dxhat - mean(dxhat) - xhat mean(dxhat xhat)) (rms_norm: no mean(dxhat)
+// term); scale_grad (and bias_grad, when given) add g xhat (g) row after row.
+template <typename T, bool kLayerNorm>
+void NormGradRows(const T* x, const T* scale, const T* stats, const T* variance, const T* g,
+                  const internal::NormGradShape& shape, T eps, T* x_grad, T* scale_grad,
+                  T* bias_grad) {
+  const int64_t n = shape.n;
+  const T tn = static_cast<T>(static_cast<double>(n));
+  std::vector<T> xhat(static_cast<size_t>(n)), dxhat(static_cast<size_t>(n));
+  for (int64_t r = 0; r < shape.outer; ++r) {
+    const T* xr = x + r * n;
+    const T* gr = g + r * n;
+    const T inv = kLayerNorm ? T(1) / std::sqrt(variance[r] + eps) : stats[r];
+    const T mu = kLayerNorm ? stats[r] : T(0);
+    T sum_dxhat = T(0), sum_dxhat_xhat = T(0);
+    for (int64_t j = 0; j < n; ++j) {
+      xhat[j] = (xr[j] - mu) * inv;
+      dxhat[j] = gr[j] * scale[j];
+      sum_dxhat += dxhat[j];
+      sum_dxhat_xhat += dxhat[j] * xhat[j];
+      scale_grad[j] += gr[j] * xhat[j];
+      if constexpr (kLayerNorm) bias_grad[j] += gr[j];
+    }
+    const T mean_dxhat = kLayerNorm ? sum_dxhat / tn : T(0);
+    const T mean_dxhat_xhat = sum_dxhat_xhat / tn;
+    T* dst = x_grad + r * n;
+    for (int64_t j = 0; j < n; ++j) dst[j] = (dxhat[j] - mean_dxhat - xhat[j] * mean_dxhat_xhat) * inv;
+  }
+}
+
+// layer_norm_grad (kLayerNorm: x, scale, bias (not read), mean, variance, out_grad ->
+// x_grad, scale_grad, bias_grad) and rms_norm_grad (x, scale, invvar, out_grad -> x_grad,
+// scale_grad).
+template <bool kLayerNorm>
+Tensors NormGrad(const TensorArgs& inputs, const Attrs& attrs) {
+  constexpr size_t kParams = kLayerNorm ? 2 : 1;
+  const internal::NormGradShape shape = internal::CheckNormGrad(inputs, attrs, kParams, kParams);
+  const double epsilon = attrs.GetFloat("epsilon");
+  constexpr size_t kStats = 1 + kParams;                   // mean or invvar
+  constexpr size_t kVariance = kLayerNorm ? 4 : kStats;  // rms_norm_grad: not read
+  return DispatchFloat(internal::ComputeDTypeAll(inputs), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> x(inputs[0]);
+    ValuesAs<T> scale(inputs[1]);
+    ValuesAs<T> stats(inputs[kStats]);
+    ValuesAs<T> variance(inputs[kVariance]);
+    ValuesAs<T> g(inputs[inputs.size() - 1]);
+    Tensor x_grad = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
+    Tensor scale_grad = NewOutput({shape.n}, DTypeOf<T>::value, /*zero=*/true);
+    Tensor bias_grad = kLayerNorm ? NewOutput({shape.n}, DTypeOf<T>::value, /*zero=*/true) : Tensor();
+    NormGradRows<T, kLayerNorm>(x.data(), scale.data(), stats.data(), variance.data(), g.data(),
+                                shape, static_cast<T>(epsilon), x_grad.data<T>(),
+                                scale_grad.data<T>(), kLayerNorm ? bias_grad.data<T>() : nullptr);
+    if constexpr (kLayerNorm) {
+      return TensorList(std::move(x_grad), std::move(scale_grad), std::move(bias_grad));
+    } else {
+      return TensorList(std::move(x_grad), std::move(scale_grad));
+    }
+  });
+}
+
+}  // namespace
+
+Tensors layer_norm_grad(const TensorArgs& inputs, const Attrs& attrs) {
+  return NormGrad<true>(inputs, attrs);
+}
+
+Tensors rms_norm_grad(const TensorArgs& inputs, const Attrs& attrs) {
+  return NormGrad<false>(inputs, attrs);
 }
 
 Tensors lookup_table_v2(const TensorArgs& inputs, const Attrs& attrs) {

@@ -1,6 +1,7 @@
 // CUDA kernels of the normalisation family (the ops of kernels/cpu/norm.cc): softmax,
 // log_softmax, softmax_grad, layer_norm, rms_norm, lookup_table_v2,
-// cross_entropy_with_softmax, embedding_grad, cross_entropy_with_softmax_grad.
+// cross_entropy_with_softmax, embedding_grad, cross_entropy_with_softmax_grad,
+// layer_norm_grad, rms_norm_grad.
 //
 // Row ops (the normalised dims last, inner == 1) are fused row kernels: a warp per row for
 // rows of up to 256 elements, else a block per row, with warp-shuffle reductions.
@@ -8,8 +9,10 @@
 // exponentials in one pass (an online max / rescaled sum merged across threads) and write
 // in a second; layer_norm sums the row, then its squared deviations from the mean (the CPU
 // kernel's two-pass formula, no E[x^2] - E[x]^2 cancellation), then writes; rms_norm sums
-// squares, then writes. Along an inner axis (inner > 1) a thread owns one column and walks
-// it in order. Every reduction has a fixed order for a given shape: bitwise reproducible
+// squares, then writes; layer_norm_grad and rms_norm_grad take a row's sums of dxhat and
+// dxhat xhat, then write x_grad, and a thread per column walks the rows in order for
+// scale_grad and bias_grad. Along an inner axis (inner > 1) a thread owns one column and
+// walks it in order. Every reduction has a fixed order for a given shape: bitwise reproducible
 // run to run, except embedding_grad (float atomics: the order of the additions varies).
 //
 // Dtypes: float32 and float64 in their own type; bfloat16 / float16 are read and written
@@ -515,6 +518,127 @@ Tensors RmsNorm(const TensorArgs& inputs, const Attrs& attrs) {
   return TensorList(std::move(out), std::move(invvar));
 }
 
+// ---- layer_norm_grad, rms_norm_grad ------------------------------------------------------------
+
+// A row's inverse deviation and centre: 1/sqrt(variance + eps) and the mean (kLayerNorm), or
+// the forward's invvar and 0.
+template <typename V, bool kLayerNorm>
+__device__ __forceinline__ void RowInvAndMean(const V* stats, const V* variance, int64_t r,
+                                              Compute<V> eps, Compute<V>& inv, Compute<V>& mu) {
+  using T = Compute<V>;
+  if constexpr (kLayerNorm) {
+    inv = T(1) / Sqrt(static_cast<T>(variance[r]) + eps);
+    mu = static_cast<T>(stats[r]);
+  } else {
+    inv = static_cast<T>(stats[r]);
+    mu = T(0);
+  }
+}
+
+// x_grad, row by row (the CPU kernel's formula): xhat = (x - mean) inv, dxhat = g scale,
+// x_grad = inv (dxhat - mean(dxhat) - xhat mean(dxhat xhat)) (rms_norm: no mean(dxhat)).
+template <typename V, bool kLayerNorm, bool kWarp>
+__global__ void NormGradRows(const V* x, const V* scale, const V* stats, const V* variance,
+                             const V* g, V* x_grad, int64_t rows, int64_t n, Compute<V> eps) {
+  using T = Compute<V>;
+  const RowGroup<kWarp> grp = MakeRowGroup<kWarp>();
+  const T tn = static_cast<T>(static_cast<double>(n));
+  for (int64_t r = grp.first_row; r < rows; r += grp.row_step) {
+    T inv, mu;
+    RowInvAndMean<V, kLayerNorm>(stats, variance, r, eps, inv, mu);
+    T sum_dxhat = T(0), sum_dxhat_xhat = T(0);
+    for (int64_t j = grp.lane; j < n; j += grp.size) {
+      const T xhat = (static_cast<T>(x[r * n + j]) - mu) * inv;
+      const T dxhat = static_cast<T>(g[r * n + j]) * static_cast<T>(scale[j]);
+      sum_dxhat += dxhat;
+      sum_dxhat_xhat += dxhat * xhat;
+    }
+    const T mean_dxhat =
+        kLayerNorm ? GroupAllReduce<kWarp>(sum_dxhat, AddOp{}, T(0)) / tn : T(0);
+    const T mean_dxhat_xhat = GroupAllReduce<kWarp>(sum_dxhat_xhat, AddOp{}, T(0)) / tn;
+    for (int64_t j = grp.lane; j < n; j += grp.size) {
+      const T xhat = (static_cast<T>(x[r * n + j]) - mu) * inv;
+      const T dxhat = static_cast<T>(g[r * n + j]) * static_cast<T>(scale[j]);
+      x_grad[r * n + j] = V((dxhat - mean_dxhat - xhat * mean_dxhat_xhat) * inv);
+    }
+  }
+}
+
+// scale_grad[j] = sum over the rows of g xhat, bias_grad[j] (when given) of g: a thread per
+// column walks the rows in order (a fixed order: bitwise reproducible).
+template <typename V, bool kLayerNorm>
+__global__ void NormGradColumns(const V* x, const V* stats, const V* variance, const V* g,
+                                V* scale_grad, V* bias_grad, int64_t rows, int64_t n,
+                                Compute<V> eps) {
+  using T = Compute<V>;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < n; j += step) {
+    T sg = T(0), bg = T(0);
+    for (int64_t r = 0; r < rows; ++r) {
+      T inv, mu;
+      RowInvAndMean<V, kLayerNorm>(stats, variance, r, eps, inv, mu);
+      const T gv = static_cast<T>(g[r * n + j]);
+      sg += gv * ((static_cast<T>(x[r * n + j]) - mu) * inv);
+      bg += gv;
+    }
+    scale_grad[j] = V(sg);
+    if (bias_grad != nullptr) bias_grad[j] = V(bg);
+  }
+}
+
+// layer_norm_grad (kLayerNorm: x, scale, bias, mean, variance, out_grad) and rms_norm_grad
+// (x, scale, invvar, out_grad), after the CPU kernel's checks (internal::CheckNormGrad).
+template <bool kLayerNorm>
+Tensors NormGrad(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckTwoByteMix(inputs);
+  constexpr size_t kParams = kLayerNorm ? 2 : 1;
+  const cpu::internal::NormGradShape shape =
+      cpu::internal::CheckNormGrad(inputs, attrs, kParams, kParams);
+  // Every input is a value input (the arity is checked: indices past it are skipped).
+  if (TwoByteWithIntegerValues(inputs, {0, 1, 2, 3, 4, 5})) {
+    return WidenTwoByte(inputs, attrs, NormGrad<kLayerNorm>);
+  }
+  const DType dtype = cpu::internal::ComputeDTypeAll(inputs);
+  const double epsilon = kLayerNorm ? attrs.GetFloat("epsilon") : 0.0;
+  const size_t stats_at = 1 + kParams;  // mean or invvar; variance next (layer_norm_grad)
+  CallContext ctx(inputs);
+  Temporaries temps(ctx.stream);
+  const Tensor& x = temps.As(inputs[0], dtype);
+  const Tensor& scale = temps.As(inputs[1], dtype);
+  const Tensor& stats = temps.As(inputs[stats_at], dtype);
+  const Tensor* variance = kLayerNorm ? &temps.As(inputs[stats_at + 1], dtype) : nullptr;
+  const Tensor& g = temps.As(inputs[inputs.size() - 1], dtype);
+  Tensor x_grad = NewChecked(inputs[0], inputs[0].shape(), dtype);
+  Tensor scale_grad = NewChecked(inputs[0], {shape.n}, dtype);
+  Tensor bias_grad;
+  if (kLayerNorm) bias_grad = NewChecked(inputs[0], {shape.n}, dtype);
+  DispatchFloating(dtype, InputField(0, "dtype"), true, [&](auto zero) {
+    using V = decltype(zero);
+    using T = Compute<V>;
+    const T eps = static_cast<T>(epsilon);
+    const V* var = variance != nullptr ? DataOf<V>(*variance) : nullptr;
+    const RowLaunch l = PlanRows(shape.outer, shape.n);
+    if (l.grid > 0) {
+      if (l.warp) {
+        NormGradRows<V, kLayerNorm, true><<<l.grid, l.block, 0, ctx.stream>>>(
+            DataOf<V>(x), DataOf<V>(scale), DataOf<V>(stats), var, DataOf<V>(g),
+            DataOf<V>(x_grad), shape.outer, shape.n, eps);
+      } else {
+        NormGradRows<V, kLayerNorm, false><<<l.grid, l.block, 0, ctx.stream>>>(
+            DataOf<V>(x), DataOf<V>(scale), DataOf<V>(stats), var, DataOf<V>(g),
+            DataOf<V>(x_grad), shape.outer, shape.n, eps);
+      }
+      SPMD_CUDA_CHECK_LAUNCH();
+    }
+    NormGradColumns<V, kLayerNorm><<<GridFor(shape.n, kBlock), kBlock, 0, ctx.stream>>>(
+        DataOf<V>(x), DataOf<V>(stats), var, DataOf<V>(g), DataOf<V>(scale_grad),
+        kLayerNorm ? DataOf<V>(bias_grad) : nullptr, shape.outer, shape.n, eps);
+    SPMD_CUDA_CHECK_LAUNCH();
+  });
+  if (kLayerNorm) return TensorList(std::move(x_grad), std::move(scale_grad), std::move(bias_grad));
+  return TensorList(std::move(x_grad), std::move(scale_grad));
+}
+
 // ---- lookup_table_v2, embedding_grad ----------------------------------------------------------
 
 // out[t, h] = weight[id_t - start, h], 0 for the padding id and ids outside the shard.
@@ -914,6 +1038,8 @@ void RegisterNormKernels(KernelTable& table) {
   table.Add("softmax_grad", &SoftmaxGrad, true);
   table.Add("layer_norm", &LayerNorm, true);
   table.Add("rms_norm", &RmsNorm, true);
+  table.Add("layer_norm_grad", &NormGrad<true>, true);
+  table.Add("rms_norm_grad", &NormGrad<false>, true);
   table.Add("lookup_table_v2", &LookupTable, true);
   table.Add("c_embedding", &CEmbedding, true);
   table.Add("cross_entropy_with_softmax", &CrossEntropy, true);
