@@ -396,13 +396,6 @@ Ref ExpandReduced(VjpGraph& g, Ref reduced, const Shape& kept, const Shape& x) {
   return ExpandTo(g, g.Add("reshape", {reduced}, MakeAttrs({{"shape", kept}})), kept, x);
 }
 
-// The axes from, from + 1, ..., to - 1.
-Ints AxisRange(int from, int to) {
-  Ints axes;
-  for (int d = from; d < to; ++d) axes.push_back(d);
-  return axes;
-}
-
 }  // namespace
 
 VjpGraph Relu(const RuleContext&) {
@@ -694,13 +687,10 @@ namespace spmd::vjps {
 namespace {
 
 // layer_norm / rms_norm: x's dims split at begin_norm_axis into the rows (kept) and the
-// normalised dims (summed); the statistics reshaped to `kept` broadcast against x, and
-// the [N] parameters reshaped to x.shape[begin:] broadcast against it too.
+// normalised dims; the statistics (and their cotangents) reshaped to `kept` broadcast
+// against x.
 struct NormDims {
-  int begin = 0;
-  Shape kept;    // x.shape[:begin] + 1s
-  Shape params;  // x.shape[begin:]
-  Ints normalized_axes;
+  Shape kept;  // x.shape[:begin] + 1s
   double n = 1;
 };
 
@@ -712,78 +702,60 @@ NormDims SplitNorm(const RuleContext& c) {
   if (begin < 0 || begin >= rank) {
     ThrowInvalid("attrs.begin_norm_axis", "must be in [0, " + std::to_string(rank) + ")");
   }
-  dims.begin = static_cast<int>(begin);
   dims.kept = x;
-  for (int d = dims.begin; d < rank; ++d) {
+  for (int d = static_cast<int>(begin); d < rank; ++d) {
     dims.kept[d] = 1;
-    dims.params.push_back(x[d]);
-    dims.normalized_axes.push_back(d);
     dims.n *= static_cast<double>(x[d]);
   }
   return dims;
-}
-
-Ref SumRows(VjpGraph& g, Ref t, const NormDims& dims) {
-  return g.Add("sum", {t}, MakeAttrs({{"axis", dims.normalized_axes}, {"keep_dim", true}}));
-}
-
-// A parameter's gradient: summed over the rows, as the [N] vector.
-Ref SumToParam(VjpGraph& g, Ref t, const NormDims& dims) {
-  Ref summed = t;
-  if (dims.begin > 0) {
-    summed = g.Add("sum", {t}, MakeAttrs({{"axis", AxisRange(0, dims.begin)}, {"keep_dim", false}}));
-  }
-  return Reshape(g, summed, dims.params, {Numel(dims.params)});
 }
 
 Ref ToKept(VjpGraph& g, Ref stats, const NormDims& dims) {
   return g.Add("reshape", {stats}, MakeAttrs({{"shape", dims.kept}}));
 }
 
+// The attrs the forward passes on to its grad op.
+Attrs NormGradAttrs(const RuleContext& c) {
+  return MakeAttrs({{"epsilon", c.attrs.GetFloat("epsilon")},
+                    {"begin_norm_axis", c.attrs.GetInt("begin_norm_axis")}});
+}
+
 }  // namespace
 
-// xhat = (x - mean) / std, std = sqrt(variance + eps), out = xhat scale + bias. With
-// dxhat = g scale: dx = (dxhat - mean(dxhat) - xhat mean(dxhat xhat)) / std, plus the
-// mean output's cotangent / N and the variance output's 2 (x - mean) / N times its own.
+// Through out: layer_norm_grad(x, scale, bias, mean, variance, g) gives x_grad (from
+// xhat = (x - mean) / sqrt(variance + eps) and dxhat = g scale: (dxhat - mean(dxhat) -
+// xhat mean(dxhat xhat)) / std), scale_grad and bias_grad. The mean and variance outputs'
+// cotangents add g_mean / N and 2 (x - mean) g_variance / N to x_grad.
 VjpGraph LayerNorm(const RuleContext& c) {
   VjpGraph g;
   const NormDims dims = SplitNorm(c);
-  const Ref mean = ToKept(g, Ref::Output(1), dims);
-  const Ref centered = g.Add("subtract", {Ref::Input(0), mean});
-  const Ref std_dev = g.Add("sqrt", {ScaleBy(g, ToKept(g, Ref::Output(2), dims), 1, c.attrs.GetFloat("epsilon"))});
-  const Ref xhat = g.Add("divide", {centered, std_dev});
-  const Ref scale = Reshape(g, Ref::Input(1), {Numel(dims.params)}, dims.params);
-  const Ref dxhat = g.Add("multiply", {Ref::OutputGrad(0), scale});
-  const Ref mean_dxhat = ScaleBy(g, SumRows(g, dxhat, dims), 1 / dims.n);
-  const Ref mean_dxhat_xhat = ScaleBy(g, SumRows(g, g.Add("multiply", {dxhat, xhat}), dims), 1 / dims.n);
-  const Ref inner = g.Add("subtract", {g.Add("subtract", {dxhat, mean_dxhat}),
-                                       g.Add("multiply", {xhat, mean_dxhat_xhat})});
-  Ref x_grad = g.Add("divide", {inner, std_dev});
-  x_grad = g.Add("add", {x_grad, ScaleBy(g, ToKept(g, Ref::OutputGrad(1), dims), 1 / dims.n)});
+  const size_t grads = g.Add("layer_norm_grad",
+                             {Ref::Input(0), Ref::Input(1), Ref::Input(2), Ref::Output(1),
+                              Ref::Output(2), Ref::OutputGrad(0)},
+                             NormGradAttrs(c)).index;
+  const Ref centered = g.Add("subtract", {Ref::Input(0), ToKept(g, Ref::Output(1), dims)});
+  Ref x_grad = g.Add("add", {Ref::Call(grads, 0), ScaleBy(g, ToKept(g, Ref::OutputGrad(1), dims), 1 / dims.n)});
   const Ref variance_weight = ScaleBy(g, ToKept(g, Ref::OutputGrad(2), dims), 2 / dims.n);
   x_grad = g.Add("add", {x_grad, g.Add("multiply", {centered, variance_weight})});
-  g.input_grads = {x_grad,
-                   SumToParam(g, g.Add("multiply", {Ref::OutputGrad(0), xhat}), dims),
-                   SumToParam(g, Ref::OutputGrad(0), dims)};
+  g.input_grads = {x_grad, Ref::Call(grads, 1), Ref::Call(grads, 2)};
   return g;
 }
 
-// invvar = 1 / sqrt(mean(x^2) + eps), out = x invvar scale; d invvar / dx = -invvar^3 x / N.
-// With dxhat = g scale: dx = dxhat invvar - x invvar^3 (sum(dxhat x) + g_invvar) / N.
+// Through out: rms_norm_grad(x, scale, invvar, g) gives x_grad (dxhat invvar - x invvar^3
+// sum(dxhat x) / N, dxhat = g scale) and scale_grad. invvar = 1 / sqrt(mean(x^2) + eps)
+// has d invvar / dx = -invvar^3 x / N, so its cotangent adds -x invvar^3 g_invvar / N.
 VjpGraph RmsNorm(const RuleContext& c) {
   VjpGraph g;
   const NormDims dims = SplitNorm(c);
+  const size_t grads = g.Add("rms_norm_grad",
+                             {Ref::Input(0), Ref::Input(1), Ref::Output(1), Ref::OutputGrad(0)},
+                             NormGradAttrs(c)).index;
   const Ref inv = ToKept(g, Ref::Output(1), dims);
-  const Ref scale = Reshape(g, Ref::Input(1), {Numel(dims.params)}, dims.params);
-  const Ref dxhat = g.Add("multiply", {Ref::OutputGrad(0), scale});
-  const Ref through_inv = g.Add("add", {SumRows(g, g.Add("multiply", {dxhat, Ref::Input(0)}), dims),
-                                        ToKept(g, Ref::OutputGrad(1), dims)});
   const Ref inv_cubed = g.Add("multiply", {g.Add("multiply", {inv, inv}), inv});
-  const Ref coefficient = ScaleBy(g, g.Add("multiply", {inv_cubed, through_inv}), -1 / dims.n);
-  const Ref x_grad = g.Add("add", {g.Add("multiply", {dxhat, inv}),
-                                   g.Add("multiply", {Ref::Input(0), coefficient})});
-  const Ref xhat = g.Add("multiply", {Ref::Input(0), inv});
-  g.input_grads = {x_grad, SumToParam(g, g.Add("multiply", {Ref::OutputGrad(0), xhat}), dims)};
+  const Ref coefficient =
+      ScaleBy(g, g.Add("multiply", {inv_cubed, ToKept(g, Ref::OutputGrad(1), dims)}), -1 / dims.n);
+  const Ref x_grad = g.Add("add", {Ref::Call(grads, 0), g.Add("multiply", {Ref::Input(0), coefficient})});
+  g.input_grads = {x_grad, Ref::Call(grads, 1)};
   return g;
 }
 

@@ -71,8 +71,9 @@ VjpGraph Logsumexp(const RuleContext& c);      // exp(x - out) g
 VjpGraph PNorm(const RuleContext& c);          // sign(x) |x|^(p-1) / max(out, eps)^(p-1) g
 // einsum: per operand, the einsum of the cotangent with the other operands.
 VjpGraph Einsum(const RuleContext& c);
-// layer_norm, rms_norm: the textbook backward (through every output) from sum, subtract,
-// multiply, divide, sqrt.
+// layer_norm, rms_norm: through out, their grad ops (layer_norm_grad, rms_norm_grad); the
+// statistics outputs' cotangents add their terms to x_grad (reshape, scale, subtract,
+// multiply, add).
 VjpGraph LayerNorm(const RuleContext& c);
 VjpGraph RmsNorm(const RuleContext& c);
 // Through Paddle's grad ops where no composition is exact: gelu_grad (erf's derivative);
