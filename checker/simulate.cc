@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -285,9 +286,8 @@ std::optional<Counterexample> RunExchange(const OpDecl& op, const RuleContext& c
       return failed(r, "stats", e);
     }
   }
-  std::vector<int64_t> row_of(static_cast<size_t>(*std::max_element(mesh.process_ids().begin(),
-                                                                    mesh.process_ids().end()) + 1), -1);
-  for (size_t r = 0; r < coords.size(); ++r) row_of[static_cast<size_t>(mesh.process_ids()[r])] = static_cast<int64_t>(r);
+  std::map<int64_t, size_t> row_of;  // process id -> its position in coords (ids may be large)
+  for (size_t r = 0; r < coords.size(); ++r) row_of[mesh.process_ids()[r]] = r;
   for (size_t r = 0; r < coords.size(); ++r) {
     Tensor gathered;
     gathered.dtype = stats[r].dtype;
@@ -295,7 +295,7 @@ std::optional<Counterexample> RunExchange(const OpDecl& op, const RuleContext& c
     const std::vector<int64_t> members = mesh.GroupOf(coords[r], axes);
     gathered.shape.insert(gathered.shape.begin(), static_cast<int64_t>(members.size()));
     for (int64_t pid : members) {
-      const Tensor& piece = stats[static_cast<size_t>(row_of[static_cast<size_t>(pid)])];
+      const Tensor& piece = stats[row_of.at(pid)];
       gathered.data.insert(gathered.data.end(), piece.data.begin(), piece.data.end());
     }
     Tensors finish_inputs = inputs[r];

@@ -1,6 +1,7 @@
 // Softmax family, layer_norm, rms_norm, the embedding and the softmax cross entropy:
 // their normalised factors are forced replicated (the local kernels need them whole).
 #include <algorithm>
+#include <limits>
 
 #include "rules/error.h"
 #include "rules/notation.h"
@@ -75,6 +76,20 @@ EinsumSpec Normalization(const RuleContext& c, size_t params, size_t statistics)
   for (size_t p = 0; p < params; ++p) spec.inputs.push_back({param});
   spec.forced_replicated.push_back(param);
   return spec;
+}
+
+// The end of a vocabulary piece's rows, start + rows, saturated below the int64 limit (a
+// caller's start_index may be any int64; rows are at most 2^62).
+int64_t PieceEnd(int64_t start, int64_t rows) {
+  constexpr int64_t kLimit = std::numeric_limits<int64_t>::max() - 2;
+  return start > kLimit - rows ? kLimit : start + rows;
+}
+
+// start_index of the vocabulary-parallel embedding ops: [0, 2^61], so that a shard's start
+// (start_index plus its first row, at most 2^62) cannot overflow.
+void CheckStartIndex(const RuleContext& c) {
+  const int64_t start = c.attrs.GetInt("start_index");
+  if (start < 0 || start > (int64_t{1} << 61)) ThrowInvalid("attrs.start_index", "must be in [0, 2^61]");
 }
 
 // The attrs of Paddle's c_softmax ops: ignore_index, and ring_id, rank, nranks (Paddle's
@@ -183,18 +198,20 @@ OpDecl c_embedding() {
       .Attr("vocab_size", AttrKind::kInt, int64_t{-1})
       .Einsum([](const RuleContext& c) {
         if (c.input_shapes[0].size() != 2) ThrowInvalid("inputs[0].shape", "weight must be 2-D");
+        CheckStartIndex(c);
         const std::string ids = notation::Letters(static_cast<int>(c.input_shapes[1].size()));
         return notation::FromLetters({"VW", ids}, {ids + "W"});
       })
       .Values([](const RuleContext& c) {
         const int64_t vocab = c.attrs.GetInt("vocab_size");
         const int64_t start = c.attrs.GetInt("start_index");
-        const int64_t bound = std::max<int64_t>(1, vocab > 0 ? vocab : start + c.input_shapes[0][0] + 2);
+        const int64_t end = PieceEnd(start, c.input_shapes[0][0]);
+        const int64_t bound = std::max<int64_t>(1, vocab > 0 ? vocab : end + 2);
         // Ids outside the table read zeros; one id always reads a row, or an all-zero output
         // would satisfy any claim.
         InputValues ids{ValueKind::kIndex, bound};
         ids.hit_begin = std::min(start, bound);
-        ids.hit_end = std::min(start + c.input_shapes[0][0], bound);
+        ids.hit_end = std::min(end, bound);
         return std::vector<InputValues>{{}, ids};
       })
       .Localize([](const LocalContext& c) {  // a shard holds rows [start + offset, ...)
@@ -221,6 +238,7 @@ OpDecl c_embedding_grad() {
         if (c.input_shapes[2] != expected) {
           ThrowInvalid("inputs[2].shape", "out_grad must be x.shape + [weight.shape[1]]");
         }
+        CheckStartIndex(c);
         const std::string ids = notation::Letters(static_cast<int>(c.input_shapes[1].size()));
         return notation::FromLetters({"VW", ids, ids + "W"}, {"VW"});
       })
@@ -228,9 +246,10 @@ OpDecl c_embedding_grad() {
         const int64_t start = c.attrs.GetInt("start_index");
         // Ids past the piece add nothing; one id always lands in it, or an all-zero
         // gradient would satisfy any claim.
-        InputValues ids{ValueKind::kIndex, std::max<int64_t>(1, start + c.input_shapes[0][0] + 2)};
+        const int64_t end = PieceEnd(start, c.input_shapes[0][0]);
+        InputValues ids{ValueKind::kIndex, std::max<int64_t>(1, end + 2)};
         ids.hit_begin = start;
-        ids.hit_end = start + c.input_shapes[0][0];
+        ids.hit_end = end;
         return std::vector<InputValues>{{}, ids, {}};
       })
       .Localize([](const LocalContext& c) {  // a shard holds rows [start + offset, ...)
