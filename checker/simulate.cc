@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -285,9 +286,8 @@ std::optional<Counterexample> RunExchange(const OpDecl& op, const RuleContext& c
       return failed(r, "stats", e);
     }
   }
-  std::vector<int64_t> row_of(static_cast<size_t>(*std::max_element(mesh.process_ids().begin(),
-                                                                    mesh.process_ids().end()) + 1), -1);
-  for (size_t r = 0; r < coords.size(); ++r) row_of[static_cast<size_t>(mesh.process_ids()[r])] = static_cast<int64_t>(r);
+  std::map<int64_t, size_t> row_of;  // process id -> its position in coords (ids may be large)
+  for (size_t r = 0; r < coords.size(); ++r) row_of[mesh.process_ids()[r]] = r;
   for (size_t r = 0; r < coords.size(); ++r) {
     Tensor gathered;
     gathered.dtype = stats[r].dtype;
@@ -295,7 +295,7 @@ std::optional<Counterexample> RunExchange(const OpDecl& op, const RuleContext& c
     const std::vector<int64_t> members = mesh.GroupOf(coords[r], axes);
     gathered.shape.insert(gathered.shape.begin(), static_cast<int64_t>(members.size()));
     for (int64_t pid : members) {
-      const Tensor& piece = stats[static_cast<size_t>(row_of[static_cast<size_t>(pid)])];
+      const Tensor& piece = stats[row_of.at(pid)];
       gathered.data.insert(gathered.data.end(), piece.data.begin(), piece.data.end());
     }
     Tensors finish_inputs = inputs[r];
@@ -313,8 +313,10 @@ std::optional<Counterexample> RunExchange(const OpDecl& op, const RuleContext& c
 }
 
 // One draw of input values (from c.seed); sets *boolean when an output holds 0/1 values.
+// `negate_reals`: every real-valued input (ValueKind::kReal) of the draw is negated, which
+// keeps it a draw of the same distribution.
 Outcome CheckClaimOnce(const Case& c, const std::vector<DistAttr>& required,
-                       const std::vector<DistAttr>& claimed, bool* boolean) {
+                       const std::vector<DistAttr>& claimed, bool* boolean, bool negate_reals = false) {
   Outcome outcome;
   outcome.required = required;
   outcome.outputs = claimed;
@@ -345,7 +347,12 @@ Outcome CheckClaimOnce(const Case& c, const std::vector<DistAttr>& required,
     }
     Rng rng(c.seed);
     Tensors global_inputs;
-    for (size_t i = 0; i < c.shapes.size(); ++i) global_inputs.push_back(MakeInput(c.shapes[i], kinds[i], rng));
+    for (size_t i = 0; i < c.shapes.size(); ++i) {
+      global_inputs.push_back(MakeInput(c.shapes[i], kinds[i], rng));
+      if (negate_reals && kinds[i].kind == ValueKind::kReal) {
+        for (double& v : global_inputs.back().data) v = -v;
+      }
+    }
     Tensors global_outputs;
     try {
       global_outputs = fn(global_inputs, attrs);
@@ -461,6 +468,18 @@ Outcome CheckClaim(const Case& c, const std::vector<DistAttr>& required,
   for (int k = 1; boolean && k < kBooleanDraws && outcome.verdict == Verdict::kSound; ++k) {
     next.seed = c.seed + static_cast<uint64_t>(k) * 0x9E3779B97F4A7C15ull;
     outcome = CheckClaimOnce(next, required, claimed, &boolean);
+  }
+  // A claimed partial(max) or partial(min) over ranks that hold nothing (an uneven or empty
+  // shard leaves them the sum's 0) agrees with the true sum whenever the one holder's value
+  // is on the right side of 0: a mean_all of positive values "is" the max of itself and two
+  // zeros. The same draw with its real inputs negated moves such a value across 0, so the
+  // wrong claim shows on one of the two.
+  bool extremum = false;
+  for (const DistAttr& out : claimed) {
+    for (const auto& [axis, op] : out.partial) extremum = extremum || op == ReduceOp::kMax || op == ReduceOp::kMin;
+  }
+  if (extremum && outcome.verdict == Verdict::kSound) {
+    outcome = CheckClaimOnce(c, required, claimed, &boolean, /*negate_reals=*/true);
   }
   return outcome;
 }

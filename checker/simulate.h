@@ -68,7 +68,9 @@ Outcome CheckForward(const Case& c);
 
 // Checks a claim as if a rule had made it: the inputs hold `required`, the outputs are
 // claimed to be `claimed`. Throws SpmdError for a case over kMaxSimulatedElements. A case
-// with a 0/1 output is checked on kBooleanDraws draws of values (the first from c.seed).
+// with a 0/1 output is checked on kBooleanDraws draws of values (the first from c.seed); a
+// claim with a partial(max) or partial(min) output also on the first draw with its real
+// inputs negated.
 Outcome CheckClaim(const Case& c, const std::vector<DistAttr>& required,
                    const std::vector<DistAttr>& claimed);
 

@@ -579,7 +579,7 @@ void CheckEinsumAnswer(const OpDecl& op, const ForwardRequest& request, const In
   for (size_t o = 0; o < spec.outputs.size(); ++o) {
     PartialMap expected = carried;
     for (const auto& [letter, axes] : merged) {
-      if (Contains(spec.outputs[o], letter)) continue;
+      if (Contains(spec.outputs[o], letter) || Contains(spec.exchanged, letter)) continue;
       for (int axis : axes) expected[axis] = spec.reduce;
     }
     if (answer.outputs[o].partial != expected) {
@@ -678,7 +678,8 @@ void CheckDimTransAnswer(const OpDecl& op, const ForwardRequest& request,
 //      one (none; sum on every input; the first operand's sum; the op's own reduce op; all),
 //      on the mesh axes no merged factor uses;
 //   4. each output's partial map is the union of the accepted partials and, with the op's
-//      reduce op, the axes of the merged factors absent from that output (step 6);
+//      reduce op, the axes of the merged factors absent from that output (step 6), but
+//      for the exchanged factors (the op combines their pieces itself);
 //   5. without a forward override (concat and stack's cost rule), a letter's merged list is
 //      the first non-empty list given for it in walk order (inputs in order, dims in
 //      order), or empty (steps 1-3: D1 keeps the first claim; a collision or a forced

@@ -335,6 +335,39 @@ Tensors c_embedding(const Tensors& inputs, const Attrs& attrs) {
   return {out};
 }
 
+// weight_grad [V, H]: out_grad's row t added at row id_t - start_index for ids in this
+// piece's rows; the others belong to other pieces.
+Tensors c_embedding_grad(const Tensors& inputs, const Attrs& attrs) {
+  const int64_t start = attrs.GetInt("start_index");
+  CheckArity(inputs, 3);
+  const Tensor& weight = inputs[0];
+  const Tensor& ids = inputs[1];
+  const Tensor& out_grad = inputs[2];
+  if (weight.shape.size() != 2) {
+    ThrowInvalid(InputField(0, "shape"), "weight must be [V, H], got " + ShapeToString(weight.shape));
+  }
+  const int64_t rows = weight.shape[0];
+  const int64_t hidden = weight.shape[1];
+  Shape grad_shape = ids.shape;
+  grad_shape.push_back(hidden);
+  if (out_grad.shape != grad_shape) {
+    ThrowInvalid(InputField(2, "shape"), "out_grad must be " + ShapeToString(grad_shape) + ", got " +
+                                             ShapeToString(out_grad.shape));
+  }
+  if (start < 0) ThrowInvalid("attrs.start_index", "start_index must be >= 0");
+  Tensor weight_grad = internal::Zeros(weight.shape);
+  for (size_t t = 0; t < ids.data.size(); ++t) {
+    const int64_t id = IdOf(ids.data[t], InputField(1, "data"));
+    if (id < 0) ThrowInvalid(InputField(1, "data"), "id " + std::to_string(id) + " is negative");
+    const int64_t row = id - start;
+    if (row < 0 || row >= rows) continue;
+    for (int64_t h = 0; h < hidden; ++h) {
+      weight_grad.data[row * hidden + h] += out_grad.data[t * hidden + h];
+    }
+  }
+  return {weight_grad};
+}
+
 Tensors cross_entropy_with_softmax(const Tensors& inputs, const Attrs& attrs) {
   bool soft_label = attrs.GetBool("soft_label");
   bool use_softmax = attrs.GetBool("use_softmax");
@@ -393,14 +426,7 @@ namespace {
 // [..., 1] of ids; the attrs Paddle passes (ring_id, rank, nranks) are checked for range
 // only: spmdkit takes the piece from the layout.
 void CheckCSoftmaxInputs(const Tensors& inputs, const Attrs& attrs, size_t arity) {
-  (void)attrs.GetInt("ignore_index");
-  if (attrs.GetInt("ring_id") < 0) ThrowInvalid("attrs.ring_id", "must be >= 0");
-  const int64_t rank = attrs.GetInt("rank");
-  const int64_t nranks = attrs.GetInt("nranks");
-  if (nranks < 0) ThrowInvalid("attrs.nranks", "must be >= 0");
-  if (rank < 0 || (nranks > 0 && rank >= nranks)) {
-    ThrowInvalid("attrs.rank", "must be in [0, nranks) (0 when nranks is 0)");
-  }
+  softmax_pieces::CheckPaddleCommAttrs(attrs);
   CheckArity(inputs, arity);
   const Tensor& logits = inputs[0];
   if (logits.shape.empty()) ThrowInvalid(InputField(0, "shape"), "logits need a class dim, got []");
@@ -493,14 +519,7 @@ Tensors c_softmax_with_cross_entropy_finish(const Tensors& inputs, const Attrs& 
 // (localized __vocab_start, __global_shape) the one-hot lands only where the piece holds
 // the label; labels are checked against the global class count.
 Tensors c_softmax_with_cross_entropy_grad(const Tensors& inputs, const Attrs& attrs) {
-  (void)attrs.GetInt("ignore_index");
-  if (attrs.GetInt("ring_id") < 0) ThrowInvalid("attrs.ring_id", "must be >= 0");
-  const int64_t nranks = attrs.GetInt("nranks");
-  const int64_t rank = attrs.GetInt("rank");
-  if (nranks < 0) ThrowInvalid("attrs.nranks", "must be >= 0");
-  if (rank < 0 || (nranks > 0 && rank >= nranks)) {
-    ThrowInvalid("attrs.rank", "must be in [0, nranks) (0 when nranks is 0)");
-  }
+  softmax_pieces::CheckPaddleCommAttrs(attrs);
   CheckArity(inputs, 3);
   const Tensor& softmax = inputs[0];
   if (softmax.shape.empty()) ThrowInvalid(InputField(0, "shape"), "softmax needs a class dim, got []");

@@ -104,6 +104,7 @@
   X(conv2d)                 \
   X(flash_attention)        \
   X(c_embedding)            \
+  X(c_embedding_grad)       \
   X(c_softmax_with_cross_entropy) \
   X(c_softmax_with_cross_entropy_grad) \
   /* normalisation backward */ \

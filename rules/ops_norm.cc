@@ -1,6 +1,7 @@
 // Softmax family, layer_norm, rms_norm, the embedding and the softmax cross entropy:
 // their normalised factors are forced replicated (the local kernels need them whole).
 #include <algorithm>
+#include <limits>
 
 #include "rules/error.h"
 #include "rules/notation.h"
@@ -117,6 +118,41 @@ ExampleBuilder NormGradExamples(size_t params, size_t statistics) {
     }
     return examples;
   };
+}
+
+// The end of a vocabulary piece's rows, start + rows, saturated below the int64 limit (a
+// caller's start_index may be any int64; rows are at most 2^62).
+int64_t PieceEnd(int64_t start, int64_t rows) {
+  constexpr int64_t kLimit = std::numeric_limits<int64_t>::max() - 2;
+  return start > kLimit - rows ? kLimit : start + rows;
+}
+
+// start_index of the vocabulary-parallel embedding ops: [0, 2^61], so that a shard's start
+// (start_index plus its first row, at most 2^62) cannot overflow.
+void CheckStartIndex(const RuleContext& c) {
+  const int64_t start = c.attrs.GetInt("start_index");
+  if (start < 0 || start > (int64_t{1} << 61)) ThrowInvalid("attrs.start_index", "must be in [0, 2^61]");
+}
+
+// The attrs of Paddle's c_softmax ops: ignore_index, and ring_id, rank, nranks (Paddle's
+// communicator and piece; range-checked only, softmax_pieces::CheckPaddleCommAttrs).
+OpBuilder& CSoftmaxAttrs(OpBuilder& op) {
+  return op.Attr("ignore_index", AttrKind::kInt, int64_t{-100})
+      .Attr("ring_id", AttrKind::kInt, int64_t{0})
+      .Attr("rank", AttrKind::kInt, int64_t{0})
+      .Attr("nranks", AttrKind::kInt, int64_t{0});
+}
+
+// The class axis last: `letters` names every dim of a [..., C] tensor, `rows` the same with
+// the class dim `1` (a [..., 1] label or loss).
+struct ClassLastLetters {
+  std::string letters, rows;
+};
+ClassLastLetters ClassLast(const RuleContext& c, const char* what) {
+  const int rank = static_cast<int>(c.input_shapes[0].size());
+  if (rank == 0) ThrowInvalid("inputs[0].shape", std::string(what) + " needs a class dim");
+  const std::string letters = notation::Letters(rank);
+  return {letters, letters.substr(0, rank - 1) + "1"};
 }
 
 }  // namespace
@@ -243,25 +279,68 @@ OpDecl c_embedding() {
       .Attr("vocab_size", AttrKind::kInt, int64_t{-1})
       .Einsum([](const RuleContext& c) {
         if (c.input_shapes[0].size() != 2) ThrowInvalid("inputs[0].shape", "weight must be 2-D");
+        CheckStartIndex(c);
         const std::string ids = notation::Letters(static_cast<int>(c.input_shapes[1].size()));
         return notation::FromLetters({"VW", ids}, {ids + "W"});
       })
       .Values([](const RuleContext& c) {
         const int64_t vocab = c.attrs.GetInt("vocab_size");
         const int64_t start = c.attrs.GetInt("start_index");
-        const int64_t bound = std::max<int64_t>(1, vocab > 0 ? vocab : start + c.input_shapes[0][0] + 2);
+        const int64_t end = PieceEnd(start, c.input_shapes[0][0]);
+        const int64_t bound = std::max<int64_t>(1, vocab > 0 ? vocab : end + 2);
         // Ids outside the table read zeros; one id always reads a row, or an all-zero output
         // would satisfy any claim.
         InputValues ids{ValueKind::kIndex, bound};
         ids.hit_begin = std::min(start, bound);
-        ids.hit_end = std::min(start + c.input_shapes[0][0], bound);
+        ids.hit_end = std::min(end, bound);
         return std::vector<InputValues>{{}, ids};
       })
       .Localize([](const LocalContext& c) {  // a shard holds rows [start + offset, ...)
         return c.attrs.With("start_index", c.attrs.GetInt("start_index") + c.input_offsets[0][0]);
       })
+      .Vjp(vjps::CEmbedding)
       .Examples(FromSignatures({{{"vh", "ab"}, MakeAttrs({{"start_index", int64_t{2}}})},
                                 {{"vh", "a"}, MakeAttrs({{"vocab_size", int64_t{9}}})}}));
+}
+
+// Paddle's c_embedding_grad(weight, x, out_grad): the weight's gradient of c_embedding, a
+// scatter-add of out_grad's rows into the piece's rows [start_index, start_index + V).
+// weight `VW` (its values unread), x `ab..`, out_grad `ab..W` -> weight_grad `VW`: the ids'
+// letters are summed, so an ids sharding makes weight_grad partial(sum); V may stay
+// sharded (the localizer shifts start_index by the shard's first row, as c_embedding's).
+OpDecl c_embedding_grad() {
+  return OpBuilder("c_embedding_grad").Inputs({"weight", "x", "out_grad"}).Outputs({"weight_grad"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Attr("start_index", AttrKind::kInt, int64_t{0})
+      .Einsum([](const RuleContext& c) {
+        if (c.input_shapes[0].size() != 2) ThrowInvalid("inputs[0].shape", "weight must be 2-D");
+        Shape expected = c.input_shapes[1];
+        expected.push_back(c.input_shapes[0][1]);
+        if (c.input_shapes[2] != expected) {
+          ThrowInvalid("inputs[2].shape", "out_grad must be x.shape + [weight.shape[1]]");
+        }
+        CheckStartIndex(c);
+        const std::string ids = notation::Letters(static_cast<int>(c.input_shapes[1].size()));
+        return notation::FromLetters({"VW", ids, ids + "W"}, {"VW"});
+      })
+      .Values([](const RuleContext& c) {
+        const int64_t start = c.attrs.GetInt("start_index");
+        // Ids past the piece add nothing; one id always lands in it, or an all-zero
+        // gradient would satisfy any claim.
+        const int64_t end = PieceEnd(start, c.input_shapes[0][0]);
+        InputValues ids{ValueKind::kIndex, std::max<int64_t>(1, end + 2)};
+        ids.hit_begin = start;
+        ids.hit_end = end;
+        return std::vector<InputValues>{{}, ids, {}};
+      })
+      .Localize([](const LocalContext& c) {  // a shard holds rows [start + offset, ...)
+        return c.attrs.With("start_index", c.attrs.GetInt("start_index") + c.input_offsets[0][0]);
+      })
+      .Examples([](const SizePalette& p) {
+        return std::vector<Example>{
+            {{{p[0], p[2]}, {p[0], p[1]}, {p[0], p[1], p[2]}}, MakeAttrs({{"start_index", int64_t{1}}})},
+            {{{p[1] + 1, p[2]}, {p[1] + 2}, {p[1] + 2, p[2]}}, Attrs()}};
+      });
 }
 
 // Paddle's c_softmax_with_cross_entropy(logits, label): the vocabulary-parallel softmax
@@ -273,19 +352,12 @@ OpDecl c_embedding() {
 // takes both from the layout, so they are checked for range only. The localizer gives a
 // piece its first class.
 OpDecl c_softmax_with_cross_entropy() {
-  return OpBuilder("c_softmax_with_cross_entropy").Inputs({"logits", "label"})
+  return CSoftmaxAttrs(OpBuilder("c_softmax_with_cross_entropy").Inputs({"logits", "label"}))
       .Outputs({"softmax", "loss"})
       .Tolerance(ToleranceClass::kCrossEntropy)
-      .Attr("ignore_index", AttrKind::kInt, int64_t{-100})
-      .Attr("ring_id", AttrKind::kInt, int64_t{0})
-      .Attr("rank", AttrKind::kInt, int64_t{0})
-      .Attr("nranks", AttrKind::kInt, int64_t{0})
       .Einsum([](const RuleContext& c) {
-        const int rank = static_cast<int>(c.input_shapes[0].size());
-        if (rank == 0) ThrowInvalid("inputs[0].shape", "logits need a class dim");
-        const std::string letters = notation::Letters(rank);
-        const std::string reduced = letters.substr(0, rank - 1) + "1";
-        EinsumSpec spec = notation::FromLetters({letters, reduced}, {letters, reduced});
+        const auto [letters, rows] = ClassLast(c, "logits");
+        EinsumSpec spec = notation::FromLetters({letters, rows}, {letters, rows});
         spec.exchanged = {spec.inputs[0].back()};
         return spec;
       })
@@ -309,19 +381,12 @@ OpDecl c_softmax_with_cross_entropy() {
 // and a piece without the label subtracts nothing; the global softmax's shape lets a piece
 // refuse a label past the last class. ring_id, rank, nranks as the forward.
 OpDecl c_softmax_with_cross_entropy_grad() {
-  return OpBuilder("c_softmax_with_cross_entropy_grad").Inputs({"softmax", "label", "loss_grad"})
+  return CSoftmaxAttrs(OpBuilder("c_softmax_with_cross_entropy_grad").Inputs({"softmax", "label", "loss_grad"}))
       .Outputs({"logits_grad"})
       .Tolerance(ToleranceClass::kPointwise)
-      .Attr("ignore_index", AttrKind::kInt, int64_t{-100})
-      .Attr("ring_id", AttrKind::kInt, int64_t{0})
-      .Attr("rank", AttrKind::kInt, int64_t{0})
-      .Attr("nranks", AttrKind::kInt, int64_t{0})
       .Einsum([](const RuleContext& c) {
-        const int rank = static_cast<int>(c.input_shapes[0].size());
-        if (rank == 0) ThrowInvalid("inputs[0].shape", "softmax needs a class dim");
-        const std::string letters = notation::Letters(rank);
-        const std::string reduced = letters.substr(0, rank - 1) + "1";
-        return notation::FromLetters({letters, reduced, reduced}, {letters});
+        const auto [letters, rows] = ClassLast(c, "softmax");
+        return notation::FromLetters({letters, rows, rows}, {letters});
       })
       .Values([](const RuleContext& c) {
         return std::vector<InputValues>{

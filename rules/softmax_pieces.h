@@ -11,7 +11,24 @@
 #include <cstdint>
 #include <limits>
 
+#include "rules/attrs.h"
+#include "rules/error.h"
+
 namespace spmd::softmax_pieces {
+
+// The attrs of Paddle's c_softmax ops besides ignore_index: ring_id, rank and nranks name
+// Paddle's communicator and piece; spmdkit takes both from the layout, so they are checked
+// for range only (InvalidArgument naming the attr).
+inline void CheckPaddleCommAttrs(const Attrs& attrs) {
+  (void)attrs.GetInt("ignore_index");
+  if (attrs.GetInt("ring_id") < 0) ThrowInvalid("attrs.ring_id", "must be >= 0");
+  const int64_t rank = attrs.GetInt("rank");
+  const int64_t nranks = attrs.GetInt("nranks");
+  if (nranks < 0) ThrowInvalid("attrs.nranks", "must be >= 0");
+  if (rank < 0 || (nranks > 0 && rank >= nranks)) {
+    ThrowInvalid("attrs.rank", "must be in [0, nranks) (0 when nranks is 0)");
+  }
+}
 
 // A row's summary of one piece: the piece's max logit (-inf for an empty piece), the sum
 // of exp(logit - max) over the piece, the label's logit if the piece holds the label (else

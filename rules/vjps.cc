@@ -884,6 +884,14 @@ VjpGraph CrossEntropyWithSoftmax(const RuleContext& c) {
   return g;
 }
 
+VjpGraph CEmbedding(const RuleContext& c) {
+  VjpGraph g;
+  const Ref weight_grad = g.Add("c_embedding_grad", {Ref::Input(0), Ref::Input(1), Ref::OutputGrad(0)},
+                                MakeAttrs({{"start_index", c.attrs.GetInt("start_index")}}));
+  g.input_grads = {weight_grad, std::nullopt};
+  return g;
+}
+
 VjpGraph CSoftmaxWithCrossEntropy(const RuleContext& c) {
   VjpGraph g;
   const int64_t last = static_cast<int64_t>(c.input_shapes[0].size()) - 1;

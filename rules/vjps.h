@@ -84,6 +84,9 @@ VjpGraph RmsNorm(const RuleContext& c);
 VjpGraph Gelu(const RuleContext& c);
 VjpGraph Embedding(const RuleContext& c);
 VjpGraph CrossEntropyWithSoftmax(const RuleContext& c);
+// c_embedding: weight: c_embedding_grad(weight, x, g) with the forward's start_index; the
+// ids get none.
+VjpGraph CEmbedding(const RuleContext& c);
 // c_softmax_with_cross_entropy: c_softmax_with_cross_entropy_grad(softmax, label, g_loss)
 // (local on a class piece) + softmax_grad(softmax, g_softmax) along the last dim; the label
 // gets none.

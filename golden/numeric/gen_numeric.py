@@ -100,6 +100,7 @@ DEFAULTS = {
     "flash_attention": {"dropout": 0.0, "causal": False, "return_softmax": False,
                         "is_test": False, "rng_name": ""},
     "c_embedding": {"start_index": 0, "vocab_size": -1},
+    "c_embedding_grad": {"start_index": 0},
     "c_softmax_with_cross_entropy": {"ignore_index": -100, "ring_id": 0, "rank": 0, "nranks": 0},
     "c_softmax_with_cross_entropy_grad": {"ignore_index": -100, "ring_id": 0, "rank": 0,
                                           "nranks": 0},
@@ -1758,7 +1759,7 @@ def gen_attention():
           "Unsupported")
 
 
-family("embedding_parallel", ["c_embedding"])
+family("embedding_parallel", ["c_embedding", "c_embedding_grad"])
 
 
 def np_c_embedding(weight, ids, start):
@@ -1853,6 +1854,34 @@ def gen_c_softmax():
     error(op, "softmax_0d", {}, [np.array(0.5), T(np.array(0), "int64"), np.array(1.0)],
           "inputs[0].shape")
     error(op, "rank_negative", {"rank": -1}, [p, lab, g], "attrs.rank")
+
+
+def np_c_embedding_grad(rows, ids, g, start):
+    """weight_grad [rows, H]: g's row t added at ids[t] - start where that is a row."""
+    out = np.zeros((rows, g.shape[-1]))
+    for t, i in enumerate(ids.reshape(-1)):
+        if start <= i < start + rows:
+            out[i - start] += g.reshape(-1, g.shape[-1])[t]
+    return out
+
+
+def gen_c_embedding_grad():
+    op = "c_embedding_grad"
+    w = vals3(4, 3)
+    ids = np.array([[0, 5, 2], [3, 2, 1]])
+    g = vals3(2, 3, 3)
+    for start in (0, 2, 7):
+        case(op, f"start_{start}", {"start_index": start}, [w, T(ids, "int64"), g],
+             [np_c_embedding_grad(4, ids, g, start)])
+    g1 = vals3(3)
+    case(op, "0d_ids", {"start_index": 1}, [w, T(np.array(2), "int64"), g1],
+         [np_c_embedding_grad(4, np.array(2), g1, 1)])
+    error(op, "id_negative", {}, [w, T(np.array([-1]), "int64"), vals3(1, 3)], "inputs[1].data")
+    error(op, "out_grad_shape", {}, [w, T(ids, "int64"), vals3(2, 3, 2)], "inputs[2].shape")
+    error(op, "weight_rank", {}, [vals3(4), T(np.array([1]), "int64"), vals3(1, 3)],
+          "inputs[0].shape")
+    error(op, "start_negative", {"start_index": -1}, [w, T(np.array([1]), "int64"), vals3(1, 3)],
+          "attrs.start_index")
 
 
 family("norm_grad", ["layer_norm_grad", "rms_norm_grad"])
@@ -1994,6 +2023,7 @@ def main():
     gen_attention()  # RNG3
     gen_c_embedding()  # RNG3
     gen_c_softmax()  # RNG3
+    gen_c_embedding_grad()  # RNG3
     gen_norm_grad()  # RNG3, after the cases above
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")

@@ -320,6 +320,9 @@ struct EmbeddingGradShape {
   int64_t start = 0;
 };
 EmbeddingGradShape CheckEmbeddingGrad(const TensorArgs& inputs, const Attrs& attrs);
+// c_embedding_grad's checks (arity, weight [V, H], out_grad = x.shape + [H], start_index >=
+// 0): the scatter of embedding_grad with the piece's start and no padding row.
+EmbeddingGradShape CheckCEmbeddingGrad(const TensorArgs& inputs, const Attrs& attrs);
 
 // c_embedding's checks (arity, weight [V, H], start_index >= 0), shared by the CPU and CUDA
 // kernels; ids must lie in [0, id_limit) (no upper limit when id_limit < 0).

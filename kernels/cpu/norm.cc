@@ -509,19 +509,6 @@ Tensors c_embedding(const TensorArgs& inputs, const Attrs& attrs) {
 
 namespace {
 
-// Paddle's ring_id / rank / nranks of the c_softmax ops, checked for range only (the layout
-// names the group and the piece).
-void CheckCSoftmaxAttrs(const Attrs& attrs) {
-  (void)attrs.GetInt("ignore_index");
-  if (attrs.GetInt("ring_id") < 0) ThrowInvalid("attrs.ring_id", "must be >= 0");
-  const int64_t rank = attrs.GetInt("rank");
-  const int64_t nranks = attrs.GetInt("nranks");
-  if (nranks < 0) ThrowInvalid("attrs.nranks", "must be >= 0");
-  if (rank < 0 || (nranks > 0 && rank >= nranks)) {
-    ThrowInvalid("attrs.rank", "must be in [0, nranks) (0 when nranks is 0)");
-  }
-}
-
 // inputs[0] is [..., C] and each of `rows_of` is [..., 1]. Returns the rows.
 int64_t CheckClassRows(const TensorArgs& inputs, std::initializer_list<size_t> rows_of) {
   if (inputs[0].rank() == 0) ThrowInvalid(InputField(0, "shape"), "needs a class dim, got []");
@@ -539,7 +526,7 @@ int64_t CheckClassRows(const TensorArgs& inputs, std::initializer_list<size_t> r
 // The checks of c_softmax_with_cross_entropy and its phases (as the reference's): the
 // attrs, logits [..., C], label [..., 1]. Returns the rows.
 int64_t CheckCSoftmax(const TensorArgs& inputs, const Attrs& attrs, size_t arity) {
-  CheckCSoftmaxAttrs(attrs);
+  softmax_pieces::CheckPaddleCommAttrs(attrs);
   CheckArity(inputs, arity);
   return CheckClassRows(inputs, {1});
 }
@@ -652,7 +639,7 @@ Tensors c_softmax_with_cross_entropy_finish(const TensorArgs& inputs, const Attr
 // (softmax - onehot(label)) * loss_grad along the last dim, 0 on ignored rows; on a piece
 // (localized __vocab_start, __global_shape) the one-hot lands where the piece holds the label.
 Tensors c_softmax_with_cross_entropy_grad(const TensorArgs& inputs, const Attrs& attrs) {
-  CheckCSoftmaxAttrs(attrs);
+  softmax_pieces::CheckPaddleCommAttrs(attrs);
   CheckArity(inputs, 3);
   const int64_t rows = CheckClassRows(inputs, {1, 2});
   const int64_t len = inputs[0].shape().back();
@@ -783,41 +770,72 @@ EmbeddingGradShape CheckEmbeddingGrad(const TensorArgs& inputs, const Attrs& att
   return {vocab, hidden, padding_idx, sharded, start};
 }
 
+EmbeddingGradShape CheckCEmbeddingGrad(const TensorArgs& inputs, const Attrs& attrs) {
+  const int64_t start = attrs.GetInt("start_index");
+  CheckArity(inputs, 3);
+  const Tensor& weight = inputs[0];
+  if (weight.rank() != 2) {
+    ThrowInvalid(InputField(0, "shape"), "weight must be [V, H], got " + ShapeToString(weight.shape()));
+  }
+  Shape expected = inputs[1].shape();
+  expected.push_back(weight.shape()[1]);
+  if (inputs[2].shape() != expected) {
+    ThrowInvalid(InputField(2, "shape"), "out_grad must be " + ShapeToString(expected) +
+                                             " (x.shape + [H]), got " + ShapeToString(inputs[2].shape()));
+  }
+  if (start < 0) ThrowInvalid("attrs.start_index", "start_index must be >= 0");
+  // Ids outside [start, start + V) belong to other pieces: skipped, as a shard skips them.
+  return {weight.shape()[0], weight.shape()[1], -1, true, start};
+}
+
 }  // namespace internal
 
-Tensors embedding_grad(const TensorArgs& inputs, const Attrs& attrs) {
-  const internal::EmbeddingGradShape checked = internal::CheckEmbeddingGrad(inputs, attrs);
-  const int64_t padding_idx = checked.padding_idx;
-  const Tensor& ids_t = inputs[0];
-  const Tensor& weight = inputs[1];
-  const Tensor& grad_t = inputs[2];
+namespace {
+
+// weight_grad [V, H] with out_grad's rows added at id - start for every id of `ids_t`
+// (embedding_grad and c_embedding_grad). Ids must be >= 0, and below V unless `checked` is
+// sharded (then ids outside [start, start + V) are another shard's); the padding id adds
+// nothing.
+Tensor ScatterAddRows(const Tensor& ids_t, const std::string& ids_field, const Tensor& grad_t, DType dtype,
+                      const internal::EmbeddingGradShape& checked) {
+  const Ids ids(ids_t, ids_field);
   const int64_t vocab = checked.vocab;
   const int64_t hidden = checked.hidden;
-  const bool sharded = checked.sharded;
-  const int64_t start = checked.start;
-  const std::string ids_field = InputField(0, "data");
-  const Ids ids(ids_t, ids_field);
-  return DispatchFloat(ComputeDType(inputs, {1, 2}), [&](auto tag) {
+  return DispatchFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     ValuesAs<T> gv(grad_t);
-    Tensor weight_grad = NewOutput(weight.shape(), DTypeOf<T>::value, /*zero=*/true);
+    Tensor weight_grad = NewOutput({vocab, hidden}, DTypeOf<T>::value, /*zero=*/true);
     T* w = weight_grad.data<T>();
     const T* g = gv.data();
     const int64_t count = ids_t.numel();
     for (int64_t t = 0; t < count; ++t) {
       const int64_t id = ids[t];
-      if (id < 0 || (!sharded && id >= vocab)) {
-        ThrowInvalid(ids_field,
-                     "id " + std::to_string(id) + " outside [0, " + std::to_string(vocab) + ")");
+      if (id < 0 || (!checked.sharded && id >= vocab)) {
+        ThrowInvalid(ids_field, "id " + std::to_string(id) + " outside [0, " + std::to_string(vocab) + ")");
       }
-      const int64_t row = id - start;  // no overflow: 0 <= id, 0 <= start
-      if ((padding_idx >= 0 && id == padding_idx) || row < 0 || row >= vocab) continue;
+      const int64_t row = id - checked.start;  // no overflow: 0 <= id, 0 <= start
+      if ((checked.padding_idx >= 0 && id == checked.padding_idx) || row < 0 || row >= vocab) continue;
       T* dst = w + row * hidden;
       const T* src = g + t * hidden;
       for (int64_t h = 0; h < hidden; ++h) dst[h] += src[h];
     }
-    return TensorList(std::move(weight_grad));
+    return weight_grad;
   });
+}
+
+}  // namespace
+
+Tensors embedding_grad(const TensorArgs& inputs, const Attrs& attrs) {
+  const internal::EmbeddingGradShape checked = internal::CheckEmbeddingGrad(inputs, attrs);
+  return TensorList(
+      ScatterAddRows(inputs[0], InputField(0, "data"), inputs[2], ComputeDType(inputs, {1, 2}), checked));
+}
+
+// c_embedding_grad: the rows of this piece, [start_index, start_index + V), gather out_grad.
+Tensors c_embedding_grad(const TensorArgs& inputs, const Attrs& attrs) {
+  const internal::EmbeddingGradShape checked = internal::CheckCEmbeddingGrad(inputs, attrs);
+  return TensorList(
+      ScatterAddRows(inputs[1], InputField(1, "data"), inputs[2], ComputeDType(inputs, {0, 2}), checked));
 }
 
 Tensors cross_entropy_with_softmax_grad(const TensorArgs& inputs, const Attrs& attrs) {

@@ -741,36 +741,33 @@ __global__ void ScatterAdd(const int64_t* ids, const T* grad, T* weight_grad, in
   }
 }
 
-Tensors EmbeddingGrad(const TensorArgs& inputs, const Attrs& attrs) {
-  const cpu::internal::EmbeddingGradShape checked = cpu::internal::CheckEmbeddingGrad(inputs, attrs);
-  const int64_t padding_idx = checked.padding_idx;
-  const Tensor& ids_t = inputs[0];
-  const Tensor& weight = inputs[1];
-  const Tensor& grad_t = inputs[2];
+// weight_grad [V, H] with out_grad (inputs[grad_at]) rows added at id - start for the ids of
+// inputs[ids_at] (embedding_grad, c_embedding_grad; `checked` from their shared checks).
+Tensor ScatterRows(const TensorArgs& inputs, size_t ids_at, size_t grad_at, DType dtype,
+                   const cpu::internal::EmbeddingGradShape& checked) {
+  const Tensor& ids_t = inputs[ids_at];
+  const Tensor& grad_t = inputs[grad_at];
   const int64_t vocab = checked.vocab;
   const int64_t hidden = checked.hidden;
-  const bool sharded = checked.sharded;
-  const int64_t start = checked.start;
   CallContext ctx(inputs);
   std::string range_error;
-  const Tensor ids = CheckedIds(ids_t, {InputField(0, "data"), "id", sharded ? -1 : vocab},
-                                inputs[0], ctx.stream, &range_error);
-  const DType dtype = ComputeDType(inputs, {1, 2});
+  const Tensor ids = CheckedIds(ids_t, {InputField(ids_at, "data"), "id", checked.sharded ? -1 : vocab},
+                                ids_t, ctx.stream, &range_error);
   Temporaries temps(ctx.stream);
   const Tensor& grad = temps.As(grad_t, dtype);
-  Tensor weight_grad = NewChecked(inputs[0], weight.shape(), dtype);
-  if (!range_error.empty()) ThrowInvalid(InputField(0, "data"), range_error);
+  Tensor weight_grad = NewChecked(ids_t, {vocab, hidden}, dtype);
+  if (!range_error.empty()) ThrowInvalid(InputField(ids_at, "data"), range_error);
   if (weight_grad.nbytes() > 0) {
     SPMD_CUDA_CHECK(cudaMemsetAsync(weight_grad.bytes(), 0, weight_grad.nbytes(), ctx.stream));
   }
   const int64_t count = ids_t.numel();
-  if (count * hidden == 0) return TensorList(std::move(weight_grad));
+  if (count * hidden == 0) return weight_grad;
   // RunCudaKernel widens 2-byte floats (takes_half false): float32 or float64 here.
   auto scatter = [&](auto zero) {
     using T = decltype(zero);
     ScatterAdd<T><<<GridFor(count * hidden, kBlock), kBlock, 0, ctx.stream>>>(
         DataOf<int64_t>(ids), DataOf<T>(grad), DataOf<T>(weight_grad), count, vocab, hidden,
-        start, padding_idx);
+        checked.start, checked.padding_idx);
     SPMD_CUDA_CHECK_LAUNCH();
   };
   if (dtype == DType::kFloat32) {
@@ -778,10 +775,21 @@ Tensors EmbeddingGrad(const TensorArgs& inputs, const Attrs& attrs) {
   } else if (dtype == DType::kFloat64) {
     scatter(double{});
   } else {
-    ThrowUnsupported(InputField(2, "dtype"), "embedding_grad takes float32 or float64 here, got " +
-                                                 std::string(ToString(dtype)));
+    ThrowUnsupported(InputField(grad_at, "dtype"), "the row scatter takes float32 or float64 here, got " +
+                                                       std::string(ToString(dtype)));
   }
-  return TensorList(std::move(weight_grad));
+  return weight_grad;
+}
+
+Tensors EmbeddingGrad(const TensorArgs& inputs, const Attrs& attrs) {
+  const cpu::internal::EmbeddingGradShape checked = cpu::internal::CheckEmbeddingGrad(inputs, attrs);
+  return TensorList(ScatterRows(inputs, 0, 2, ComputeDType(inputs, {1, 2}), checked));
+}
+
+// c_embedding_grad: embedding_grad's scatter with the piece's start_index and no padding row.
+Tensors CEmbeddingGrad(const TensorArgs& inputs, const Attrs& attrs) {
+  const cpu::internal::EmbeddingGradShape checked = cpu::internal::CheckCEmbeddingGrad(inputs, attrs);
+  return TensorList(ScatterRows(inputs, 1, 2, ComputeDType(inputs, {0, 2}), checked));
 }
 
 // ---- cross_entropy_with_softmax ---------------------------------------------------------------
@@ -1046,6 +1054,7 @@ void RegisterNormKernels(KernelTable& table) {
   table.Add("cross_entropy_with_softmax_grad", &CrossEntropyGrad, true);
   // Float atomics accumulate in the compute dtype: 2-byte floats are widened to float32.
   table.Add("embedding_grad", &EmbeddingGrad, false);
+  table.Add("c_embedding_grad", &CEmbeddingGrad, false);
 }
 
 }  // namespace spmd::kernels::cuda
