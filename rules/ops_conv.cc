@@ -12,6 +12,7 @@
 #include "rules/error.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
+#include "rules/vjps.h"
 
 namespace spmd::declare {
 namespace {
@@ -104,6 +105,7 @@ ExampleBuilder ConvExamples(bool grad) {
 OpDecl conv2d() {
   return ConvAttrs(OpBuilder("conv2d").Inputs({"input", "filter"}).Outputs({"out"}))
       .Tolerance(ToleranceClass::kSumOfProducts)
+      .Vjp(vjps::Conv2d)
       .Einsum([](const RuleContext& c) {
         EinsumSpec spec = ConvFactors(
             conv::PlanConv2d(c.input_shapes[0], c.input_shapes[1], c.attrs), /*grad=*/false);
