@@ -1,7 +1,8 @@
-// conv2d's shape arithmetic, shared by the rule, the reference and the CPU kernel (as
-// rules/shape_util.h is for the other ops): Paddle's attrs (strides, paddings,
-// padding_algorithm, dilations, groups, data_format) turned into one plan, with the same
-// validation and error fields in all three. Header-only; no value arithmetic.
+// conv2d's shape arithmetic, shared by the rules, the references and the CPU kernels of
+// conv2d and conv2d_grad (as rules/shape_util.h is for the other ops): Paddle's attrs
+// (strides, paddings, padding_algorithm, dilations, groups, data_format) turned into one
+// plan, with the same validation and error fields in all of them. Header-only; no value
+// arithmetic.
 //
 // Example: x [2, 4, 5, 5] NCHW, filter [6, 2, 3, 3], groups 2, strides [2, 2],
 // paddings [1, 1] -> out [2, 6, 3, 3] (each output channel o reads the 2 input channels of
@@ -138,6 +139,20 @@ inline Conv2dPlan PlanConv2d(const std::vector<int64_t>& x, const std::vector<in
   p.ow = (in_w - span_w) / p.stride_w + 1;
   p.out_shape = p.channels_last ? std::vector<int64_t>{p.n, p.oh, p.ow, p.o}
                                 : std::vector<int64_t>{p.n, p.o, p.oh, p.ow};
+  return p;
+}
+
+// conv2d_grad's inputs (x, filter, out_grad): conv2d's plan for x and the filter, and
+// out_grad of exactly conv2d's output shape for them (else InvalidArgument naming
+// inputs[2].shape).
+inline Conv2dPlan PlanConv2dGrad(const std::vector<int64_t>& x, const std::vector<int64_t>& filter,
+                                 const std::vector<int64_t>& out_grad, const Attrs& attrs) {
+  Conv2dPlan p = PlanConv2d(x, filter, attrs);
+  if (out_grad != p.out_shape) {
+    ThrowInvalid(shape::InputField(2, "shape"), "out_grad " + shape::ShapeString(out_grad) +
+                                                    " is not conv2d's output shape " +
+                                                    shape::ShapeString(p.out_shape));
+  }
   return p;
 }
 

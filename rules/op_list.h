@@ -102,6 +102,7 @@
   X(bmm_grad)               \
   /* convolution, attention, vocabulary-parallel ops */ \
   X(conv2d)                 \
+  X(conv2d_grad)            \
   X(flash_attention)        \
   X(c_embedding)            \
   X(c_embedding_grad)       \

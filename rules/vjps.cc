@@ -884,6 +884,14 @@ VjpGraph CrossEntropyWithSoftmax(const RuleContext& c) {
   return g;
 }
 
+VjpGraph Conv2d(const RuleContext& c) {
+  VjpGraph g;
+  // conv2d_grad declares conv2d's attrs: the forward's pass as they are.
+  const Ref grads = g.Add("conv2d_grad", {Ref::Input(0), Ref::Input(1), Ref::OutputGrad(0)}, c.attrs);
+  g.input_grads = {Ref::Call(grads.index, 0), Ref::Call(grads.index, 1)};
+  return g;
+}
+
 VjpGraph CEmbedding(const RuleContext& c) {
   VjpGraph g;
   const Ref weight_grad = g.Add("c_embedding_grad", {Ref::Input(0), Ref::Input(1), Ref::OutputGrad(0)},

@@ -84,6 +84,8 @@ VjpGraph RmsNorm(const RuleContext& c);
 VjpGraph Gelu(const RuleContext& c);
 VjpGraph Embedding(const RuleContext& c);
 VjpGraph CrossEntropyWithSoftmax(const RuleContext& c);
+// conv2d: conv2d_grad(input, filter, g) with the forward's attrs.
+VjpGraph Conv2d(const RuleContext& c);
 // c_embedding: weight: c_embedding_grad(weight, x, g) with the forward's start_index; the
 // ids get none.
 VjpGraph CEmbedding(const RuleContext& c);

@@ -97,6 +97,8 @@ DEFAULTS = {
     "bmm_grad": {},
     "conv2d": {"strides": [1, 1], "paddings": [0, 0], "padding_algorithm": "EXPLICIT",
                "dilations": [1, 1], "groups": 1, "data_format": "NCHW"},
+    "conv2d_grad": {"strides": [1, 1], "paddings": [0, 0], "padding_algorithm": "EXPLICIT",
+                    "dilations": [1, 1], "groups": 1, "data_format": "NCHW"},
     "flash_attention": {"dropout": 0.0, "causal": False, "return_softmax": False,
                         "is_test": False, "rng_name": ""},
     "c_embedding": {"start_index": 0, "vocab_size": -1},
@@ -1572,21 +1574,20 @@ def gen_random():
 # attention, vocabulary-parallel ops (their own random stream: the cases above keep theirs)
 
 RNG3 = np.random.default_rng(20261201)
-family("conv", ["conv2d"])
+family("conv", ["conv2d", "conv2d_grad"])
 
 
 def vals3(*shape):
     return np.round(RNG3.uniform(-2.0, 2.0, size=shape), 2)
 
 
-def np_conv2d(x, w, strides=(1, 1), paddings=(0, 0), algorithm="EXPLICIT",
-              dilations=(1, 1), groups=1, data_format="NCHW"):
-    """From the definition: zero-pad x, then each output position is the sum over its
-    group's channels and the filter taps of x at (r * stride + i * dilation) times w."""
+def conv_padded(x, w, strides, paddings, algorithm, dilations, data_format):
+    """conv2d's geometry from Paddle's attrs: x as NCHW zero-padded, the pads (top, bottom,
+    left, right), the dilations in effect (SAME takes them as 1) and the output size."""
     if data_format == "NHWC":
         x = np.transpose(x, (0, 3, 1, 2))
-    n, c, h, wd = x.shape
-    o, cg, kh, kw = w.shape
+    h, wd = x.shape[2:]
+    kh, kw = w.shape[2:]
     sh, sw = strides
     dh, dw = dilations
     if len(paddings) == 2:
@@ -1605,15 +1606,33 @@ def np_conv2d(x, w, strides=(1, 1), paddings=(0, 0), algorithm="EXPLICIT",
     xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[1]), (pads[2], pads[3])))
     oh = (xp.shape[2] - ((kh - 1) * dh + 1)) // sh + 1
     ow = (xp.shape[3] - ((kw - 1) * dw + 1)) // sw + 1
+    return xp, pads, (dh, dw), (oh, ow)
+
+
+def conv_taps(w, strides, dilations, out_size, groups):
+    """Each (out channel, tap i, j) with the index of the padded x's patch it reads: the
+    channels of its group, the rows i * dh + r * sh and columns j * dw + s * sw."""
+    o, cg, kh, kw = w.shape
+    (sh, sw), (dh, dw), (oh, ow) = strides, dilations, out_size
     og = o // groups
-    out = np.zeros((n, o, oh, ow))
     for oc in range(o):
         g = oc // og
         for i in range(kh):
             for j in range(kw):
-                patch = xp[:, g * cg:(g + 1) * cg, i * dh:i * dh + (oh - 1) * sh + 1:sh,
-                           j * dw:j * dw + (ow - 1) * sw + 1:sw]
-                out[:, oc] += np.einsum("nchw,c->nhw", patch, w[oc, :, i, j])
+                yield oc, i, j, (slice(None), slice(g * cg, (g + 1) * cg),
+                                 slice(i * dh, i * dh + (oh - 1) * sh + 1, sh),
+                                 slice(j * dw, j * dw + (ow - 1) * sw + 1, sw))
+
+
+def np_conv2d(x, w, strides=(1, 1), paddings=(0, 0), algorithm="EXPLICIT",
+              dilations=(1, 1), groups=1, data_format="NCHW"):
+    """From the definition: zero-pad x, then each output position is the sum over its
+    group's channels and the filter taps of x at (r * stride + i * dilation) times w."""
+    xp, _, dil, (oh, ow) = conv_padded(x, w, strides, paddings, algorithm, dilations,
+                                       data_format)
+    out = np.zeros((x.shape[0], w.shape[0], oh, ow))
+    for oc, i, j, patch in conv_taps(w, strides, dil, (oh, ow), groups):
+        out[:, oc] += np.einsum("nchw,c->nhw", xp[patch], w[oc, :, i, j])
     if data_format == "NHWC":
         out = np.transpose(out, (0, 2, 3, 1))
     return out
@@ -2008,6 +2027,80 @@ def gen_norm_grad():
     error(op, "three_inputs", {}, [x, s3, st], "inputs")
 
 
+# conv2d_grad: a generator of its own (RNG4), so that every case above keeps its values.
+
+RNG4 = np.random.default_rng(20261203)
+
+
+def vals4(*shape):
+    return np.round(RNG4.uniform(-2.0, 2.0, size=shape), 2)
+
+
+def np_conv2d_grad(x, w, g, strides=(1, 1), paddings=(0, 0), algorithm="EXPLICIT",
+                   dilations=(1, 1), groups=1, data_format="NCHW"):
+    """From conv2d's definition: out[:, oc] has the terms patch * w[oc, :, i, j] for each
+    tap, so that tap's filter_grad is the sum of g[:, oc] * patch over the batch and the
+    positions, and the padded x's patch gets g[:, oc] * w[oc, :, i, j]; input_grad is the
+    padded x's gradient with the padding cut off."""
+    xp, pads, dil, out_size = conv_padded(x, w, strides, paddings, algorithm, dilations,
+                                          data_format)
+    if data_format == "NHWC":
+        g = np.transpose(g, (0, 3, 1, 2))
+    xp_grad = np.zeros_like(xp)
+    w_grad = np.zeros_like(w)
+    for oc, i, j, patch in conv_taps(w, strides, dil, out_size, groups):
+        w_grad[oc, :, i, j] = np.einsum("nchw,nhw->c", xp[patch], g[:, oc])
+        xp_grad[patch] += np.einsum("nhw,c->nchw", g[:, oc], w[oc, :, i, j])
+    h, wd = xp.shape[2] - pads[0] - pads[1], xp.shape[3] - pads[2] - pads[3]
+    x_grad = xp_grad[:, :, pads[0]:pads[0] + h, pads[2]:pads[2] + wd]
+    if data_format == "NHWC":
+        x_grad = np.transpose(x_grad, (0, 2, 3, 1))
+    return [x_grad, w_grad]
+
+
+def gen_conv_grad():
+    op = "conv2d_grad"
+    forms = [
+        ("nchw", {}, (2, 3, 5, 4), (4, 3, 2, 2), {}),
+        ("padded_strided", {"strides": [2, 1], "paddings": [1, 0, 2, 1]}, (2, 3, 5, 4),
+         (4, 3, 2, 2), {"strides": (2, 1), "paddings": (1, 0, 2, 1)}),
+        ("dilated", {"dilations": [2, 2], "paddings": [1, 1]}, (1, 2, 6, 5), (3, 2, 2, 3),
+         {"dilations": (2, 2), "paddings": (1, 1)}),
+        ("nhwc", {"data_format": "NHWC", "strides": [1, 2], "paddings": [1, 1]},
+         (2, 5, 4, 3), (4, 3, 3, 2),
+         {"data_format": "NHWC", "strides": (1, 2), "paddings": (1, 1)}),
+        ("groups_2", {"groups": 2, "paddings": [1, 1]}, (2, 4, 4, 3), (6, 2, 3, 2),
+         {"groups": 2, "paddings": (1, 1)}),
+        ("nhwc_groups_strided_dilated", {"data_format": "NHWC", "groups": 2, "strides": [2, 1],
+                                         "dilations": [1, 2], "paddings": [0, 1, 1, 0]},
+         (2, 5, 4, 4), (4, 2, 2, 2),
+         {"data_format": "NHWC", "groups": 2, "strides": (2, 1), "dilations": (1, 2),
+          "paddings": (0, 1, 1, 0)}),
+        ("same", {"padding_algorithm": "SAME", "strides": [2, 3], "dilations": [3, 3]},
+         (2, 3, 5, 4), (4, 3, 2, 2),
+         {"algorithm": "SAME", "strides": (2, 3), "dilations": (3, 3)}),
+        ("valid", {"padding_algorithm": "VALID", "paddings": [2, 2]}, (1, 3, 4, 4),
+         (2, 3, 3, 3), {"algorithm": "VALID", "paddings": (2, 2)}),
+    ]
+    for name, attrs, xs, ws, kw in forms:
+        x, w = vals4(*xs), vals4(*ws)
+        g = vals4(*np_conv2d(x, w, **kw).shape)
+        case(op, name, attrs, [x, w, g], np_conv2d_grad(x, w, g, **kw))
+    x, w = vals4(2, 3, 5, 4), vals4(4, 3, 2, 2)
+    g = vals4(2, 4, 4, 3)
+    case(op, "empty_batch", {}, [np.zeros((0, 3, 5, 4)), w, np.zeros((0, 4, 4, 3))],
+         [np.zeros((0, 3, 5, 4)), np.zeros((4, 3, 2, 2))])
+    error(op, "out_grad_shape", {}, [x, w, vals4(2, 4, 4, 2)], "inputs[2].shape")
+    error(op, "out_grad_nhwc_order", {}, [x, w, vals4(2, 4, 3, 4)], "inputs[2].shape")
+    error(op, "out_grad_rank", {}, [x, w, vals4(2, 4, 12)], "inputs[2].shape")
+    error(op, "filter_too_large", {}, [x, vals4(4, 3, 6, 2), g], "inputs[1].shape")
+    error(op, "channels", {}, [x, vals4(4, 2, 2, 2), g], "inputs[1].shape")
+    error(op, "input_rank", {}, [vals4(3, 5, 4), w, g], "inputs[0].shape")
+    error(op, "stride_zero", {"strides": [0, 1]}, [x, w, g], "attrs.strides")
+    error(op, "groups_zero", {"groups": 0}, [x, w, g], "attrs.groups")
+    error(op, "two_inputs", {}, [x, w], "inputs")
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -2025,6 +2118,7 @@ def main():
     gen_c_softmax()  # RNG3
     gen_c_embedding_grad()  # RNG3
     gen_norm_grad()  # RNG3, after the cases above
+    gen_conv_grad()  # RNG4
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

@@ -37,6 +37,7 @@ Tensors Staged(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 constexpr std::string_view kConv2d = "conv2d";
+constexpr std::string_view kConv2dGrad = "conv2d_grad";
 constexpr std::string_view kFlashAttention = "flash_attention";
 constexpr std::string_view kCSoftmax = "c_softmax_with_cross_entropy";
 constexpr std::string_view kCSoftmaxStats = "c_softmax_with_cross_entropy@stats";
@@ -48,6 +49,7 @@ constexpr std::string_view kCSoftmaxGrad = "c_softmax_with_cross_entropy_grad";
 void RegisterStagedKernels(KernelTable& table) {
   // RunCpuKernel computes 2-byte floats in float32 itself.
   table.Add(kConv2d, &Staged<kConv2d>, /*takes_half=*/true);
+  table.Add(kConv2dGrad, &Staged<kConv2dGrad>, /*takes_half=*/true);
   table.Add(kFlashAttention, &Staged<kFlashAttention>, /*takes_half=*/true);
   // The op and its two exchange phases (Dispatch runs the all-gather between them).
   table.Add(kCSoftmax, &Staged<kCSoftmax>, /*takes_half=*/true);
