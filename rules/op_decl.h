@@ -106,8 +106,8 @@ using VjpBuilder = std::function<VjpGraph(const RuleContext&)>;
 // `dim(context)` in the rule's required layout (the pieces stacked on a new leading dim,
 // in the order of the dim's pieces), then runs `<op>@finish` on the local inputs followed by
 // the gathered tensor. Unsharded, the gather is of one piece. The checker simulates the
-// gather; Dispatch runs it on the Communicator. The rule marks the dim's factor exchanged
-// (EinsumSpec::exchanged), so outputs without it are whole.
+// gather; Dispatch runs it on the Communicator. The builder marks the dim's factor exchanged
+// in the rule's spec (EinsumSpec::exchanged), so outputs without it are whole.
 struct Exchange {
   int input = 0;
   std::function<int(const RuleContext&)> dim;
@@ -205,8 +205,18 @@ class OpBuilder {
     decl_.exchange = Exchange{input, std::move(dim)};
     return *this;
   }
-  // The builder is a temporary of one declaration expression: converting moves out.
-  operator OpDecl() { return std::move(decl_); }
+  // The builder is a temporary of one declaration expression: converting moves out. An
+  // exchange marks its dim's factor exchanged in every spec the rule builds.
+  operator OpDecl() {
+    if (decl_.exchange && decl_.einsum) {
+      decl_.einsum = [einsum = std::move(decl_.einsum), exchange = *decl_.exchange](const RuleContext& c) {
+        EinsumSpec spec = einsum(c);
+        spec.exchanged = {spec.inputs.at(exchange.input).at(exchange.dim(c))};
+        return spec;
+      };
+    }
+    return std::move(decl_);
+  }
 
  private:
   OpDecl decl_;

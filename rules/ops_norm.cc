@@ -134,6 +134,24 @@ void CheckStartIndex(const RuleContext& c) {
   if (start < 0 || start > (int64_t{1} << 61)) ThrowInvalid("attrs.start_index", "must be in [0, 2^61]");
 }
 
+// An embedding's weight gradient: ids (input `ids_at`) `ab..`, weight [V, W] (input
+// `weight_at`), out_grad (input 2) `ab..W` -> weight_grad `VW`; the ids' letters are summed.
+EinsumSpec EmbeddingGradSpec(const RuleContext& c, size_t ids_at, size_t weight_at) {
+  const Shape& weight = c.input_shapes[weight_at];
+  if (weight.size() != 2) ThrowInvalid("inputs[" + std::to_string(weight_at) + "].shape", "weight must be 2-D");
+  Shape expected = c.input_shapes[ids_at];
+  expected.push_back(weight[1]);
+  if (c.input_shapes[2] != expected) {
+    ThrowInvalid("inputs[2].shape", "out_grad must be x.shape + [weight.shape[1]]");
+  }
+  const std::string ids = notation::Letters(static_cast<int>(c.input_shapes[ids_at].size()));
+  std::vector<std::string> inputs(3);
+  inputs[ids_at] = ids;
+  inputs[weight_at] = "VW";
+  inputs[2] = ids + "W";
+  return notation::FromLetters(inputs, {"VW"});
+}
+
 // The attrs of Paddle's c_softmax ops: ignore_index, and ring_id, rank, nranks (Paddle's
 // communicator and piece; range-checked only, softmax_pieces::CheckPaddleCommAttrs).
 OpBuilder& CSoftmaxAttrs(OpBuilder& op) {
@@ -313,15 +331,9 @@ OpDecl c_embedding_grad() {
       .Tolerance(ToleranceClass::kSumOfProducts)
       .Attr("start_index", AttrKind::kInt, int64_t{0})
       .Einsum([](const RuleContext& c) {
-        if (c.input_shapes[0].size() != 2) ThrowInvalid("inputs[0].shape", "weight must be 2-D");
-        Shape expected = c.input_shapes[1];
-        expected.push_back(c.input_shapes[0][1]);
-        if (c.input_shapes[2] != expected) {
-          ThrowInvalid("inputs[2].shape", "out_grad must be x.shape + [weight.shape[1]]");
-        }
+        EinsumSpec spec = EmbeddingGradSpec(c, 1, 0);
         CheckStartIndex(c);
-        const std::string ids = notation::Letters(static_cast<int>(c.input_shapes[1].size()));
-        return notation::FromLetters({"VW", ids, ids + "W"}, {"VW"});
+        return spec;
       })
       .Values([](const RuleContext& c) {
         const int64_t start = c.attrs.GetInt("start_index");
@@ -357,9 +369,7 @@ OpDecl c_softmax_with_cross_entropy() {
       .Tolerance(ToleranceClass::kCrossEntropy)
       .Einsum([](const RuleContext& c) {
         const auto [letters, rows] = ClassLast(c, "logits");
-        EinsumSpec spec = notation::FromLetters({letters, rows}, {letters, rows});
-        spec.exchanged = {spec.inputs[0].back()};
-        return spec;
+        return notation::FromLetters({letters, rows}, {letters, rows});
       })
       .ExchangeAlong(0, [](const RuleContext& c) { return static_cast<int>(c.input_shapes[0].size()) - 1; })
       .Vjp(vjps::CSoftmaxWithCrossEntropy)
@@ -451,16 +461,7 @@ OpDecl embedding_grad() {
       .Tolerance(ToleranceClass::kSumOfProducts)
       .Attr("padding_idx", AttrKind::kInt, int64_t{-1})
       .Attr("sparse", AttrKind::kBool, false)
-      .Einsum([](const RuleContext& c) {
-        if (c.input_shapes[1].size() != 2) ThrowInvalid("inputs[1].shape", "weight must be 2-D");
-        Shape expected = c.input_shapes[0];
-        expected.push_back(c.input_shapes[1][1]);
-        if (c.input_shapes[2] != expected) {
-          ThrowInvalid("inputs[2].shape", "out_grad must be x.shape + [weight.shape[1]]");
-        }
-        const std::string ids = notation::Letters(static_cast<int>(c.input_shapes[0].size()));
-        return notation::FromLetters({ids, "VW", ids + "W"}, {"VW"});
-      })
+      .Einsum([](const RuleContext& c) { return EmbeddingGradSpec(c, 0, 1); })
       .Values([](const RuleContext& c) {
         return std::vector<InputValues>{{ValueKind::kIndex, c.input_shapes[1][0]}, {}, {}};
       })
