@@ -64,6 +64,7 @@ OpDecl dropout() {
 OpDecl fused_dropout_add() {
   return OpBuilder("fused_dropout_add").Inputs({"x", "y"}).Outputs({"out", "mask"})
       .Tolerance(ToleranceClass::kPointwise)
+      .Vjp(vjps::FusedDropoutAdd)
       .Attr("p", AttrKind::kFloat, 0.5, {"dropout_prob"})
       .Attr("is_test", AttrKind::kBool, false)
       .Attr("mode", AttrKind::kString, std::string(dropout::kUpscaleInTrain), {"dropout_implementation"})

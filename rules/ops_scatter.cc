@@ -10,6 +10,7 @@
 #include "rules/error.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
+#include "rules/vjps.h"
 
 namespace spmd::declare {
 namespace {
@@ -56,6 +57,7 @@ int64_t Rows(const Shape& x, int depth, int64_t count) {
 OpDecl gather_nd() {
   return OpBuilder("gather_nd").Inputs({"x", "index"}).Outputs({"out"})
       .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::GatherNd)
       .Einsum([](const RuleContext& c) {
         const int depth = IndexDepth(c);
         const int x_rank = Rank(c, 0);
@@ -87,6 +89,7 @@ OpDecl gather_nd() {
 OpDecl scatter() {
   return OpBuilder("scatter").Inputs({"x", "index", "updates"}).Outputs({"out"})
       .Tolerance(ToleranceClass::kSumOfProducts)
+      .Vjp(vjps::Scatter)
       .Attr("overwrite", AttrKind::kBool, true)
       .Einsum([](const RuleContext& c) {
         if (Rank(c, 0) == 0) ThrowInvalid("inputs[0].shape", "x must have rank >= 1");
@@ -118,6 +121,7 @@ OpDecl scatter() {
 OpDecl scatter_nd_add() {
   return OpBuilder("scatter_nd_add").Inputs({"x", "index", "updates"}).Outputs({"out"})
       .Tolerance(ToleranceClass::kSumOfProducts)
+      .Vjp(vjps::ScatterNdAdd)
       .Einsum([](const RuleContext& c) {
         const int depth = IndexDepth(c);
         const int x_rank = Rank(c, 0);

@@ -9,6 +9,7 @@
 #include "rules/error.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
+#include "rules/vjps.h"
 
 namespace spmd::declare {
 namespace {
@@ -31,6 +32,7 @@ int SortedAxis(const RuleContext& c) {
 OpDecl argsort() {
   return OpBuilder("argsort").Inputs({"x"}).Outputs({"out", "indices"})
       .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::SortedValues)
       .Attr("axis", AttrKind::kInt, int64_t{-1})
       .Attr("descending", AttrKind::kBool, false)
       .Attr("stable", AttrKind::kBool, false)
@@ -52,6 +54,7 @@ OpDecl argsort() {
 OpDecl topk() {
   return OpBuilder("topk").Inputs({"x"}).Outputs({"out", "indices"})
       .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::SortedValues)
       .Attr("k", AttrKind::kInt, int64_t{1})
       .Attr("axis", AttrKind::kInt, int64_t{-1})
       .Attr("largest", AttrKind::kBool, true)

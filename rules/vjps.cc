@@ -937,6 +937,93 @@ VjpGraph Dropout(const RuleContext& c) {
   return g;
 }
 
+// fused_dropout_add: x as dropout's x (the forward's mask output), y gets g.
+VjpGraph FusedDropoutAdd(const RuleContext& c) {
+  VjpGraph g = Dropout(c);
+  g.input_grads.push_back(Ref::OutputGrad(0));
+  return g;
+}
+
+// gather_nd: x gets every row's cotangent added at its tuple (repeats add up), the index
+// none.
+VjpGraph GatherNd(const RuleContext&) {
+  VjpGraph g;
+  g.input_grads = {g.Add("scatter_nd_add", {Zeros(g, Ref::Input(0)), Ref::Input(1), Ref::OutputGrad(0)}),
+                   std::nullopt};
+  return g;
+}
+
+// scatter_nd_add: x gets g, updates the rows of g at their tuples, the index none.
+VjpGraph ScatterNdAdd(const RuleContext&) {
+  VjpGraph g;
+  g.input_grads = {Ref::OutputGrad(0), std::nullopt, g.Add("gather_nd", {Ref::OutputGrad(0), Ref::Input(1)})};
+  return g;
+}
+
+// scatter: the rows the index names come from the updates in both modes, so x gets g with
+// those rows zeroed (a scatter of zeros). Accumulate mode: update i gets g's row index[i].
+// Overwrite mode: only the last update to a row reaches out, so the others get 0 (Paddle's
+// kernel gives every one the row). The winner is found with the updates' positions
+// 1..N (a cumsum of ones, in float64 so that every position is exact): scatter them into
+// a zero x, read back each update's row, and an update whose row holds a later position
+// lost.
+VjpGraph Scatter(const RuleContext& c) {
+  VjpGraph g;
+  const Ref index = Ref::Input(1);
+  const Ref x_grad = g.Add("scatter", {Ref::OutputGrad(0), index, Zeros(g, Ref::Input(2))},
+                           MakeAttrs({{"overwrite", true}}));
+  const Ref rows = g.Add("gather", {Ref::OutputGrad(0), index}, MakeAttrs({{"axis", int64_t{0}}}));
+  if (!c.attrs.GetBool("overwrite")) {
+    g.input_grads = {x_grad, std::nullopt, rows};
+    return g;
+  }
+  const auto wide = [&g](Ref t) { return g.Add("cast", {t}, MakeAttrs({{"dtype", std::string("float64")}})); };
+  const Ref position = g.Add("cumsum", {wide(Filled(g, Ref::Input(2), 1))}, MakeAttrs({{"axis", int64_t{0}}}));
+  const Ref winners = g.Add("scatter", {wide(Zeros(g, Ref::Input(0))), index, position},
+                            MakeAttrs({{"overwrite", true}}));
+  const Ref winner = g.Add("gather", {winners, index}, MakeAttrs({{"axis", int64_t{0}}}));
+  const Ref lost = g.Add("greater_than", {winner, position});
+  g.input_grads = {x_grad, std::nullopt, Drop(g, lost, rows)};
+  return g;
+}
+
+// argsort, topk: out[.., j, ..] = x[.., indices[.., j, ..], ..] along the axis, so x gets
+// each g[.., j, ..] at its index: g times one_hot(indices) (as a bool mask, so that g's
+// dtype is kept), summed over j, the class dim moved to the axis. It costs indices' size
+// times the axis' length. A 0-d x gets g.
+VjpGraph SortedValues(const RuleContext& c) {
+  VjpGraph g;
+  const Shape& x = c.input_shapes[0];
+  const int rank = static_cast<int>(x.size());
+  if (rank == 0) {
+    g.input_grads = {Ref::OutputGrad(0)};
+    return g;
+  }
+  const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
+  const int64_t n = x[static_cast<size_t>(axis)];
+  if (n == 0) {
+    g.input_grads = {Zeros(g, Ref::Input(0))};
+    return g;
+  }
+  Shape picked = x;
+  if (c.attrs.Has("k")) picked[static_cast<size_t>(axis)] = c.attrs.GetInt("k");
+  const Ref one_hot = g.Add("one_hot", {Ref::Output(1)}, MakeAttrs({{"num_classes", n}}));
+  const Ref hit = g.Add("greater_than", {one_hot, Filled(g, one_hot, 0.5)});
+  Shape column = picked;
+  column.push_back(1);
+  const Ref spread = g.Add("multiply", {Reshape(g, Ref::OutputGrad(0), picked, column), hit});
+  Ref summed = g.Add("sum", {spread}, MakeAttrs({{"axis", Ints{axis}}, {"keep_dim", false}}));
+  if (axis != rank - 1) {
+    Ints perm;
+    for (int d = 0; d < axis; ++d) perm.push_back(d);
+    perm.push_back(rank - 1);
+    for (int d = axis; d < rank - 1; ++d) perm.push_back(d);
+    summed = g.Add("transpose", {summed}, MakeAttrs({{"perm", perm}}));
+  }
+  g.input_grads = {summed};
+  return g;
+}
+
 // out = cos x + sin R(x), R the rotation of pairs (use_neox_rotary_style) or of halves:
 // R(x)[j] = sign_j x[p(j)] with p the partner and sign_{p(j)} = -sign_j, so R^T = -R and
 // g_x[j] = cos[j] g[j] - sign_j sin[p(j)] g[p(j)]: the same op on the cotangents with

@@ -101,6 +101,18 @@ VjpGraph Select(const RuleContext& c);
 VjpGraph Pad(const RuleContext& c);
 // swiglu: x: g y s (1 + x (1 - s)), s = sigmoid(x); y: g silu(x).
 VjpGraph Swiglu(const RuleContext& c);
+// fused_dropout_add: x as dropout's x (the forward's mask), y gets the cotangent.
+VjpGraph FusedDropoutAdd(const RuleContext& c);
+// gather_nd: scatter_nd_add of the cotangent into zeros; scatter_nd_add: x gets the
+// cotangent, updates gather_nd of it. The index gets none.
+VjpGraph GatherNd(const RuleContext& c);
+VjpGraph ScatterNdAdd(const RuleContext& c);
+// scatter: x gets the cotangent with the named rows zeroed; updates the named rows
+// (overwrite: only the last update to a row, found by scattering the positions).
+VjpGraph Scatter(const RuleContext& c);
+// argsort, topk: out's cotangent put back at the indices (multiply by one_hot(indices) as a
+// mask, sum over the picked dim, the class dim moved to the axis).
+VjpGraph SortedValues(const RuleContext& c);
 // fused_rotary_position_embedding: the same op on the cotangents with sin's head dim
 // permuted by the partner and negated; cos: sum of g x, sin: sum of g R(x) over the
 // rotated tensors, batch and heads.
