@@ -22,11 +22,14 @@
 #include "reference/reference.h"
 #include "rules/error.h"
 #include "rules/mesh.h"
+#include "rules/notation.h"
 #include "rules/registry.h"
 
 namespace spmd::checker {
 namespace {
 
+using notation::Ints;
+using notation::MakeAttrs;
 using reference::Tensor;
 using reference::Tensors;
 
@@ -134,7 +137,22 @@ TEST(Vjp, EveryFilledSlotMatchesFiniteDifferences) {
   }
   // The slots filled today (rules/vjps.h, docs/OPS.md "Backward passes"); fewer means one
   // was dropped.
-  EXPECT_GE(ops_with_vjp, 72);
+  EXPECT_GE(ops_with_vjp, 73);
+}
+
+// prod's values are near 1 (rules/ops_reduction.cc), so the generated cases never hold a
+// zero: here a slice without zeros, with one (its zero gets the product of the rest) and
+// with two (all 0), reduced along a dim, over all dims and at a 0-d x. The product is
+// linear in each element, so the finite differences are exact there too.
+TEST(Vjp, ProdIsRightAtZeros) {
+  const OpDecl& op = *FindOp("prod");
+  std::mt19937_64 rng(7);
+  const Tensor x{{3, 4}, {0.5, 2, -1.5, 3, 0, 2, -0.75, 1.25, 0, 1.5, 0, -2}, DType::kFloat64};
+  EXPECT_EQ(CheckCase(op, {x}, MakeAttrs({{"axis", Ints{1}}}), rng), "");
+  EXPECT_EQ(CheckCase(op, {x}, MakeAttrs({{"axis", Ints{0}}, {"keep_dim", true}}), rng), "");
+  const Tensor one_zero{{2, 2}, {1.5, 0, -2, 0.5}, DType::kFloat64};
+  EXPECT_EQ(CheckCase(op, {one_zero}, MakeAttrs({{"reduce_all", true}}), rng), "");
+  EXPECT_EQ(CheckCase(op, {Tensor{{}, {0}, DType::kFloat64}}, Attrs(), rng), "");
 }
 
 // Every call of every filled graph is accepted by its op's rule at the shapes it sees, and

@@ -113,6 +113,7 @@ OpDecl min() {
 OpDecl prod() {
   return SumLike("prod", ReduceOp::kProd, PartialAcceptance::kNone)
       .Tolerance(ToleranceClass::kSumOfProducts)
+      .Vjp(vjps::Prod)
       .Values([](const RuleContext&) { return std::vector<InputValues>{{ValueKind::kNearOne}}; });
 }
 // Logical reductions get 0/1 inputs: with nonzero reals every wrong rule would pass. The

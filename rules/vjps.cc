@@ -488,6 +488,35 @@ VjpGraph ReduceExtreme(const RuleContext& c, const char* beyond) {
 VjpGraph Max(const RuleContext& c) { return ReduceExtreme(c, "less_than"); }
 VjpGraph Min(const RuleContext& c) { return ReduceExtreme(c, "greater_than"); }
 
+// x_i gets g times the product of the slice's other elements, without dividing by x_i: a
+// slice without zeros gives g out / x_i; with one zero, the zero gets g times the product
+// of the rest and the others 0; with two or more, all get 0. The zeros are counted and
+// replaced by ones (`safe`) so that no quotient is taken at a zero (Paddle's prod_grad, g
+// out / x, gives NaN there).
+VjpGraph Prod(const RuleContext& c) {
+  VjpGraph g;
+  const Shape& x = c.input_shapes[0];
+  const Shape kept = KeptShape(x, c.attrs.GetInts("axis"), c.attrs.GetBool("reduce_all"));
+  const Attrs reduce = MakeAttrs({{"axis", c.attrs.GetInts("axis")},
+                                  {"keep_dim", true},
+                                  {"reduce_all", c.attrs.GetBool("reduce_all")}});
+  const Ref in = Ref::Input(0);
+  const Ref zero = Zeros(g, in), one = Filled(g, in, 1);
+  const Ref nonzero = g.Add("greater_than", {g.Add("abs", {in}), zero});
+  const Ref safe = g.Add("where", {nonzero, in, one});
+  const Ref is_zero = g.Add("where", {nonzero, zero, one});
+  const Ref rest = g.Add("prod", {safe}, reduce);      // the product of the nonzeros
+  const Ref count = g.Add("sum", {is_zero}, reduce);   // the zeros in the slice
+  const Ref half = Filled(g, count, 0.5);
+  const Ref none = ExpandTo(g, g.Add("less_than", {count, half}), kept, x);
+  const Ref one_zero = ExpandTo(g, g.Add("less_than", {g.Add("abs", {ScaleBy(g, count, 1, -1)}), half}), kept, x);
+  const Ref scaled = ExpandTo(g, g.Add("multiply", {g.Add("reshape", {Ref::OutputGrad(0)}, MakeAttrs({{"shape", kept}})), rest}), kept, x);
+  const Ref without_zeros = g.Add("divide", {scaled, safe});
+  const Ref at_the_zero = g.Add("multiply", {scaled, is_zero});
+  g.input_grads = {g.Add("where", {none, without_zeros, Keep(g, one_zero, at_the_zero)})};
+  return g;
+}
+
 // d logsumexp = exp(x - out) g.
 VjpGraph Logsumexp(const RuleContext& c) {
   VjpGraph g;

@@ -67,6 +67,7 @@ VjpGraph MeanAll(const RuleContext& c);
 VjpGraph SquaredL2Norm(const RuleContext& c);  // 2 x g
 VjpGraph Max(const RuleContext& c);            // g where x equals the max (ties share it)
 VjpGraph Min(const RuleContext& c);
+VjpGraph Prod(const RuleContext& c);           // g times the product of the others (no division)
 VjpGraph Logsumexp(const RuleContext& c);      // exp(x - out) g
 VjpGraph PNorm(const RuleContext& c);          // sign(x) |x|^(p-1) / max(out, eps)^(p-1) g
 // einsum: per operand, the einsum of the cotangent with the other operands.
