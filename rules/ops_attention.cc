@@ -106,14 +106,16 @@ OpDecl flash_attention() {
       .Einsum(FlashAttention)
       .Values([](const RuleContext& c) { return SeedIsIndex(c, 3); })
       .Localize(LocalizeRows)
-      // One example: three to five 4-D inputs multiply the sweep's layouts. Causal with
+      // Two examples (three to five 4-D inputs multiply the sweep's layouts). Causal with
       // fewer query rows than keys, a mask broadcasting over the heads, the probabilities
-      // returned, v's head dim differing from q's.
+      // returned, v's head dim differing from q's; grouped heads with a seed and a whole
+      // mask, the probabilities not returned (the VJP recomputes them).
       .Examples([](const SizePalette& p) {
         const int64_t b = p[0], s = p[1], h = p[2];
         return std::vector<Example>{
             {{{b, s, h, 4}, {b, s + 1, h, 4}, {b, s + 1, h, 3}, {}, {b, 1, s, s + 1}},
-             MakeAttrs({{"causal", true}, {"return_softmax", true}})}};
+             MakeAttrs({{"causal", true}, {"return_softmax", true}})},
+            {{{b, s, 2 * h, 2}, {b, s, h, 2}, {b, s, h, 3}, {2}, {b, 2 * h, s, s}}, Attrs()}};
       })
       .Vjp(vjps::FlashAttention);
 }
@@ -131,16 +133,14 @@ OpDecl flash_attn_grad() {
       .Einsum(FlashAttnGrad)
       .Values([](const RuleContext& c) { return SeedIsIndex(c, 5); })
       .Localize(LocalizeRows)
-      // As the forward's: causal, fewer rows than keys, v's head dim differing, a mask
-      // broadcasting over the heads; the second grouped, without a mask or seed.
+      // The forward's first example: causal, fewer rows than keys, v's head dim differing
+      // from q's, a mask broadcasting over the heads. One example: eight inputs multiply
+      // the sweep's layouts.
       .Examples([](const SizePalette& p) {
         const int64_t b = p[0], s = p[1], h = p[2];
-        const Shape out = {b, s, h, 3}, lse = {b, h, s};
+        const Shape out = {b, s, h, 3};
         return std::vector<Example>{
-            {{{b, s, h, 4}, {b, s + 1, h, 4}, {b, s + 1, h, 3}, out, lse, {2}, {b, 1, s, s + 1}, out},
-             MakeAttrs({{"causal", true}})},
-            {{{b, s, 2 * h, 2}, {b, s, h, 2}, {b, s, h, 2}, {b, s, 2 * h, 2}, {b, 2 * h, s}, {}, {},
-              {b, s, 2 * h, 2}},
+            {{{b, s, h, 4}, {b, s + 1, h, 4}, {b, s + 1, h, 3}, out, {b, h, s}, {2}, {b, 1, s, s + 1}, out},
              MakeAttrs({{"causal", true}})}};
       });
 }
