@@ -109,13 +109,15 @@ OpDecl flash_attention() {
       // Two examples (three to five 4-D inputs multiply the sweep's layouts). Causal with
       // fewer query rows than keys, a mask broadcasting over the heads, the probabilities
       // returned, v's head dim differing from q's; grouped heads with a seed and a whole
-      // mask, the probabilities not returned (the VJP recomputes them).
+      // mask, the probabilities not returned (the VJP recomputes them), dropout given but
+      // not drawn (is_test).
       .Examples([](const SizePalette& p) {
         const int64_t b = p[0], s = p[1], h = p[2];
         return std::vector<Example>{
             {{{b, s, h, 4}, {b, s + 1, h, 4}, {b, s + 1, h, 3}, {}, {b, 1, s, s + 1}},
              MakeAttrs({{"causal", true}, {"return_softmax", true}})},
-            {{{b, s, 2 * h, 2}, {b, s, h, 2}, {b, s, h, 3}, {2}, {b, 2 * h, s, s}}, Attrs()}};
+            {{{b, s, 2 * h, 2}, {b, s, h, 2}, {b, s, h, 3}, {2}, {b, 2 * h, s, s}},
+             MakeAttrs({{"dropout", 0.5}, {"is_test", true}})}};
       })
       .Vjp(vjps::FlashAttention);
 }

@@ -894,8 +894,9 @@ VjpGraph Conv2d(const RuleContext& c) {
   return g;
 }
 
-// flash_attention. Out's cotangent: flash_attn_grad (an absent seed or mask passed as a
-// 0-d placeholder, the sum of softmax_lse). The other terms are composed on the scores
+// flash_attention. Out's cotangent: flash_attn_grad with dropout 0 (the forward drew no
+// dropout: above 0 it is Unsupported unless is_test) and the forward's causal; an absent
+// seed or mask is passed as a 0-d placeholder, the sum of softmax_lse. The other terms are composed on the scores
 // S = q . k / sqrt(d) + mask, whose gradient they add to: X = P g_lse (d lse / dS = P) plus,
 // with return_softmax, softmax_grad(P, g_softmax); q and k get X's terms through einsums
 // (scaled by 1 / sqrt(d)); the mask gets all of dS = X + softmax_grad(P, g_out . v^T),
@@ -912,7 +913,7 @@ VjpGraph FlashAttention(const RuleContext& c) {
   const Ref main = g.Add("flash_attn_grad",
                          {Ref::Input(0), Ref::Input(1), Ref::Input(2), Ref::Output(0), Ref::Output(2), seed, mask,
                           Ref::OutputGrad(0)},
-                         MakeAttrs({{"dropout", c.attrs.GetFloat("dropout")}, {"causal", p.causal}}));
+                         MakeAttrs({{"dropout", 0.0}, {"causal", p.causal}}));
   const Shape scores = {p.batch, p.heads, p.sq, p.sk};
   Ref probs = Ref::Output(1);
   if (!p.return_softmax) {
