@@ -129,7 +129,7 @@ OpDecl flash_attn_grad() {
   return OpBuilder("flash_attn_grad")
       .Inputs({"q", "k", "v", "out", "softmax_lse", "seed_offset", "attn_mask", "out_grad"})
       .Outputs({"q_grad", "k_grad", "v_grad"})
-      .Tolerance(ToleranceClass::kAttention)
+      .Tolerance(ToleranceClass::kAttentionGrad)
       .Attr("dropout", AttrKind::kFloat, 0.0)
       .Attr("causal", AttrKind::kBool, false)
       .Einsum(FlashAttnGrad)
