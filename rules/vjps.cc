@@ -896,20 +896,21 @@ VjpGraph Conv2d(const RuleContext& c) {
 
 // flash_attention. Out's cotangent: flash_attn_grad with dropout 0 (the forward drew no
 // dropout: above 0 it is Unsupported unless is_test) and the forward's causal; an absent
-// seed or mask is passed as a 0-d placeholder, the sum of softmax_lse. The other terms are composed on the scores
-// S = q . k / sqrt(d) + mask, whose gradient they add to: X = P g_lse (d lse / dS = P) plus,
-// with return_softmax, softmax_grad(P, g_softmax); q and k get X's terms through einsums
-// (scaled by 1 / sqrt(d)); the mask gets all of dS = X + softmax_grad(P, g_out . v^T),
-// summed over its broadcast dims. P is the softmax output, or recomputed by the forward
-// with return_softmax. Grouped heads (h = g r) split q's heads as [g, r].
+// seed or mask is passed as a 0-d placeholder, the sum of softmax_lse. The other terms
+// are composed on the scores S = q . k / sqrt(d) + mask, whose gradient they add to:
+// X = P g_lse (d lse / dS = P) plus, with return_softmax, softmax_grad(P, g_softmax); q
+// and k get X's terms through einsums (scaled by 1 / sqrt(d)); the mask gets all of
+// dS = X + softmax_grad(P, g_out . v^T), summed over its broadcast dims. P is the softmax
+// output, or recomputed by the forward with return_softmax. Grouped heads (h = g r) split
+// q's heads as [g, r].
 VjpGraph FlashAttention(const RuleContext& c) {
   const attention::FlashAttentionPlan p = attention::PlanFlashAttention(c.input_shapes, c.attrs);
   const size_t n = c.input_shapes.size();
   VjpGraph g;
-  Ref placeholder = Ref::Input(0);
-  if (n < 5) placeholder = g.Add("sum", {Ref::Output(2)}, MakeAttrs({{"axis", Ints{}}}));
-  const Ref seed = n > 3 ? Ref::Input(3) : placeholder;
-  const Ref mask = n > 4 ? Ref::Input(4) : placeholder;
+  // A 0-d tensor for an absent seed or mask (one call, shared).
+  const Ref absent = n < 5 ? g.Add("sum", {Ref::Output(2)}, MakeAttrs({{"axis", Ints{}}})) : Ref::Input(0);
+  const Ref seed = n > 3 ? Ref::Input(3) : absent;
+  const Ref mask = n > 4 ? Ref::Input(4) : absent;
   const Ref main = g.Add("flash_attn_grad",
                          {Ref::Input(0), Ref::Input(1), Ref::Input(2), Ref::Output(0), Ref::Output(2), seed, mask,
                           Ref::OutputGrad(0)},
@@ -937,7 +938,7 @@ VjpGraph FlashAttention(const RuleContext& c) {
   const std::string sl = grouped ? "bgrst" : "bhst", ql = grouped ? "bsgrd" : "bshd";
   const std::string kl = grouped ? "btgd" : "bthd", ol = grouped ? "bsgre" : "bshe";
   const std::string vl = grouped ? "btge" : "bthe";
-  auto split = [&](Ref x, const Shape& from, const Shape& to) { return grouped ? Reshape(g, x, from, to) : x;};
+  auto split = [&](Ref x, const Shape& from, const Shape& to) { return grouped ? Reshape(g, x, from, to) : x; };
   const Ref scaled = ScaleBy(g, split(extra, scores, s5), 1.0 / std::sqrt(static_cast<double>(p.head_dim)));
   const Ref q_extra = split(
       g.Add("einsum", {scaled, Ref::Input(1)}, MakeAttrs({{"equation", sl + "," + kl + "->" + ql}})), q5,
