@@ -9,6 +9,8 @@
 #include <utility>
 #include <variant>
 
+#include "rules/attention_shape.h"
+
 namespace spmd::prop {
 namespace {
 
@@ -79,6 +81,50 @@ void NormGradBounds(Bounds& b, const ref::Tensors& inputs, const Attrs& attrs, b
     p /= static_cast<double>(n);
     for (size_t j = 0; j < n; ++j) {
       b.magnitude[0][r * n + j] = inv * (std::fabs(dxhat[j]) + d + std::fabs(xhat[j]) * p);
+    }
+  }
+}
+
+// flash_attn_grad (q, k, v, out, softmax_lse, seed_offset, attn_mask, out_grad): every term
+// carries a P = exp(score - softmax_lse), and P sums to exp(lse - softmax_lse) over a row
+// (lse the forward's, from its reference). q_grad's element scales with its row's sum of P
+// over the K keys; k_grad's and v_grad's with their key's sum of P over the query rows of
+// its heads (v_grad of the reference with out_grad all ones).
+void AttentionGradBounds(Bounds& b, const ref::Tensors& inputs, const Attrs& attrs) {
+  std::vector<Shape> shapes;
+  for (const ref::Tensor& t : inputs) shapes.push_back(t.shape);
+  const attention::FlashAttentionPlan p = attention::PlanFlashAttnGrad(shapes, attrs);
+  const int64_t group = p.kv_heads == 0 ? 1 : p.heads / p.kv_heads;
+  b.head_dim = static_cast<double>(std::max<int64_t>(1, p.head_dim));
+  b.v_dim = static_cast<double>(p.v_dim);
+  b.terms = {static_cast<double>(p.sk), static_cast<double>(p.sq * group), static_cast<double>(p.sq * group)};
+  const Attrs forward = attrs.With("is_test", false).With("return_softmax", false).With("rng_name", std::string());
+  const ref::Tensor lse =
+      ref::FindReference("flash_attention")({inputs[0], inputs[1], inputs[2], inputs[5], inputs[6]}, forward)[2];
+  ref::Tensors ones = inputs;
+  std::fill(ones[7].data.begin(), ones[7].data.end(), 1.0);
+  const ref::Tensor column = ref::FindReference("flash_attn_grad")(ones, attrs)[2];
+  b.magnitude.assign(3, {});
+  b.magnitude[0].assign(inputs[0].data.size(), 0.0);
+  for (int64_t bi = 0; bi < p.batch; ++bi) {
+    for (int64_t i = 0; i < p.sq; ++i) {
+      for (int64_t h = 0; h < p.heads; ++h) {
+        const size_t row = static_cast<size_t>((bi * p.heads + h) * p.sq + i);
+        const double sum = std::exp(lse.data[row] - inputs[4].data[row]);
+        for (int64_t d = 0; d < p.head_dim; ++d) {
+          b.magnitude[0][static_cast<size_t>(((bi * p.sq + i) * p.heads + h) * p.head_dim + d)] = sum;
+        }
+      }
+    }
+  }
+  for (size_t out : {size_t{1}, size_t{2}}) {
+    const int64_t width = out == 1 ? p.head_dim : p.v_dim;
+    b.magnitude[out].assign(inputs[out].data.size(), 0.0);
+    for (size_t key = 0; p.v_dim > 0 && key < static_cast<size_t>(p.batch * p.sk * p.kv_heads); ++key) {
+      for (int64_t d = 0; d < width; ++d) {
+        b.magnitude[out][key * static_cast<size_t>(width) + static_cast<size_t>(d)] =
+            std::fabs(column.data[key * static_cast<size_t>(p.v_dim)]);
+      }
     }
   }
 }
@@ -190,6 +236,9 @@ Bounds MakeBounds(const OpDecl& op, const ref::Tensors& inputs, const Attrs& att
     case ToleranceClass::kRmsNormGrad:
       NormGradBounds(b, inputs, attrs, false);
       break;
+    case ToleranceClass::kAttentionGrad:
+      AttentionGradBounds(b, inputs, attrs);
+      break;
     default:
       break;
   }
@@ -239,6 +288,19 @@ double ClassTolerance(const Bounds& b, size_t out, size_t i, double r, double u)
       // other class fits: x_grad is a difference of terms far larger than itself (|ref|
       // bounds nothing), and the reference on |inputs| still subtracts (x - mean).
       return 2 * (b.terms[out] + 20) * u * b.magnitude[out][i] + kFloor;
+    case ToleranceClass::kAttentionGrad: {
+      // A score is off by s u (kAttention's s), its argument to exp by u (|score| + |lse|)
+      // more, so P by (2 s + 2 m + 2) u relatively. dP = out_grad . v and D = out_grad . out
+      // (e terms each, at most e m^2) by (e + 2) u e m^2; dS = P (dP - D) / sqrt(d) thus by
+      // (2 s + 2 m + e + 7) u 2 e m^2 P / sqrt(d). q_grad and k_grad sum K such terms times
+      // k or q (|.| <= m), adding (K + 2) u of their sum; v_grad sums K terms P out_grad.
+      // Times the sum of P the element's terms carry (magnitude). Doubled, as the others.
+      const double d = b.head_dim, e = b.v_dim;
+      const double s = (d + 3) * std::sqrt(d) * m * m + 2 * m + 1;
+      const double sum = b.magnitude[out][i];
+      if (out == 2) return 2 * (2 * s + 2 * m + b.terms[out] + 4) * u * m * sum + kFloor;
+      return 2 * (2 * s + 2 * m + e + b.terms[out] + 9) * u * 2 * e * m * m * m / std::sqrt(d) * sum + kFloor;
+    }
   }
   return 0;
 }

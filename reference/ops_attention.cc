@@ -1,5 +1,5 @@
-// flash_attention (docs/OPS.md "Paddle's other registered ops"): plain softmax attention
-// in float64, from the definition.
+// flash_attention and flash_attn_grad (docs/OPS.md "Paddle's other registered ops"):
+// plain softmax attention and its gradients in float64, from the definition.
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -68,6 +68,71 @@ Tensors flash_attention(const Tensors& inputs, const Attrs& attrs) {
     }
   }
   return {out, softmax, lse};
+}
+
+// The gradients of <out_grad, out> for out = P . v, from the given out and softmax_lse:
+// for each batch b, head h (k/v head g) and query row i, over the keys j the row sees,
+// P[j] = exp(score[j] - softmax_lse[b,h,i]) (score as the forward's), dP[j] =
+// out_grad[b,i,h,:] . v[b,j,g,:], D = out_grad[b,i,h,:] . out[b,i,h,:], dS[j] = P[j] (dP[j] - D);
+// q_grad[b,i,h,:] += dS[j] k[b,j,g,:] / sqrt(d), k_grad[b,j,g,:] += dS[j] q[b,i,h,:] / sqrt(d),
+// v_grad[b,j,g,:] += P[j] out_grad[b,i,h,:]. A key head's gradients sum over its q heads.
+Tensors flash_attn_grad(const Tensors& inputs, const Attrs& attrs) {
+  internal::CheckArity(inputs, 8);
+  std::vector<Shape> shapes;
+  for (const Tensor& t : inputs) shapes.push_back(t.shape);
+  const attention::FlashAttentionPlan p = attention::PlanFlashAttnGrad(shapes, attrs);
+  const Tensor& q = inputs[0];
+  const Tensor& k = inputs[1];
+  const Tensor& v = inputs[2];
+  const Tensor& out = inputs[3];
+  const Tensor& lse = inputs[4];
+  const Tensor& mask = inputs[6];
+  const Tensor& dout = inputs[7];
+  Tensor q_grad = internal::Zeros(q.shape);
+  Tensor k_grad = internal::Zeros(k.shape);
+  Tensor v_grad = internal::Zeros(v.shape);
+  const int64_t group = p.kv_heads == 0 ? 1 : p.heads / p.kv_heads;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(p.head_dim));
+  const Shape mask_strides = p.has_mask ? internal::Strides(p.mask_shape) : Shape{};
+  auto q_at = [&](int64_t b, int64_t i, int64_t h, int64_t d) { return ((b * p.sq + i) * p.heads + h) * p.head_dim + d; };
+  auto k_at = [&](int64_t b, int64_t j, int64_t g, int64_t d) { return ((b * p.sk + j) * p.kv_heads + g) * p.head_dim + d; };
+  auto o_at = [&](int64_t b, int64_t i, int64_t h, int64_t e) { return ((b * p.sq + i) * p.heads + h) * p.v_dim + e; };
+  auto v_at = [&](int64_t b, int64_t j, int64_t g, int64_t e) { return ((b * p.sk + j) * p.kv_heads + g) * p.v_dim + e; };
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.heads; ++h) {
+      const int64_t g = h / group;
+      for (int64_t i = 0; i < p.sq; ++i) {
+        const int64_t last = attention::LastKey(p, p.row_offset + i);
+        double row_d = 0.0;
+        for (int64_t e = 0; e < p.v_dim; ++e) row_d += dout.data[o_at(b, i, h, e)] * out.data[o_at(b, i, h, e)];
+        for (int64_t j = 0; j <= last; ++j) {
+          double score = 0.0;
+          for (int64_t d = 0; d < p.head_dim; ++d) score += q.data[q_at(b, i, h, d)] * k.data[k_at(b, j, g, d)];
+          score *= scale;
+          if (p.has_mask) {
+            const std::vector<int64_t> at = {b, h, i, j};
+            int64_t offset = 0;
+            for (size_t dim = 0; dim < 4; ++dim) {
+              if (p.mask_shape[dim] != 1) offset += at[dim] * mask_strides[dim];
+            }
+            score += mask.data[offset];
+          }
+          const double prob = std::exp(score - lse.data[(b * p.heads + h) * p.sq + i]);
+          double dprob = 0.0;
+          for (int64_t e = 0; e < p.v_dim; ++e) {
+            dprob += dout.data[o_at(b, i, h, e)] * v.data[v_at(b, j, g, e)];
+            v_grad.data[v_at(b, j, g, e)] += prob * dout.data[o_at(b, i, h, e)];
+          }
+          const double dscore = prob * (dprob - row_d) * scale;
+          for (int64_t d = 0; d < p.head_dim; ++d) {
+            q_grad.data[q_at(b, i, h, d)] += dscore * k.data[k_at(b, j, g, d)];
+            k_grad.data[k_at(b, j, g, d)] += dscore * q.data[q_at(b, i, h, d)];
+          }
+        }
+      }
+    }
+  }
+  return {q_grad, k_grad, v_grad};
 }
 
 }  // namespace spmd::reference::ops

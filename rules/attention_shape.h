@@ -1,7 +1,8 @@
-// flash_attention's shapes, shared by the rule, the reference and the CPU kernel (as
-// rules/shape_util.h is for the other ops): Paddle's inputs q, k, v, [fixed_seed_offset,
-// [attn_mask]] and attrs (dropout, causal, return_softmax, is_test, rng_name) turned into
-// one plan, with the same validation and error fields in all three. Header-only.
+// flash_attention's and flash_attn_grad's shapes, shared by their rules, references and
+// CPU kernels (as rules/shape_util.h is for the other ops): Paddle's inputs q, k, v,
+// [fixed_seed_offset, [attn_mask]] and attrs (dropout, causal, return_softmax, is_test,
+// rng_name) turned into one plan, with the same validation and error fields in all of
+// them. Header-only.
 //
 // Example: q [2, 5, 4, 8], k and v [2, 7, 2, 8] (grouped: 2 query heads per key head),
 // mask [2, 1, 5, 7] -> out [2, 5, 4, 8], softmax_lse [2, 4, 5]; with return_softmax,
@@ -135,6 +136,43 @@ inline FlashAttentionPlan PlanFlashAttention(const std::vector<std::vector<int64
 // The last key global row `row` may see: row + sk - global_sq when causal, else sk - 1.
 inline int64_t LastKey(const FlashAttentionPlan& p, int64_t row) {
   return p.causal ? row + p.sk - p.global_sq : p.sk - 1;
+}
+
+// flash_attn_grad's inputs (q, k, v, out, softmax_lse, seed_offset, attn_mask, out_grad;
+// a 0-d seed_offset or attn_mask is absent) and attrs (dropout, causal): the forward's plan
+// for q, k, v, seed_offset and attn_mask (dropout > 0 is Unsupported: the grad op is a
+// training op), out and out_grad of the forward's out shape and softmax_lse of its
+// softmax_lse shape (else InvalidArgument naming the input).
+inline FlashAttentionPlan PlanFlashAttnGrad(const std::vector<std::vector<int64_t>>& shapes,
+                                            const Attrs& attrs) {
+  if (shapes.size() != 8) {
+    ThrowInvalid("inputs", "expected q, k, v, out, softmax_lse, seed_offset, attn_mask, out_grad: "
+                           "8 inputs, got " + std::to_string(shapes.size()));
+  }
+  const Attrs forward = attrs.With("is_test", false).With("return_softmax", false);
+  FlashAttentionPlan p;
+  try {
+    p = PlanFlashAttention({shapes[0], shapes[1], shapes[2], shapes[5], shapes[6]}, forward);
+  } catch (const SpmdError& e) {  // the forward's fields renamed to the grad op's inputs
+    std::string field = e.field();
+    std::string message = std::string(e.what()).substr(field.empty() ? 0 : field.size() + 2);
+    if (field == shape::InputField(3, "shape")) field = shape::InputField(5, "shape");
+    if (field == shape::InputField(4, "shape")) field = shape::InputField(6, "shape");
+    if (field == "attrs.dropout" && e.type() == ErrorType::kUnsupported) {
+      message = "attention dropout is not drawn by spmdkit; dropout must be 0";
+    }
+    throw SpmdError(e.type(), field, message);
+  }
+  auto expect = [&](size_t i, const std::vector<int64_t>& want, const char* what) {
+    if (shapes[i] != want) {
+      ThrowInvalid(shape::InputField(i, "shape"), std::string(what) + " " + shape::ShapeString(shapes[i]) +
+                                                      " is not the forward's " + shape::ShapeString(want));
+    }
+  };
+  expect(3, p.out_shape, "out");
+  expect(4, p.lse_shape, "softmax_lse");
+  expect(7, p.out_shape, "out_grad");
+  return p;
 }
 
 }  // namespace spmd::attention

@@ -104,6 +104,7 @@
   X(conv2d)                 \
   X(conv2d_grad)            \
   X(flash_attention)        \
+  X(flash_attn_grad)        \
   X(c_embedding)            \
   X(c_embedding_grad)       \
   X(c_softmax_with_cross_entropy) \

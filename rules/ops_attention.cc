@@ -5,6 +5,9 @@
 // passes the rows' global offset for the causal mask); the key sequence and q/k's head
 // dim are forced replicated (a softmax over the keys, a dot product inside it), and so is
 // v's head dim (the outputs without it would be claimed partial over its axes).
+// flash_attn_grad, Paddle's backward (q, k, v, out, softmax_lse, seed_offset, attn_mask,
+// out_grad; a 0-d seed_offset or attn_mask is absent), has the forward's factors, with
+// k_grad and v_grad partial(sum) over q's sequence axes.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -14,6 +17,7 @@
 #include "rules/local_attrs.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
+#include "rules/vjps.h"
 
 namespace spmd::declare {
 namespace {
@@ -21,38 +25,71 @@ namespace {
 using notation::MakeAttrs;
 
 // q `bshd`, k `btgd`, v `btge`, fixed_seed_offset `f`, attn_mask `bhst` with its size-1
-// broadcasting dims `1`; out `bshe`, softmax `bhst` (return_softmax; else `bhs` and a new
-// factor of size 0), softmax_lse `bhs`. g is h when k has q's heads; grouped (fewer k heads) g and h
-// are forced replicated: a shard of q's heads would pair with other k heads. R(t, d, e, f):
-// e too, since softmax and softmax_lse lack it (a sharded e would make them partial).
-EinsumSpec FlashAttention(const RuleContext& c) {
-  const attention::FlashAttentionPlan p = attention::PlanFlashAttention(c.input_shapes, c.attrs);
+// broadcasting dims `1`. g is h when k has q's heads; grouped (fewer k heads) g and h are
+// forced replicated: a shard of q's heads would pair with other k heads. R(t, d, e, f).
+struct AttentionLetters {
+  std::string q = "bshd", k, v, seed, mask, forced = "tde";
+};
+
+AttentionLetters Letters(const attention::FlashAttentionPlan& p) {
+  AttentionLetters l;
   const bool grouped = p.kv_heads != p.heads;
   const std::string kv = grouped ? "btg" : "bth";
-  std::vector<std::string> inputs = {"bshd", kv + "d", kv + "e"};
-  std::string forced = "tde";
-  if (grouped) forced += "hg";
+  l.k = kv + "d";
+  l.v = kv + "e";
+  if (grouped) l.forced += "hg";
+  if (p.has_seed_offset) {
+    l.seed = "f";
+    l.forced += "f";
+  }
+  if (p.has_mask) {
+    const std::string letters = "bhst";
+    const std::vector<int64_t> full = {p.batch, p.heads, p.sq, p.sk};
+    for (size_t d = 0; d < 4; ++d) l.mask.push_back(p.mask_shape[d] == 1 && full[d] != 1 ? '1' : letters[d]);
+  }
+  return l;
+}
+
+// out `bshe`, softmax `bhst` (return_softmax; else `bhs` and a new factor of size 0),
+// softmax_lse `bhs`. e is replicated since softmax and softmax_lse lack it (a sharded e
+// would make them partial).
+EinsumSpec FlashAttention(const RuleContext& c) {
+  const attention::FlashAttentionPlan p = attention::PlanFlashAttention(c.input_shapes, c.attrs);
+  const AttentionLetters l = Letters(p);
+  std::vector<std::string> inputs = {l.q, l.k, l.v};
   const size_t n = c.input_shapes.size();
-  if (n > 3) {
-    inputs.push_back(p.has_seed_offset ? "f" : "");
-    if (p.has_seed_offset) forced += "f";
-  }
-  if (n > 4) {
-    std::string mask;
-    if (p.has_mask) {
-      const std::string letters = "bhst";
-      const std::vector<int64_t> full = {p.batch, p.heads, p.sq, p.sk};
-      for (size_t d = 0; d < 4; ++d) mask.push_back(p.mask_shape[d] == 1 && full[d] != 1 ? '1' : letters[d]);
-    }
-    inputs.push_back(mask);
-  }
-  EinsumSpec spec = notation::FromLetters(inputs, {"bshe", "bhst", "bhs"}, forced);
+  if (n > 3) inputs.push_back(l.seed);
+  if (n > 4) inputs.push_back(l.mask);
+  EinsumSpec spec = notation::FromLetters(inputs, {"bshe", "bhst", "bhs"}, l.forced);
   if (!p.return_softmax) {
     const FactorId empty = spec.AddFactor(0);
     spec.outputs[1].back() = empty;  // [b, h, s, 0]: no factor is left out (no partial)
     spec.forced_replicated.push_back(empty);
   }
   return spec;
+}
+
+// flash_attn_grad: the forward's letters, out and out_grad `bshe`, softmax_lse `bhs`;
+// q_grad `bshd`, k_grad and v_grad k's and v's. k_grad and v_grad sum over the query rows:
+// partial(sum) on s's axes. Each row's terms are its own (P and D of row i read row i of
+// q, out, softmax_lse, out_grad and the mask), so s may stay sharded.
+EinsumSpec FlashAttnGrad(const RuleContext& c) {
+  const attention::FlashAttentionPlan p = attention::PlanFlashAttnGrad(c.input_shapes, c.attrs);
+  const AttentionLetters l = Letters(p);
+  return notation::FromLetters({l.q, l.k, l.v, "bshe", "bhs", l.seed, l.mask, "bshe"}, {l.q, l.k, l.v},
+                               l.forced);
+}
+
+// The seeds are indices (unused); the rest real.
+std::vector<InputValues> SeedIsIndex(const RuleContext& c, size_t seed) {
+  std::vector<InputValues> kinds(c.input_shapes.size());
+  if (kinds.size() > seed) kinds[seed] = {ValueKind::kIndex, 1 << 20};
+  return kinds;
+}
+
+// q's rows [offset, offset + sq) of the global q, for the causal mask.
+Attrs LocalizeRows(const LocalContext& c) {
+  return c.attrs.With(kLocalOffset, c.input_offsets[0]).With(kLocalGlobalShape, c.global_inputs[0]);
 }
 
 }  // namespace
@@ -67,22 +104,46 @@ OpDecl flash_attention() {
       .Attr("is_test", AttrKind::kBool, false)
       .Attr("rng_name", AttrKind::kString, std::string(""))
       .Einsum(FlashAttention)
-      .Values([](const RuleContext& c) {
-        std::vector<InputValues> kinds(c.input_shapes.size());
-        if (kinds.size() > 3) kinds[3] = {ValueKind::kIndex, 1 << 20};  // seeds: unused
-        return kinds;
-      })
-      .Localize([](const LocalContext& c) {  // q's rows [offset, offset + sq) of the global q
-        return c.attrs.With(kLocalOffset, c.input_offsets[0]).With(kLocalGlobalShape, c.global_inputs[0]);
-      })
-      // One example: three to five 4-D inputs multiply the sweep's layouts. Causal with
+      .Values([](const RuleContext& c) { return SeedIsIndex(c, 3); })
+      .Localize(LocalizeRows)
+      // Two examples (three to five 4-D inputs multiply the sweep's layouts). Causal with
       // fewer query rows than keys, a mask broadcasting over the heads, the probabilities
-      // returned, v's head dim differing from q's.
+      // returned, v's head dim differing from q's; grouped heads with a seed and a whole
+      // mask, the probabilities not returned (the VJP recomputes them), dropout given but
+      // not drawn (is_test).
       .Examples([](const SizePalette& p) {
         const int64_t b = p[0], s = p[1], h = p[2];
         return std::vector<Example>{
             {{{b, s, h, 4}, {b, s + 1, h, 4}, {b, s + 1, h, 3}, {}, {b, 1, s, s + 1}},
-             MakeAttrs({{"causal", true}, {"return_softmax", true}})}};
+             MakeAttrs({{"causal", true}, {"return_softmax", true}})},
+            {{{b, s, 2 * h, 2}, {b, s, h, 2}, {b, s, h, 3}, {2}, {b, 2 * h, s, s}},
+             MakeAttrs({{"dropout", 0.5}, {"is_test", true}})}};
+      })
+      .Vjp(vjps::FlashAttention);
+}
+
+// Paddle's flash_attn_grad: q_grad, k_grad, v_grad of <out_grad, out> for the forward's
+// out, given out and softmax_lse (P = exp(scores - softmax_lse)). The mask gets no
+// gradient, as in Paddle.
+OpDecl flash_attn_grad() {
+  return OpBuilder("flash_attn_grad")
+      .Inputs({"q", "k", "v", "out", "softmax_lse", "seed_offset", "attn_mask", "out_grad"})
+      .Outputs({"q_grad", "k_grad", "v_grad"})
+      .Tolerance(ToleranceClass::kAttentionGrad)
+      .Attr("dropout", AttrKind::kFloat, 0.0)
+      .Attr("causal", AttrKind::kBool, false)
+      .Einsum(FlashAttnGrad)
+      .Values([](const RuleContext& c) { return SeedIsIndex(c, 5); })
+      .Localize(LocalizeRows)
+      // The forward's first example: causal, fewer rows than keys, v's head dim differing
+      // from q's, a mask broadcasting over the heads. One example: eight inputs multiply
+      // the sweep's layouts.
+      .Examples([](const SizePalette& p) {
+        const int64_t b = p[0], s = p[1], h = p[2];
+        const Shape out = {b, s, h, 3};
+        return std::vector<Example>{
+            {{{b, s, h, 4}, {b, s + 1, h, 4}, {b, s + 1, h, 3}, out, {b, h, s}, {2}, {b, 1, s, s + 1}, out},
+             MakeAttrs({{"causal", true}})}};
       });
 }
 

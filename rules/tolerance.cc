@@ -19,6 +19,7 @@ std::string_view ToString(ToleranceClass tolerance) {
     case ToleranceClass::kAttention: return "attention";
     case ToleranceClass::kLayerNormGrad: return "layer_norm_grad";
     case ToleranceClass::kRmsNormGrad: return "rms_norm_grad";
+    case ToleranceClass::kAttentionGrad: return "attention_grad";
   }
   return "exact";
 }

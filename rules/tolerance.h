@@ -26,6 +26,7 @@ enum class ToleranceClass {
   kAttention,      // softmax of scaled dot products over K keys, then a weighted sum
   kLayerNormGrad,  // layer_norm_grad: a row's two means of products, then a difference
   kRmsNormGrad,    // rms_norm_grad: a row's mean of products, then a difference
+  kAttentionGrad,  // flash_attn_grad: exp(score - lse) times a difference of dot products, summed
 };
 
 std::string_view ToString(ToleranceClass tolerance);

@@ -1,8 +1,10 @@
 #include "rules/vjps.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
+#include "rules/attention_shape.h"
 #include "rules/dropout_attrs.h"
 #include "rules/error.h"
 #include "rules/notation.h"
@@ -918,6 +920,75 @@ VjpGraph Conv2d(const RuleContext& c) {
   // conv2d_grad declares conv2d's attrs: the forward's pass as they are.
   const Ref grads = g.Add("conv2d_grad", {Ref::Input(0), Ref::Input(1), Ref::OutputGrad(0)}, c.attrs);
   g.input_grads = {Ref::Call(grads.index, 0), Ref::Call(grads.index, 1)};
+  return g;
+}
+
+// flash_attention. Out's cotangent: flash_attn_grad with dropout 0 (the forward drew no
+// dropout: above 0 it is Unsupported unless is_test) and the forward's causal; an absent
+// seed or mask is passed as a 0-d placeholder, the sum of softmax_lse. The other terms
+// are composed on the scores S = q . k / sqrt(d) + mask, whose gradient they add to:
+// X = P g_lse (d lse / dS = P) plus, with return_softmax, softmax_grad(P, g_softmax); q
+// and k get X's terms through einsums (scaled by 1 / sqrt(d)); the mask gets all of
+// dS = X + softmax_grad(P, g_out . v^T), summed over its broadcast dims. P is the softmax
+// output, or recomputed by the forward with return_softmax. Grouped heads (h = g r) split
+// q's heads as [g, r].
+VjpGraph FlashAttention(const RuleContext& c) {
+  const attention::FlashAttentionPlan p = attention::PlanFlashAttention(c.input_shapes, c.attrs);
+  const size_t n = c.input_shapes.size();
+  VjpGraph g;
+  // A 0-d tensor for an absent seed or mask (one call, shared).
+  const Ref absent = n < 5 ? g.Add("sum", {Ref::Output(2)}, MakeAttrs({{"axis", Ints{}}})) : Ref::Input(0);
+  const Ref seed = n > 3 ? Ref::Input(3) : absent;
+  const Ref mask = n > 4 ? Ref::Input(4) : absent;
+  const Ref main = g.Add("flash_attn_grad",
+                         {Ref::Input(0), Ref::Input(1), Ref::Input(2), Ref::Output(0), Ref::Output(2), seed, mask,
+                          Ref::OutputGrad(0)},
+                         MakeAttrs({{"dropout", 0.0}, {"causal", p.causal}}));
+  const Shape scores = {p.batch, p.heads, p.sq, p.sk};
+  Ref probs = Ref::Output(1);
+  if (!p.return_softmax) {
+    std::vector<Ref> operands;
+    for (size_t i = 0; i < n; ++i) operands.push_back(Ref::Input(i));
+    probs = Ref::Call(g.Add("flash_attention", operands, c.attrs.With("return_softmax", true)).index, 1);
+  }
+  const Ref lse_grad = Reshape(g, Ref::OutputGrad(2), p.lse_shape, {p.batch, p.heads, p.sq, 1});
+  Ref extra = g.Add("multiply", {probs, lse_grad});
+  if (p.return_softmax) {
+    extra = g.Add("add", {g.Add("softmax_grad", {probs, Ref::OutputGrad(1)}, MakeAttrs({{"axis", int64_t{-1}}})),
+                          extra});
+  }
+  const bool grouped = p.kv_heads != p.heads;
+  const int64_t r = grouped ? p.heads / p.kv_heads : 1;
+  const Shape q5 = {p.batch, p.sq, p.kv_heads, r, p.head_dim};
+  const Shape o5 = {p.batch, p.sq, p.kv_heads, r, p.v_dim};
+  const Shape s5 = {p.batch, p.kv_heads, r, p.sq, p.sk};
+  // Letters: the scores' `bhst` (grouped: `bgrst`), q's `bshd` (`bsgrd`), k's `bthd`
+  // (`btgd`), out's `bshe` (`bsgre`), v's `bthe` (`btge`).
+  const std::string sl = grouped ? "bgrst" : "bhst", ql = grouped ? "bsgrd" : "bshd";
+  const std::string kl = grouped ? "btgd" : "bthd", ol = grouped ? "bsgre" : "bshe";
+  const std::string vl = grouped ? "btge" : "bthe";
+  auto split = [&](Ref x, const Shape& from, const Shape& to) { return grouped ? Reshape(g, x, from, to) : x; };
+  const Ref scaled = ScaleBy(g, split(extra, scores, s5), 1.0 / std::sqrt(static_cast<double>(p.head_dim)));
+  const Ref q_extra = split(
+      g.Add("einsum", {scaled, Ref::Input(1)}, MakeAttrs({{"equation", sl + "," + kl + "->" + ql}})), q5,
+      c.input_shapes[0]);
+  const Ref k_extra = g.Add("einsum", {scaled, split(Ref::Input(0), c.input_shapes[0], q5)},
+                            MakeAttrs({{"equation", sl + "," + ql + "->" + kl}}));
+  g.input_grads = {g.Add("add", {Ref::Call(main.index, 0), q_extra}),
+                   g.Add("add", {Ref::Call(main.index, 1), k_extra}), Ref::Call(main.index, 2)};
+  if (n > 3) g.input_grads.push_back(std::nullopt);  // the seeds: indices
+  if (n > 4) {
+    if (!p.has_mask) {
+      g.input_grads.push_back(std::nullopt);  // 0-d: absent, unread
+    } else {
+      const Ref dprobs = split(g.Add("einsum", {split(Ref::OutputGrad(0), p.out_shape, o5), Ref::Input(2)},
+                                     MakeAttrs({{"equation", ol + "," + vl + "->" + sl}})),
+                               s5, scores);
+      const Ref dscores =
+          g.Add("add", {g.Add("softmax_grad", {probs, dprobs}, MakeAttrs({{"axis", int64_t{-1}}})), extra});
+      g.input_grads.push_back(SumToShape(g, dscores, scores, p.mask_shape));
+    }
+  }
   return g;
 }
 

@@ -87,6 +87,10 @@ VjpGraph Embedding(const RuleContext& c);
 VjpGraph CrossEntropyWithSoftmax(const RuleContext& c);
 // conv2d: conv2d_grad(input, filter, g) with the forward's attrs.
 VjpGraph Conv2d(const RuleContext& c);
+// flash_attention: flash_attn_grad(q, k, v, out, softmax_lse, seed, mask, g_out) with
+// dropout 0 and the forward's causal, plus the softmax_lse and softmax cotangents' terms and the
+// mask's gradient, composed (softmax_grad, multiply, einsum, sum); the seeds get none.
+VjpGraph FlashAttention(const RuleContext& c);
 // c_embedding: weight: c_embedding_grad(weight, x, g) with the forward's start_index; the
 // ids get none.
 VjpGraph CEmbedding(const RuleContext& c);

@@ -101,6 +101,7 @@ DEFAULTS = {
                     "dilations": [1, 1], "groups": 1, "data_format": "NCHW"},
     "flash_attention": {"dropout": 0.0, "causal": False, "return_softmax": False,
                         "is_test": False, "rng_name": ""},
+    "flash_attn_grad": {"dropout": 0.0, "causal": False},
     "c_embedding": {"start_index": 0, "vocab_size": -1},
     "c_embedding_grad": {"start_index": 0},
     "c_softmax_with_cross_entropy": {"ignore_index": -100, "ring_id": 0, "rank": 0, "nranks": 0},
@@ -2101,6 +2102,109 @@ def gen_conv_grad():
     error(op, "two_inputs", {}, [x, w], "inputs")
 
 
+# flash_attn_grad: a generator of its own (RNG5), so that every case above keeps its values.
+
+RNG5 = np.random.default_rng(20261204)
+family("attention", ["flash_attn_grad"])
+
+
+def vals5(*shape):
+    return np.round(RNG5.uniform(-2.0, 2.0, size=shape), 2)
+
+
+def np_flash_attn_grad(q, k, v, out, lse, out_grad, mask=None, causal=False, row_offset=0,
+                       global_sq=None):
+    """The gradients of sum(out_grad * out) for out = P v, with P = exp(scores - lse) taken
+    from the given lse (0 for the keys a causal row does not see), dP = out_grad v^T,
+    D = rowsum(out_grad * out), dS = P (dP - D) / sqrt(d): q_grad = dS k, k_grad = dS^T q,
+    v_grad = P^T out_grad. k and v are repeated over each group's q heads, and their
+    gradients summed back over the group."""
+    b, sq, h, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    r = h // hk
+    global_sq = sq if global_sq is None else global_sq
+    kk = np.repeat(k, r, axis=2)
+    vv = np.repeat(v, r, axis=2)
+    scores = np.einsum("bihd,bjhd->bhij", q, kk) / math.sqrt(d)
+    if mask is not None:
+        scores = scores + mask
+    keep = np.ones((sq, sk), dtype=bool)
+    if causal:
+        rows = np.arange(sq)[:, None] + row_offset
+        keep = np.arange(sk)[None, :] <= rows + sk - global_sq
+    p = np.where(keep, np.exp(np.where(keep, scores, 0.0) - lse[..., None]), 0.0)
+    dp = np.einsum("bihe,bjhe->bhij", out_grad, vv)
+    dd = np.einsum("bihe,bihe->bhi", out_grad, out)
+    ds = p * (dp - dd[..., None]) / math.sqrt(d)
+    q_grad = np.einsum("bhij,bjhd->bihd", ds, kk)
+    k_grad = np.einsum("bhij,bihd->bjhd", ds, q).reshape(b, sk, hk, r, d).sum(axis=3)
+    v_grad = np.einsum("bhij,bihe->bjhe", p, out_grad).reshape(b, sk, hk, r, -1).sum(axis=3)
+    return [q_grad, k_grad, v_grad]
+
+
+def gen_attention_grad():
+    op = "flash_attn_grad"
+    none_seed, none_mask = T(np.array(0), "int64"), np.array(0.0)
+    seed = T(np.array([3, 7]), "int64")
+    q, k, v = vals5(2, 3, 2, 4), vals5(2, 5, 2, 4), vals5(2, 5, 2, 3)
+    mask = vals5(2, 1, 3, 5)
+    forms = [
+        ("basic", {}, None, {}),
+        ("causal", {"causal": True}, None, {"causal": True}),
+        ("mask_heads_broadcast_seed", {}, mask, {}),
+        ("causal_mask", {"causal": True}, mask, {"causal": True}),
+    ]
+    for name, attrs, m, kw in forms:
+        out, _, lse = np_attention(q, k, v, m, **kw)
+        g = vals5(*out.shape)
+        inputs = [q, k, v, out, lse, seed if m is not None else none_seed,
+                  m if m is not None else none_mask, g]
+        case(op, name, attrs, inputs, np_flash_attn_grad(q, k, v, out, lse, g, m, **kw))
+    qg, kg, vg = vals5(1, 4, 4, 2), vals5(1, 4, 2, 2), vals5(1, 4, 2, 3)
+    out, _, lse = np_attention(qg, kg, vg, causal=True)
+    g = vals5(*out.shape)
+    case(op, "grouped_heads_causal", {"causal": True},
+         [qg, kg, vg, out, lse, none_seed, none_mask, g],
+         np_flash_attn_grad(qg, kg, vg, out, lse, g, causal=True))
+    # out and softmax_lse are taken as given, not recomputed.
+    out, lse, g = vals5(2, 3, 2, 3), vals5(2, 2, 3), vals5(2, 3, 2, 3)
+    case(op, "given_out_and_lse", {}, [q, k, v, out, lse, none_seed, none_mask, g],
+         np_flash_attn_grad(q, k, v, out, lse, g))
+    # Localized: rows [1, 3) of a 4-row q, causal against 5 keys; q_grad is those rows of
+    # the whole call's, k_grad and v_grad those rows' terms.
+    q4 = vals5(2, 4, 2, 4)
+    out4, _, lse4 = np_attention(q4, k, v, causal=True)
+    g4 = vals5(*out4.shape)
+    full = np_flash_attn_grad(q4, k, v, out4, lse4, g4, causal=True)
+    local = np_flash_attn_grad(q4[:, 1:3], k, v, out4[:, 1:3], lse4[:, :, 1:3], g4[:, 1:3],
+                               causal=True, row_offset=1, global_sq=4)
+    assert np.allclose(local[0], full[0][:, 1:3])
+    case(op, "localized_rows", {"causal": True, "__offset": [0, 1, 0, 0],
+                                "__global_shape": [2, 4, 2, 4]},
+         [q4[:, 1:3], k, v, out4[:, 1:3], lse4[:, :, 1:3], none_seed, none_mask, g4[:, 1:3]],
+         local)
+    out, _, lse = np_attention(q, k, v)
+    g = vals5(*out.shape)
+    args = [q, k, v, out, lse, none_seed, none_mask, g]
+
+    def with_input(i, x):
+        return args[:i] + [x] + args[i + 1:]
+
+    error(op, "seven_inputs", {}, args[:7], "inputs")
+    error(op, "q_rank", {}, with_input(0, vals5(2, 3, 8)), "inputs[0].shape")
+    error(op, "head_dim_mismatch", {}, with_input(1, vals5(2, 5, 2, 3)), "inputs[1].shape")
+    error(op, "out_shape", {}, with_input(3, vals5(2, 3, 2, 4)), "inputs[3].shape")
+    error(op, "lse_shape", {}, with_input(4, vals5(2, 3, 2)), "inputs[4].shape")
+    error(op, "seed_shape", {}, with_input(5, T(np.array([1, 2, 3]), "int64")), "inputs[5].shape")
+    error(op, "mask_shape", {}, with_input(6, vals5(2, 2, 3, 4)), "inputs[6].shape")
+    error(op, "out_grad_shape", {}, with_input(7, vals5(2, 3, 2, 2)), "inputs[7].shape")
+    error(op, "causal_more_rows", {"causal": True},
+          [vals5(2, 6, 2, 4), k, v, vals5(2, 6, 2, 3), vals5(2, 2, 6), none_seed, none_mask,
+           vals5(2, 6, 2, 3)], "attrs.causal")
+    error(op, "dropout_range", {"dropout": 1.5}, args, "attrs.dropout")
+    error(op, "dropout_training", {"dropout": 0.1}, args, "attrs.dropout", "Unsupported")
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -2119,6 +2223,7 @@ def main():
     gen_c_embedding_grad()  # RNG3
     gen_norm_grad()  # RNG3, after the cases above
     gen_conv_grad()  # RNG4
+    gen_attention_grad()  # RNG5
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

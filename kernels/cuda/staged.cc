@@ -39,6 +39,7 @@ Tensors Staged(const TensorArgs& inputs, const Attrs& attrs) {
 constexpr std::string_view kConv2d = "conv2d";
 constexpr std::string_view kConv2dGrad = "conv2d_grad";
 constexpr std::string_view kFlashAttention = "flash_attention";
+constexpr std::string_view kFlashAttnGrad = "flash_attn_grad";
 constexpr std::string_view kCSoftmax = "c_softmax_with_cross_entropy";
 constexpr std::string_view kCSoftmaxStats = "c_softmax_with_cross_entropy@stats";
 constexpr std::string_view kCSoftmaxFinish = "c_softmax_with_cross_entropy@finish";
@@ -51,6 +52,7 @@ void RegisterStagedKernels(KernelTable& table) {
   table.Add(kConv2d, &Staged<kConv2d>, /*takes_half=*/true);
   table.Add(kConv2dGrad, &Staged<kConv2dGrad>, /*takes_half=*/true);
   table.Add(kFlashAttention, &Staged<kFlashAttention>, /*takes_half=*/true);
+  table.Add(kFlashAttnGrad, &Staged<kFlashAttnGrad>, /*takes_half=*/true);
   // The op and its two exchange phases (Dispatch runs the all-gather between them).
   table.Add(kCSoftmax, &Staged<kCSoftmax>, /*takes_half=*/true);
   table.Add(kCSoftmaxStats, &Staged<kCSoftmaxStats>, /*takes_half=*/true);
