@@ -24,6 +24,18 @@ using internal::MatrixView;
 using internal::NewOutput;
 using internal::ValuesAs;
 
+// The mask's strides over [b, h, sq, sk], 0 on its broadcast (size-1) dims.
+std::vector<int64_t> MaskStrides(const attention::FlashAttentionPlan& p) {
+  std::vector<int64_t> strides(4, 0);
+  if (!p.has_mask) return strides;
+  int64_t stride = 1;
+  for (size_t d = 4; d-- > 0;) {
+    strides[d] = p.mask_shape[d] == 1 ? 0 : stride;
+    stride *= p.mask_shape[d];
+  }
+  return strides;
+}
+
 template <typename T>
 Tensors RunFlashAttention(const TensorArgs& inputs, const attention::FlashAttentionPlan& p) {
   ValuesAs<T> qv(inputs[0]);
@@ -34,15 +46,8 @@ Tensors RunFlashAttention(const TensorArgs& inputs, const attention::FlashAttent
   Tensor lse = NewOutput(p.lse_shape, DTypeOf<T>::value);
   if (p.batch == 0 || p.heads == 0 || p.sq == 0) return TensorList(std::move(out), std::move(softmax), std::move(lse));
   std::unique_ptr<ValuesAs<T>> mask;
-  std::vector<int64_t> mask_strides(4, 0);
-  if (p.has_mask) {
-    mask = std::make_unique<ValuesAs<T>>(inputs[4]);
-    int64_t stride = 1;
-    for (size_t d = 4; d-- > 0;) {
-      mask_strides[d] = p.mask_shape[d] == 1 ? 0 : stride;
-      stride *= p.mask_shape[d];
-    }
-  }
+  if (p.has_mask) mask = std::make_unique<ValuesAs<T>>(inputs[4]);
+  const std::vector<int64_t> mask_strides = MaskStrides(p);
   const int64_t group = p.kv_heads == 0 ? 1 : p.heads / p.kv_heads;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(p.head_dim)));
   const T* q = qv.data();
@@ -105,15 +110,8 @@ Tensors RunFlashAttnGrad(const TensorArgs& inputs, const attention::FlashAttenti
     return TensorList(std::move(q_grad), std::move(k_grad), std::move(v_grad));
   }
   std::unique_ptr<ValuesAs<T>> mask;
-  std::vector<int64_t> mask_strides(4, 0);
-  if (p.has_mask) {
-    mask = std::make_unique<ValuesAs<T>>(inputs[6]);
-    int64_t stride = 1;
-    for (size_t d = 4; d-- > 0;) {
-      mask_strides[d] = p.mask_shape[d] == 1 ? 0 : stride;
-      stride *= p.mask_shape[d];
-    }
-  }
+  if (p.has_mask) mask = std::make_unique<ValuesAs<T>>(inputs[6]);
+  const std::vector<int64_t> mask_strides = MaskStrides(p);
   const int64_t group = p.kv_heads == 0 ? 1 : p.heads / p.kv_heads;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(p.head_dim)));
   const T* q = qv.data();
