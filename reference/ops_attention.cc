@@ -9,6 +9,33 @@
 #include "rules/attention_shape.h"
 
 namespace spmd::reference::ops {
+namespace {
+
+// The score of query row i and key j for batch b and head h (k/v head h / (heads /
+// kv_heads)): (q[b,i,h,:] . k[b,j,g,:]) / sqrt(head_dim) + mask[b,h,i,j], the mask's size-1
+// dims broadcast (`mask` null: none).
+double Score(const attention::FlashAttentionPlan& p, const Tensor& q, const Tensor& k, const Tensor* mask,
+             int64_t b, int64_t h, int64_t i, int64_t j) {
+  const int64_t g = h / (p.kv_heads == 0 ? 1 : p.heads / p.kv_heads);
+  double dot = 0.0;
+  for (int64_t d = 0; d < p.head_dim; ++d) {
+    dot += q.data[((b * p.sq + i) * p.heads + h) * p.head_dim + d] *
+           k.data[((b * p.sk + j) * p.kv_heads + g) * p.head_dim + d];
+  }
+  double score = dot / std::sqrt(static_cast<double>(p.head_dim));
+  if (mask != nullptr) {
+    const Shape strides = internal::Strides(p.mask_shape);
+    const int64_t at[4] = {b, h, i, j};
+    int64_t offset = 0;
+    for (size_t dim = 0; dim < 4; ++dim) {
+      if (p.mask_shape[dim] != 1) offset += at[dim] * strides[dim];
+    }
+    score += mask->data[offset];
+  }
+  return score;
+}
+
+}  // namespace
 
 // For batch b, head h (k/v head h / (heads / kv_heads)), query row i (global row r):
 // score[j] = (q[b,i,h,:] . k[b,j,g,:]) / sqrt(head_dim) + mask[b,h,i,j] for the keys j the
@@ -27,8 +54,6 @@ Tensors flash_attention(const Tensors& inputs, const Attrs& attrs) {
   Tensor softmax = internal::Zeros(p.softmax_shape, q.dtype);
   Tensor lse = internal::Zeros(p.lse_shape, q.dtype);
   const int64_t group = p.kv_heads == 0 ? 1 : p.heads / p.kv_heads;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(p.head_dim));
-  const Shape mask_strides = p.has_mask ? internal::Strides(p.mask_shape) : Shape{};
   std::vector<double> score(static_cast<size_t>(p.sk));
   for (int64_t b = 0; b < p.batch; ++b) {
     for (int64_t h = 0; h < p.heads; ++h) {
@@ -37,20 +62,7 @@ Tensors flash_attention(const Tensors& inputs, const Attrs& attrs) {
         const int64_t last = attention::LastKey(p, p.row_offset + i);
         double max = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j <= last; ++j) {
-          double dot = 0.0;
-          for (int64_t d = 0; d < p.head_dim; ++d) {
-            dot += q.data[((b * p.sq + i) * p.heads + h) * p.head_dim + d] *
-                   k.data[((b * p.sk + j) * p.kv_heads + g) * p.head_dim + d];
-          }
-          score[j] = dot * scale;
-          if (p.has_mask) {
-            const std::vector<int64_t> at = {b, h, i, j};
-            int64_t offset = 0;
-            for (size_t dim = 0; dim < 4; ++dim) {
-              if (p.mask_shape[dim] != 1) offset += at[dim] * mask_strides[dim];
-            }
-            score[j] += inputs[4].data[offset];
-          }
+          score[j] = Score(p, q, k, p.has_mask ? &inputs[4] : nullptr, b, h, i, j);
           max = std::max(max, score[j]);
         }
         double sum = 0.0;
@@ -86,14 +98,12 @@ Tensors flash_attn_grad(const Tensors& inputs, const Attrs& attrs) {
   const Tensor& v = inputs[2];
   const Tensor& out = inputs[3];
   const Tensor& lse = inputs[4];
-  const Tensor& mask = inputs[6];
   const Tensor& dout = inputs[7];
   Tensor q_grad = internal::Zeros(q.shape);
   Tensor k_grad = internal::Zeros(k.shape);
   Tensor v_grad = internal::Zeros(v.shape);
   const int64_t group = p.kv_heads == 0 ? 1 : p.heads / p.kv_heads;
   const double scale = 1.0 / std::sqrt(static_cast<double>(p.head_dim));
-  const Shape mask_strides = p.has_mask ? internal::Strides(p.mask_shape) : Shape{};
   auto q_at = [&](int64_t b, int64_t i, int64_t h, int64_t d) { return ((b * p.sq + i) * p.heads + h) * p.head_dim + d; };
   auto k_at = [&](int64_t b, int64_t j, int64_t g, int64_t d) { return ((b * p.sk + j) * p.kv_heads + g) * p.head_dim + d; };
   auto o_at = [&](int64_t b, int64_t i, int64_t h, int64_t e) { return ((b * p.sq + i) * p.heads + h) * p.v_dim + e; };
@@ -106,17 +116,7 @@ Tensors flash_attn_grad(const Tensors& inputs, const Attrs& attrs) {
         double row_d = 0.0;
         for (int64_t e = 0; e < p.v_dim; ++e) row_d += dout.data[o_at(b, i, h, e)] * out.data[o_at(b, i, h, e)];
         for (int64_t j = 0; j <= last; ++j) {
-          double score = 0.0;
-          for (int64_t d = 0; d < p.head_dim; ++d) score += q.data[q_at(b, i, h, d)] * k.data[k_at(b, j, g, d)];
-          score *= scale;
-          if (p.has_mask) {
-            const std::vector<int64_t> at = {b, h, i, j};
-            int64_t offset = 0;
-            for (size_t dim = 0; dim < 4; ++dim) {
-              if (p.mask_shape[dim] != 1) offset += at[dim] * mask_strides[dim];
-            }
-            score += mask.data[offset];
-          }
+          const double score = Score(p, q, k, p.has_mask ? &inputs[6] : nullptr, b, h, i, j);
           const double prob = std::exp(score - lse.data[(b * p.heads + h) * p.sq + i]);
           double dprob = 0.0;
           for (int64_t e = 0; e < p.v_dim; ++e) {

@@ -34,21 +34,17 @@ struct FlashAttentionPlan {
   std::vector<int64_t> out_shape, softmax_shape, lse_shape;
 };
 
-// Throws SpmdError naming the field at fault: "inputs" (not 3 to 5 inputs),
-// "inputs[i].shape" (q, k, v not 4-D or not fitting q; no keys; fixed_seed_offset not 0-d
-// or [2]; a mask not 0-d or not broadcasting to [batch, heads, sq, sk]), "attrs.dropout"
-// (outside [0, 1]: InvalidArgument; above 0 in training: Unsupported, spmdkit draws no
-// attention dropout), "attrs.causal" (more query rows than keys: the first rows would see
-// no key), "attrs.__offset" (a localized block outside q).
-inline FlashAttentionPlan PlanFlashAttention(const std::vector<std::vector<int64_t>>& shapes,
-                                             const Attrs& attrs) {
+namespace detail {
+
+// The plan of q, k, v (inputs 0 to 2) and the optional seed and mask at `seed_at` and
+// `mask_at` (absent when past the end or 0-d): flash_attention's 3 and 4, flash_attn_grad's
+// 5 and 6, so that each op's errors name its own inputs. `grad`: flash_attn_grad's attrs
+// (dropout and causal only: it is a training op, and returns no probabilities).
+inline FlashAttentionPlan Plan(const std::vector<std::vector<int64_t>>& shapes, const Attrs& attrs,
+                               size_t seed_at, size_t mask_at, bool grad) {
   using shape::InputField;
   using shape::ShapeString;
   const size_t n = shapes.size();
-  if (n < 3 || n > 5) {
-    ThrowInvalid("inputs", "expected q, k, v, [fixed_seed_offset, [attn_mask]]: 3 to 5 inputs, got " +
-                               std::to_string(n));
-  }
   for (size_t i = 0; i < 3; ++i) {
     if (shapes[i].size() != 4) {
       ThrowInvalid(InputField(i, "shape"), "q, k and v must be [batch, seq, heads, head_dim], got " +
@@ -76,20 +72,21 @@ inline FlashAttentionPlan PlanFlashAttention(const std::vector<std::vector<int64
     ThrowInvalid(InputField(2, "shape"), "v " + ShapeString(v) + " does not fit k " + ShapeString(k));
   }
   if (p.sk < 1) ThrowInvalid(InputField(1, "shape"), "no keys: softmax over an empty sequence");
-  if (n > 3 && !shapes[3].empty()) {
-    if (shapes[3] != std::vector<int64_t>{2}) {
-      ThrowInvalid(InputField(3, "shape"), "fixed_seed_offset must be [2] (or 0-d: absent), got " +
-                                               ShapeString(shapes[3]));
+  if (n > seed_at && !shapes[seed_at].empty()) {
+    if (shapes[seed_at] != std::vector<int64_t>{2}) {
+      ThrowInvalid(InputField(seed_at, "shape"), std::string(grad ? "seed_offset" : "fixed_seed_offset") +
+                                                     " must be [2] (or 0-d: absent), got " +
+                                                     ShapeString(shapes[seed_at]));
     }
     p.has_seed_offset = true;
   }
-  if (n > 4 && !shapes[4].empty()) {
-    const std::vector<int64_t>& m = shapes[4];
+  if (n > mask_at && !shapes[mask_at].empty()) {
+    const std::vector<int64_t>& m = shapes[mask_at];
     const std::vector<int64_t> full = {p.batch, p.heads, p.sq, p.sk};
     bool fits = m.size() == 4;
     for (size_t d = 0; fits && d < 4; ++d) fits = m[d] == full[d] || m[d] == 1;
     if (!fits) {
-      ThrowInvalid(InputField(4, "shape"), "attn_mask " + ShapeString(m) + " does not broadcast to " +
+      ThrowInvalid(InputField(mask_at, "shape"), "attn_mask " + ShapeString(m) + " does not broadcast to " +
                                                ShapeString(full) + " (or 0-d: absent)");
     }
     p.has_mask = true;
@@ -99,12 +96,13 @@ inline FlashAttentionPlan PlanFlashAttention(const std::vector<std::vector<int64
   if (!(dropout >= 0.0 && dropout <= 1.0)) {
     ThrowInvalid("attrs.dropout", "dropout must be in [0, 1], got " + std::to_string(dropout));
   }
-  if (dropout > 0.0 && !attrs.GetBool("is_test")) {
-    ThrowUnsupported("attrs.dropout", "attention dropout is not drawn by spmdkit; dropout must be 0 "
-                                      "(or is_test)");
+  if (dropout > 0.0 && (grad || !attrs.GetBool("is_test"))) {
+    ThrowUnsupported("attrs.dropout", grad ? "attention dropout is not drawn by spmdkit; dropout must be 0"
+                                           : "attention dropout is not drawn by spmdkit; dropout must be 0 "
+                                             "(or is_test)");
   }
   p.causal = attrs.GetBool("causal");
-  p.return_softmax = attrs.GetBool("return_softmax");
+  p.return_softmax = !grad && attrs.GetBool("return_softmax");
   p.global_sq = p.sq;
   if (attrs.Has(kLocalOffset) || attrs.Has(kLocalGlobalShape)) {
     const std::string field = std::string("attrs.") + kLocalOffset;
@@ -133,6 +131,23 @@ inline FlashAttentionPlan PlanFlashAttention(const std::vector<std::vector<int64
   return p;
 }
 
+}  // namespace detail
+
+// Throws SpmdError naming the field at fault: "inputs" (not 3 to 5 inputs),
+// "inputs[i].shape" (q, k, v not 4-D or not fitting q; no keys; fixed_seed_offset not 0-d
+// or [2]; a mask not 0-d or not broadcasting to [batch, heads, sq, sk]), "attrs.dropout"
+// (outside [0, 1]: InvalidArgument; above 0 in training: Unsupported, spmdkit draws no
+// attention dropout), "attrs.causal" (more query rows than keys: the first rows would see
+// no key), "attrs.__offset" (a localized block outside q).
+inline FlashAttentionPlan PlanFlashAttention(const std::vector<std::vector<int64_t>>& shapes,
+                                             const Attrs& attrs) {
+  if (shapes.size() < 3 || shapes.size() > 5) {
+    ThrowInvalid("inputs", "expected q, k, v, [fixed_seed_offset, [attn_mask]]: 3 to 5 inputs, got " +
+                               std::to_string(shapes.size()));
+  }
+  return detail::Plan(shapes, attrs, 3, 4, /*grad=*/false);
+}
+
 // The last key global row `row` may see: row + sk - global_sq when causal, else sk - 1.
 inline int64_t LastKey(const FlashAttentionPlan& p, int64_t row) {
   return p.causal ? row + p.sk - p.global_sq : p.sk - 1;
@@ -149,20 +164,7 @@ inline FlashAttentionPlan PlanFlashAttnGrad(const std::vector<std::vector<int64_
     ThrowInvalid("inputs", "expected q, k, v, out, softmax_lse, seed_offset, attn_mask, out_grad: "
                            "8 inputs, got " + std::to_string(shapes.size()));
   }
-  const Attrs forward = attrs.With("is_test", false).With("return_softmax", false);
-  FlashAttentionPlan p;
-  try {
-    p = PlanFlashAttention({shapes[0], shapes[1], shapes[2], shapes[5], shapes[6]}, forward);
-  } catch (const SpmdError& e) {  // the forward's fields renamed to the grad op's inputs
-    std::string field = e.field();
-    std::string message = std::string(e.what()).substr(field.empty() ? 0 : field.size() + 2);
-    if (field == shape::InputField(3, "shape")) field = shape::InputField(5, "shape");
-    if (field == shape::InputField(4, "shape")) field = shape::InputField(6, "shape");
-    if (field == "attrs.dropout" && e.type() == ErrorType::kUnsupported) {
-      message = "attention dropout is not drawn by spmdkit; dropout must be 0";
-    }
-    throw SpmdError(e.type(), field, message);
-  }
+  const FlashAttentionPlan p = detail::Plan(shapes, attrs, 5, 6, /*grad=*/true);
   auto expect = [&](size_t i, const std::vector<int64_t>& want, const char* what) {
     if (shapes[i] != want) {
       ThrowInvalid(shape::InputField(i, "shape"), std::string(what) + " " + shape::ShapeString(shapes[i]) +

@@ -36,6 +36,17 @@ std::vector<int64_t> MaskStrides(const attention::FlashAttentionPlan& p) {
   return strides;
 }
 
+// Row i of batch b, head h's score block, holding q . k from the GEMM: scaled by
+// 1 / sqrt(head_dim) and the mask added (size-1 dims broadcast), for the keys j <= last.
+template <typename T>
+void ScoreRow(T* row, int64_t last, T scale, const ValuesAs<T>* mask, const std::vector<int64_t>& strides,
+              int64_t b, int64_t h, int64_t i) {
+  for (int64_t j = 0; j <= last; ++j) {
+    row[j] *= scale;
+    if (mask != nullptr) row[j] += (*mask)[b * strides[0] + h * strides[1] + i * strides[2] + j * strides[3]];
+  }
+}
+
 template <typename T>
 Tensors RunFlashAttention(const TensorArgs& inputs, const attention::FlashAttentionPlan& p) {
   ValuesAs<T> qv(inputs[0]);
@@ -70,12 +81,9 @@ Tensors RunFlashAttention(const TensorArgs& inputs, const attention::FlashAttent
       for (int64_t i = 0; i < p.sq; ++i) {
         T* row = scores.data() + i * p.sk;
         const int64_t last = attention::LastKey(p, p.row_offset + i);
+        ScoreRow(row, last, scale, mask.get(), mask_strides, b, h, i);
         T max = -std::numeric_limits<T>::infinity();
-        for (int64_t j = 0; j <= last; ++j) {
-          row[j] *= scale;
-          if (mask) row[j] += (*mask)[b * mask_strides[0] + h * mask_strides[1] + i * mask_strides[2] + j * mask_strides[3]];
-          max = std::max(max, row[j]);
-        }
+        for (int64_t j = 0; j <= last; ++j) max = std::max(max, row[j]);
         T sum = 0;
         for (int64_t j = 0; j <= last; ++j) {
           row[j] = std::exp(row[j] - max);
@@ -148,10 +156,9 @@ Tensors RunFlashAttnGrad(const TensorArgs& inputs, const attention::FlashAttenti
         const T row_lse = l[(b * p.heads + h) * p.sq + i];
         T row_d = 0;
         for (int64_t e = 0; e < p.v_dim; ++e) row_d += gb[i * o_rs + e] * ob[i * o_rs + e];
+        ScoreRow(prow, last, scale, mask.get(), mask_strides, b, h, i);
         for (int64_t j = 0; j <= last; ++j) {
-          T score = prow[j] * scale;
-          if (mask) score += (*mask)[b * mask_strides[0] + h * mask_strides[1] + i * mask_strides[2] + j * mask_strides[3]];
-          prow[j] = std::exp(score - row_lse);
+          prow[j] = std::exp(prow[j] - row_lse);
           drow[j] = prow[j] * (drow[j] - row_d) * scale;
         }
         std::fill(prow + last + 1, prow + p.sk, T(0));
