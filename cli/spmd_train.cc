@@ -13,6 +13,14 @@
 // then compares each rank's stage parameters by name, the worst difference taken over all
 // ranks.
 // Bad flags: a message naming the flag on stderr, exit 2, on every rank.
+//
+// Launch: under mpirun, or without it from SPMD_RANK, SPMD_WORLD_SIZE and SPMD_RENDEZVOUS
+// (runtime/launch.h, docs/OPERATIONS.md); the ranks agree on --mesh before training, and
+// a mesh that does not hold the world's ranks exits 2 naming --mesh.
+// Data: generated (train/trainer.h), or --data FILE (train/data.h) with a held-out
+// validation split whose loss is measured every --eval-every steps; --plot draws the
+// curves as SVG. A non-finite loss or gradient norm ends the run on every rank with
+// `step N: loss is nan` and exit 1; --verify fails on any NaN or infinity.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,10 +28,15 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "cli/loss_plot.h"
+#include "cli/train_verify.h"
 #include "rules/error.h"
+#include "runtime/launch.h"
 #include "runtime/mpi_communicator.h"
+#include "train/data.h"
 #include "train/layout.h"
 #include "train/pipeline.h"
 #include "train/trainer.h"
@@ -56,7 +69,17 @@ constexpr const char* kUsage = R"(usage: mpirun -np N spmd-train [flags]
   --seed N             initialisation and data seed (default 1)
   --csv FILE           write step,loss,grad_norm,tokens_per_s,bytes_sent,bytes_received
   --verify             rerun on one process; print max relative difference (exit 1
-                       above 1e-9 for float64, 1e-3 for float32)
+                       above 1e-9 for float64, 1e-3 for float32, or on any NaN or infinity)
+  --data FILE          train on a file instead of generated tokens (vocab defaults to 256 for
+                       bytes, to the largest token + 1 for uint16)
+  --data-format F      bytes (each byte a token) or uint16 (little-endian, nanoGPT's .bin);
+                       default: uint16 for a name ending in .bin, bytes otherwise
+  --val-fraction X     the file's last X of tokens held out for validation, in [0, 1)
+                       (default 0.1; 0: no validation)
+  --eval-every N       validation loss every N steps and after the last (default 10)
+  --val-batches N      validation batches (--batch rows each, the same every time; default 8)
+  --plot FILE          write the loss curves (training, validation, ln(vocab)) as SVG
+Without mpirun: start each process with SPMD_RANK, SPMD_WORLD_SIZE and SPMD_RENDEZVOUS=DIR.
 )";
 
 struct Flags {
@@ -69,6 +92,14 @@ struct Flags {
   std::string csv;
   bool verify = false;
   spmd::train::PipelineOptions pipeline;
+  // Training data from a file (train/data.h), validation and the plot.
+  std::string data;
+  std::optional<spmd::train::DataFormat> data_format;
+  double val_fraction = 0.1;
+  int64_t eval_every = 10;
+  int64_t val_batches = 8;
+  bool vocab_given = false, val_fraction_given = false, eval_every_given = false;
+  std::string plot;
 };
 
 // The axes of `mesh` other than pp, at this rank (the stage's mesh a Layout lays out);
@@ -136,7 +167,10 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
     else if (flag == "--layers") f.config.layers = ParseInt(flag, value(), 1, 1024);
     else if (flag == "--width") f.config.width = ParseInt(flag, value(), 1, 1 << 16);
     else if (flag == "--heads") f.config.heads = ParseInt(flag, value(), 1, 1 << 10);
-    else if (flag == "--vocab") f.config.vocab = ParseInt(flag, value(), 2, 1 << 22);
+    else if (flag == "--vocab") {
+      f.config.vocab = ParseInt(flag, value(), 2, 1 << 22);
+      f.vocab_given = true;
+    }
     else if (flag == "--swiglu") f.config.swiglu = true;
     else if (flag == "--rms-norm") f.config.rms_norm = true;
     else if (flag == "--dropout") {
@@ -158,6 +192,22 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
       }
     } else if (flag == "--chunks") f.pipeline.chunks = ParseInt(flag, value(), 1, 4096);
     else if (flag == "--verify") f.verify = true;
+    // Data, validation and the plot.
+    else if (flag == "--data") f.data = value();
+    else if (flag == "--data-format") f.data_format = spmd::train::ParseDataFormat(value(), flag);
+    else if (flag == "--val-fraction") {
+      const std::string text = value();
+      char* end = nullptr;
+      f.val_fraction = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !(f.val_fraction >= 0 && f.val_fraction < 1)) {
+        spmd::ThrowInvalid(flag, "'" + text + "' is not a fraction in [0, 1)");
+      }
+      f.val_fraction_given = true;
+    } else if (flag == "--eval-every") {
+      f.eval_every = ParseInt(flag, value(), 1, 1000000);
+      f.eval_every_given = true;
+    } else if (flag == "--val-batches") f.val_batches = ParseInt(flag, value(), 1, 1 << 16);
+    else if (flag == "--plot") f.plot = value();
     else if (flag == "--lr") {
       const std::string text = value();
       char* end = nullptr;
@@ -182,8 +232,46 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
   if (f.pipeline.schedule != spmd::train::ScheduleKind::kInterleaved && f.pipeline.chunks != 1) {
     spmd::ThrowInvalid("--chunks", "only the interleaved schedule has more than one chunk per stage");
   }
+  if (f.data.empty()) {
+    if (f.data_format) spmd::ThrowInvalid("--data-format", "needs --data");
+    if (f.val_fraction_given) spmd::ThrowInvalid("--val-fraction", "needs --data");
+    if (f.eval_every_given) spmd::ThrowInvalid("--eval-every", "needs --data");
+    f.val_fraction = 0;
+  }
   return f;
 }
+
+// --data: opens the corpus (typed errors naming --data), sets the vocabulary (the
+// format's unless --vocab) and checks that it covers the file's tokens.
+spmd::train::TokenCorpus OpenCorpus(Flags& f) {
+  const spmd::train::DataFormat format = f.data_format.value_or(spmd::train::FormatForPath(f.data));
+  spmd::train::TokenCorpus corpus =
+      spmd::train::TokenCorpus::Open(f.data, format, f.val_fraction, f.batch.sequence, "--data");
+  if (!f.vocab_given) {
+    f.config.vocab = format == spmd::train::DataFormat::kBytes ? 256 : std::max<int64_t>(2, corpus.max_token() + 1);
+  } else if (corpus.max_token() >= f.config.vocab) {
+    spmd::ThrowInvalid("--data", "'" + f.data + "' holds token " + std::to_string(corpus.max_token()) +
+                                     ", not below --vocab " + std::to_string(f.config.vocab) +
+                                     (format == spmd::train::DataFormat::kBytes ? " (bytes need --vocab 256)" : ""));
+  }
+  return corpus;
+}
+
+// The validation loss: the mean over f.val_batches batches of the validation split (batch
+// i drawn as step i, the same at every evaluation), after step `step`.
+double ValidationLoss(Trainer& trainer, const Flags& f, int64_t step, spmd::runtime::Communicator& comm) {
+  double sum = 0;
+  for (int64_t i = 0; i < f.val_batches; ++i) {
+    spmd::kernels::Tensor tokens, labels;
+    f.batch.corpus->Batch(spmd::train::Split::kValidation, f.batch.batch, f.batch.sequence, f.batch.seed, i,
+                          &tokens, &labels);
+    sum += trainer.Evaluate(tokens, labels, step, comm);
+  }
+  return sum / static_cast<double>(f.val_batches);
+}
+
+// The curves --plot draws, filled by RunSteps on rank 0.
+spmd::cli::LossCurve g_curve;
 
 struct History {
   std::vector<double> losses;
@@ -201,15 +289,28 @@ std::vector<double> RunSteps(AnyTrainer& trainer, const Flags& f, spmd::runtime:
   for (int64_t step = 0; step < f.steps; ++step) {
     const spmd::train::StepStats s = trainer.Step(f.batch, step, comm);
     losses.push_back(s.loss);
+    // Validation (--data with a validation split; not under pp, refused at the flags).
+    std::optional<double> val;
+    if constexpr (std::is_same_v<AnyTrainer, Trainer>) {
+      if (f.batch.corpus != nullptr && f.val_fraction > 0 &&
+          ((step + 1) % f.eval_every == 0 || step + 1 == f.steps)) {
+        val = ValidationLoss(trainer, f, step, comm);
+      }
+    }
     if (print) {
-      std::printf("step %lld loss %.6f grad_norm %.4f tokens/s %.0f bytes sent %lld received %lld\n",
+      std::printf("step %lld loss %.6f grad_norm %.4f tokens/s %.0f bytes sent %lld received %lld%s\n",
                   static_cast<long long>(step), s.loss, s.grad_norm, tokens / s.seconds,
-                  static_cast<long long>(s.bytes_sent), static_cast<long long>(s.bytes_received));
+                  static_cast<long long>(s.bytes_sent), static_cast<long long>(s.bytes_received),
+                  val ? (" val_loss " + std::to_string(*val)).c_str() : "");
       std::fflush(stdout);
+      g_curve.train.push_back({static_cast<double>(step), s.loss});
+      if (val) g_curve.validation.push_back({static_cast<double>(step), *val});
     }
     if (csv) {
       *csv << step << "," << s.loss << "," << s.grad_norm << "," << tokens / s.seconds << ","
-           << s.bytes_sent << "," << s.bytes_received << "\n";
+           << s.bytes_sent << "," << s.bytes_received << ",";
+      if (val) *csv << *val;
+      *csv << "\n";
     }
   }
   return losses;
@@ -250,12 +351,62 @@ History Train(const Flags& f, const spmd::Mesh& mesh, spmd::runtime::Communicato
   return h;
 }
 
+// `spmd-train: rank R: line` on stderr in one write, so the ranks' lines do not interleave.
+void Say(const spmd::runtime::Communicator& comm, const std::string& line) {
+  const std::string text = "spmd-train: rank " + std::to_string(comm.rank()) + ": " + line + "\n";
+  std::fwrite(text.data(), 1, text.size(), stderr);
+  std::fflush(stderr);
+}
+
+// The mesh the ranks must agree on before MPI starts: the last --mesh, or dp=<world>.
+std::string MeshSpec(int argc, char** argv, int64_t world) {
+  std::string spec = "dp=" + std::to_string(world);
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--mesh") spec = argv[++i];
+  }
+  return spec;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  return spmd::runtime::GuardedMain(argc, argv, [&](spmd::runtime::MpiCommunicator& comm) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+  }
+  // Launch (runtime/launch.h): mpirun's world, or the processes started with SPMD_RANK,
+  // SPMD_WORLD_SIZE and SPMD_RENDEZVOUS; the ranks agree on --mesh, which must hold the
+  // world's ranks (else every rank exits 2 naming --mesh). A bad environment: LaunchMain
+  // says so and exits 2.
+  spmd::runtime::LaunchEnv env;
+  try {
+    env = spmd::runtime::ReadLaunchEnv();
+  } catch (const spmd::SpmdError&) {
+  }
+  const auto parse_mesh = [&env](const std::string& spec) {
+    spmd::Mesh mesh;
+    try {
+      mesh = spmd::train::ParseNamedMesh(spec);
+    } catch (const spmd::SpmdError& e) {
+      spmd::ThrowInvalid("--mesh", e.what());
+    }
+    if (mesh.size() != env.world_size) {
+      const std::string started =
+          env.source == spmd::runtime::LaunchEnv::Source::kMpirun       ? "mpirun started " + std::to_string(env.world_size)
+          : env.source == spmd::runtime::LaunchEnv::Source::kRendezvous ? "SPMD_WORLD_SIZE is " + std::to_string(env.world_size)
+                                                                         : "one process (no mpirun, no SPMD_WORLD_SIZE)";
+      spmd::ThrowInvalid("--mesh", spec + " has " + std::to_string(mesh.size()) + " ranks; " + started);
+    }
+    return mesh;
+  };
+  return spmd::runtime::LaunchMain(argc, argv, MeshSpec(argc, argv, env.world_size),
+                                   [&](spmd::runtime::MpiCommunicator& comm, const spmd::Mesh&) {
     Flags flags;
     spmd::Mesh mesh;
+    std::optional<spmd::train::TokenCorpus> corpus;
+    bool refused = false;
     try {
       flags = ParseFlags(argc, argv, comm.world_size());
       mesh = spmd::train::ParseNamedMesh(flags.mesh);
@@ -279,15 +430,37 @@ int main(int argc, char** argv) {
           spmd::ThrowInvalid("--batch", "fewer rows than micro-batches");
         }
       }
+      // --data: the corpus every rank reads (the same file), and what validation needs.
+      if (!flags.data.empty()) {
+        corpus.emplace(OpenCorpus(flags));
+        flags.batch.corpus = &*corpus;
+        if (flags.val_fraction > 0 && HasPp(mesh)) {
+          spmd::ThrowUnsupported("--val-fraction", "validation loss is not measured under pp: give --val-fraction 0");
+        }
+        if (flags.val_fraction > 0 && flags.config.dropout > 0) {
+          spmd::ThrowInvalid("--dropout", "validation loss needs a model without dropout: give --val-fraction 0");
+        }
+      }
     } catch (const spmd::SpmdError& e) {
-      std::cerr << "spmd-train: " << spmd::ToString(e.type()) << ": " << e.what() << "\n";
-      return 2;
+      Say(comm, std::string(spmd::ToString(e.type())) + ": " + e.what());
+      refused = true;
+    }
+    // Every rank learns whether any refused (a file one host cannot read): all exit 2 together.
+    {
+      double any = refused ? 1 : 0;
+      spmd::runtime::Group world;
+      for (int64_t r = 0; r < comm.world_size(); ++r) world.push_back(r);
+      comm.AllReduce(&any, &any, 1, spmd::DType::kFloat64, spmd::ReduceOp::kMax, world);
+      if (any > 0) {
+        if (!refused) Say(comm, "another rank refused the flags");
+        return 2;
+      }
     }
     const bool root = comm.rank() == 0;
     std::optional<std::ofstream> csv;
     if (root && !flags.csv.empty()) {
       csv.emplace(flags.csv);
-      *csv << "step,loss,grad_norm,tokens_per_s,bytes_sent,bytes_received\n";
+      *csv << "step,loss,grad_norm,tokens_per_s,bytes_sent,bytes_received,val_loss\n";
     }
     if (root) {
       const std::string pipeline =
@@ -304,47 +477,63 @@ int main(int argc, char** argv) {
                   (std::string(flags.config.swiglu ? " swiglu" : "") + (flags.config.rms_norm ? " rms_norm" : "") +
                    (flags.config.dropout > 0 ? " dropout=" + std::to_string(flags.config.dropout) : "")).c_str(),
                   std::string(spmd::ToString(flags.config.dtype)).c_str());
+      if (corpus) {
+        std::printf("data: %s (%s): %lld tokens, %lld for training, %lld for validation (ln(vocab) = %.4f)\n",
+                    flags.data.c_str(), std::string(spmd::train::ToString(corpus->format())).c_str(),
+                    static_cast<long long>(corpus->size()),
+                    static_cast<long long>(corpus->split_size(spmd::train::Split::kTrain)),
+                    static_cast<long long>(corpus->split_size(spmd::train::Split::kValidation)),
+                    std::log(static_cast<double>(flags.config.vocab)));
+      }
     }
-    const History parallel = HasPp(mesh) ? TrainPipeline(flags, mesh, comm, root, csv ? &*csv : nullptr)
-                                         : Train(flags, mesh, comm, root, csv ? &*csv : nullptr);
-    if (!flags.verify) return 0;
+    // A non-finite loss or gradient norm: every rank throws the same NonFiniteError after
+    // the same collectives; each says so and the job exits 1.
+    auto diverged = [&](const spmd::train::NonFiniteError& e) {
+      Say(comm, std::string(spmd::ToString(e.type())) + ": " + e.what());
+      return 1;
+    };
+    History parallel;
+    try {
+      parallel = HasPp(mesh) ? TrainPipeline(flags, mesh, comm, root, csv ? &*csv : nullptr)
+                             : Train(flags, mesh, comm, root, csv ? &*csv : nullptr);
+    } catch (const spmd::train::NonFiniteError& e) {
+      return diverged(e);
+    }
+    // --plot: rank 0 draws what RunSteps recorded (a file it cannot write: exit 2).
+    bool plot_failed = false;
+    if (root && !flags.plot.empty()) {
+      g_curve.title = "spmd-train " + (flags.data.empty() ? std::string("generated tokens") : flags.data) + ", " +
+                      flags.mesh;
+      g_curve.baseline = std::log(static_cast<double>(flags.config.vocab));
+      try {
+        spmd::cli::WriteLossPlot(g_curve, flags.plot, "--plot");
+      } catch (const spmd::SpmdError& e) {
+        Say(comm, std::string(spmd::ToString(e.type())) + ": " + e.what());
+        plot_failed = true;
+      }
+    }
+    if (!flags.verify) return plot_failed ? 2 : 0;
     // One process: each rank alone on a one-rank mesh of itself.
     const spmd::Mesh alone({1}, {comm.rank()}, {"dp"});
     Flags single = flags;
     single.strategy = Strategy{};
-    const History reference = Train(single, alone, comm, false, nullptr);
-    double worst = 0;
-    auto compare = [&](double got, double want) {
-      worst = std::max(worst, std::abs(got - want) / std::max(std::abs(want), 1e-30));
-    };
-    for (size_t s = 0; s < reference.losses.size(); ++s) compare(parallel.losses[s], reference.losses[s]);
-    // Parameters against the model's largest magnitude: a parameter whose gradient is zero
-    // in exact arithmetic (an attention key's bias) gets rounding noise for a gradient,
-    // which AdamW turns into tiny steps with no relative accuracy of their own.
-    double scale = 1e-30;
-    for (const auto& param : reference.params) {
-      for (double v : param) scale = std::max(scale, std::abs(v));
+    single.val_fraction = 0;  // the comparison is of training; no validation passes
+    History reference;
+    try {
+      reference = Train(single, alone, comm, false, nullptr);
+    } catch (const spmd::train::NonFiniteError& e) {
+      return diverged(e);
     }
-    // By name: under pp a rank holds its stage's parameters only.
-    for (size_t p = 0; p < parallel.params.size(); ++p) {
-      size_t r = 0;
-      while (r < reference.names.size() && reference.names[r] != parallel.names[p]) ++r;
-      if (r == reference.names.size() || reference.params[r].size() != parallel.params[p].size()) {
-        worst = INFINITY;  // a parameter the model does not have
-        continue;
-      }
-      for (size_t k = 0; k < reference.params[r].size(); ++k) {
-        worst = std::max(worst, std::abs(parallel.params[p][k] - reference.params[r][k]) / scale);
-      }
-    }
-    // The worst over every rank (NaN counts as the worst).
-    if (std::isnan(worst)) worst = INFINITY;
+    // NaN-aware: any NaN or infinity in either run is +infinity (cli/train_verify.h).
+    double worst = spmd::cli::MaxRelativeDifference(parallel, reference);
+    // The worst over every rank.
     spmd::runtime::Group world;
     for (int64_t r = 0; r < comm.world_size(); ++r) world.push_back(r);
     comm.AllReduce(&worst, &worst, 1, spmd::DType::kFloat64, spmd::ReduceOp::kMax, world);
     if (root) std::printf("max relative difference: %.3g\n", worst);
     // Above the dtype's bound (float64 1e-9, float32 1e-3): exit 1, so scripts can rely on it.
     const double bound = flags.config.dtype == spmd::DType::kFloat64 ? 1e-9 : 1e-3;
-    return worst <= bound ? 0 : 1;
-  });
+    if (worst > bound) return 1;
+    return plot_failed ? 2 : 0;
+  }, parse_mesh);
 }

@@ -878,14 +878,17 @@ StepStats PipelineTrainer::Step(const BatchSpec& batch, int64_t step, Communicat
   last_peak_live_ = peak;
 
   StepStats stats;
-  optimizer_.Step(comm);
-  stats.grad_norm = optimizer_.last_grad_norm();
-  // The loss lives on the last stage: summed over the stages (the others add 0).
+  // The loss lives on the last stage: summed over the stages (the others add 0). Every
+  // rank then holds the same loss and checks it before the update (Trainer::Step's guard).
   if (p > 1) {
     comm.AllReduce(&loss_sum, &loss_sum, 1, DType::kFloat64, ReduceOp::kSum,
                    mesh_.GroupOf(coord_, {pp_axis_}));
   }
   stats.loss = loss_sum;
+  CheckFinite(step, "loss", stats.loss);
+  optimizer_.Step(comm);
+  stats.grad_norm = optimizer_.last_grad_norm();
+  CheckFinite(step, "gradient norm", stats.grad_norm);  // summed over the stages
   const runtime::CommCounters& after = comm.counters();
   stats.bytes_sent = SumBytes(after, true) - SumBytes(before, true);
   stats.bytes_received = SumBytes(after, false) - SumBytes(before, false);

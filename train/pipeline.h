@@ -202,7 +202,9 @@ class PipelineTrainer {
                   runtime::Communicator& comm);
 
   // One optimizer step on the batch of `step` (MakeBatch's). Throws InvalidArgument
-  // ("batch") as Trainer::Step does, and what MakeSchedule throws for (p, m, v).
+  // ("batch") as Trainer::Step does, what MakeSchedule throws for (p, m, v), and
+  // NonFiniteError as Trainer::Step does (the loss and the gradient norm are summed over
+  // the stages first, so every rank of every stage throws alike).
   StepStats Step(const BatchSpec& batch, int64_t step, runtime::Communicator& comm);
 
   // Every parameter this rank's chunks hold, by name, its global value (float64);

@@ -1,12 +1,14 @@
 #include "train/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <string>
 #include <utility>
 
 #include "rules/counter_rng.h"
 #include "rules/error.h"
 #include "rules/notation.h"
+#include "train/data.h"
 
 namespace spmd::train {
 
@@ -26,10 +28,35 @@ int64_t LocalBytes(const DistTensor& t) {
   return t.has_local() ? static_cast<int64_t>(t.local().nbytes()) : 0;
 }
 
+std::string NonFiniteText(double value) {
+  return std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf";
+}
+
+double Scalar(const kernels::Tensor& t) {
+  return t.dtype() == DType::kFloat64 ? t.data<double>()[0] : static_cast<double>(t.data<float>()[0]);
+}
+
 }  // namespace
+
+NonFiniteError::NonFiniteError(int64_t step, const std::string& what, double value)
+    : SpmdError(ErrorType::kInvalidArgument, "step " + std::to_string(step),
+                what + " is " + NonFiniteText(value)),
+      step_(step) {}
+
+void CheckFinite(int64_t step, const std::string& what, double value) {
+  if (!std::isfinite(value)) throw NonFiniteError(step, what, value);
+}
 
 void MakeBatch(const BatchSpec& spec, int64_t vocab, int64_t step, kernels::Tensor* tokens,
                kernels::Tensor* labels) {
+  if (spec.corpus != nullptr) {
+    if (spec.corpus->max_token() >= vocab) {
+      ThrowInvalid("batch.corpus", "token " + std::to_string(spec.corpus->max_token()) +
+                                       " is not below the vocabulary (" + std::to_string(vocab) + ")");
+    }
+    spec.corpus->Batch(Split::kTrain, spec.batch, spec.sequence, spec.seed, step, tokens, labels);
+    return;
+  }
   std::vector<int64_t> t(spec.batch * spec.sequence), l(spec.batch * spec.sequence);
   for (int64_t r = 0; r < spec.batch; ++r) {
     int64_t value = static_cast<int64_t>(
@@ -92,10 +119,11 @@ StepStats Trainer::Step(const BatchSpec& batch, int64_t step, Communicator& comm
         micro == 1 ? loss : Apply1("scale", {loss}, MakeAttrs({{"scale", share}}), comm);
     comm.SetPhase(label + " backward");
     Backward(weighted, comm);
-    const kernels::Tensor value = *weighted.value().ToGlobal(comm);
-    stats.loss += value.dtype() == DType::kFloat64 ? value.data<double>()[0]
-                                                   : static_cast<double>(value.data<float>()[0]);
+    stats.loss += Scalar(*weighted.value().ToGlobal(comm));
   }
+  // The loss is global (ToGlobal on every rank): every rank stops here alike, before the
+  // update.
+  CheckFinite(step, "loss", stats.loss);
   last_grad_bytes_ = 0;
   for (const NamedParam& p : model_.params()) {
     if (p.value.grad()) last_grad_bytes_ += LocalBytes(*p.value.grad());
@@ -103,11 +131,28 @@ StepStats Trainer::Step(const BatchSpec& batch, int64_t step, Communicator& comm
   comm.SetPhase("step " + std::to_string(step) + " optimizer");
   optimizer_.Step(comm);
   stats.grad_norm = optimizer_.last_grad_norm();
+  CheckFinite(step, "gradient norm", stats.grad_norm);  // the whole model's, on every rank
   const runtime::CommCounters& after = comm.counters();
   stats.bytes_sent = Sum(after, true) - Sum(before, true);
   stats.bytes_received = Sum(after, false) - Sum(before, false);
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
+}
+
+double Trainer::Evaluate(const kernels::Tensor& tokens, const kernels::Tensor& labels,
+                         int64_t step, Communicator& comm) {
+  if (model_.config().dropout > 0) {
+    ThrowInvalid("config.dropout", "evaluation needs a model without dropout (Loss drops)");
+  }
+  NoGradGuard no_grad;
+  const Layout& layout = model_.layout();
+  auto shard = [&](const kernels::Tensor& all) {
+    return DistTensor::ShardTensor(all, layout.mesh(), layout.Tokens(2), comm.rank());
+  };
+  comm.SetPhase("step " + std::to_string(step) + " evaluation");
+  const double loss = Scalar(*model_.Loss(shard(tokens), shard(labels), comm, step).value().ToGlobal(comm));
+  CheckFinite(step, "validation loss", loss);
+  return loss;
 }
 
 std::vector<std::vector<double>> Trainer::GatherParams(Communicator& comm) const {

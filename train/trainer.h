@@ -6,25 +6,53 @@
 // vocabulary, t[i+1] = (5 t[i] + 3 + (i % 2)) mod V, from a start drawn by a counter-based
 // generator from (seed, step, row). A model can learn it, so the loss falls; every rank
 // builds the same global batch and keeps its own shard (Layout::Tokens), so the data does
-// not depend on the layout.
+// not depend on the layout. With BatchSpec::corpus the batch is windows of a token file
+// instead (train/data.h), drawn from (seed, step, row) alike.
+//
+// Non-finite values are errors, not training: a step whose loss or gradient norm is NaN
+// or infinite throws NonFiniteError naming the step (`step 3: loss is nan`). Both values
+// are reduced over every rank before the check, so every rank throws at the same point,
+// after the same collectives: none is left waiting.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "runtime/communicator.h"
 #include "runtime/dist_tensor.h"
 #include "train/gpt.h"
 #include "train/layout.h"
+#include "rules/error.h"
 #include "train/optimizer.h"
 
 namespace spmd::train {
+
+class TokenCorpus;  // train/data.h
 
 struct BatchSpec {
   int64_t batch = 4;     // sequences per step (global)
   int64_t sequence = 8;  // tokens per sequence (<= the model's)
   uint64_t seed = 1;
+  // Where the tokens come from: null, the generated recurrence; else windows of this
+  // corpus's training split (not owned: it outlives the steps).
+  const TokenCorpus* corpus = nullptr;
 };
+
+// A loss or gradient norm that is NaN or infinite: InvalidArgument with the field
+// "step N", e.g. `step 3: loss is nan` (what the run was given, a learning rate or data,
+// made training diverge). Thrown on every rank alike.
+class NonFiniteError : public SpmdError {
+ public:
+  NonFiniteError(int64_t step, const std::string& what, double value);
+  int64_t step() const { return step_; }
+
+ private:
+  int64_t step_;
+};
+
+// Throws NonFiniteError(step, what, value) when `value` is not finite.
+void CheckFinite(int64_t step, const std::string& what, double value);
 
 struct TrainOptions {
   double lr = 1e-2;
@@ -42,7 +70,8 @@ struct StepStats {
 };
 
 // The global tokens and labels of a step, int64 [batch, sequence] each (labels: the next
-// token of the recurrence).
+// token of the recurrence, or of the corpus). With spec.corpus: InvalidArgument
+// ("batch.corpus") when a token of the corpus is not below `vocab`.
 void MakeBatch(const BatchSpec& spec, int64_t vocab, int64_t step, kernels::Tensor* tokens,
                kernels::Tensor* labels);
 
@@ -53,8 +82,17 @@ class Trainer {
           runtime::Communicator& comm);
 
   // One optimizer step on the batch of `step`. Throws InvalidArgument ("batch") when the
-  // batch has fewer rows than micro-batches or a sequence longer than the model's.
+  // batch has fewer rows than micro-batches or a sequence longer than the model's, and
+  // NonFiniteError when the loss (before the update: the parameters are left as they
+  // were) or the gradient norm (after it) is not finite.
   StepStats Step(const BatchSpec& batch, int64_t step, runtime::Communicator& comm);
+
+  // The mean loss of the model on global int64 [B, S] tokens and labels, forward only (no
+  // graph, no update; collective). InvalidArgument ("config.dropout") when the model has
+  // dropout (Loss would drop); NonFiniteError("step N: validation loss ...") when the
+  // loss is not finite. `step` names the step in errors and phases.
+  double Evaluate(const kernels::Tensor& tokens, const kernels::Tensor& labels, int64_t step,
+                  runtime::Communicator& comm);
 
   // Every parameter's global value (float64), in the model's order; collective.
   std::vector<std::vector<double>> GatherParams(runtime::Communicator& comm) const;
