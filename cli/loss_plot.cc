@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iomanip>
 #include <sstream>
 
 #include "rules/error.h"
@@ -60,6 +61,7 @@ std::string LossPlotSvg(const LossCurve& curve) {
   auto py = [&](double y) { return kTop + plot_h * (1 - y / y_top); };
 
   std::ostringstream svg;
+  svg << std::fixed << std::setprecision(1);  // a tenth of a pixel
   svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << kHeight
       << "\" viewBox=\"0 0 " << kWidth << " " << kHeight << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
@@ -92,6 +94,7 @@ std::string LossPlotSvg(const LossCurve& curve) {
   }
   auto polyline = [&](const std::vector<std::pair<double, double>>& series, const char* colour, bool dots) {
     std::ostringstream points;
+    points << std::fixed << std::setprecision(1);
     for (const auto& [x, y] : series) {
       if (!std::isfinite(x) || !std::isfinite(y)) continue;
       points << px(x) << "," << py(y) << " ";
