@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build python3
+  build-essential cmake ninja-build python3 ccache
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   nlohmann-json3-dev libopenblas-dev
   libopenmpi-dev openmpi-bin
