@@ -26,11 +26,11 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-# One checkpoint's size on disk, measured on an ordinary directory (tmpfs takes a page per
-# file, as du counts).
+# One checkpoint's size on a tmpfs: its files' sizes, each rounded up to whole 4 KiB pages
+# (what tmpfs charges), measured on a save into an ordinary directory.
 "${mpi[@]}" "$train" "${model[@]}" --save "$work/probe" --save-every 2 --keep 1 > "$work/probe.log" 2>&1 ||
   { cat "$work/probe.log"; fail "the probe save failed"; }
-one_kib=$(du -sk "$work/probe/step-00000004" | cut -f1)
+one_kib=$(find "$work/probe/step-00000004" -type f -printf "%s\n" | awk '{ kib += 4 * int(($1 + 4095) / 4096) } END { print kib }')
 size_kib=$(( one_kib * 3 / 2 ))
 mkdir -p "$small"
 if ! mount_error=$(mount -t tmpfs -o size=${size_kib}k tmpfs "$small" 2>&1); then
