@@ -24,6 +24,7 @@
 #include <xxhash.h>
 
 #include "rules/error.h"
+#include "runtime/dist_tensor.h"
 #include "runtime/thread_communicator.h"
 #include "train/gpt.h"
 #include "train/layout.h"
@@ -32,6 +33,7 @@ namespace spmd::train {
 namespace {
 
 namespace fs = std::filesystem;
+using runtime::DistTensor;
 
 GptConfig Config(int64_t layers = 1) {
   GptConfig c;
@@ -445,6 +447,34 @@ TEST(Checkpoint, AFailedSaveErrsOnEveryRankAndKeepsThePreviousCheckpoint) {
     EXPECT_EQ(loaded[0].step, 2);
     EXPECT_EQ(loaded[0].params, saved[0].params);
   }
+  fs::remove_all(dir);
+}
+
+// A NaN in a parameter is not saved: an error naming it on every rank, nothing written.
+TEST(Checkpoint, NonFiniteValuesAreNotSaved) {
+  const std::string dir = TempDir("nan");
+  const Mesh mesh = ParseNamedMesh("dp=2");
+  std::vector<std::string> errors(2);
+  runtime::RunRanks(2, [&](runtime::Communicator& comm) {
+    Trainer trainer(Config(), Layout(mesh, Strategy{}), TrainOptions{}, comm);
+    const NamedParam& p = trainer.model().params()[0];
+    const DistTensor& v = p.value.value();
+    int64_t numel = 1;
+    for (int64_t d : v.shape()) numel *= d;
+    std::vector<double> values(numel, 0.5);
+    values[3] = INFINITY;
+    p.value.SetValue(DistTensor::ShardTensor(kernels::Tensor::FromVector(v.shape(), values), mesh, v.dist_attr(),
+                                             comm.rank()));
+    try {
+      SaveCheckpoint(trainer, dir, {1}, comm);
+    } catch (const SpmdError& e) {
+      errors[comm.rank()] = e.what();
+    }
+  });
+  for (const std::string& e : errors) {
+    EXPECT_EQ(e.find("checkpoint: embedding holds a non-finite value (inf)"), 0u) << e;
+  }
+  EXPECT_EQ(LatestCheckpoint(dir), "");
   fs::remove_all(dir);
 }
 
