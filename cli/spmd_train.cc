@@ -12,11 +12,16 @@
 // (gpipe, 1f1b, interleaved with --chunks V) and --micro-batches M micro-batches; --verify
 // then compares each rank's stage parameters by name, the worst difference taken over all
 // ranks.
+// --save DIR --save-every N --keep K saves a crash-safe checkpoint (train/checkpoint.h)
+// after steps N, 2N, ... (after the last step without --save-every), keeping the newest K;
+// --resume DIR continues from the newest checkpoint in DIR (any layout of the same model).
+// A checkpoint that cannot be saved or loaded: a message on every rank, exit 1.
 // Bad flags: a message naming the flag on stderr, exit 2, on every rank.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -24,6 +29,7 @@
 
 #include "rules/error.h"
 #include "runtime/mpi_communicator.h"
+#include "train/checkpoint.h"
 #include "train/layout.h"
 #include "train/pipeline.h"
 #include "train/trainer.h"
@@ -57,6 +63,10 @@ constexpr const char* kUsage = R"(usage: mpirun -np N spmd-train [flags]
   --csv FILE           write step,loss,grad_norm,tokens_per_s,bytes_sent,bytes_received
   --verify             rerun on one process; print max relative difference (exit 1
                        above 1e-9 for float64, 1e-3 for float32)
+  --save DIR           save a checkpoint into DIR/step-<N> after the last step
+  --save-every N       ... and after steps N, 2N, ... (with --save)
+  --keep K             keep the newest K checkpoints in DIR (default 0: all)
+  --resume DIR         continue from the newest checkpoint in DIR (not with a pp axis)
 )";
 
 struct Flags {
@@ -69,6 +79,9 @@ struct Flags {
   std::string csv;
   bool verify = false;
   spmd::train::PipelineOptions pipeline;
+  std::string save, resume;  // checkpoints (not with a pp axis)
+  int64_t save_every = 0;
+  int keep = 0;
 };
 
 // The axes of `mesh` other than pp, at this rank (the stage's mesh a Layout lays out);
@@ -158,6 +171,10 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
       }
     } else if (flag == "--chunks") f.pipeline.chunks = ParseInt(flag, value(), 1, 4096);
     else if (flag == "--verify") f.verify = true;
+    else if (flag == "--save") f.save = value();
+    else if (flag == "--save-every") f.save_every = ParseInt(flag, value(), 1, 1000000);
+    else if (flag == "--keep") f.keep = static_cast<int>(ParseInt(flag, value(), 0, 1000000));
+    else if (flag == "--resume") f.resume = value();
     else if (flag == "--lr") {
       const std::string text = value();
       char* end = nullptr;
@@ -178,6 +195,9 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
     }
   }
   f.config.sequence = f.batch.sequence;
+  if (f.save.empty() && (f.save_every > 0 || f.keep > 0)) {
+    spmd::ThrowInvalid(f.save_every > 0 ? "--save-every" : "--keep", "needs --save DIR");
+  }
   if (!chunks_given && f.pipeline.schedule == spmd::train::ScheduleKind::kInterleaved) f.pipeline.chunks = 2;
   if (f.pipeline.schedule != spmd::train::ScheduleKind::kInterleaved && f.pipeline.chunks != 1) {
     spmd::ThrowInvalid("--chunks", "only the interleaved schedule has more than one chunk per stage");
@@ -186,6 +206,8 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
 }
 
 struct History {
+  int64_t first_step = 0;  // the step it resumed at
+  bool checkpoint_failed = false;
   std::vector<double> losses;
   std::vector<std::string> names;  // the parameters this rank holds
   std::vector<std::vector<double>> params;
@@ -195,10 +217,11 @@ struct History {
 // when `print`, a CSV row per step when `csv`; returns the losses.
 template <typename AnyTrainer>
 std::vector<double> RunSteps(AnyTrainer& trainer, const Flags& f, spmd::runtime::Communicator& comm,
-                             bool print, std::ofstream* csv) {
+                             bool print, std::ofstream* csv, int64_t first = 0,
+                             const std::function<void(int64_t)>& after_step = {}) {
   std::vector<double> losses;
   const double tokens = static_cast<double>(f.batch.batch * f.batch.sequence);
-  for (int64_t step = 0; step < f.steps; ++step) {
+  for (int64_t step = first; step < f.steps; ++step) {
     const spmd::train::StepStats s = trainer.Step(f.batch, step, comm);
     losses.push_back(s.loss);
     if (print) {
@@ -211,6 +234,7 @@ std::vector<double> RunSteps(AnyTrainer& trainer, const Flags& f, spmd::runtime:
       *csv << step << "," << s.loss << "," << s.grad_norm << "," << tokens / s.seconds << ","
            << s.bytes_sent << "," << s.bytes_received << "\n";
     }
+    if (after_step) after_step(step + 1);
   }
   return losses;
 }
@@ -239,7 +263,26 @@ History Train(const Flags& f, const spmd::Mesh& mesh, spmd::runtime::Communicato
               bool print, std::ofstream* csv) {
   Trainer trainer(f.config, Layout(mesh, f.strategy), f.options, comm);
   History h;
-  h.losses = RunSteps(trainer, f, comm, print, csv);
+  // Checkpoints: resume from the newest in --resume; save after every --save-every steps
+  // and after the last. A failure is agreed on by every rank: each prints it, exit 1.
+  try {
+    if (!f.resume.empty()) {
+      h.first_step = spmd::train::LoadCheckpoint(trainer, f.resume, comm);
+      if (print) std::printf("resumed from step %lld of %s\n", static_cast<long long>(h.first_step), f.resume.c_str());
+    }
+    auto save = [&](int64_t done) {
+      if (f.save.empty() || !(done == f.steps || (f.save_every > 0 && done % f.save_every == 0))) return;
+      const std::string path = spmd::train::SaveCheckpoint(trainer, f.save, {done, f.keep}, comm);
+      if (print) std::printf("saved %s\n", path.c_str());
+    };
+    h.losses = RunSteps(trainer, f, comm, print, csv, h.first_step, save);
+  } catch (const spmd::SpmdError& e) {
+    if (e.field() != "checkpoint") throw;
+    std::fprintf(stderr, "spmd-train: rank %lld: %s: %s\n", static_cast<long long>(comm.rank()),
+                 std::string(spmd::ToString(e.type())).c_str(), e.what());
+    h.checkpoint_failed = true;
+    return h;
+  }
   h.params = trainer.GatherParams(comm);
   for (const spmd::train::NamedParam& p : trainer.model().params()) h.names.push_back(p.name);
   if (print) {
@@ -278,6 +321,9 @@ int main(int argc, char** argv) {
         if (flags.batch.batch < flags.options.micro_batches) {
           spmd::ThrowInvalid("--batch", "fewer rows than micro-batches");
         }
+        if (!flags.save.empty() || !flags.resume.empty()) {
+          spmd::ThrowUnsupported(flags.save.empty() ? "--resume" : "--save", "checkpoints of pipeline stages are not supported");
+        }
       }
     } catch (const spmd::SpmdError& e) {
       std::cerr << "spmd-train: " << spmd::ToString(e.type()) << ": " << e.what() << "\n";
@@ -307,17 +353,19 @@ int main(int argc, char** argv) {
     }
     const History parallel = HasPp(mesh) ? TrainPipeline(flags, mesh, comm, root, csv ? &*csv : nullptr)
                                          : Train(flags, mesh, comm, root, csv ? &*csv : nullptr);
+    if (parallel.checkpoint_failed) return 1;
     if (!flags.verify) return 0;
     // One process: each rank alone on a one-rank mesh of itself.
     const spmd::Mesh alone({1}, {comm.rank()}, {"dp"});
     Flags single = flags;
     single.strategy = Strategy{};
+    single.save = single.resume = "";
     const History reference = Train(single, alone, comm, false, nullptr);
     double worst = 0;
     auto compare = [&](double got, double want) {
       worst = std::max(worst, std::abs(got - want) / std::max(std::abs(want), 1e-30));
     };
-    for (size_t s = 0; s < reference.losses.size(); ++s) compare(parallel.losses[s], reference.losses[s]);
+    for (size_t s = 0; s < parallel.losses.size(); ++s) compare(parallel.losses[s], reference.losses[s + parallel.first_step]);
     // Parameters against the model's largest magnitude: a parameter whose gradient is zero
     // in exact arithmetic (an attention key's bias) gets rounding noise for a gradient,
     // which AdamW turns into tiny steps with no relative accuracy of their own.
