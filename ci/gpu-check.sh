@@ -29,7 +29,7 @@ jobs="${JOBS:-16}"
 budget="${SPMD_GPU_BUDGET_S:-480}"
 arch="${CUDA_ARCH:-90}"
 start=$(date +%s)
-debs=(librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian nlohmann-json3-dev)
+debs=(librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian nlohmann-json3-dev libxxhash-dev)
 
 if [[ "$mode" == download ]]; then
   set -e
@@ -113,7 +113,8 @@ if ls "$carry"/debs/*.deb >/dev/null 2>&1; then
   fi
   lib="$croot/usr/lib/x86_64-linux-gnu"
   prefix=(-Drapidcheck_DIR="$lib/cmake/rapidcheck" -DGTest_DIR="$lib/cmake/GTest"
-          -Dbenchmark_DIR="$lib/cmake/benchmark" -Dnlohmann_json_DIR="$croot/usr/share/cmake/nlohmann_json")
+          -Dbenchmark_DIR="$lib/cmake/benchmark" -Dnlohmann_json_DIR="$croot/usr/share/cmake/nlohmann_json"
+          -DSPMD_XXHASH_INCLUDE_DIR="$croot/usr/include")
 fi
 
 # ---- 2. Build -----------------------------------------------------------------------------------

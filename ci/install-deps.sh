@@ -4,9 +4,9 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build python3
+  build-essential cmake ninja-build python3 ccache
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
-  nlohmann-json3-dev libopenblas-dev
+  nlohmann-json3-dev libopenblas-dev libxxhash-dev
   libopenmpi-dev openmpi-bin
   clang libclang-rt-dev
   python3-dev python3-venv python3-pip

@@ -7,19 +7,39 @@
 # Paddle's rules (ci/audit-check.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash ci/install-deps.sh
-bash ci/build.sh
+# Each phase is timed (wall seconds, from bash's SECONDS) and the table is printed at the end,
+# whatever failed, so a slow phase shows in every CI log.
+phases=()
+status=0
+phase() {  # phase NAME COMMAND...: runs the command, records its time and exit status
+  local name=$1 start=$SECONDS rc=0
+  shift
+  "$@" || rc=$?
+  phases+=("$(printf '%-22s %6d s  %s' "$name" $((SECONDS - start)) "$([ $rc -eq 0 ] && echo ok || echo "FAILED (exit $rc)")")")
+  [ $rc -eq 0 ] || status=$rc
+  return 0
+}
+print_phases() {
+  echo
+  echo "ci/test.sh phases (wall time on $(nproc) cores):"
+  local line
+  for line in "${phases[@]}"; do echo "  $line"; done
+  printf '  %-22s %6d s\n' total "$SECONDS"
+}
+trap print_phases EXIT
+phase install-deps bash ci/install-deps.sh
+phase build bash ci/build.sh
+[ $status -eq 0 ] || exit $status
 # A killed MPI job can leave shared-memory segments behind (docs/ARCHITECTURE.md "Tests under mpirun").
 rm -f /dev/shm/vader_segment.* 2>/dev/null || true
-status=0
-ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 900 || status=$?
+phase ctest ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 900
 rm -f /dev/shm/vader_segment.* 2>/dev/null || true
-bash ci/sanitize.sh || status=$?
-bash ci/fuzz.sh || status=$?
+phase sanitize bash ci/sanitize.sh
+phase fuzz bash ci/fuzz.sh
 # The C++ package: install build/ into a temporary prefix, build and run examples/cpp_consumer.
-bash ci/package-check.sh || status=$?
+phase package-check bash ci/package-check.sh
 # The Python package: pip install . into a virtual environment, then pytest python/tests.
-bash ci/python-check.sh || status=$?
+phase python-check bash ci/python-check.sh
 # The auditor: paddlepaddle from PyPI, a short `spmd audit paddle`, its tests (docs/AUDIT.md).
-bash ci/audit-check.sh || status=$?
+phase audit-check bash ci/audit-check.sh
 exit $status

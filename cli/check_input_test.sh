@@ -48,15 +48,13 @@ expect --grad-case "$(exp_grad '[4,6]' '[0,-1]' ',"shard_seed":"x"')" 2 'Invalid
 expect --grad-case "$(exp_grad '[4611686018427387904]' '[0]' '')" 2 'Unsupported: inputs\[0\]\.shape'
 # argmax has no VJP (its output is an index): the gradient check refuses it, typed.
 expect --grad-case '{"op":"argmax","mesh_shape":[2],"inputs":[{"shape":[4,6],"dims_mapping":[0,-1]}]}' 2 'Unsupported: op: argmax has no VJP'
-# A model-sized matmul on 2x2x2 answers in about a second, on shrunk sizes, and says so.
-start=$(date +%s%N)
+# A model-sized matmul on 2x2x2 is checked on shrunk sizes with the same layout, and says so:
+# the shrunk shapes are pinned (a few elements per shard), which is what keeps the check
+# small, rather than a clock.
 expect --claim '{"op":"matmul","mesh_shape":[2,2,2],"inputs":[{"shape":[512,48,32,64],"dims_mapping":[0,1,-1,2]},{"shape":[64,96],"dims_mapping":[2,-1]}],"claim_outputs":[{"dims_mapping":[0,1,-1,-1],"partial":{"2":"sum"}}]}' \
-  0 'input 0  \[512,48,32,64\] -> '
-elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
-if [ "$elapsed_ms" -gt 5000 ]; then
-  echo "FAIL: the model-sized matmul claim took ${elapsed_ms} ms"
-  failures=$((failures + 1))
-fi
+  0 'input 0  \[512,48,32,64\] -> \[4,4,2,4\]'
+expect --claim '{"op":"matmul","mesh_shape":[2,2,2],"inputs":[{"shape":[512,48,32,64],"dims_mapping":[0,1,-1,2]},{"shape":[64,96],"dims_mapping":[2,-1]}],"claim_outputs":[{"dims_mapping":[0,1,-1,-1],"partial":{"2":"sum"}}]}' \
+  0 'input 1  \[64,96\] -> \[4,2\]'
 expect --claim '{"op":"matmul","mesh_shape":[2,2,2],"inputs":[{"shape":[512,48,32,64],"dims_mapping":[0,1,-1,2]},{"shape":[64,96],"dims_mapping":[2,-1]}],"claim_outputs":[{"dims_mapping":[0,1,-1,-1]}]}' \
   1 '^UNSOUND'
 expect --case '{"op":"matmul","mesh_shape":[2,2,2],"inputs":[{"shape":[512,48,32,64],"dims_mapping":[0,1,-1,2]},{"shape":[64,96],"dims_mapping":[2,-1]}]}' \

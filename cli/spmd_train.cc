@@ -12,6 +12,10 @@
 // (gpipe, 1f1b, interleaved with --chunks V) and --micro-batches M micro-batches; --verify
 // then compares each rank's stage parameters by name, the worst difference taken over all
 // ranks.
+// --save DIR --save-every N --keep K saves a crash-safe checkpoint (train/checkpoint.h)
+// after steps N, 2N, ... (after the last step without --save-every), keeping the newest K;
+// --resume DIR continues from the newest checkpoint in DIR (any layout of the same model).
+// A checkpoint that cannot be saved or loaded: a message on every rank, exit 1.
 // Bad flags: a message naming the flag on stderr, exit 2, on every rank.
 //
 // Launch: under mpirun, or without it from SPMD_RANK, SPMD_WORLD_SIZE and SPMD_RENDEZVOUS
@@ -25,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -36,6 +41,7 @@
 #include "rules/error.h"
 #include "runtime/launch.h"
 #include "runtime/mpi_communicator.h"
+#include "train/checkpoint.h"
 #include "train/data.h"
 #include "train/layout.h"
 #include "train/pipeline.h"
@@ -67,9 +73,13 @@ constexpr const char* kUsage = R"(usage: mpirun -np N spmd-train [flags]
   --schedule S         with pp: gpipe, 1f1b or interleaved (default 1f1b)
   --chunks V           with the interleaved schedule: virtual stages per stage (default 2)
   --seed N             initialisation and data seed (default 1)
-  --csv FILE           write step,loss,grad_norm,tokens_per_s,bytes_sent,bytes_received
+  --csv FILE           write step,loss,grad_norm,tokens_per_s,bytes_sent,bytes_received,val_loss
   --verify             rerun on one process; print max relative difference (exit 1
                        above 1e-9 for float64, 1e-3 for float32, or on any NaN or infinity)
+  --save DIR           save a checkpoint into DIR/step-<N> after the last step
+  --save-every N       ... and after steps N, 2N, ... (with --save)
+  --keep K             keep the newest K checkpoints in DIR (default 0: all)
+  --resume DIR         continue from the newest checkpoint in DIR (not with a pp axis)
   --data FILE          train on a file instead of generated tokens (vocab defaults to 256 for
                        bytes, to the largest token + 1 for uint16)
   --data-format F      bytes (each byte a token) or uint16 (little-endian, nanoGPT's .bin);
@@ -100,6 +110,9 @@ struct Flags {
   int64_t val_batches = 8;
   bool vocab_given = false, val_fraction_given = false, eval_every_given = false;
   std::string plot;
+  std::string save, resume;  // checkpoints (not with a pp axis)
+  int64_t save_every = 0;
+  int keep = 0;
 };
 
 // The axes of `mesh` other than pp, at this rank (the stage's mesh a Layout lays out);
@@ -208,6 +221,10 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
       f.eval_every_given = true;
     } else if (flag == "--val-batches") f.val_batches = ParseInt(flag, value(), 1, 1 << 16);
     else if (flag == "--plot") f.plot = value();
+    else if (flag == "--save") f.save = value();
+    else if (flag == "--save-every") f.save_every = ParseInt(flag, value(), 1, 1000000);
+    else if (flag == "--keep") f.keep = static_cast<int>(ParseInt(flag, value(), 0, 1000000));
+    else if (flag == "--resume") f.resume = value();
     else if (flag == "--lr") {
       const std::string text = value();
       char* end = nullptr;
@@ -228,6 +245,9 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
     }
   }
   f.config.sequence = f.batch.sequence;
+  if (f.save.empty() && (f.save_every > 0 || f.keep > 0)) {
+    spmd::ThrowInvalid(f.save_every > 0 ? "--save-every" : "--keep", "needs --save DIR");
+  }
   if (!chunks_given && f.pipeline.schedule == spmd::train::ScheduleKind::kInterleaved) f.pipeline.chunks = 2;
   if (f.pipeline.schedule != spmd::train::ScheduleKind::kInterleaved && f.pipeline.chunks != 1) {
     spmd::ThrowInvalid("--chunks", "only the interleaved schedule has more than one chunk per stage");
@@ -274,6 +294,8 @@ double ValidationLoss(Trainer& trainer, const Flags& f, int64_t step, spmd::runt
 spmd::cli::LossCurve g_curve;
 
 struct History {
+  int64_t first_step = 0;  // the step it resumed at
+  bool checkpoint_failed = false;
   std::vector<double> losses;
   std::vector<std::string> names;  // the parameters this rank holds
   std::vector<std::vector<double>> params;
@@ -283,10 +305,11 @@ struct History {
 // when `print`, a CSV row per step when `csv`; returns the losses.
 template <typename AnyTrainer>
 std::vector<double> RunSteps(AnyTrainer& trainer, const Flags& f, spmd::runtime::Communicator& comm,
-                             bool print, std::ofstream* csv) {
+                             bool print, std::ofstream* csv, int64_t first = 0,
+                             const std::function<void(int64_t)>& after_step = {}) {
   std::vector<double> losses;
   const double tokens = static_cast<double>(f.batch.batch * f.batch.sequence);
-  for (int64_t step = 0; step < f.steps; ++step) {
+  for (int64_t step = first; step < f.steps; ++step) {
     const spmd::train::StepStats s = trainer.Step(f.batch, step, comm);
     losses.push_back(s.loss);
     // Validation (--data with a validation split; not under pp, refused at the flags).
@@ -312,6 +335,7 @@ std::vector<double> RunSteps(AnyTrainer& trainer, const Flags& f, spmd::runtime:
       if (val) *csv << *val;
       *csv << "\n";
     }
+    if (after_step) after_step(step + 1);
   }
   return losses;
 }
@@ -340,7 +364,26 @@ History Train(const Flags& f, const spmd::Mesh& mesh, spmd::runtime::Communicato
               bool print, std::ofstream* csv) {
   Trainer trainer(f.config, Layout(mesh, f.strategy), f.options, comm);
   History h;
-  h.losses = RunSteps(trainer, f, comm, print, csv);
+  // Checkpoints: resume from the newest in --resume; save after every --save-every steps
+  // and after the last. A failure is agreed on by every rank: each prints it, exit 1.
+  try {
+    if (!f.resume.empty()) {
+      h.first_step = spmd::train::LoadCheckpoint(trainer, f.resume, comm);
+      if (print) std::printf("resumed from step %lld of %s\n", static_cast<long long>(h.first_step), f.resume.c_str());
+    }
+    auto save = [&](int64_t done) {
+      if (f.save.empty() || !(done == f.steps || (f.save_every > 0 && done % f.save_every == 0))) return;
+      const std::string path = spmd::train::SaveCheckpoint(trainer, f.save, {done, f.keep}, comm);
+      if (print) std::printf("saved %s\n", path.c_str());
+    };
+    h.losses = RunSteps(trainer, f, comm, print, csv, h.first_step, save);
+  } catch (const spmd::SpmdError& e) {
+    if (e.field() != "checkpoint") throw;
+    std::fprintf(stderr, "spmd-train: rank %lld: %s: %s\n", static_cast<long long>(comm.rank()),
+                 std::string(spmd::ToString(e.type())).c_str(), e.what());
+    h.checkpoint_failed = true;
+    return h;
+  }
   h.params = trainer.GatherParams(comm);
   for (const spmd::train::NamedParam& p : trainer.model().params()) h.names.push_back(p.name);
   if (print) {
@@ -429,6 +472,9 @@ int main(int argc, char** argv) {
         if (flags.batch.batch < flags.options.micro_batches) {
           spmd::ThrowInvalid("--batch", "fewer rows than micro-batches");
         }
+        if (!flags.save.empty() || !flags.resume.empty()) {
+          spmd::ThrowUnsupported(flags.save.empty() ? "--resume" : "--save", "checkpoints of pipeline stages are not supported");
+        }
       }
       // --data: the corpus every rank reads (the same file), and what validation needs.
       if (!flags.data.empty()) {
@@ -499,6 +545,7 @@ int main(int argc, char** argv) {
     } catch (const spmd::train::NonFiniteError& e) {
       return diverged(e);
     }
+    if (parallel.checkpoint_failed) return 1;
     // --plot: rank 0 draws what RunSteps recorded (a file it cannot write: exit 2).
     bool plot_failed = false;
     if (root && !flags.plot.empty()) {
@@ -518,12 +565,17 @@ int main(int argc, char** argv) {
     Flags single = flags;
     single.strategy = Strategy{};
     single.val_fraction = 0;  // the comparison is of training; no validation passes
+    single.save = single.resume = "";
     History reference;
     try {
       reference = Train(single, alone, comm, false, nullptr);
     } catch (const spmd::train::NonFiniteError& e) {
       return diverged(e);
     }
+    // A resumed run's losses start at its first step: compare with the reference's from there.
+    const auto skipped = static_cast<std::ptrdiff_t>(
+        std::min<size_t>(static_cast<size_t>(parallel.first_step), reference.losses.size()));
+    reference.losses.erase(reference.losses.begin(), reference.losses.begin() + skipped);
     // NaN-aware: any NaN or infinity in either run is +infinity (cli/train_verify.h).
     double worst = spmd::cli::MaxRelativeDifference(parallel, reference);
     // The worst over every rank.

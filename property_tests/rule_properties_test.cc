@@ -478,51 +478,6 @@ RC_GTEST_PROP(RuleProperties, ReverseOnRandomOutputsAgreesWithForward, ()) {
 
 // ---- f. Answers follow the declaration ---------------------------------------------------------
 
-// The required partial maps that DECISIONS.md's acceptance rules give: `free` are the mesh
-// axes no merged factor uses (an accepted axis that a factor uses is reduced instead).
-std::vector<PartialMap> ExpectedAcceptedPartials(const EinsumSpec& spec,
-                                                 const std::vector<TensorArg>& given,
-                                                 const std::vector<bool>& used) {
-  std::vector<PartialMap> kept(given.size());
-  auto free_sum = [&](int axis, ReduceOp reduce) { return !used[axis] && reduce == ReduceOp::kSum; };
-  switch (spec.accept) {
-    case PartialAcceptance::kNone:
-      break;
-    case PartialAcceptance::kSumOfAll:  // axis a stays when every input is partial(sum) on a
-      for (const auto& [axis, reduce] : given[0].dist.partial) {
-        bool all = free_sum(axis, reduce);
-        for (const TensorArg& in : given) {
-          auto it = in.dist.partial.find(axis);
-          all = all && it != in.dist.partial.end() && it->second == ReduceOp::kSum;
-        }
-        if (all) {
-          for (PartialMap& k : kept) k[axis] = ReduceOp::kSum;
-        }
-      }
-      break;
-    case PartialAcceptance::kMultilinear: {  // the first operand partial(sum) on a keeps it
-      std::set<int> taken;
-      for (size_t i = 0; i < given.size(); ++i) {
-        for (const auto& [axis, reduce] : given[i].dist.partial) {
-          if (free_sum(axis, reduce) && taken.insert(axis).second) kept[i][axis] = reduce;
-        }
-      }
-      break;
-    }
-    case PartialAcceptance::kSameOp:  // partial with the op's own reduce op stays
-    case PartialAcceptance::kAnyOp:   // every partial stays
-      for (size_t i = 0; i < given.size(); ++i) {
-        for (const auto& [axis, reduce] : given[i].dist.partial) {
-          if (used[axis]) continue;
-          if (spec.accept == PartialAcceptance::kSameOp && reduce != spec.accepted_op) continue;
-          kept[i][axis] = reduce;
-        }
-      }
-      break;
-  }
-  return kept;
-}
-
 // Einsum branch of AnswersFollowTheDeclaration.
 void CheckEinsumAnswer(const OpDecl& op, const ForwardRequest& request, const InferResult& answer,
                        const std::string& line) {
@@ -564,18 +519,27 @@ void CheckEinsumAnswer(const OpDecl& op, const ForwardRequest& request, const In
     for (int axis : axes) used[axis] = true;
   }
 
-  // 3: required partials are the accepted ones.
-  const std::vector<PartialMap> kept = ExpectedAcceptedPartials(spec, request.inputs, used);
-  for (size_t i = 0; i < kept.size(); ++i) {
-    if (answer.inputs[i].partial != kept[i]) {
-      RC_FAIL("required inputs[" + std::to_string(i) + "] partial map is not the accepted " +
-              spmd::ToString(DistAttr{{}, kept[i]}) + context);
+  // 3: a required partial is one the input was given, on a mesh axis no merged factor uses.
+  // Which given partials the rule keeps is its acceptance policy (DECISIONS.md); that a kept
+  // one is sound is the checker's proof (spmd check), and that a dropped one was needed is
+  // the completeness report's, so this property does not restate the policy.
+  for (size_t i = 0; i < answer.inputs.size(); ++i) {
+    for (const auto& [axis, reduce] : answer.inputs[i].partial) {
+      auto given = request.inputs[i].dist.partial.find(axis);
+      if (given == request.inputs[i].dist.partial.end() || given->second != reduce) {
+        RC_FAIL("required inputs[" + std::to_string(i) + "] is partial on mesh axis " +
+                std::to_string(axis) + " where the given input was not" + context);
+      }
+      if (used[axis]) {
+        RC_FAIL("required inputs[" + std::to_string(i) + "] is partial on mesh axis " +
+                std::to_string(axis) + ", which a factor also shards" + context);
+      }
     }
   }
 
-  // 4: output partials: the contraction's and the accepted ones.
+  // 4: output partials: the contraction's and the inputs' kept ones.
   PartialMap carried;
-  for (const PartialMap& k : kept) carried.insert(k.begin(), k.end());
+  for (const DistAttr& in : answer.inputs) carried.insert(in.partial.begin(), in.partial.end());
   for (size_t o = 0; o < spec.outputs.size(); ++o) {
     PartialMap expected = carried;
     for (const auto& [letter, axes] : merged) {
@@ -674,10 +638,10 @@ void CheckDimTransAnswer(const OpDecl& op, const ForwardRequest& request,
 // - einsum ops (SEMANTICS.md §4, DECISIONS.md "The einsum engine"):
 //   1. every letter has one axis list over all required inputs and outputs (step 5);
 //   2. `1` dims and forced-replicated letters are replicated everywhere (steps 4-5);
-//   3. each required input's partial map is what the op's acceptance keeps of the given
-//      one (none; sum on every input; the first operand's sum; the op's own reduce op; all),
-//      on the mesh axes no merged factor uses;
-//   4. each output's partial map is the union of the accepted partials and, with the op's
+//   3. each required input's partial map is part of the given one, on mesh axes no merged
+//      factor uses (which parts the rule keeps is proven sound by the checker, not
+//      restated here);
+//   4. each output's partial map is the union of the kept input partials and, with the op's
 //      reduce op, the axes of the merged factors absent from that output (step 6), but
 //      for the exchanged factors (the op combines their pieces itself);
 //   5. without a forward override (concat and stack's cost rule), a letter's merged list is

@@ -1,6 +1,7 @@
 #include "runtime/dispatch.h"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -11,6 +12,7 @@
 #include "rules/error.h"
 #include "rules/layout.h"
 #include "rules/registry.h"
+#include "runtime/rule_cache.h"
 
 namespace spmd::runtime {
 namespace {
@@ -76,8 +78,6 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
   const int64_t me = comm.rank();
   if (inputs.empty()) ThrowInvalid("inputs", "no inputs");
   const Mesh& mesh = inputs[0]->mesh();
-  std::vector<TensorArg> args;
-  std::vector<Shape> shapes;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!(inputs[i]->mesh() == mesh)) {
       ThrowInvalid(Field("inputs", i) + ".mesh", "is " + ToString(inputs[i]->mesh()) +
@@ -87,12 +87,12 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
       ThrowInvalid(Field("inputs", i), "belongs to rank " + std::to_string(inputs[i]->process_id()) +
                                            ", the communicator to rank " + std::to_string(me));
     }
-    args.push_back({inputs[i]->shape(), inputs[i]->dist_attr()});
-    shapes.push_back(inputs[i]->shape());
   }
   // One pass gives the rule, the normalised attrs and every output shape (the declaration
-  // gives them before any kernel runs).
-  const ForwardInference inferred = InferForwardWithShapes(op, mesh, args, attrs);
+  // gives them before any kernel runs); a request seen before on this thread is answered
+  // from the rule cache (runtime/rule_cache.h).
+  const std::shared_ptr<const ForwardInference> answer = CachedInferForward(op, mesh, inputs, attrs);
+  const ForwardInference& inferred = *answer;
   const InferResult& rule = inferred.rule;
   const Attrs& normalized = inferred.normalized;
   if (report != nullptr) {
@@ -125,7 +125,7 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
     }
     if (op.localize) {  // only a localizer reads the local shapes and offsets
       local_shapes.push_back(local_ptrs.back()->shape());
-      offsets.push_back(GlobalOffset(shapes[i], rule.inputs[i], mesh, *coord));
+      offsets.push_back(GlobalOffset(inputs[i]->shape(), rule.inputs[i], mesh, *coord));
     }
   }
   const kernels::TensorArgs locals(std::move(local_ptrs));
@@ -144,6 +144,11 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
     return out;
   }
 
+  // The global input shapes, for a localizer or an exchange (copied only for those).
+  std::vector<Shape> shapes;
+  if (op.localize || op.exchange) {
+    for (const DistTensor* t : inputs) shapes.push_back(t->shape());
+  }
   Attrs local_attrs = normalized;
   if (op.localize) {
     std::vector<Shape> local_out;
