@@ -6,8 +6,9 @@
 #              (no mpirun) train as one dp=2 job: the same losses as mpirun -np 2 on the
 #              same flags; SPMD_WORLD_SIZE=2 with --mesh dp=4 exits 2 naming --mesh
 #   data       --data on a small generated text, mpirun np 2: the training loss falls,
-#              the validation loss is in the log and the CSV, --plot writes the SVG;
-#              files that cannot be trained on exit 2 naming --data
+#              the validation loss is in the log and the CSV, --plot writes the SVG; a
+#              uint16 .bin file trains with the vocabulary its largest token + 1; files
+#              that cannot be trained on exit 2 naming --data
 # Usage: spmd_train_test.sh MPIEXEC SPMD_TRAIN MODE
 set -u
 mpiexec=$1 train=$2 mode=$3
@@ -79,12 +80,18 @@ case "$mode" in
     [ "$(awk -F, 'NR > 1 && $7 != ""' "$dir/loss.csv" | wc -l)" -eq 3 ] || fail "the CSV lacks 3 validation losses"
     [ "$(grep -c "<polyline" "$dir/loss.svg")" -eq 2 ] || fail "the SVG lacks the two curves"
     grep -q "uniform: ln(vocab) = 5.55" "$dir/loss.svg" || fail "the SVG lacks the baseline"
+    # uint16 tokens (a .bin name): little-endian, tokens up to 299, the vocabulary their largest + 1.
+    LC_ALL=C awk 'BEGIN { for (i = 0; i < 3000; ++i) { t = (i * 7) % 300; printf "%c%c", t % 256, int(t / 256) } }' >"$dir/tokens.bin"
+    out=$(timeout --kill-after=5 120 "${mpi[@]}" -np 2 "$train" "${small[@]}" --steps 3 --data "$dir/tokens.bin" 2>&1) || fail "uint16: exit $?"
+    echo "$out"
+    grep -q "data: $dir/tokens.bin (uint16): 3000 tokens, 2700 for training, 300 for validation" <<<"$out" || fail "uint16: no data line"
+    grep -q "vocab=300 " <<<"$out" || fail "uint16: the vocabulary is not the largest token + 1"
     # Files that cannot be trained on.
     : >"$dir/empty.txt"
     printf 'abc' >"$dir/odd.bin"
     printf 'abcdefghij' >"$dir/short.txt"
     for c in "empty.txt:is empty" "odd.bin:not a whole number of uint16 tokens" "short.txt:too short for one sequence" \
-             "text.txt --vocab 100:not below --vocab 100"; do
+             "text.txt --vocab 100:not below --vocab 100" "tokens.bin --vocab 299:holds token 299, not below --vocab 299"; do
       file=${c%%:*} want=${c#*:}
       # shellcheck disable=SC2086
       out=$(timeout --kill-after=5 60 "${mpi[@]}" -np 2 "$train" --seq 16 --data "$dir"/$file 2>&1); rc=$?
