@@ -82,6 +82,13 @@ void Optimizer::Step(Communicator& comm) {
     comm.AllReduce(&squared, &squared, 1, DType::kFloat64, ReduceOp::kSum, norm_group_);
   }
   last_grad_norm_ = std::sqrt(squared);
+  // A non-finite gradient would make every parameter (and AdamW's moments) non-finite:
+  // apply nothing and leave the decision to the caller (the Trainer stops naming the step).
+  // `squared` is the same on every rank, so every rank returns here alike.
+  if (!std::isfinite(last_grad_norm_)) {
+    ZeroGrad();
+    return;
+  }
   if (max_grad_norm_ > 0 && last_grad_norm_ > max_grad_norm_) {
     const double coef = max_grad_norm_ / (last_grad_norm_ + 1e-6);
     for (DistTensor& g : grads) g = Scale(g, coef, comm);

@@ -53,7 +53,9 @@ class Optimizer {
   // gradient norm over them (an all-reduce) before clipping, so the norm is the whole
   // model's. Empty (the default): this optimizer's parameters only.
   void set_norm_group(runtime::Group group) { norm_group_ = std::move(group); }
-  // The global gradient norm the last Step measured (before clipping).
+  // The global gradient norm the last Step measured (before clipping). When it is not
+  // finite, that Step applied no update (parameters and states unchanged, gradients
+  // zeroed): the caller decides what follows (Trainer::Step raises NonFiniteError).
   double last_grad_norm() const { return last_grad_norm_; }
 
   // One update of every registered parameter (see the file comment); then their

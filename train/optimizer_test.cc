@@ -213,6 +213,52 @@ TEST(OptimizerTest, ShardedStepsEqualTheHostFormula) {
   EXPECT_GT(sharded_states, 10);
 }
 
+std::vector<double> Global(const Variable& p, Communicator& comm) {
+  const kernels::Tensor t = *p.value().ToGlobal(comm);
+  return std::vector<double>(t.data<double>(), t.data<double>() + t.numel());
+}
+
+// A gradient with a NaN or an infinity anywhere (on one rank's shard) makes the global norm
+// non-finite on every rank, and Step then changes no parameter or state, for both optimizers.
+TEST(OptimizerTest, ANonFiniteGradientAppliesNoUpdate) {
+  const Mesh mesh({2});
+  for (double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
+    for (Kind kind : {Kind::kSgd, Kind::kAdamW}) {
+      runtime::RunRanks(2, [&](Communicator& comm) {
+        std::unique_ptr<Optimizer> opt;
+        if (kind == Kind::kAdamW) {
+          opt = std::make_unique<AdamW>(0.1);
+        } else {
+          opt = std::make_unique<Sgd>(0.1);
+        }
+        const std::vector<double> start = {1, 2, 3, 4};
+        const DistAttr sharded{{{0}}, {}};
+        const Variable p(DistTensor::ShardTensor(kernels::Tensor::FromVector<double>({4}, start), mesh,
+                                                 sharded, comm.rank()), true);
+        opt->Add(p);
+        // One finite step first, so AdamW holds moments that a bad step could spoil.
+        p.SetGrad(DistTensor::ShardTensor(kernels::Tensor::FromVector<double>({4}, {1, 1, 1, 1}), mesh,
+                                          sharded, comm.rank()));
+        opt->Step(comm);
+        const std::vector<double> before = Global(p, comm);
+        std::vector<double> g = {0.5, 0.5, 0.5, 0.5};
+        g[3] = bad;  // on rank 1's shard only
+        p.SetGrad(DistTensor::ShardTensor(kernels::Tensor::FromVector<double>({4}, g), mesh, sharded,
+                                          comm.rank()));
+        opt->Step(comm);
+        EXPECT_FALSE(std::isfinite(opt->last_grad_norm()));
+        EXPECT_EQ(Global(p, comm), before) << "rank " << comm.rank();
+        // The next finite step moves the parameters again, from finite states.
+        p.SetGrad(DistTensor::ShardTensor(kernels::Tensor::FromVector<double>({4}, {1, 1, 1, 1}), mesh,
+                                          sharded, comm.rank()));
+        opt->Step(comm);
+        for (double v : Global(p, comm)) EXPECT_TRUE(std::isfinite(v));
+        EXPECT_NE(Global(p, comm), before);
+      });
+    }
+  }
+}
+
 TEST(OptimizerTest, BadRegistrationGetsTypedErrors) {
   const Mesh mesh({2});
   runtime::RunRanks(2, [&](Communicator& comm) {
