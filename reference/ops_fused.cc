@@ -71,14 +71,17 @@ Tensors fused_rotary_position_embedding(const Tensors& inputs, const Attrs& attr
     }
   }
   const int64_t half = head_dim / 2;
+  // Element e of a 4-D [d0, d1, d2, head_dim] tensor: j = e mod head_dim, and its index on
+  // the sequence dim (0 or 1) is (e / stride) mod size, stride the product of the dims after it.
+  const int64_t seq_stride = q[2] * q[3] * (seq_dim == 0 ? q[1] : 1);
+  const int64_t seq_size = q[static_cast<size_t>(seq_dim)];
   Tensors outs;
   for (size_t i = 0; i < rotated; ++i) {
     const Tensor& x = inputs[i];
     Tensor out = internal::Zeros(x.shape, x.dtype);
     for (int64_t e = 0; e < NumElements(x.shape); ++e) {
-      const std::vector<int64_t> at = internal::Unravel(e, x.shape);
-      const int64_t j = at[3];
-      const int64_t row = at[static_cast<size_t>(seq_dim)] * head_dim;  // the table's row s
+      const int64_t j = e % head_dim;
+      const int64_t row = (e / seq_stride) % seq_size * head_dim;  // the table's row s
       const double c = cos.data[row + j];
       const double t = sin.data[row + j];
       const int64_t base = e - j;  // element 0 of this head
