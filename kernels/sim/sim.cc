@@ -375,6 +375,17 @@ class Runtime {
     Rethrow(device);
   }
 
+  void CheckHostAccess(const void* p, size_t nbytes, const std::string& field) {
+    if (nbytes == 0) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    const Block* b = BlockOfLocked(p, nbytes, field);
+    if (b->writer != nullptr && b->writer->completed < b->write_position) {
+      throw HazardError(Hazard::kUnorderedAccess, field,
+                        "the host touches a buffer whose write queued on " + Name(b->writer) +
+                            " has not run (no event wait or Synchronize orders them)");
+    }
+  }
+
   // Copies `nbytes` of live sim memory at `p` to `out` (the caller has synchronized).
   void ReadBack(const void* p, size_t nbytes, void* out, const char* field) {
     if (nbytes == 0) return;
@@ -861,6 +872,10 @@ void CopyToHostAsync(void* host_dst, const Tensor& src) {
   const size_t n = src.nbytes();
   Runtime::Get().Submit(src.stream(), {{p, n, false, "src"}}, "CopyToHostAsync",
                         [=] { std::memcpy(host_dst, p, n); });
+}
+
+void CheckHostAccess(const void* p, size_t nbytes, const std::string& field) {
+  Runtime::Get().CheckHostAccess(p, nbytes, field);
 }
 
 MemoryUsage UsageOf(Device device) { return Runtime::Get().Usage(device); }

@@ -142,6 +142,14 @@ Tensor ToHost(const Tensor& tensor);
 // `host_dst` only after synchronizing that stream. The memory must stay valid until then.
 void CopyToHostAsync(void* host_dst, const Tensor& src);
 
+// For an engine that reads and writes sim memory from the host itself (the simulated NCCL
+// of runtime/sim_device_communicator.h), once it has synchronized the stream its work is
+// ordered on: checks that [p, p + nbytes) is live sim memory (InvalidArgument naming
+// `field`; HazardError kUseAfterFree for a freed block) and that the last write queued on
+// it has run (HazardError kUnorderedAccess: a write on a stream the engine's stream was not
+// ordered after).
+void CheckHostAccess(const void* p, size_t nbytes, const std::string& field);
+
 // The pool of one device.
 struct MemoryUsage {
   int64_t bytes_in_use = 0;  // rounded sizes of the blocks handed out and not freed
