@@ -173,8 +173,10 @@ TEST(SimDevice, TensorCopiesAreDeepAndOrdered) {
 }
 
 // ---- Asynchrony, streams, events ---------------------------------------------------------
+// SimDeferred: what only the default (deferred) schedule guarantees; the rest also runs
+// under SPMD_SIM_SCHEDULE=eager (ctest sim_kernels_test_eager).
 
-TEST(SimStreams, CallsReturnBeforeTheirWorkRuns) {
+TEST(SimDeferred, CallsReturnBeforeTheirWorkRuns) {
   Backend& sim = EnableSim();
   const Tensor d = ToDevice(Floats({1, 2, 3}), kSim0);
   std::vector<float> out(3, -1.0f);
@@ -207,7 +209,7 @@ TEST(SimStreams, EventWaitOrdersCrossStreamWork) {
   EXPECT_TRUE(SameBytes(ToHost(z), Floats({2, 4, 6})));
 }
 
-TEST(SimStreams, SynchronizeEventRunsUpToTheEventOnly) {
+TEST(SimDeferred, SynchronizeEventRunsUpToTheEventOnly) {
   Backend& sim = EnableSim();
   const Stream a = NewStream(kSim0);
   Tensor x = ToDevice(Floats({1, 1}), kSim0, a);
@@ -240,7 +242,7 @@ TEST(SimStreams, SynchronizeDeviceAndNullStreamWaitForEveryStream) {
 
 // ---- The pool: stream-ordered reuse, poison, capacity -------------------------------------
 
-TEST(SimPool, ABlockIsReusedOnlyAfterItsStreamPassedTheFree) {
+TEST(SimDeferred, ABlockIsReusedOnlyAfterItsStreamPassedTheFree) {
   Backend& sim = EnableSim();
   const Device dev = Device::Sim(2);
   const Stream a = NewStream(dev);
