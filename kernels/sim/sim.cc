@@ -166,10 +166,14 @@ class Runtime {
       if (d.reserved + static_cast<int64_t>(size) > d.capacity) {
         // Frees queued on the device's streams may make room: wait for them, as a driver
         // would before giving up.
-        for (SimStream* s : d.streams) Release(s, s->enqueued);
+        std::vector<std::pair<SimStream*, uint64_t>> targets;  // what is queued now
+        for (SimStream* s : d.streams) {
+          targets.emplace_back(s, s->enqueued);
+          Release(s, s->enqueued);
+        }
         done_.wait(lock, [&] {
-          return std::all_of(d.streams.begin(), d.streams.end(),
-                             [](const SimStream* s) { return s->completed >= s->enqueued; });
+          return std::all_of(targets.begin(), targets.end(),
+                             [](const auto& t) { return t.first->completed >= t.second; });
         });
         b = FromCache(d, size);
         if (b == nullptr) Trim(d);
