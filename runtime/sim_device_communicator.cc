@@ -48,7 +48,8 @@ void SimDeviceTransport::RunGroup(const Group& group, bool world, std::span<cons
         kernels::sim::CheckHostAccess(at(op.in), static_cast<size_t>(in), name + " sendbuff");
       }
       if (out > 0 && op.out.buffer >= 0) {
-        kernels::sim::CheckHostAccess(at(op.out), static_cast<size_t>(out), name + " recvbuff");
+        kernels::sim::CheckHostAccess(at(op.out), static_cast<size_t>(out), name + " recvbuff",
+                                      /*write=*/true);
       }
     }
   } catch (const std::exception& e) {

@@ -43,9 +43,11 @@ struct Block {
   int device = 0;
   bool live = true;         // handed out, not freed by the host
   uint64_t generation = 0;  // bumped when a free of the block runs
-  // The last write enqueued on the block (null: none since it was handed out).
+  // The last write enqueued on the block (null: none since it was handed out), and the
+  // last read enqueued on it by each stream.
   SimStream* writer = nullptr;
   uint64_t write_position = 0;
+  std::vector<std::pair<SimStream*, uint64_t>> reads;
 };
 
 // One access of a queued piece of work, as it was when the work was enqueued.
@@ -56,6 +58,8 @@ struct Use {
   std::string field;
   SimStream* writer = nullptr;  // the write this access must come after
   uint64_t write_position = 0;
+  // A write: the reads queued on other streams before it, which it must come after.
+  std::vector<std::pair<SimStream*, uint64_t>> reads;
 };
 
 struct Item {
@@ -201,6 +205,7 @@ class Runtime {
     b->requested = nbytes;
     b->writer = nullptr;
     b->write_position = 0;
+    b->reads.clear();
     d.in_use += static_cast<int64_t>(size);
     d.peak = std::max(d.peak, d.in_use);
     ++d.live_blocks;
@@ -379,7 +384,7 @@ class Runtime {
     Rethrow(device);
   }
 
-  void CheckHostAccess(const void* p, size_t nbytes, const std::string& field) {
+  void CheckHostAccess(const void* p, size_t nbytes, const std::string& field, bool write) {
     if (nbytes == 0) return;
     std::lock_guard<std::mutex> lock(mu_);
     const Block* b = BlockOfLocked(p, nbytes, field);
@@ -387,6 +392,13 @@ class Runtime {
       throw HazardError(Hazard::kUnorderedAccess, field,
                         "the host touches a buffer whose write queued on " + Name(b->writer) +
                             " has not run (no event wait or Synchronize orders them)");
+    }
+    for (const auto& [reader, position] : write ? b->reads : decltype(b->reads){}) {
+      if (reader->completed < position) {
+        throw HazardError(Hazard::kUnorderedAccess, field,
+                          "the host overwrites a buffer whose read queued on " + Name(reader) +
+                              " has not run (no event wait or Synchronize orders them)");
+      }
     }
   }
 
@@ -478,10 +490,27 @@ class Runtime {
 
   uint64_t EnqueueLocked(SimStream* s, Item item) {
     item.position = ++s->enqueued;
+    // A write (a free too) must come after the reads other streams queued before it.
+    auto capture = [s](Use& u) {
+      if (!u.write) return;
+      for (const auto& r : u.block->reads) {
+        if (r.first != s) u.reads.push_back(r);
+      }
+    };
+    for (Use& u : item.uses) capture(u);
+    if (item.free_block != nullptr) capture(item.free_use);
     for (const Use& u : item.uses) {
       if (u.write) {
         u.block->writer = s;
         u.block->write_position = item.position;
+      } else {
+        auto& reads = u.block->reads;
+        auto mine = std::find_if(reads.begin(), reads.end(), [s](const auto& r) { return r.first == s; });
+        if (mine == reads.end()) {
+          reads.emplace_back(s, item.position);
+        } else {
+          mine->second = item.position;
+        }
       }
     }
     const uint64_t position = item.position;
@@ -502,6 +531,13 @@ class Runtime {
   static bool Unordered(const Use& u, const SimStream* s) {
     return u.writer != nullptr && u.writer != s && u.writer->completed < u.write_position;
   }
+  // A read on another stream that write `u` must follow and that has not run yet.
+  static const SimStream* PendingRead(const Use& u) {
+    for (const auto& [stream, position] : u.reads) {
+      if (stream->completed < position) return stream;
+    }
+    return nullptr;
+  }
 
   // Runs one item with mu_ held (a wait releases it while waiting).
   void Run(SimStream* s, Item& item, std::unique_lock<std::mutex>& lock) {
@@ -519,6 +555,11 @@ class Runtime {
                             Hazard::kUnorderedAccess, "buffer",
                             "a free on " + Name(s) + " ran before the write queued on " +
                                 Name(item.free_use.writer) + " (no event wait orders them)")));
+      } else if (const SimStream* reader = PendingRead(item.free_use)) {
+        RecordLocked(d, std::make_exception_ptr(HazardError(
+                            Hazard::kUnorderedAccess, "buffer",
+                            "a free on " + Name(s) + " ran before a read of the buffer queued on " +
+                                Name(reader) + " (no event wait orders them)")));
       }
       std::memset(b->base, 0xff, b->size);
       ++b->generation;
@@ -540,6 +581,13 @@ class Runtime {
                             item.what + " on " + Name(s) + " touches a buffer whose write on " +
                                 Name(u.writer) +
                                 " has not run (no event wait orders them): not run")));
+        return;
+      }
+      if (const SimStream* reader = u.write ? PendingRead(u) : nullptr) {
+        RecordLocked(d, std::make_exception_ptr(HazardError(
+                            Hazard::kUnorderedAccess, u.field,
+                            item.what + " on " + Name(s) + " overwrites a buffer a read queued on " +
+                                Name(reader) + " has not done yet (no event wait orders them): not run")));
         return;
       }
     }
@@ -878,8 +926,8 @@ void CopyToHostAsync(void* host_dst, const Tensor& src) {
                         [=] { std::memcpy(host_dst, p, n); });
 }
 
-void CheckHostAccess(const void* p, size_t nbytes, const std::string& field) {
-  Runtime::Get().CheckHostAccess(p, nbytes, field);
+void CheckHostAccess(const void* p, size_t nbytes, const std::string& field, bool write) {
+  Runtime::Get().CheckHostAccess(p, nbytes, field, write);
 }
 
 MemoryUsage UsageOf(Device device) { return Runtime::Get().Usage(device); }

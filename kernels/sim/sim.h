@@ -20,7 +20,8 @@
 //   every buffer it touches when it is enqueued, and checks it when it runs: work running
 //   after the buffer's free is a HazardError (kUseAfterFree) and does not run. Work reading
 //   or writing a buffer whose last write was queued on another stream and has not run yet
-//   is a HazardError (kUnorderedAccess), as is a free running before such a write. Errors
+//   is a HazardError (kUnorderedAccess), as is writing or freeing a buffer while a read of
+//   it queued earlier on another stream has not run. Errors
 //   raised on a worker (these, and the CPU kernels' own SpmdErrors) are kept per device and
 //   thrown, in their own type, by the next synchronizing call on that device.
 // - Capacity: unlimited unless SPMD_SIM_DEVICE_BYTES (bytes, a decimal integer) or
@@ -45,7 +46,8 @@ inline constexpr int kMaxSimDevices = 8;
 // What a simulated device caught.
 enum class Hazard {
   kUseAfterFree,     // work touching a buffer after (or enqueued after) its free
-  kUnorderedAccess,  // a buffer touched while another stream's write to it has not run
+  kUnorderedAccess,  // a buffer touched while another stream's write to it has not run, or
+                     // written (or freed) while another stream's read of it has not run
   kDoubleFree,       // a block freed twice, or an address the pool never handed out
 };
 std::string_view ToString(Hazard hazard);
@@ -147,8 +149,8 @@ void CopyToHostAsync(void* host_dst, const Tensor& src);
 // ordered on: checks that [p, p + nbytes) is live sim memory (InvalidArgument naming
 // `field`; HazardError kUseAfterFree for a freed block) and that the last write queued on
 // it has run (HazardError kUnorderedAccess: a write on a stream the engine's stream was not
-// ordered after).
-void CheckHostAccess(const void* p, size_t nbytes, const std::string& field);
+// ordered after); for a `write`, also that every read queued on it has run.
+void CheckHostAccess(const void* p, size_t nbytes, const std::string& field, bool write = false);
 
 // The pool of one device.
 struct MemoryUsage {

@@ -478,28 +478,63 @@ TEST(SimBrokenUsage, SynchronizingAnotherStreamBeforeAHostRead) {
 }
 
 // A buffer is freed on its own stream while another stream still has a read of it queued;
-// its memory is then reused.
-Tensor FreeOnTheWrongStreamThenReuse(const Target& t) {
+// its memory is then reused. Returns the hazards reported by each synchronization (and the
+// result in `*out`).
+std::vector<Hazard> FreeOnTheWrongStreamThenReuse(const Target& t, Tensor* result,
+                                                  std::vector<std::string>* fields) {
   const Stream a = t.NewQueue(), b = t.NewQueue();
+  std::vector<Hazard> seen;
+  auto sync = [&](Stream s) {
+    std::string field;
+    if (std::optional<Hazard> h = HazardOf([&] { t.backend().Synchronize(s); }, &field)) {
+      seen.push_back(*h);
+      fields->push_back(field);
+    }
+  };
   Tensor out = t.Empty({4}, DType::kFloat32, b);
   {
     const Tensor x = t.Put(Floats({1, 2, 3, 4}), a);
     t.backend().Synchronize(a);
     t.backend().Copy(out.bytes(), x.bytes(), x.nbytes(), b);  // a read of x queued on b
   }  // BUG: x is freed on a, which is not ordered after b's read
-  t.backend().Synchronize(a);  // a passes the free
+  sync(a);  // a passes the free
   const Tensor reuse = t.Put(Floats({9, 9, 9, 9}), a);  // the pool hands x's block out again
-  t.backend().Synchronize(a);
-  t.backend().Synchronize(b);
-  return t.Get(out);
+  sync(a);
+  sync(b);
+  *result = t.Get(out);
+  return seen;
 }
 
 TEST(SimBrokenUsage, FreeOnTheWrongStreamThenReuseWhileAnotherStreamReads) {
-  EXPECT_TRUE(SameBytes(FreeOnTheWrongStreamThenReuse(kCpu), Floats({1, 2, 3, 4})));
+  Tensor got;
+  std::vector<std::string> fields;
+  EXPECT_TRUE(FreeOnTheWrongStreamThenReuse(kCpu, &got, &fields).empty());
+  EXPECT_TRUE(SameBytes(got, Floats({1, 2, 3, 4})));
+  // The free runs before b's read (a free not ordered after a read), then the read finds
+  // its buffer freed and does not run.
+  EXPECT_EQ(FreeOnTheWrongStreamThenReuse(kSimTarget, &got, &fields),
+            (std::vector<Hazard>{Hazard::kUnorderedAccess, Hazard::kUseAfterFree}));
+  EXPECT_EQ(fields, (std::vector<std::string>{"buffer", "src"}));
+}
+
+// A stream overwrites a buffer that a kernel queued on another stream has not read yet.
+Tensor OverwriteWhatAnotherStreamReads(const Target& t) {
+  const Stream a = t.NewQueue(), b = t.NewQueue();
+  Tensor x = t.Put(Floats({1, 2, 3}), a);
+  t.backend().Synchronize(a);
+  const Tensors y = t.backend().RunKernel("add", Args(x, x), Attrs());  // reads x on a
+  t.backend().Fill(x.bytes(), 3, DType::kFloat32, 0.0, b);  // BUG: b does not wait for a
+  t.backend().Synchronize(b);
+  t.backend().Synchronize(a);
+  return t.Get(y[0]);
+}
+
+TEST(SimBrokenUsage, OverwritingABufferAnotherStreamStillReads) {
+  EXPECT_TRUE(SameBytes(OverwriteWhatAnotherStreamReads(kCpu), Floats({2, 4, 6})));
   std::string field;
-  EXPECT_EQ(HazardOf([&] { (void)FreeOnTheWrongStreamThenReuse(kSimTarget); }, &field),
-            Hazard::kUseAfterFree);
-  EXPECT_EQ(field, "src");
+  EXPECT_EQ(HazardOf([&] { (void)OverwriteWhatAnotherStreamReads(kSimTarget); }, &field),
+            Hazard::kUnorderedAccess);
+  EXPECT_EQ(field, "dst");
 }
 
 // A kernel on one stream reads a buffer another stream is still writing: no event wait.
