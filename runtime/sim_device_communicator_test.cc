@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/kernels.h"
+#include "kernels/sim/op_inputs_test_util.h"
 #include "kernels/sim/sim.h"
 #include "rules/registry.h"
 #include "runtime/dispatch.h"
@@ -192,6 +193,85 @@ TEST(SimDeviceDispatch, DispatchAndReshardOnSimTensorsEqualTheCpu) {
     for (size_t i = 0; i < 2; ++i) EXPECT_TRUE(SameBytes(sim[r][i], cpu[r][i])) << "rank " << r << " result " << i;
   }
 }
+
+// Every op on its declaration's examples, each input with a dim of 2 or more sharded along
+// dim 0 over 2 ranks, through Dispatch and gathered whole (resharding, exchanges and partial
+// sums on the communicator): sim ranks equal thread ranks bit for bit, refusals alike.
+struct OpRun {
+  std::vector<Tensor> outputs;
+  std::string error;  // "type field" of a refusal
+};
+
+OpRun DispatchOp(const Place& at, const OpDecl& op, const Example& example, const kernels::Tensors& globals) {
+  const Mesh mesh({2});
+  OpRun run;
+  try {
+    std::vector<DistTensor> inputs;
+    for (const Tensor& g : globals) {
+      DistAttr attr = DistAttr::Replicated(static_cast<int>(g.rank()));
+      if (g.rank() > 0 && g.shape()[0] >= 2) attr.dims[0] = {0};
+      const DistTensor host = DistTensor::ShardTensor(g, mesh, attr, at.comm.rank());
+      inputs.push_back(DistTensor::FromLocal(at.Put(host.local()), g.shape(), g.dtype(), mesh, attr,
+                                             at.comm.rank()));
+    }
+    for (const DistTensor& out : Dispatch(op.name, inputs, example.attrs, at.comm)) {
+      if (at.sim) EXPECT_EQ(out.local().device(), at.comm.device()) << op.name;
+      run.outputs.push_back(at.Get(*out.ToGlobal(at.comm)));
+    }
+  } catch (const SpmdError& e) {
+    run.error = std::string(ToString(e.type())) + " " + e.field();
+  }
+  return run;
+}
+
+class SimDeviceDispatchOp : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SimDeviceDispatchOp, DispatchOnSimRanksEqualsThreadRanks) {
+  const OpDecl& op = *FindOp(GetParam());
+  int compared = 0;
+  for (const Example& example : op.examples(SizePalette{{4, 6, 8}})) {
+    const std::optional<Attrs> attrs = kernels::sim::testing::WholeTensorAttrs(op, example);
+    if (!attrs) continue;
+    const kernels::Tensors globals =
+        kernels::sim::testing::MakeInputs(op, example.shapes, *attrs, DType::kFloat64, compared + 1);
+    std::vector<OpRun> runs[2];
+    for (bool sim : {false, true}) {
+      std::vector<OpRun>& mine = runs[sim ? 1 : 0];
+      mine.resize(2);
+      std::mutex mu;
+      auto body = [&](Communicator& comm) {
+        OpRun r = DispatchOp(Place{comm, sim}, op, example, globals);
+        std::lock_guard<std::mutex> lock(mu);
+        mine[static_cast<size_t>(comm.rank())] = std::move(r);
+      };
+      if (sim) {
+        nccl::RunSimDeviceRanks(2, body, Quick());
+      } else {
+        RunRanks(2, body, Quick());
+      }
+    }
+    for (size_t r = 0; r < 2; ++r) {
+      const OpRun& cpu = runs[0][r];
+      const OpRun& sim = runs[1][r];
+      EXPECT_EQ(sim.error, cpu.error) << op.name << " rank " << r;
+      ASSERT_EQ(sim.outputs.size(), cpu.outputs.size()) << op.name;
+      for (size_t o = 0; o < cpu.outputs.size(); ++o) {
+        EXPECT_TRUE(SameBytes(sim.outputs[o], cpu.outputs[o])) << op.name << " rank " << r << " output " << o;
+      }
+    }
+    compared += runs[0][0].error.empty() ? 1 : 0;
+  }
+  EXPECT_GT(compared, 0) << op.name << ": every example was refused";
+}
+
+std::vector<std::string> OpNames() {
+  std::vector<std::string> names;
+  for (const OpDecl& op : AllOps()) names.push_back(op.name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, SimDeviceDispatchOp, ::testing::ValuesIn(OpNames()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // BUG on purpose: the send buffer is written on a stream the communicator's stream does not
 // wait for. Silent on thread ranks; on sim devices the transport finds the write pending.
