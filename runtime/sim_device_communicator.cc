@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <exception>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "kernels/backend.h"
@@ -17,6 +19,17 @@ void SyncStream(kernels::Stream stream) {
   } catch (const std::exception& e) {
     throw TransportFailure(std::string("the device reported: ") + e.what());
   }
+}
+
+// Rank r's device and stream (one stream per rank, made on first use).
+std::pair<kernels::Device, kernels::Stream> RankPlace(int64_t rank) {
+  static std::mutex mu;
+  static std::map<int64_t, kernels::Stream>* streams = new std::map<int64_t, kernels::Stream>;
+  const kernels::Device device = kernels::Device::Sim(static_cast<int>(rank % kernels::sim::kMaxSimDevices));
+  std::lock_guard<std::mutex> lock(mu);
+  auto found = streams->find(rank);
+  if (found == streams->end()) found = streams->emplace(rank, kernels::sim::NewStream(device)).first;
+  return {device, found->second};
 }
 
 }  // namespace
@@ -63,10 +76,11 @@ void SimDeviceTransport::Wait(const std::string& what) {
   SyncStream(stream_);
 }
 
-SimDeviceCommunicator::SimDeviceCommunicator(SimWorld& world, int64_t rank, kernels::Device device)
-    : PlannedCommunicator(rank, world.size(), world.options(), device, kernels::sim::NewStream(device)),
+SimDeviceCommunicator::SimDeviceCommunicator(SimWorld& world, int64_t rank, kernels::Device device,
+                                             kernels::Stream stream)
+    : PlannedCommunicator(rank, world.size(), world.options(), device, stream),
       world_(world),
-      transport_(world, rank, stream()) {
+      transport_(world, rank, stream) {
   SetTransport(&transport_);
 }
 
@@ -81,7 +95,8 @@ void RunSimDeviceRanks(int64_t size, const std::function<void(Communicator&)>& f
   threads.reserve(static_cast<size_t>(size));
   for (int64_t r = 0; r < size; ++r) {
     threads.emplace_back([&world, &fn, r] {
-      SimDeviceCommunicator comm(world, r, kernels::Device::Sim(static_cast<int>(r % kernels::sim::kMaxSimDevices)));
+      const auto [device, stream] = RankPlace(r);
+      SimDeviceCommunicator comm(world, r, device, stream);
       try {
         fn(comm);
         comm.Synchronize();

@@ -49,10 +49,11 @@ class SimDeviceTransport final : public Transport {
   kernels::Stream stream_;
 };
 
-// Rank `rank` of `world` on sim device `device`, its calls on a new stream of that device.
+// Rank `rank` of `world` on sim device `device`, its calls ordered on `stream` (a stream of
+// that device no other rank uses).
 class SimDeviceCommunicator final : public PlannedCommunicator {
  public:
-  SimDeviceCommunicator(SimWorld& world, int64_t rank, kernels::Device device);
+  SimDeviceCommunicator(SimWorld& world, int64_t rank, kernels::Device device, kernels::Stream stream);
   ByteCount transport_bytes() const override { return world_.copied(rank()); }
 
  private:
@@ -63,7 +64,9 @@ class SimDeviceCommunicator final : public PlannedCommunicator {
 };
 
 // Runs fn(comm) on `size` thread ranks, rank r on Device::Sim(r % kMaxSimDevices), as
-// RunSimRanks does: throws CommError with the first failure's message.
+// RunSimRanks does: throws CommError with the first failure's message. Rank r's stream is
+// the same in every call (streams, each with its worker thread, live as long as the
+// process, so they are reused rather than made anew).
 void RunSimDeviceRanks(int64_t size, const std::function<void(Communicator&)>& fn,
                        CommOptions options = CommOptions::FromEnv());
 
