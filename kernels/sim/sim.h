@@ -18,12 +18,12 @@
 //   out again. New blocks are poisoned too, so reading memory nobody wrote shows NaN.
 // - Each block has a generation, bumped when its free runs. Work captures the generation of
 //   every buffer it touches when it is enqueued, and checks it when it runs: work running
-//   after the buffer's free is a HazardError (kUseAfterFree) and does not run. Work reading
-//   or writing a buffer whose last write was queued on another stream and has not run yet
-//   is a HazardError (kUnorderedAccess), as is writing or freeing a buffer while a read of
-//   it queued earlier on another stream has not run. Errors
-//   raised on a worker (these, and the CPU kernels' own SpmdErrors) are kept per device and
-//   thrown, in their own type, by the next synchronizing call on that device.
+//   after the buffer's free is a HazardError (kUseAfterFree) and does not run. Work (or a
+//   free) touching a buffer whose last write was queued on another stream and has not run
+//   yet is a HazardError (kUnorderedAccess), as is writing or freeing a buffer while a read
+//   of it queued earlier on another stream has not run. Errors raised on a worker (these,
+//   and the CPU kernels' own SpmdErrors) are kept per device and thrown, in their own type,
+//   by the next synchronizing call on that device.
 // - Capacity: unlimited unless SPMD_SIM_DEVICE_BYTES (bytes, a decimal integer) or
 //   SetCapacity says otherwise; an allocation past it first waits for every stream of the
 //   device (pending frees run) and returns cached blocks, then throws OutOfMemory.
