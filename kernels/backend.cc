@@ -8,7 +8,7 @@
 namespace spmd::kernels {
 namespace {
 
-constexpr int kNumDeviceKinds = 2;
+constexpr int kNumDeviceKinds = 3;  // DeviceKind's values
 
 std::atomic<Backend*>& Registered(DeviceKind kind) {
   static std::atomic<Backend*> slots[kNumDeviceKinds] = {};

@@ -26,7 +26,8 @@
 //
 // Picking a backend: BackendFor(device). The CPU is built in (CpuBackend in
 // kernels/cpu/cpu_backend.h, over kernels/cpu);
-// a device backend (CUDA) registers itself with SetBackend. SetBackend also lets a test put
+// a device backend (CUDA, the simulated device of kernels/sim) registers itself with
+// SetBackend. SetBackend also lets a test put
 // a wrapping backend in front of the built-in one, process-wide (every rank thread sees it).
 #pragma once
 

@@ -1,0 +1,70 @@
+// Inputs for running an op on its declaration's examples (rules/op_decl.h): values of
+// each input's kind, and the attrs of a one-rank run. Shared by the sim device's tests
+// (kernels/sim/sim_test.cc, runtime/sim_device_communicator_test.cc). Test-only.
+#pragma once
+
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "kernels/tensor.h"
+#include "rules/error.h"
+#include "rules/op_decl.h"
+
+namespace spmd::kernels::sim::testing {
+
+// Inputs of an example, of its value kinds (floats in `dtype`).
+inline Tensors MakeInputs(const OpDecl& op, const std::vector<Shape>& shapes, const Attrs& attrs, DType dtype,
+                          uint64_t seed) {
+  std::vector<InputValues> kinds;
+  try {
+    kinds = op.InputValueKinds(RuleContext{shapes, attrs});
+  } catch (const SpmdError&) {
+  }
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  Tensors inputs;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const InputValues kind = i < kinds.size() ? kinds[i] : InputValues{};
+    const DType t_dtype = kind.kind == ValueKind::kIndex  ? DType::kInt64
+                          : kind.kind == ValueKind::kBool ? DType::kBool
+                                                          : dtype;
+    Tensor t(shapes[i], t_dtype);
+    for (int64_t e = 0; e < t.numel(); ++e) {
+      double v = 0;
+      switch (kind.kind) {
+        case ValueKind::kReal: v = -2.0 + 4.0 * unit(rng); break;
+        case ValueKind::kPositive: v = 0.1 + 1.9 * unit(rng); break;
+        case ValueKind::kNonZero: v = (unit(rng) < 0.5 ? -1.0 : 1.0) * (0.5 + 1.5 * unit(rng)); break;
+        case ValueKind::kBool: v = unit(rng) < kind.ones ? 1.0 : 0.0; break;
+        case ValueKind::kNearOne: v = (unit(rng) < 0.5 ? -1.0 : 1.0) * (1.01 + 0.04 * unit(rng)); break;
+        case ValueKind::kIndex: v = kind.bound > 0 ? static_cast<double>(rng() % kind.bound) : 0.0; break;
+      }
+      switch (t_dtype) {
+        case DType::kInt64: t.data<int64_t>()[e] = static_cast<int64_t>(v); break;
+        case DType::kBool: t.data<bool>()[e] = v != 0; break;
+        case DType::kFloat32: t.data<float>()[e] = static_cast<float>(v); break;
+        case DType::kBFloat16: t.data<BFloat16>()[e] = BFloat16(static_cast<float>(v)); break;
+        default: t.data<double>()[e] = v; break;
+      }
+    }
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
+}
+
+// The attrs a one-rank run uses: normalised, then localized for the whole tensor.
+inline std::optional<Attrs> WholeTensorAttrs(const OpDecl& op, const Example& example) {
+  try {
+    const Attrs attrs = op.NormalizeAttrs(example.attrs);
+    if (!op.localize) return attrs;
+    const std::vector<Shape> outs = InferOutputShapes(op, example.shapes, attrs);
+    std::vector<Shape> offsets;
+    for (const Shape& s : example.shapes) offsets.push_back(Shape(s.size(), 0));
+    return op.localize(LocalContext{attrs, example.shapes, example.shapes, offsets, outs, outs});
+  } catch (const SpmdError&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace spmd::kernels::sim::testing
