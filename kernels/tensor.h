@@ -1,8 +1,8 @@
 // The kernels' tensor: a shape, a dtype and one contiguous row-major byte buffer on a device.
 //
-// This is what local kernels (kernels/cpu, later kernels/cuda) read and write, and what
-// the runtime hands to a Communicator: `bytes()` is one contiguous buffer of `nbytes()`
-// bytes that MPI (or NCCL, later) can send from and receive into. Element types:
+// What the kernels (kernels/cpu, kernels/cuda, kernels/sim) read and write, and what the
+// runtime hands to a Communicator: `bytes()` is one contiguous buffer of `nbytes()` bytes
+// on the tensor's device that MPI, NCCL or the simulated NCCL use. Element types:
 //   float64 -> double, float32 -> float, int64 -> int64_t, bool -> bool (one byte, 0 or 1),
 //   bfloat16 -> BFloat16, float16 -> Float16 (rules/half.h: 2-byte storage, convert to
 //   float to compute).
