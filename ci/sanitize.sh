@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The ASan+UBSan build (-DSPMD_SANITIZE=ON, undefined behaviour fatal) in build-asan/, and the
 # tests that run under it: the rule, reshard, reference, golden, checker and CLI tests, the
-# fuzz corpora replayed, and one short MPI job (Open MPI's own leaks: ci/lsan.supp). Not the
+# simulated device's tests (its worker threads, pool and hazard checks), the fuzz corpora
+# replayed, and one short MPI job (Open MPI's own leaks: ci/lsan.supp). Not the
 # long mpirun properties, the property sweeps of the kernels or the exhaustive sweep: the
 # main suite runs those unsanitized. Builds only the targets these tests need.
 # Extra arguments go to the CMake configure step.
@@ -19,6 +20,7 @@ targets=(
   rules_model_test rules_einsum_test reshard_test rule_properties_test validation_agreement_test
   reference_test rules_golden_test checker_claims_test io_test checker_simulate_test vjp_test
   spmd failure_demo mpi_test_main_test
+  sim_kernels_test sim_device_communicator_test
   fuzz_infer_replay fuzz_check_claim_replay fuzz_check_case_replay fuzz_explain_replay
   fuzz_plan_replay
 )
