@@ -66,5 +66,23 @@ expected='{"error":{"message":"line: longer than 1048576 bytes (the limit); skip
 out=$(echo '{"op":"relu","mesh_shape":[2],"inputs":[{"shape":[4,3],"dims_mappin":[0,-1]}]}' | "$spmd" infer)
 grep -qF '"message":"inputs[0].dims_mappin: unknown key' <<<"$out" || fail "a misspelt key: $out"
 
+# A caller that writes one request at a time and waits for each answer gets each (the
+# answers are flushed before spmd waits for more input); `timeout` only guards a hang.
+out=$(timeout 60 python3 - "$spmd" "$relu" <<'PY'
+import subprocess, sys
+p = subprocess.Popen([sys.argv[1], "infer"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+for _ in range(3):
+    p.stdin.write(sys.argv[2] + "\n")
+    p.stdin.flush()
+    print(p.stdout.readline().strip())
+p.stdin.close()
+print("exit", p.wait())
+PY
+)
+[ "$out" = "$answer
+$answer
+$answer
+exit 0" ] || fail "answers to one request at a time: $out"
+
 [ "$failures" -eq 0 ] || exit 1
 echo "every malformed input refused with a typed error"

@@ -722,12 +722,16 @@ SpmdError TooLongLineError() {
 }
 
 LineReader::LineReader(std::istream& in, size_t limit)
-    : buf_(in.rdbuf()), limit_(limit), chunk_(size_t{1} << 16) {}
+    : in_(&in), buf_(in.rdbuf()), limit_(limit), chunk_(size_t{1} << 16) {}
 
 // Takes what the stream has ready (at least one byte, waiting for it): never more, so that
-// a reader on a pipe does not wait for bytes the writer has not sent.
+// a reader on a pipe does not wait for bytes the writer has not sent. Before waiting, the
+// stream tied to the input (std::cout for std::cin) is flushed, as std::getline does: a
+// caller that writes a request and waits for its answer gets it.
 bool LineReader::Fill() {
-  if (buf_ == nullptr || buf_->sgetc() == std::char_traits<char>::eof()) return false;
+  if (buf_ == nullptr) return false;
+  if (std::ostream* tied = in_->tie()) tied->flush();
+  if (buf_->sgetc() == std::char_traits<char>::eof()) return false;
   const std::streamsize ready = std::max<std::streamsize>(buf_->in_avail(), 1);
   const std::streamsize n = std::min<std::streamsize>(ready, static_cast<std::streamsize>(chunk_.size()));
   pos_ = 0;

@@ -54,7 +54,8 @@ void CheckLineBounds(std::string_view line);
 SpmdError TooLongLineError();
 
 // Reads lines of at most kMaxLineBytes bytes, in chunks of what the stream has ready (so
-// that a request written to a pipe is answered before the next one comes). A longer line
+// that a request written to a pipe is answered before the next one comes; the stream tied
+// to the input is flushed before each wait, as std::getline does). A longer line
 // is not kept: it is read through to its newline and reported as kTooLong, so memory
 // stays bounded by the limit whatever the input holds.
 class LineReader {
@@ -66,6 +67,7 @@ class LineReader {
 
  private:
   bool Fill();
+  std::istream* in_;
   std::streambuf* buf_;
   size_t limit_;
   std::vector<char> chunk_;
