@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -113,6 +114,9 @@ int Check(const std::vector<std::string>& files) {
       } catch (const spmd::SpmdError& e) {
         ++broken;
         problem = std::string(ToString(e.type())) + ": " + e.what();
+      } catch (const std::exception& e) {  // a guard: CheckGoldenLine throws SpmdError only
+        ++broken;
+        problem = "InvalidArgument: line: " + spmd::EscapeForText(e.what());
       }
       if (!problem.empty()) {
         std::cerr << spmd::EscapeForText(path) << ":" << number << " "

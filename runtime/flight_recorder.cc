@@ -540,8 +540,8 @@ int64_t Bounded(const std::map<std::string, std::string>& f, const std::string& 
 }
 
 // One line of `in` into `line` (without the newline); false at the end of the input. A
-// line longer than kMaxFlightLineBytes sets `too_long` and keeps only its first bytes, so
-// that memory never grows with a line that has no end.
+// line longer than kMaxFlightLineBytes stops the read there with `too_long` set (the dump
+// is refused), so that memory never grows with a line that has no end.
 bool ReadCappedLine(std::istream& in, std::string& line, bool& too_long) {
   line.clear();
   too_long = false;
@@ -550,11 +550,11 @@ bool ReadCappedLine(std::istream& in, std::string& line, bool& too_long) {
   int c = buf->sbumpc();
   if (c == std::char_traits<char>::eof()) return false;
   while (c != std::char_traits<char>::eof() && c != '\n') {
-    if (line.size() < kMaxFlightLineBytes) {
-      line.push_back(static_cast<char>(c));
-    } else {
+    if (line.size() == kMaxFlightLineBytes) {
       too_long = true;
+      return true;
     }
+    line.push_back(static_cast<char>(c));
     c = buf->sbumpc();
   }
   return true;

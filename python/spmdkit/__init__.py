@@ -88,7 +88,8 @@ class Plan:
 def plan(mesh: Any, shape: list, src: Any, dst: Any, dtype: str = "float32",
          dst_mesh: Any = None) -> Plan:
     """Plans the reshard of a tensor of `shape` from `src` to `dst` (dims_mapping lists,
-    placements strings like "[S(0), P(sum)]" or DistAttrs), optionally onto `dst_mesh`."""
+    placements strings like "[S(0), P(sum)]", one per axis of its mesh, or DistAttrs),
+    optionally onto `dst_mesh`."""
     as_json, text = _core.plan(mesh, shape, src, dst, dtype, dst_mesh)
     return Plan(steps=as_json["steps"], bytes_per_rank=as_json["bytes_per_rank"],
                 lower_bound_bytes=as_json["lower_bound_bytes"], ratio=as_json["ratio"], text=text,
