@@ -12,9 +12,10 @@ int Hangs(const std::vector<std::string>& args) {
     std::cout << "usage: spmd hangs DIR\n"
                  "  DIR holds flight_rank<R>.txt, the flight records the ranks of a job wrote\n"
                  "  (SPMD_FLIGHT_DIR=DIR; on a timeout or error, on SIGUSR1 or SIGTERM).\n"
-                 "  Prints the first collective some ranks entered and others did not, and any\n"
-                 "  call the ranks describe differently. Exit 0: no divergence; 1: found; 2: bad "
-                 "input.\n";
+                 "  Prints the suspects (a rank with no dump that others wait on; a rank that\n"
+                 "  did not enter a call the others wait in), the first collective some ranks\n"
+                 "  entered and others did not, and any call the ranks describe differently.\n"
+                 "  Exit 0: no divergence; 1: found; 2: bad input.\n";
     return 0;
   }
   try {
@@ -22,7 +23,9 @@ int Hangs(const std::vector<std::string>& args) {
     const std::vector<runtime::FlightDump> dumps = runtime::ReadFlightDumps(args[0]);
     const runtime::HangReport report = runtime::AnalyzeFlightDumps(dumps);
     std::cout << runtime::FormatHangReport(report);
-    return report.divergences.empty() && report.mismatches.empty() ? 0 : 1;
+    const bool found = !report.divergences.empty() || !report.mismatches.empty() ||
+                       !report.suspects.empty();
+    return found ? 1 : 0;
   } catch (const SpmdError& e) {
     std::cerr << ToString(e.type()) << ": " << e.what() << "\n";
     return 2;

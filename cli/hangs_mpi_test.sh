@@ -3,7 +3,9 @@
 # all-reduce of step 3 and sleeps) must fail in bounded time with every rank's flight
 # record in SPMD_FLIGHT_DIR, and `spmd hangs` on them must name the skipped call, the ranks
 # that entered it and rank 2. Then a directory without dumps and a cut-off dump are typed
-# errors (exit 2) naming the directory and the file and line.
+# errors (exit 2) naming the directory and the file and line. Last, the same dumps without
+# rank 2's (as when a rank is stopped or killed and writes none): rank 2 is still the
+# suspect, and the ranks waiting on it are not blamed.
 # Usage: hangs_mpi_test.sh MPIEXEC FAILURE_DEMO SPMD
 set -u
 mpiexec=$1 demo=$2 spmd=$3
@@ -31,6 +33,20 @@ printf '%s\n' "$report"
 [ "$hrc" -eq 1 ] || { echo "FAIL: spmd hangs exit $hrc, expected 1 (divergence found)"; bad=1; }
 want='^first divergence: all_reduce\(float64, count=4, op=sum\) on group \[0,1,2,3\], call 3 of that group: entered by ranks 0,1,3; not entered by rank 2 \(rank 2.s last call: all_reduce\(float64, count=4, op=sum\) on group \[0,1,2,3\] at step 2, completed, phase "step 2"\)'
 grep -Eq -- "$want" <<<"$report" || { echo "FAIL: the report does not match: $want"; bad=1; }
+grep -Fxq -- "suspect: rank 2 (ranks 0,1,3 wait on it)" <<<"$report" ||
+  { echo "FAIL: rank 2 is not named the suspect"; bad=1; }
+
+mkdir -p "$dir/nodump"
+cp "$dir"/dumps/flight_rank[013].txt "$dir/nodump/"
+report=$("$spmd" hangs "$dir/nodump")
+hrc=$?
+printf '%s\n' "$report"
+[ "$hrc" -eq 1 ] || { echo "FAIL: spmd hangs without rank 2's dump: exit $hrc, expected 1"; bad=1; }
+grep -Fxq -- "suspect: rank 2 (no dump; ranks 0,1,3 wait on it)" <<<"$report" ||
+  { echo "FAIL: without its dump, rank 2 is not named the suspect"; bad=1; }
+if grep -Eq -- "^suspect: rank [013] " <<<"$report"; then
+  echo "FAIL: a rank waiting on rank 2 is blamed"; bad=1
+fi
 
 mkdir -p "$dir/empty"
 out=$("$spmd" hangs "$dir/empty" 2>&1); erc=$?

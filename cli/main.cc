@@ -6,14 +6,17 @@
 //   spmd audit paddle|dtensor ...  another framework's rules, judged (cli/audit.cc)
 //   spmd hangs DIR                the ranks' flight records: where a job hung (cli/hangs.cc)
 //   spmd infer --check FILE...    golden cases: answer each, compare with its "expect",
-//                                 print a table and a total; exit 1 on any mismatch
+//                                 print a table and a total; exit 1 on any mismatch, 2 on
+//                                 any line that is not a golden case
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <exception>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cli/audit.h"
 #include "cli/check.h"
@@ -21,10 +24,9 @@
 #include "cli/hangs.h"
 #include "cli/plan.h"
 #include "io/infer_io.h"
+#include "rules/error.h"
 
 namespace {
-
-using nlohmann::json;
 
 int Usage(std::ostream& out, int code) {
   out << "usage: spmd infer [FILE...]\n"
@@ -38,66 +40,98 @@ int Usage(std::ostream& out, int code) {
          "                 (spmd audit --help for more)\n"
          "       spmd hangs DIR (the flight records of a job that hung or failed)\n"
          "  infer          answer SPMD rule requests, one JSON object per line; reads stdin\n"
-         "                 when no FILE is given; empty lines are skipped\n"
+         "                 when no FILE is given; empty lines are skipped; a line over\n"
+         "                 1 MiB or nested deeper than 64 gets an error answer\n"
          "  infer --check  answer golden cases (requests with \"name\" and \"expect\") and\n"
-         "                 report every case whose answer differs\n";
+         "                 report every case whose answer differs (exit 1) or that is not\n"
+         "                 a golden case (exit 2)\n";
   return code;
 }
 
 bool Blank(const std::string& line) { return line.find_first_not_of(" \t\r") == std::string::npos; }
+
+// Every FILE checked before any is read, so that a bad one gives no partial output: a
+// typed error naming it (a directory, a file that cannot be opened), exit 2.
+bool CheckPaths(const std::vector<std::string>& files, const char* command) {
+  for (const std::string& path : files) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      std::cerr << command << ": InvalidArgument: " << spmd::EscapeForText(path)
+                << ": is a directory\n";
+      return false;
+    }
+    std::ifstream in(path);
+    if (!in) {
+      std::cerr << command << ": InvalidArgument: " << spmd::EscapeForText(path)
+                << ": cannot open: " << std::strerror(errno) << "\n";
+      return false;
+    }
+  }
+  return true;
+}
 
 int Infer(const std::vector<std::string>& files) {
   if (files.empty()) {
     spmd::io::InferStream(std::cin, std::cout);
     return 0;
   }
+  if (!CheckPaths(files, "spmd infer")) return 2;
   for (const std::string& path : files) {
-    std::ifstream in(path);
-    if (!in) {
-      std::cerr << "spmd infer: cannot open " << path << "\n";
-      return 2;
-    }
+    std::ifstream in(path, std::ios::binary);
     spmd::io::InferStream(in, std::cout);
   }
   return 0;
 }
 
+// `spmd infer --check`: one row per file (cases, passed, failed: the answer differs,
+// invalid: the line is not a golden case) and a total; every failed or invalid case is
+// named on stderr with what differs or the typed error, and the run goes on. Exit 0: all
+// passed; 1: some answer differs; 2: some case is not a golden case (or a FILE is bad).
 int Check(const std::vector<std::string>& files) {
   if (files.empty()) return Usage(std::cerr, 2);
-  int total = 0, failed = 0;
-  std::printf("%-40s %7s %7s %7s\n", "file", "cases", "passed", "failed");
+  if (!CheckPaths(files, "spmd infer --check")) return 2;
+  int total = 0, failed = 0, invalid = 0;
+  std::printf("%-40s %7s %7s %7s %7s\n", "file", "cases", "passed", "failed", "invalid");
   for (const std::string& path : files) {
-    std::ifstream in(path);
-    if (!in) {
-      std::cerr << "spmd infer --check: cannot open " << path << "\n";
-      return 2;
-    }
-    int cases = 0, bad = 0, number = 0;
+    std::ifstream in(path, std::ios::binary);
+    spmd::io::LineReader reader(in);
+    int cases = 0, bad = 0, broken = 0, number = 0;
     std::string line;
-    while (std::getline(in, line)) {
+    for (;;) {
+      const spmd::io::LineReader::Status status = reader.Next(line);
+      if (status == spmd::io::LineReader::Status::kEnd) break;
       ++number;
-      if (Blank(line)) continue;
+      if (status == spmd::io::LineReader::Status::kLine && Blank(line)) continue;
       ++cases;
-      const json golden = json::parse(line, nullptr, /*allow_exceptions=*/false);
-      std::string mismatch;
-      if (golden.is_discarded() || !golden.is_object() || !golden.contains("expect")) {
-        mismatch = "not a golden case (a JSON object with \"expect\")";
-      } else {
-        const json answer = json::parse(spmd::io::InferLine(spmd::io::StripGoldenFields(golden).dump()));
-        mismatch = spmd::io::CompareWithExpect(answer, golden["expect"]);
+      std::string name, problem;
+      try {
+        if (status == spmd::io::LineReader::Status::kTooLong) throw spmd::io::TooLongLineError();
+        const std::string mismatch = spmd::io::CheckGoldenLine(line, &name);
+        if (!mismatch.empty()) {
+          ++bad;
+          problem = mismatch;
+        }
+      } catch (const spmd::SpmdError& e) {
+        ++broken;
+        problem = std::string(ToString(e.type())) + ": " + e.what();
+      } catch (const std::exception& e) {  // a guard: CheckGoldenLine throws SpmdError only
+        ++broken;
+        problem = "InvalidArgument: line: " + spmd::EscapeForText(e.what());
       }
-      if (!mismatch.empty()) {
-        ++bad;
-        std::cerr << path << ":" << number << " "
-                  << (golden.is_object() ? golden.value("name", "") : "") << ": " << mismatch
-                  << "\n";
+      if (!problem.empty()) {
+        std::cerr << spmd::EscapeForText(path) << ":" << number << " "
+                  << spmd::EscapeForText(name) << ": " << problem << "\n";
       }
     }
-    std::printf("%-40s %7d %7d %7d\n", path.c_str(), cases, cases - bad, bad);
+    std::printf("%-40s %7d %7d %7d %7d\n", spmd::EscapeForText(path).c_str(), cases,
+                cases - bad - broken, bad, broken);
     total += cases;
     failed += bad;
+    invalid += broken;
   }
-  std::printf("checked %d golden rule cases: %d passed, %d failed\n", total, total - failed, failed);
+  std::printf("checked %d golden rule cases: %d passed, %d failed, %d invalid\n", total,
+              total - failed - invalid, failed, invalid);
+  if (invalid > 0) return 2;
   return failed == 0 ? 0 : 1;
 }
 

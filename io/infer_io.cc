@@ -1,6 +1,7 @@
 #include "io/infer_io.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cstdint>
 #include <istream>
 #include <iterator>
@@ -122,8 +123,25 @@ PartialMap ParsePartial(const json& tensor, const std::string& field) {
   return partial;
 }
 
+// A key of `object` that is not one of `known`: InvalidArgument naming it (`at.key`), so
+// that a misspelt key is never silently ignored.
+void RefuseUnknownKeys(const json& object, const std::string& at,
+                       std::initializer_list<std::string_view> known,
+                       std::initializer_list<std::string_view> extra = {}) {
+  for (const auto& [key, value] : object.items()) {
+    const auto is = [&](std::string_view k) { return k == key; };
+    if (std::any_of(known.begin(), known.end(), is) || std::any_of(extra.begin(), extra.end(), is)) {
+      continue;
+    }
+    std::string expected;
+    for (std::string_view k : known) expected += (expected.empty() ? "" : ", ") + std::string(k);
+    ThrowInvalid(at.empty() ? key : at + "." + key, "unknown key (expected " + expected + ")");
+  }
+}
+
 TensorArg ParseTensor(const json& tensor, const std::string& field, bool with_dist) {
   if (!tensor.is_object()) ThrowInvalid(field, "expected an object");
+  RefuseUnknownKeys(tensor, field, {"shape", "dims_mapping", "partial_dims", "partial"});
   if (!tensor.contains("shape")) ThrowInvalid(field + ".shape", "is missing");
   TensorArg arg;
   arg.shape = ToInts(tensor["shape"], field + ".shape");
@@ -540,8 +558,13 @@ json DistAttrToJson(const DistAttr& attr) {
   return json{{"dims_mapping", mapping}, {"partial", partial}};
 }
 
-RuleRequest ParseRuleRequest(const json& request) {
+RuleRequest ParseRuleRequest(const json& request,
+                             std::initializer_list<std::string_view> extra_keys) {
   if (!request.is_object()) ThrowInvalid("line", "expected a JSON object");
+  RefuseUnknownKeys(request, "",
+                    {"op", "direction", "mesh_shape", "process_ids", "axis_names", "attrs",
+                     "inputs", "outputs"},
+                    extra_keys);
   if (!request.contains("op") || !request["op"].is_string()) ThrowInvalid("op", "expected a string");
   const std::string name = request["op"].get<std::string>();
   RuleRequest parsed;
@@ -598,33 +621,155 @@ json StripGoldenFields(const json& golden_case) {
   return request;
 }
 
-std::string CompareWithExpect(const json& answer, const json& expect) {
+void ValidateExpect(const json& expect) {
+  if (!expect.is_object()) {
+    ThrowInvalid("expect", "expected an object ({\"inputs\": [...], \"outputs\": [...]} or "
+                           "{\"error\": {\"type\": ..., \"field\": ...}})");
+  }
   if (expect.contains("error")) {
-    if (!answer.contains("error")) return "expected an error, got " + answer.dump();
-    if (answer["error"]["type"] != expect["error"]["type"]) {
+    RefuseUnknownKeys(expect, "expect", {"error"});
+    const json& error = expect["error"];
+    if (!error.is_object()) ThrowInvalid("expect.error", "expected an object");
+    RefuseUnknownKeys(error, "expect.error", {"type", "field"});
+    if (!error.contains("type")) ThrowInvalid("expect.error.type", "is missing");
+    if (!error["type"].is_string()) ThrowInvalid("expect.error.type", "expected a string");
+    if (error.contains("field") && !error["field"].is_string()) {
+      ThrowInvalid("expect.error.field", "expected a string");
+    }
+    return;
+  }
+  RefuseUnknownKeys(expect, "expect", {"inputs", "outputs"});
+  for (const char* key : {"inputs", "outputs"}) {
+    const std::string at = std::string("expect.") + key;
+    if (!expect.contains(key)) ThrowInvalid(at, "is missing");
+    if (!expect[key].is_array()) ThrowInvalid(at, "expected a list");
+  }
+}
+
+std::string CompareWithExpect(const json& answer, const json& expect) {
+  ValidateExpect(expect);
+  const bool answer_is_error = answer.is_object() && answer.contains("error");
+  if (expect.contains("error")) {
+    if (!answer_is_error) return "expected an error, got " + answer.dump();
+    if (answer["error"].value("type", json()) != expect["error"]["type"]) {
       return "expected error type " + expect["error"]["type"].dump() + ", got " + answer.dump();
     }
     if (expect["error"].contains("field")) {
       const std::string field = expect["error"]["field"].get<std::string>();
-      if (answer["error"]["message"].get<std::string>().find(field) == std::string::npos) {
+      const json message = answer["error"].value("message", json());
+      if (!message.is_string() || message.get<std::string>().find(field) == std::string::npos) {
         return "the message does not name " + field + ": " + answer.dump();
       }
     }
     return "";
   }
-  if (answer.contains("error")) return "expected an answer, got " + answer.dump();
+  if (answer_is_error || !answer.is_object()) return "expected an answer, got " + answer.dump();
   for (const char* key : {"inputs", "outputs"}) {
-    if (answer[key] != expect[key]) {
-      return std::string(key) + ": expected " + expect[key].dump() + ", got " + answer[key].dump();
+    const json got = answer.value(key, json());
+    if (got != expect[key]) {
+      return std::string(key) + ": expected " + expect[key].dump() + ", got " + got.dump();
     }
   }
   return "";
+}
+
+std::string CheckGoldenLine(std::string_view line, std::string* name) {
+  CheckLineBounds(line);
+  const json golden = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+  if (golden.is_discarded()) ThrowInvalid("line", "not valid JSON");
+  if (!golden.is_object()) ThrowInvalid("line", "expected a JSON object (a golden case)");
+  for (const char* key : {"name", "why"}) {
+    if (golden.contains(key) && !golden[key].is_string()) ThrowInvalid(key, "expected a string");
+  }
+  if (name != nullptr) *name = golden.value("name", "");
+  if (!golden.contains("expect")) ThrowInvalid("expect", "is missing");
+  ValidateExpect(golden["expect"]);
+  const json answer = json::parse(InferLine(StripGoldenFields(golden).dump()));
+  return CompareWithExpect(answer, golden["expect"]);
+}
+
+void CheckLineBounds(std::string_view line) {
+  if (line.size() > kMaxLineBytes) throw TooLongLineError();
+  // The depth of lists and objects, counted outside strings: a scan of the bytes, before
+  // any parser builds anything.
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) {
+        ThrowInvalid("line", "lists and objects nest deeper than " +
+                                 std::to_string(kMaxJsonDepth) + " levels (the limit)");
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
+
+SpmdError TooLongLineError() {
+  return SpmdError(ErrorType::kInvalidArgument, "line",
+                   "longer than " + std::to_string(kMaxLineBytes) +
+                       " bytes (the limit); skipped to the next newline");
+}
+
+LineReader::LineReader(std::istream& in, size_t limit)
+    : in_(&in), buf_(in.rdbuf()), limit_(limit), chunk_(size_t{1} << 16) {}
+
+// Takes what the stream has ready (at least one byte, waiting for it): never more, so that
+// a reader on a pipe does not wait for bytes the writer has not sent. Before waiting, the
+// stream tied to the input (std::cout for std::cin) is flushed, as std::getline does: a
+// caller that writes a request and waits for its answer gets it.
+bool LineReader::Fill() {
+  if (buf_ == nullptr) return false;
+  if (std::ostream* tied = in_->tie()) tied->flush();
+  if (buf_->sgetc() == std::char_traits<char>::eof()) return false;
+  const std::streamsize ready = std::max<std::streamsize>(buf_->in_avail(), 1);
+  const std::streamsize n = std::min<std::streamsize>(ready, static_cast<std::streamsize>(chunk_.size()));
+  pos_ = 0;
+  end_ = static_cast<size_t>(std::max<std::streamsize>(buf_->sgetn(chunk_.data(), n), 0));
+  return end_ > 0;
+}
+
+LineReader::Status LineReader::Next(std::string& line) {
+  line.clear();
+  bool any = false, too_long = false;
+  for (;;) {
+    if (pos_ == end_ && !Fill()) {
+      if (!any) return Status::kEnd;
+      return too_long ? Status::kTooLong : Status::kLine;
+    }
+    any = true;
+    const char* start = chunk_.data() + pos_;
+    const size_t ready = end_ - pos_;
+    const char* newline = static_cast<const char*>(std::memchr(start, '\n', ready));
+    const size_t n = newline != nullptr ? static_cast<size_t>(newline - start) : ready;
+    if (!too_long && line.size() + n > limit_) {
+      too_long = true;
+      line.clear();
+    }
+    if (!too_long) line.append(start, n);
+    pos_ += n;
+    if (newline != nullptr) {
+      ++pos_;
+      return too_long ? Status::kTooLong : Status::kLine;
+    }
+  }
 }
 
 std::string InferLine(std::string_view line) {
   // Parsing, answering and dumping all happen inside the try: whatever one line holds, it
   // gets one answer line and the stream goes on.
   try {
+    CheckLineBounds(line);
     // The usual forward request: read without building a json (QuickReader gives exactly
     // ParseRuleRequest's result, or nothing and the line goes the full way below).
     if (std::optional<RuleRequest> r = QuickReader(line).Read()) {
@@ -650,15 +795,25 @@ std::string InferLine(std::string_view line) {
     } catch (const std::exception& e) {
       return DumpLine(ErrorJson(ErrorType::kInvalidArgument, std::string("line: ") + e.what()));
     }
+  } catch (const SpmdError& e) {
+    return DumpLine(ErrorJson(e.type(), e.what()));
   } catch (const std::exception& e) {
     return DumpLine(ErrorJson(ErrorType::kInvalidArgument, std::string("line: ") + e.what()));
   }
 }
 
 void InferStream(std::istream& in, std::ostream& out) {
+  LineReader reader(in);
   std::string line;
-  while (std::getline(in, line)) {
-    if (!Blank(line)) out << InferLine(line) << '\n';
+  for (;;) {
+    const LineReader::Status status = reader.Next(line);
+    if (status == LineReader::Status::kEnd) break;
+    if (status == LineReader::Status::kTooLong) {
+      const SpmdError e = TooLongLineError();
+      out << DumpLine(ErrorJson(e.type(), e.what())) << '\n';
+    } else if (!Blank(line)) {
+      out << InferLine(line) << '\n';
+    }
   }
   out.flush();
 }

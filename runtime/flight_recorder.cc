@@ -10,6 +10,8 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <istream>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -427,6 +429,9 @@ void FlightRecorder::DumpAll(const char* reason) {
 
 namespace {
 
+// Counts, sequence numbers and timestamps: non-negative and far from overflowing a sum.
+constexpr int64_t kMaxCount = int64_t{1} << 61;
+
 [[noreturn]] void Garbled(const std::string& path, int line, const std::string& what) {
   ThrowInvalid(path + ":" + std::to_string(line), what);
 }
@@ -523,6 +528,38 @@ std::vector<int64_t> List(const std::map<std::string, std::string>& f, const std
   return out;
 }
 
+// A count read from a dump, checked to lie in [lo, hi] before anything uses it.
+int64_t Bounded(const std::map<std::string, std::string>& f, const std::string& key, int64_t lo,
+                int64_t hi, const std::string& path, int line) {
+  const int64_t v = Int(f, key, path, line);
+  if (v < lo || v > hi) {
+    Garbled(path, line, key + ": " + std::to_string(v) + " is out of range (" +
+                            std::to_string(lo) + " to " + std::to_string(hi) + ")");
+  }
+  return v;
+}
+
+// One line of `in` into `line` (without the newline); false at the end of the input. A
+// line longer than kMaxFlightLineBytes stops the read there with `too_long` set (the dump
+// is refused), so that memory never grows with a line that has no end.
+bool ReadCappedLine(std::istream& in, std::string& line, bool& too_long) {
+  line.clear();
+  too_long = false;
+  std::streambuf* buf = in.rdbuf();
+  if (buf == nullptr) return false;
+  int c = buf->sbumpc();
+  if (c == std::char_traits<char>::eof()) return false;
+  while (c != std::char_traits<char>::eof() && c != '\n') {
+    if (line.size() == kMaxFlightLineBytes) {
+      too_long = true;
+      return true;
+    }
+    line.push_back(static_cast<char>(c));
+    c = buf->sbumpc();
+  }
+  return true;
+}
+
 template <class Enum, int kCount>
 Enum Named(const std::map<std::string, std::string>& f, const std::string& key,
            const std::string& path, int line) {
@@ -550,15 +587,20 @@ std::string RankList(const std::vector<int64_t>& ranks) {
 
 }  // namespace
 
-FlightDump ParseFlightDump(const std::string& text, const std::string& path) {
+FlightDump ParseFlightDump(std::istream& in, const std::string& path) {
   FlightDump dump;
   dump.path = path;
-  std::stringstream in(text);
   std::string line;
   int number = 0;
   bool header = false, ended = false;
-  while (std::getline(in, line)) {
+  bool too_long = false;
+  while (ReadCappedLine(in, line, too_long)) {
     ++number;
+    if (too_long) {
+      Garbled(path, number, "line: longer than " + std::to_string(kMaxFlightLineBytes) +
+                                " bytes (not a flight record)");
+    }
+    if (number == std::numeric_limits<int>::max()) Garbled(path, number, "too many lines");
     if (ended) {
       if (!line.empty()) Garbled(path, number, "text after the end line");
       continue;
@@ -571,12 +613,12 @@ FlightDump ParseFlightDump(const std::string& text, const std::string& path) {
     }
     if (number == 2) {
       const auto f = Fields(line, path, number);
+      dump.world = Bounded(f, "world", 1, kMaxFlightWorld, path, number);
       dump.rank = Int(f, "rank", path, number);
-      dump.world = Int(f, "world", path, number);
-      dump.capacity = Int(f, "capacity", path, number);
-      dump.recorded = Int(f, "recorded", path, number);
+      dump.capacity = Bounded(f, "capacity", 0, kMaxFlightCapacity, path, number);
+      dump.recorded = Bounded(f, "recorded", 0, kMaxCount, path, number);
       dump.reason = Need(f, "reason", path, number);
-      if (dump.world < 1 || dump.rank < 0 || dump.rank >= dump.world) {
+      if (dump.rank < 0 || dump.rank >= dump.world) {
         Garbled(path, number,
                 "rank " + std::to_string(dump.rank) + " is not in a world of " +
                     std::to_string(dump.world));
@@ -597,6 +639,9 @@ FlightDump ParseFlightDump(const std::string& text, const std::string& path) {
       if (id != static_cast<int64_t>(dump.groups.size())) {
         Garbled(path, number, "group ids must count up from 0, got " + std::to_string(id));
       }
+      if (id >= kMaxFlightGroups) {
+        Garbled(path, number, "id: more than " + std::to_string(kMaxFlightGroups) + " groups");
+      }
       Group members = List(f, "members", path, number);
       if (std::find(members.begin(), members.end(), dump.rank) == members.end()) {
         Garbled(path, number,
@@ -606,36 +651,48 @@ FlightDump ParseFlightDump(const std::string& text, const std::string& path) {
         if (m < 0 || m >= dump.world)
           Garbled(path, number, "member " + std::to_string(m) + " is not in the world");
       }
+      if (static_cast<int64_t>(members.size()) > dump.world ||
+          std::set<int64_t>(members.begin(), members.end()).size() != members.size()) {
+        Garbled(path, number, "members: a rank is listed twice");
+      }
+      dump.group_calls.push_back(Bounded(f, "calls", 0, kMaxCount, path, number));
       dump.groups.push_back(std::move(members));
-      dump.group_calls.push_back(Int(f, "calls", path, number));
     } else if (tag == "p2p") {
       const int64_t peer = Int(f, "peer", path, number);
       if (peer < 0 || peer >= dump.world)
         Garbled(path, number, "peer " + std::to_string(peer) + " is not in the world");
-      dump.sends[peer] = Int(f, "sends", path, number);
-      dump.recvs[peer] = Int(f, "recvs", path, number);
+      if (peer == dump.rank) Garbled(path, number, "peer: " + std::to_string(peer) + " is this rank");
+      if (dump.sends.count(peer)) Garbled(path, number, "peer: " + std::to_string(peer) + " is listed twice");
+      dump.sends[peer] = Bounded(f, "sends", 0, kMaxCount, path, number);
+      dump.recvs[peer] = Bounded(f, "recvs", 0, kMaxCount, path, number);
     } else if (tag == "call") {
+      if (static_cast<int64_t>(dump.calls.size()) >= dump.capacity ||
+          static_cast<int64_t>(dump.calls.size()) >= dump.recorded) {
+        Garbled(path, number, "call: more call records than capacity=" +
+                                  std::to_string(dump.capacity) + " and recorded=" +
+                                  std::to_string(dump.recorded) + " allow");
+      }
       FlightCall c;
       c.line = number;
-      c.n = Int(f, "n", path, number);
-      c.step = Int(f, "step", path, number);
+      c.n = Bounded(f, "n", 1, kMaxCount, path, number);
+      c.step = Bounded(f, "step", 0, kMaxCount, path, number);
       c.group = Int(f, "group", path, number);
-      c.seq = Int(f, "seq", path, number);
+      c.seq = Bounded(f, "seq", 1, kMaxCount, path, number);
       c.desc.kind = Named<Collective, kNumCollectives>(f, "kind", path, number);
       c.desc.dtype = Named<DType, 6>(f, "dtype", path, number);
       c.desc.op = Named<ReduceOp, 7>(f, "op", path, number);
       c.desc.root = Int(f, "root", path, number);
-      c.ncounts = Int(f, "ncounts", path, number);
+      c.ncounts = Bounded(f, "ncounts", 0, kMaxCount, path, number);
       c.desc.counts = List(f, "counts", path, number);
       c.total = Int(f, "total", path, number);
       c.counts_hash = Unsigned(f, "counts_hash", path, number);
-      c.nrecv = Int(f, "nrecv", path, number);
+      c.nrecv = Bounded(f, "nrecv", 0, kMaxCount, path, number);
       c.desc.recv_counts = List(f, "recv_counts", path, number);
       c.recv_hash = Unsigned(f, "recv_hash", path, number);
       c.state = Named<FlightState, 3>(f, "state", path, number);
-      c.enqueued_us = Int(f, "enqueued_us", path, number);
-      c.started_us = Int(f, "started_us", path, number);
-      c.completed_us = Int(f, "completed_us", path, number);
+      c.enqueued_us = Bounded(f, "enqueued_us", 0, kMaxCount, path, number);
+      c.started_us = Bounded(f, "started_us", 0, kMaxCount, path, number);
+      c.completed_us = Bounded(f, "completed_us", 0, kMaxCount, path, number);
       c.phase = Need(f, "phase", path, number);
       const bool p2p = c.desc.kind == Collective::kSend || c.desc.kind == Collective::kRecv;
       if (p2p) {
@@ -671,6 +728,11 @@ FlightDump ParseFlightDump(const std::string& text, const std::string& path) {
   return dump;
 }
 
+FlightDump ParseFlightDump(const std::string& text, const std::string& path) {
+  std::istringstream in(text);
+  return ParseFlightDump(in, path);
+}
+
 std::vector<FlightDump> ReadFlightDumps(const std::string& dir) {
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) ThrowInvalid("dir", "cannot open '" + dir + "': " + std::strerror(errno));
@@ -691,9 +753,7 @@ std::vector<FlightDump> ReadFlightDumps(const std::string& dir) {
     const std::string path = dir + "/" + name;
     std::ifstream in(path, std::ios::binary);
     if (!in) ThrowInvalid(path, "cannot read the file");
-    std::stringstream text;
-    text << in.rdbuf();
-    FlightDump dump = ParseFlightDump(text.str(), path);
+    FlightDump dump = ParseFlightDump(in, path);
     if (!dumps.empty() && dump.world != dumps.front().world) {
       ThrowInvalid("dir", path + " says the world has " + std::to_string(dump.world) + " ranks, " +
                               dumps.front().path + " says " + std::to_string(dumps.front().world));
@@ -785,6 +845,25 @@ HangReport AnalyzeFlightDumps(const std::vector<FlightDump>& dumps) {
     }
   }
 
+  // Where each rank waits: its last call when that has not completed, and the members of
+  // that call's lane that have not entered it. A member with no dump may not have: it is
+  // counted as one the rank waits on.
+  std::map<std::pair<Group, bool>, int64_t> waited_seq;  // lane -> highest seq waited in
+  for (const FlightDump& d : dumps) {
+    if (d.calls.empty() || d.calls.back().state == FlightState::kCompleted) continue;
+    const FlightCall& last = d.calls.back();
+    const auto key = LaneOf(last, d.rank);
+    const Lane& lane = lanes.at(key);
+    std::vector<int64_t>& on = report.waits_on[d.rank];
+    for (int64_t m : lane.members) {
+      if (m == d.rank) continue;
+      auto it = lane.count.find(m);
+      if (it == lane.count.end() || it->second < last.seq) on.push_back(m);
+    }
+    int64_t& seq = waited_seq[key];
+    seq = std::max(seq, last.seq);
+  }
+
   for (const auto& [key, lane] : lanes) {
     int64_t lo = INT64_MAX, hi = 0;
     for (const auto& [r, n] : lane.count) {
@@ -805,11 +884,19 @@ HangReport AnalyzeFlightDumps(const std::vector<FlightDump>& dumps) {
       for (const auto& [r, c] : calls) m.calls.emplace_back(r, DescribeCall(*c));
       report.mismatches.push_back(std::move(m));
     }
-    if (lo == hi) continue;
     HangDivergence div;
+    if (lo != hi) {
+      div.seq = lo + 1;
+    } else {
+      // Every member with a dump made as many calls; still a divergence when one of them
+      // waits in the last of them and a member has no dump (which may never have entered).
+      const bool dumpless = lane.count.size() < lane.members.size();
+      auto it = waited_seq.find(key);
+      if (!dumpless || it == waited_seq.end() || it->second != hi) continue;
+      div.seq = hi;
+    }
     div.group = lane.members;
     div.p2p = lane.p2p;
-    div.seq = lo + 1;
     div.first_entered_us = INT64_MAX;
     for (int64_t m : lane.members) {
       auto it = lane.count.find(m);
@@ -836,8 +923,6 @@ HangReport AnalyzeFlightDumps(const std::vector<FlightDump>& dumps) {
     report.divergences.push_back(std::move(div));
   }
 
-  // Where each rank is: its last call, and the divergent call it waits in (if any).
-  std::map<int64_t, const HangDivergence*> waiting;
   for (const FlightDump& d : dumps) {
     if (d.calls.empty()) {
       report.last_call[d.rank] = "none recorded";
@@ -848,21 +933,33 @@ HangReport AnalyzeFlightDumps(const std::vector<FlightDump>& dumps) {
                        std::string(ToString(last.state));
     if (!last.phase.empty()) text += ", phase \"" + last.phase + "\"";
     report.last_call[d.rank] = text;
-    if (last.state == FlightState::kCompleted) continue;
-    for (const HangDivergence& div : report.divergences) {
-      const bool same_lane = LaneOf(last, d.rank) == std::make_pair(div.group, div.p2p);
-      if (same_lane && div.seq == last.seq) waiting[d.rank] = &div;
+  }
+
+  // The suspects: every rank without a dump that a rank waits on (it may be stopped,
+  // killed or anywhere: a rank waiting on it is never blamed), and every rank with a dump
+  // that has not entered a divergent call and waits on no one (it is somewhere outside the
+  // calls the others wait in). A rank that waits on others is not a suspect.
+  std::set<int64_t> suspects;
+  for (const auto& [r, on] : report.waits_on) {
+    for (int64_t m : on) {
+      if (!by_rank.count(m)) suspects.insert(m);
     }
   }
-  for (HangDivergence& div : report.divergences) {
+  const auto waits = [&](int64_t r) {
+    auto it = report.waits_on.find(r);
+    return it != report.waits_on.end() && !it->second.empty();
+  };
+  for (const HangDivergence& div : report.divergences) {
     for (int64_t m : div.missing) {
-      if (!waiting.count(m)) div.root = true;
+      if (!waits(m)) suspects.insert(m);
     }
-    if (!div.unknown.empty()) div.root = true;  // a rank without a dump may be anywhere
   }
-  report.cycle = !report.divergences.empty() &&
-                 std::none_of(report.divergences.begin(), report.divergences.end(),
-                              [](const HangDivergence& d) { return d.root; });
+  report.suspects.assign(suspects.begin(), suspects.end());
+  for (HangDivergence& div : report.divergences) {
+    for (int64_t m : div.missing) div.root = div.root || suspects.count(m) > 0;
+    for (int64_t m : div.unknown) div.root = div.root || suspects.count(m) > 0;
+  }
+  report.cycle = !report.divergences.empty() && report.suspects.empty();
   std::stable_sort(report.divergences.begin(), report.divergences.end(),
                    [](const HangDivergence& a, const HangDivergence& b) {
                      if (a.root != b.root) return a.root;
@@ -879,6 +976,33 @@ std::string FormatHangReport(const HangReport& report) {
   if (!report.missing_dumps.empty())
     out << "; no dump from ranks " << RankList(report.missing_dumps);
   out << "\n";
+  for (int64_t r : report.suspects) {
+    std::vector<int64_t> waiters;
+    for (const auto& [w, on] : report.waits_on) {
+      if (std::find(on.begin(), on.end(), r) != on.end()) waiters.push_back(w);
+    }
+    const bool dumped = report.last_call.count(r) > 0;
+    out << "suspect: rank " << r << " (";
+    if (!dumped) out << "no dump";
+    if (!waiters.empty()) {
+      out << (dumped ? "" : "; ") << "rank" << (waiters.size() == 1 ? " " : "s ")
+          << RankList(waiters) << (waiters.size() == 1 ? " waits" : " wait") << " on it";
+    } else if (dumped) {
+      out << "did not enter a call the others entered";
+    }
+    out << ")\n";
+  }
+  // Ranks that wait on a rank with no dump: said where they are named, so that no one
+  // reads "not entered by" as blame.
+  const auto waits_on_dumpless = [&](int64_t r) -> std::vector<int64_t> {
+    std::vector<int64_t> out_ranks;
+    auto it = report.waits_on.find(r);
+    if (it == report.waits_on.end()) return out_ranks;
+    for (int64_t m : it->second) {
+      if (!report.last_call.count(m)) out_ranks.push_back(m);
+    }
+    return out_ranks;
+  };
   const auto describe = [&](const HangDivergence& d) {
     std::ostringstream s;
     if (d.p2p) {
@@ -887,12 +1011,21 @@ std::string FormatHangReport(const HangReport& report) {
     } else {
       s << d.call << ", call " << d.seq << " of that group";
     }
-    s << ": entered by rank" << (d.entered.size() == 1 ? " " : "s ") << RankList(d.entered)
-      << "; not entered by rank" << (d.missing.size() == 1 ? " " : "s ") << RankList(d.missing);
+    s << ": entered by rank" << (d.entered.size() == 1 ? " " : "s ") << RankList(d.entered);
+    if (!d.missing.empty()) {
+      s << "; not entered by rank" << (d.missing.size() == 1 ? " " : "s ") << RankList(d.missing);
+    }
     for (int64_t m : d.missing) {
       auto it = report.last_call.find(m);
-      if (it != report.last_call.end())
-        s << " (rank " << m << "'s last call: " << it->second << ")";
+      if (it == report.last_call.end()) continue;
+      s << " (rank " << m;
+      if (const std::vector<int64_t> on = waits_on_dumpless(m); !on.empty()) {
+        s << " waits on rank" << (on.size() == 1 ? " " : "s ") << RankList(on)
+          << ", which left no dump; its";
+      } else {
+        s << "'s";
+      }
+      s << " last call: " << it->second << ")";
     }
     if (!d.unknown.empty()) s << "; unknown (no dump): ranks " << RankList(d.unknown);
     return s.str();

@@ -42,6 +42,8 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
+#include <iosfwd>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -57,6 +59,13 @@ namespace spmd::runtime {
 inline constexpr int kShownCounts = 8;
 inline constexpr int kPhaseSize = 64;
 inline constexpr int kMaxFlightGroups = 1024;
+// What a dump may claim (ParseFlightDump refuses more, naming the field): the world (the
+// largest mesh spmdkit handles, rules/mesh.h's kMaxMeshRanks), the ring's capacity (the
+// largest SPMD_FLIGHT_RECORDER) and the length of one line (a group of the largest world
+// is under 400 KB).
+inline constexpr int64_t kMaxFlightWorld = int64_t{1} << 16;
+inline constexpr int64_t kMaxFlightCapacity = int64_t{1} << 24;
+inline constexpr size_t kMaxFlightLineBytes = size_t{1} << 20;
 
 enum class FlightState : int { kEnqueued = 0, kStarted = 1, kCompleted = 2 };
 std::string_view ToString(FlightState state);  // "enqueued", "started", "completed"
@@ -152,7 +161,11 @@ struct FlightDump {
 };
 
 // Parses one dump; InvalidArgument naming `path:line` for anything malformed (a dump cut
-// short, with no `end` line, included).
+// short, with no `end` line, included) and for any count out of its range (the message
+// starts with the field: `world: 100000000 is out of range (1 to 65536)`). Reads line by
+// line, each line capped at kMaxFlightLineBytes; nothing is allocated in proportion to a
+// number the dump claims.
+FlightDump ParseFlightDump(std::istream& in, const std::string& path);
 FlightDump ParseFlightDump(const std::string& text, const std::string& path);
 // Reads every flight_rank*.txt in `dir`; InvalidArgument ("dir") when it is missing or
 // holds none, or when two dumps claim one rank or disagree on the world size.
@@ -165,7 +178,7 @@ struct HangDivergence {
   std::string call;  // its description, from a rank that entered it
   std::vector<int64_t> entered, missing, unknown;  // unknown: members with no dump
   int64_t first_entered_us = 0;
-  bool root = false;  // some missing rank is not itself waiting in a divergent call
+  bool root = false;  // some missing or unknown member is a suspect
 };
 
 struct HangMismatch {
@@ -180,7 +193,14 @@ struct HangReport {
   std::vector<HangDivergence> divergences;   // the first one first
   std::vector<HangMismatch> mismatches;      // earliest first
   std::map<int64_t, std::string> last_call;  // per rank: its last call, in words
-  bool cycle = false;  // no divergence is a root: every missing rank waits in another
+  // Per rank whose last call has not completed: the members of that call's group (or the
+  // peer) that have not entered it, ranks without a dump included.
+  std::map<int64_t, std::vector<int64_t>> waits_on;
+  // The ranks to look at: every rank without a dump that some rank waits on, and every rank
+  // with a dump that did not enter a divergent call and waits on no one. Never a rank that
+  // waits on another.
+  std::vector<int64_t> suspects;
+  bool cycle = false;  // divergences but no suspect: every missing rank waits in another
 };
 
 HangReport AnalyzeFlightDumps(const std::vector<FlightDump>& dumps);

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <cstddef>
 #include <set>
 #include <thread>
 
@@ -95,9 +96,11 @@ bool Member(const Group& g, int64_t r) { return std::find(g.begin(), g.end(), r)
 // call `stop_at` on; `changed` (rank, call) makes that rank describe the call with one more
 // element. A call completes when every member has entered it; a rank that entered a call
 // that cannot complete waits there for ever. Each rank's record is dumped into `dir`.
+// `early`: members of call `stop_at` that complete it although `stop` never entered it (as
+// an MPI rank may once the stopped rank's data reached it) and go on.
 void Simulate(int64_t world, const std::vector<ProgramCall>& program, int64_t capacity,
               int64_t stop, size_t stop_at, std::pair<int64_t, size_t> changed,
-              const std::string& dir) {
+              const std::string& dir, const std::set<int64_t>& early = {}) {
   std::vector<std::unique_ptr<FlightRecorder>> recorders;
   for (int64_t r = 0; r < world; ++r) {
     recorders.push_back(std::make_unique<FlightRecorder>(r, world, capacity, dir));
@@ -136,8 +139,18 @@ void Simulate(int64_t world, const std::vector<ProgramCall>& program, int64_t ca
         advance(r);
       }
     } else {
+      size_t k = 0;
       for (int64_t r : g) {
-        if (next[r] == i && !(r == stop && i >= stop_at)) blocked[r] = true;
+        const bool here = next[r] == i && !blocked[r] && !(r == stop && i >= stop_at);
+        if (!here) continue;
+        const int64_t h = handles[k++];
+        if (i == stop_at && early.count(r)) {
+          recorders[r]->Completed(h);
+          ++next[r];
+          advance(r);
+        } else {
+          blocked[r] = true;
+        }
       }
     }
   }
@@ -172,6 +185,112 @@ RC_GTEST_PROP(FlightRecorder, NamesTheCallARankNeverMade, ()) {
   RC_ASSERT(text.find("first divergence: " + ToString(program[at].desc) + ", call " +
                       std::to_string(seq) + " of that group") != std::string::npos);
   RC_ASSERT(text.find("not entered by rank " + std::to_string(stop)) != std::string::npos);
+}
+
+// A rank stops (SIGSTOP, kill -9) and leaves no dump; every other rank runs until it
+// waits, on it or on a rank that waits. For every choice of that rank: it is the one
+// suspect, no rank that waits is blamed, and the report says so. With `early`, some
+// members of the call it stopped in complete that call anyway and go on (as MPI's
+// collective algorithms allow), so the ranks left in it are the ones the others wait on.
+RC_GTEST_PROP(FlightRecorder, BlamesTheRankWithNoDumpNeverTheRanksWaitingOnIt, ()) {
+  const int64_t world = *rc::gen::inRange<int64_t>(2, 7);
+  const std::vector<ProgramCall> program = GenProgram(world, *rc::gen::inRange<int64_t>(1, 30));
+  const int64_t capacity = *rc::gen::element<int64_t>(1, 3, 256);
+  const bool with_early = *rc::gen::arbitrary<bool>();
+  for (int64_t stop = 0; stop < world; ++stop) {
+    std::vector<size_t> calls;  // the program calls `stop` is a member of
+    for (size_t i = 0; i < program.size(); ++i) {
+      if (Member(program[i].desc.group, stop)) calls.push_back(i);
+    }
+    if (calls.empty()) continue;
+    const size_t at = calls[*rc::gen::inRange<size_t>(0, calls.size())];
+    std::set<int64_t> early;
+    if (with_early) {
+      Group others;
+      for (int64_t r : program[at].desc.group) {
+        if (r != stop) others.push_back(r);
+      }
+      // A strict subset: at least one member stays in the call, waiting on `stop`.
+      const size_t n = *rc::gen::inRange<size_t>(0, others.size());
+      early.insert(others.begin(), others.begin() + static_cast<std::ptrdiff_t>(n));
+    }
+    const std::string dir = FreshDir();
+    Simulate(world, program, capacity, stop, at, {-1, 0}, dir, early);
+    fs::remove(dir + "/flight_rank" + std::to_string(stop) + ".txt");
+    const HangReport report = AnalyzeFlightDumps(ReadFlightDumps(dir));
+    fs::remove_all(dir);
+    const std::string text = FormatHangReport(report);
+    RC_LOG() << "stop " << stop << " at " << at << "\n" << text;
+    RC_ASSERT(report.suspects == std::vector<int64_t>{stop});
+    for (const auto& [r, on] : report.waits_on) {
+      RC_ASSERT(on.empty() || !Member(report.suspects, r));
+    }
+    RC_ASSERT(report.missing_dumps == std::vector<int64_t>{stop});
+    RC_ASSERT(!report.divergences.empty());
+    RC_ASSERT(report.divergences.front().root);
+    RC_ASSERT(!report.cycle);
+    RC_ASSERT(text.find("suspect: rank " + std::to_string(stop) + " (no dump; rank") !=
+              std::string::npos);
+    // Every rank named as not having entered a call waits, on someone.
+    for (const HangDivergence& div : report.divergences) {
+      for (int64_t m : div.missing) {
+        RC_ASSERT(report.waits_on.count(m) && !report.waits_on.at(m).empty());
+      }
+    }
+  }
+}
+
+// The header's counts and every count of a record are bounded before anything uses them,
+// with an error naming the field; nothing is allocated for a world the dump only claims.
+TEST(FlightRecorder, CountsOutOfRangeAreTypedErrorsNamingTheField) {
+  FlightRecorder recorder(1, 2, 8, "");
+  CollectiveDesc d{Collective::kAllReduce, DType::kFloat64, ReduceOp::kSum, -1, {0, 1}, {4}, {}};
+  recorder.Completed(recorder.Enqueued(d, 1, {}));
+  const std::string good = recorder.Format("r");
+  ASSERT_NO_THROW(ParseFlightDump(good, "f"));
+  auto expect_error = [&](const std::string& from, const std::string& to, const std::string& where,
+                          const std::string& says) {
+    std::string text = good;
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    try {
+      ParseFlightDump(text, "dump.txt");
+      ADD_FAILURE() << "no error for " << to;
+    } catch (const SpmdError& e) {
+      EXPECT_EQ(e.type(), ErrorType::kInvalidArgument);
+      EXPECT_EQ(e.field(), where) << e.what();
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  expect_error("world=2", "world=100000000", "dump.txt:2", "world: 100000000 is out of range");
+  expect_error("world=2", "world=9223372036854775807", "dump.txt:2", "world: ");
+  expect_error("world=2", "world=65537", "dump.txt:2", "world: 65537 is out of range");
+  expect_error("capacity=8", "capacity=99999999999", "dump.txt:2", "capacity: ");
+  expect_error("recorded=1", "recorded=-1", "dump.txt:2", "recorded: ");
+  expect_error("calls=1", "calls=-5", "dump.txt:3", "calls: ");
+  expect_error("seq=1", "seq=0", "dump.txt:4", "seq: ");
+  expect_error("n=1", "n=-1", "dump.txt:4", "n: ");
+  expect_error("ncounts=1", "ncounts=-9223372036854775807", "dump.txt:4", "ncounts: ");
+  expect_error("members=[0,1]", "members=[0,1,1]", "dump.txt:3", "members: ");
+  // More call records than the ring holds (capacity) or than were made (recorded).
+  expect_error("capacity=8", "capacity=0", "dump.txt:4", "call: more call records");
+  expect_error("recorded=1", "recorded=0", "dump.txt:4", "call: more call records");
+  // A line far longer than any dump writes: refused once past the cap.
+  std::string long_line = good;
+  long_line.insert(long_line.find("reason="), std::string(kMaxFlightLineBytes + 10, 'x') + " ");
+  try {
+    ParseFlightDump(long_line, "dump.txt");
+    ADD_FAILURE() << "a line over the cap was read";
+  } catch (const SpmdError& e) {
+    EXPECT_EQ(e.field(), "dump.txt:2") << e.what();
+    EXPECT_NE(std::string(e.what()).find("line: longer than"), std::string::npos) << e.what();
+  }
+  // The largest world is read, and analysed, in full.
+  std::string largest = good;
+  largest.replace(largest.find("world=2"), 7, "world=65536");
+  const FlightDump dump = ParseFlightDump(largest, "f");
+  EXPECT_EQ(AnalyzeFlightDumps({dump}).missing_dumps.size(), 65535u);
 }
 
 RC_GTEST_PROP(FlightRecorder, AProgramRunToTheEndHasNoDivergence, ()) {

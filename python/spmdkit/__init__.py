@@ -7,10 +7,13 @@
     r.inputs[1].dims_mapping             # [1, -1]: y must be resharded to this
 
 Tensors: a dict as in `spmd infer` requests ({"shape": [..], "dims_mapping": [..] or
-"placements": "[S(0), R]", "partial": {0: "sum"}}), a (shape, dist) pair where dist is a
-Paddle dims_mapping list (-1, a mesh axis, or a list of axes per dim), a DTensor-style
-placements string or a DistAttr, or a bare shape (replicated). A mesh: a Mesh or a list of
-axis sizes. attrs: a dict with Paddle's attr names (docs/OPS.md).
+"placements": "[S(0), R]", "partial": {0: "sum"}}; any other key is an InvalidArgument
+naming it, e.g. `inputs[0].dims_mappin`), a (shape, dist) pair where dist is a Paddle
+dims_mapping list (-1, a mesh axis, or a list of axes per dim), a DTensor-style
+placements string (one placement per mesh axis, as `spmd plan` insists: another count is
+an InvalidArgument on `inputs[i].placements`) or a DistAttr, or a bare shape
+(replicated). A mesh: a Mesh or a list of axis sizes. attrs: a dict with Paddle's attr
+names (docs/OPS.md).
 
 Errors are SpmdError subclasses (InvalidArgument, UnknownOp, Unsupported, Conflict) whose
 message starts with the field at fault; `e.field` holds it.
@@ -85,7 +88,8 @@ class Plan:
 def plan(mesh: Any, shape: list, src: Any, dst: Any, dtype: str = "float32",
          dst_mesh: Any = None) -> Plan:
     """Plans the reshard of a tensor of `shape` from `src` to `dst` (dims_mapping lists,
-    placements strings like "[S(0), P(sum)]" or DistAttrs), optionally onto `dst_mesh`."""
+    placements strings like "[S(0), P(sum)]", one per axis of its mesh, or DistAttrs),
+    optionally onto `dst_mesh`."""
     as_json, text = _core.plan(mesh, shape, src, dst, dtype, dst_mesh)
     return Plan(steps=as_json["steps"], bytes_per_rank=as_json["bytes_per_rank"],
                 lower_bound_bytes=as_json["lower_bound_bytes"], ratio=as_json["ratio"], text=text,

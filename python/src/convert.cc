@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 
+#include "io/placements.h"
 #include "rules/error.h"
 
 namespace spmd::python {
@@ -94,6 +95,26 @@ bool TryDimsMapping(nb::handle h, std::vector<AxisList>* out) {
 
 }  // namespace
 
+void RefuseUnknownKeys(nb::handle dict, const std::string& field,
+                       std::initializer_list<const char*> keys) {
+  PyObject *key = nullptr, *value = nullptr;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(dict.ptr(), &pos, &key, &value)) {
+    std::string name;
+    if (PyUnicode_Check(key)) {
+      name = Str(key, field);
+      bool known = false;
+      for (const char* k : keys) known = known || name == k;
+      if (known) continue;
+    } else {
+      name = nb::cast<std::string>(nb::repr(key));
+    }
+    std::string expected;
+    for (const char* k : keys) expected += (expected.empty() ? "" : ", ") + std::string(k);
+    ThrowInvalid(field + "." + name, "unknown key (expected " + expected + ")");
+  }
+}
+
 int64_t ToInt(nb::handle value, const std::string& field) {
   if (!IsInt(value)) ThrowInvalid(field, "expected an integer");
   int overflow = 0;
@@ -173,18 +194,26 @@ PartialMap ToPartial(nb::handle value, const std::string& field) {
   return partial;
 }
 
-DistAttr ToDistAttr(nb::handle dist, int rank, const std::string& field) {
+DistAttr Placements(const std::string& text, int rank, const std::string& field, int mesh_ndim) {
+  if (mesh_ndim < 0) return ParsePlacementString(text, rank, field);
+  return io::ParsePlacementsOnMesh(text, mesh_ndim, rank, field);
+}
+
+DistAttr ToDistAttr(nb::handle dist, int rank, const std::string& field, int mesh_ndim) {
   if (dist.is_none()) return DistAttr::Replicated(rank);
-  if (PyUnicode_Check(dist.ptr())) return ParsePlacementString(Str(dist, field + ".placements"), rank, field + ".placements");
+  if (PyUnicode_Check(dist.ptr())) {
+    return Placements(Str(dist, field + ".placements"), rank, field + ".placements", mesh_ndim);
+  }
   if (nb::isinstance<DistAttr>(dist)) return nb::cast<const DistAttr&>(dist);
   if (IsSequence(dist)) return DistAttr{ToDimsMapping(dist, field + ".dims_mapping"), {}};
   ThrowInvalid(field, "expected a dims_mapping list, a placements string, a spmdkit.DistAttr or None");
 }
 
-TensorArg ToTensor(nb::handle item, const char* key, size_t index, bool with_dist) {
+TensorArg ToTensor(nb::handle item, const char* key, size_t index, bool with_dist, int mesh_ndim) {
   TensorArg arg;
   if (PyDict_Check(item.ptr())) {
     const std::string field = At(key, index);
+    RefuseUnknownKeys(item, field, {"shape", "dims_mapping", "placements", "partial_dims", "partial"});
     PyObject* shape = PyDict_GetItemString(item.ptr(), "shape");
     if (shape == nullptr) ThrowInvalid(field + ".shape", "is missing");
     arg.shape = ToInts(shape, field + ".shape");
@@ -199,7 +228,7 @@ TensorArg ToTensor(nb::handle item, const char* key, size_t index, bool with_dis
       arg.dist.dims = ToDimsMapping(mapping, field + ".dims_mapping");
     } else if (placements != nullptr) {
       if (!PyUnicode_Check(placements)) ThrowInvalid(field + ".placements", "expected a string");
-      arg.dist = ParsePlacementString(Str(placements, field + ".placements"), rank, field + ".placements");
+      arg.dist = Placements(Str(placements, field + ".placements"), rank, field + ".placements", mesh_ndim);
     } else {
       arg.dist.dims.resize(arg.shape.size());
     }
@@ -236,17 +265,17 @@ TensorArg ToTensor(nb::handle item, const char* key, size_t index, bool with_dis
   if (parts.size() != 2) ThrowInvalid(At(key, index), "expected a (shape, dist) pair");
   if (!TryInts(parts[0], &arg.shape)) arg.shape = ToInts(parts[0], At(key, index) + ".shape");
   if (with_dist && !TryDimsMapping(parts[1], &arg.dist.dims)) {
-    arg.dist = ToDistAttr(parts[1], static_cast<int>(arg.shape.size()), At(key, index));
+    arg.dist = ToDistAttr(parts[1], static_cast<int>(arg.shape.size()), At(key, index), mesh_ndim);
   }
   return arg;
 }
 
-std::vector<TensorArg> ToTensors(nb::handle list, const char* key, bool with_dist) {
+std::vector<TensorArg> ToTensors(nb::handle list, const char* key, bool with_dist, int mesh_ndim) {
   if (list.is_none()) return {};
   const Items items(list, key, "a list");
   std::vector<TensorArg> result;
   result.reserve(items.size());
-  for (size_t i = 0; i < items.size(); ++i) result.push_back(ToTensor(items[i], key, i, with_dist));
+  for (size_t i = 0; i < items.size(); ++i) result.push_back(ToTensor(items[i], key, i, with_dist, mesh_ndim));
   return result;
 }
 

@@ -62,10 +62,10 @@ InferResult Infer(std::string_view op_name, nb::handle mesh_arg, nb::handle inpu
   Mesh built;
   const Mesh& mesh = nb::isinstance<Mesh>(mesh_arg) ? nb::cast<const Mesh&>(mesh_arg) : (built = ToMesh(mesh_arg));
   const Attrs attrs = ToAttrs(attrs_arg);
-  if (!reverse) return InferForward(op, mesh, ToTensors(inputs, "inputs", true), attrs);
+  if (!reverse) return InferForward(op, mesh, ToTensors(inputs, "inputs", true, mesh.ndim()), attrs);
   std::vector<Shape> shapes;
-  for (TensorArg& t : ToTensors(inputs, "inputs", false)) shapes.push_back(std::move(t.shape));
-  return InferReverse(op, mesh, shapes, ToTensors(outputs, "outputs", true), attrs);
+  for (TensorArg& t : ToTensors(inputs, "inputs", false, mesh.ndim())) shapes.push_back(std::move(t.shape));
+  return InferReverse(op, mesh, shapes, ToTensors(outputs, "outputs", true, mesh.ndim()), attrs);
 }
 
 json AttrsToJson(const Attrs& attrs) {
@@ -95,10 +95,10 @@ json RequestJson(std::string_view op_name, nb::handle mesh_arg, nb::handle input
             {"direction", reverse ? "reverse" : "forward"}};
   if (!mesh.axis_names().empty()) j["axis_names"] = mesh.axis_names();
   j["inputs"] = json::array();
-  for (const TensorArg& t : ToTensors(inputs, "inputs", !reverse)) j["inputs"].push_back(TensorToJson(t, !reverse));
+  for (const TensorArg& t : ToTensors(inputs, "inputs", !reverse, mesh.ndim())) j["inputs"].push_back(TensorToJson(t, !reverse));
   if (reverse) {
     j["outputs"] = json::array();
-    for (const TensorArg& t : ToTensors(outputs, "outputs", true)) j["outputs"].push_back(TensorToJson(t, true));
+    for (const TensorArg& t : ToTensors(outputs, "outputs", true, mesh.ndim())) j["outputs"].push_back(TensorToJson(t, true));
   }
   return j;
 }
@@ -134,7 +134,6 @@ std::string Explain(std::string_view op, nb::handle mesh, nb::handle inputs, nb:
 // output shapes.
 std::vector<DistAttr> ClaimAttrs(const OpDecl& op, const Mesh& mesh, const std::vector<TensorArg>& inputs,
                                  const Attrs& attrs, nb::handle claims) {
-  (void)mesh;
   if (!PyList_Check(claims.ptr()) && !PyTuple_Check(claims.ptr())) {
     ThrowInvalid("claim_outputs", "expected a list");
   }
@@ -151,6 +150,7 @@ std::vector<DistAttr> ClaimAttrs(const OpDecl& op, const Mesh& mesh, const std::
     }
     const int rank = o < out_shapes.size() ? static_cast<int>(out_shapes[o].size()) : 0;
     if (PyDict_Check(claim.ptr())) {
+      RefuseUnknownKeys(claim, field, {"dims_mapping", "partial"});
       DistAttr d;
       PyObject* mapping = PyDict_GetItemString(claim.ptr(), "dims_mapping");
       if (mapping == nullptr) ThrowInvalid(field + ".dims_mapping", "is missing");
@@ -158,7 +158,7 @@ std::vector<DistAttr> ClaimAttrs(const OpDecl& op, const Mesh& mesh, const std::
       if (PyObject* partial = PyDict_GetItemString(claim.ptr(), "partial")) d.partial = ToPartial(partial, field + ".partial");
       result.push_back(std::move(d));
     } else {
-      result.push_back(ToDistAttr(claim, rank, field));
+      result.push_back(ToDistAttr(claim, rank, field, mesh.ndim()));
     }
     ++o;
   }
@@ -170,7 +170,7 @@ nb::dict CheckClaim(std::string_view op_name, nb::handle mesh_arg, nb::handle in
   const OpDecl& op = ToOp(op_name);
   const Mesh mesh = ToMesh(mesh_arg);
   const Attrs attrs = ToAttrs(attrs_arg);
-  const std::vector<TensorArg> inputs = ToTensors(inputs_arg, "inputs", true);
+  const std::vector<TensorArg> inputs = ToTensors(inputs_arg, "inputs", true, mesh.ndim());
   json j = {{"op", op.name},
             {"mesh_shape", mesh.shape()},
             {"process_ids", mesh.process_ids()},
@@ -243,8 +243,8 @@ nb::tuple Plan(nb::handle mesh_arg, nb::handle shape_arg, nb::handle src_arg, nb
                               "' (float64, float32, int64, bool, bfloat16, float16)");
   }
   const int rank = static_cast<int>(shape.size());
-  const DistAttr src = ToDistAttr(src_arg, rank, "src");
-  const DistAttr dst = ToDistAttr(dst_arg, rank, "dst");
+  const DistAttr src = ToDistAttr(src_arg, rank, "src", mesh.ndim());
+  const DistAttr dst = ToDistAttr(dst_arg, rank, "dst", to_mesh.ndim());
   ReshardPlan plan;
   try {
     plan = PlanReshard(mesh, src, to_mesh, dst, shape, *dtype);
@@ -307,7 +307,7 @@ NB_MODULE(_core, m) {
            },
            nb::arg("dims_mapping"), nb::arg("partial") = nb::none())
       .def_static("from_placements",
-                  [](nb::handle text, int rank) { return ToDistAttr(text, rank, "dist"); },
+                  [](nb::handle text, int rank) { return ToDistAttr(text, rank, "dist", -1); },
                   nb::arg("placements"), nb::arg("rank"),
                   "Parses a DTensor-style placements string like \"[S(0), P(sum)]\" for a tensor of `rank` dims.")
       .def_prop_ro("dims_mapping", &DimsMappingOf)
