@@ -657,8 +657,16 @@ std::string CompareWithExpect(const json& answer, const json& expect) {
     if (expect["error"].contains("field")) {
       const std::string field = expect["error"]["field"].get<std::string>();
       const json message = answer["error"].value("message", json());
-      if (!message.is_string() || message.get<std::string>().find(field) == std::string::npos) {
-        return "the message does not name " + field + ": " + answer.dump();
+      // The message starts with the field at fault (SEMANTICS.md: "the message starts with
+      // the field"): the golden's field, or a part of it (`inputs[0].dims_mapping` for
+      // `inputs[0].dims_mapping[1]: ...`), then ':', '.' or '['; not the field's name
+      // anywhere in the text.
+      const std::string text = message.is_string() ? message.get<std::string>() : "";
+      const bool starts = !field.empty() && text.rfind(field, 0) == 0 && text.size() > field.size() &&
+                          (text[field.size()] == ':' || text[field.size()] == '.' ||
+                           text[field.size()] == '[');
+      if (!starts) {
+        return "the message does not start with the field " + field + ": " + answer.dump();
       }
     }
     return "";
