@@ -79,7 +79,7 @@ constexpr const char* kUsage = R"(usage: mpirun -np N spmd-train [flags]
   --seed N             initialisation and data seed (default 1)
   --device D           cpu, sim (the simulated device: rank r on sim:r % 8, collectives staged
                        through host memory) or cuda (builds with CUDA only); default cpu.
-                       On sim: no pp axis, --save, --resume or --data yet
+                       On sim: no --save, --resume or --data yet
   --csv FILE           write step,loss,grad_norm,tokens_per_s,bytes_sent,bytes_received,val_loss
   --verify             rerun on one process; print max relative difference (exit 1
                        above 1e-9 for float64, 1e-3 for float32, or on any NaN or infinity)
@@ -503,9 +503,6 @@ int main(int argc, char** argv) {
         }
         if (!flags.save.empty() || !flags.resume.empty()) {
           spmd::ThrowUnsupported(flags.save.empty() ? "--resume" : "--save", "checkpoints of pipeline stages are not supported");
-        }
-        if (flags.device != "cpu") {
-          spmd::ThrowUnsupported("--device", flags.device + ": pipeline stages (a pp axis in --mesh) run on cpu only yet");
         }
       }
       // --data: the corpus every rank reads (the same file), and what validation needs.
