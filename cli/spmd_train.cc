@@ -78,8 +78,7 @@ constexpr const char* kUsage = R"(usage: mpirun -np N spmd-train [flags]
   --chunks V           with the interleaved schedule: virtual stages per stage (default 2)
   --seed N             initialisation and data seed (default 1)
   --device D           cpu, sim (the simulated device: rank r on sim:r % 8, collectives staged
-                       through host memory) or cuda (builds with CUDA only); default cpu.
-                       On sim: no --save, --resume or --data yet
+                       through host memory) or cuda (builds with CUDA only); default cpu
   --csv FILE           write step,loss,grad_norm,tokens_per_s,bytes_sent,bytes_received,val_loss
   --verify             rerun on one process; print max relative difference (exit 1
                        above 1e-9 for float64, 1e-3 for float32, or on any NaN or infinity)
@@ -273,12 +272,6 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
     spmd::ThrowInvalid("--device", "cuda: this build has no CUDA (configure with -DSPMD_WITH_CUDA=ON on a "
                                    "machine with the CUDA toolkit)");
 #endif
-  }
-  if (f.device != "cpu") {
-    // What has not been proven on a device yet is refused, naming the flag.
-    if (!f.save.empty()) spmd::ThrowUnsupported("--save", "checkpoints of device tensors are not supported yet (--device cpu)");
-    if (!f.resume.empty()) spmd::ThrowUnsupported("--resume", "checkpoints of device tensors are not supported yet (--device cpu)");
-    if (!f.data.empty()) spmd::ThrowUnsupported("--data", "file data on a device is not supported yet (--device cpu)");
   }
   if (f.data.empty()) {
     if (f.data_format) spmd::ThrowInvalid("--data-format", "needs --data");

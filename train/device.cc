@@ -1,6 +1,9 @@
 #include "train/device.h"
 
+#include <algorithm>
 #include <array>
+#include <cstring>
+#include <vector>
 #include <mutex>
 #include <utility>
 
@@ -89,6 +92,49 @@ double ReadScalar(const kernels::Tensor& t, int64_t i) {
   }
   const kernels::Tensor host = ToHostTensor(t);  // t itself on the host
   return host.dtype() == DType::kFloat64 ? host.data<double>()[i] : static_cast<double>(host.data<float>()[i]);
+}
+
+namespace {
+
+kernels::Tensor Up(const int64_t* values, int64_t count, runtime::Communicator& comm) {
+  return OnDevice(kernels::Tensor::FromVector({count}, std::vector<int64_t>(values, values + count)), comm.device(),
+                  comm.stream());
+}
+
+void Down(const kernels::Tensor& t, int64_t* values) {
+  const kernels::Tensor host = ToHostTensor(t);
+  std::memcpy(values, host.bytes(), host.nbytes());
+}
+
+}  // namespace
+
+void HostAllReduce(int64_t* values, int64_t count, ReduceOp op, const runtime::Group& group,
+                   runtime::Communicator& comm) {
+  if (comm.device().is_host()) return comm.AllReduce(values, values, count, DType::kInt64, op, group);
+  kernels::Tensor t = Up(values, count, comm);
+  comm.AllReduce(t.bytes(), t.bytes(), count, DType::kInt64, op, group);
+  Down(t, values);
+}
+
+void HostBroadcast(int64_t* values, int64_t count, int64_t root, const runtime::Group& group,
+                   runtime::Communicator& comm) {
+  if (comm.device().is_host()) return comm.Broadcast(values, count, DType::kInt64, root, group);
+  kernels::Tensor t = Up(values, count, comm);
+  comm.Broadcast(t.bytes(), count, DType::kInt64, root, group);
+  Down(t, values);
+}
+
+void HostAllGather(const int64_t* send, int64_t* recv, std::span<const int64_t> counts,
+                   const runtime::Group& group, runtime::Communicator& comm) {
+  if (comm.device().is_host()) return comm.AllGather(send, recv, counts, DType::kInt64, group);
+  const auto position = static_cast<size_t>(std::find(group.begin(), group.end(), comm.rank()) - group.begin());
+  if (position >= counts.size()) ThrowInvalid("group", "this rank is not in the group");
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  const kernels::Tensor mine = Up(send, counts[position], comm);
+  kernels::Tensor all = Up(std::vector<int64_t>(static_cast<size_t>(total), 0).data(), total, comm);
+  comm.AllGather(mine.bytes(), all.bytes(), counts, DType::kInt64, group);
+  Down(all, recv);
 }
 
 }  // namespace spmd::train

@@ -6,10 +6,13 @@
 // ToHost synchronizes). Nothing else in train/ reads device memory from the host.
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <string>
 
 #include "kernels/device.h"
 #include "kernels/tensor.h"
+#include "runtime/communicator.h"
 #include "runtime/dist_tensor.h"
 
 namespace spmd::train {
@@ -39,5 +42,16 @@ runtime::DistTensor OnDevice(runtime::DistTensor host, kernels::Device device, k
 kernels::Tensor ToHostTensor(const kernels::Tensor& t);
 // Element `i` of a float64 or float32 tensor as a double, read on the host (ToHostTensor).
 double ReadScalar(const kernels::Tensor& t, int64_t i = 0);
+
+// Collectives on small host arrays of int64 (the control plane: agreement on errors,
+// manifests, nonces) through `comm`, whatever its device: on a device communicator the
+// values go up to a buffer of its device (OnDevice, on its stream), the call runs there,
+// and the result comes back through ToHostTensor. On the host: the call itself.
+void HostAllReduce(int64_t* values, int64_t count, ReduceOp op, const runtime::Group& group,
+                   runtime::Communicator& comm);
+void HostBroadcast(int64_t* values, int64_t count, int64_t root, const runtime::Group& group,
+                   runtime::Communicator& comm);
+void HostAllGather(const int64_t* send, int64_t* recv, std::span<const int64_t> counts,
+                   const runtime::Group& group, runtime::Communicator& comm);
 
 }  // namespace spmd::train

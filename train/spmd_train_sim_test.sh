@@ -3,8 +3,11 @@
 #   1. np 4, dp=2,tp=2, ZeRO-3, SP, float64, 3 steps, --verify: exit 0, the run said it was on
 #      a sim device, and "max relative difference" is at most 1e-9;
 #   2. np 4, pp=2,dp=2, 1F1B, 2 micro-batches, --verify on sim: exit 0, difference <= 1e-9;
-#   3. --device tpu: every rank exits 2 naming --device;
-#   4. --device sim with --save or --data: refused naming the flag (exit 2).
+#   3. a checkpoint saved on sim (dp=2,tp=2, ZeRO-1, SP, 2 steps) resumed on sim (dp=4,
+#      ZeRO-3, to step 4) equals 4 uninterrupted steps of one process (--verify);
+#   4. --device tpu: every rank exits 2 naming --device;
+#   5. --data with validation on sim: --verify passes, and every step's loss, gradient norm
+#      and validation loss print the same as on --device cpu.
 set -uo pipefail
 mpiexec=$1
 train=$2
@@ -25,6 +28,11 @@ verified() {  # verified ARGS...: exit 0 on sim, and a max relative difference <
 }
 verified --mesh dp=2,tp=2 --zero 3 --sp --batch 6
 verified --mesh pp=2,dp=2 --schedule 1f1b --micro-batches 2 --layers 4 --zero 1 --batch 5
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+"${mpi[@]}" -np 4 "$train" --device sim --mesh dp=2,tp=2 --zero 1 --sp --dtype float64 --steps 2 --seq 6 \
+  --width 12 --heads 3 --vocab 13 --batch 4 --save "$dir/ck" >/dev/null 2>&1 || fail "the save on sim failed"
+verified --mesh dp=4 --zero 3 --batch 4 --steps 4 --resume "$dir/ck"
 
 refused() {  # refused FLAG ARGS...: exit 2 and a line naming FLAG
   local flag=$1
@@ -37,9 +45,16 @@ refused() {  # refused FLAG ARGS...: exit 2 and a line naming FLAG
   echo "refused as expected: $*"
 }
 refused --device --device tpu
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-refused --save --device sim --save "$dir/ck"
-printf 'hello world, hello spmd\n%.0s' {1..20} >"$dir/data.txt"
-refused --data --device sim --data "$dir/data.txt" --val-fraction 0
+for i in $(seq 1 40); do echo "the quick brown fox jumps over the lazy dog $i times"; done >"$dir/data.txt"
+data=(--data "$dir/data.txt" --val-fraction 0.2 --eval-every 1 --val-batches 2 --batch 4 --vocab 256)
+verified --mesh dp=2,tp=2 --zero 2 --sp "${data[@]}"
+curve() {  # curve DEVICE: the step lines without the timing
+  "${mpi[@]}" -np 4 "$train" --device "$1" --mesh dp=2,tp=2 --zero 2 --sp --dtype float64 --steps 3 --seq 6 \
+    --width 12 --heads 3 "${data[@]}" 2>&1 | grep '^step' | sed 's/tokens\/s [0-9.]* //'
+}
+sim_curve=$(curve sim)
+cpu_curve=$(curve cpu)
+echo "$sim_curve"
+grep -q val_loss <<<"$sim_curve" || fail "no validation loss on sim"
+[ "$sim_curve" = "$cpu_curve" ] || fail "--data on sim printed another curve than on cpu: $cpu_curve"
 echo "ok"
