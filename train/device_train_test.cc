@@ -27,6 +27,7 @@
 #include "train/device.h"
 #include "train/device_sim.h"
 #include "train/gpt.h"
+#include "train/join.h"
 #include "train/layout.h"
 #include "train/pipeline.h"
 #include "train/trainer.h"
@@ -245,6 +246,43 @@ TEST(DeviceTrainTest, DeviceAndCommunicatorMustAgree) {
   EXPECT_NE(error(OnHost, kernels::Device::Sim(0)).find("options.device"), std::string::npos);
   EXPECT_NE(error(OnSim, kernels::Device::Host()).find("options.device"), std::string::npos);
   EXPECT_EQ(error(OnSim, kernels::Device::Sim(0)), "");
+}
+
+// What does not run on a device yet is refused naming the field: Ulysses and ring
+// attention over an sp axis (float64 host math), and Join (host gradient rounds). On the
+// host both are accepted.
+TEST(DeviceTrainTest, HostOnlyPathsAreRefusedOnDevices) {
+  EnableSimTraining();
+  auto error = [&](const Runner& run, const std::function<void(runtime::Communicator&)>& body) -> std::string {
+    try {
+      run(2, body);
+    } catch (const SpmdError& e) {
+      return std::string(ToString(e.type())) + ": " + e.what();
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "";
+  };
+  for (AttentionKind kind : {AttentionKind::kUlysses, AttentionKind::kRing}) {
+    GptConfig config = SmallConfig();
+    config.dropout = 0;
+    config.heads = 2;
+    config.width = 8;
+    config.sequence = 4;
+    config.attention = kind;
+    auto build = [&](runtime::Communicator& comm) {
+      TrainOptions options;
+      options.device = comm.device();
+      Trainer trainer(config, Layout(ParseNamedMesh("sp=2"), Strategy{}), options, comm);
+    };
+    const std::string on_sim = error(OnSim, build);
+    EXPECT_NE(on_sim.find("config.attention"), std::string::npos) << on_sim;
+    EXPECT_EQ(error(OnHost, build), "");
+  }
+  auto join = [](runtime::Communicator& comm) { Join j(comm, runtime::Group{0, 1}); };
+  const std::string on_sim = error(OnSim, join);
+  EXPECT_NE(on_sim.find("comm"), std::string::npos) << on_sim;
+  EXPECT_EQ(error(OnHost, join), "");
 }
 
 // The one door between device and host memory: ReadScalar synchronizes before it reads
