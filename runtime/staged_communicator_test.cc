@@ -134,14 +134,14 @@ std::vector<Tensor> Collectives(const Place& at) {
 }
 
 // Point to point with boxes: rank r sends the box [1:3, 2:5] of a 4x6 array to r + 1, which
-// receives it into the box [0:2, 0:3] of its own 3x4 array (the rest left as it was).
+// receives it into the box [1:3, 1:4] of its own 3x4 array (the rest left as it was).
 std::vector<Tensor> Boxes(const Place& at) {
   Communicator& comm = at.comm;
   const int64_t w = comm.world_size(), r = comm.rank();
   const Tensor s = at.Put(Values(r, 24, DType::kFloat64));
   Tensor z = at.Put(Values(r + 7, 12, DType::kFloat64));
   comm.SendBox(s.bytes(), BufferBox{{4, 6}, {1, 2}, {2, 3}}, DType::kFloat64, (r + 1) % w);
-  comm.RecvBox(z.bytes(), BufferBox{{3, 4}, {0, 0}, {2, 3}}, DType::kFloat64, (r + w - 1) % w);
+  comm.RecvBox(z.bytes(), BufferBox{{3, 4}, {1, 1}, {2, 3}}, DType::kFloat64, (r + w - 1) % w);
   comm.Synchronize();
   return {at.Get(z)};
 }
