@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # spmd-train --device sim under mpirun (registered by train/CMakeLists.txt):
-#   1. np 4, dp=2,tp=2, ZeRO-3, SP, float64, 3 steps, --verify: exit 0, the run said it was on
+#   1. np 4, dp=2,tp=2, ZeRO-3, SP, float64, 3 steps, --verify (the default model): exit 0, the run said it was on
 #      a sim device, and "max relative difference" is at most 1e-9;
 #   2. np 4, pp=2,dp=2, 1F1B, 2 micro-batches, --verify on sim: exit 0, difference <= 1e-9;
 #   3. a checkpoint saved on sim (dp=2,tp=2, ZeRO-1, SP, 2 steps) resumed on sim (dp=4,
@@ -16,8 +16,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 verified() {  # verified ARGS...: exit 0 on sim, and a max relative difference <= 1e-9
   local out rc diff
-  out=$("${mpi[@]}" -np 4 "$train" --device sim --dtype float64 --steps 3 --seq 6 --width 12 --heads 3 \
-        --vocab 13 --verify "$@" 2>&1)
+  out=$("${mpi[@]}" -np 4 "$train" --device sim --dtype float64 --steps 3 --verify "$@" 2>&1)
   rc=$?
   echo "$out"
   [ $rc -eq 0 ] || fail "--device sim $* --verify exited $rc"
@@ -26,13 +25,14 @@ verified() {  # verified ARGS...: exit 0 on sim, and a max relative difference <
   [ -n "$diff" ] || fail "no max relative difference printed"
   awk -v d="$diff" 'BEGIN { exit !(d + 0 <= 1e-9) }' || fail "max relative difference $diff > 1e-9"
 }
-verified --mesh dp=2,tp=2 --zero 3 --sp --batch 6
-verified --mesh pp=2,dp=2 --schedule 1f1b --micro-batches 2 --layers 4 --zero 1 --batch 5
+small=(--seq 6 --width 12 --heads 3 --vocab 13)
+verified --mesh dp=2,tp=2 --zero 3 --sp  # the acceptance command, the default model
+verified --mesh pp=2,dp=2 --schedule 1f1b --micro-batches 2 --layers 4 --zero 1 --batch 5 "${small[@]}"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 "${mpi[@]}" -np 4 "$train" --device sim --mesh dp=2,tp=2 --zero 1 --sp --dtype float64 --steps 2 --seq 6 \
   --width 12 --heads 3 --vocab 13 --batch 4 --save "$dir/ck" >/dev/null 2>&1 || fail "the save on sim failed"
-verified --mesh dp=4 --zero 3 --batch 4 --steps 4 --resume "$dir/ck"
+verified --mesh dp=4 --zero 3 --batch 4 --steps 4 --resume "$dir/ck" "${small[@]}"
 
 refused() {  # refused FLAG ARGS...: exit 2 and a line naming FLAG
   local flag=$1
@@ -47,7 +47,7 @@ refused() {  # refused FLAG ARGS...: exit 2 and a line naming FLAG
 refused --device --device tpu
 for i in $(seq 1 40); do echo "the quick brown fox jumps over the lazy dog $i times"; done >"$dir/data.txt"
 data=(--data "$dir/data.txt" --val-fraction 0.2 --eval-every 1 --val-batches 2 --batch 4 --vocab 256)
-verified --mesh dp=2,tp=2 --zero 2 --sp "${data[@]}"
+verified --mesh dp=2,tp=2 --zero 2 --sp "${small[@]}" "${data[@]}"
 curve() {  # curve DEVICE: the step lines without the timing
   "${mpi[@]}" -np 4 "$train" --device "$1" --mesh dp=2,tp=2 --zero 2 --sp --dtype float64 --steps 3 --seq 6 \
     --width 12 --heads 3 "${data[@]}" 2>&1 | grep '^step' | sed 's/tokens\/s [0-9.]* //'

@@ -105,7 +105,6 @@ StepStats Trainer::Step(const BatchSpec& batch, int64_t step, Communicator& comm
   kernels::Tensor tokens, labels;
   MakeBatch(batch, model_.config().vocab, step, &tokens, &labels);
   const Layout& layout = model_.layout();
-  const Mesh& mesh = layout.mesh();
 
   StepStats stats;
   const int64_t micro = options_.micro_batches;
