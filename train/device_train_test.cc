@@ -127,7 +127,7 @@ TEST(DeviceTrainTest, EveryLayoutOnSimDevicesTrainsLikeOneHostProcess) {
       {"dp=1", {0, false}},      {"dp=2", {0, false}},      {"dp=2", {1, false}},
       {"dp=2", {2, false}},      {"dp=2", {3, false}},      {"tp=2", {0, false}},
       {"tp=2", {0, true}},       {"sp=2", {0, false}},      {"dp=2,tp=2", {3, true}},
-      {"dp=2,sp=2", {2, false}},
+      {"dp=2,sp=2", {2, false}}, {"dp=2,tp=2,sp=2", {1, true}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(c.mesh) + " zero=" + std::to_string(c.strategy.zero_stage) +

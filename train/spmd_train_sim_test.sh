@@ -5,7 +5,8 @@
 #   2. np 4, pp=2,dp=2, 1F1B, 2 micro-batches, --verify on sim: exit 0, difference <= 1e-9;
 #   3. a checkpoint saved on sim (dp=2,tp=2, ZeRO-1, SP, 2 steps) resumed on sim (dp=4,
 #      ZeRO-3, to step 4) equals 4 uninterrupted steps of one process (--verify);
-#   4. --device tpu: every rank exits 2 naming --device;
+#   4. --device tpu, and --device cuda (not yet run on a GPU): every rank exits 2 naming
+#      --device;
 #   5. --data with validation on sim: --verify passes, and every step's loss, gradient norm
 #      and validation loss print the same as on --device cpu.
 set -uo pipefail
@@ -45,6 +46,7 @@ refused() {  # refused FLAG ARGS...: exit 2 and a line naming FLAG
   echo "refused as expected: $*"
 }
 refused --device --device tpu
+refused --device --device cuda  # no CUDA in the build, or not wired into spmd-train yet
 for i in $(seq 1 40); do echo "the quick brown fox jumps over the lazy dog $i times"; done >"$dir/data.txt"
 data=(--data "$dir/data.txt" --val-fraction 0.2 --eval-every 1 --val-batches 2 --batch 4 --vocab 256)
 verified --mesh dp=2,tp=2 --zero 2 --sp "${small[@]}" "${data[@]}"
