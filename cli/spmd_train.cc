@@ -40,9 +40,13 @@
 #include "cli/train_verify.h"
 #include "rules/error.h"
 #include "runtime/launch.h"
+#include "kernels/sim/sim.h"
 #include "runtime/mpi_communicator.h"
+#include "runtime/staged_communicator.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
+#include "train/device.h"
+#include "train/device_sim.h"
 #include "train/layout.h"
 #include "train/pipeline.h"
 #include "train/trainer.h"
@@ -73,6 +77,8 @@ constexpr const char* kUsage = R"(usage: mpirun -np N spmd-train [flags]
   --schedule S         with pp: gpipe, 1f1b or interleaved (default 1f1b)
   --chunks V           with the interleaved schedule: virtual stages per stage (default 2)
   --seed N             initialisation and data seed (default 1)
+  --device D           cpu, sim (the simulated device: rank r on sim:r % 8, collectives staged
+                       through host memory) or cuda (builds with CUDA only); default cpu
   --csv FILE           write step,loss,grad_norm,tokens_per_s,bytes_sent,bytes_received,val_loss
   --verify             rerun on one process; print max relative difference (exit 1
                        above 1e-9 for float64, 1e-3 for float32, or on any NaN or infinity)
@@ -111,6 +117,7 @@ struct Flags {
   bool vocab_given = false, val_fraction_given = false, eval_every_given = false;
   std::string plot;
   std::string save, resume;  // checkpoints (not with a pp axis)
+  std::string device = "cpu";  // --device: where this rank's tensors live (train/device.h)
   int64_t save_every = 0;
   int keep = 0;
 };
@@ -172,6 +179,7 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
       return argv[++i];
     };
     if (flag == "--mesh") f.mesh = value();
+    else if (flag == "--device") f.device = value();
     else if (flag == "--zero") f.strategy.zero_stage = static_cast<int>(ParseInt(flag, value(), 0, 3));
     else if (flag == "--sp") f.strategy.sequence_parallel = true;
     else if (flag == "--steps") f.steps = ParseInt(flag, value(), 1, 1000000);
@@ -251,6 +259,19 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
   if (!chunks_given && f.pipeline.schedule == spmd::train::ScheduleKind::kInterleaved) f.pipeline.chunks = 2;
   if (f.pipeline.schedule != spmd::train::ScheduleKind::kInterleaved && f.pipeline.chunks != 1) {
     spmd::ThrowInvalid("--chunks", "only the interleaved schedule has more than one chunk per stage");
+  }
+  if (f.device != "cpu" && f.device != "sim" && f.device != "cuda") {
+    spmd::ThrowInvalid("--device", "'" + f.device + "' is not cpu, sim or cuda");
+  }
+  if (f.device == "cuda") {
+#if defined(SPMD_HAVE_CUDA)
+    // The kernels and NCCL exist; the training path on them has not run on a GPU yet, and
+    // spmd-train does not yet build its NCCL communicator (docs/GPU.md).
+    spmd::ThrowUnsupported("--device", "cuda: training on CUDA devices is not wired into spmd-train yet (sim is)");
+#else
+    spmd::ThrowInvalid("--device", "cuda: this build has no CUDA (configure with -DSPMD_WITH_CUDA=ON on a "
+                                   "machine with the CUDA toolkit)");
+#endif
   }
   if (f.data.empty()) {
     if (f.data_format) spmd::ThrowInvalid("--data-format", "needs --data");
@@ -413,6 +434,7 @@ std::string MeshSpec(int argc, char** argv, int64_t world) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  spmd::train::EnableSimTraining();  // --device sim (registers the simulated device's transfers)
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       std::cout << kUsage;
@@ -502,6 +524,16 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
+    // --device sim: this rank's tensors on sim:rank % 8, its collectives staged through
+    // host memory over MPI (runtime/staged_communicator.h). `tc` is what training uses.
+    const spmd::kernels::Device device =
+        spmd::train::ParseDevice(flags.device, static_cast<int>(comm.rank()), "--device");
+    flags.options.device = device;
+    std::optional<spmd::runtime::StagedCommunicator> staged;
+    if (device.kind == spmd::kernels::DeviceKind::kSim) {
+      staged.emplace(comm, device, spmd::kernels::sim::NewStream(device), spmd::runtime::SimHostStaging());
+    }
+    spmd::runtime::Communicator& tc = staged ? static_cast<spmd::runtime::Communicator&>(*staged) : comm;
     const bool root = comm.rank() == 0;
     std::optional<std::ofstream> csv;
     if (root && !flags.csv.empty()) {
@@ -523,6 +555,10 @@ int main(int argc, char** argv) {
                   (std::string(flags.config.swiglu ? " swiglu" : "") + (flags.config.rms_norm ? " rms_norm" : "") +
                    (flags.config.dropout > 0 ? " dropout=" + std::to_string(flags.config.dropout) : "")).c_str(),
                   std::string(spmd::ToString(flags.config.dtype)).c_str());
+      if (!device.is_host()) {
+        std::printf("device: %s on rank 0 (each rank its own; collectives staged through host memory)\n",
+                    spmd::kernels::ToString(device).c_str());
+      }
       if (corpus) {
         std::printf("data: %s (%s): %lld tokens, %lld for training, %lld for validation (ln(vocab) = %.4f)\n",
                     flags.data.c_str(), std::string(spmd::train::ToString(corpus->format())).c_str(),
@@ -540,8 +576,8 @@ int main(int argc, char** argv) {
     };
     History parallel;
     try {
-      parallel = HasPp(mesh) ? TrainPipeline(flags, mesh, comm, root, csv ? &*csv : nullptr)
-                             : Train(flags, mesh, comm, root, csv ? &*csv : nullptr);
+      parallel = HasPp(mesh) ? TrainPipeline(flags, mesh, tc, root, csv ? &*csv : nullptr)
+                             : Train(flags, mesh, tc, root, csv ? &*csv : nullptr);
     } catch (const spmd::train::NonFiniteError& e) {
       return diverged(e);
     }
@@ -568,7 +604,7 @@ int main(int argc, char** argv) {
     single.save = single.resume = "";
     History reference;
     try {
-      reference = Train(single, alone, comm, false, nullptr);
+      reference = Train(single, alone, tc, false, nullptr);  // on the same device kind
     } catch (const spmd::train::NonFiniteError& e) {
       return diverged(e);
     }

@@ -124,17 +124,30 @@ bool GradEnabled() { return grad_enabled; }
 // ---- Constant -----------------------------------------------------------------------------
 
 DistTensor Constant(const Shape& shape, DType dtype, const Mesh& mesh, const DistAttr& attr,
-                    int64_t process_id, double value) {
+                    int64_t process_id, double value, kernels::Device device, kernels::Stream stream) {
   const DistAttr layout = WithoutPartial(attr);
   const std::optional<std::vector<int64_t>> coord = mesh.CoordinateOf(process_id);
   if (!coord) return DistTensor::Absent(shape, dtype, mesh, layout, process_id);
-  kernels::Tensor local(LocalShape(shape, layout, mesh, *coord), dtype);
-  if (value != 0 && local.numel() > 0) {
-    kernels::Backend& backend = kernels::BackendFor(local.device());
+  kernels::Backend& backend = kernels::BackendFor(device);
+  kernels::Tensor local;
+  if (device.is_host()) {
+    local = kernels::Tensor(LocalShape(shape, layout, mesh, *coord), dtype);  // zeros
+  } else {
+    // Device memory comes uninitialised (the sim poisons it): fill every element.
+    local = kernels::Tensor::Uninitialized(LocalShape(shape, layout, mesh, *coord), dtype,
+                                           backend.AllocatorFor(device), stream);
+  }
+  if ((value != 0 || !device.is_host()) && local.numel() > 0) {
     backend.Fill(local.bytes(), local.numel(), dtype, value, local.stream());
-    backend.Synchronize(local.stream());
+    if (device.is_host()) backend.Synchronize(local.stream());
   }
   return DistTensor::FromLocal(std::move(local), shape, dtype, mesh, layout, process_id);
+}
+
+DistTensor ConstantLike(const DistTensor& like, const DistAttr& attr, double value) {
+  const kernels::Device device = like.has_local() ? like.local().device() : kernels::Device::Host();
+  const kernels::Stream stream = like.has_local() ? like.local().stream() : kernels::Stream{};
+  return Constant(like.shape(), like.dtype(), like.mesh(), attr, like.process_id(), value, device, stream);
 }
 
 // ---- Apply --------------------------------------------------------------------------------
@@ -260,8 +273,7 @@ void RunVjp(GradFn& fn, std::vector<std::optional<DistTensor>>& cotangents, Comm
     for (size_t o = 0; o < cotangents.size(); ++o) {
       const DistTensor& out = *fn.outputs[o];
       if (!cotangents[o]) {
-        given.push_back(Constant(out.shape(), out.dtype(), out.mesh(), out.dist_attr(),
-                                 out.process_id(), 0.0));
+        given.push_back(ConstantLike(out, out.dist_attr(), 0.0));
       } else if (!(cotangents[o]->dist_attr() == out.dist_attr())) {
         given.push_back(cotangents[o]->Reshard(out.dist_attr(), comm));
       } else {
@@ -309,8 +321,7 @@ void RunVjp(GradFn& fn, std::vector<std::optional<DistTensor>>& cotangents, Comm
   for (size_t o = 0; o < cotangents.size(); ++o) {
     if (cotangents[o]) continue;
     const DistTensor& out = *fn.outputs[o];
-    cotangents[o] = Constant(out.shape(), out.dtype(), out.mesh(), out.dist_attr(),
-                             out.process_id(), 0.0);
+    cotangents[o] = ConstantLike(out, out.dist_attr(), 0.0);
   }
   std::vector<std::vector<DistTensor>> results;
   auto resolve = [&](const VjpRef& ref, size_t k) -> const DistTensor& {
@@ -382,9 +393,7 @@ void Backward(const Variable& loss, Communicator& comm) {
   const Node& root = Checked(loss.node_, "loss");
   if (!root.requires_grad) ThrowInvalid("loss", "does not require grad: nothing to differentiate");
   const DistTensor& value = *root.value;
-  Backward(loss, Constant(value.shape(), value.dtype(), value.mesh(),
-                          DistAttr::Replicated(static_cast<int>(value.shape().size())),
-                          value.process_id(), 1.0),
+  Backward(loss, ConstantLike(value, DistAttr::Replicated(static_cast<int>(value.shape().size())), 1.0),
            comm);
 }
 
@@ -473,7 +482,7 @@ DistTensor Gradient(const Variable& leaf, const DistAttr& to, Communicator& comm
   }
   const DistTensor& value = *node.value;
   if (!node.grad) {
-    return Constant(value.shape(), value.dtype(), value.mesh(), to, value.process_id(), 0.0);
+    return ConstantLike(value, to, 0.0);
   }
   return node.grad->Reshard(to, comm);
 }

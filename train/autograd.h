@@ -185,8 +185,13 @@ class NoGradGuard {
 bool GradEnabled();
 
 // A DistTensor of `value` everywhere, with `attr` (its partial axes are dropped: a
-// constant is not an addend), on `mesh` as seen by `process_id`.
+// constant is not an addend), on `mesh` as seen by `process_id`, its shard on `device`
+// ordered on `stream` (the fill is queued there, not waited for).
 runtime::DistTensor Constant(const Shape& shape, DType dtype, const Mesh& mesh,
-                             const DistAttr& attr, int64_t process_id, double value);
+                             const DistAttr& attr, int64_t process_id, double value,
+                             kernels::Device device = {}, kernels::Stream stream = {});
+// The same with `like`'s shape, dtype, mesh and process id, on the device and stream of
+// its shard (the host outside the mesh).
+runtime::DistTensor ConstantLike(const runtime::DistTensor& like, const DistAttr& attr, double value);
 
 }  // namespace spmd::train

@@ -28,6 +28,7 @@
 
 #include "rules/error.h"
 #include "rules/layout.h"
+#include "train/device.h"
 
 namespace spmd::train {
 
@@ -131,12 +132,12 @@ void FsyncDir(const std::string& path) {
 std::string Agree(const std::string& error, int64_t rank, const runtime::Group& group,
                   Communicator& comm) {
   int64_t first = error.empty() ? INT64_MAX : rank;
-  comm.AllReduce(&first, &first, 1, DType::kInt64, ReduceOp::kMin, group);
+  HostAllReduce(&first, 1, ReduceOp::kMin, group, comm);
   if (first == INT64_MAX) return "";
   constexpr int64_t kWords = 96;  // 768 bytes of message
   std::vector<int64_t> words(kWords, 0);
   if (rank == first) std::memcpy(words.data(), error.data(), std::min(error.size(), sizeof(int64_t) * kWords - 1));
-  comm.Broadcast(words.data(), kWords, DType::kInt64, first, group);
+  HostBroadcast(words.data(), kWords, first, group, comm);
   std::string text(reinterpret_cast<const char*>(words.data()), sizeof(int64_t) * kWords);
   text.resize(std::strlen(text.c_str()));
   return text + " (rank " + std::to_string(first);
@@ -183,7 +184,7 @@ void WriteShard(const DistTensor& t, const std::string& name, const std::string&
                 std::string* lines) {
   if (t.dist_attr().IsPartial()) Fail(name + " is partial; reduce it first");
   if (!Owner(t)) return;
-  const kernels::Tensor& local = t.local();
+  const kernels::Tensor local = ToHostTensor(t.local());  // t.local() itself on the host
   const std::vector<int64_t> offset = t.local_offset();
   const std::string file = name + "@" + Join(offset, '_') + ".bin";
   std::vector<double> values(local.numel());
@@ -204,13 +205,13 @@ void WriteShard(const DistTensor& t, const std::string& name, const std::string&
 std::string GatherText(const std::string& lines, const runtime::Group& group, Communicator& comm) {
   std::vector<int64_t> counts(group.size(), 1), words(group.size());
   const int64_t mine = static_cast<int64_t>((lines.size() + 8) / 8);  // >= 1 word, NUL-padded
-  comm.AllGather(&mine, words.data(), counts, DType::kInt64, group);
+  HostAllGather(&mine, words.data(), counts, group, comm);
   std::vector<int64_t> packed(mine, 0);
   std::memcpy(packed.data(), lines.data(), lines.size());
   int64_t total = 0;
   for (int64_t w : words) total += w;
   std::vector<int64_t> all(total);
-  comm.AllGather(packed.data(), all.data(), words, DType::kInt64, group);
+  HostAllGather(packed.data(), all.data(), words, group, comm);
   std::string out;
   int64_t at = 0;
   for (int64_t w : words) {
@@ -595,7 +596,7 @@ std::string SaveCheckpoint(Trainer& trainer, const std::string& dir, const SaveO
     });
   }
   if (const std::string agreed = Agree(error, rank, group, comm); !agreed.empty()) fail(agreed);
-  comm.Broadcast(&nonce, 1, DType::kInt64, group[0], group);
+  HostBroadcast(&nonce, 1, group[0], group, comm);
   const std::string tmp = dir + "/.tmp-" + name + "-" + std::to_string(nonce);
   // 2. Every rank writes its shards durably.
   std::string lines;
@@ -687,7 +688,7 @@ int64_t LoadCheckpoint(Trainer& trainer, const std::string& dir, Communicator& c
       kernels::Tensor t = dtype == DType::kFloat64
                               ? kernels::Tensor::FromVector(shape, global)
                               : kernels::Tensor::FromVector(shape, std::vector<float>(global.begin(), global.end()));
-      return DistTensor::ShardTensor(t, layout.mesh(), to, comm.rank());
+      return OnDevice(DistTensor::ShardTensor(t, layout.mesh(), to, comm.rank()), comm.device(), comm.stream());
     };
     params[i].value.SetValue(place(values[i][0], attr));
     const DistAttr state = layout.State(params[i].role, static_cast<int>(shape.size()));

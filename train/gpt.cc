@@ -8,6 +8,7 @@
 #include "rules/error.h"
 #include "rules/notation.h"
 #include "runtime/dispatch.h"
+#include "train/device.h"
 #include "train/sequence_attention.h"
 
 namespace spmd::train {
@@ -74,6 +75,11 @@ Gpt::Gpt(const GptConfig& config, Layout layout, Communicator& comm, GptPart par
     ThrowInvalid("config.dropout", "zigzag ring attention reorders the sequence, and dropout "
                                    "masks follow element indices: no dropout with it");
   }
+  if (config.attention != AttentionKind::kDefault && layout_.sp() && !comm.device().is_host()) {
+    // train/sequence_attention.cc computes its blocks in float64 on the host.
+    ThrowUnsupported("config.attention", "Ulysses and ring attention run on the host only, not on " +
+                                             kernels::ToString(comm.device()) + " (use the default attention)");
+  }
   const int64_t d = config.width, hidden = config.mlp_ratio * config.width;
   const double weight = 0.02 * std::sqrt(3.0);  // uniform with standard deviation 0.02
   const double out_weight = weight / std::sqrt(2.0 * static_cast<double>(config.layers));
@@ -122,9 +128,11 @@ size_t Gpt::Add(const std::string& name, ParamRole role, Shape shape, double sca
     values[i] = offset + (scale == 0 ? 0 : scale * InitValue(config_.seed, name, i));
   }
   const int rank = static_cast<int>(shape.size());
-  DistTensor value = DistTensor::ShardTensor(HostTensor(shape, config_.dtype, values),
-                                             layout_.mesh(), layout_.Storage(role, rank),
-                                             comm.rank());
+  // Built on the host, each shard then copied to the communicator's device.
+  DistTensor value = OnDevice(DistTensor::ShardTensor(HostTensor(shape, config_.dtype, values),
+                                                      layout_.mesh(), layout_.Storage(role, rank),
+                                                      comm.rank()),
+                              comm.device(), comm.stream());
   params_.push_back({name, role, Variable(std::move(value), /*requires_grad=*/true)});
   return params_.size() - 1;
 }
@@ -174,8 +182,9 @@ std::optional<Variable> Gpt::SequenceOrder(int64_t s, Communicator& comm) const 
     ThrowInvalid("tokens", "zigzag ring attention needs a sequence that is a multiple of 2 x " +
                                std::to_string(n) + " (sp), got " + std::to_string(s));
   }
-  return Variable(DistTensor::ShardTensor(kernels::Tensor::FromVector({s}, ZigzagOrder(s, n)),
-                                          layout_.mesh(), DistAttr::Replicated(1), comm.rank()));
+  return Variable(OnDevice(DistTensor::ShardTensor(kernels::Tensor::FromVector({s}, ZigzagOrder(s, n)),
+                                                   layout_.mesh(), DistAttr::Replicated(1), comm.rank()),
+                           comm.device(), comm.stream()));
 }
 
 DistTensor Gpt::Permute(const DistTensor& ids, const Variable& order, Communicator& comm) {
@@ -232,8 +241,9 @@ Variable Gpt::Blocks(const Variable& input, Communicator& comm, int64_t step, in
   for (int64_t i = 0; i < s; ++i) {
     for (int64_t j = i + 1; j < s; ++j) mask_values[i * s + j] = -1e9;
   }
-  const Variable mask(DistTensor::ShardTensor(HostTensor({s, s}, config_.dtype, mask_values),
-                                              layout.mesh(), DistAttr::Replicated(2), comm.rank()));
+  const Variable mask(OnDevice(DistTensor::ShardTensor(HostTensor({s, s}, config_.dtype, mask_values),
+                                                       layout.mesh(), DistAttr::Replicated(2), comm.rank()),
+                               comm.device(), comm.stream()));
   const Attrs heads_shape = MakeAttrs({{"shape", Ints{b, s, h, dh}}});
   const Attrs to_heads = MakeAttrs({{"perm", Ints{0, 2, 1, 3}}});
   const Attrs merged_shape = MakeAttrs({{"shape", Ints{b, s, d}}});

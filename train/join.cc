@@ -16,6 +16,10 @@ Join::Join(runtime::Communicator& comm, runtime::Group group)
     ThrowInvalid("group",
                  "rank " + std::to_string(comm.rank()) + " is not in " + runtime::ToString(group_));
   }
+  // The rounds flatten gradients into host memory (typed host reads): host only, for now.
+  if (!comm.device().is_host()) {
+    ThrowUnsupported("comm", "Join runs on host communicators only, not on " + kernels::ToString(comm.device()));
+  }
 }
 
 Join::Round Join::Next(bool has_batch, double weight) {

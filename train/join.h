@@ -38,7 +38,8 @@ namespace spmd::train {
 class Join {
  public:
   // `comm` moves the rounds' flags and gradients over `group` (the data-parallel ranks,
-  // this rank among them; InvalidArgument "group" otherwise).
+  // this rank among them; InvalidArgument "group" otherwise). Host communicators only:
+  // Unsupported ("comm") for a device one (the rounds read gradients on the host).
   Join(runtime::Communicator& comm, runtime::Group group);
 
   struct Round {

@@ -10,6 +10,7 @@
 #include "rules/notation.h"
 #include "rules/registry.h"
 #include "runtime/dispatch.h"
+#include "train/device.h"
 
 namespace spmd::train {
 
@@ -71,15 +72,20 @@ void Optimizer::Step(Communicator& comm) {
     grads.push_back(Gradient(slot.param, slot.state_layout, comm));
   }
   // The global norm: each reduced gradient's squared sum, reduced over its own layout
-  // (ToGlobal sums the partial addends the rule leaves on sharded axes).
+  // (ToGlobal sums the partial addends the rule leaves on sharded axes, on the gradient's
+  // device), read back to the host (ReadScalar: after its stream ran), summed in float64.
   double squared = 0;
   for (const DistTensor& g : grads) {
     const std::optional<kernels::Tensor> s = Run("squared_l2_norm", {}, comm, g).ToGlobal(comm);
-    if (s) squared += s->dtype() == DType::kFloat64 ? s->data<double>()[0]
-                                                     : static_cast<double>(s->data<float>()[0]);
+    if (s) squared += ReadScalar(*s);
   }
   if (norm_group_.size() > 1) {
-    comm.AllReduce(&squared, &squared, 1, DType::kFloat64, ReduceOp::kSum, norm_group_);
+    // Over the norm group (pipeline stages), on a buffer of the communicator's device,
+    // ordered on its stream.
+    kernels::Tensor sum = OnDevice(kernels::Tensor::FromVector({1}, std::vector<double>{squared}),
+                                   comm.device(), comm.stream());
+    comm.AllReduce(sum.bytes(), sum.bytes(), 1, DType::kFloat64, ReduceOp::kSum, norm_group_);
+    squared = ReadScalar(sum);
   }
   last_grad_norm_ = std::sqrt(squared);
   // A non-finite gradient would make every parameter (and AdamW's moments) non-finite:
@@ -137,8 +143,8 @@ AdamW::AdamW(double lr, double beta1, double beta2, double eps, double weight_de
 void AdamW::OnAdd(const ParamSlot& slot) {
   const DistTensor& p = slot.param.value();
   steps_.push_back(0);
-  m_.push_back(Constant(p.shape(), p.dtype(), p.mesh(), slot.state_layout, p.process_id(), 0));
-  v_.push_back(Constant(p.shape(), p.dtype(), p.mesh(), slot.state_layout, p.process_id(), 0));
+  m_.push_back(ConstantLike(p, slot.state_layout, 0));
+  v_.push_back(ConstantLike(p, slot.state_layout, 0));
 }
 
 void AdamW::Restore(size_t i, const DistTensor& m, const DistTensor& v, int64_t step,

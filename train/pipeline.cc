@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "rules/notation.h"
+#include "train/device.h"
 
 namespace spmd::train {
 
@@ -709,6 +710,10 @@ PipelineTrainer::PipelineTrainer(const GptConfig& config, const Mesh& mesh, Stra
     part.head = k == virtual_stages - 1;
     chunks_.emplace_back(config, layout_, comm, part);
   }
+  if (options.device.kind != comm.device().kind) {
+    ThrowInvalid("options.device", kernels::ToString(options.device) + ", but the communicator's buffers are on " +
+                                       kernels::ToString(comm.device()));
+  }
   optimizer_.set_max_grad_norm(options.max_grad_norm);
   if (stages_ > 1) optimizer_.set_norm_group(mesh.GroupOf(coord_, {pp_axis_}));
   for (const Gpt& chunk : chunks_) {
@@ -753,9 +758,11 @@ StepStats PipelineTrainer::Step(const BatchSpec& batch, int64_t step, Communicat
 
   auto rows_of = [&](const kernels::Tensor& all, int64_t mb) {
     const auto [r0, r1] = rows(mb);
+    // `all` is a host tensor (MakeBatch builds it there); the shard goes to the device.
     std::vector<int64_t> values(all.data<int64_t>() + r0 * width, all.data<int64_t>() + r1 * width);
-    return DistTensor::ShardTensor(kernels::Tensor::FromVector({r1 - r0, width}, values), mesh,
-                                   layout_.Tokens(2), comm.rank());
+    return OnDevice(DistTensor::ShardTensor(kernels::Tensor::FromVector({r1 - r0, width}, values), mesh,
+                                            layout_.Tokens(2), comm.rank()),
+                    comm.device(), comm.stream());
   };
   auto activation_shape = [&](int64_t mb) {
     return Shape{rows(mb).second - rows(mb).first, width, config_.width};
@@ -804,9 +811,7 @@ StepStats PipelineTrainer::Step(const BatchSpec& batch, int64_t step, Communicat
         const auto [r0, r1] = rows(a.micro_batch);
         const double share = static_cast<double>(r1 - r0) / static_cast<double>(batch.batch);
         x = m == 1 ? loss : Apply1("scale", {loss}, notation::MakeAttrs({{"scale", share}}), comm);
-        const kernels::Tensor value = *x.value().ToGlobal(comm);
-        loss_sum += value.dtype() == DType::kFloat64 ? value.data<double>()[0]
-                                                     : static_cast<double>(value.data<float>()[0]);
+        loss_sum += ReadScalar(*x.value().ToGlobal(comm));
       } else {
         // The next stage receives its shard as the residual stream's layout: the same on
         // both sides, so the message is this rank's shard (the rules may have left the
@@ -861,7 +866,8 @@ StepStats PipelineTrainer::Step(const BatchSpec& batch, int64_t step, Communicat
           std::map<Key, DistTensor>& into =
               x.kind == ActionKind::kRecvActivation ? inputs : output_grads;
           DistTensor& slot = into[mine] = Constant(activation_shape(x.micro_batch), config_.dtype,
-                                                   mesh, layout_.Residual(), comm.rank(), 0);
+                                                   mesh, layout_.Residual(), comm.rank(), 0,
+                                                   comm.device(), comm.stream());
           kernels::Tensor& local = slot.local();
           comm.Recv(local.bytes(), local.numel(), local.dtype(), peer);
           receives = true;
@@ -880,9 +886,12 @@ StepStats PipelineTrainer::Step(const BatchSpec& batch, int64_t step, Communicat
   StepStats stats;
   // The loss lives on the last stage: summed over the stages (the others add 0). Every
   // rank then holds the same loss and checks it before the update (Trainer::Step's guard).
-  if (p > 1) {
-    comm.AllReduce(&loss_sum, &loss_sum, 1, DType::kFloat64, ReduceOp::kSum,
+  if (p > 1) {  // on a buffer of the communicator's device
+    kernels::Tensor sum = OnDevice(kernels::Tensor::FromVector({1}, std::vector<double>{loss_sum}),
+                                   comm.device(), comm.stream());
+    comm.AllReduce(sum.bytes(), sum.bytes(), 1, DType::kFloat64, ReduceOp::kSum,
                    mesh_.GroupOf(coord_, {pp_axis_}));
+    loss_sum = ReadScalar(sum);
   }
   stats.loss = loss_sum;
   CheckFinite(step, "loss", stats.loss);
@@ -904,11 +913,8 @@ std::vector<std::pair<std::string, std::vector<double>>> PipelineTrainer::Gather
       const std::optional<kernels::Tensor> g = p.value.value().ToGlobal(comm);
       std::vector<double> values;
       if (g) {
-        for (int64_t i = 0; i < g->numel(); ++i) {
-          values.push_back(g->dtype() == DType::kFloat64
-                               ? g->data<double>()[i]
-                               : static_cast<double>(g->data<float>()[i]));
-        }
+        const kernels::Tensor host = ToHostTensor(*g);
+        for (int64_t i = 0; i < host.numel(); ++i) values.push_back(ReadScalar(host, i));
       }
       out.push_back({p.name, std::move(values)});
     }

@@ -9,6 +9,7 @@
 #include "rules/error.h"
 #include "rules/notation.h"
 #include "train/data.h"
+#include "train/device.h"
 
 namespace spmd::train {
 
@@ -32,8 +33,11 @@ std::string NonFiniteText(double value) {
   return std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf";
 }
 
-double Scalar(const kernels::Tensor& t) {
-  return t.dtype() == DType::kFloat64 ? t.data<double>()[0] : static_cast<double>(t.data<float>()[0]);
+// Tokens or labels, built on the host, sharded there and each shard copied to the
+// communicator's device.
+DistTensor Tokens(const kernels::Tensor& host, const Layout& layout, Communicator& comm) {
+  return OnDevice(DistTensor::ShardTensor(host, layout.mesh(), layout.Tokens(2), comm.rank()),
+                  comm.device(), comm.stream());
 }
 
 }  // namespace
@@ -78,6 +82,10 @@ Trainer::Trainer(const GptConfig& config, Layout layout, const TrainOptions& opt
       optimizer_(options.lr, options.beta1, options.beta2, options.eps, options.weight_decay),
       options_(options) {
   if (options.micro_batches < 1) ThrowInvalid("options.micro_batches", "must be at least 1");
+  if (options.device.kind != comm.device().kind) {
+    ThrowInvalid("options.device", kernels::ToString(options.device) + ", but the communicator's buffers are on " +
+                                       kernels::ToString(comm.device()));
+  }
   optimizer_.set_max_grad_norm(options.max_grad_norm);
   for (const NamedParam& p : model_.params()) {
     const int rank = static_cast<int>(p.value.value().shape().size());
@@ -97,7 +105,6 @@ StepStats Trainer::Step(const BatchSpec& batch, int64_t step, Communicator& comm
   kernels::Tensor tokens, labels;
   MakeBatch(batch, model_.config().vocab, step, &tokens, &labels);
   const Layout& layout = model_.layout();
-  const Mesh& mesh = layout.mesh();
 
   StepStats stats;
   const int64_t micro = options_.micro_batches;
@@ -107,9 +114,9 @@ StepStats Trainer::Step(const BatchSpec& batch, int64_t step, Communicator& comm
     const int64_t r0 = batch.batch * m / micro, r1 = batch.batch * (m + 1) / micro;
     const int64_t rows = r1 - r0, width = batch.sequence;
     auto rows_of = [&](const kernels::Tensor& all) {
+      // `all` is a host tensor (MakeBatch builds it there).
       std::vector<int64_t> v(all.data<int64_t>() + r0 * width, all.data<int64_t>() + r1 * width);
-      return DistTensor::ShardTensor(kernels::Tensor::FromVector({rows, width}, v), mesh,
-                                     layout.Tokens(2), comm.rank());
+      return Tokens(kernels::Tensor::FromVector({rows, width}, v), layout, comm);
     };
     const std::string label = "step " + std::to_string(step) + " micro-batch " + std::to_string(m);
     comm.SetPhase(label + " forward");
@@ -119,7 +126,7 @@ StepStats Trainer::Step(const BatchSpec& batch, int64_t step, Communicator& comm
         micro == 1 ? loss : Apply1("scale", {loss}, MakeAttrs({{"scale", share}}), comm);
     comm.SetPhase(label + " backward");
     Backward(weighted, comm);
-    stats.loss += Scalar(*weighted.value().ToGlobal(comm));
+    stats.loss += ReadScalar(*weighted.value().ToGlobal(comm));
   }
   // The loss is global (ToGlobal on every rank): every rank stops here alike, before the
   // update.
@@ -146,11 +153,9 @@ double Trainer::Evaluate(const kernels::Tensor& tokens, const kernels::Tensor& l
   }
   NoGradGuard no_grad;
   const Layout& layout = model_.layout();
-  auto shard = [&](const kernels::Tensor& all) {
-    return DistTensor::ShardTensor(all, layout.mesh(), layout.Tokens(2), comm.rank());
-  };
+  auto shard = [&](const kernels::Tensor& all) { return Tokens(ToHostTensor(all), layout, comm); };
   comm.SetPhase("step " + std::to_string(step) + " evaluation");
-  const double loss = Scalar(*model_.Loss(shard(tokens), shard(labels), comm, step).value().ToGlobal(comm));
+  const double loss = ReadScalar(*model_.Loss(shard(tokens), shard(labels), comm, step).value().ToGlobal(comm));
   CheckFinite(step, "validation loss", loss);
   return loss;
 }
@@ -161,10 +166,8 @@ std::vector<std::vector<double>> Trainer::GatherParams(Communicator& comm) const
     const std::optional<kernels::Tensor> g = p.value.value().ToGlobal(comm);
     std::vector<double> values;
     if (g) {
-      for (int64_t i = 0; i < g->numel(); ++i) {
-        values.push_back(g->dtype() == DType::kFloat64 ? g->data<double>()[i]
-                                                       : static_cast<double>(g->data<float>()[i]));
-      }
+      const kernels::Tensor host = ToHostTensor(*g);
+      for (int64_t i = 0; i < host.numel(); ++i) values.push_back(ReadScalar(host, i));
     }
     out.push_back(std::move(values));
   }

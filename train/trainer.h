@@ -59,6 +59,12 @@ struct TrainOptions {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.01;
   double max_grad_norm = 1.0;  // 0: no clipping
   int micro_batches = 1;       // gradient accumulation: the batch split along dim 0
+  // Where parameters, gradients, optimizer states, activations and tokens live
+  // (train/device.h). The communicator must hand buffers of this kind of device (its
+  // device() and stream() are used: a sim or CUDA communicator per rank, or a staged one
+  // under MPI, runtime/staged_communicator.h); the Trainer throws InvalidArgument
+  // ("options.device") otherwise.
+  kernels::Device device;
 };
 
 struct StepStats {

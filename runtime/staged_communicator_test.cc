@@ -1,0 +1,274 @@
+// The staged communicator (runtime/staged_communicator.h) on thread ranks with sim device
+// buffers: every collective and point to point (box forms too) equals the thread backend
+// bit for bit, with the same counters; Dispatch and resharding on sim tensors through it
+// equal the CPU; a send buffer still being written on another stream is a CommError
+// naming the rank and the step.
+#include "runtime/staged_communicator.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/sim/sim.h"
+#include "rules/registry.h"
+#include "runtime/dispatch.h"
+#include "runtime/dist_tensor.h"
+#include "runtime/runtime_test_util.h"
+#include "runtime/thread_communicator.h"
+
+namespace spmd::runtime {
+namespace {
+
+using kernels::Tensor;
+using testing::Iota;
+using testing::Parse;
+using testing::Quick;
+
+bool SameBytes(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
+         (a.nbytes() == 0 || std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0);
+}
+
+// Where a rank's buffers live: the host (thread ranks) or its communicator's sim device.
+struct Place {
+  Communicator& comm;
+  bool sim = false;
+  Tensor Put(const Tensor& host) const {
+    return sim ? kernels::sim::ToDevice(host, comm.device(), comm.stream()) : host;
+  }
+  Tensor Empty(const Shape& shape, DType dtype) const {
+    return Tensor::Uninitialized(shape, dtype, kernels::BackendFor(comm.device()).AllocatorFor(comm.device()),
+                                 comm.stream());
+  }
+  Tensor Get(const Tensor& t) const { return sim ? kernels::sim::ToHost(t) : t; }
+};
+
+// Values that differ per rank and element: (rank + 1) * 10 + i, cast to the dtype (bool:
+// odd or not; any / all then see mixed inputs).
+Tensor Values(int64_t rank, int64_t n, DType dtype) {
+  Tensor f = Iota({n}, DType::kFloat64);
+  for (int64_t i = 0; i < n; ++i) f.data<double>()[i] = static_cast<double>((rank + 1) * 10 + i) / 4.0;
+  if (dtype == DType::kFloat64) return f;
+  if (dtype == DType::kBool) {
+    Tensor b({n}, DType::kBool);
+    for (int64_t i = 0; i < n; ++i) b.data<bool>()[i] = ((rank + i) % 3) != 0;
+    return b;
+  }
+  const Attrs attrs = FindOp("cast")->NormalizeAttrs(Attrs().With("dtype", std::string(ToString(dtype))));
+  return kernels::RunCpuKernel("cast", {f}, attrs)[0];
+}
+
+// Every collective on this rank's buffers; the results, on the host, in call order.
+std::vector<Tensor> Collectives(const Place& at) {
+  Communicator& comm = at.comm;
+  const int64_t w = comm.world_size(), r = comm.rank();
+  Group all(static_cast<size_t>(w));
+  for (int64_t q = 0; q < w; ++q) all[static_cast<size_t>(q)] = q;
+  std::vector<Tensor> results;
+  struct Reduction {
+    DType dtype;
+    ReduceOp op;
+    int64_t count;
+  };
+  for (const Reduction& c : {Reduction{DType::kFloat32, ReduceOp::kSum, 7}, Reduction{DType::kFloat64, ReduceOp::kAvg, 8},
+                             Reduction{DType::kBFloat16, ReduceOp::kMax, 5}, Reduction{DType::kFloat32, ReduceOp::kAny, 6},
+                             Reduction{DType::kInt64, ReduceOp::kProd, 4}, Reduction{DType::kBool, ReduceOp::kAll, 9},
+                             Reduction{DType::kFloat16, ReduceOp::kMin, 12}}) {
+    const Tensor x = at.Put(Values(r, c.count, c.dtype));
+    Tensor y = at.Empty({c.count}, c.dtype);
+    comm.AllReduce(x.bytes(), y.bytes(), c.count, c.dtype, c.op, all);
+    results.push_back(at.Get(y));
+  }
+  {  // uneven all-gather: rank q gives q + 1 elements
+    std::vector<int64_t> counts;
+    int64_t total = 0;
+    for (int64_t q = 0; q < w; ++q) counts.push_back(q + 1), total += q + 1;
+    const Tensor x = at.Put(Values(r, r + 1, DType::kFloat64));
+    Tensor y = at.Empty({total}, DType::kFloat64);
+    comm.AllGather(x.bytes(), y.bytes(), counts, DType::kFloat64, all);
+    results.push_back(at.Get(y));
+    Tensor z = at.Empty({r + 1}, DType::kFloat32);
+    const Tensor s = at.Put(Values(r, total, DType::kFloat32));
+    comm.ReduceScatter(s.bytes(), z.bytes(), counts, DType::kFloat32, ReduceOp::kSum, all);
+    results.push_back(at.Get(z));
+  }
+  {  // equal reduce-scatter
+    const std::vector<int64_t> counts(static_cast<size_t>(w), 3);
+    const Tensor s = at.Put(Values(r, 3 * w, DType::kFloat64));
+    Tensor z = at.Empty({3}, DType::kFloat64);
+    comm.ReduceScatter(s.bytes(), z.bytes(), counts, DType::kFloat64, ReduceOp::kMax, all);
+    results.push_back(at.Get(z));
+  }
+  {  // broadcast from the last rank
+    Tensor b = at.Put(Values(r, 5, DType::kInt64));
+    comm.Broadcast(b.bytes(), 5, DType::kInt64, w - 1, all);
+    results.push_back(at.Get(b));
+  }
+  {  // all-to-all: rank r sends q + r + 1 elements to q
+    std::vector<int64_t> send_counts, recv_counts;
+    int64_t sends = 0, recvs = 0;
+    for (int64_t q = 0; q < w; ++q) {
+      send_counts.push_back(q + r + 1), sends += q + r + 1;
+      recv_counts.push_back(r + q + 1), recvs += r + q + 1;
+    }
+    const Tensor s = at.Put(Values(r, sends, DType::kFloat32));
+    Tensor z = at.Empty({recvs}, DType::kFloat32);
+    comm.AllToAll(s.bytes(), send_counts, z.bytes(), recv_counts, DType::kFloat32, all);
+    results.push_back(at.Get(z));
+  }
+  {  // a ring of point-to-point messages
+    const Tensor s = at.Put(Values(r, 6, DType::kFloat64));
+    Tensor z = at.Empty({6}, DType::kFloat64);
+    comm.Send(s.bytes(), 6, DType::kFloat64, (r + 1) % w);
+    comm.Recv(z.bytes(), 6, DType::kFloat64, (r + w - 1) % w);
+    comm.Synchronize();
+    results.push_back(at.Get(z));
+  }
+  return results;
+}
+
+// Point to point with boxes: rank r sends the box [1:3, 2:5] of a 4x6 array to r + 1, which
+// receives it into the box [1:3, 1:4] of its own 3x4 array (the rest left as it was).
+std::vector<Tensor> Boxes(const Place& at) {
+  Communicator& comm = at.comm;
+  const int64_t w = comm.world_size(), r = comm.rank();
+  const Tensor s = at.Put(Values(r, 24, DType::kFloat64));
+  Tensor z = at.Put(Values(r + 7, 12, DType::kFloat64));
+  comm.SendBox(s.bytes(), BufferBox{{4, 6}, {1, 2}, {2, 3}}, DType::kFloat64, (r + 1) % w);
+  comm.RecvBox(z.bytes(), BufferBox{{3, 4}, {1, 1}, {2, 3}}, DType::kFloat64, (r + w - 1) % w);
+  comm.Synchronize();
+  return {at.Get(z)};
+}
+
+// Dispatch on device tensors: softmax along a sharded dim (an all-gather to reshard), matmul
+// leaving a partial sum (an all-reduce to gather), each gathered to the whole tensor.
+std::vector<Tensor> DispatchAndGather(const Place& at) {
+  const Mesh mesh({at.comm.world_size()});
+  auto shard = [&](const Tensor& global, const std::string& placement) {
+    const DistTensor host = DistTensor::ShardTensor(global, mesh, Parse(placement, 2), at.comm.rank());
+    return DistTensor::FromLocal(at.Put(host.local()), global.shape(), global.dtype(), mesh, host.dist_attr(),
+                                 at.comm.rank());
+  };
+  const DistTensor x = shard(Iota({4, 6}, DType::kFloat32), "[S(1)]");
+  const DistTensor y = shard(Iota({6, 3}, DType::kFloat32), "[S(0)]");
+  std::vector<Tensor> out;
+  const std::vector<DistTensor> soft = Dispatch("softmax", {x}, Attrs().With("axis", int64_t{1}), at.comm);
+  EXPECT_EQ(soft[0].local().device(), at.comm.device());
+  out.push_back(at.Get(*soft[0].ToGlobal(at.comm)));
+  const std::vector<DistTensor> prod = Dispatch("matmul", {x, y}, Attrs(), at.comm);
+  out.push_back(at.Get(*prod[0].ToGlobal(at.comm)));
+  return out;
+}
+
+// Rank r's stream on sim:r (made once: streams live as long as the process).
+kernels::Stream StreamOf(int64_t rank) {
+  static std::mutex mu;
+  static auto* streams = new std::map<int64_t, kernels::Stream>;
+  std::lock_guard<std::mutex> lock(mu);
+  auto found = streams->find(rank);
+  if (found == streams->end()) {
+    found = streams->emplace(rank, kernels::sim::NewStream(kernels::Device::Sim(static_cast<int>(rank % 8)))).first;
+  }
+  return found->second;
+}
+
+struct Outcome {
+  std::vector<std::vector<Tensor>> results;
+  std::vector<CommCounters> counters;
+};
+
+// fn on `world` thread ranks (host buffers), or on the same thread ranks each wrapped in a
+// StagedCommunicator with its buffers on sim:r.
+Outcome OnRanks(int64_t world, bool staged, const std::function<std::vector<Tensor>(const Place&)>& fn) {
+  Outcome out;
+  out.results.resize(static_cast<size_t>(world));
+  out.counters.resize(static_cast<size_t>(world));
+  std::mutex mu;
+  RunRanks(world, [&](Communicator& host) {
+    std::vector<Tensor> mine;
+    CommCounters counters;
+    if (staged) {
+      kernels::sim::EnableSim();
+      StagedCommunicator comm(host, kernels::Device::Sim(static_cast<int>(host.rank() % 8)), StreamOf(host.rank()),
+                              SimHostStaging());
+      mine = fn(Place{comm, true});
+      counters = comm.counters();
+    } else {
+      mine = fn(Place{host, false});
+      counters = host.counters();
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    out.results[static_cast<size_t>(host.rank())] = std::move(mine);
+    out.counters[static_cast<size_t>(host.rank())] = counters;
+  }, Quick());
+  return out;
+}
+
+void ExpectSame(const Outcome& staged, const Outcome& cpu) {
+  ASSERT_EQ(staged.results.size(), cpu.results.size());
+  for (size_t r = 0; r < cpu.results.size(); ++r) {
+    ASSERT_EQ(staged.results[r].size(), cpu.results[r].size());
+    ASSERT_FALSE(cpu.results[r].empty());
+    for (size_t i = 0; i < cpu.results[r].size(); ++i) {
+      EXPECT_TRUE(SameBytes(staged.results[r][i], cpu.results[r][i])) << "rank " << r << " result " << i;
+    }
+    for (int k = 0; k < kNumCollectives; ++k) {
+      EXPECT_EQ(staged.counters[r].per_kind[k], cpu.counters[r].per_kind[k]) << "rank " << r << " kind " << k;
+    }
+  }
+}
+
+class StagedRanks : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(StagedRanks, CollectivesOnStagedSimBuffersEqualTheCpu) {
+  ExpectSame(OnRanks(GetParam(), true, Collectives), OnRanks(GetParam(), false, Collectives));
+}
+
+TEST_P(StagedRanks, BoxesOnStagedSimBuffersEqualTheCpu) {
+  ExpectSame(OnRanks(GetParam(), true, Boxes), OnRanks(GetParam(), false, Boxes));
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, StagedRanks, ::testing::Values(2, 3, 4));
+
+TEST(StagedDispatch, DispatchAndReshardOnStagedSimTensorsEqualTheCpu) {
+  ExpectSame(OnRanks(2, true, DispatchAndGather), OnRanks(2, false, DispatchAndGather));
+}
+
+// A send buffer written on another stream with no event wait: the staging finds the write
+// pending (the sim's deferred schedule runs it only when a synchronizing call needs it), so
+// the call fails naming the rank and the step, and the world ends (no rank hangs).
+TEST(StagedFailure, SendBufferStillBeingWrittenIsCaught) {
+  std::string message;
+  try {
+    OnRanks(2, true, [](const Place& at) {
+      const kernels::Device device = at.comm.device();
+      const kernels::Stream other = kernels::sim::NewStream(device);
+      Tensor x = Tensor::Uninitialized({8}, DType::kFloat64, kernels::BackendFor(device).AllocatorFor(device), other);
+      kernels::BackendFor(device).Fill(x.bytes(), 8, DType::kFloat64, 1.0, other);
+      Tensor y = at.Empty({8}, DType::kFloat64);
+      at.comm.AllReduce(x.bytes(), y.bytes(), 8, DType::kFloat64, ReduceOp::kSum, Group{0, 1});
+      kernels::BackendFor(device).Synchronize(other);
+      return std::vector<Tensor>{at.Get(y)};
+    });
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("rank "), std::string::npos) << message;
+  EXPECT_NE(message.find("step 1"), std::string::npos) << message;
+  EXPECT_NE(message.find("all_reduce"), std::string::npos) << message;
+}
+
+TEST(StagedFailure, HostCommunicatorAndDeviceAreChecked) {
+  RunRanks(1, [](Communicator& host) {
+    EXPECT_THROW(StagedCommunicator(host, kernels::Device::Host(), {}, SimHostStaging()), SpmdError);
+  }, Quick());
+}
+
+}  // namespace
+}  // namespace spmd::runtime
