@@ -20,7 +20,7 @@ targets=(
   rules_model_test rules_einsum_test reshard_test rule_properties_test validation_agreement_test
   reference_test rules_golden_test checker_claims_test io_test checker_simulate_test vjp_test
   spmd failure_demo mpi_test_main_test
-  sim_kernels_test sim_device_communicator_test
+  sim_kernels_test sim_device_communicator_test staged_communicator_test
   fuzz_infer_replay fuzz_check_claim_replay fuzz_check_case_replay fuzz_explain_replay
   fuzz_plan_replay
 )
@@ -38,10 +38,26 @@ status=0
 # unwinding of ci/sanitizer-env.sh is only there to match Open MPI's leaks to ci/lsan.supp,
 # and it made this run 11 times slower (1,688 s against 147 s on 2 cores, 2026-12-02). The
 # two mpirun jobs below keep it.
+# Tests registered outside gtest discovery whose program (or a program they are handed)
+# this build does not make would fail to start: they are left out by name, and listed, as the
+# *_NOT_BUILT entries are (the main suite runs them unsanitized).
+unbuilt=$(ctest --test-dir build-asan --show-only=json-v1 | python3 -c '
+import json, os, sys
+build = os.path.realpath("build-asan")
+for test in json.load(sys.stdin)["tests"]:
+    paths = [a for a in test.get("command", []) if os.path.realpath(a).startswith(build + "/")]
+    if any(not os.path.exists(a) for a in paths):
+        print(test["name"])
+')
+exclude='_NOT_BUILT|^include_graph$|^docs_check$'
+if [ -n "$unbuilt" ]; then
+  echo "sanitize: not built here, run by the main suite: $(echo $unbuilt)"
+  exclude="$exclude|$(printf '^%s$|' $unbuilt | sed 's/|$//')"
+fi
 ASAN_OPTIONS="${ASAN_OPTIONS/fast_unwind_on_malloc=0/fast_unwind_on_malloc=1}" \
 LSAN_OPTIONS="${LSAN_OPTIONS/fast_unwind_on_malloc=0/fast_unwind_on_malloc=1}" \
 ctest --test-dir build-asan --output-on-failure -j "$(nproc)" --timeout 900 -LE 'mpi|sweep' \
-  -E '_NOT_BUILT|^include_graph$|^docs_check$' \
+  -E "$exclude" \
   || status=$?
 ctest --test-dir build-asan --output-on-failure --timeout 900 \
   -R '^(communicator_failure_ok|mpi_test_main_test_np2)$' \
