@@ -72,11 +72,21 @@ Tensor SliceTensor(const Tensor& t, const std::vector<Range>& ranges) {
   out.dtype = t.dtype;
   for (const Range& r : ranges) out.shape.push_back(r.size());
   out.data.resize(static_cast<size_t>(reference::NumElements(out.shape)));
+  if (out.data.empty()) return out;
+  if (out.shape.empty()) {  // a 0-d tensor: its one value
+    out.data[0] = t.data[0];
+    return out;
+  }
+  // Row by row: the last dim's range is contiguous in both tensors.
   const std::vector<int64_t> strides = Strides(t.shape);
-  ForEachIndex(out.shape, [&](const std::vector<int64_t>& index, int64_t k) {
-    int64_t at = 0;
-    for (size_t d = 0; d < index.size(); ++d) at += (ranges[d].begin + index[d]) * strides[d];
-    out.data[k] = t.data[at];
+  const size_t last = out.shape.size() - 1;
+  const int64_t row = out.shape[last];
+  Shape rows = out.shape;
+  rows[last] = 1;
+  ForEachIndex(rows, [&](const std::vector<int64_t>& index, int64_t r) {
+    int64_t at = ranges[last].begin;
+    for (size_t d = 0; d < last; ++d) at += (ranges[d].begin + index[d]) * strides[d];
+    std::copy(t.data.begin() + at, t.data.begin() + at + row, out.data.begin() + r * row);
   });
   return out;
 }

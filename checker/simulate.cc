@@ -23,6 +23,7 @@ using reference::Tensors;
 class Rng {
  public:
   explicit Rng(uint64_t seed) : gen_(seed) {}
+  explicit Rng(const std::mt19937_64& gen) : gen_(gen) {}
   double Uniform(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(gen_); }
   int64_t Int(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(gen_); }
   std::mt19937_64& gen() { return gen_; }
@@ -312,6 +313,54 @@ std::optional<Counterexample> RunExchange(const OpDecl& op, const RuleContext& c
   return std::nullopt;
 }
 
+// The global inputs of one draw (from c.seed, `kinds`, negated reals or not), the
+// reference's outputs on them and the generator's state after the draw; from c.cache when
+// it holds the draw (computed and stored there otherwise).
+const SimulationCache::Draw& GlobalDraw(const Case& c, const Attrs& attrs, const std::vector<InputValues>& kinds,
+                                        bool negate_reals, reference::ReferenceFn fn, SimulationCache::Draw* scratch) {
+  auto same_kinds = [&](const std::vector<InputValues>& other) {
+    if (other.size() != kinds.size()) return false;
+    for (size_t i = 0; i < kinds.size(); ++i) {
+      const InputValues& a = kinds[i];
+      const InputValues& b = other[i];
+      if (a.kind != b.kind || a.bound != b.bound || a.ones != b.ones || a.hit_begin != b.hit_begin ||
+          a.hit_end != b.hit_end) {
+        return false;
+      }
+    }
+    return true;
+  };
+  if (c.cache != nullptr) {
+    for (const SimulationCache::Draw& d : c.cache->draws) {
+      if (d.seed == c.seed && d.negate == negate_reals && same_kinds(d.kinds)) return d;
+    }
+  }
+  SimulationCache::Draw draw;
+  draw.seed = c.seed;
+  draw.negate = negate_reals;
+  draw.kinds = kinds;
+  Rng rng(c.seed);
+  for (size_t i = 0; i < c.shapes.size(); ++i) {
+    draw.inputs.push_back(MakeInput(c.shapes[i], kinds[i], rng));
+    if (negate_reals && kinds[i].kind == ValueKind::kReal) {
+      for (double& v : draw.inputs.back().data) v = -v;
+    }
+  }
+  try {
+    draw.outputs = fn(draw.inputs, attrs);
+  } catch (const SpmdError& e) {
+    draw.refused = std::string("the reference refuses a request the declaration accepts: ") +
+                   std::string(ToString(e.type())) + " " + e.what();
+  }
+  draw.rng = rng.gen();
+  if (c.cache == nullptr) {
+    *scratch = std::move(draw);
+    return *scratch;
+  }
+  c.cache->draws.push_back(std::move(draw));
+  return c.cache->draws.back();
+}
+
 // One draw of input values (from c.seed); sets *boolean when an output holds 0/1 values.
 // `negate_reals`: every real-valued input (ValueKind::kReal) of the draw is negated, which
 // keeps it a draw of the same distribution.
@@ -345,24 +394,16 @@ Outcome CheckClaimOnce(const Case& c, const std::vector<DistAttr>& required,
         throw NotApplicable{"input " + std::to_string(i) + " mixes logical and arithmetic partial ops"};
       }
     }
-    Rng rng(c.seed);
-    Tensors global_inputs;
-    for (size_t i = 0; i < c.shapes.size(); ++i) {
-      global_inputs.push_back(MakeInput(c.shapes[i], kinds[i], rng));
-      if (negate_reals && kinds[i].kind == ValueKind::kReal) {
-        for (double& v : global_inputs.back().data) v = -v;
-      }
-    }
-    Tensors global_outputs;
-    try {
-      global_outputs = fn(global_inputs, attrs);
-    } catch (const SpmdError& e) {
+    SimulationCache::Draw scratch;
+    const SimulationCache::Draw& draw = GlobalDraw(c, attrs, kinds, negate_reals, fn, &scratch);
+    if (!draw.refused.empty()) {
       // The declaration accepted the request: the oracle refusing it is a disagreement
       // between the two (validation drift), not a case to skip.
-      return Unsound({"reference refuses", -1, -1, {}, 0, 0,
-                      std::string("the reference refuses a request the declaration accepts: ") +
-                          std::string(ToString(e.type())) + " " + e.what()});
+      return Unsound({"reference refuses", -1, -1, {}, 0, 0, draw.refused});
     }
+    const Tensors& global_inputs = draw.inputs;
+    const Tensors& global_outputs = draw.outputs;
+    Rng rng(draw.rng);  // the partial addends continue from the generator after the draw
     for (const Tensor& t : global_outputs) *boolean = *boolean || t.dtype == DType::kBool;
     if (global_outputs.size() != global_out_shapes.size()) {
       return Unsound({"shape", -1, -1, {}, 0, 0,
@@ -457,8 +498,69 @@ Outcome CheckClaimOnce(const Case& c, const std::vector<DistAttr>& required,
 
 }  // namespace
 
+namespace {
+
+// The key of a (required, claimed) pair in SimulationCache::claims: every dim's axis list
+// and every partial (axis, op), with separators, so that distinct pairs get distinct keys.
+std::string ClaimKey(const std::vector<DistAttr>& required, const std::vector<DistAttr>& claimed) {
+  std::string key;
+  auto add = [&](const DistAttr& attr) {
+    for (const AxisList& axes : attr.dims) {
+      for (int a : axes) key += std::to_string(a) + ",";
+      key += ";";
+    }
+    key += "p";
+    for (const auto& [axis, op] : attr.partial) key += std::to_string(axis) + ":" + std::to_string(static_cast<int>(op)) + ",";
+    key += "|";
+  };
+  for (const DistAttr& attr : required) add(attr);
+  key += "->";
+  for (const DistAttr& attr : claimed) add(attr);
+  return key;
+}
+
+// Binds the cache to c's family, or throws when c belongs to another.
+void BindCache(SimulationCache& cache, const Case& c) {
+  if (!cache.bound) {
+    cache.bound = true;
+    cache.op = c.op;
+    cache.mesh = c.mesh;
+    cache.shapes = c.shapes;
+    cache.attrs = c.attrs;
+    cache.seed = c.seed;
+    cache.reference = c.reference;
+    return;
+  }
+  if (cache.op != c.op || !(cache.mesh == c.mesh) || cache.shapes != c.shapes || !(cache.attrs == c.attrs) ||
+      cache.seed != c.seed || cache.reference != c.reference) {
+    throw std::logic_error("SimulationCache: a case of another family (op, mesh, shapes, attrs, seed or reference)");
+  }
+}
+
+Outcome CheckClaimUncached(const Case& c, const std::vector<DistAttr>& required,
+                           const std::vector<DistAttr>& claimed);
+
+}  // namespace
+
 Outcome CheckClaim(const Case& c, const std::vector<DistAttr>& required,
                    const std::vector<DistAttr>& claimed) {
+  if (c.cache == nullptr) return CheckClaimUncached(c, required, claimed);
+  BindCache(*c.cache, c);
+  const std::string key = ClaimKey(required, claimed);
+  if (auto it = c.cache->claims.find(key); it != c.cache->claims.end()) {
+    ++c.cache->reused;
+    return it->second;
+  }
+  Outcome outcome = CheckClaimUncached(c, required, claimed);
+  ++c.cache->simulated;
+  c.cache->claims.emplace(key, outcome);
+  return outcome;
+}
+
+namespace {
+
+Outcome CheckClaimUncached(const Case& c, const std::vector<DistAttr>& required,
+                           const std::vector<DistAttr>& claimed) {
   bool boolean = false;
   Outcome outcome = CheckClaimOnce(c, required, claimed, &boolean);
   // A 0/1 result carries one bit: a wrong claim on it (a dropped `all` partial on one
@@ -483,6 +585,8 @@ Outcome CheckClaim(const Case& c, const std::vector<DistAttr>& required,
   }
   return outcome;
 }
+
+}  // namespace
 
 Outcome CheckForward(const Case& c) {
   std::vector<TensorArg> args;

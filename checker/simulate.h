@@ -8,6 +8,9 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <map>
+#include <random>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +20,8 @@
 #include "rules/op_decl.h"
 
 namespace spmd::checker {
+
+struct SimulationCache;
 
 // One case: an op, a mesh, input shapes and dist attrs, attrs.
 struct Case {
@@ -28,6 +33,8 @@ struct Case {
   uint64_t seed = 1;
   // The oracle; null: the registered reference of op->name (tests inject others).
   reference::ReferenceFn reference = nullptr;
+  // Optional: results shared by the cases of one family (see SimulationCache); null: none.
+  SimulationCache* cache = nullptr;
 };
 
 // The smallest evidence that a claim is wrong.
@@ -62,6 +69,41 @@ struct Outcome {
 inline constexpr int64_t kMaxSimulatedElements = int64_t{1} << 24;
 // How many value draws a case with a 0/1 output gets (see CheckClaim).
 inline constexpr int kBooleanDraws = 12;
+
+// What the cases of one family share: cases that differ only in their input dist attrs
+// (same op, mesh, shapes, attrs, seed and reference; the sweep gives every case of one
+// example and size palette on one mesh the same seed). A case's check is a deterministic
+// function of the case and its (required, claimed) dist attrs, so
+// - the global input values of a draw (seed, value kinds, negation) and the reference's
+//   outputs on them are computed once per family and reused (with the generator's state
+//   after the draw, from which the partial addends continue);
+// - the outcome of a (required, claimed) pair already checked in the family is the
+//   outcome of the same computation, and is reused rather than recomputed.
+// The rule is still inferred, and its answer checked, for every case. A cache is bound to
+// the first case it sees; a case of another family throws std::logic_error.
+struct SimulationCache {
+  struct Draw {
+    uint64_t seed = 0;
+    bool negate = false;
+    std::vector<InputValues> kinds;
+    std::vector<reference::Tensor> inputs;   // global inputs
+    std::vector<reference::Tensor> outputs;  // the reference's outputs on them
+    std::string refused;               // non-empty: the reference refused (the message)
+    std::mt19937_64 rng;               // the generator after the draw
+  };
+  std::deque<Draw> draws;  // (a deque: a reference to a draw stays valid as more come)
+  std::map<std::string, Outcome> claims;  // encoded (required, claimed) -> outcome
+  int64_t simulated = 0;  // claims checked by simulation
+  int64_t reused = 0;     // claims answered from `claims`
+  // The family (set by the first case).
+  bool bound = false;
+  const OpDecl* op = nullptr;
+  Mesh mesh;
+  std::vector<Shape> shapes;
+  Attrs attrs;
+  uint64_t seed = 0;
+  reference::ReferenceFn reference = nullptr;
+};
 
 // Infers the rule forward and checks it (throws as CheckClaim does).
 Outcome CheckForward(const Case& c);

@@ -3,6 +3,8 @@
 // the rule refusing makes a case not applicable.
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 #include "checker/simulate.h"
 #include "checker/sweep.h"
 #include "rules/error.h"
@@ -61,6 +63,97 @@ TEST(Simulate, TheRuleRefusingIsNotApplicable) {
   c.reference = Refusing;
   c.shapes = {{4, 6, 2}};  // the dist attr has rank 2: the rule refuses
   EXPECT_EQ(CheckForward(c).verdict, Verdict::kNotApplicable);
+}
+
+// The same check with and without a family's SimulationCache: the verdict, the dist attrs
+// checked and the counterexample's message.
+void ExpectSameOutcome(const Outcome& cached, const Outcome& fresh) {
+  EXPECT_EQ(cached.verdict, fresh.verdict);
+  EXPECT_EQ(cached.required, fresh.required);
+  EXPECT_EQ(cached.outputs, fresh.outputs);
+  EXPECT_EQ(cached.counterexample.has_value(), fresh.counterexample.has_value());
+  if (cached.counterexample && fresh.counterexample) {
+    EXPECT_EQ(cached.counterexample->message, fresh.counterexample->message);
+  }
+}
+
+// A claim other than the rule's: output 0 claimed replicated where the rule shards or
+// keeps it partial, or sharded on its first dim over axis 0 where the rule replicates it.
+std::vector<DistAttr> OtherClaim(const std::vector<DistAttr>& claimed) {
+  std::vector<DistAttr> other = claimed;
+  if (other.empty()) return other;
+  if (!other[0].IsReplicated()) {
+    other[0] = DistAttr::Replicated(other[0].rank());
+  } else if (other[0].rank() > 0) {
+    other[0].dims[0] = {0};
+  }
+  return other;
+}
+
+// Every op, every example of the uneven palette on 2x2: a strided sample of the sweep's
+// input combinations, checked with one cache per family (the rule's claim, then another
+// claim on the same required inputs) and each again without a cache. A reused outcome
+// must be the outcome the computation gives; a cache that confused two pairs (e.g. one
+// keyed on the required inputs alone) answers the other claim with the rule's verdict.
+TEST(SimulationCache, AReusedOutcomeIsTheOutcomeOfTheSameComputation) {
+  const Mesh mesh({2, 2});
+  int64_t reused = 0, other_unsound = 0, checked = 0;
+  for (const OpDecl& op : AllOps()) {
+    for (const Example& example : op.examples(SizePalette{{5, 7, 3}})) {
+      SCOPED_TRACE(op.name);
+      std::vector<ReduceOp> partial_ops;
+      try {
+        partial_ops = PartialInputOps(op, example, op.NormalizeAttrs(example.attrs));
+      } catch (const SpmdError&) {
+        continue;
+      }
+      std::vector<std::vector<DistAttr>> choices;
+      int64_t total = 1;
+      for (const Shape& shape : example.shapes) {
+        choices.push_back(EnumerateDistAttrs(static_cast<int>(shape.size()), mesh.ndim(), partial_ops));
+        total *= static_cast<int64_t>(choices.back().size());
+      }
+      SimulationCache cache;
+      Case family{&op, mesh, example.shapes, {}, example.attrs, 17, nullptr, &cache};
+      const int64_t step = std::max<int64_t>(1, total / 12);
+      for (int64_t k = 0; k < total; k += step) {
+        int64_t rest = k;
+        family.inputs.assign(choices.size(), DistAttr{});
+        for (int i = static_cast<int>(choices.size()) - 1; i >= 0; --i) {
+          family.inputs[i] = choices[i][rest % choices[i].size()];
+          rest /= static_cast<int64_t>(choices[i].size());
+        }
+        Case alone = family;
+        alone.cache = nullptr;
+        const Outcome cached = CheckForward(family);
+        ExpectSameOutcome(cached, CheckForward(alone));
+        ++checked;
+        if (cached.verdict != Verdict::kSound) continue;
+        const std::vector<DistAttr> other = OtherClaim(cached.outputs);
+        const Outcome other_cached = CheckClaim(family, cached.required, other);
+        const Outcome other_fresh = CheckClaim(alone, cached.required, other);
+        ExpectSameOutcome(other_cached, other_fresh);
+        other_unsound += other_fresh.verdict == Verdict::kUnsound;
+      }
+      reused += cache.reused;
+    }
+  }
+  EXPECT_GT(checked, 1000);
+  EXPECT_GT(reused, 100);         // the sample does share pairs
+  EXPECT_GT(other_unsound, 100);  // and the other claims are often wrong
+}
+
+TEST(SimulationCache, ACaseOfAnotherFamilyIsRefused) {
+  SimulationCache cache;
+  Case c = ReluCase();
+  c.cache = &cache;
+  EXPECT_EQ(CheckForward(c).verdict, Verdict::kSound);
+  Case other = c;
+  other.seed = c.seed + 1;  // other values
+  EXPECT_THROW(CheckForward(other), std::logic_error);
+  other = c;
+  other.shapes = {{4, 7}};
+  EXPECT_THROW(CheckForward(other), std::logic_error);
 }
 
 TEST(Sweep, ARefusingReferenceCountsAsFailedNotSkipped) {

@@ -86,6 +86,31 @@ Outcome CheckReverse(const Case& base, const std::vector<Shape>& out_shapes,
   return outcome;
 }
 
+// The reverse cases of one family: every dist attr of the first output (the others
+// replicated); `family` is the family's case (seed and cache), its inputs unused.
+void SweepReverse(const OpDecl& op, const Mesh& mesh, const Example& example, const Attrs& normalized,
+                  const SweepOptions& options, const Case& family, SweepRow& row) {
+  std::vector<Shape> out_shapes;
+  try {
+    out_shapes = InferOutputShapes(op, example.shapes, normalized);
+  } catch (const SpmdError&) {
+    return;
+  }
+  std::vector<std::vector<DistAttr>> out_choices;
+  for (size_t o = 0; o < out_shapes.size(); ++o) {
+    // Output 0 takes every sharding; the others stay replicated (the product grows fast).
+    out_choices.push_back(o == 0 ? EnumerateDistAttrs(static_cast<int>(out_shapes[o].size()), mesh.ndim(), {})
+                                 : std::vector<DistAttr>{DistAttr::Replicated(static_cast<int>(out_shapes[o].size()))});
+  }
+  Case base = family;
+  base.inputs.clear();
+  ForEachCombination(out_choices, options.max_combinations, [&](const std::vector<DistAttr>& outs) {
+    Case forward_case;
+    Outcome outcome = CheckReverse(base, out_shapes, outs, forward_case);
+    Record(options, row, outcome.verdict == Verdict::kNotApplicable ? base : forward_case, outcome, "reverse");
+  });
+}
+
 SweepRow SweepExhaustive(const OpDecl& op, const std::vector<int64_t>& mesh_shape,
                          const SweepOptions& options) {
   SweepRow row{op.name, MeshName(mesh_shape)};
@@ -111,32 +136,18 @@ SweepRow SweepExhaustive(const OpDecl& op, const std::vector<int64_t>& mesh_shap
       for (const Shape& shape : example.shapes) {
         choices.push_back(EnumerateDistAttrs(static_cast<int>(shape.size()), mesh.ndim(), partial_ops));
       }
-      Case c{&op, mesh, example.shapes, {}, example.attrs, seed, options.reference};
+      // One seed and one cache per (example, palette): every case of the family draws the
+      // same global values, computed once, and a (required, claimed) pair already checked
+      // is not simulated again (SimulationCache).
+      SimulationCache cache;
+      Case c{&op, mesh, example.shapes, {}, example.attrs, ++seed, options.reference, &cache};
       ForEachCombination(choices, options.max_combinations, [&](const std::vector<DistAttr>& inputs) {
         c.inputs = inputs;
-        c.seed = ++seed;
         Record(options, row, c, CheckForward(c), "forward");
       });
-      if (!options.reverse) continue;
-      std::vector<Shape> out_shapes;
-      try {
-        out_shapes = InferOutputShapes(op, example.shapes, normalized);
-      } catch (const SpmdError&) {
-        continue;
-      }
-      std::vector<std::vector<DistAttr>> out_choices;
-      for (size_t o = 0; o < out_shapes.size(); ++o) {
-        // Output 0 takes every sharding; the others stay replicated (the product grows fast).
-        out_choices.push_back(o == 0 ? EnumerateDistAttrs(static_cast<int>(out_shapes[o].size()), mesh.ndim(), {})
-                                     : std::vector<DistAttr>{DistAttr::Replicated(static_cast<int>(out_shapes[o].size()))});
-      }
-      Case base{&op, mesh, example.shapes, {}, example.attrs, seed, options.reference};
-      ForEachCombination(out_choices, options.max_combinations, [&](const std::vector<DistAttr>& outs) {
-        base.seed = ++seed;
-        Case forward_case;
-        Outcome outcome = CheckReverse(base, out_shapes, outs, forward_case);
-        Record(options, row, outcome.verdict == Verdict::kNotApplicable ? base : forward_case, outcome, "reverse");
-      });
+      if (options.reverse) SweepReverse(op, mesh, example, normalized, options, c, row);
+      row.simulated += cache.simulated;
+      row.reused += cache.reused;
     }
   }
   return row;

@@ -37,6 +37,10 @@ struct SweepRow {
   int64_t skipped = 0;  // the rule refused (typed error); a reference refusing what the
                         // rule accepted counts as failed
   double seconds = 0;
+  // Exhaustive mode: (required, claimed) pairs simulated, and cases whose pair was already
+  // simulated in its family (the same computation; SimulationCache in checker/simulate.h).
+  int64_t simulated = 0;
+  int64_t reused = 0;
   std::vector<std::string> failures;  // the first few: message and replay command
 };
 

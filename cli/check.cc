@@ -305,8 +305,10 @@ int Sweep(const checker::SweepOptions& options, const checker::GradOptions* grad
   });
   if (tty) std::fprintf(stderr, "\n");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  int64_t cases = 0, passed = 0, failed = 0, skipped = 0;
+  int64_t cases = 0, passed = 0, failed = 0, skipped = 0, simulated = 0, reused = 0;
   for (const auto& r : rows) {
+    simulated += r.simulated;
+    reused += r.reused;
     cases += r.cases;
     passed += r.passed;
     failed += r.failed;
@@ -319,7 +321,8 @@ int Sweep(const checker::SweepOptions& options, const checker::GradOptions* grad
   totals.skipped = skipped;
   if (as_json) {
     json out = {{"cases", cases}, {"passed", passed}, {"failed", failed}, {"skipped", skipped},
-                {"ops", totals.ops.size()}, {"seconds", seconds}, {"rows", json::array()}};
+                {"ops", totals.ops.size()}, {"seconds", seconds}, {"simulated", simulated},
+                {"reused", reused}, {"rows", json::array()}};
     for (const auto& r : rows) {
       out["rows"].push_back({{"op", r.op}, {"mesh", r.mesh}, {"cases", r.cases}, {"passed", r.passed},
                              {"failed", r.failed}, {"skipped", r.skipped}, {"seconds", r.seconds},
@@ -340,6 +343,11 @@ int Sweep(const checker::SweepOptions& options, const checker::GradOptions* grad
     }
     std::printf("%.1f s, %.0f cases per second (%lld not applicable: the rule refused)\n", seconds,
                 seconds > 0 ? static_cast<double>(cases) / seconds : 0.0, static_cast<long long>(skipped));
+    if (simulated + reused > 0) {
+      std::printf("simulated %lld distinct (required, claimed) pairs; %lld checks reuse the outcome of the same pair "
+                  "on the same values in their family (checker/simulate.h, SimulationCache)\n",
+                  static_cast<long long>(simulated), static_cast<long long>(reused));
+    }
     if (grad != nullptr) {
       std::printf("rules: %lld cases over %zu ops: %lld passed, %lld failed\n", static_cast<long long>(cases),
                   totals.ops.size(), static_cast<long long>(passed), static_cast<long long>(failed));

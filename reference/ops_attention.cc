@@ -2,6 +2,7 @@
 // plain softmax attention and its gradients in float64, from the definition.
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "reference/reference.h"
@@ -11,26 +12,37 @@
 namespace spmd::reference::ops {
 namespace {
 
+// The mask's strides over [b, h, i, j], 0 on its size-1 (broadcast) dims, and
+// sqrt(head_dim): what every Score of one call shares.
+struct ScoreShape {
+  int64_t mask_strides[4] = {0, 0, 0, 0};
+  double root = 1.0;
+};
+
+ScoreShape MakeScoreShape(const attention::FlashAttentionPlan& p) {
+  ScoreShape s;
+  s.root = std::sqrt(static_cast<double>(p.head_dim));
+  if (p.has_mask) {
+    const Shape strides = internal::Strides(p.mask_shape);
+    for (size_t dim = 0; dim < 4; ++dim) s.mask_strides[dim] = p.mask_shape[dim] != 1 ? strides[dim] : 0;
+  }
+  return s;
+}
+
 // The score of query row i and key j for batch b and head h (k/v head h / (heads /
 // kv_heads)): (q[b,i,h,:] . k[b,j,g,:]) / sqrt(head_dim) + mask[b,h,i,j], the mask's size-1
 // dims broadcast (`mask` null: none).
-double Score(const attention::FlashAttentionPlan& p, const Tensor& q, const Tensor& k, const Tensor* mask,
-             int64_t b, int64_t h, int64_t i, int64_t j) {
+double Score(const attention::FlashAttentionPlan& p, const ScoreShape& shape, const Tensor& q, const Tensor& k,
+             const Tensor* mask, int64_t b, int64_t h, int64_t i, int64_t j) {
   const int64_t g = h / (p.kv_heads == 0 ? 1 : p.heads / p.kv_heads);
+  const double* qr = q.data.data() + ((b * p.sq + i) * p.heads + h) * p.head_dim;
+  const double* kr = k.data.data() + ((b * p.sk + j) * p.kv_heads + g) * p.head_dim;
   double dot = 0.0;
-  for (int64_t d = 0; d < p.head_dim; ++d) {
-    dot += q.data[((b * p.sq + i) * p.heads + h) * p.head_dim + d] *
-           k.data[((b * p.sk + j) * p.kv_heads + g) * p.head_dim + d];
-  }
-  double score = dot / std::sqrt(static_cast<double>(p.head_dim));
+  for (int64_t d = 0; d < p.head_dim; ++d) dot += qr[d] * kr[d];
+  double score = dot / shape.root;
   if (mask != nullptr) {
-    const Shape strides = internal::Strides(p.mask_shape);
-    const int64_t at[4] = {b, h, i, j};
-    int64_t offset = 0;
-    for (size_t dim = 0; dim < 4; ++dim) {
-      if (p.mask_shape[dim] != 1) offset += at[dim] * strides[dim];
-    }
-    score += mask->data[offset];
+    const int64_t* st = shape.mask_strides;
+    score += mask->data[b * st[0] + h * st[1] + i * st[2] + j * st[3]];
   }
   return score;
 }
@@ -54,7 +66,9 @@ Tensors flash_attention(const Tensors& inputs, const Attrs& attrs) {
   Tensor softmax = internal::Zeros(p.softmax_shape, q.dtype);
   Tensor lse = internal::Zeros(p.lse_shape, q.dtype);
   const int64_t group = p.kv_heads == 0 ? 1 : p.heads / p.kv_heads;
+  const ScoreShape score_shape = MakeScoreShape(p);
   std::vector<double> score(static_cast<size_t>(p.sk));
+  std::vector<double> weight(static_cast<size_t>(p.sk));  // exp(score[j] - max)
   for (int64_t b = 0; b < p.batch; ++b) {
     for (int64_t h = 0; h < p.heads; ++h) {
       const int64_t g = h / group;
@@ -62,14 +76,17 @@ Tensors flash_attention(const Tensors& inputs, const Attrs& attrs) {
         const int64_t last = attention::LastKey(p, p.row_offset + i);
         double max = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j <= last; ++j) {
-          score[j] = Score(p, q, k, p.has_mask ? &inputs[4] : nullptr, b, h, i, j);
+          score[j] = Score(p, score_shape, q, k, p.has_mask ? &inputs[4] : nullptr, b, h, i, j);
           max = std::max(max, score[j]);
         }
         double sum = 0.0;
-        for (int64_t j = 0; j <= last; ++j) sum += std::exp(score[j] - max);
+        for (int64_t j = 0; j <= last; ++j) {
+          weight[j] = std::exp(score[j] - max);
+          sum += weight[j];
+        }
         lse.data[(b * p.heads + h) * p.sq + i] = max + std::log(sum);
         for (int64_t j = 0; j <= last; ++j) {
-          const double prob = std::exp(score[j] - max) / sum;
+          const double prob = weight[j] / sum;
           if (p.return_softmax) softmax.data[((b * p.heads + h) * p.sq + i) * p.sk + j] = prob;
           for (int64_t e = 0; e < p.v_dim; ++e) {
             out.data[((b * p.sq + i) * p.heads + h) * p.v_dim + e] +=
@@ -79,7 +96,11 @@ Tensors flash_attention(const Tensors& inputs, const Attrs& attrs) {
       }
     }
   }
-  return {out, softmax, lse};
+  Tensors result;
+  result.push_back(std::move(out));
+  result.push_back(std::move(softmax));
+  result.push_back(std::move(lse));
+  return result;
 }
 
 // The gradients of <out_grad, out> for out = P . v, from the given out and softmax_lse:
@@ -104,6 +125,7 @@ Tensors flash_attn_grad(const Tensors& inputs, const Attrs& attrs) {
   Tensor v_grad = internal::Zeros(v.shape);
   const int64_t group = p.kv_heads == 0 ? 1 : p.heads / p.kv_heads;
   const double scale = 1.0 / std::sqrt(static_cast<double>(p.head_dim));
+  const ScoreShape score_shape = MakeScoreShape(p);
   auto q_at = [&](int64_t b, int64_t i, int64_t h, int64_t d) { return ((b * p.sq + i) * p.heads + h) * p.head_dim + d; };
   auto k_at = [&](int64_t b, int64_t j, int64_t g, int64_t d) { return ((b * p.sk + j) * p.kv_heads + g) * p.head_dim + d; };
   auto o_at = [&](int64_t b, int64_t i, int64_t h, int64_t e) { return ((b * p.sq + i) * p.heads + h) * p.v_dim + e; };
@@ -116,7 +138,7 @@ Tensors flash_attn_grad(const Tensors& inputs, const Attrs& attrs) {
         double row_d = 0.0;
         for (int64_t e = 0; e < p.v_dim; ++e) row_d += dout.data[o_at(b, i, h, e)] * out.data[o_at(b, i, h, e)];
         for (int64_t j = 0; j <= last; ++j) {
-          const double score = Score(p, q, k, p.has_mask ? &inputs[6] : nullptr, b, h, i, j);
+          const double score = Score(p, score_shape, q, k, p.has_mask ? &inputs[6] : nullptr, b, h, i, j);
           const double prob = std::exp(score - lse.data[(b * p.heads + h) * p.sq + i]);
           double dprob = 0.0;
           for (int64_t e = 0; e < p.v_dim; ++e) {
@@ -132,7 +154,11 @@ Tensors flash_attn_grad(const Tensors& inputs, const Attrs& attrs) {
       }
     }
   }
-  return {q_grad, k_grad, v_grad};
+  Tensors result;
+  result.push_back(std::move(q_grad));
+  result.push_back(std::move(k_grad));
+  result.push_back(std::move(v_grad));
+  return result;
 }
 
 }  // namespace spmd::reference::ops

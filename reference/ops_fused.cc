@@ -1,6 +1,7 @@
 // Fused ops and a grad op (docs/OPS.md "Paddle's other registered ops"):
 // fused_rotary_position_embedding, bmm_grad. Plain loops from the definitions.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reference/reference.h"
@@ -71,31 +72,32 @@ Tensors fused_rotary_position_embedding(const Tensors& inputs, const Attrs& attr
     }
   }
   const int64_t half = head_dim / 2;
-  // Element e of a 4-D [d0, d1, d2, head_dim] tensor: j = e mod head_dim, and its index on
-  // the sequence dim (0 or 1) is (e / stride) mod size, stride the product of the dims after it.
-  const int64_t seq_stride = q[2] * q[3] * (seq_dim == 0 ? q[1] : 1);
-  const int64_t seq_size = q[static_cast<size_t>(seq_dim)];
+  // A 4-D [d0, d1, d2, head_dim] tensor is rows of head_dim elements; row r = (i0, i1, i2)
+  // sits at sequence position i0 = r / (d1 d2) (time major) or i1 = (r / d2) mod d1.
   Tensors outs;
   for (size_t i = 0; i < rotated; ++i) {
     const Tensor& x = inputs[i];
     Tensor out = internal::Zeros(x.shape, x.dtype);
-    for (int64_t e = 0; e < NumElements(x.shape); ++e) {
-      const int64_t j = e % head_dim;
-      const int64_t row = (e / seq_stride) % seq_size * head_dim;  // the table's row s
-      const double c = cos.data[row + j];
-      const double t = sin.data[row + j];
-      const int64_t base = e - j;  // element 0 of this head
-      double partner = 0.0, sign = 1.0;
-      if (neox) {
-        partner = x.data[base + (j % 2 == 0 ? j + 1 : j - 1)];
-        sign = j % 2 == 0 ? -1.0 : 1.0;
-      } else {
-        partner = x.data[base + (j < half ? j + half : j - half)];
-        sign = j < half ? -1.0 : 1.0;
+    const int64_t rows = head_dim > 0 ? NumElements(x.shape) / head_dim : 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t s = time_major ? r / (q[1] * q[2]) : (r / q[2]) % q[1];
+      const double* xr = x.data.data() + r * head_dim;  // this head of x
+      const double* cr = cos.data.data() + s * head_dim;  // the tables' row s
+      const double* tr = sin.data.data() + s * head_dim;
+      double* yr = out.data.data() + r * head_dim;
+      for (int64_t j = 0; j < head_dim; ++j) {
+        double partner = 0.0, sign = 1.0;
+        if (neox) {
+          partner = xr[j % 2 == 0 ? j + 1 : j - 1];
+          sign = j % 2 == 0 ? -1.0 : 1.0;
+        } else {
+          partner = xr[j < half ? j + half : j - half];
+          sign = j < half ? -1.0 : 1.0;
+        }
+        yr[j] = cr[j] * xr[j] + sign * tr[j] * partner;
       }
-      out.data[e] = c * x.data[e] + sign * t * partner;
     }
-    outs.push_back(out);
+    outs.push_back(std::move(out));
   }
   return outs;
 }
