@@ -63,6 +63,29 @@ void ReduceTyped(T* acc, const T* in, int64_t count, ReduceOp op) {
       case ReduceOp::kAll: apply([](F a, F b) { return std::min(a, b); }); return;
     }
     return;
+  } else if constexpr (std::is_integral_v<T>) {
+    // Integer sums and products wrap modulo 2^64 (two's complement), as MPI's and NCCL's
+    // integer reductions do on the hardware, instead of overflowing a signed type (undefined
+    // behaviour): the arithmetic is done on the unsigned type of the same width.
+    using U = std::make_unsigned_t<T>;
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg:
+        for (int64_t i = 0; i < count; ++i) acc[i] = static_cast<T>(static_cast<U>(acc[i]) + static_cast<U>(in[i]));
+        return;
+      case ReduceOp::kProd:
+        for (int64_t i = 0; i < count; ++i) acc[i] = static_cast<T>(static_cast<U>(acc[i]) * static_cast<U>(in[i]));
+        return;
+      case ReduceOp::kMax:
+      case ReduceOp::kAny:
+        for (int64_t i = 0; i < count; ++i) acc[i] = std::max(acc[i], in[i]);
+        return;
+      case ReduceOp::kMin:
+      case ReduceOp::kAll:
+        for (int64_t i = 0; i < count; ++i) acc[i] = std::min(acc[i], in[i]);
+        return;
+    }
+    return;
   } else {
   switch (op) {
     case ReduceOp::kSum:
@@ -188,6 +211,10 @@ void CpuBackend::Scale(void* buffer, int64_t count, DType dtype, int64_t n, bool
     const auto factor = static_cast<ComputeType<T>>(n);
     if (divide) {
       for (int64_t i = 0; i < count; ++i) Store(p[i], Load(p[i]) / factor);
+    } else if constexpr (std::is_integral_v<T>) {
+      // Wraps modulo 2^64 as Reduce's integer sums do (no signed overflow).
+      using U = std::make_unsigned_t<T>;
+      for (int64_t i = 0; i < count; ++i) p[i] = static_cast<T>(static_cast<U>(p[i]) * static_cast<U>(n));
     } else {
       for (int64_t i = 0; i < count; ++i) Store(p[i], Load(p[i]) * factor);
     }
