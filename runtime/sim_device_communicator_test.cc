@@ -16,6 +16,7 @@
 #include "rules/registry.h"
 #include "runtime/dispatch.h"
 #include "runtime/dist_tensor.h"
+#include "runtime/device_communicator_test_util.h"
 #include "runtime/runtime_test_util.h"
 #include "runtime/thread_communicator.h"
 
@@ -23,112 +24,13 @@ namespace spmd::runtime {
 namespace {
 
 using kernels::Tensor;
+using testing::Collectives;
 using testing::Iota;
 using testing::Parse;
+using testing::Place;
 using testing::Quick;
-
-bool SameBytes(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         (a.nbytes() == 0 || std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0);
-}
-
-// Where a rank's buffers live: the host (thread ranks) or its communicator's sim device.
-struct Place {
-  Communicator& comm;
-  bool sim = false;
-  Tensor Put(const Tensor& host) const {
-    return sim ? kernels::sim::ToDevice(host, comm.device(), comm.stream()) : host;
-  }
-  Tensor Empty(const Shape& shape, DType dtype) const {
-    return Tensor::Uninitialized(shape, dtype, kernels::BackendFor(comm.device()).AllocatorFor(comm.device()),
-                                 comm.stream());
-  }
-  Tensor Get(const Tensor& t) const { return sim ? kernels::sim::ToHost(t) : t; }
-};
-
-// Values that differ per rank and element: (rank + 1) * 10 + i, cast to the dtype (bool:
-// odd or not; any / all then see mixed inputs).
-Tensor Values(int64_t rank, int64_t n, DType dtype) {
-  Tensor f = Iota({n}, DType::kFloat64);
-  for (int64_t i = 0; i < n; ++i) f.data<double>()[i] = static_cast<double>((rank + 1) * 10 + i) / 4.0;
-  if (dtype == DType::kFloat64) return f;
-  if (dtype == DType::kBool) {
-    Tensor b({n}, DType::kBool);
-    for (int64_t i = 0; i < n; ++i) b.data<bool>()[i] = ((rank + i) % 3) != 0;
-    return b;
-  }
-  const Attrs attrs = FindOp("cast")->NormalizeAttrs(Attrs().With("dtype", std::string(ToString(dtype))));
-  return kernels::RunCpuKernel("cast", {f}, attrs)[0];
-}
-
-// Every collective on this rank's buffers; the results, on the host, in call order.
-std::vector<Tensor> Collectives(const Place& at) {
-  Communicator& comm = at.comm;
-  const int64_t w = comm.world_size(), r = comm.rank();
-  Group all(static_cast<size_t>(w));
-  for (int64_t q = 0; q < w; ++q) all[static_cast<size_t>(q)] = q;
-  std::vector<Tensor> results;
-  struct Reduction {
-    DType dtype;
-    ReduceOp op;
-    int64_t count;
-  };
-  for (const Reduction& c : {Reduction{DType::kFloat32, ReduceOp::kSum, 7}, Reduction{DType::kFloat64, ReduceOp::kAvg, 8},
-                             Reduction{DType::kBFloat16, ReduceOp::kMax, 5}, Reduction{DType::kFloat32, ReduceOp::kAny, 6},
-                             Reduction{DType::kInt64, ReduceOp::kProd, 4}, Reduction{DType::kBool, ReduceOp::kAll, 9},
-                             Reduction{DType::kFloat16, ReduceOp::kMin, 12}}) {
-    const Tensor x = at.Put(Values(r, c.count, c.dtype));
-    Tensor y = at.Empty({c.count}, c.dtype);
-    comm.AllReduce(x.bytes(), y.bytes(), c.count, c.dtype, c.op, all);
-    results.push_back(at.Get(y));
-  }
-  {  // uneven all-gather: rank q gives q + 1 elements
-    std::vector<int64_t> counts;
-    int64_t total = 0;
-    for (int64_t q = 0; q < w; ++q) counts.push_back(q + 1), total += q + 1;
-    const Tensor x = at.Put(Values(r, r + 1, DType::kFloat64));
-    Tensor y = at.Empty({total}, DType::kFloat64);
-    comm.AllGather(x.bytes(), y.bytes(), counts, DType::kFloat64, all);
-    results.push_back(at.Get(y));
-    Tensor z = at.Empty({r + 1}, DType::kFloat32);
-    const Tensor s = at.Put(Values(r, total, DType::kFloat32));
-    comm.ReduceScatter(s.bytes(), z.bytes(), counts, DType::kFloat32, ReduceOp::kSum, all);
-    results.push_back(at.Get(z));
-  }
-  {  // equal reduce-scatter
-    const std::vector<int64_t> counts(static_cast<size_t>(w), 3);
-    const Tensor s = at.Put(Values(r, 3 * w, DType::kFloat64));
-    Tensor z = at.Empty({3}, DType::kFloat64);
-    comm.ReduceScatter(s.bytes(), z.bytes(), counts, DType::kFloat64, ReduceOp::kMax, all);
-    results.push_back(at.Get(z));
-  }
-  {  // broadcast from the last rank
-    Tensor b = at.Put(Values(r, 5, DType::kInt64));
-    comm.Broadcast(b.bytes(), 5, DType::kInt64, w - 1, all);
-    results.push_back(at.Get(b));
-  }
-  {  // all-to-all: rank r sends q + r + 1 elements to q
-    std::vector<int64_t> send_counts, recv_counts;
-    int64_t sends = 0, recvs = 0;
-    for (int64_t q = 0; q < w; ++q) {
-      send_counts.push_back(q + r + 1), sends += q + r + 1;
-      recv_counts.push_back(r + q + 1), recvs += r + q + 1;
-    }
-    const Tensor s = at.Put(Values(r, sends, DType::kFloat32));
-    Tensor z = at.Empty({recvs}, DType::kFloat32);
-    comm.AllToAll(s.bytes(), send_counts, z.bytes(), recv_counts, DType::kFloat32, all);
-    results.push_back(at.Get(z));
-  }
-  {  // a ring of point-to-point messages
-    const Tensor s = at.Put(Values(r, 6, DType::kFloat64));
-    Tensor z = at.Empty({6}, DType::kFloat64);
-    comm.Send(s.bytes(), 6, DType::kFloat64, (r + 1) % w);
-    comm.Recv(z.bytes(), 6, DType::kFloat64, (r + w - 1) % w);
-    comm.Synchronize();
-    results.push_back(at.Get(z));
-  }
-  return results;
-}
+using testing::SameBytes;
+using testing::Values;
 
 // fn on `world` thread ranks (host buffers) or sim device ranks; each rank's results.
 std::vector<std::vector<Tensor>> OnRanks(int64_t world, bool sim,
@@ -215,7 +117,9 @@ OpRun DispatchOp(const Place& at, const OpDecl& op, const Example& example, cons
                                              at.comm.rank()));
     }
     for (const DistTensor& out : Dispatch(op.name, inputs, example.attrs, at.comm)) {
-      if (at.sim) EXPECT_EQ(out.local().device(), at.comm.device()) << op.name;
+      if (at.sim) {
+        EXPECT_EQ(out.local().device(), at.comm.device()) << op.name;
+      }
       run.outputs.push_back(at.Get(*out.ToGlobal(at.comm)));
     }
   } catch (const SpmdError& e) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <type_traits>
 
@@ -45,6 +46,17 @@ void Store(T& x, ComputeType<T> v) {
   x = T(v);
 }
 
+// a op b for floating T; for integer T on the unsigned type of its width (wrapping).
+template <class T, class Op>
+T Wrapped(T a, T b, Op op) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(op(static_cast<U>(a), static_cast<U>(b)));
+  } else {
+    return op(a, b);
+  }
+}
+
 template <class T>
 void ReduceTyped(T* acc, const T* in, int64_t count, ReduceOp op) {
   if constexpr (kTwoByteFloat<T>) {
@@ -63,37 +75,17 @@ void ReduceTyped(T* acc, const T* in, int64_t count, ReduceOp op) {
       case ReduceOp::kAll: apply([](F a, F b) { return std::min(a, b); }); return;
     }
     return;
-  } else if constexpr (std::is_integral_v<T>) {
-    // Integer sums and products wrap modulo 2^64 (two's complement), as MPI's and NCCL's
-    // integer reductions do on the hardware, instead of overflowing a signed type (undefined
-    // behaviour): the arithmetic is done on the unsigned type of the same width.
-    using U = std::make_unsigned_t<T>;
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg:
-        for (int64_t i = 0; i < count; ++i) acc[i] = static_cast<T>(static_cast<U>(acc[i]) + static_cast<U>(in[i]));
-        return;
-      case ReduceOp::kProd:
-        for (int64_t i = 0; i < count; ++i) acc[i] = static_cast<T>(static_cast<U>(acc[i]) * static_cast<U>(in[i]));
-        return;
-      case ReduceOp::kMax:
-      case ReduceOp::kAny:
-        for (int64_t i = 0; i < count; ++i) acc[i] = std::max(acc[i], in[i]);
-        return;
-      case ReduceOp::kMin:
-      case ReduceOp::kAll:
-        for (int64_t i = 0; i < count; ++i) acc[i] = std::min(acc[i], in[i]);
-        return;
-    }
-    return;
   } else {
+  // Integer sums and products wrap modulo 2^64 (two's complement), as MPI's and NCCL's
+  // integer reductions do on the hardware, instead of overflowing a signed type (undefined
+  // behaviour): Wrapped does them on the unsigned type of the same width.
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAvg:
-      for (int64_t i = 0; i < count; ++i) acc[i] = acc[i] + in[i];
+      for (int64_t i = 0; i < count; ++i) acc[i] = Wrapped(acc[i], in[i], std::plus<>());
       return;
     case ReduceOp::kProd:
-      for (int64_t i = 0; i < count; ++i) acc[i] = acc[i] * in[i];
+      for (int64_t i = 0; i < count; ++i) acc[i] = Wrapped(acc[i], in[i], std::multiplies<>());
       return;
     case ReduceOp::kMax:
     case ReduceOp::kAny:
@@ -213,8 +205,7 @@ void CpuBackend::Scale(void* buffer, int64_t count, DType dtype, int64_t n, bool
       for (int64_t i = 0; i < count; ++i) Store(p[i], Load(p[i]) / factor);
     } else if constexpr (std::is_integral_v<T>) {
       // Wraps modulo 2^64 as Reduce's integer sums do (no signed overflow).
-      using U = std::make_unsigned_t<T>;
-      for (int64_t i = 0; i < count; ++i) p[i] = static_cast<T>(static_cast<U>(p[i]) * static_cast<U>(n));
+      for (int64_t i = 0; i < count; ++i) p[i] = Wrapped(p[i], static_cast<T>(n), std::multiplies<>());
     } else {
       for (int64_t i = 0; i < count; ++i) Store(p[i], Load(p[i]) * factor);
     }
