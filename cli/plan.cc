@@ -13,6 +13,7 @@
 #include "rules/dtype.h"
 #include "rules/error.h"
 #include "rules/mesh.h"
+#include "io/placements.h"
 #include "io/plan_json.h"
 #include "rules/reshard.h"
 #include "rules/reshard_print.h"
@@ -91,27 +92,9 @@ Mesh MakeMesh(const std::string& shape_text, const std::optional<std::string>& i
   }
 }
 
-// Returns the number of top-level entries of a placement list `[a, b(c), ...]`.
-int CountEntries(const std::string& text) {
-  int depth = 0, commas = 0;
-  bool any = false;
-  for (char c : text) {
-    if (c == '(') ++depth;
-    if (c == ')') --depth;
-    if (c == ',' && depth == 0) ++commas;
-    if (c != '[' && c != ']' && c != ' ' && c != ',') any = true;
-  }
-  return any ? commas + 1 : 0;
-}
-
 DistAttr ParsePlacements(const std::string& text, const Mesh& mesh, int rank,
                          const std::string& flag) {
-  const DistAttr attr = ParsePlacementString(text, rank, flag);
-  if (CountEntries(text) != mesh.ndim()) {
-    ThrowInvalid(flag, "'" + text + "' has " + std::to_string(CountEntries(text)) +
-                           " placement(s) for a mesh of " + std::to_string(mesh.ndim()) +
-                           " axis/axes; give one placement per mesh axis");
-  }
+  const DistAttr attr = io::ParsePlacementsOnMesh(text, mesh.ndim(), rank, flag);
   Validate(attr, mesh, rank, flag);
   return attr;
 }
