@@ -128,7 +128,8 @@ PartialMap ParsePartial(const json& tensor, const std::string& field) {
 void RefuseUnknownKeys(const json& object, const std::string& at,
                        std::initializer_list<std::string_view> known,
                        std::initializer_list<std::string_view> extra = {}) {
-  for (const auto& [key, value] : object.items()) {
+  for (const auto& item : object.items()) {
+    const std::string& key = item.key();  // a plain reference: clang's lambdas cannot capture a structured binding
     const auto is = [&](std::string_view k) { return k == key; };
     if (std::any_of(known.begin(), known.end(), is) || std::any_of(extra.begin(), extra.end(), is)) {
       continue;
