@@ -5,6 +5,8 @@
 // compared byte for byte.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <string>
 #include <vector>
@@ -13,6 +15,8 @@
 #include "kernels/sim/sim.h"
 #include "rules/registry.h"
 #include "runtime/communicator.h"
+#include "runtime/dispatch.h"
+#include "runtime/dist_tensor.h"
 #include "runtime/runtime_test_util.h"
 
 namespace spmd::runtime::testing {
@@ -120,6 +124,27 @@ inline std::vector<Tensor> Collectives(const Place& at) {
     results.push_back(at.Get(z));
   }
   return results;
+}
+
+// Dispatch on a rank's tensors (host or device): softmax along a sharded dim (an all-gather to reshard), matmul
+// leaving a partial sum (an all-reduce to gather), each gathered to the whole tensor.
+inline std::vector<Tensor> DispatchAndGather(const Place& at) {
+  const Mesh mesh({at.comm.world_size()});
+  auto shard = [&](const Tensor& global, const std::string& placement) {
+    const DistTensor host = DistTensor::ShardTensor(global, mesh, Parse(placement, 2), at.comm.rank());
+    return DistTensor::FromLocal(at.Put(host.local()), global.shape(), global.dtype(), mesh, host.dist_attr(),
+                                 at.comm.rank());
+  };
+  const DistTensor x = shard(Iota({4, 6}, DType::kFloat32), "[S(1)]");
+  const DistTensor y = shard(Iota({6, 3}, DType::kFloat32), "[S(0)]");
+  std::vector<Tensor> out;
+  const std::vector<DistTensor> soft = Dispatch("softmax", {x}, Attrs().With("axis", int64_t{1}), at.comm);
+  EXPECT_EQ(soft[0].local().device(), at.comm.device());
+  out.push_back(at.Get(*soft[0].ToGlobal(at.comm)));
+  const std::vector<DistTensor> prod = Dispatch("matmul", {x, y}, Attrs(), at.comm);
+  EXPECT_EQ(prod[0].dist_attr(), Parse("[P(sum)]", 2));
+  out.push_back(at.Get(*prod[0].ToGlobal(at.comm)));
+  return out;
 }
 
 }  // namespace spmd::runtime::testing

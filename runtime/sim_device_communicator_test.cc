@@ -25,6 +25,7 @@ namespace {
 
 using kernels::Tensor;
 using testing::Collectives;
+using testing::DispatchAndGather;
 using testing::Iota;
 using testing::Parse;
 using testing::Place;
@@ -64,27 +65,6 @@ TEST_P(SimDeviceRanks, CollectivesOnSimDevicesEqualTheCpu) {
       EXPECT_EQ(sim[r][i].device(), kernels::Device::Host());
     }
   }
-}
-
-// Dispatch on sim tensors: softmax along a sharded dim (an all-gather to reshard), matmul
-// leaving a partial sum (an all-reduce to gather), each gathered to the whole tensor.
-std::vector<Tensor> DispatchAndGather(const Place& at) {
-  const Mesh mesh({at.comm.world_size()});
-  auto shard = [&](const Tensor& global, const std::string& placement) {
-    const DistTensor host = DistTensor::ShardTensor(global, mesh, Parse(placement, 2), at.comm.rank());
-    return DistTensor::FromLocal(at.Put(host.local()), global.shape(), global.dtype(), mesh, host.dist_attr(),
-                                 at.comm.rank());
-  };
-  const DistTensor x = shard(Iota({4, 6}, DType::kFloat32), "[S(1)]");
-  const DistTensor y = shard(Iota({6, 3}, DType::kFloat32), "[S(0)]");
-  std::vector<Tensor> out;
-  const std::vector<DistTensor> soft = Dispatch("softmax", {x}, Attrs().With("axis", int64_t{1}), at.comm);
-  EXPECT_EQ(soft[0].local().device(), at.comm.device());
-  out.push_back(at.Get(*soft[0].ToGlobal(at.comm)));
-  const std::vector<DistTensor> prod = Dispatch("matmul", {x, y}, Attrs(), at.comm);
-  EXPECT_EQ(prod[0].dist_attr(), Parse("[P(sum)]", 2));
-  out.push_back(at.Get(*prod[0].ToGlobal(at.comm)));
-  return out;
 }
 
 TEST(SimDeviceDispatch, DispatchAndReshardOnSimTensorsEqualTheCpu) {

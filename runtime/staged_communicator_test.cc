@@ -28,6 +28,7 @@ namespace {
 
 using kernels::Tensor;
 using testing::Collectives;
+using testing::DispatchAndGather;
 using testing::Iota;
 using testing::Parse;
 using testing::Place;
@@ -46,26 +47,6 @@ std::vector<Tensor> Boxes(const Place& at) {
   comm.RecvBox(z.bytes(), BufferBox{{3, 4}, {1, 1}, {2, 3}}, DType::kFloat64, (r + w - 1) % w);
   comm.Synchronize();
   return {at.Get(z)};
-}
-
-// Dispatch on device tensors: softmax along a sharded dim (an all-gather to reshard), matmul
-// leaving a partial sum (an all-reduce to gather), each gathered to the whole tensor.
-std::vector<Tensor> DispatchAndGather(const Place& at) {
-  const Mesh mesh({at.comm.world_size()});
-  auto shard = [&](const Tensor& global, const std::string& placement) {
-    const DistTensor host = DistTensor::ShardTensor(global, mesh, Parse(placement, 2), at.comm.rank());
-    return DistTensor::FromLocal(at.Put(host.local()), global.shape(), global.dtype(), mesh, host.dist_attr(),
-                                 at.comm.rank());
-  };
-  const DistTensor x = shard(Iota({4, 6}, DType::kFloat32), "[S(1)]");
-  const DistTensor y = shard(Iota({6, 3}, DType::kFloat32), "[S(0)]");
-  std::vector<Tensor> out;
-  const std::vector<DistTensor> soft = Dispatch("softmax", {x}, Attrs().With("axis", int64_t{1}), at.comm);
-  EXPECT_EQ(soft[0].local().device(), at.comm.device());
-  out.push_back(at.Get(*soft[0].ToGlobal(at.comm)));
-  const std::vector<DistTensor> prod = Dispatch("matmul", {x, y}, Attrs(), at.comm);
-  out.push_back(at.Get(*prod[0].ToGlobal(at.comm)));
-  return out;
 }
 
 // Rank r's stream on sim:r (made once: streams live as long as the process).
