@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <thread>
+
+#include "kernels/backend.h"
 
 namespace spmd::runtime::nccl {
 namespace {
@@ -297,28 +300,34 @@ void SimNcclCommunicator::Fail(const std::string& message) {
   throw CommError(message);
 }
 
-void RunSimRanks(int64_t size, const std::function<void(Communicator&)>& fn, CommOptions options) {
-  SimWorld world(size, options);
+void RunSimWorld(SimWorld& world, const std::function<std::unique_ptr<Communicator>(int64_t rank)>& make,
+                 const std::function<void(Communicator&)>& fn) {
   std::vector<std::thread> threads;
-  threads.reserve(size);
-  for (int64_t r = 0; r < size; ++r) {
-    threads.emplace_back([&world, &fn, r] {
-      SimNcclCommunicator comm(world, r);
+  threads.reserve(static_cast<size_t>(world.size()));
+  for (int64_t r = 0; r < world.size(); ++r) {
+    threads.emplace_back([&world, &make, &fn, r] {
+      const std::unique_ptr<Communicator> comm = make(r);
       try {
-        fn(comm);
-        comm.Synchronize();
+        fn(*comm);
+        comm->Synchronize();
+        kernels::BackendFor(comm->device()).Synchronize(comm->stream());
       } catch (const CommError& e) {
         world.Abort(e.what());
       } catch (const std::exception& e) {
-        world.Abort(FailureMessage(comm, e.what()));
+        world.Abort(FailureMessage(*comm, e.what()));
       } catch (...) {
-        world.Abort(FailureMessage(comm, "unknown exception"));
+        world.Abort(FailureMessage(*comm, "unknown exception"));
       }
       world.MarkExited(r);
     });
   }
   for (std::thread& t : threads) t.join();
   if (std::optional<std::string> message = world.abort_message()) throw CommError(*message);
+}
+
+void RunSimRanks(int64_t size, const std::function<void(Communicator&)>& fn, CommOptions options) {
+  SimWorld world(size, options);
+  RunSimWorld(world, [&world](int64_t r) { return std::make_unique<SimNcclCommunicator>(world, r); }, fn);
 }
 
 }  // namespace spmd::runtime::nccl

@@ -137,4 +137,11 @@ class SimNcclCommunicator final : public PlannedCommunicator {
 void RunSimRanks(int64_t size, const std::function<void(Communicator&)>& fn,
                  CommOptions options = CommOptions::FromEnv());
 
+// The same on any communicator of `world` that `make(rank)` builds (the simulated NCCL on
+// host or device buffers): each rank's thread runs fn, then synchronizes its communicator
+// and its stream's backend; a failure aborts the world; throws CommError with the first
+// failure's message once every thread has ended.
+void RunSimWorld(SimWorld& world, const std::function<std::unique_ptr<Communicator>(int64_t rank)>& make,
+                 const std::function<void(Communicator&)>& fn);
+
 }  // namespace spmd::runtime::nccl

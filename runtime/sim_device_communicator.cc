@@ -91,28 +91,10 @@ void SimDeviceCommunicator::Fail(const std::string& message) {
 
 void RunSimDeviceRanks(int64_t size, const std::function<void(Communicator&)>& fn, CommOptions options) {
   SimWorld world(size, options);
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<size_t>(size));
-  for (int64_t r = 0; r < size; ++r) {
-    threads.emplace_back([&world, &fn, r] {
-      const auto [device, stream] = RankPlace(r);
-      SimDeviceCommunicator comm(world, r, device, stream);
-      try {
-        fn(comm);
-        comm.Synchronize();
-        kernels::BackendFor(comm.device()).Synchronize(comm.stream());
-      } catch (const CommError& e) {
-        world.Abort(e.what());
-      } catch (const std::exception& e) {
-        world.Abort(FailureMessage(comm, e.what()));
-      } catch (...) {
-        world.Abort(FailureMessage(comm, "unknown exception"));
-      }
-      world.MarkExited(r);
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  if (std::optional<std::string> message = world.abort_message()) throw CommError(*message);
+  RunSimWorld(world, [&world](int64_t r) -> std::unique_ptr<Communicator> {
+    const auto [device, stream] = RankPlace(r);
+    return std::make_unique<SimDeviceCommunicator>(world, r, device, stream);
+  }, fn);
 }
 
 }  // namespace spmd::runtime::nccl
