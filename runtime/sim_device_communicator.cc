@@ -4,7 +4,6 @@
 #include <exception>
 #include <map>
 #include <mutex>
-#include <thread>
 
 #include "kernels/backend.h"
 #include "kernels/sim/sim.h"
