@@ -27,7 +27,6 @@
 #include "train/device.h"
 #include "train/device_sim.h"
 #include "train/gpt.h"
-#include "train/join.h"
 #include "train/layout.h"
 #include "train/pipeline.h"
 #include "train/trainer.h"
@@ -249,8 +248,8 @@ TEST(DeviceTrainTest, DeviceAndCommunicatorMustAgree) {
 }
 
 // What does not run on a device yet is refused naming the field: Ulysses and ring
-// attention over an sp axis (float64 host math), and Join (host gradient rounds). On the
-// host both are accepted.
+// attention over an sp axis (float64 host math). On the host both are accepted. (Join runs
+// on devices: train/join_test.cc.)
 TEST(DeviceTrainTest, HostOnlyPathsAreRefusedOnDevices) {
   EnableSimTraining();
   auto error = [&](const Runner& run, const std::function<void(runtime::Communicator&)>& body) -> std::string {
@@ -279,10 +278,6 @@ TEST(DeviceTrainTest, HostOnlyPathsAreRefusedOnDevices) {
     EXPECT_NE(on_sim.find("config.attention"), std::string::npos) << on_sim;
     EXPECT_EQ(error(OnHost, build), "");
   }
-  auto join = [](runtime::Communicator& comm) { Join j(comm, runtime::Group{0, 1}); };
-  const std::string on_sim = error(OnSim, join);
-  EXPECT_NE(on_sim.find("comm"), std::string::npos) << on_sim;
-  EXPECT_EQ(error(OnHost, join), "");
 }
 
 // The one door between device and host memory: ReadScalar synchronizes before it reads
