@@ -31,11 +31,13 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "cli/cuda_train.h"
 #include "cli/loss_plot.h"
 #include "cli/train_verify.h"
 #include "rules/error.h"
@@ -78,7 +80,9 @@ constexpr const char* kUsage = R"(usage: mpirun -np N spmd-train [flags]
   --chunks V           with the interleaved schedule: virtual stages per stage (default 2)
   --seed N             initialisation and data seed (default 1)
   --device D           cpu, sim (the simulated device: rank r on sim:r % 8, collectives staged
-                       through host memory) or cuda (builds with CUDA only); default cpu
+                       through host memory) or cuda (builds with CUDA and NCCL: rank r on GPU
+                       local rank % GPUs, collectives over NCCL, or staged over MPI when ranks
+                       share a GPU; SPMD_CUDA_COLLECTIVES=nccl|staged forces one); default cpu
   --csv FILE           write step,loss,grad_norm,tokens_per_s,bytes_sent,bytes_received,val_loss
   --verify             rerun on one process; print max relative difference (exit 1
                        above 1e-9 for float64, 1e-3 for float32, or on any NaN or infinity)
@@ -263,15 +267,9 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
   if (f.device != "cpu" && f.device != "sim" && f.device != "cuda") {
     spmd::ThrowInvalid("--device", "'" + f.device + "' is not cpu, sim or cuda");
   }
-  if (f.device == "cuda") {
-#if defined(SPMD_HAVE_CUDA)
-    // The kernels and NCCL exist; the training path on them has not run on a GPU yet, and
-    // spmd-train does not yet build its NCCL communicator (docs/GPU.md).
-    spmd::ThrowUnsupported("--device", "cuda: training on CUDA devices is not wired into spmd-train yet (sim is)");
-#else
-    spmd::ThrowInvalid("--device", "cuda: this build has no CUDA (configure with -DSPMD_WITH_CUDA=ON on a "
-                                   "machine with the CUDA toolkit)");
-#endif
+  if (f.device == "cuda" && !spmd::cli::CudaTrainingBuilt()) {
+    spmd::ThrowInvalid("--device", "cuda: no spmd-train-cuda next to this program (a build with CUDA and NCCL "
+                                   "makes it: -DSPMD_WITH_CUDA=ON where the CUDA toolkit and NCCL are)");
   }
   if (f.data.empty()) {
     if (f.data_format) spmd::ThrowInvalid("--data-format", "needs --data");
@@ -434,6 +432,7 @@ std::string MeshSpec(int argc, char** argv, int64_t world) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  spmd::cli::ExecCudaProgramIfAsked(argc, argv);  // --device cuda: spmd-train-cuda (cli/cuda_train.h)
   spmd::train::EnableSimTraining();  // --device sim (registers the simulated device's transfers)
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
@@ -472,8 +471,10 @@ int main(int argc, char** argv) {
     spmd::Mesh mesh;
     std::optional<spmd::train::TokenCorpus> corpus;
     bool refused = false;
+    int cuda_device = 0;  // --device cuda: this rank's GPU (cli/cuda_train.h)
     try {
       flags = ParseFlags(argc, argv, comm.world_size());
+      if (flags.device == "cuda") cuda_device = spmd::cli::PrepareCudaTraining();
       mesh = spmd::train::ParseNamedMesh(flags.mesh);
       if (mesh.size() != comm.world_size()) {
         spmd::ThrowInvalid("--mesh", flags.mesh + " has " + std::to_string(mesh.size()) +
@@ -525,15 +526,24 @@ int main(int argc, char** argv) {
       }
     }
     // --device sim: this rank's tensors on sim:rank % 8, its collectives staged through
-    // host memory over MPI (runtime/staged_communicator.h). `tc` is what training uses.
-    const spmd::kernels::Device device =
-        spmd::train::ParseDevice(flags.device, static_cast<int>(comm.rank()), "--device");
+    // host memory over MPI (runtime/staged_communicator.h). --device cuda: on its GPU, the
+    // collectives over NCCL, or staged over MPI where ranks share a GPU (cli/cuda_train.h).
+    // `tc` is what training uses.
+    const spmd::kernels::Device device = spmd::train::ParseDevice(
+        flags.device, flags.device == "cuda" ? cuda_device : static_cast<int>(comm.rank()), "--device");
     flags.options.device = device;
     std::optional<spmd::runtime::StagedCommunicator> staged;
+    std::unique_ptr<spmd::runtime::Communicator> on_cuda;
+    std::string collectives = "collectives staged through host memory";
     if (device.kind == spmd::kernels::DeviceKind::kSim) {
       staged.emplace(comm, device, spmd::kernels::sim::NewStream(device), spmd::runtime::SimHostStaging());
+    } else if (device.kind == spmd::kernels::DeviceKind::kCuda) {
+      on_cuda = spmd::cli::MakeCudaCommunicator(comm, cuda_device,
+                                                env.source == spmd::runtime::LaunchEnv::Source::kMpirun, &collectives);
     }
-    spmd::runtime::Communicator& tc = staged ? static_cast<spmd::runtime::Communicator&>(*staged) : comm;
+    spmd::runtime::Communicator& tc = staged  ? static_cast<spmd::runtime::Communicator&>(*staged)
+                                      : on_cuda ? *on_cuda
+                                                : comm;
     const bool root = comm.rank() == 0;
     std::optional<std::ofstream> csv;
     if (root && !flags.csv.empty()) {
@@ -556,8 +566,8 @@ int main(int argc, char** argv) {
                    (flags.config.dropout > 0 ? " dropout=" + std::to_string(flags.config.dropout) : "")).c_str(),
                   std::string(spmd::ToString(flags.config.dtype)).c_str());
       if (!device.is_host()) {
-        std::printf("device: %s on rank 0 (each rank its own; collectives staged through host memory)\n",
-                    spmd::kernels::ToString(device).c_str());
+        std::printf("device: %s on rank 0 (each rank its own; %s)\n", spmd::kernels::ToString(device).c_str(),
+                    collectives.c_str());
       }
       if (corpus) {
         std::printf("data: %s (%s): %lld tokens, %lld for training, %lld for validation (ln(vocab) = %.4f)\n",
