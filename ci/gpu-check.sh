@@ -24,7 +24,7 @@
 #                              # build (spmd-train, nccl_plan_test): the training proofs run
 #                              # with --device sim, the GPU steps report skipped(dry-run)
 # Environment: JOBS (default 16), SPMD_GPU_CARRY (.gpu-carry), SPMD_GPU_BUILD (build-gpu),
-# SPMD_GPU_BUDGET_S (480), SPMD_GPU_BUILD_S (300: the build's share), SPMD_GPU_TRAIN_S (150:
+# SPMD_GPU_BUDGET_S (480), SPMD_GPU_BUILD_S (300: the build's share), SPMD_GPU_TRAIN_S (120:
 # the training proofs' share, each run at most 45 s), CUDA_ARCH (90), SPMD_GPU_FORCE_WHEEL=1
 # (use the carried Open MPI even where one is installed). The logs stay in $SPMD_GPU_BUILD/gpu-check/.
 set -uo pipefail
@@ -166,22 +166,11 @@ if [[ -n $dry ]]; then
   for s in "ctest -L gpu" "nccl suite np2" "nccl suite np4"; do row "$s" skipped-dry-run 0 "no GPU steps in a dry run"; done
 elif [[ -x "$bin/gpu_kernel_properties_test" ]]; then
   # The kernel properties (single process); RapidCheck cases kept short for the budget.
-  step ctest_gpu 150 env RC_PARAMS="${RC_PARAMS:-max_success=40}" \
+  step ctest_gpu 120 env RC_PARAMS="${RC_PARAMS:-max_success=40}" \
     ctest --test-dir "$build" -L gpu -E gpu_nccl_properties -j 4 --output-on-failure
   summary=$(grep -E "tests passed|tests failed" "$logs/ctest_gpu.log" | tail -1)
   skipped=$(grep -c "(Skipped)" "$logs/ctest_gpu.log")
   row "ctest -L gpu" "$status" "$secs" "$summary; $skipped skipped"
-fi
-if [[ -z $dry && -x "$bin/gpu_nccl_properties_test" ]]; then
-  for np in 2 4; do
-    # Every rank on GPU 0: the test's main gives each rank its own NCCL_HOSTID; NCCL then
-    # talks over sockets on loopback.
-    step "nccl_np$np" $(( np == 2 ? 90 : 120 )) env GTEST_COLOR=no NCCL_SOCKET_IFNAME=lo SPMD_COLLECTIVE_TIMEOUT_S=60 \
-      RC_PARAMS="${RC_PARAMS_NCCL:-max_success=8}" \
-      mpirun -np "$np" --oversubscribe "$bin/gpu_nccl_properties_test"
-    detail=$(grep -Eo '\[  PASSED  \] [0-9]+ tests?|\[  SKIPPED \] [0-9]+ tests?|[0-9]+ FAILED TESTS?' "$logs/nccl_np$np.log" | tr '\n' ' ')
-    row "nccl suite np$np" "$status" "$secs" "$detail"
-  done
 fi
 # The training proofs: spmd-train --device cuda, every rank on GPU 0, float64, --verify
 # against one process on the same device (exit 1 above 1e-9). "staged": spmd-train's own
@@ -191,7 +180,9 @@ fi
 # Dry run: --device sim, the same flags and checks.
 train_device=cuda
 [[ -n $dry ]] && train_device=sim
-train_end=$(( $(date +%s) + ${SPMD_GPU_TRAIN_S:-150} ))
+train_s=${SPMD_GPU_TRAIN_S:-120}
+(( train_s > $(left) )) && train_s=$(left)
+train_end=$(( $(date +%s) + train_s ))
 model=(--dtype float64 --steps 3 --verify --batch 4 --seq 6 --width 16 --heads 4 --vocab 13)
 # train_proof NAME NP COLLECTIVES ARGS...: one spmd-train run and its row.
 train_proof() {
@@ -200,7 +191,7 @@ train_proof() {
   local label="train $name np$np $coll" share=$(( train_end - $(date +%s) ))
   (( share > 45 )) && share=45
   if (( share < 5 )); then
-    row "$label" skipped-no-time 0 "the training proofs' share (${SPMD_GPU_TRAIN_S:-150} s) is spent"
+    row "$label" skipped-no-time 0 "the training proofs' share (${train_s} s) is spent"
     return
   fi
   local wrap=() envs=(SPMD_COLLECTIVE_TIMEOUT_S=30)
@@ -239,6 +230,17 @@ else
   row "train proofs" failed 0 "no $bin/spmd-train"
 fi
 
+if [[ -z $dry && -x "$bin/gpu_nccl_properties_test" ]]; then
+  for np in 2 4; do
+    # Every rank on GPU 0: the test's main gives each rank its own NCCL_HOSTID; NCCL then
+    # talks over sockets on loopback.
+    step "nccl_np$np" $(( np == 2 ? 90 : 120 )) env GTEST_COLOR=no NCCL_SOCKET_IFNAME=lo SPMD_COLLECTIVE_TIMEOUT_S=60 \
+      RC_PARAMS="${RC_PARAMS_NCCL:-max_success=8}" \
+      mpirun -np "$np" --oversubscribe "$bin/gpu_nccl_properties_test"
+    detail=$(grep -Eo '\[  PASSED  \] [0-9]+ tests?|\[  SKIPPED \] [0-9]+ tests?|[0-9]+ FAILED TESTS?' "$logs/nccl_np$np.log" | tr '\n' ' ')
+    row "nccl suite np$np" "$status" "$secs" "$detail"
+  done
+fi
 if [[ -z $dry && -x "$bin/gpu_bench" && $mode == run ]]; then
   step bench 60 "$bin/gpu_bench" --benchmark_min_time=0.1 --benchmark_filter=-Reshard \
     --benchmark_format=csv
