@@ -27,16 +27,37 @@ namespace spmd::cli {
 namespace {
 
 // SPMD_CUDA_COLLECTIVES: "auto" (unset), "nccl" or "staged".
-std::string CollectivesChoice() {
+std::string CollectivesSetting() {
   const char* v = std::getenv("SPMD_CUDA_COLLECTIVES");
-  const std::string choice = v == nullptr || *v == '\0' ? "auto" : v;
-  if (choice != "auto" && choice != "nccl" && choice != "staged") {
-    ThrowInvalid("SPMD_CUDA_COLLECTIVES", "'" + choice + "' is not auto, nccl or staged");
-  }
-  return choice;
+  const std::string setting = v == nullptr || *v == '\0' ? "auto" : v;
+  ChooseCollectives({}, setting, true);  // refuses a bad value
+  return setting;
 }
 
 }  // namespace
+
+CollectivesChoice ChooseCollectives(const std::vector<int64_t>& identity_and_gpu, const std::string& setting,
+                                    bool mpirun_world) {
+  if (setting != "auto" && setting != "nccl" && setting != "staged") {
+    ThrowInvalid("SPMD_CUDA_COLLECTIVES", "'" + setting + "' is not auto, nccl or staged");
+  }
+  if (identity_and_gpu.size() % 2 != 0) ThrowInvalid("identity_and_gpu", "expected pairs");
+  CollectivesChoice choice;
+  std::set<std::pair<int64_t, int64_t>> seen;
+  for (size_t i = 0; i < identity_and_gpu.size(); i += 2) {
+    choice.shared |= !seen.insert({identity_and_gpu[i], identity_and_gpu[i + 1]}).second;
+  }
+  choice.nccl = setting == "nccl" || (setting == "auto" && !choice.shared && mpirun_world);
+  if (choice.nccl) {
+    choice.description = "collectives: NCCL";
+  } else {
+    choice.description = std::string("collectives staged through host memory over MPI") +
+                         (setting == "staged"  ? " (SPMD_CUDA_COLLECTIVES=staged)"
+                          : choice.shared      ? " (ranks share a GPU)"
+                                               : " (not launched by mpirun)");
+  }
+  return choice;
+}
 
 #if defined(SPMD_HAVE_NCCL)
 
@@ -45,7 +66,7 @@ bool CudaTrainingBuilt() { return true; }
 void ExecCudaProgramIfAsked(int, char**) {}
 
 int PrepareCudaTraining() {
-  CollectivesChoice();  // refused here, with the flags, rather than after the agreement
+  CollectivesSetting();  // refused here, with the flags, rather than after the agreement
   std::string reason;
   if (kernels::cuda::DeviceCount(&reason) <= 0) {
     ThrowUnsupported("--device", "cuda: no usable GPU (" + reason + ")");
@@ -74,18 +95,10 @@ std::unique_ptr<runtime::Communicator> MakeCudaCommunicator(runtime::Communicato
   const std::vector<int64_t> counts(static_cast<size_t>(world), 2);
   host.AllGather(mine, all.data(), counts, DType::kInt64, group);
   host.Synchronize();
-  std::set<std::pair<int64_t, int64_t>> seen;
-  bool shared = false;
-  for (int64_t r = 0; r < world; ++r) shared |= !seen.insert({all[2 * r], all[2 * r + 1]}).second;
-  const std::string choice = CollectivesChoice();
-  const bool nccl = choice == "nccl" || (choice == "auto" && !shared && mpirun_world);
+  const CollectivesChoice choice = ChooseCollectives(all, CollectivesSetting(), mpirun_world);
+  *description = choice.description;
   const kernels::Device cuda = kernels::Device::Cuda(device);
-  if (nccl) {
-    *description = "collectives: NCCL";
-    return std::make_unique<runtime::NcclCommunicator>(MPI_COMM_WORLD, host.options(), device);
-  }
-  *description = std::string("collectives staged through host memory over MPI") +
-                 (shared ? " (ranks share a GPU)" : mpirun_world ? "" : " (not launched by mpirun)");
+  if (choice.nccl) return std::make_unique<runtime::NcclCommunicator>(MPI_COMM_WORLD, host.options(), device);
   return std::make_unique<runtime::StagedCommunicator>(host, cuda, kernels::cuda::NewStream(cuda),
                                                        runtime::CudaHostStaging());
 }
@@ -110,7 +123,7 @@ void ExecCudaProgramIfAsked(int argc, char** argv) {
 }
 
 int PrepareCudaTraining() {
-  CollectivesChoice();
+  CollectivesSetting();
   ThrowInvalid("--device", "cuda: this build has no CUDA and NCCL (configure with -DSPMD_WITH_CUDA=ON on a "
                            "machine with the CUDA toolkit and NCCL)");
 }

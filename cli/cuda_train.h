@@ -9,7 +9,9 @@
 #pragma once
 
 #include <memory>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "runtime/communicator.h"
 
@@ -29,6 +31,17 @@ void ExecCudaProgramIfAsked(int argc, char** argv);
 // usable (with CUDA's reason), InvalidArgument ("SPMD_CUDA_COLLECTIVES") for a value other
 // than auto, nccl or staged. Local: call it where every rank's refusal is agreed on.
 int PrepareCudaTraining();
+
+// How the collectives go, from every rank's {host identity, GPU} pair (flat, rank order),
+// SPMD_CUDA_COLLECTIVES's value (auto, nccl, staged; InvalidArgument naming it otherwise)
+// and whether the world is mpirun's. `shared`: two ranks have the same pair.
+struct CollectivesChoice {
+  bool nccl = false;
+  bool shared = false;
+  std::string description;  // for the run's header line
+};
+CollectivesChoice ChooseCollectives(const std::vector<int64_t>& identity_and_gpu, const std::string& setting,
+                                    bool mpirun_world);
 
 // The communicator training uses on CUDA device `device`, over `host` (the MPI world;
 // `mpirun_world`: it is MPI_COMM_WORLD, which the NCCL bootstrap uses). Collective over
