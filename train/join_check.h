@@ -23,8 +23,9 @@
 
 namespace spmd::train::join_check {
 
-inline GptConfig SmallConfig() {
+inline GptConfig SmallConfig(DType dtype = DType::kFloat64) {
   GptConfig config;
+  config.dtype = dtype;
   config.layers = 1;
   config.width = 8;
   config.heads = 2;
@@ -47,7 +48,11 @@ inline std::vector<std::vector<double>> Values(const Gpt& model, runtime::Commun
   std::vector<std::vector<double>> out;
   for (const NamedParam& p : model.params()) {
     const kernels::Tensor g = ToHostTensor(*p.value.value().ToGlobal(local));  // device.h's door
-    out.emplace_back(g.data<double>(), g.data<double>() + g.numel());
+    if (g.dtype() == DType::kFloat32) {
+      out.emplace_back(g.data<float>(), g.data<float>() + g.numel());
+    } else {
+      out.emplace_back(g.data<double>(), g.data<double>() + g.numel());
+    }
   }
   return out;
 }
@@ -79,9 +84,10 @@ inline std::vector<std::vector<double>> TrainJoined(runtime::Communicator& comm,
                                                     const runtime::Group& group,
                                                     const std::vector<int64_t>& batches,
                                                     const std::vector<int64_t>& rows,
-                                                    int64_t* rounds = nullptr) {
+                                                    int64_t* rounds = nullptr,
+                                                    DType dtype = DType::kFloat64) {
   runtime::Communicator& local = comm;  // the replica's mesh is this rank alone
-  const GptConfig config = SmallConfig();
+  const GptConfig config = SmallConfig(dtype);
   Gpt model(config, OneDevice(comm.rank()), local);
   AdamW optimizer = MakeOptimizer(model);
   std::vector<Variable> params;
@@ -106,10 +112,11 @@ inline std::vector<std::vector<double>> TrainJoined(runtime::Communicator& comm,
 
 // The one process: step k on the union of the active ranks' k-th batches.
 inline std::vector<std::vector<double>> TrainOneProcess(const std::vector<int64_t>& batches,
-                                                        const std::vector<int64_t>& rows) {
+                                                        const std::vector<int64_t>& rows,
+                                                        DType dtype = DType::kFloat64) {
   runtime::ThreadWorld solo(1);
   runtime::ThreadCommunicator local(solo, 0);
-  const GptConfig config = SmallConfig();
+  const GptConfig config = SmallConfig(dtype);
   Gpt model(config, OneDevice(), local);
   AdamW optimizer = MakeOptimizer(model);
   const int64_t steps = batches.empty() ? 0 : *std::max_element(batches.begin(), batches.end());

@@ -88,6 +88,29 @@ TEST(Join, EightSimRanksWithUnevenBatches) {
   EXPECT_EQ(CheckUneven(OnSim, {3, 0, 1, 2, 3, 1, 2, 2}, {2, 1, 3, 1, 2, 2, 1, 3}), "");
 }
 
+// float32 parameters (the gradients widened to float64 for the round and rounded back, by
+// Dispatch casts on the device): on sim ranks, equal to the same join on host ranks to 1e-5
+// (device_proof_test's float32 bound). (Against one float32 process the difference is
+// about 3e-3 here on both devices: AdamW turns float32 rounding in near-zero gradient
+// elements into steps of the learning rate; the float64 properties above prove the rounds.)
+TEST(Join, Float32OnSimDevices) {
+  const std::vector<int64_t> batches = {2, 3, 1, 3}, rows = {2, 1, 3, 2};
+  const runtime::Group group = {0, 1, 2, 3};
+  std::vector<std::vector<std::vector<double>>> host(4), sim(4);
+  OnHost(4, [&](runtime::Communicator& comm) {
+    host[comm.rank()] = join_check::TrainJoined(comm, group, batches, rows, nullptr, DType::kFloat32);
+  });
+  OnSim(4, [&](runtime::Communicator& comm) {
+    sim[comm.rank()] = join_check::TrainJoined(comm, group, batches, rows, nullptr, DType::kFloat32);
+  });
+  const auto float64 = join_check::TrainOneProcess(batches, rows);
+  for (size_t r = 0; r < 4; ++r) {
+    EXPECT_LE(join_check::RelativeDifference(sim[r], host[r]), 1e-5) << "rank " << r;
+    EXPECT_GT(join_check::RelativeDifference(sim[r], float64), 0)
+        << "rank " << r << ": float32 training must differ from float64 somewhere";
+  }
+}
+
 void ExpectTypedErrors(runtime::Communicator& comm) {
     EXPECT_THROW(Join(comm, {1 - comm.rank()}), SpmdError);
     Join join(comm, {0, 1});
@@ -111,6 +134,25 @@ void ExpectTypedErrors(runtime::Communicator& comm) {
     const Join::Round second = join.Next(false, 0);
     EXPECT_EQ(second.active, 0);
   }
+
+// The parameters' communicator must be on the join's device: a host one under a sim join
+// is InvalidArgument naming `local`.
+TEST(Join, LocalCommunicatorOnAnotherDeviceIsNamed) {
+  OnSim(2, [](runtime::Communicator& comm) {
+    Join join(comm, {0, 1});
+    const Join::Round round = join.Next(true, 1.0);
+    runtime::ThreadWorld solo(1);
+    runtime::ThreadCommunicator host(solo, 0);
+    try {
+      join.AverageGradients({}, round, host);
+      ADD_FAILURE() << "a host communicator under a sim join accepted";
+    } catch (const SpmdError& e) {
+      EXPECT_EQ(e.field(), "local");
+    }
+    join.AverageGradients({}, round, comm);  // the same device: fine (no parameters)
+    EXPECT_EQ(join.Next(false, 0).active, 0);
+  });
+}
 
 TEST(Join, TypedErrors) {
   runtime::RunRanks(2, ExpectTypedErrors);
