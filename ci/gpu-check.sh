@@ -132,7 +132,8 @@ if ls "$carry"/debs/*.deb >/dev/null 2>&1; then
 fi
 
 # ---- 2. Build -----------------------------------------------------------------------------------
-targets=(gpu_kernel_properties_test gpu_nccl_properties_test gpu_bench nccl_plan_test spmd-train spmd-train-cuda)
+targets=(gpu_kernel_properties_test gpu_nccl_properties_test gpu_bench nccl_plan_test cuda_staging_test spmd-train
+  spmd-train-cuda)
 if [[ -n $dry ]]; then
   # Dry run: what $build already holds, nothing configured or built.
   [[ -f "$build/CMakeCache.txt" ]] || { echo "gpu-check: dry run needs an existing build in $build" >&2; exit 2; }
