@@ -102,8 +102,8 @@ void Join::AverageGradients(const std::vector<Variable>& params, const Round& ro
     size_t next = 0;
     for (int64_t n : sizes) {
       if (n == 0) continue;
-      backend.Copy(flat.bytes() + offset * sizeof(double), scaled[next++].local().bytes(), static_cast<size_t>(n) * sizeof(double),
-                   comm_.stream());
+      backend.Copy(flat.bytes() + offset * sizeof(double), scaled[next++].local().bytes(),
+                   static_cast<size_t>(n) * sizeof(double), comm_.stream());
       offset += n;
     }
   } else {
@@ -125,7 +125,8 @@ void Join::AverageGradients(const std::vector<Variable>& params, const Round& ro
         kernels::Tensor::Uninitialized(value.local().shape(), DType::kFloat64, backend.AllocatorFor(device),
                                        local.stream());
     if (n > 0) {
-      backend.Copy(sum.bytes(), flat.bytes() + offset * sizeof(double), static_cast<size_t>(n) * sizeof(double), local.stream());
+      backend.Copy(sum.bytes(), flat.bytes() + offset * sizeof(double), static_cast<size_t>(n) * sizeof(double),
+                   local.stream());
     }
     offset += n;
     const DistTensor summed = DistTensor::FromLocal(std::move(sum), value.shape(), DType::kFloat64, value.mesh(),
