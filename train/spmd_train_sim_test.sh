@@ -5,8 +5,8 @@
 #   2. np 4, pp=2,dp=2, 1F1B, 2 micro-batches, --verify on sim: exit 0, difference <= 1e-9;
 #   3. a checkpoint saved on sim (dp=2,tp=2, ZeRO-1, SP, 2 steps) resumed on sim (dp=4,
 #      ZeRO-3, to step 4) equals 4 uninterrupted steps of one process (--verify);
-#   4. --device tpu, and --device cuda where it cannot run (no GPU here, or no CUDA in the
-#      build): every rank exits 2 naming --device;
+#   4. --device tpu, and --device cuda with no GPU visible: every rank exits 2 naming --device
+#      (spmd-train-cuda, exec'd by spmd-train where built, says no usable GPU);
 #   5. --data with validation on sim: --verify passes, and every step's loss, gradient norm
 #      and validation loss print the same as on --device cpu;
 #   6. np 2: dp=2 ZeRO-2, pp=2 with gpipe, tp=2 with SP in float32 (bound 1e-3); np 4: pp=2,dp=2
@@ -15,6 +15,7 @@
 set -uo pipefail
 mpiexec=$1
 train=$2
+# shellcheck disable=SC2054 # self,vader is one argument
 mpi=("$mpiexec" --oversubscribe --mca pml ob1 --mca btl self,vader)
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -50,9 +51,18 @@ refused() {  # refused FLAG ARGS...: exit 2 and a line naming FLAG
   [ $r -eq 2 ] || fail "$* exited $r, not 2: $o"
   grep -q -- "$flag" <<<"$o" || fail "$* did not name $flag: $o"
   echo "refused as expected: $*"
+  last=$o
 }
 refused --device --device tpu
-refused --device --device cuda  # no CUDA in the build, or no usable GPU
+# --device cuda with no GPU visible (CUDA_VISIBLE_DEVICES empty, so a GPU machine refuses
+# too): where spmd-train-cuda was built next to spmd-train, spmd-train execs it and it finds
+# no usable GPU; elsewhere spmd-train says there is no spmd-train-cuda.
+CUDA_VISIBLE_DEVICES="" refused --device --device cuda
+if [ -x "$(dirname "$train")/spmd-train-cuda" ]; then
+  grep -q "Unsupported: --device: cuda: no usable GPU" <<<"$last" || fail "spmd-train-cuda did not refuse: $last"
+else
+  grep -q "InvalidArgument: --device: cuda: no spmd-train-cuda" <<<"$last" || fail "no spmd-train-cuda, yet: $last"
+fi
 for i in $(seq 1 40); do echo "the quick brown fox jumps over the lazy dog $i times"; done >"$dir/data.txt"
 data=(--data "$dir/data.txt" --val-fraction 0.2 --eval-every 1 --val-batches 2 --batch 4 --vocab 256)
 verified --mesh dp=2,tp=2 --zero 2 --sp "${small[@]}" "${data[@]}"
