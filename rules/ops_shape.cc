@@ -587,10 +587,10 @@ OpDecl expand_as() {
         const auto& given = c.attrs.GetInts("target_shape");
         const Shape& target = given.empty() ? c.input_shapes[1] : given;
         EinsumSpec spec = Expand(c.input_shapes[0], target, "attrs.target_shape");
-        Notation y;  // y's values are not read: every dim a new factor, replicated
+        Notation y;  // y's values are not read: its own factors, kept as given
         for (size_t d = 0; d < c.input_shapes[1].size(); ++d) y.push_back(spec.AddFactor());
         spec.inputs.push_back(y);
-        spec.forced_replicated.insert(spec.forced_replicated.end(), y.begin(), y.end());
+        spec.unread_inputs.push_back(1);
         return spec;
       })
       .Localize(LocalOutputShape("target_shape"))
