@@ -2,6 +2,7 @@
 // operated dims get new factors (sized here) that are forced replicated (SEMANTICS.md §6.3).
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -80,6 +81,33 @@ InferResult ConcatCost(const RuleContext& c, const Mesh& mesh, const std::vector
       disputed[a] = agreed != -2;
     }
   }
+  // Partial inputs on a mesh axis that no input shards. Concat and stack only move
+  // elements, so a reduction over ranks commutes with them: when every input is partial
+  // there with one reduce op, the partial is kept (0 bytes now, as DTensor does). When only
+  // some are, the axis goes to a free non-concat dim like a disputed one, so a partial
+  // input is reduce-scattered (half an all-reduce's bytes) and a whole one is sliced in
+  // place; with no such dim it is reduced whole.
+  PartialMap kept;
+  for (int a = 0; a < mesh.ndim(); ++a) {
+    if (disputed[a] || chosen[a] >= 0) continue;
+    std::optional<ReduceOp> common;
+    bool all = true, any = false;
+    for (const DistAttr& attr : in) {
+      auto it = attr.partial.find(a);
+      if (it == attr.partial.end()) {
+        all = false;
+        continue;
+      }
+      all = all && (!common || *common == it->second);
+      common = it->second;
+      any = true;
+    }
+    if (all && any) {
+      kept[a] = *common;
+    } else if (any) {
+      disputed[a] = true;
+    }
+  }
   for (int a = 0; a < mesh.ndim(); ++a) {  // then: the cheapest free non-concat dim
     if (!disputed[a]) continue;
     double best = kInfinity;
@@ -119,6 +147,7 @@ InferResult ConcatCost(const RuleContext& c, const Mesh& mesh, const std::vector
     std::stable_sort(merged.dims[d].begin(), merged.dims[d].end(),
                      [&](int x, int y) { return position(x) < position(y); });
   }
+  merged.partial = kept;
   InferResult result;
   result.inputs.assign(in.size(), merged);
   DistAttr out = merged;
