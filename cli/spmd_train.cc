@@ -25,6 +25,7 @@
 // validation split whose loss is measured every --eval-every steps; --plot draws the
 // curves as SVG. A non-finite loss or gradient norm ends the run on every rank with
 // `step N: loss is nan` and exit 1; --verify fails on any NaN or infinity.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -83,6 +84,10 @@ constexpr const char* kUsage = R"(usage: mpirun -np N spmd-train [flags]
                        through host memory) or cuda (builds with CUDA and NCCL: rank r on GPU
                        local rank % GPUs, collectives over NCCL, or staged over MPI when ranks
                        share a GPU; SPMD_CUDA_COLLECTIVES=nccl|staged forces one); default cpu
+  --recompute          activation recompute: each block keeps only its input, re-run in the
+                       backward (bitwise the same training; docs/TRAINING.md "Recompute")
+  --offload optimizer  AdamW's moments in host memory between updates, streamed to the device
+                       per parameter (a device run; docs/TRAINING.md "Offload"); default none
   --csv FILE           write step,loss,grad_norm,tokens_per_s,bytes_sent,bytes_received,val_loss
   --verify             rerun on one process; print max relative difference (exit 1
                        above 1e-9 for float64, 1e-3 for float32, or on any NaN or infinity)
@@ -209,6 +214,8 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
     else if (flag == "--micro-batches") f.options.micro_batches = static_cast<int>(ParseInt(flag, value(), 1, 1 << 16));
     else if (flag == "--seed") f.batch.seed = f.config.seed = static_cast<uint64_t>(ParseInt(flag, value(), 0, INT64_MAX));
     else if (flag == "--csv") f.csv = value();
+    else if (flag == "--recompute") f.options.recompute = true;
+    else if (flag == "--offload") f.options.offload = spmd::train::ParseOffload(value(), flag);
     else if (flag == "--schedule") {
       try {
         f.pipeline.schedule = spmd::train::ParseScheduleKind(value());
@@ -311,6 +318,27 @@ double ValidationLoss(Trainer& trainer, const Flags& f, int64_t step, spmd::runt
 
 // The curves --plot draws, filled by RunSteps on rank 0.
 spmd::cli::LossCurve g_curve;
+// The most activation bytes any step held on this rank (StepStats), for the summary.
+int64_t g_activation_peak = 0;
+spmd::train::StepStats g_last_step;  // the last step's statistics on this rank
+
+// The activation (and with --offload, the offload and device memory) summary of rank 0.
+void PrintMemory(const Flags& f, const spmd::train::HostStateHome* offload,
+                 spmd::runtime::Communicator& comm) {
+  std::printf("activations (rank 0): peak %lld bytes (recompute %s)\n", static_cast<long long>(g_activation_peak),
+              f.options.recompute ? "on" : "off");
+  if (offload != nullptr) {
+    std::printf("offload (rank 0): optimizer states on the host %lld bytes; moved per step %lld bytes host->device, "
+                "%lld bytes device->host\n",
+                static_cast<long long>(offload->counters().host_bytes),
+                static_cast<long long>(g_last_step.offload_to_device),
+                static_cast<long long>(g_last_step.offload_to_host));
+  }
+  if (comm.device().kind == spmd::kernels::DeviceKind::kSim) {
+    std::printf("device memory (rank 0): peak %lld bytes\n",
+                static_cast<long long>(spmd::kernels::sim::UsageOf(comm.device()).peak_bytes));
+  }
+}
 
 struct History {
   int64_t first_step = 0;  // the step it resumed at
@@ -331,6 +359,8 @@ std::vector<double> RunSteps(AnyTrainer& trainer, const Flags& f, spmd::runtime:
   for (int64_t step = first; step < f.steps; ++step) {
     const spmd::train::StepStats s = trainer.Step(f.batch, step, comm);
     losses.push_back(s.loss);
+    g_activation_peak = std::max(g_activation_peak, s.activation_peak_bytes);
+    g_last_step = s;
     // Validation (--data with a validation split; not under pp, refused at the flags).
     std::optional<double> val;
     if constexpr (std::is_same_v<AnyTrainer, Trainer>) {
@@ -374,6 +404,7 @@ History TrainPipeline(const Flags& f, const spmd::Mesh& mesh, spmd::runtime::Com
     std::printf("pipeline (rank 0, stage 0): peak live activations %lld (schedule: %lld), simulated bubble %.4f\n",
                 static_cast<long long>(trainer.last_peak_live()), static_cast<long long>(sim.peak_live[0]),
                 sim.bubble);
+    PrintMemory(f, nullptr, comm);
   }
   return h;
 }
@@ -409,6 +440,7 @@ History Train(const Flags& f, const spmd::Mesh& mesh, spmd::runtime::Communicato
     std::printf("memory (rank 0): parameters %lld bytes, gradients %lld bytes, optimizer states %lld bytes\n",
                 static_cast<long long>(trainer.ParamBytes()), static_cast<long long>(trainer.GradBytes()),
                 static_cast<long long>(trainer.optimizer().StateBytes()));
+    PrintMemory(f, trainer.offload(), comm);
   }
   return h;
 }

@@ -248,8 +248,11 @@ Variable Gpt::Blocks(const Variable& input, Communicator& comm, int64_t step, in
   const Attrs to_heads = MakeAttrs({{"perm", Ints{0, 2, 1, 3}}});
   const Attrs merged_shape = MakeAttrs({{"shape", Ints{b, s, d}}});
 
-  Variable x = input;
-  for (const BlockParams& p : blocks_) {
+  // One block: x -> x + attention -> + MLP, its dropout sites fixed by the block (`site`
+  // is a copy: a recomputed block draws the masks its forward drew).
+  auto block = [this, mask, heads_shape, to_heads, merged_shape, stream, dh](
+                   const BlockParams& p, uint64_t site, Variable x, Communicator& comm) {
+    const Layout& layout = layout_;
     // Attention.
     const Variable a_in = Redistribute(Norm(x, p.ln1_scale, p.ln1_bias, comm), layout.BlockInput(), comm);
     auto heads = [&](size_t w, size_t bias) {
@@ -290,6 +293,20 @@ Variable Gpt::Blocks(const Variable& input, Communicator& comm, int64_t step, in
       hidden = Call("gelu", {hidden}, comm);
     }
     x = Call("add", {x, Dropout(RowLinear(hidden, p.w_down, p.b_down, comm), stream, site++, comm)}, comm);
+    return x;
+  };
+  Variable x = input;
+  for (const BlockParams& p : blocks_) {
+    if (recompute_) {
+      x = Checkpoint("block", {x},
+                     [block, p, site](const std::vector<Variable>& in, Communicator& c) {
+                       return std::vector<Variable>{block(p, site, in[0], c)};
+                     },
+                     comm)[0];
+    } else {
+      x = block(p, site, x, comm);
+    }
+    site += 2;
   }
   return x;
 }

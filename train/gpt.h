@@ -103,6 +103,12 @@ class Gpt {
                   int64_t micro_batch = 0);
   Variable Head(const Variable& x, const runtime::DistTensor& labels, runtime::Communicator& comm);
 
+  // Activation recompute (TrainOptions::recompute): each block a Checkpoint
+  // (train/autograd.h) keeping only its input; its backward runs the block again with the
+  // same dropout masks. Changes no bit of any value or gradient. Off by default.
+  void set_recompute(bool on) { recompute_ = on; }
+  bool recompute() const { return recompute_; }
+
   const std::vector<NamedParam>& params() const { return params_; }
   const GptPart& part() const { return part_; }
   const GptConfig& config() const { return config_; }
@@ -142,6 +148,7 @@ class Gpt {
   std::vector<NamedParam> params_;
   size_t embedding_ = 0, positions_ = 0, lnf_scale_ = 0, lnf_bias_ = 0, head_ = 0;
   std::vector<BlockParams> blocks_;  // the part's blocks, in order
+  bool recompute_ = false;
 };
 
 // The counter-based value of element `index` of parameter `name`: uniform in [-1, 1).

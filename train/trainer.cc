@@ -92,6 +92,14 @@ Trainer::Trainer(const GptConfig& config, Layout layout, const TrainOptions& opt
     optimizer_.Add(p.value, model_.layout().State(p.role, rank));
     if (auto grad_layout = model_.layout().GradLayout(p.role, rank)) p.value.set_grad_layout(*grad_layout);
   }
+  model_.set_recompute(options.recompute);
+  if (options.offload != OffloadKind::kNone) {
+    if (comm.device().is_host()) {
+      ThrowInvalid("options.offload", "offloads to host memory, and the run is on the host already (use a device)");
+    }
+    offload_ = std::make_unique<HostStateHome>();
+    optimizer_.set_state_home(offload_.get());
+  }
 }
 
 StepStats Trainer::Step(const BatchSpec& batch, int64_t step, Communicator& comm) {
@@ -102,6 +110,8 @@ StepStats Trainer::Step(const BatchSpec& batch, int64_t step, Communicator& comm
   }
   const auto start = std::chrono::steady_clock::now();
   const runtime::CommCounters before = comm.counters();
+  const OffloadCounters offload_before = offload_ ? offload_->counters() : OffloadCounters{};
+  ResetActivationPeak();
   kernels::Tensor tokens, labels;
   MakeBatch(batch, model_.config().vocab, step, &tokens, &labels);
   const Layout& layout = model_.layout();
@@ -142,6 +152,11 @@ StepStats Trainer::Step(const BatchSpec& batch, int64_t step, Communicator& comm
   const runtime::CommCounters& after = comm.counters();
   stats.bytes_sent = Sum(after, true) - Sum(before, true);
   stats.bytes_received = Sum(after, false) - Sum(before, false);
+  stats.activation_peak_bytes = ActivationBytes().peak_bytes;
+  if (offload_) {
+    stats.offload_to_device = offload_->counters().host_to_device - offload_before.host_to_device;
+    stats.offload_to_host = offload_->counters().device_to_host - offload_before.device_to_host;
+  }
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
 }

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "train/gpt.h"
 #include "train/layout.h"
 #include "rules/error.h"
+#include "train/offload.h"
 #include "train/optimizer.h"
 
 namespace spmd::train {
@@ -65,6 +67,13 @@ struct TrainOptions {
   // under MPI, runtime/staged_communicator.h); the Trainer throws InvalidArgument
   // ("options.device") otherwise.
   kernels::Device device;
+  // Activation recompute (Gpt::set_recompute): each block keeps only its input and runs
+  // again in the backward; bitwise the same training, fewer activation bytes.
+  bool recompute = false;
+  // Optimizer-state offload (train/offload.h): AdamW's moments in host memory between
+  // updates; bitwise the same training. Needs a device: InvalidArgument
+  // ("options.offload") on the host, Unsupported ("options.offload") with pipeline stages.
+  OffloadKind offload = OffloadKind::kNone;
 };
 
 struct StepStats {
@@ -73,6 +82,9 @@ struct StepStats {
   int64_t bytes_sent = 0;       // by this rank during the step (counters)
   int64_t bytes_received = 0;
   double seconds = 0;           // wall time of the step on this rank
+  int64_t activation_peak_bytes = 0;  // the most activation bytes alive (ActivationBytes)
+  int64_t offload_to_device = 0;      // bytes of optimizer states copied up (offload)
+  int64_t offload_to_host = 0;        // ... and down
 };
 
 // The global tokens and labels of a step, int64 [batch, sequence] each (labels: the next
@@ -108,12 +120,15 @@ class Trainer {
   // The bytes this rank holds for parameters, and for gradients after the last backward.
   int64_t ParamBytes() const;
   int64_t GradBytes() const;
+  // The optimizer-state offload's counters; null without offload.
+  const HostStateHome* offload() const { return offload_.get(); }
 
  private:
   Gpt model_;
   AdamW optimizer_;
   TrainOptions options_;
   int64_t last_grad_bytes_ = 0;
+  std::unique_ptr<HostStateHome> offload_;
 };
 
 }  // namespace spmd::train
