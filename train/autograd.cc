@@ -365,6 +365,10 @@ void RunVjp(GradFn& fn, std::vector<std::optional<DistTensor>>& cotangents, Comm
     // values; then its backward from the cotangents as they came (no reshard: the same
     // values as a recorded region would have received). Parameters the region reads
     // receive their gradients there; the inputs' come back through the leaves.
+    // The forward's outputs are not needed any more: let them go before the replay makes
+    // them again (unless a Variable still holds them).
+    const size_t output_count = fn.outputs.size();
+    fn.outputs.clear();
     std::vector<Variable> leaves;
     for (size_t i = 0; i < fn.inputs.size(); ++i) leaves.push_back(Recorder::Leaf(fn, i));
     std::vector<Variable> replayed;
@@ -379,9 +383,9 @@ void RunVjp(GradFn& fn, std::vector<std::optional<DistTensor>>& cotangents, Comm
       }
       grad_enabled = previous;
     }
-    if (replayed.size() != fn.outputs.size()) {
+    if (replayed.size() != output_count) {
       ThrowInvalid("region", "backward of " + fn.name + ": the region gave " + std::to_string(replayed.size()) +
-                                 " outputs, not the " + std::to_string(fn.outputs.size()) + " of its forward");
+                                 " outputs, not the " + std::to_string(output_count) + " of its forward");
     }
     std::vector<std::pair<std::shared_ptr<Node>, DistTensor>> seeds;
     for (size_t o = 0; o < cotangents.size(); ++o) {
