@@ -88,6 +88,7 @@ constexpr const char* kUsage = R"(usage: mpirun -np N spmd-train [flags]
                        backward (bitwise the same training; docs/TRAINING.md "Recompute")
   --offload optimizer  AdamW's moments in host memory between updates, streamed to the device
                        per parameter (a device run; docs/TRAINING.md "Offload"); default none
+  --offload params     the same, and (--zero 3) the parameter shards on the host between steps
   --csv FILE           write step,loss,grad_norm,tokens_per_s,bytes_sent,bytes_received,val_loss
   --verify             rerun on one process; print max relative difference (exit 1
                        above 1e-9 for float64, 1e-3 for float32, or on any NaN or infinity)
@@ -328,15 +329,17 @@ void PrintMemory(const Flags& f, const spmd::train::HostStateHome* offload,
   std::printf("activations (rank 0): peak %lld bytes (recompute %s)\n", static_cast<long long>(g_activation_peak),
               f.options.recompute ? "on" : "off");
   if (offload != nullptr) {
-    std::printf("offload (rank 0): optimizer states on the host %lld bytes; moved per step %lld bytes host->device, "
-                "%lld bytes device->host\n",
+    std::printf("offload (rank 0): on the host between steps: optimizer states %lld bytes, parameters %lld bytes; "
+                "moved by the last step: %lld bytes host->device, %lld bytes device->host\n",
                 static_cast<long long>(offload->counters().host_bytes),
+                static_cast<long long>(offload->counters().param_host_bytes),
                 static_cast<long long>(g_last_step.offload_to_device),
                 static_cast<long long>(g_last_step.offload_to_host));
   }
   if (comm.device().kind == spmd::kernels::DeviceKind::kSim) {
-    std::printf("device memory (rank 0): peak %lld bytes\n",
-                static_cast<long long>(spmd::kernels::sim::UsageOf(comm.device()).peak_bytes));
+    const spmd::kernels::sim::MemoryUsage usage = spmd::kernels::sim::UsageOf(comm.device());
+    std::printf("device memory (rank 0): peak %lld bytes, in use between steps %lld bytes\n",
+                static_cast<long long>(usage.peak_bytes), static_cast<long long>(usage.bytes_in_use));
   }
 }
 

@@ -27,10 +27,42 @@ DistTensor Moved(const DistTensor& t, bool to_host, kernels::Device device, kern
 OffloadKind ParseOffload(const std::string& text, const std::string& field) {
   if (text == "none") return OffloadKind::kNone;
   if (text == "optimizer") return OffloadKind::kOptimizer;
-  ThrowInvalid(field, "'" + text + "' is not none or optimizer");
+  if (text == "params") return OffloadKind::kParams;
+  ThrowInvalid(field, "'" + text + "' is not none, optimizer or params");
 }
 
-std::string ToString(OffloadKind kind) { return kind == OffloadKind::kOptimizer ? "optimizer" : "none"; }
+std::string ToString(OffloadKind kind) {
+  return kind == OffloadKind::kParams ? "params" : kind == OffloadKind::kOptimizer ? "optimizer" : "none";
+}
+
+void HostStateHome::StoreParams(const std::vector<NamedParam>& params) {
+  if (param_homes_.size() < params.size()) param_homes_.resize(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const DistTensor& value = params[i].value.value();
+    if (OnHost(value)) continue;
+    Home& home = param_homes_[i];
+    home.device = value.local().device();
+    home.stream = value.local().stream();
+    DistTensor moved = Moved(value, /*to_host=*/true, {}, {});
+    home.bytes = LocalBytes(moved);
+    counters_.device_to_host += home.bytes;
+    counters_.param_host_bytes += home.bytes;
+    params[i].value.SetValue(std::move(moved));
+  }
+}
+
+void HostStateHome::FetchParams(const std::vector<NamedParam>& params) {
+  for (size_t i = 0; i < params.size() && i < param_homes_.size(); ++i) {
+    const DistTensor& value = params[i].value.value();
+    Home& home = param_homes_[i];
+    if (!value.has_local() || !OnHost(value) || home.device.is_host()) continue;
+    DistTensor moved = Moved(value, /*to_host=*/false, home.device, home.stream);
+    counters_.host_to_device += LocalBytes(moved);
+    counters_.param_host_bytes -= home.bytes;
+    home.bytes = 0;
+    params[i].value.SetValue(std::move(moved));
+  }
+}
 
 HostStateHome::Home& HostStateHome::HomeOf(size_t i) {
   if (i >= homes_.size()) homes_.resize(i + 1);

@@ -7,8 +7,10 @@
 // sim:r) with and without --offload optimizer. Every step's loss and gradient norm and
 // every final parameter must be bitwise equal; on every rank, each step must copy up and
 // copy down exactly the bytes of AdamW's two moments as computed here from the
-// parameters' shapes and their state layouts (LocalShape), and hold those bytes on the
-// host between steps. Typed errors: offload on the host, and with pipeline stages.
+// parameters' shapes and their state layouts (LocalShape), plus with --offload params
+// (ZeRO-3 layouts, chosen at random) the parameter shards under their storage layouts,
+// and hold those bytes on the host between steps. Typed errors: offload on the host,
+// with pipeline stages, and params without ZeRO-3.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
@@ -54,23 +56,27 @@ struct Run {
   std::vector<std::vector<double>> params;
 };
 
-// AdamW's two moments of every parameter, in bytes, on rank `rank`: the local shape of
-// each parameter under its state layout.
-int64_t ExpectedStateBytes(const Gpt& model, int64_t rank) {
+// On rank `rank`, in bytes: AdamW's two moments of every parameter (`params` false: the
+// local shape of each parameter under its state layout, twice) or the parameters' own
+// shards (`params` true: under their storage layout).
+int64_t ExpectedBytes(const Gpt& model, int64_t rank, bool params) {
   const Layout& layout = model.layout();
   const std::vector<int64_t> coord = *layout.mesh().CoordinateOf(rank);
   int64_t bytes = 0;
   for (const NamedParam& p : model.params()) {
     const Shape& shape = p.value.value().shape();
-    const DistAttr state = layout.State(p.role, static_cast<int>(shape.size()));
+    const int r = static_cast<int>(shape.size());
+    const DistAttr attr = params ? layout.Storage(p.role, r) : layout.State(p.role, r);
     int64_t n = 1;
-    for (int64_t d : LocalShape(shape, state, layout.mesh(), coord)) n *= d;
-    bytes += 2 * n * ElementSize(model.config().dtype);
+    for (int64_t d : LocalShape(shape, attr, layout.mesh(), coord)) n *= d;
+    bytes += (params ? 1 : 2) * n * ElementSize(model.config().dtype);
   }
   return bytes;
 }
 
-Run Train(const Case& c, const GptConfig& config, int micro, bool recompute, bool offload) {
+Run Train(const Case& c, const GptConfig& config, int micro, bool recompute, OffloadKind offload_kind) {
+  const bool offload = offload_kind != OffloadKind::kNone;
+  const bool params_too = offload_kind == OffloadKind::kParams;
   EnableSimTraining();
   const Mesh mesh = ParseNamedMesh(c.mesh);
   Run run;
@@ -80,19 +86,25 @@ Run Train(const Case& c, const GptConfig& config, int micro, bool recompute, boo
     options.device = comm.device();
     options.micro_batches = micro;
     options.recompute = recompute;
-    options.offload = offload ? OffloadKind::kOptimizer : OffloadKind::kNone;
+    options.offload = offload_kind;
     Trainer trainer(config, Layout(mesh, c.strategy), options, comm);
-    const int64_t state_bytes = ExpectedStateBytes(trainer.model(), comm.rank());
+    const int64_t state_bytes = ExpectedBytes(trainer.model(), comm.rank(), false);
+    const int64_t param_bytes = params_too ? ExpectedBytes(trainer.model(), comm.rank(), true) : 0;
     EXPECT_EQ(trainer.optimizer().StateBytes(), state_bytes) << "rank " << comm.rank();
     std::vector<double> losses, norms;
     for (int s = 0; s < 2; ++s) {
       const StepStats stats = trainer.Step({4, 4, config.seed}, s, comm);
       losses.push_back(stats.loss);
       norms.push_back(stats.grad_norm);
-      EXPECT_EQ(stats.offload_to_device, offload ? state_bytes : 0) << "rank " << comm.rank() << " step " << s;
-      EXPECT_EQ(stats.offload_to_host, offload ? state_bytes : 0) << "rank " << comm.rank() << " step " << s;
+      const int64_t moved = offload ? state_bytes + param_bytes : 0;
+      EXPECT_EQ(stats.offload_to_device, moved) << "rank " << comm.rank() << " step " << s;
+      EXPECT_EQ(stats.offload_to_host, moved) << "rank " << comm.rank() << " step " << s;
       if (offload) {
         EXPECT_EQ(trainer.offload()->counters().host_bytes, state_bytes) << "rank " << comm.rank();
+        EXPECT_EQ(trainer.offload()->counters().param_host_bytes, param_bytes) << "rank " << comm.rank();
+        for (const NamedParam& p : trainer.model().params()) {
+          EXPECT_EQ(p.value.value().local().device().is_host(), params_too) << p.name;
+        }
         // The moments are host tensors between steps.
         for (size_t i = 0; i < trainer.model().params().size(); ++i) {
           const runtime::DistTensor& m = trainer.optimizer().first_moment(i);
@@ -130,8 +142,12 @@ RC_GTEST_PROP(Offload, TrainsBitwiseTheSameAndMovesTheStates, ()) {
   config.seed = *rc::gen::inRange<uint64_t>(1, 1000);
   const int micro = *rc::gen::inRange(1, 3);
   const bool recompute = *rc::gen::arbitrary<bool>();
-  const Run plain = Train(c, config, micro, recompute, false);
-  const Run offloaded = Train(c, config, micro, recompute, true);
+  // Parameters too where they are ZeRO-3 shards.
+  const OffloadKind kind = c.strategy.zero_stage == 3 && *rc::gen::arbitrary<bool>() ? OffloadKind::kParams
+                                                                                     : OffloadKind::kOptimizer;
+  RC_TAG(ToString(kind));
+  const Run plain = Train(c, config, micro, recompute, OffloadKind::kNone);
+  const Run offloaded = Train(c, config, micro, recompute, kind);
   RC_ASSERT(plain.losses.size() == 2u);
   RC_ASSERT(SameBits(offloaded.losses, plain.losses));
   RC_ASSERT(SameBits(offloaded.grad_norms, plain.grad_norms));
@@ -151,9 +167,9 @@ TEST(Offload, LowersTheDevicePeak) {
   config.sequence = 4;
   config.dtype = DType::kFloat64;
   const Case c{"dp=2", {1, false}};
-  Train(c, config, 1, false, true);
+  Train(c, config, 1, false, OffloadKind::kOptimizer);
   const int64_t with_offload = kernels::sim::UsageOf(kernels::Device::Sim(0)).peak_bytes;
-  Train(c, config, 1, false, false);
+  Train(c, config, 1, false, OffloadKind::kNone);
   const int64_t without = kernels::sim::UsageOf(kernels::Device::Sim(0)).peak_bytes;
   EXPECT_GT(without, with_offload);
 }
@@ -188,9 +204,14 @@ TEST(Offload, RefusedOnTheHostAndWithPipelineStages) {
                 PipelineTrainer(config, ParseNamedMesh("pp=2"), {}, on_device, PipelineOptions{}, comm);
               }),
               "options.offload");
+    // Parameters are offloaded as ZeRO-3 shards only.
+    on_device.offload = OffloadKind::kParams;
+    EXPECT_EQ(FieldOf([&] { Trainer(config, Layout(ParseNamedMesh("dp=2"), {2, false}), on_device, comm); }),
+              "options.offload");
   });
   EXPECT_EQ(FieldOf([] { ParseOffload("disk", "--offload"); }), "--offload");
   EXPECT_EQ(ParseOffload("optimizer", "--offload"), OffloadKind::kOptimizer);
+  EXPECT_EQ(ParseOffload("params", "--offload"), OffloadKind::kParams);
 }
 
 }  // namespace

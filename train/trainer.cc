@@ -97,8 +97,12 @@ Trainer::Trainer(const GptConfig& config, Layout layout, const TrainOptions& opt
     if (comm.device().is_host()) {
       ThrowInvalid("options.offload", "offloads to host memory, and the run is on the host already (use a device)");
     }
+    if (options.offload == OffloadKind::kParams && model_.layout().strategy().zero_stage != 3) {
+      ThrowInvalid("options.offload", "params: parameters are offloaded as ZeRO-3 shards (use ZeRO stage 3)");
+    }
     offload_ = std::make_unique<HostStateHome>();
     optimizer_.set_state_home(offload_.get());
+    if (options.offload == OffloadKind::kParams) offload_->StoreParams(model_.params());
   }
 }
 
@@ -112,6 +116,7 @@ StepStats Trainer::Step(const BatchSpec& batch, int64_t step, Communicator& comm
   const runtime::CommCounters before = comm.counters();
   const OffloadCounters offload_before = offload_ ? offload_->counters() : OffloadCounters{};
   ResetActivationPeak();
+  ParamsOnDevice(true);
   kernels::Tensor tokens, labels;
   MakeBatch(batch, model_.config().vocab, step, &tokens, &labels);
   const Layout& layout = model_.layout();
@@ -148,6 +153,7 @@ StepStats Trainer::Step(const BatchSpec& batch, int64_t step, Communicator& comm
   comm.SetPhase("step " + std::to_string(step) + " optimizer");
   optimizer_.Step(comm);
   stats.grad_norm = optimizer_.last_grad_norm();
+  ParamsOnDevice(false);
   CheckFinite(step, "gradient norm", stats.grad_norm);  // the whole model's, on every rank
   const runtime::CommCounters& after = comm.counters();
   stats.bytes_sent = Sum(after, true) - Sum(before, true);
@@ -170,12 +176,24 @@ double Trainer::Evaluate(const kernels::Tensor& tokens, const kernels::Tensor& l
   const Layout& layout = model_.layout();
   auto shard = [&](const kernels::Tensor& all) { return Tokens(ToHostTensor(all), layout, comm); };
   comm.SetPhase("step " + std::to_string(step) + " evaluation");
+  ParamsOnDevice(true);
   const double loss = ReadScalar(*model_.Loss(shard(tokens), shard(labels), comm, step).value().ToGlobal(comm));
+  ParamsOnDevice(false);
   CheckFinite(step, "validation loss", loss);
   return loss;
 }
 
+void Trainer::ParamsOnDevice(bool on) const {
+  if (!offload_ || options_.offload != OffloadKind::kParams) return;
+  if (on) {
+    offload_->FetchParams(model_.params());
+  } else {
+    offload_->StoreParams(model_.params());
+  }
+}
+
 std::vector<std::vector<double>> Trainer::GatherParams(Communicator& comm) const {
+  ParamsOnDevice(true);
   std::vector<std::vector<double>> out;
   for (const NamedParam& p : model_.params()) {
     const std::optional<kernels::Tensor> g = p.value.value().ToGlobal(comm);
@@ -186,6 +204,7 @@ std::vector<std::vector<double>> Trainer::GatherParams(Communicator& comm) const
     }
     out.push_back(std::move(values));
   }
+  ParamsOnDevice(false);
   return out;
 }
 

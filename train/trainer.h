@@ -70,9 +70,10 @@ struct TrainOptions {
   // Activation recompute (Gpt::set_recompute): each block keeps only its input and runs
   // again in the backward; bitwise the same training, fewer activation bytes.
   bool recompute = false;
-  // Optimizer-state offload (train/offload.h): AdamW's moments in host memory between
-  // updates; bitwise the same training. Needs a device: InvalidArgument
-  // ("options.offload") on the host, Unsupported ("options.offload") with pipeline stages.
+  // Offload (train/offload.h): AdamW's moments (kOptimizer), and with ZeRO-3 also the
+  // parameter shards (kParams), in host memory between uses; bitwise the same training.
+  // Needs a device: InvalidArgument ("options.offload") on the host, and for kParams
+  // without ZeRO-3; Unsupported ("options.offload") with pipeline stages.
   OffloadKind offload = OffloadKind::kNone;
 };
 
@@ -129,6 +130,8 @@ class Trainer {
   TrainOptions options_;
   int64_t last_grad_bytes_ = 0;
   std::unique_ptr<HostStateHome> offload_;
+  // --offload params: the parameters to their device (on) or to the host (off).
+  void ParamsOnDevice(bool on) const;
 };
 
 }  // namespace spmd::train
