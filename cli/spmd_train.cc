@@ -534,6 +534,14 @@ int main(int argc, char** argv) {
           spmd::ThrowUnsupported(flags.save.empty() ? "--resume" : "--save", "checkpoints of pipeline stages are not supported");
         }
       }
+      // --offload: what the trainers would refuse (options.offload), named by the flag.
+      if (flags.options.offload != spmd::train::OffloadKind::kNone) {
+        if (flags.device == "cpu") spmd::ThrowInvalid("--offload", "needs a device (--device sim): the run is on the host");
+        if (HasPp(mesh)) spmd::ThrowUnsupported("--offload", "not with pipeline stages (a pp axis)");
+        if (flags.options.offload == spmd::train::OffloadKind::kParams && flags.strategy.zero_stage != 3) {
+          spmd::ThrowInvalid("--offload", "params offloads ZeRO-3 shards: give --zero 3");
+        }
+      }
       // --data: the corpus every rank reads (the same file), and what validation needs.
       if (!flags.data.empty()) {
         corpus.emplace(OpenCorpus(flags));
@@ -647,6 +655,10 @@ int main(int argc, char** argv) {
     single.strategy = Strategy{};
     single.val_fraction = 0;  // the comparison is of training; no validation passes
     single.save = single.resume = "";
+    // The reference keeps every tensor on the device and every activation (no --offload,
+    // no --recompute): what the run is compared with is plain training.
+    single.options.offload = spmd::train::OffloadKind::kNone;
+    single.options.recompute = false;
     History reference;
     try {
       reference = Train(single, alone, tc, false, nullptr);  // on the same device kind
