@@ -373,15 +373,12 @@ void RunVjp(GradFn& fn, std::vector<std::optional<DistTensor>>& cotangents, Comm
     for (size_t i = 0; i < fn.inputs.size(); ++i) leaves.push_back(Recorder::Leaf(fn, i));
     std::vector<Variable> replayed;
     {
-      const bool previous = grad_enabled;
-      grad_enabled = true;
-      try {
-        replayed = fn.region(leaves, comm);
-      } catch (...) {
-        grad_enabled = previous;
-        throw;
-      }
-      grad_enabled = previous;
+      struct Recording {  // the backward runs under NoGradGuard: record the replay
+        bool previous = grad_enabled;
+        Recording() { grad_enabled = true; }
+        ~Recording() { grad_enabled = previous; }
+      } recording;
+      replayed = fn.region(leaves, comm);
     }
     if (replayed.size() != output_count) {
       ThrowInvalid("region", "backward of " + fn.name + ": the region gave " + std::to_string(replayed.size()) +
