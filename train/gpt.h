@@ -105,7 +105,9 @@ class Gpt {
 
   // Activation recompute (TrainOptions::recompute): each block a Checkpoint
   // (train/autograd.h) keeping only its input; its backward runs the block again with the
-  // same dropout masks. Changes no bit of any value or gradient. Off by default.
+  // same dropout masks. Changes no bit of any value or gradient. Off by default. A graph
+  // recorded this way calls back into this Gpt in its backward: keep it alive (and in
+  // place) until then.
   void set_recompute(bool on) { recompute_ = on; }
   bool recompute() const { return recompute_; }
 
