@@ -95,6 +95,11 @@ constexpr const char* kUsage = R"(usage: mpirun -np N spmd-train [flags]
   --eval-every N       validation loss every N steps and after the last (default 10)
   --val-batches N      validation batches (--batch rows each, the same every time; default 8)
   --plot FILE          write the loss curves (training, validation, ln(vocab)) as SVG
+  --precision P        fp32 (train in --dtype), bf16-mixed or fp16-mixed (float32 master
+                       weights and AdamW states, bfloat16/float16 forward and backward,
+                       float32 gradient reductions; docs/TRAINING.md "Mixed precision")
+  --loss-scale S       fp16-mixed: the initial loss scale, a power of two (default 65536)
+  --growth-interval N  fp16-mixed: double the scale after N steps without a skip (default 2000)
 Without mpirun: start each process with SPMD_RANK, SPMD_WORLD_SIZE and SPMD_RENDEZVOUS=DIR.
 )";
 
@@ -118,6 +123,7 @@ struct Flags {
   std::string plot;
   std::string save, resume;  // checkpoints (not with a pp axis)
   std::string device = "cpu";  // --device: where this rank's tensors live (train/device.h)
+  bool dtype_given = false, loss_scale_given = false;  // --dtype; --loss-scale or --growth-interval
   int64_t save_every = 0;
   int keep = 0;
 };
@@ -213,6 +219,22 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
       }
     } else if (flag == "--chunks") f.pipeline.chunks = ParseInt(flag, value(), 1, 4096);
     else if (flag == "--verify") f.verify = true;
+    // Mixed precision (train/precision.h): the policy and fp16's loss scaling.
+    else if (flag == "--precision") f.options.precision = spmd::train::ParsePrecision(value(), flag);
+    else if (flag == "--loss-scale") {
+      const std::string text = value();
+      char* end = nullptr;
+      f.options.loss_scale.initial = std::strtod(text.c_str(), &end);
+      int exponent = 0;
+      if (text.empty() || *end != '\0' || !(f.options.loss_scale.initial >= 1) ||
+          !std::isfinite(f.options.loss_scale.initial) || std::frexp(f.options.loss_scale.initial, &exponent) != 0.5) {
+        spmd::ThrowInvalid(flag, "'" + text + "' is not a power of two >= 1");
+      }
+      f.loss_scale_given = true;
+    } else if (flag == "--growth-interval") {
+      f.options.loss_scale.growth_interval = ParseInt(flag, value(), 1, 1000000000);
+      f.loss_scale_given = true;
+    }
     // Data, validation and the plot.
     else if (flag == "--data") f.data = value();
     else if (flag == "--data-format") f.data_format = spmd::train::ParseDataFormat(value(), flag);
@@ -245,6 +267,7 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
       if (text == "float32") f.config.dtype = spmd::DType::kFloat32;
       else if (text == "float64") f.config.dtype = spmd::DType::kFloat64;
       else spmd::ThrowInvalid(flag, "'" + text + "' is not float32 or float64");
+      f.dtype_given = true;
     } else if (flag == "--help" || flag == "-h") {
       std::cout << kUsage;
       std::exit(0);
@@ -253,6 +276,14 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
     }
   }
   f.config.sequence = f.batch.sequence;
+  if (f.options.precision != spmd::train::Precision::kFp32 && f.dtype_given &&
+      f.config.dtype != spmd::DType::kFloat32) {
+    spmd::ThrowInvalid("--precision", std::string(spmd::train::ToString(f.options.precision)) +
+                                          " keeps float32 master weights: not with --dtype float64");
+  }
+  if (f.loss_scale_given && f.options.precision != spmd::train::Precision::kFp16Mixed) {
+    spmd::ThrowInvalid("--loss-scale", "loss scaling is for --precision fp16-mixed only");
+  }
   if (f.save.empty() && (f.save_every > 0 || f.keep > 0)) {
     spmd::ThrowInvalid(f.save_every > 0 ? "--save-every" : "--keep", "needs --save DIR");
   }
@@ -342,10 +373,12 @@ std::vector<double> RunSteps(AnyTrainer& trainer, const Flags& f, spmd::runtime:
       }
     }
     if (print) {
-      std::printf("step %lld loss %.6f grad_norm %.4f tokens/s %.0f bytes sent %lld received %lld%s\n",
+      char skipped[64] = "";  // fp16-mixed: a step whose gradients were not finite
+      if (s.skipped) std::snprintf(skipped, sizeof skipped, " skipped (loss scale %g)", s.loss_scale);
+      std::printf("step %lld loss %.6f grad_norm %.4f tokens/s %.0f bytes sent %lld received %lld%s%s\n",
                   static_cast<long long>(step), s.loss, s.grad_norm, tokens / s.seconds,
                   static_cast<long long>(s.bytes_sent), static_cast<long long>(s.bytes_received),
-                  val ? (" val_loss " + std::to_string(*val)).c_str() : "");
+                  val ? (" val_loss " + std::to_string(*val)).c_str() : "", skipped);
       std::fflush(stdout);
       g_curve.train.push_back({static_cast<double>(step), s.loss});
       if (val) g_curve.validation.push_back({static_cast<double>(step), *val});
@@ -411,6 +444,14 @@ History Train(const Flags& f, const spmd::Mesh& mesh, spmd::runtime::Communicato
     std::printf("memory (rank 0): parameters %lld bytes, gradients %lld bytes, optimizer states %lld bytes\n",
                 static_cast<long long>(trainer.ParamBytes()), static_cast<long long>(trainer.GradBytes()),
                 static_cast<long long>(trainer.optimizer().StateBytes()));
+    const spmd::train::PrecisionPolicy& policy = trainer.policy();
+    if (f.options.precision != spmd::train::Precision::kFp32) {
+      std::printf("precision %s: parameters %s, compute %s, gradient reductions %s; %lld steps skipped, loss scale %g\n",
+                  std::string(spmd::train::ToString(f.options.precision)).c_str(),
+                  std::string(spmd::ToString(policy.param)).c_str(), std::string(spmd::ToString(policy.compute)).c_str(),
+                  std::string(spmd::ToString(policy.reduce)).c_str(),
+                  static_cast<long long>(trainer.skipped_steps()), trainer.loss_scale());
+    }
   }
   return h;
 }
@@ -493,6 +534,9 @@ int main(int argc, char** argv) {
         }
         if (flags.batch.batch < flags.options.micro_batches) {
           spmd::ThrowInvalid("--batch", "fewer rows than micro-batches");
+        }
+        if (flags.options.precision != spmd::train::Precision::kFp32) {
+          spmd::ThrowUnsupported("--precision", "mixed precision is not supported with a pp axis (fp32 is)");
         }
         if (!flags.save.empty() || !flags.resume.empty()) {
           spmd::ThrowUnsupported(flags.save.empty() ? "--resume" : "--save", "checkpoints of pipeline stages are not supported");
@@ -619,9 +663,32 @@ int main(int argc, char** argv) {
     for (int64_t r = 0; r < comm.world_size(); ++r) world.push_back(r);
     comm.AllReduce(&worst, &worst, 1, spmd::DType::kFloat64, spmd::ReduceOp::kMax, world);
     if (root) std::printf("max relative difference: %.3g\n", worst);
-    // Above the dtype's bound (float64 1e-9, float32 1e-3): exit 1, so scripts can rely on it.
-    const double bound = flags.config.dtype == spmd::DType::kFloat64 ? 1e-9 : 1e-3;
-    if (worst > bound) return 1;
+    // Above the dtype's bound (float64 1e-9, float32 1e-3; mixed precision: the bounds of
+    // docs/TRAINING.md "Mixed precision"): exit 1, so scripts can rely on it.
+    const spmd::train::VerifyBounds bounds = spmd::train::BoundsFor(flags.options.precision, flags.config.dtype);
+    if (flags.options.precision == spmd::train::Precision::kFp32) {
+      return worst > bounds.same_precision ? 1 : plot_failed ? 2 : 0;
+    }
+    // Mixed precision: also against float64 training on one process (same steps, same
+    // data), which the mixed run must track within its own, looser bound.
+    Flags wide = single;
+    wide.config.dtype = spmd::DType::kFloat64;
+    wide.options.precision = spmd::train::Precision::kFp32;
+    History exact;
+    try {
+      exact = Train(wide, alone, tc, false, nullptr);
+    } catch (const spmd::train::NonFiniteError& e) {
+      return diverged(e);
+    }
+    exact.losses.erase(exact.losses.begin(), exact.losses.begin() + skipped);
+    double drift = spmd::cli::MaxRelativeDifference(parallel, exact);
+    comm.AllReduce(&drift, &drift, 1, spmd::DType::kFloat64, spmd::ReduceOp::kMax, world);
+    if (root) {
+      std::printf("mixed precision: bound against one process in %s %.3g; against float64 %.3g (bound %.3g)\n",
+                  std::string(spmd::train::ToString(flags.options.precision)).c_str(), bounds.same_precision,
+                  drift, bounds.float64);
+    }
+    if (worst > bounds.same_precision || drift > bounds.float64) return 1;
     return plot_failed ? 2 : 0;
   }, parse_mesh);
 }

@@ -61,6 +61,13 @@ struct Node;
 using BackwardFunction = std::function<std::vector<std::optional<runtime::DistTensor>>(
     const std::vector<runtime::DistTensor>& cotangents, runtime::Communicator& comm)>;
 
+// How an ApplyFunction's backward is given its cotangents: kOutputs (the default), each
+// resharded to its output's own layout first; kAsArrived, in whatever layout the backward of
+// the output's users produced (a partial sum stays partial; zeros laid out as the output
+// where none arrived), for a function that must see a gradient before it is reduced (a
+// cast that widens a compute-dtype gradient before it meets a collective, train/precision.h).
+enum class CotangentLayout { kOutputs, kAsArrived };
+
 class Variable {
  public:
   // An empty variable (no value); most operations on it throw InvalidArgument.
@@ -109,8 +116,8 @@ class Variable {
   friend void Backward(const Variable&, const runtime::DistTensor&, runtime::Communicator&);
   friend Variable Redistribute(const Variable&, const DistAttr&, runtime::Communicator&);
   friend std::vector<Variable> ApplyFunction(std::string, const std::vector<Variable>&,
-                                             std::vector<runtime::DistTensor>,
-                                             BackwardFunction);
+                                             std::vector<runtime::DistTensor>, BackwardFunction,
+                                             CotangentLayout);
   friend runtime::DistTensor Gradient(const Variable&, const DistAttr&, runtime::Communicator&);
   friend struct Recorder;  // train/autograd.cc: wraps a step's outputs as Variables
   explicit Variable(std::shared_ptr<Node> node) : node_(std::move(node)) {}
@@ -147,9 +154,11 @@ Variable Redistribute(const Variable& x, const DistAttr& to, runtime::Communicat
 // ("backward") for an empty function, and, during Backward, ("backward") when the function
 // returns a count other than the number of inputs or a gradient whose shape or dtype is
 // not its input's.
+// `cotangent_layout`: see CotangentLayout.
 std::vector<Variable> ApplyFunction(std::string name, const std::vector<Variable>& inputs,
                                     std::vector<runtime::DistTensor> outputs,
-                                    BackwardFunction backward);
+                                    BackwardFunction backward,
+                                    CotangentLayout cotangent_layout = CotangentLayout::kOutputs);
 
 // Computes the gradient of `loss` (cotangent: ones) with respect to every leaf that
 // requires grad and is reachable from it, adding it to the leaf's grad(). Frees the
