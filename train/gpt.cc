@@ -144,14 +144,14 @@ size_t Gpt::Add(const std::string& name, ParamRole role, Shape shape, double sca
   return params_.size() - 1;
 }
 
-Variable Gpt::Param(size_t index, Communicator& comm) {
+Variable Gpt::Param(size_t index, Communicator& comm, std::optional<DType> dtype) {
   const NamedParam& p = params_[index];
   const DistAttr compute = layout_.Compute(p.role, static_cast<int>(p.value.value().shape().size()));
   // ZeRO-3: gathered for this use only (in the master's dtype); then, under mixed
   // precision, cast to the compute dtype (its backward widens the gradient before the
   // gather's reduce-scatter or any other reduction, train/precision.h).
   const Variable placed = p.value.value().dist_attr() == compute ? p.value : Redistribute(p.value, compute, comm);
-  return CastVariable(placed, compute_dtype(), comm);
+  return CastVariable(placed, dtype.value_or(compute_dtype()), comm);
 }
 
 Variable Gpt::Linear(const Variable& x, size_t weight, size_t bias, Communicator& comm) {
@@ -167,9 +167,16 @@ Variable Gpt::RowLinear(const Variable& x, size_t weight, size_t bias, Communica
 }
 
 Variable Gpt::Norm(const Variable& x, size_t scale, size_t bias, Communicator& comm) {
+  // In the model's dtype, as torch.autocast runs norms in float32: x cast up, the norm on
+  // the master scale and bias, the result cast back to the compute dtype. (rms_norm's
+  // backward cubes 1 / rms, which float16 cannot hold for small activations.)
   const Attrs attrs = MakeAttrs({{"begin_norm_axis", int64_t{2}}});
-  if (config_.rms_norm) return Apply("rms_norm", {x, Param(scale, comm)}, attrs, comm)[0];
-  return Apply("layer_norm", {x, Param(scale, comm), Param(bias, comm)}, attrs, comm)[0];
+  const DType wide = config_.dtype;
+  const Variable in = CastVariable(x, wide, comm);
+  const Variable out = config_.rms_norm
+                           ? Apply("rms_norm", {in, Param(scale, comm, wide)}, attrs, comm)[0]
+                           : Apply("layer_norm", {in, Param(scale, comm, wide), Param(bias, comm, wide)}, attrs, comm)[0];
+  return CastVariable(out, compute_dtype(), comm);
 }
 
 Variable Gpt::Dropout(const Variable& x, uint64_t stream, uint64_t site, Communicator& comm) {

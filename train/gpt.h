@@ -116,7 +116,8 @@ class Gpt {
   const Layout& layout() const { return layout_; }
 
  private:
-  Variable Param(size_t index, runtime::Communicator& comm);  // in its compute layout
+  // In its compute layout and the compute dtype (or `dtype`).
+  Variable Param(size_t index, runtime::Communicator& comm, std::optional<DType> dtype = std::nullopt);
   size_t Add(const std::string& name, ParamRole role, Shape shape, double scale, double offset,
              runtime::Communicator& comm);
   Variable Linear(const Variable& x, size_t weight, size_t bias, runtime::Communicator& comm);
