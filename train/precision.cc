@@ -19,10 +19,11 @@ using runtime::DistTensor;
 
 namespace {
 
-// The mixed-precision verify bounds in units of the compute dtype's unit roundoff
-// (docs/TRAINING.md "Mixed precision": derivation and measurements).
-constexpr double kSamePrecisionUnits = 64;
-constexpr double kFloat64Units = 64;
+// The mixed-precision loss bounds c * u * growth^step (docs/TRAINING.md "Mixed precision":
+// derivation and measurements).
+constexpr double kGrowth = 1.2;
+constexpr double kSamePrecisionUnits = 4;
+constexpr double kFloat64Units = 8;
 
 }  // namespace
 
@@ -53,13 +54,31 @@ PrecisionPolicy PolicyFor(Precision precision, DType model_dtype) {
   return {DType::kFloat32, DType::kFloat16, DType::kFloat32, true};
 }
 
-VerifyBounds BoundsFor(Precision precision, DType model_dtype) {
-  if (precision == Precision::kFp32) {
-    const double b = model_dtype == DType::kFloat64 ? 1e-9 : 1e-3;
-    return {b, b};
+double MixedBounds::Loss(double c, int64_t step) const {
+  return c * unit_roundoff * std::pow(growth, static_cast<double>(step));
+}
+
+MixedBounds MixedBoundsFor(Precision precision) {
+  if (precision == Precision::kFp32) ThrowInvalid("precision", "fp32 has no mixed-precision bounds");
+  MixedBounds b;
+  b.unit_roundoff = precision == Precision::kBf16Mixed ? 0x1p-8 : 0x1p-11;
+  b.growth = kGrowth;
+  b.same_precision = kSamePrecisionUnits;
+  b.float64 = kFloat64Units;
+  return b;
+}
+
+double AdamWDriftBound(double lr, double beta1, double beta2, int64_t steps) {
+  double total = 0, geometric = 0, ratio_power = 1;
+  for (int64_t t = 1; t <= steps; ++t) {
+    geometric += ratio_power;  // sum_{j<t} (b1^2 / b2)^j
+    ratio_power *= beta1 * beta1 / beta2;
+    const double td = static_cast<double>(t);
+    const double k = (1 - beta1) / (1 - std::pow(beta1, td)) * std::sqrt((1 - std::pow(beta2, td)) / (1 - beta2)) *
+                     std::sqrt(geometric);
+    total += 2 * lr * k;
   }
-  const double u = precision == Precision::kBf16Mixed ? 0x1p-8 : 0x1p-11;  // unit roundoff
-  return {kSamePrecisionUnits * u, kFloat64Units * u};
+  return total;
 }
 
 // ---- LossScaler ---------------------------------------------------------------------------

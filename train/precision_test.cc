@@ -33,6 +33,7 @@ struct History {
   std::vector<double> losses;
   std::vector<std::vector<double>> params;
   std::vector<StepStats> stats;
+  std::vector<std::string> names;
 };
 
 struct Case {
@@ -73,6 +74,7 @@ History Train(const Case& c, Precision precision, bool single = false, bool floa
       for (const StepStats& s : stats) run.losses.push_back(s.loss);
       run.stats = std::move(stats);
       run.params = std::move(params);
+      for (const NamedParam& p : trainer.model().params()) run.names.push_back(p.name);
     }
   });
   return run;
@@ -83,28 +85,38 @@ History Train(const Case& c, Precision precision, bool single = false, bool floa
 // two halves); NaN-aware (a non-finite value is +infinity).
 struct Differences {
   double loss = 0, params = 0;
+  std::string worst_param;
+  double loss_units = 0;  // max over steps t of the loss difference / (u growth^t): the c it needs
+  double params_abs = 0;  // the largest parameter difference, absolute
 };
-Differences Compare(const History& got, const History& want) {
+Differences Compare(const History& got, const History& want, const MixedBounds& bounds = {1, 1.2, 0, 0}) {
   const double inf = std::numeric_limits<double>::infinity();
   Differences d;
   auto take = [&](double& worst, double v) { worst = std::isfinite(v) ? std::max(worst, v) : inf; };
-  if (got.losses.size() != want.losses.size() || got.params.size() != want.params.size()) return {inf, inf};
+  if (got.losses.size() != want.losses.size() || got.params.size() != want.params.size()) return {inf, inf, ""};
   for (size_t s = 0; s < want.losses.size(); ++s) {
     take(d.loss, std::abs(got.losses[s] - want.losses[s]) / std::abs(want.losses[s]));
+    take(d.loss_units, std::abs(got.losses[s] - want.losses[s]) / std::abs(want.losses[s]) /
+                           bounds.Loss(1, static_cast<int64_t>(s)));
   }
   double scale = 1e-30;
   for (const auto& p : want.params) {
     for (double v : p) scale = std::max(scale, std::abs(v));
   }
   for (size_t p = 0; p < want.params.size(); ++p) {
-    if (got.params[p].size() != want.params[p].size()) return {inf, inf};
-    for (size_t k = 0; k < want.params[p].size(); ++k) take(d.params, std::abs(got.params[p][k] - want.params[p][k]) / scale);
+    if (got.params[p].size() != want.params[p].size()) return {inf, inf, ""};
+    for (size_t k = 0; k < want.params[p].size(); ++k) {
+      const double before = d.params;
+      take(d.params, std::abs(got.params[p][k] - want.params[p][k]) / scale);
+      take(d.params_abs, std::abs(got.params[p][k] - want.params[p][k]));
+      if (d.params > before && p < want.names.size()) d.worst_param = want.names[p];
+    }
   }
   return d;
 }
 
 const char* const kMeshes[][2] = {{"dp=2", "0"}, {"dp=2", "1"}, {"dp=2", "2"}, {"dp=2", "3"},
-                                  {"tp=2", "0"}, {"tp=2", "s"}, {"sp=2", "0"}, {"dp=2,tp=2", "1s"},
+                                  {"tp=2", "0"}, {"tp=2", "0s"}, {"sp=2", "0"}, {"dp=2,tp=2", "1s"},
                                   {"dp=2,tp=2", "3"}, {"dp=2,sp=2", "2"}, {"dp=3", "2"}};
 
 // A generated case: model sizes, layout and batch from `rng`.
@@ -137,68 +149,47 @@ Case MakeCase(std::mt19937_64& rng, int steps) {
 TEST(PrecisionTest, DISABLED_Measure) {
   const int cases = std::getenv("MEASURE_CASES") ? std::atoi(std::getenv("MEASURE_CASES")) : 40;
   const int steps = std::getenv("MEASURE_STEPS") ? std::atoi(std::getenv("MEASURE_STEPS")) : 10;
+  const double drift = AdamWDriftBound(TrainOptions{}.lr, TrainOptions{}.beta1, TrainOptions{}.beta2, steps);
   for (Precision precision : {Precision::kBf16Mixed, Precision::kFp16Mixed}) {
+    const MixedBounds bounds = MixedBoundsFor(precision);
     std::mt19937_64 rng(7);
-    Differences worst_dist, worst_64, worst_fp32;
+    Differences worst_dist, worst_64;
+    double fp32_units = 0;
+    int disagreements = 0;
     for (int i = 0; i < cases; ++i) {
       const Case c = MakeCase(rng, steps);
       const History dist = Train(c, precision), one = Train(c, precision, true);
       const History exact = Train(c, Precision::kFp32, true, true);
       const History fp32 = Train(c, Precision::kFp32);
-      const Differences a = Compare(dist, one), b = Compare(one, exact), f = Compare(fp32, exact);
-      std::printf("%s %s: dist-vs-one loss %.3g params %.3g; one-vs-float64 loss %.3g params %.3g; "
-                  "fp32-dist-vs-float64 loss %.3g params %.3g\n",
-                  std::string(ToString(precision)).c_str(), c.Describe().c_str(), a.loss, a.params, b.loss, b.params,
-                  f.loss, f.params);
-      worst_dist = {std::max(worst_dist.loss, a.loss), std::max(worst_dist.params, a.params)};
-      worst_64 = {std::max(worst_64.loss, b.loss), std::max(worst_64.params, b.params)};
-      worst_fp32 = {std::max(worst_fp32.loss, f.loss), std::max(worst_fp32.params, f.params)};
+      const Differences a = Compare(dist, one, bounds), b = Compare(one, exact, bounds);
+      const Differences f = Compare(fp32, exact, {0x1p-24, bounds.growth, 0, 0});
+      std::string skips_dist, skips_one;
+      for (const StepStats& s : dist.stats) skips_dist += s.skipped ? "x" : ".";
+      for (const StepStats& s : one.stats) skips_one += s.skipped ? "x" : ".";
+      const bool agree = skips_dist == skips_one;
+      std::printf("%s %s: dist-vs-one loss %.3g (c %.3g) params %.3g (%s); one-vs-float64 loss %.3g (c %.3g) "
+                  "params %.3g (%s); fp32 dist-vs-float64 c %.3g; skips %s %s%s\n",
+                  std::string(ToString(precision)).c_str(), c.Describe().c_str(), a.loss, a.loss_units,
+                  a.params_abs, a.worst_param.c_str(), b.loss, b.loss_units, b.params_abs, b.worst_param.c_str(),
+                  f.loss_units, skips_dist.c_str(), skips_one.c_str(), agree ? "" : " DISAGREE");
+      if (!agree) {
+        ++disagreements;
+        continue;
+      }
+      worst_dist = {std::max(worst_dist.loss, a.loss), 0, "", std::max(worst_dist.loss_units, a.loss_units),
+                    std::max(worst_dist.params_abs, a.params_abs)};
+      worst_64 = {std::max(worst_64.loss, b.loss), 0, "", std::max(worst_64.loss_units, b.loss_units),
+                  std::max(worst_64.params_abs, b.params_abs)};
+      fp32_units = std::max(fp32_units, f.loss_units);
     }
-    const double u = precision == Precision::kBf16Mixed ? 0x1p-8 : 0x1p-11;
-    std::printf("%s worst over %d cases, %d steps: dist-vs-one loss %.3g (%.2f u) params %.3g; one-vs-float64 "
-                "loss %.3g (%.2f u) params %.3g; fp32 dist-vs-float64 loss %.3g params %.3g\n",
-                std::string(ToString(precision)).c_str(), cases, steps, worst_dist.loss, worst_dist.loss / u,
-                worst_dist.params, worst_64.loss, worst_64.loss / u, worst_64.params, worst_fp32.loss,
-                worst_fp32.params);
+    std::printf("%s worst over %d cases (%d with skips that disagree left out), %d steps: dist-vs-one loss %.3g "
+                "c %.3g, params %.3g; one-vs-float64 loss %.3g c %.3g, params %.3g; AdamW drift bound %.3g; "
+                "fp32 dist-vs-float64 c %.3g (u = 2^-24)\n",
+                std::string(ToString(precision)).c_str(), cases, disagreements, steps, worst_dist.loss,
+                worst_dist.loss_units, worst_dist.params_abs, worst_64.loss, worst_64.loss_units, worst_64.params_abs,
+                drift, fp32_units);
   }
 }
 
-}  // namespace
-}  // namespace spmd::train
-namespace spmd::train {
-namespace {
-TEST(PrecisionTest, DISABLED_Debug) {
-  std::mt19937_64 rng(7);
-  const Case c = MakeCase(rng, 10);
-  for (Precision p : {Precision::kFp16Mixed, Precision::kBf16Mixed}) {
-    const History h = Train(c, p, true);
-    for (const StepStats& s : h.stats) std::printf("%s loss %.6f norm %g scale %g skipped %d\n", std::string(ToString(p)).c_str(), s.loss, s.grad_norm, s.loss_scale, s.skipped);
-  }
-}
-}  // namespace
-}  // namespace spmd::train
-namespace spmd::train {
-namespace {
-TEST(PrecisionTest, DISABLED_Debug2) {
-  std::mt19937_64 rng(7);
-  Case c = MakeCase(rng, 10);
-  c.config.dtype = DType::kFloat32;
-  c.config.compute_dtype = DType::kFloat16;
-  const Mesh mesh = ParseNamedMesh("dp=1");
-  runtime::RunRanks(1, [&](runtime::Communicator& comm) {
-    Gpt model(c.config, Layout(mesh, Strategy{}), comm);
-    kernels::Tensor tokens, labels;
-    MakeBatch(c.batch, c.config.vocab, 0, &tokens, &labels);
-    auto shard = [&](const kernels::Tensor& t) { return runtime::DistTensor::ShardTensor(t, mesh, DistAttr::Replicated(2), 0); };
-    Variable loss = model.Loss(shard(tokens), shard(labels), comm);
-    Backward(loss, comm);
-    for (const NamedParam& p : model.params()) {
-      const kernels::Tensor g = *p.value.grad()->ToGlobal(comm);
-      int bad = 0;
-      for (int64_t i = 0; i < g.numel(); ++i) bad += !std::isfinite(g.data<float>()[i]);
-      std::printf("%s %s bad %d\n", p.name.c_str(), std::string(ToString(g.dtype())).c_str(), bad);
-    }
-  });
-}
 }  // namespace
 }  // namespace spmd::train
