@@ -22,8 +22,8 @@ namespace {
 // The mixed-precision loss bounds c * u * growth^step (docs/TRAINING.md "Mixed precision":
 // derivation and measurements).
 constexpr double kGrowth = 1.2;
-constexpr double kSamePrecisionUnits = 4;
-constexpr double kFloat64Units = 8;
+constexpr double kSamePrecisionUnits = 1;
+constexpr double kFloat64Units = 2;
 
 }  // namespace
 

@@ -97,8 +97,8 @@ class LossScaler {
 struct MixedBounds {
   double unit_roundoff = 0;  // 2^-8 bfloat16, 2^-11 float16
   double growth = 1.2;
-  double same_precision = 4;
-  double float64 = 8;
+  double same_precision = 1;
+  double float64 = 2;
   // c * u * growth^step.
   double Loss(double c, int64_t step) const;
 };
