@@ -235,6 +235,25 @@ TEST(PrecisionTest, DistributedRunEqualsOneProcessWithinTheBounds) {
   }
 }
 
+// Ulysses and ring attention compute in float32 inside a mixed run (their q, k, v cast up):
+// on sp=2 they equal one process within the bounds too.
+TEST(PrecisionTest, SequenceAttentionStrategiesWithinTheBounds) {
+  std::mt19937_64 rng(5);
+  Case c = MakeCase(rng, 3);
+  c.mesh = "sp=2";
+  c.strategy = Strategy{};
+  c.config.heads = 2;
+  c.config.width = 8;
+  c.batch.sequence = c.config.sequence = 4;
+  const MixedBounds bounds = MixedBoundsFor(Precision::kBf16Mixed);
+  for (AttentionKind kind : {AttentionKind::kUlysses, AttentionKind::kRing, AttentionKind::kRingZigzag}) {
+    c.config.attention = kind;
+    const Differences d = Compare(Train(c, Precision::kBf16Mixed), Train(c, Precision::kBf16Mixed, true), bounds);
+    EXPECT_LE(d.loss_units, bounds.same_precision) << static_cast<int>(kind);
+    EXPECT_LE(d.params_abs, AdamWDriftBound(TrainOptions{}.lr, TrainOptions{}.beta1, TrainOptions{}.beta2, 3));
+  }
+}
+
 // Masters, AdamW's moments and gradients stay float32 while activations are in the compute
 // dtype; the loss is float32.
 TEST(PrecisionTest, MastersStayFloat32) {
