@@ -7,7 +7,10 @@
 // training on one process (each rank alone, no communication) and ends with
 // `max relative difference: X` over every step's loss (relative to it) and every final
 // parameter element (relative to the model's largest parameter magnitude); it exits 1
-// when X is above 1e-9 (float64) or 1e-3 (float32).
+// when X is above 1e-9 (float64) or 1e-3 (float32). --precision bf16-mixed|fp16-mixed
+// (train/precision.h) trains float32 masters in bfloat16 / float16; --verify then also
+// compares with one float64 process, losses and parameters against the bounds of
+// docs/TRAINING.md "Mixed precision".
 // A "pp" axis in --mesh trains over pipeline stages (train/pipeline.h) with --schedule
 // (gpipe, 1f1b, interleaved with --chunks V) and --micro-batches M micro-batches; --verify
 // then compares each rank's stage parameters by name, the worst difference taken over all
@@ -81,7 +84,8 @@ constexpr const char* kUsage = R"(usage: mpirun -np N spmd-train [flags]
                        through host memory) or cuda (builds with CUDA only); default cpu
   --csv FILE           write step,loss,grad_norm,tokens_per_s,bytes_sent,bytes_received,val_loss
   --verify             rerun on one process; print max relative difference (exit 1
-                       above 1e-9 for float64, 1e-3 for float32, or on any NaN or infinity)
+                       above 1e-9 for float64, 1e-3 for float32, or on any NaN or infinity;
+                       mixed precision: also against float64, within docs/TRAINING.md's bounds)
   --save DIR           save a checkpoint into DIR/step-<N> after the last step
   --save-every N       ... and after steps N, 2N, ... (with --save)
   --keep K             keep the newest K checkpoints in DIR (default 0: all)
