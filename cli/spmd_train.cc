@@ -102,7 +102,7 @@ constexpr const char* kUsage = R"(usage: mpirun -np N spmd-train [flags]
   --precision P        fp32 (train in --dtype), bf16-mixed or fp16-mixed (float32 master
                        weights and AdamW states, bfloat16/float16 forward and backward,
                        float32 gradient reductions; docs/TRAINING.md "Mixed precision")
-  --loss-scale S       fp16-mixed: the initial loss scale, a power of two (default 65536)
+  --loss-scale S       fp16-mixed: the initial loss scale, a power of two in [1, 2^64] (default 65536)
   --growth-interval N  fp16-mixed: double the scale after N steps without a skip (default 2000)
 Without mpirun: start each process with SPMD_RANK, SPMD_WORLD_SIZE and SPMD_RENDEZVOUS=DIR.
 )";
@@ -231,8 +231,8 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
       f.options.loss_scale.initial = std::strtod(text.c_str(), &end);
       int exponent = 0;
       if (text.empty() || *end != '\0' || !(f.options.loss_scale.initial >= 1) ||
-          !std::isfinite(f.options.loss_scale.initial) || std::frexp(f.options.loss_scale.initial, &exponent) != 0.5) {
-        spmd::ThrowInvalid(flag, "'" + text + "' is not a power of two >= 1");
+          !(f.options.loss_scale.initial <= 0x1p64) || std::frexp(f.options.loss_scale.initial, &exponent) != 0.5) {
+        spmd::ThrowInvalid(flag, "'" + text + "' is not a power of two in [1, 2^64]");
       }
       f.loss_scale_given = true;
     } else if (flag == "--growth-interval") {

@@ -104,6 +104,9 @@ LossScaler::LossScaler(const LossScaleOptions& options) : options_(options), sca
   if (!(options.growth > 1)) ThrowInvalid("loss_scale.growth", "must be above 1");
   if (!(options.backoff < 1)) ThrowInvalid("loss_scale.backoff", "must be below 1");
   if (options.growth_interval < 1) ThrowInvalid("loss_scale.growth_interval", "must be at least 1");
+  if (options.initial > 0x1p64) {  // the loss's cotangent is float32 (its largest: 2^128)
+    ThrowInvalid("loss_scale.initial", std::to_string(options.initial) + " is above 2^64");
+  }
   if (options.initial < options.min_scale) {
     ThrowInvalid("loss_scale.initial", std::to_string(options.initial) + " is below the floor " +
                                            std::to_string(options.min_scale));
@@ -114,7 +117,7 @@ bool LossScaler::Update(bool finite) {
   if (finite) {
     if (++good_steps_ == options_.growth_interval) {
       good_steps_ = 0;
-      if (std::isfinite(scale_ * options_.growth)) scale_ *= options_.growth;
+      if (scale_ * options_.growth <= 0x1p64) scale_ *= options_.growth;
     }
     return true;
   }

@@ -7,8 +7,9 @@
 //   reduce  every reduction of a parameter's gradient (data-parallel all-reduce, ZeRO
 //           reduce-scatter, the gradient norm): the compute-dtype gradient is cast to this
 //           dtype on the shard it was computed on, before any collective sees it.
-// The loss stays float32: the logits are cast to float32 before softmax cross-entropy
-// (torch.autocast runs it in float32 too). docs/TRAINING.md "Mixed precision".
+// As torch.autocast, some ops stay in float32 (the param dtype): the logits are cast to
+// float32 before softmax cross-entropy (the loss is float32), and LayerNorm / RMSNorm run in
+// float32 on the master scale and bias. docs/TRAINING.md "Mixed precision".
 //
 //   fp32        param = compute = reduce = the model's dtype (float32 or float64): today's
 //               single-dtype training, unchanged.
@@ -65,7 +66,7 @@ class LossScaler {
  public:
   // InvalidArgument naming the field ("loss_scale.initial", ...) when a scale or factor is
   // not a positive power of two (growth above 1, backoff below 1), the interval is below 1,
-  // or the initial scale is below the floor.
+  // or the initial scale is below the floor or above 2^64 (the scale never grows past it).
   explicit LossScaler(const LossScaleOptions& options);
 
   double scale() const { return scale_; }

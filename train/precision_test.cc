@@ -461,6 +461,9 @@ TEST(PrecisionTest, LossScalerGrowsBacksOffAndRefusesBadOptions) {
   o.initial = 0.5;
   refused(o, "loss_scale.initial");  // below the floor
   o = {};
+  o.initial = 0x1p65;
+  refused(o, "loss_scale.initial");  // above 2^64
+  o = {};
   o.backoff = 2;
   refused(o, "loss_scale.backoff");
   o = {};
