@@ -7,7 +7,10 @@
 // training on one process (each rank alone, no communication) and ends with
 // `max relative difference: X` over every step's loss (relative to it) and every final
 // parameter element (relative to the model's largest parameter magnitude); it exits 1
-// when X is above 1e-9 (float64) or 1e-3 (float32).
+// when X is above 1e-9 (float64) or 1e-3 (float32). --precision bf16-mixed|fp16-mixed
+// (train/precision.h) trains float32 masters in bfloat16 / float16; --verify then also
+// compares with one float64 process, losses and parameters against the bounds of
+// docs/TRAINING.md "Mixed precision".
 // A "pp" axis in --mesh trains over pipeline stages (train/pipeline.h) with --schedule
 // (gpipe, 1f1b, interleaved with --chunks V) and --micro-batches M micro-batches; --verify
 // then compares each rank's stage parameters by name, the worst difference taken over all
@@ -91,7 +94,8 @@ constexpr const char* kUsage = R"(usage: mpirun -np N spmd-train [flags]
   --offload params     the same, and (--zero 3) the parameter shards on the host between steps
   --csv FILE           write step,loss,grad_norm,tokens_per_s,bytes_sent,bytes_received,val_loss
   --verify             rerun on one process; print max relative difference (exit 1
-                       above 1e-9 for float64, 1e-3 for float32, or on any NaN or infinity)
+                       above 1e-9 for float64, 1e-3 for float32, or on any NaN or infinity;
+                       mixed precision: also against float64, within docs/TRAINING.md's bounds)
   --save DIR           save a checkpoint into DIR/step-<N> after the last step
   --save-every N       ... and after steps N, 2N, ... (with --save)
   --keep K             keep the newest K checkpoints in DIR (default 0: all)
@@ -105,6 +109,11 @@ constexpr const char* kUsage = R"(usage: mpirun -np N spmd-train [flags]
   --eval-every N       validation loss every N steps and after the last (default 10)
   --val-batches N      validation batches (--batch rows each, the same every time; default 8)
   --plot FILE          write the loss curves (training, validation, ln(vocab)) as SVG
+  --precision P        fp32 (train in --dtype), bf16-mixed or fp16-mixed (float32 master
+                       weights and AdamW states, bfloat16/float16 forward and backward,
+                       float32 gradient reductions; docs/TRAINING.md "Mixed precision")
+  --loss-scale S       fp16-mixed: the initial loss scale, a power of two in [1, 2^64] (default 65536)
+  --growth-interval N  fp16-mixed: double the scale after N steps without a skip (default 2000)
 Without mpirun: start each process with SPMD_RANK, SPMD_WORLD_SIZE and SPMD_RENDEZVOUS=DIR.
 )";
 
@@ -128,6 +137,7 @@ struct Flags {
   std::string plot;
   std::string save, resume;  // checkpoints (not with a pp axis)
   std::string device = "cpu";  // --device: where this rank's tensors live (train/device.h)
+  bool dtype_given = false, loss_scale_given = false;  // --dtype; --loss-scale or --growth-interval
   int64_t save_every = 0;
   int keep = 0;
 };
@@ -225,6 +235,22 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
       }
     } else if (flag == "--chunks") f.pipeline.chunks = ParseInt(flag, value(), 1, 4096);
     else if (flag == "--verify") f.verify = true;
+    // Mixed precision (train/precision.h): the policy and fp16's loss scaling.
+    else if (flag == "--precision") f.options.precision = spmd::train::ParsePrecision(value(), flag);
+    else if (flag == "--loss-scale") {
+      const std::string text = value();
+      char* end = nullptr;
+      f.options.loss_scale.initial = std::strtod(text.c_str(), &end);
+      int exponent = 0;
+      if (text.empty() || *end != '\0' || !(f.options.loss_scale.initial >= 1) ||
+          !(f.options.loss_scale.initial <= 0x1p64) || std::frexp(f.options.loss_scale.initial, &exponent) != 0.5) {
+        spmd::ThrowInvalid(flag, "'" + text + "' is not a power of two in [1, 2^64]");
+      }
+      f.loss_scale_given = true;
+    } else if (flag == "--growth-interval") {
+      f.options.loss_scale.growth_interval = ParseInt(flag, value(), 1, 1000000000);
+      f.loss_scale_given = true;
+    }
     // Data, validation and the plot.
     else if (flag == "--data") f.data = value();
     else if (flag == "--data-format") f.data_format = spmd::train::ParseDataFormat(value(), flag);
@@ -257,6 +283,7 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
       if (text == "float32") f.config.dtype = spmd::DType::kFloat32;
       else if (text == "float64") f.config.dtype = spmd::DType::kFloat64;
       else spmd::ThrowInvalid(flag, "'" + text + "' is not float32 or float64");
+      f.dtype_given = true;
     } else if (flag == "--help" || flag == "-h") {
       std::cout << kUsage;
       std::exit(0);
@@ -265,6 +292,14 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
     }
   }
   f.config.sequence = f.batch.sequence;
+  if (f.options.precision != spmd::train::Precision::kFp32 && f.dtype_given &&
+      f.config.dtype != spmd::DType::kFloat32) {
+    spmd::ThrowInvalid("--precision", std::string(spmd::train::ToString(f.options.precision)) +
+                                          " keeps float32 master weights: not with --dtype float64");
+  }
+  if (f.loss_scale_given && f.options.precision != spmd::train::Precision::kFp16Mixed) {
+    spmd::ThrowInvalid("--loss-scale", "loss scaling is for --precision fp16-mixed only");
+  }
   if (f.save.empty() && (f.save_every > 0 || f.keep > 0)) {
     spmd::ThrowInvalid(f.save_every > 0 ? "--save-every" : "--keep", "needs --save DIR");
   }
@@ -349,14 +384,16 @@ struct History {
   std::vector<double> losses;
   std::vector<std::string> names;  // the parameters this rank holds
   std::vector<std::vector<double>> params;
+  std::string skips;  // fp16-mixed: one character per step, 'x' for a skipped one
 };
 
 // Runs f.steps steps of `trainer` (a Trainer or a PipelineTrainer): a progress line per step
-// when `print`, a CSV row per step when `csv`; returns the losses.
+// when `print`, a CSV row per step when `csv`; returns the losses (and appends to `skips`
+// 'x' for a step skipped by loss scaling, '.' for another).
 template <typename AnyTrainer>
 std::vector<double> RunSteps(AnyTrainer& trainer, const Flags& f, spmd::runtime::Communicator& comm,
                              bool print, std::ofstream* csv, int64_t first = 0,
-                             const std::function<void(int64_t)>& after_step = {}) {
+                             const std::function<void(int64_t)>& after_step = {}, std::string* skips = nullptr) {
   std::vector<double> losses;
   const double tokens = static_cast<double>(f.batch.batch * f.batch.sequence);
   for (int64_t step = first; step < f.steps; ++step) {
@@ -364,6 +401,7 @@ std::vector<double> RunSteps(AnyTrainer& trainer, const Flags& f, spmd::runtime:
     losses.push_back(s.loss);
     g_activation_peak = std::max(g_activation_peak, s.activation_peak_bytes);
     g_last_step = s;
+    if (skips) *skips += s.skipped ? 'x' : '.';
     // Validation (--data with a validation split; not under pp, refused at the flags).
     std::optional<double> val;
     if constexpr (std::is_same_v<AnyTrainer, Trainer>) {
@@ -373,10 +411,12 @@ std::vector<double> RunSteps(AnyTrainer& trainer, const Flags& f, spmd::runtime:
       }
     }
     if (print) {
-      std::printf("step %lld loss %.6f grad_norm %.4f tokens/s %.0f bytes sent %lld received %lld%s\n",
+      char skipped[64] = "";  // fp16-mixed: a step whose gradients were not finite
+      if (s.skipped) std::snprintf(skipped, sizeof skipped, " skipped (loss scale %g)", s.loss_scale);
+      std::printf("step %lld loss %.6f grad_norm %.4f tokens/s %.0f bytes sent %lld received %lld%s%s\n",
                   static_cast<long long>(step), s.loss, s.grad_norm, tokens / s.seconds,
                   static_cast<long long>(s.bytes_sent), static_cast<long long>(s.bytes_received),
-                  val ? (" val_loss " + std::to_string(*val)).c_str() : "");
+                  val ? (" val_loss " + std::to_string(*val)).c_str() : "", skipped);
       std::fflush(stdout);
       g_curve.train.push_back({static_cast<double>(step), s.loss});
       if (val) g_curve.validation.push_back({static_cast<double>(step), *val});
@@ -429,7 +469,7 @@ History Train(const Flags& f, const spmd::Mesh& mesh, spmd::runtime::Communicato
       const std::string path = spmd::train::SaveCheckpoint(trainer, f.save, {done, f.keep}, comm);
       if (print) std::printf("saved %s\n", path.c_str());
     };
-    h.losses = RunSteps(trainer, f, comm, print, csv, h.first_step, save);
+    h.losses = RunSteps(trainer, f, comm, print, csv, h.first_step, save, &h.skips);
   } catch (const spmd::SpmdError& e) {
     if (e.field() != "checkpoint") throw;
     std::fprintf(stderr, "spmd-train: rank %lld: %s: %s\n", static_cast<long long>(comm.rank()),
@@ -444,6 +484,14 @@ History Train(const Flags& f, const spmd::Mesh& mesh, spmd::runtime::Communicato
                 static_cast<long long>(trainer.ParamBytes()), static_cast<long long>(trainer.GradBytes()),
                 static_cast<long long>(trainer.optimizer().StateBytes()));
     PrintMemory(f, trainer.offload(), comm);
+    const spmd::train::PrecisionPolicy& policy = trainer.policy();
+    if (f.options.precision != spmd::train::Precision::kFp32) {
+      std::printf("precision %s: parameters %s, compute %s, gradient reductions %s; %lld steps skipped, loss scale %g\n",
+                  std::string(spmd::train::ToString(f.options.precision)).c_str(),
+                  std::string(spmd::ToString(policy.param)).c_str(), std::string(spmd::ToString(policy.compute)).c_str(),
+                  std::string(spmd::ToString(policy.reduce)).c_str(),
+                  static_cast<long long>(trainer.skipped_steps()), trainer.loss_scale());
+    }
   }
   return h;
 }
@@ -462,6 +510,52 @@ std::string MeshSpec(int argc, char** argv, int64_t world) {
     if (std::string(argv[i]) == "--mesh") spec = argv[++i];
   }
   return spec;
+}
+
+// --verify under mixed precision (train/precision.h): the parallel run against one process
+// in the same precision and against one process in float64, losses within c u growth^t
+// (MixedBounds), parameters within AdamWDriftBound, and both runs skipping the same steps
+// (fp16: a skip where the other run stepped makes the runs incomparable). Prints the
+// measures on rank 0; returns whether every rank passed.
+bool VerifyMixed(const Flags& f, const Flags& single, const spmd::Mesh& alone, const History& parallel,
+                 const History& reference, std::ptrdiff_t first, spmd::runtime::Communicator& tc,
+                 spmd::runtime::MpiCommunicator& comm) {
+  const spmd::train::MixedBounds bounds = spmd::train::MixedBoundsFor(f.options.precision);
+  Flags wide = single;
+  wide.config.dtype = spmd::DType::kFloat64;
+  wide.options.precision = spmd::train::Precision::kFp32;
+  History exact = Train(wide, alone, tc, false, nullptr);  // a NonFiniteError propagates
+  exact.losses.erase(exact.losses.begin(), exact.losses.begin() + first);
+  spmd::cli::MixedDifference same = spmd::cli::MaxMixedDifference(parallel, reference, bounds.growth);
+  spmd::cli::MixedDifference drift = spmd::cli::MaxMixedDifference(parallel, exact, bounds.growth);
+  // The worst over every rank; and whether any rank's runs skipped different steps.
+  double values[5] = {same.loss, same.params, drift.loss, drift.params,
+                      parallel.skips == reference.skips.substr(static_cast<size_t>(first)) ? 0.0 : 1.0};
+  spmd::runtime::Group world;
+  for (int64_t r = 0; r < comm.world_size(); ++r) world.push_back(r);
+  comm.AllReduce(values, values, 5, spmd::DType::kFloat64, spmd::ReduceOp::kMax, world);
+  const double u = bounds.unit_roundoff;
+  const double param_bound =
+      spmd::train::AdamWDriftBound(f.options.lr, f.options.beta1, f.options.beta2, f.steps);
+  // A step loss scaling skipped is one float64 training took: no comparison after it.
+  const bool compared_64 = parallel.skips.find('x') == std::string::npos;
+  const bool ok = values[4] == 0 && values[0] <= bounds.same_precision * u && values[1] <= param_bound &&
+                  (!compared_64 || (values[2] <= bounds.float64 * u && values[3] <= param_bound));
+  if (comm.rank() == 0) {
+    const std::string name(spmd::train::ToString(f.options.precision));
+    char against_64[160] = "against float64: not compared (loss scaling skipped a step on rank 0)";
+    if (compared_64) {
+      std::snprintf(against_64, sizeof against_64, "against float64: loss %.3g u (bound %g u), parameters %.3g (bound %.3g)",
+                    values[2] / u, bounds.float64, values[3], param_bound);
+    }
+    std::printf("mixed precision %s (u = %g, loss bounds c u %g^step): against one process in %s: loss %.3g u "
+                "(bound %g u), parameters %.3g (bound %.3g); %s%s: %s\n",
+                name.c_str(), u, bounds.growth, name.c_str(), values[0] / u, bounds.same_precision, values[1],
+                param_bound, against_64,
+                values[4] != 0 ? "; the runs skipped different steps (loss scaling overflowed in one only)" : "",
+                ok ? "ok" : "FAILED");
+  }
+  return ok;
 }
 
 }  // namespace
@@ -529,6 +623,9 @@ int main(int argc, char** argv) {
         }
         if (flags.batch.batch < flags.options.micro_batches) {
           spmd::ThrowInvalid("--batch", "fewer rows than micro-batches");
+        }
+        if (flags.options.precision != spmd::train::Precision::kFp32) {
+          spmd::ThrowUnsupported("--precision", "mixed precision is not supported with a pp axis (fp32 is)");
         }
         if (!flags.save.empty() || !flags.resume.empty()) {
           spmd::ThrowUnsupported(flags.save.empty() ? "--resume" : "--save", "checkpoints of pipeline stages are not supported");
@@ -675,10 +772,20 @@ int main(int argc, char** argv) {
     spmd::runtime::Group world;
     for (int64_t r = 0; r < comm.world_size(); ++r) world.push_back(r);
     comm.AllReduce(&worst, &worst, 1, spmd::DType::kFloat64, spmd::ReduceOp::kMax, world);
-    if (root) std::printf("max relative difference: %.3g\n", worst);
+    // (Mixed precision prints its own measure, losses and parameters apart, below.)
+    if (root && flags.options.precision == spmd::train::Precision::kFp32) {
+      std::printf("max relative difference: %.3g\n", worst);
+    }
     // Above the dtype's bound (float64 1e-9, float32 1e-3): exit 1, so scripts can rely on it.
-    const double bound = flags.config.dtype == spmd::DType::kFloat64 ? 1e-9 : 1e-3;
-    if (worst > bound) return 1;
-    return plot_failed ? 2 : 0;
+    if (flags.options.precision == spmd::train::Precision::kFp32) {
+      const double bound = flags.config.dtype == spmd::DType::kFloat64 ? 1e-9 : 1e-3;
+      if (worst > bound) return 1;
+      return plot_failed ? 2 : 0;
+    }
+    try {
+      return VerifyMixed(flags, single, alone, parallel, reference, skipped, tc, comm) ? (plot_failed ? 2 : 0) : 1;
+    } catch (const spmd::train::NonFiniteError& e) {
+      return diverged(e);
+    }
   }, parse_mesh);
 }

@@ -26,6 +26,7 @@ struct GradFn {
   std::string name;            // ApplyFunction, Checkpoint: its name
   BackwardFunction custom;     // ApplyFunction: its backward
   Region region;               // Checkpoint: the region re-run in the backward
+  bool as_arrived = false;     // ApplyFunction: CotangentLayout::kAsArrived
   Attrs attrs;                                         // normalised by the declaration
   std::vector<std::shared_ptr<Node>> inputs;           // the input variables
   // Their values when the call ran (a later SetValue on a leaf does not change them).
@@ -314,7 +315,8 @@ Variable Redistribute(const Variable& x, const DistAttr& to, Communicator& comm)
 }
 
 std::vector<Variable> ApplyFunction(std::string name, const std::vector<Variable>& inputs,
-                                    std::vector<DistTensor> outputs, BackwardFunction backward) {
+                                    std::vector<DistTensor> outputs, BackwardFunction backward,
+                                    CotangentLayout cotangent_layout) {
   if (!backward) ThrowInvalid("backward", name + ": an empty backward function");
   bool any_requires_grad = false;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -326,6 +328,7 @@ std::vector<Variable> ApplyFunction(std::string name, const std::vector<Variable
     fn = Recorder::NewStep(inputs);
     fn->name = std::move(name);
     fn->custom = std::move(backward);
+    fn->as_arrived = cotangent_layout == CotangentLayout::kAsArrived;
   }
   return Recorder::Wrap(std::move(outputs), fn);
 }
@@ -404,7 +407,7 @@ void RunVjp(GradFn& fn, std::vector<std::optional<DistTensor>>& cotangents, Comm
       const DistTensor& out = *fn.outputs[o];
       if (!cotangents[o]) {
         given.push_back(ConstantLike(out, out.dist_attr(), 0.0));
-      } else if (!(cotangents[o]->dist_attr() == out.dist_attr())) {
+      } else if (!fn.as_arrived && !(cotangents[o]->dist_attr() == out.dist_attr())) {
         given.push_back(cotangents[o]->Reshard(out.dist_attr(), comm));
       } else {
         given.push_back(std::move(*cotangents[o]));

@@ -66,6 +66,12 @@ class Variable;
 // the like; it may read other variables (parameters) it captures.
 using Region = std::function<std::vector<Variable>(const std::vector<Variable>& inputs,
                                                    runtime::Communicator& comm)>;
+// How an ApplyFunction's backward is given its cotangents: kOutputs (the default), each
+// resharded to its output's own layout first; kAsArrived, in whatever layout the backward of
+// the output's users produced (a partial sum stays partial; zeros laid out as the output
+// where none arrived), for a function that must see a gradient before it is reduced (a
+// cast that widens a compute-dtype gradient before it meets a collective, train/precision.h).
+enum class CotangentLayout { kOutputs, kAsArrived };
 
 class Variable {
  public:
@@ -115,8 +121,8 @@ class Variable {
   friend void Backward(const Variable&, const runtime::DistTensor&, runtime::Communicator&);
   friend Variable Redistribute(const Variable&, const DistAttr&, runtime::Communicator&);
   friend std::vector<Variable> ApplyFunction(std::string, const std::vector<Variable>&,
-                                             std::vector<runtime::DistTensor>,
-                                             BackwardFunction);
+                                             std::vector<runtime::DistTensor>, BackwardFunction,
+                                             CotangentLayout);
   friend runtime::DistTensor Gradient(const Variable&, const DistAttr&, runtime::Communicator&);
   friend struct Recorder;  // train/autograd.cc: wraps a step's outputs as Variables
   explicit Variable(std::shared_ptr<Node> node) : node_(std::move(node)) {}
@@ -153,9 +159,11 @@ Variable Redistribute(const Variable& x, const DistAttr& to, runtime::Communicat
 // ("backward") for an empty function, and, during Backward, ("backward") when the function
 // returns a count other than the number of inputs or a gradient whose shape or dtype is
 // not its input's.
+// `cotangent_layout`: see CotangentLayout.
 std::vector<Variable> ApplyFunction(std::string name, const std::vector<Variable>& inputs,
                                     std::vector<runtime::DistTensor> outputs,
-                                    BackwardFunction backward);
+                                    BackwardFunction backward,
+                                    CotangentLayout cotangent_layout = CotangentLayout::kOutputs);
 
 // Activation recompute: `region(inputs)` run now without recording its intermediates, and
 // recorded as one step that keeps only its inputs and outputs. Its backward runs `region`

@@ -692,6 +692,10 @@ PipelineTrainer::PipelineTrainer(const GptConfig& config, const Mesh& mesh, Stra
       config_(config),
       optimizer_(options.lr, options.beta1, options.beta2, options.eps, options.weight_decay) {
   if (options.micro_batches < 1) ThrowInvalid("options.micro_batches", "must be at least 1");
+  if (options.precision != Precision::kFp32) {  // train/precision.h: the Trainer's only
+    ThrowUnsupported("options.precision", std::string(ToString(options.precision)) +
+                                              " is not supported under pipeline parallelism (fp32 is)");
+  }
   if (pipeline.chunks < 1 || pipeline.chunks > 4096 ||
       (pipeline.schedule != ScheduleKind::kInterleaved && pipeline.chunks != 1)) {
     ThrowInvalid("pipeline.chunks", "must be 1, or >= 1 with the interleaved schedule");

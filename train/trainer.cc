@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -76,11 +77,23 @@ void MakeBatch(const BatchSpec& spec, int64_t vocab, int64_t step, kernels::Tens
   *labels = kernels::Tensor::FromVector({spec.batch, spec.sequence}, l);
 }
 
+namespace {
+
+// `config` computing in `policy`'s compute dtype.
+GptConfig WithPolicy(GptConfig config, const PrecisionPolicy& policy) {
+  if (policy.compute != config.dtype) config.compute_dtype = policy.compute;
+  return config;
+}
+
+}  // namespace
+
 Trainer::Trainer(const GptConfig& config, Layout layout, const TrainOptions& options,
                  Communicator& comm)
-    : model_(config, std::move(layout), comm),
+    : model_(WithPolicy(config, PolicyFor(options.precision, config.dtype)), std::move(layout), comm),
       optimizer_(options.lr, options.beta1, options.beta2, options.eps, options.weight_decay),
-      options_(options) {
+      options_(options),
+      policy_(PolicyFor(options.precision, config.dtype)) {
+  if (policy_.loss_scaling) scaler_.emplace(options.loss_scale);
   if (options.micro_batches < 1) ThrowInvalid("options.micro_batches", "must be at least 1");
   if (options.device.kind != comm.device().kind) {
     ThrowInvalid("options.device", kernels::ToString(options.device) + ", but the communicator's buffers are on " +
@@ -140,7 +153,11 @@ StepStats Trainer::Step(const BatchSpec& batch, int64_t step, Communicator& comm
     const Variable weighted =
         micro == 1 ? loss : Apply1("scale", {loss}, MakeAttrs({{"scale", share}}), comm);
     comm.SetPhase(label + " backward");
-    Backward(weighted, comm);
+    // Loss scaling: the backward starts from the scale instead of 1 (the gradient of
+    // scale x loss); unscaled below, before the optimizer.
+    const DistTensor& w = weighted.value();
+    Backward(weighted, ConstantLike(w, DistAttr::Replicated(static_cast<int>(w.shape().size())), loss_scale()),
+             comm);
     stats.loss += ReadScalar(*weighted.value().ToGlobal(comm));
   }
   // The loss is global (ToGlobal on every rank): every rank stops here alike, before the
@@ -151,10 +168,29 @@ StepStats Trainer::Step(const BatchSpec& batch, int64_t step, Communicator& comm
     if (p.value.grad()) last_grad_bytes_ += LocalBytes(*p.value.grad());
   }
   comm.SetPhase("step " + std::to_string(step) + " optimizer");
+  stats.loss_scale = loss_scale();
+  if (stats.loss_scale != 1) {
+    // Unscaled in float32 on each rank's (possibly partial) shard: 1 / scale is a power of
+    // two, so this is exact and commutes with the reduction the optimizer does next.
+    for (const NamedParam& p : model_.params()) {
+      if (p.value.grad()) p.value.SetGrad(ScaleLocal(*p.value.grad(), 1 / stats.loss_scale));
+    }
+  }
+  // A non-finite norm: the optimizer applied nothing (train/optimizer.h).
   optimizer_.Step(comm);
   stats.grad_norm = optimizer_.last_grad_norm();
   ParamsOnDevice(false);
-  CheckFinite(step, "gradient norm", stats.grad_norm);  // the whole model's, on every rank
+  if (scaler_) {
+    // The norm is the whole model's, the same on every rank: every rank skips alike.
+    stats.skipped = !std::isfinite(stats.grad_norm);
+    if (!scaler_->Update(!stats.skipped)) {
+      char floor[32];
+      std::snprintf(floor, sizeof floor, "%g", options_.loss_scale.min_scale);
+      CheckFinite(step, std::string("gradient norm (loss scale below ") + floor + ")", stats.grad_norm);
+    }
+  } else {
+    CheckFinite(step, "gradient norm", stats.grad_norm);  // the whole model's, on every rank
+  }
   const runtime::CommCounters& after = comm.counters();
   stats.bytes_sent = Sum(after, true) - Sum(before, true);
   stats.bytes_received = Sum(after, false) - Sum(before, false);

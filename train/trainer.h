@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "rules/error.h"
 #include "train/offload.h"
 #include "train/optimizer.h"
+#include "train/precision.h"
 
 namespace spmd::train {
 
@@ -75,6 +77,13 @@ struct TrainOptions {
   // Needs a device: InvalidArgument ("options.offload") on the host, and for kParams
   // without ZeRO-3; Unsupported ("options.offload") with pipeline stages.
   OffloadKind offload = OffloadKind::kNone;
+  // Mixed precision (train/precision.h): fp32 trains in the model's dtype; bf16-mixed and
+  // fp16-mixed need a float32 model (InvalidArgument "options.precision" otherwise) and
+  // keep float32 masters and AdamW states, computing in bfloat16 / float16. fp16-mixed
+  // scales the loss (loss_scale, InvalidArgument "loss_scale.*" for bad values) and skips a
+  // step whose gradients are not finite instead of throwing.
+  Precision precision = Precision::kFp32;
+  LossScaleOptions loss_scale;
 };
 
 struct StepStats {
@@ -86,6 +95,10 @@ struct StepStats {
   int64_t activation_peak_bytes = 0;  // the most activation bytes alive (ActivationBytes)
   int64_t offload_to_device = 0;      // bytes of optimizer states copied up (offload)
   int64_t offload_to_host = 0;        // ... and down
+  // fp16-mixed: the loss scale the step ran with, and whether its gradients were not
+  // finite, so it applied no update (grad_norm is then that non-finite norm).
+  double loss_scale = 1;
+  bool skipped = false;
 };
 
 // The global tokens and labels of a step, int64 [batch, sequence] each (labels: the next
@@ -103,7 +116,10 @@ class Trainer {
   // One optimizer step on the batch of `step`. Throws InvalidArgument ("batch") when the
   // batch has fewer rows than micro-batches or a sequence longer than the model's, and
   // NonFiniteError when the loss (before the update: the parameters are left as they
-  // were) or the gradient norm (after it) is not finite.
+  // were) or the gradient norm (after it) is not finite. With loss scaling (fp16-mixed) a
+  // non-finite gradient norm skips the step instead (no parameter or optimizer state
+  // changes, the scale backs off, StepStats::skipped) unless the scale falls below its
+  // floor: then NonFiniteError ("step N: gradient norm (loss scale below 1) is inf").
   StepStats Step(const BatchSpec& batch, int64_t step, runtime::Communicator& comm);
 
   // The mean loss of the model on global int64 [B, S] tokens and labels, forward only (no
@@ -123,11 +139,17 @@ class Trainer {
   int64_t GradBytes() const;
   // The optimizer-state offload's counters; null without offload.
   const HostStateHome* offload() const { return offload_.get(); }
+  const PrecisionPolicy& policy() const { return policy_; }
+  // fp16-mixed: the current loss scale and the steps skipped so far (1 and 0 otherwise).
+  double loss_scale() const { return scaler_ ? scaler_->scale() : 1; }
+  int64_t skipped_steps() const { return scaler_ ? scaler_->skipped() : 0; }
 
  private:
   Gpt model_;
   AdamW optimizer_;
   TrainOptions options_;
+  PrecisionPolicy policy_;
+  std::optional<LossScaler> scaler_;
   int64_t last_grad_bytes_ = 0;
   std::unique_ptr<HostStateHome> offload_;
   // --offload params: the parameters to their device (on) or to the host (off).
