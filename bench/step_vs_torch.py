@@ -54,6 +54,14 @@ def main():
     for name in names[1:]:
         ratios = [t / s for t, s in zip(medians["torch"], medians[name])]
         print(f"  ratio torch/{name}: " + "  ".join(f"{v:6.2f}" for v in ratios))
+    # The fastest run of each: on a shared machine, the one least disturbed by others.
+    minima = {name: [min(r[i] for r in rs) for i in range(4)] for name, rs in results.items()}
+    print(f"minima of {args.pairs} runs, CPU ms (step, forward, backward, optimizer):")
+    for name in names:
+        print(f"  {name:8s} " + "  ".join(f"{v:6.2f}" for v in minima[name]))
+    for name in names[1:]:
+        ratios = [t / s for t, s in zip(minima["torch"], minima[name])]
+        print(f"  ratio torch/{name}: " + "  ".join(f"{v:6.2f}" for v in ratios))
 
 
 if __name__ == "__main__":
