@@ -49,12 +49,12 @@ HWY_INLINE hn::Vec<D> ExpV(D d, hn::Vec<D> x) {
   return hn::IfThenElse(hn::Eq(x, x), y, x);
 }
 
-// ErfF of kernels/cpu/vector_math.h, lane by lane.
+// ErfF of kernels/cpu/vector_math.h, lane by lane, given z = x^2 and e = e^-z (gelu_grad
+// needs e^-z itself too).
 template <class D>
-HWY_INLINE hn::Vec<D> ErfV(D d, hn::Vec<D> x) {
+HWY_INLINE hn::Vec<D> ErfV(D d, hn::Vec<D> x, hn::Vec<D> z, hn::Vec<D> e) {
   const auto one = hn::Set(d, 1.0f);
   const auto a = hn::Abs(x);
-  const auto z = hn::Mul(x, x);
   auto s = hn::Set(d, -1.0f / 1320.0f);
   s = hn::MulAdd(s, z, hn::Set(d, 1.0f / 216.0f));
   s = hn::MulAdd(s, z, hn::Set(d, -1.0f / 42.0f));
@@ -68,8 +68,14 @@ HWY_INLINE hn::Vec<D> ErfV(D d, hn::Vec<D> x) {
   q = hn::MulAdd(q, t, hn::Set(d, 1.421413741f));
   q = hn::MulAdd(q, t, hn::Set(d, -0.284496736f));
   q = hn::MulAdd(q, t, hn::Set(d, 0.254829592f));
-  const auto large = hn::CopySign(hn::NegMulAdd(hn::Mul(q, t), ExpV(d, hn::Neg(z)), one), x);
+  const auto large = hn::CopySign(hn::NegMulAdd(hn::Mul(q, t), e, one), x);
   return hn::IfThenElse(hn::Lt(a, hn::Set(d, 0.5f)), small, large);
+}
+
+template <class D>
+HWY_INLINE hn::Vec<D> ErfV(D d, hn::Vec<D> x) {
+  const auto z = hn::Mul(x, x);
+  return ErfV(d, x, z, ExpV(d, hn::Neg(z)));
 }
 
 // out[i] = f(d, x[i]) (and f(d, x[i], y[i])): whole vectors, then one lane at a time.
@@ -141,10 +147,14 @@ struct GeluOp {
 struct GeluGradOp {
   template <class D, class V>
   HWY_INLINE V operator()(D d, V v, V g) const {
+    // Phi(v) = (1 + erf(x)) / 2 with x = v / sqrt 2, and phi(v) = e^(-x^2) / sqrt(2 pi):
+    // one exponential serves both.
     const V half = hn::Set(d, 0.5f);
-    const V cdf = hn::Mul(half, hn::Add(hn::Set(d, 1.0f), ErfV(d, hn::Mul(v, hn::Set(d, 0.707106781186547524f)))));
-    const V pdf = ExpV(d, hn::Mul(hn::Set(d, -0.5f), hn::Mul(v, v)));
-    const V slope = hn::MulAdd(hn::Mul(v, hn::Set(d, 0.398942280401432678f)), pdf, cdf);
+    const V x = hn::Mul(v, hn::Set(d, 0.707106781186547524f));
+    const V z = hn::Mul(x, x);
+    const V e = ExpV(d, hn::Neg(z));
+    const V cdf = hn::Mul(half, hn::Add(hn::Set(d, 1.0f), ErfV(d, x, z, e)));
+    const V slope = hn::MulAdd(hn::Mul(v, hn::Set(d, 0.398942280401432678f)), e, cdf);
     return hn::Mul(slope, g);
   }
 };
