@@ -3,6 +3,9 @@
 // negligible (4x4 float32 operands whose layouts need no reshard), on a 2x2 mesh of thread
 // ranks, in rank 0's thread CPU time; and one training step of the small GPT on one rank. A plain timing program: each
 // figure is the median of 7 runs, each run timing `calls` calls on rank 0.
+// The GPT step is timed whole (Trainer::Step), then by phase (forward: Gpt::Loss;
+// backward: Backward; optimizer: AdamW::Step with clipping), each in thread CPU time, as
+// bench/gpt_torch_bench.py times PyTorch's (docs/BENCHMARKS.md "GPT step against PyTorch").
 //   ./build/bin/train_bench
 #include <time.h>
 
@@ -14,7 +17,9 @@
 
 #include "rules/dist_attr.h"
 #include "rules/registry.h"
+#include "kernels/allocator.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/simd.h"
 #include "runtime/dispatch.h"
 #include "runtime/thread_communicator.h"
 #include "train/autograd.h"
@@ -104,7 +109,7 @@ int main(int argc, char** argv) {
   config.sequence = 64;
   config.dtype = spmd::DType::kFloat32;
   const spmd::train::BatchSpec batch{8, 64, 1};
-  std::vector<double> steps, cpu;
+  std::vector<double> steps, cpu, forward, backward, optimizer;
   spmd::runtime::RunRanks(1, [&](Communicator& comm) {
     spmd::train::Trainer trainer(config, spmd::train::Layout(spmd::train::ParseNamedMesh("dp=1"), {}),
                                  spmd::train::TrainOptions{}, comm);
@@ -113,14 +118,40 @@ int main(int argc, char** argv) {
       steps.push_back(trainer.Step(batch, s, comm).seconds);
       cpu.push_back((ThreadMicros() - start) * 1e-6);
     }
+    // The same step by phase, on the trainer's model and optimizer (what Trainer::Step
+    // does with one micro-batch, less its checks and counters).
+    spmd::train::Gpt& model = trainer.model();
+    const spmd::DistAttr tokens_attr = model.layout().Tokens(2);
+    for (int s = 8; s < 16; ++s) {
+      spmd::kernels::Tensor tokens, labels;
+      spmd::train::MakeBatch(batch, config.vocab, s, &tokens, &labels);
+      const DistTensor t = DistTensor::ShardTensor(tokens, model.layout().mesh(), tokens_attr, comm.rank());
+      const DistTensor l = DistTensor::ShardTensor(labels, model.layout().mesh(), tokens_attr, comm.rank());
+      const double t0 = ThreadMicros();
+      const spmd::train::Variable loss = model.Loss(t, l, comm, s);
+      const double t1 = ThreadMicros();
+      spmd::train::Backward(loss, comm);
+      const double t2 = ThreadMicros();
+      trainer.optimizer().Step(comm);
+      const double t3 = ThreadMicros();
+      forward.push_back((t1 - t0) * 1e-6);
+      backward.push_back((t2 - t1) * 1e-6);
+      optimizer.push_back((t3 - t2) * 1e-6);
+    }
   });
-  steps.erase(steps.begin());  // the first step warms the allocator
-  cpu.erase(cpu.begin());
+  // The first step (and the first phased one) warms the allocator.
+  for (auto* v : {&steps, &cpu, &forward, &backward, &optimizer}) v->erase(v->begin());
   const double step = Median(steps);
   // CPU time as well: on a loaded machine it moves much less than wall time (the step is
   // one thread; bench/gpt_torch_bench.py prints the same two figures).
   std::printf("GPT step (layers 2, width 64, heads 4, vocab 256, batch 8 x 64 tokens, float32, 1 rank): "
               "%.1f ms, %.0f tokens/s, CPU %.1f ms (median of 7)\n", step * 1e3, 8 * 64 / step,
               Median(cpu) * 1e3);
+  std::printf("GPT step by phase, CPU ms (median of 7): forward %.2f, backward %.2f, optimizer %.2f "
+              "(float32 loops: %s; host cache: %lld hits, %lld misses)\n",
+              Median(forward) * 1e3, Median(backward) * 1e3, Median(optimizer) * 1e3,
+              spmd::kernels::cpu::simd::TargetName(),
+              static_cast<long long>(spmd::kernels::HostAllocatorStats().hits),
+              static_cast<long long>(spmd::kernels::HostAllocatorStats().misses));
   return 0;
 }

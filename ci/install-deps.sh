@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build python3 ccache
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
-  nlohmann-json3-dev libopenblas-dev libxxhash-dev
+  nlohmann-json3-dev libopenblas-dev libxxhash-dev libhwy-dev
   libopenmpi-dev openmpi-bin
   clang libclang-rt-dev
   python3-dev python3-venv python3-pip

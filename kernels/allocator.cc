@@ -1,87 +1,123 @@
 #include "kernels/allocator.h"
 
+#include <bit>
 #include <cstdlib>
-#include <map>
-#include <mutex>
 #include <new>
 #include <string>
-#include <vector>
 
 namespace spmd::kernels {
 namespace {
 
-// Host memory, 64-byte aligned. Buffers of 64 KiB and more are cached when freed and
-// handed out again for the same rounded size: an eager training step frees and allocates
-// the same large activations every step, and returning them to the system each time
-// costs a page fault and a page clear per 4 KiB on the next use. The cache holds at most
-// SPMD_HOST_CACHE_MB MiB (default 512; 0 turns it off); past that, freed buffers go back
-// to the system. Smaller buffers go straight to malloc, which caches them itself.
-class HostAllocatorImpl final : public Allocator {
- public:
-  HostAllocatorImpl() {
-    const char* env = std::getenv("SPMD_HOST_CACHE_MB");
-    if (env != nullptr) {
-      char* end = nullptr;
-      const long long mb = std::strtoll(env, &end, 10);
-      if (end != env && *end == '\0' && mb >= 0) limit_ = static_cast<size_t>(mb) << 20;
-    }
-  }
-  Device device() const override { return Device::Host(); }
+// The size class of a small request: 0 for up to 64 bytes, 1 for up to 128, ...
+size_t SmallClass(size_t nbytes) {
+  const size_t rounded = std::bit_ceil(nbytes < kTensorAlignment ? kTensorAlignment : nbytes);
+  return static_cast<size_t>(std::countr_zero(rounded)) - static_cast<size_t>(std::countr_zero(kTensorAlignment));
+}
 
-  void* Allocate(size_t nbytes, Stream) override {
-    if (nbytes == 0) return nullptr;
-    const size_t rounded = Rounded(nbytes);
-    if (rounded >= kCachedFrom) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto found = free_.find(rounded);
-      if (found != free_.end() && !found->second.empty()) {
-        void* p = found->second.back();
-        found->second.pop_back();
-        cached_ -= rounded;
-        return p;
-      }
-    }
-    void* p = std::aligned_alloc(kTensorAlignment, rounded);
-    if (p == nullptr) throw std::bad_alloc();
-    return p;
+size_t LimitFromEnvironment() {
+  size_t limit = size_t{512} << 20;
+  const char* env = std::getenv("SPMD_HOST_CACHE_MB");
+  if (env != nullptr) {
+    char* end = nullptr;
+    const long long mb = std::strtoll(env, &end, 10);
+    if (end != env && *end == '\0' && mb >= 0) limit = static_cast<size_t>(mb) << 20;
   }
+  return limit;
+}
 
-  void Deallocate(void* p, size_t nbytes, Stream) noexcept override {
-    if (p == nullptr) return;
-    const size_t rounded = Rounded(nbytes);
-    if (rounded >= kCachedFrom) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (cached_ + rounded <= limit_) {
-        try {
-          free_[rounded].push_back(p);
-          cached_ += rounded;
-          return;
-        } catch (...) {  // no memory for the list: give the buffer back instead
-        }
-      }
-    }
-    std::free(p);
-  }
-
- private:
-  static constexpr size_t kCachedFrom = size_t{64} << 10;
-  static size_t Rounded(size_t nbytes) {
-    const size_t unit = nbytes >= kCachedFrom ? 4096 : kTensorAlignment;
-    return (nbytes + unit - 1) / unit * unit;
-  }
-
-  std::mutex mutex_;
-  std::map<size_t, std::vector<void*>> free_;
-  size_t cached_ = 0;
-  size_t limit_ = size_t{512} << 20;
-};
+CachingHostAllocator* TheHostAllocator() {
+  // Never destroyed: tensors in other static objects may be freed after it would be.
+  static CachingHostAllocator* allocator = new CachingHostAllocator(LimitFromEnvironment());
+  return allocator;
+}
 
 }  // namespace
 
-Allocator& HostAllocator() {
-  // Never destroyed: tensors in other static objects may be freed after it would be.
-  static HostAllocatorImpl* allocator = new HostAllocatorImpl;
-  return *allocator;
+CachingHostAllocator::CachingHostAllocator(size_t limit_bytes) {
+  stats_.limit_bytes = limit_bytes;
+  // Room for the lists up front, so that a free never needs memory for its list entry
+  // (a small list holds at most limit / class size entries; capped to keep this cheap).
+  for (size_t c = 0; c < kSmallClasses; ++c) {
+    const size_t most = limit_bytes / (kTensorAlignment << c);
+    small_[c].reserve(most < 4096 ? most : 4096);
+  }
 }
+
+CachingHostAllocator::~CachingHostAllocator() { Trim(); }
+
+size_t CachingHostAllocator::BlockBytes(size_t nbytes) {
+  if (nbytes < kLargeFrom) return kTensorAlignment << SmallClass(nbytes);
+  return (nbytes + 4095) / 4096 * 4096;
+}
+
+void* CachingHostAllocator::Allocate(size_t nbytes, Stream) {
+  if (nbytes == 0) return nullptr;
+  const size_t block = BlockBytes(nbytes);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<void*>* list = nullptr;
+    if (nbytes < kLargeFrom) {
+      list = &small_[SmallClass(nbytes)];
+    } else {
+      auto found = large_.find(block);
+      if (found != large_.end()) list = &found->second;
+    }
+    if (list != nullptr && !list->empty()) {
+      void* p = list->back();
+      list->pop_back();
+      stats_.cached_bytes -= block;
+      --stats_.cached_blocks;
+      ++stats_.hits;
+      return p;
+    }
+    ++stats_.misses;
+  }
+  void* p = std::aligned_alloc(kTensorAlignment, block);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
+void CachingHostAllocator::Deallocate(void* p, size_t nbytes, Stream) noexcept {
+  if (p == nullptr) return;
+  const size_t block = BlockBytes(nbytes);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stats_.cached_bytes + block <= stats_.limit_bytes) {
+      try {
+        std::vector<void*>& list = nbytes < kLargeFrom ? small_[SmallClass(nbytes)] : large_[block];
+        list.push_back(p);
+        stats_.cached_bytes += block;
+        ++stats_.cached_blocks;
+        return;
+      } catch (...) {  // no memory for the list entry: give the buffer back instead
+      }
+    }
+    ++stats_.releases;
+  }
+  std::free(p);
+}
+
+HostCacheStats CachingHostAllocator::Stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void CachingHostAllocator::Trim() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (std::vector<void*>& list : small_) {
+    for (void* p : list) std::free(p);
+    list.clear();
+  }
+  for (auto& [block, list] : large_) {
+    for (void* p : list) std::free(p);
+  }
+  large_.clear();
+  stats_.cached_bytes = 0;
+  stats_.cached_blocks = 0;
+}
+
+Allocator& HostAllocator() { return *TheHostAllocator(); }
+
+HostCacheStats HostAllocatorStats() { return TheHostAllocator()->Stats(); }
 
 }  // namespace spmd::kernels

@@ -10,6 +10,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
 
 #include "kernels/device.h"
 
@@ -32,8 +36,56 @@ class Allocator {
   virtual void Deallocate(void* p, size_t nbytes, Stream stream) noexcept = 0;
 };
 
-// The host allocator (aligned_alloc / free; freed buffers of 64 KiB and more are cached
-// for reuse, up to SPMD_HOST_CACHE_MB MiB, default 512), shared by every host tensor.
+// What a caching host allocator has done since it was made.
+struct HostCacheStats {
+  int64_t hits = 0;           // allocations served from the cache
+  int64_t misses = 0;         // allocations that went to aligned_alloc
+  int64_t releases = 0;       // frees that went to the system (cache off, full, or no room)
+  size_t cached_bytes = 0;    // bytes held for reuse now (<= limit_bytes)
+  size_t cached_blocks = 0;   // buffers held for reuse now
+  size_t limit_bytes = 0;     // the bound on cached_bytes
+};
+
+// Host memory, 64-byte aligned, with freed buffers kept for reuse: an eager training step
+// frees and allocates the same tensors every step, and handing them to malloc and back
+// costs its bookkeeping (small ones) or page faults and page clears (large ones).
+// - Small buffers (under 64 KiB) in size classes: the powers of two from 64 bytes to
+//   64 KiB, one free list each; a buffer takes the whole class size.
+// - Large ones (64 KiB and more) rounded up to 4 KiB and reused for the same rounded size.
+// The buffers held for reuse never exceed `limit_bytes` in all; past that a freed buffer
+// goes back to the system; limit 0 turns the cache off (every call is aligned_alloc /
+// free). Thread-safe (one mutex: host tensors are made and freed by the rank threads).
+class CachingHostAllocator final : public Allocator {
+ public:
+  explicit CachingHostAllocator(size_t limit_bytes);
+  ~CachingHostAllocator() override;  // frees what it holds
+  CachingHostAllocator(const CachingHostAllocator&) = delete;
+  CachingHostAllocator& operator=(const CachingHostAllocator&) = delete;
+
+  Device device() const override { return Device::Host(); }
+  void* Allocate(size_t nbytes, Stream stream) override;
+  void Deallocate(void* p, size_t nbytes, Stream stream) noexcept override;
+
+  HostCacheStats Stats() const;
+  // Gives every held buffer back to the system.
+  void Trim() noexcept;
+
+  // The bytes a request of `nbytes` takes (its class size, or rounded to 4 KiB).
+  static size_t BlockBytes(size_t nbytes);
+  static constexpr size_t kSmallClasses = 11;  // 64 B .. 64 KiB
+  static constexpr size_t kLargeFrom = size_t{64} << 10;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<void*> small_[kSmallClasses];
+  std::map<size_t, std::vector<void*>> large_;
+  HostCacheStats stats_;
+};
+
+// The host allocator shared by every host tensor: a CachingHostAllocator bounded by
+// SPMD_HOST_CACHE_MB MiB (default 512; 0 turns the cache off).
 Allocator& HostAllocator();
+// Its statistics (for benchmarks and tests).
+HostCacheStats HostAllocatorStats();
 
 }  // namespace spmd::kernels

@@ -1149,6 +1149,13 @@ std::vector<Extra> Extras() {
       {"matmul_grad", {{2, 5, 3}, {5}, {2, 3}}, A({{"trans_x", true}})},
       {"matmul_grad", {{5}, {2, 5, 4}, {2, 4}}, {}},
       {"matmul_grad", {{5}, {5}, {}}, {}},
+      // A y shared by every batch entry: the batch folded into one GEMM's rows (forward
+      // only above 100^3 multiply-adds per entry, kernels/cpu/contraction.cc), y transposed
+      // or not, batch dims of 1 on y.
+      {"matmul", {{2, 40, 110}, {110, 250}}, {}},
+      {"matmul", {{2, 1, 40, 110}, {1, 250, 110}}, A({{"trans_y", true}})},
+      {"matmul_grad", {{2, 3, 7, 5}, {5, 6}, {2, 3, 7, 6}}, {}},
+      {"matmul_grad", {{3, 7, 5}, {1, 6, 5}, {3, 7, 6}}, A({{"trans_y", true}})},
       // einsum: outer products, three and four operands, letters shared by all, sums of a
       // single operand, 0-d operands, upper case.
       {"einsum", {{3}, {4}}, A({{"equation", std::string("i,j->ij")}})},

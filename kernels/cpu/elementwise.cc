@@ -6,6 +6,7 @@
 // written as the references write them, so float64 results agree to the last bit or so.
 // Inside namespace cpu, exp/log/... are ops: math is always std::.
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <numbers>
 #include <optional>
@@ -13,6 +14,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/internal.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/cpu/vector_math.h"
 
 namespace spmd::kernels::cpu {
@@ -44,9 +46,10 @@ T Saturate(double v) {
   }
 }
 
-// out[i] = f(x[i]) in the compute dtype of x. `make` gives the functor for a Tag<T>.
-template <typename Make>
-Tensors Unary(const TensorArgs& inputs, Make make) {
+// out[i] = f(x[i]) in the compute dtype of x. `make` gives the functor for a Tag<T>;
+// `vec`, when given, is the float32 loop (kernels/cpu/simd.h) that computes the same.
+template <typename Make, typename Vec = std::nullptr_t>
+Tensors Unary(const TensorArgs& inputs, Make make, Vec vec = nullptr) {
   CheckArity(inputs, 1);
   return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -56,14 +59,39 @@ Tensors Unary(const TensorArgs& inputs, Make make) {
     T* o = out.data<T>();
     const T* p = x.data();
     const int64_t n = out.numel();
-    for (int64_t i = 0; i < n; ++i) o[i] = f(p[i]);
+    if constexpr (std::is_same_v<T, float> && !std::is_same_v<Vec, std::nullptr_t>) {
+      vec(p, o, n);
+    } else {
+      for (int64_t i = 0; i < n; ++i) o[i] = f(p[i]);
+    }
     return TensorList(std::move(out));
   });
 }
 
+// The float32 loops of a binary op (kernels/cpu/simd.h) for BinaryMap: both operands
+// rows, and (where the op allows it exactly) a scalar right or left operand. NoVec: none.
+struct NoVec {};
+struct AddVec {
+  static void Rows(const float* x, const float* y, float* o, int64_t n) { simd::Add(x, y, o, n); }
+  static void RightScalar(const float* x, float b, float* o, int64_t n) { simd::AddScalar(x, b, o, n); }
+  static void LeftScalar(float a, const float* y, float* o, int64_t n) { simd::AddScalar(y, a, o, n); }
+};
+struct SubtractVec {
+  static void Rows(const float* x, const float* y, float* o, int64_t n) { simd::Subtract(x, y, o, n); }
+  // x - b is x + (-b) exactly.
+  static void RightScalar(const float* x, float b, float* o, int64_t n) { simd::AddScalar(x, -b, o, n); }
+};
+struct MultiplyVec {
+  static void Rows(const float* x, const float* y, float* o, int64_t n) { simd::Multiply(x, y, o, n); }
+  static void RightScalar(const float* x, float b, float* o, int64_t n) { simd::MultiplyScalar(x, b, o, n); }
+  static void LeftScalar(float a, const float* y, float* o, int64_t n) { simd::MultiplyScalar(y, a, o, n); }
+};
+
 // out = f(x, y) with numpy broadcasting; T the compute dtype, Out the output element type.
-template <typename T, typename Out, typename F>
-Tensor BinaryMap(const Tensor& xt, const Tensor& yt, F f) {
+template <typename T, typename Out, typename F, typename Vec = NoVec>
+Tensor BinaryMap(const Tensor& xt, const Tensor& yt, F f, Vec = {}) {
+  constexpr bool kVec = std::is_same_v<T, float> && std::is_same_v<Out, float> &&
+                        !std::is_same_v<Vec, NoVec>;
   Shape shape = BroadcastShapes({xt.shape(), yt.shape()});
   ValuesAs<T> xv(xt);
   ValuesAs<T> yv(yt);
@@ -73,7 +101,11 @@ Tensor BinaryMap(const Tensor& xt, const Tensor& yt, F f) {
   const T* __restrict y = yv.data();
   if (xt.shape() == yt.shape()) {
     const int64_t n = out.numel();
-    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+    if constexpr (kVec) {
+      Vec::Rows(x, y, o, n);
+    } else {
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+    }
     return out;
   }
   const internal::BroadcastLoop plan = PlanBroadcast(shape, {xt.shape(), yt.shape()});
@@ -84,13 +116,25 @@ Tensor BinaryMap(const Tensor& xt, const Tensor& yt, F f) {
     const T* yp = y + off[1];
     Out* op = o + oo;
     if (sx == 1 && sy == 1) {
-      for (int64_t j = 0; j < len; ++j) op[j] = f(xp[j], yp[j]);
+      if constexpr (kVec) {
+        Vec::Rows(xp, yp, op, len);
+      } else {
+        for (int64_t j = 0; j < len; ++j) op[j] = f(xp[j], yp[j]);
+      }
     } else if (sx == 0 && sy == 1) {
       const T a = xp[0];
-      for (int64_t j = 0; j < len; ++j) op[j] = f(a, yp[j]);
+      if constexpr (kVec && requires { Vec::LeftScalar(a, yp, op, len); }) {
+        Vec::LeftScalar(a, yp, op, len);
+      } else {
+        for (int64_t j = 0; j < len; ++j) op[j] = f(a, yp[j]);
+      }
     } else if (sx == 1 && sy == 0) {
       const T b = yp[0];
-      for (int64_t j = 0; j < len; ++j) op[j] = f(xp[j], b);
+      if constexpr (kVec) {
+        Vec::RightScalar(xp, b, op, len);
+      } else {
+        for (int64_t j = 0; j < len; ++j) op[j] = f(xp[j], b);
+      }
     } else {
       for (int64_t j = 0; j < len; ++j) op[j] = f(xp[j * sx], yp[j * sy]);
     }
@@ -99,12 +143,12 @@ Tensor BinaryMap(const Tensor& xt, const Tensor& yt, F f) {
 }
 
 // A binary op whose output is in the compute dtype.
-template <typename F>
-Tensors Arithmetic(const TensorArgs& inputs, F f) {
+template <typename F, typename Vec = NoVec>
+Tensors Arithmetic(const TensorArgs& inputs, F f, Vec vec = {}) {
   CheckArity(inputs, 2);
   return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return TensorList(BinaryMap<T, T>(inputs[0], inputs[1], f));
+    return TensorList(BinaryMap<T, T>(inputs[0], inputs[1], f, vec));
   });
 }
 
@@ -143,12 +187,15 @@ Tensors gelu(const TensorArgs& inputs, const Attrs& attrs) {
       };
     });
   }
-  return Unary(inputs, [](auto tag) {
-    using T = typename decltype(tag)::type;
-    return [](T v) {
-      return T(0.5) * v * (T(1) + Erf(v / static_cast<T>(std::numbers::sqrt2)));
-    };
-  });
+  return Unary(
+      inputs,
+      [](auto tag) {
+        using T = typename decltype(tag)::type;
+        return [](T v) {
+          return T(0.5) * v * (T(1) + Erf(v / static_cast<T>(std::numbers::sqrt2)));
+        };
+      },
+      simd::Gelu);
 }
 
 // gelu's slope times out_grad: Phi(x) + x phi(x), or the tanh form's derivative.
@@ -178,6 +225,8 @@ Tensors gelu_grad(const TensorArgs& inputs, const Attrs& attrs) {
         const T slope = T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * c * (T(1) + T(3) * k * v * v);
         o[i] = slope * g[i];
       }
+    } else if constexpr (std::is_same_v<T, float>) {
+      simd::GeluGrad(x, g, o, n);
     } else {
       const T inv_sqrt2 = static_cast<T>(1.0 / std::numbers::sqrt2);
       const T inv_sqrt_2pi = static_cast<T>(1.0 / std::sqrt(2.0 * std::numbers::pi));
@@ -199,10 +248,13 @@ Tensors silu(const TensorArgs& inputs, const Attrs&) {
 }
 
 Tensors exp(const TensorArgs& inputs, const Attrs&) {
-  return Unary(inputs, [](auto tag) {
-    using T = typename decltype(tag)::type;
-    return [](T v) { return Exp(v); };
-  });
+  return Unary(
+      inputs,
+      [](auto tag) {
+        using T = typename decltype(tag)::type;
+        return [](T v) { return Exp(v); };
+      },
+      simd::Exp);
 }
 
 Tensors log(const TensorArgs& inputs, const Attrs&) {
@@ -277,7 +329,11 @@ Tensors add_n(const TensorArgs& inputs, const Attrs&) {
     for (size_t i = 1; i < inputs.size(); ++i) {
       ValuesAs<T> v(inputs[i]);
       const T* p = v.data();
-      for (int64_t k = 0; k < n; ++k) o[k] += p[k];
+      if constexpr (std::is_same_v<T, float>) {
+        simd::Add(o, p, o, n);
+      } else {
+        for (int64_t k = 0; k < n; ++k) o[k] += p[k];
+      }
     }
     return Tensors{std::move(out)};
   });
@@ -294,12 +350,17 @@ Tensors scale(const TensorArgs& inputs, const Attrs& attrs) {
   const double s = attrs.GetFloat("scale");
   const double bias = attrs.GetFloat("bias");
   const bool after = attrs.GetBool("bias_after_scale");
-  return Unary(inputs, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T ts = Saturate<T>(s);
-    const T tb = Saturate<T>(bias);
-    return [ts, tb, after](T v) { return after ? ts * v + tb : ts * (v + tb); };
-  });
+  return Unary(
+      inputs,
+      [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T ts = Saturate<T>(s);
+        const T tb = Saturate<T>(bias);
+        return [ts, tb, after](T v) { return after ? ts * v + tb : ts * (v + tb); };
+      },
+      [&](const float* x, float* o, int64_t n) {
+        simd::Scale(x, Saturate<float>(s), Saturate<float>(bias), after, o, n);
+      });
 }
 
 Tensors clip(const TensorArgs& inputs, const Attrs& attrs) {
@@ -387,15 +448,15 @@ Tensors cast(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 Tensors add(const TensorArgs& inputs, const Attrs&) {
-  return Arithmetic(inputs, [](auto a, auto b) { return a + b; });
+  return Arithmetic(inputs, [](auto a, auto b) { return a + b; }, AddVec{});
 }
 
 Tensors subtract(const TensorArgs& inputs, const Attrs&) {
-  return Arithmetic(inputs, [](auto a, auto b) { return a - b; });
+  return Arithmetic(inputs, [](auto a, auto b) { return a - b; }, SubtractVec{});
 }
 
 Tensors multiply(const TensorArgs& inputs, const Attrs&) {
-  return Arithmetic(inputs, [](auto a, auto b) { return a * b; });
+  return Arithmetic(inputs, [](auto a, auto b) { return a * b; }, MultiplyVec{});
 }
 
 Tensors divide(const TensorArgs& inputs, const Attrs&) {

@@ -11,9 +11,11 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/internal.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/cpu/vector_math.h"
 #include "rules/softmax_pieces.h"
 
@@ -31,6 +33,12 @@ using internal::ValuesAs;
 // softmax of x along `view` into out (same layout).
 template <typename T>
 void SoftmaxAlong(const T* x, const AxisView& v, T* out) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (v.inner == 1) {
+      simd::SoftmaxRows(x, out, v.outer, v.len);
+      return;
+    }
+  }
   if (v.inner == 1) {
     for (int64_t o = 0; o < v.outer; ++o) {
       const T* row = x + o * v.len;
@@ -206,6 +214,12 @@ Tensors softmax_grad(const TensorArgs& inputs, const Attrs& attrs) {
     const T* y = yv.data();
     const T* g = gv.data();
     T* o = x_grad.data<T>();
+    if constexpr (std::is_same_v<T, float>) {
+      if (v.inner == 1) {
+        simd::SoftmaxGradRows(y, g, o, v.outer, v.len);
+        return TensorList(std::move(x_grad));
+      }
+    }
     if (v.inner == 1) {
       // The last axis (attention's scores): one dot product per row, summed in 8
       // independent lanes so that the loop vectorises, then the row in one pass.
@@ -266,6 +280,10 @@ Tensors layer_norm(const TensorArgs& inputs, const Attrs& attrs) {
     const int64_t n = split.n;
     const T tn = static_cast<T>(static_cast<double>(n));
     const T eps = static_cast<T>(epsilon);
+    if constexpr (std::is_same_v<T, float>) {
+      simd::LayerNormRows(xv.data(), scale, bias, eps, split.outer, n, o, mo, vo);
+      return TensorList(std::move(out), std::move(mean), std::move(variance));
+    }
     for (int64_t r = 0; r < split.outer; ++r) {
       const T* row = xv.data() + r * n;
       T mu = T(0);
@@ -385,9 +403,15 @@ Tensors NormGrad(const TensorArgs& inputs, const Attrs& attrs) {
     Tensor x_grad = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
     Tensor scale_grad = NewOutput({shape.n}, DTypeOf<T>::value, /*zero=*/true);
     Tensor bias_grad = kLayerNorm ? NewOutput({shape.n}, DTypeOf<T>::value, /*zero=*/true) : Tensor();
-    NormGradRows<T, kLayerNorm>(x.data(), scale.data(), stats.data(), variance.data(), g.data(),
-                                shape, static_cast<T>(epsilon), x_grad.data<T>(),
-                                scale_grad.data<T>(), kLayerNorm ? bias_grad.data<T>() : nullptr);
+    if constexpr (kLayerNorm && std::is_same_v<T, float>) {
+      simd::LayerNormGradRows(x.data(), scale.data(), stats.data(), variance.data(), g.data(),
+                              static_cast<float>(epsilon), shape.outer, shape.n, x_grad.data<T>(),
+                              scale_grad.data<T>(), bias_grad.data<T>());
+    } else {
+      NormGradRows<T, kLayerNorm>(x.data(), scale.data(), stats.data(), variance.data(), g.data(),
+                                  shape, static_cast<T>(epsilon), x_grad.data<T>(),
+                                  scale_grad.data<T>(), kLayerNorm ? bias_grad.data<T>() : nullptr);
+    }
     if constexpr (kLayerNorm) {
       return TensorList(std::move(x_grad), std::move(scale_grad), std::move(bias_grad));
     } else {
