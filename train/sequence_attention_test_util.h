@@ -16,6 +16,7 @@
 #include "runtime/communicator.h"
 #include "runtime/dist_tensor.h"
 #include "train/autograd.h"
+#include "train/device.h"
 #include "train/sequence_attention.h"
 
 namespace spmd::train::testing {
@@ -86,7 +87,8 @@ inline AttentionResult RunAttention(const AttentionInputs& in, const Mesh& mesh,
   if (zigzag) order = ZigzagOrder(in.s, mesh.axis_size(options->axis));
   auto place = [&](const std::vector<double>& x, bool grad) {
     const std::vector<double> stored = zigzag ? Reorder(x, in, order, false) : x;
-    return Variable(runtime::DistTensor::ShardTensor(AsTensor(stored, in), mesh, attr, comm.rank()),
+    return Variable(OnDevice(runtime::DistTensor::ShardTensor(AsTensor(stored, in), mesh, attr, comm.rank()),
+                             comm.device(), comm.stream()),
                     grad);
   };
   const Variable q = place(in.q, true), k = place(in.k, true), v = place(in.v, true);
@@ -118,7 +120,7 @@ inline AttentionResult RunAttention(const AttentionInputs& in, const Mesh& mesh,
   auto global = [&](const runtime::DistTensor& x) {
     std::optional<kernels::Tensor> g = x.ToGlobal(comm);
     if (!g) return std::vector<double>{};
-    const std::vector<double> stored = AsDoubles(*g);
+    const std::vector<double> stored = AsDoubles(ToHostTensor(*g));
     return zigzag ? Reorder(stored, in, order, true) : stored;
   };
   const DistAttr replicated = DistAttr::Replicated(4);
