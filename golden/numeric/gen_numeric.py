@@ -2276,8 +2276,8 @@ def gen_block_attention():
     # Zigzag-like segments: q rows at 0, 1 and 8, 9; k rows at 1 and 9 (row 0 sees nothing).
     q4, k2, v2 = vals6(1, 4, 2, 4), vals6(1, 2, 2, 4), vals6(1, 2, 2, 3)
     o4, l4 = vals6(1, 4, 2, 3), vals6(1, 2, 4)
-    attrs = {"causal": True, "q_starts": [0, 8], "k_starts": [1, 9]}
-    case(op, "segments_causal", attrs, [q4, k2, v2, o4, l4],
+    segments = {"causal": True, "q_starts": [0, 8], "k_starts": [1, 9]}
+    case(op, "segments_causal", segments, [q4, k2, v2, o4, l4],
          np_block_attention(q4, k2, v2, o4, l4, 0.0, True, [0, 8], [1, 9]))
     # The empty state (lse -inf) folded with a block is plain attention over it.
     empty_out, empty_lse = np.zeros((2, 3, 2, 3)), np.full((2, 2, 3), -np.inf)
@@ -2320,7 +2320,7 @@ def gen_block_attention():
     o4, l4 = np_block_attention(q4, k2, v2, np.zeros((1, 4, 2, 3)), np.full((1, 2, 4), -np.inf),
                                 0.0, True, [0, 8], [1, 9])
     g4 = vals6(1, 4, 2, 3)
-    case(op, "segments_row_unseen", attrs, [q4, k2, v2, o4, l4, g4],
+    case(op, "segments_row_unseen", segments, [q4, k2, v2, o4, l4, g4],
          np_block_attention_grad(q4, k2, v2, o4, l4, g4, 0.0, True, [0, 8], [1, 9]))
     error(op, "five_inputs", {}, [q, k, v, out, lse], "inputs")
     error(op, "out_grad_shape", {}, [q, k, v, out, lse, vals6(2, 3, 2, 4)], "inputs[5].shape")
