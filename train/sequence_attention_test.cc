@@ -142,7 +142,7 @@ Case MakeCase(uint64_t seed) {
 }
 
 // Runs the cases of seeds [0, count) with `run` against the dense one-rank host run.
-int CheckCases(uint64_t count, const Runner& run) {
+int CheckCases(uint64_t count, const Runner& run, kernels::DeviceKind kind) {
   int cases = 0;
   for (uint64_t seed = 0; seed < count; ++seed) {
     const Case c = MakeCase(seed);
@@ -151,20 +151,21 @@ int CheckCases(uint64_t count, const Runner& run) {
     const AttentionResult want = Dense(c.in);
     EXPECT_EQ(testing::CompareResults(got.rank0, want, c.in.dtype == DType::kFloat64 ? 1e-10 : 1e-4), "");
     EXPECT_EQ(got.bytes_error, "");
+    EXPECT_EQ(got.rank0.device.kind, kind);
     ++cases;
   }
   return cases;
 }
 
 TEST(SequenceAttentionTest, EveryStrategyEqualsDenseAttentionOnOneRank) {
-  EXPECT_EQ(CheckCases(60, OnHost), 60);
+  EXPECT_EQ(CheckCases(60, OnHost, kernels::DeviceKind::kHost), 60);
 }
 
 // The same on simulated devices: the tensors on sim:rank, the block ops run by the sim
 // backend's kernels, the ring's sends and receives of device buffers and Ulysses'
 // all-to-alls through the simulated NCCL communicator.
 TEST(SequenceAttentionTest, EveryStrategyOnSimDevicesEqualsDenseAttention) {
-  EXPECT_EQ(CheckCases(20, OnSim), 20);
+  EXPECT_EQ(CheckCases(20, OnSim, kernels::DeviceKind::kSim), 20);
 }
 
 // The comparison is not vacuous: attention without the causal mask is not equal to it.

@@ -48,6 +48,7 @@ struct AttentionResult {
   // The bytes the backend itself handed to its transport over each phase
   // (Communicator::transport_bytes, counted apart from the counters).
   runtime::ByteCount transport_forward, transport_backward;
+  kernels::Device device;  // where this rank's output shard lived
 };
 
 // `x` [b, s, h, dh] with its sequence reordered: entry i of the result is row order[i].
@@ -99,6 +100,7 @@ inline AttentionResult RunAttention(const AttentionInputs& in, const Mesh& mesh,
   const Variable out = options ? SequenceAttention(q, k, v, *options, comm)
                                : DenseAttention(q, k, v, in.causal, 0, comm);
   result.forward = comm.counters();
+  if (out.value().has_local()) result.device = out.value().local().device();
   const runtime::ByteCount after_forward = comm.transport_bytes();
   result.transport_forward = {after_forward.sent - start.sent,
                               after_forward.received - start.received};
