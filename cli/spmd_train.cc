@@ -25,6 +25,7 @@
 // validation split whose loss is measured every --eval-every steps; --plot draws the
 // curves as SVG. A non-finite loss or gradient norm ends the run on every rank with
 // `step N: loss is nan` and exit 1; --verify fails on any NaN or infinity.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -492,6 +493,10 @@ int main(int argc, char** argv) {
       }
       Layout check(WithoutPp(mesh, comm.rank()), flags.strategy);  // validates the names and the strategy
       (void)check;
+      if (flags.config.attention != spmd::train::AttentionKind::kDefault &&
+          std::find(mesh.axis_names().begin(), mesh.axis_names().end(), "sp") == mesh.axis_names().end()) {
+        spmd::ThrowInvalid("--attention", "ulysses, ring and zigzag run over an sp axis; " + flags.mesh + " has none");
+      }
       if (HasPp(mesh)) {  // validates (p, m, v) as the pipeline will
         int64_t p = 1;
         for (int a = 0; a < mesh.ndim(); ++a) {
