@@ -6,7 +6,9 @@
 // included), causal or not, on 1-d meshes and on 2-d meshes whose other axis shards the
 // batch or the heads. For each: the output and the gradients of sum(out * w) with respect
 // to q, k and v equal the dense one-rank run to 1e-10 relative (float64; float32 to 1e-4),
-// and every rank's bytes moved equal the plan's formula (PlanBytes). Then the typed errors
+// and every rank's bytes moved equal the plan's formula (PlanBytes). The first 20 cases
+// again on simulated devices (sim thread ranks: the block ops on the sim backend, the
+// ring's device buffers through the simulated NCCL communicator). Then the typed errors
 // and ApplyFunction's contract.
 #include "train/sequence_attention.h"
 
