@@ -197,8 +197,11 @@ SweepRow SweepRandom(const OpDecl& op, const SweepOptions& options) {
 }  // namespace
 
 std::vector<ReduceOp> PartialInputOps(const OpDecl& op, const Example& example, const Attrs& normalized) {
-  if (op.dimtrans) return {ReduceOp::kSum, ReduceOp::kMax};
+  if (op.dimtrans || op.forward_override) return {ReduceOp::kSum, ReduceOp::kMax};
   const auto spec = BuildEinsumSpec(op, example.shapes, normalized);
+  // An unread input is required as given, partial too: every partial kind is tried so
+  // that the proof covers keeping it.
+  if (!spec->unread_inputs.empty()) return {ReduceOp::kSum, ReduceOp::kMax};
   switch (spec->accept) {
     case PartialAcceptance::kNone: return {};
     case PartialAcceptance::kSumOfAll:

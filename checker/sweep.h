@@ -55,8 +55,9 @@ std::vector<std::vector<int64_t>> DefaultMeshes();
 std::vector<SizePalette> DefaultPalettes();
 
 // The reduce ops a generated partial input of `example` may carry: those the op's rule may
-// keep (sum and max for DimTrans ops; the einsum spec's acceptance otherwise). Throws the
-// rule builder's SpmdError for an example these sizes make invalid.
+// keep (sum and max for DimTrans ops, for ops with their own forward (concat, stack) and for
+// ops with an unread input; the einsum spec's acceptance otherwise). Throws the rule
+// builder's SpmdError for an example these sizes make invalid.
 std::vector<ReduceOp> PartialInputOps(const OpDecl& op, const Example& example, const Attrs& normalized);
 
 // Every dist attr of a rank-`rank` tensor on a mesh of `mesh_ndim` axes: each axis R,

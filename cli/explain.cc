@@ -53,6 +53,9 @@ void ExplainEinsum(std::string& out, const OpDecl& op, const io::RuleRequest& r,
     Appendf(out, "           %s must be whole on every rank (the local kernel needs it)\n",
                 EinsumSpec::NotationString(spec.forced_replicated).c_str());
   }
+  for (int i : spec.unread_inputs) {
+    Appendf(out, "           input %d is never read (only its shape): required as given\n", i);
+  }
   for (size_t o = 0; o < spec.outputs.size(); ++o) {
     for (const auto& [axis, reduce] : result.outputs[o].partial) {
       std::string why = "a partial input the op keeps";

@@ -7,7 +7,10 @@
 // training on one process (each rank alone, no communication) and ends with
 // `max relative difference: X` over every step's loss (relative to it) and every final
 // parameter element (relative to the model's largest parameter magnitude); it exits 1
-// when X is above 1e-9 (float64) or 1e-3 (float32).
+// when X is above 1e-9 (float64) or 1e-3 (float32). --precision bf16-mixed|fp16-mixed
+// (train/precision.h) trains float32 masters in bfloat16 / float16; --verify then also
+// compares with one float64 process, losses and parameters against the bounds of
+// docs/TRAINING.md "Mixed precision".
 // A "pp" axis in --mesh trains over pipeline stages (train/pipeline.h) with --schedule
 // (gpipe, 1f1b, interleaved with --chunks V) and --micro-batches M micro-batches; --verify
 // then compares each rank's stage parameters by name, the worst difference taken over all
@@ -32,11 +35,13 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "cli/cuda_train.h"
 #include "cli/loss_plot.h"
 #include "cli/train_verify.h"
 #include "rules/error.h"
@@ -81,10 +86,18 @@ constexpr const char* kUsage = R"(usage: mpirun -np N spmd-train [flags]
   --chunks V           with the interleaved schedule: virtual stages per stage (default 2)
   --seed N             initialisation and data seed (default 1)
   --device D           cpu, sim (the simulated device: rank r on sim:r % 8, collectives staged
-                       through host memory) or cuda (builds with CUDA only); default cpu
+                       through host memory) or cuda (builds with CUDA and NCCL: rank r on GPU
+                       local rank % GPUs, collectives over NCCL, or staged over MPI when ranks
+                       share a GPU; SPMD_CUDA_COLLECTIVES=nccl|staged forces one); default cpu
+  --recompute          activation recompute: each block keeps only its input, re-run in the
+                       backward (bitwise the same training; docs/TRAINING.md "Recompute")
+  --offload optimizer  AdamW's moments in host memory between updates, streamed to the device
+                       per parameter (a device run; docs/TRAINING.md "Offload"); default none
+  --offload params     the same, and (--zero 3) the parameter shards on the host between steps
   --csv FILE           write step,loss,grad_norm,tokens_per_s,bytes_sent,bytes_received,val_loss
   --verify             rerun on one process; print max relative difference (exit 1
-                       above 1e-9 for float64, 1e-3 for float32, or on any NaN or infinity)
+                       above 1e-9 for float64, 1e-3 for float32, or on any NaN or infinity;
+                       mixed precision: also against float64, within docs/TRAINING.md's bounds)
   --save DIR           save a checkpoint into DIR/step-<N> after the last step
   --save-every N       ... and after steps N, 2N, ... (with --save)
   --keep K             keep the newest K checkpoints in DIR (default 0: all)
@@ -98,6 +111,11 @@ constexpr const char* kUsage = R"(usage: mpirun -np N spmd-train [flags]
   --eval-every N       validation loss every N steps and after the last (default 10)
   --val-batches N      validation batches (--batch rows each, the same every time; default 8)
   --plot FILE          write the loss curves (training, validation, ln(vocab)) as SVG
+  --precision P        fp32 (train in --dtype), bf16-mixed or fp16-mixed (float32 master
+                       weights and AdamW states, bfloat16/float16 forward and backward,
+                       float32 gradient reductions; docs/TRAINING.md "Mixed precision")
+  --loss-scale S       fp16-mixed: the initial loss scale, a power of two in [1, 2^64] (default 65536)
+  --growth-interval N  fp16-mixed: double the scale after N steps without a skip (default 2000)
 Without mpirun: start each process with SPMD_RANK, SPMD_WORLD_SIZE and SPMD_RENDEZVOUS=DIR.
 )";
 
@@ -121,6 +139,7 @@ struct Flags {
   std::string plot;
   std::string save, resume;  // checkpoints (not with a pp axis)
   std::string device = "cpu";  // --device: where this rank's tensors live (train/device.h)
+  bool dtype_given = false, loss_scale_given = false;  // --dtype; --loss-scale or --growth-interval
   int64_t save_every = 0;
   int keep = 0;
 };
@@ -217,6 +236,8 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
     else if (flag == "--micro-batches") f.options.micro_batches = static_cast<int>(ParseInt(flag, value(), 1, 1 << 16));
     else if (flag == "--seed") f.batch.seed = f.config.seed = static_cast<uint64_t>(ParseInt(flag, value(), 0, INT64_MAX));
     else if (flag == "--csv") f.csv = value();
+    else if (flag == "--recompute") f.options.recompute = true;
+    else if (flag == "--offload") f.options.offload = spmd::train::ParseOffload(value(), flag);
     else if (flag == "--schedule") {
       try {
         f.pipeline.schedule = spmd::train::ParseScheduleKind(value());
@@ -225,6 +246,22 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
       }
     } else if (flag == "--chunks") f.pipeline.chunks = ParseInt(flag, value(), 1, 4096);
     else if (flag == "--verify") f.verify = true;
+    // Mixed precision (train/precision.h): the policy and fp16's loss scaling.
+    else if (flag == "--precision") f.options.precision = spmd::train::ParsePrecision(value(), flag);
+    else if (flag == "--loss-scale") {
+      const std::string text = value();
+      char* end = nullptr;
+      f.options.loss_scale.initial = std::strtod(text.c_str(), &end);
+      int exponent = 0;
+      if (text.empty() || *end != '\0' || !(f.options.loss_scale.initial >= 1) ||
+          !(f.options.loss_scale.initial <= 0x1p64) || std::frexp(f.options.loss_scale.initial, &exponent) != 0.5) {
+        spmd::ThrowInvalid(flag, "'" + text + "' is not a power of two in [1, 2^64]");
+      }
+      f.loss_scale_given = true;
+    } else if (flag == "--growth-interval") {
+      f.options.loss_scale.growth_interval = ParseInt(flag, value(), 1, 1000000000);
+      f.loss_scale_given = true;
+    }
     // Data, validation and the plot.
     else if (flag == "--data") f.data = value();
     else if (flag == "--data-format") f.data_format = spmd::train::ParseDataFormat(value(), flag);
@@ -257,6 +294,7 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
       if (text == "float32") f.config.dtype = spmd::DType::kFloat32;
       else if (text == "float64") f.config.dtype = spmd::DType::kFloat64;
       else spmd::ThrowInvalid(flag, "'" + text + "' is not float32 or float64");
+      f.dtype_given = true;
     } else if (flag == "--help" || flag == "-h") {
       std::cout << kUsage;
       std::exit(0);
@@ -265,6 +303,14 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
     }
   }
   f.config.sequence = f.batch.sequence;
+  if (f.options.precision != spmd::train::Precision::kFp32 && f.dtype_given &&
+      f.config.dtype != spmd::DType::kFloat32) {
+    spmd::ThrowInvalid("--precision", std::string(spmd::train::ToString(f.options.precision)) +
+                                          " keeps float32 master weights: not with --dtype float64");
+  }
+  if (f.loss_scale_given && f.options.precision != spmd::train::Precision::kFp16Mixed) {
+    spmd::ThrowInvalid("--loss-scale", "loss scaling is for --precision fp16-mixed only");
+  }
   if (f.save.empty() && (f.save_every > 0 || f.keep > 0)) {
     spmd::ThrowInvalid(f.save_every > 0 ? "--save-every" : "--keep", "needs --save DIR");
   }
@@ -275,15 +321,9 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
   if (f.device != "cpu" && f.device != "sim" && f.device != "cuda") {
     spmd::ThrowInvalid("--device", "'" + f.device + "' is not cpu, sim or cuda");
   }
-  if (f.device == "cuda") {
-#if defined(SPMD_HAVE_CUDA)
-    // The kernels and NCCL exist; the training path on them has not run on a GPU yet, and
-    // spmd-train does not yet build its NCCL communicator (docs/GPU.md).
-    spmd::ThrowUnsupported("--device", "cuda: training on CUDA devices is not wired into spmd-train yet (sim is)");
-#else
-    spmd::ThrowInvalid("--device", "cuda: this build has no CUDA (configure with -DSPMD_WITH_CUDA=ON on a "
-                                   "machine with the CUDA toolkit)");
-#endif
+  if (f.device == "cuda" && !spmd::cli::CudaTrainingBuilt()) {
+    spmd::ThrowInvalid("--device", "cuda: no spmd-train-cuda next to this program (a build with CUDA and NCCL "
+                                   "makes it: -DSPMD_WITH_CUDA=ON where the CUDA toolkit and NCCL are)");
   }
   if (f.data.empty()) {
     if (f.data_format) spmd::ThrowInvalid("--data-format", "needs --data");
@@ -325,6 +365,29 @@ double ValidationLoss(Trainer& trainer, const Flags& f, int64_t step, spmd::runt
 
 // The curves --plot draws, filled by RunSteps on rank 0.
 spmd::cli::LossCurve g_curve;
+// The most activation bytes any step held on this rank (StepStats), for the summary.
+int64_t g_activation_peak = 0;
+spmd::train::StepStats g_last_step;  // the last step's statistics on this rank
+
+// The activation (and with --offload, the offload and device memory) summary of rank 0.
+void PrintMemory(const Flags& f, const spmd::train::HostStateHome* offload,
+                 spmd::runtime::Communicator& comm) {
+  std::printf("activations (rank 0): peak %lld bytes (recompute %s)\n", static_cast<long long>(g_activation_peak),
+              f.options.recompute ? "on" : "off");
+  if (offload != nullptr) {
+    std::printf("offload (rank 0): on the host between steps: optimizer states %lld bytes, parameters %lld bytes; "
+                "moved by the last step: %lld bytes host->device, %lld bytes device->host\n",
+                static_cast<long long>(offload->counters().host_bytes),
+                static_cast<long long>(offload->counters().param_host_bytes),
+                static_cast<long long>(g_last_step.offload_to_device),
+                static_cast<long long>(g_last_step.offload_to_host));
+  }
+  if (comm.device().kind == spmd::kernels::DeviceKind::kSim) {
+    const spmd::kernels::sim::MemoryUsage usage = spmd::kernels::sim::UsageOf(comm.device());
+    std::printf("device memory (rank 0): peak %lld bytes, in use between steps %lld bytes\n",
+                static_cast<long long>(usage.peak_bytes), static_cast<long long>(usage.bytes_in_use));
+  }
+}
 
 struct History {
   int64_t first_step = 0;  // the step it resumed at
@@ -332,19 +395,24 @@ struct History {
   std::vector<double> losses;
   std::vector<std::string> names;  // the parameters this rank holds
   std::vector<std::vector<double>> params;
+  std::string skips;  // fp16-mixed: one character per step, 'x' for a skipped one
 };
 
 // Runs f.steps steps of `trainer` (a Trainer or a PipelineTrainer): a progress line per step
-// when `print`, a CSV row per step when `csv`; returns the losses.
+// when `print`, a CSV row per step when `csv`; returns the losses (and appends to `skips`
+// 'x' for a step skipped by loss scaling, '.' for another).
 template <typename AnyTrainer>
 std::vector<double> RunSteps(AnyTrainer& trainer, const Flags& f, spmd::runtime::Communicator& comm,
                              bool print, std::ofstream* csv, int64_t first = 0,
-                             const std::function<void(int64_t)>& after_step = {}) {
+                             const std::function<void(int64_t)>& after_step = {}, std::string* skips = nullptr) {
   std::vector<double> losses;
   const double tokens = static_cast<double>(f.batch.batch * f.batch.sequence);
   for (int64_t step = first; step < f.steps; ++step) {
     const spmd::train::StepStats s = trainer.Step(f.batch, step, comm);
     losses.push_back(s.loss);
+    g_activation_peak = std::max(g_activation_peak, s.activation_peak_bytes);
+    g_last_step = s;
+    if (skips) *skips += s.skipped ? 'x' : '.';
     // Validation (--data with a validation split; not under pp, refused at the flags).
     std::optional<double> val;
     if constexpr (std::is_same_v<AnyTrainer, Trainer>) {
@@ -354,10 +422,12 @@ std::vector<double> RunSteps(AnyTrainer& trainer, const Flags& f, spmd::runtime:
       }
     }
     if (print) {
-      std::printf("step %lld loss %.6f grad_norm %.4f tokens/s %.0f bytes sent %lld received %lld%s\n",
+      char skipped[64] = "";  // fp16-mixed: a step whose gradients were not finite
+      if (s.skipped) std::snprintf(skipped, sizeof skipped, " skipped (loss scale %g)", s.loss_scale);
+      std::printf("step %lld loss %.6f grad_norm %.4f tokens/s %.0f bytes sent %lld received %lld%s%s\n",
                   static_cast<long long>(step), s.loss, s.grad_norm, tokens / s.seconds,
                   static_cast<long long>(s.bytes_sent), static_cast<long long>(s.bytes_received),
-                  val ? (" val_loss " + std::to_string(*val)).c_str() : "");
+                  val ? (" val_loss " + std::to_string(*val)).c_str() : "", skipped);
       std::fflush(stdout);
       g_curve.train.push_back({static_cast<double>(step), s.loss});
       if (val) g_curve.validation.push_back({static_cast<double>(step), *val});
@@ -388,6 +458,7 @@ History TrainPipeline(const Flags& f, const spmd::Mesh& mesh, spmd::runtime::Com
     std::printf("pipeline (rank 0, stage 0): peak live activations %lld (schedule: %lld), simulated bubble %.4f\n",
                 static_cast<long long>(trainer.last_peak_live()), static_cast<long long>(sim.peak_live[0]),
                 sim.bubble);
+    PrintMemory(f, nullptr, comm);
   }
   return h;
 }
@@ -409,7 +480,7 @@ History Train(const Flags& f, const spmd::Mesh& mesh, spmd::runtime::Communicato
       const std::string path = spmd::train::SaveCheckpoint(trainer, f.save, {done, f.keep}, comm);
       if (print) std::printf("saved %s\n", path.c_str());
     };
-    h.losses = RunSteps(trainer, f, comm, print, csv, h.first_step, save);
+    h.losses = RunSteps(trainer, f, comm, print, csv, h.first_step, save, &h.skips);
   } catch (const spmd::SpmdError& e) {
     if (e.field() != "checkpoint") throw;
     std::fprintf(stderr, "spmd-train: rank %lld: %s: %s\n", static_cast<long long>(comm.rank()),
@@ -423,6 +494,15 @@ History Train(const Flags& f, const spmd::Mesh& mesh, spmd::runtime::Communicato
     std::printf("memory (rank 0): parameters %lld bytes, gradients %lld bytes, optimizer states %lld bytes\n",
                 static_cast<long long>(trainer.ParamBytes()), static_cast<long long>(trainer.GradBytes()),
                 static_cast<long long>(trainer.optimizer().StateBytes()));
+    PrintMemory(f, trainer.offload(), comm);
+    const spmd::train::PrecisionPolicy& policy = trainer.policy();
+    if (f.options.precision != spmd::train::Precision::kFp32) {
+      std::printf("precision %s: parameters %s, compute %s, gradient reductions %s; %lld steps skipped, loss scale %g\n",
+                  std::string(spmd::train::ToString(f.options.precision)).c_str(),
+                  std::string(spmd::ToString(policy.param)).c_str(), std::string(spmd::ToString(policy.compute)).c_str(),
+                  std::string(spmd::ToString(policy.reduce)).c_str(),
+                  static_cast<long long>(trainer.skipped_steps()), trainer.loss_scale());
+    }
   }
   return h;
 }
@@ -443,9 +523,56 @@ std::string MeshSpec(int argc, char** argv, int64_t world) {
   return spec;
 }
 
+// --verify under mixed precision (train/precision.h): the parallel run against one process
+// in the same precision and against one process in float64, losses within c u growth^t
+// (MixedBounds), parameters within AdamWDriftBound, and both runs skipping the same steps
+// (fp16: a skip where the other run stepped makes the runs incomparable). Prints the
+// measures on rank 0; returns whether every rank passed.
+bool VerifyMixed(const Flags& f, const Flags& single, const spmd::Mesh& alone, const History& parallel,
+                 const History& reference, std::ptrdiff_t first, spmd::runtime::Communicator& tc,
+                 spmd::runtime::MpiCommunicator& comm) {
+  const spmd::train::MixedBounds bounds = spmd::train::MixedBoundsFor(f.options.precision);
+  Flags wide = single;
+  wide.config.dtype = spmd::DType::kFloat64;
+  wide.options.precision = spmd::train::Precision::kFp32;
+  History exact = Train(wide, alone, tc, false, nullptr);  // a NonFiniteError propagates
+  exact.losses.erase(exact.losses.begin(), exact.losses.begin() + first);
+  spmd::cli::MixedDifference same = spmd::cli::MaxMixedDifference(parallel, reference, bounds.growth);
+  spmd::cli::MixedDifference drift = spmd::cli::MaxMixedDifference(parallel, exact, bounds.growth);
+  // The worst over every rank; and whether any rank's runs skipped different steps.
+  double values[5] = {same.loss, same.params, drift.loss, drift.params,
+                      parallel.skips == reference.skips.substr(static_cast<size_t>(first)) ? 0.0 : 1.0};
+  spmd::runtime::Group world;
+  for (int64_t r = 0; r < comm.world_size(); ++r) world.push_back(r);
+  comm.AllReduce(values, values, 5, spmd::DType::kFloat64, spmd::ReduceOp::kMax, world);
+  const double u = bounds.unit_roundoff;
+  const double param_bound =
+      spmd::train::AdamWDriftBound(f.options.lr, f.options.beta1, f.options.beta2, f.steps);
+  // A step loss scaling skipped is one float64 training took: no comparison after it.
+  const bool compared_64 = parallel.skips.find('x') == std::string::npos;
+  const bool ok = values[4] == 0 && values[0] <= bounds.same_precision * u && values[1] <= param_bound &&
+                  (!compared_64 || (values[2] <= bounds.float64 * u && values[3] <= param_bound));
+  if (comm.rank() == 0) {
+    const std::string name(spmd::train::ToString(f.options.precision));
+    char against_64[160] = "against float64: not compared (loss scaling skipped a step on rank 0)";
+    if (compared_64) {
+      std::snprintf(against_64, sizeof against_64, "against float64: loss %.3g u (bound %g u), parameters %.3g (bound %.3g)",
+                    values[2] / u, bounds.float64, values[3], param_bound);
+    }
+    std::printf("mixed precision %s (u = %g, loss bounds c u %g^step): against one process in %s: loss %.3g u "
+                "(bound %g u), parameters %.3g (bound %.3g); %s%s: %s\n",
+                name.c_str(), u, bounds.growth, name.c_str(), values[0] / u, bounds.same_precision, values[1],
+                param_bound, against_64,
+                values[4] != 0 ? "; the runs skipped different steps (loss scaling overflowed in one only)" : "",
+                ok ? "ok" : "FAILED");
+  }
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  spmd::cli::ExecCudaProgramIfAsked(argc, argv);  // --device cuda: spmd-train-cuda (cli/cuda_train.h)
   spmd::train::EnableSimTraining();  // --device sim (registers the simulated device's transfers)
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
@@ -484,8 +611,10 @@ int main(int argc, char** argv) {
     spmd::Mesh mesh;
     std::optional<spmd::train::TokenCorpus> corpus;
     bool refused = false;
+    int cuda_device = 0;  // --device cuda: this rank's GPU (cli/cuda_train.h)
     try {
       flags = ParseFlags(argc, argv, comm.world_size());
+      if (flags.device == "cuda") cuda_device = spmd::cli::PrepareCudaTraining();
       mesh = spmd::train::ParseNamedMesh(flags.mesh);
       if (mesh.size() != comm.world_size()) {
         spmd::ThrowInvalid("--mesh", flags.mesh + " has " + std::to_string(mesh.size()) +
@@ -510,8 +639,19 @@ int main(int argc, char** argv) {
         if (flags.batch.batch < flags.options.micro_batches) {
           spmd::ThrowInvalid("--batch", "fewer rows than micro-batches");
         }
+        if (flags.options.precision != spmd::train::Precision::kFp32) {
+          spmd::ThrowUnsupported("--precision", "mixed precision is not supported with a pp axis (fp32 is)");
+        }
         if (!flags.save.empty() || !flags.resume.empty()) {
           spmd::ThrowUnsupported(flags.save.empty() ? "--resume" : "--save", "checkpoints of pipeline stages are not supported");
+        }
+      }
+      // --offload: what the trainers would refuse (options.offload), named by the flag.
+      if (flags.options.offload != spmd::train::OffloadKind::kNone) {
+        if (flags.device == "cpu") spmd::ThrowInvalid("--offload", "needs a device (--device sim): the run is on the host");
+        if (HasPp(mesh)) spmd::ThrowUnsupported("--offload", "not with pipeline stages (a pp axis)");
+        if (flags.options.offload == spmd::train::OffloadKind::kParams && flags.strategy.zero_stage != 3) {
+          spmd::ThrowInvalid("--offload", "params offloads ZeRO-3 shards: give --zero 3");
         }
       }
       // --data: the corpus every rank reads (the same file), and what validation needs.
@@ -541,15 +681,24 @@ int main(int argc, char** argv) {
       }
     }
     // --device sim: this rank's tensors on sim:rank % 8, its collectives staged through
-    // host memory over MPI (runtime/staged_communicator.h). `tc` is what training uses.
-    const spmd::kernels::Device device =
-        spmd::train::ParseDevice(flags.device, static_cast<int>(comm.rank()), "--device");
+    // host memory over MPI (runtime/staged_communicator.h). --device cuda: on its GPU, the
+    // collectives over NCCL, or staged over MPI where ranks share a GPU (cli/cuda_train.h).
+    // `tc` is what training uses.
+    const spmd::kernels::Device device = spmd::train::ParseDevice(
+        flags.device, flags.device == "cuda" ? cuda_device : static_cast<int>(comm.rank()), "--device");
     flags.options.device = device;
     std::optional<spmd::runtime::StagedCommunicator> staged;
+    std::unique_ptr<spmd::runtime::Communicator> on_cuda;
+    std::string collectives = "collectives staged through host memory";
     if (device.kind == spmd::kernels::DeviceKind::kSim) {
       staged.emplace(comm, device, spmd::kernels::sim::NewStream(device), spmd::runtime::SimHostStaging());
+    } else if (device.kind == spmd::kernels::DeviceKind::kCuda) {
+      on_cuda = spmd::cli::MakeCudaCommunicator(comm, cuda_device,
+                                                env.source == spmd::runtime::LaunchEnv::Source::kMpirun, &collectives);
     }
-    spmd::runtime::Communicator& tc = staged ? static_cast<spmd::runtime::Communicator&>(*staged) : comm;
+    spmd::runtime::Communicator& tc = staged  ? static_cast<spmd::runtime::Communicator&>(*staged)
+                                      : on_cuda ? *on_cuda
+                                                : comm;
     const bool root = comm.rank() == 0;
     std::optional<std::ofstream> csv;
     if (root && !flags.csv.empty()) {
@@ -572,8 +721,8 @@ int main(int argc, char** argv) {
                    (flags.config.dropout > 0 ? " dropout=" + std::to_string(flags.config.dropout) : "")).c_str(),
                   std::string(spmd::ToString(flags.config.dtype)).c_str());
       if (!device.is_host()) {
-        std::printf("device: %s on rank 0 (each rank its own; collectives staged through host memory)\n",
-                    spmd::kernels::ToString(device).c_str());
+        std::printf("device: %s on rank 0 (each rank its own; %s)\n", spmd::kernels::ToString(device).c_str(),
+                    collectives.c_str());
       }
       if (corpus) {
         std::printf("data: %s (%s): %lld tokens, %lld for training, %lld for validation (ln(vocab) = %.4f)\n",
@@ -618,6 +767,10 @@ int main(int argc, char** argv) {
     single.strategy = Strategy{};
     single.val_fraction = 0;  // the comparison is of training; no validation passes
     single.save = single.resume = "";
+    // The reference keeps every tensor on the device and every activation (no --offload,
+    // no --recompute): what the run is compared with is plain training.
+    single.options.offload = spmd::train::OffloadKind::kNone;
+    single.options.recompute = false;
     History reference;
     try {
       reference = Train(single, alone, tc, false, nullptr);  // on the same device kind
@@ -634,10 +787,20 @@ int main(int argc, char** argv) {
     spmd::runtime::Group world;
     for (int64_t r = 0; r < comm.world_size(); ++r) world.push_back(r);
     comm.AllReduce(&worst, &worst, 1, spmd::DType::kFloat64, spmd::ReduceOp::kMax, world);
-    if (root) std::printf("max relative difference: %.3g\n", worst);
+    // (Mixed precision prints its own measure, losses and parameters apart, below.)
+    if (root && flags.options.precision == spmd::train::Precision::kFp32) {
+      std::printf("max relative difference: %.3g\n", worst);
+    }
     // Above the dtype's bound (float64 1e-9, float32 1e-3): exit 1, so scripts can rely on it.
-    const double bound = flags.config.dtype == spmd::DType::kFloat64 ? 1e-9 : 1e-3;
-    if (worst > bound) return 1;
-    return plot_failed ? 2 : 0;
+    if (flags.options.precision == spmd::train::Precision::kFp32) {
+      const double bound = flags.config.dtype == spmd::DType::kFloat64 ? 1e-9 : 1e-3;
+      if (worst > bound) return 1;
+      return plot_failed ? 2 : 0;
+    }
+    try {
+      return VerifyMixed(flags, single, alone, parallel, reference, skipped, tc, comm) ? (plot_failed ? 2 : 0) : 1;
+    } catch (const spmd::train::NonFiniteError& e) {
+      return diverged(e);
+    }
   }, parse_mesh);
 }

@@ -88,5 +88,37 @@ TEST(TrainVerifyTest, AParameterTheReferenceLacksNeverPasses) {
   EXPECT_EQ(MaxRelativeDifference(resized, reference), std::numeric_limits<double>::infinity());
 }
 
+// Mixed precision's measure: a loss change at step t counts divided by growth^t, a parameter
+// change by its absolute size; any NaN, infinity or missing parameter is +infinity.
+TEST(TrainVerifyTest, MixedMeasureDividesLossesByGrowthAndKeepsParametersAbsolute) {
+  std::mt19937 gen(3);
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  for (int trial = 0; trial < 200; ++trial) {
+    const RunRecord reference = RandomRun(gen);
+    EXPECT_EQ(MaxMixedDifference(reference, reference, 1.2).loss, 0);
+    RunRecord changed = reference;
+    bool is_loss = false;
+    const size_t pick = gen();
+    double& v = ValueAt(changed, pick, &is_loss);
+    const double old = v;
+    v += 0.25;
+    const MixedDifference d = MaxMixedDifference(changed, reference, 1.2);
+    if (is_loss) {
+      size_t step = 0;
+      while (&changed.losses[step] != &v) ++step;
+      EXPECT_NEAR(d.loss, 0.25 / old / std::pow(1.2, static_cast<double>(step)), 1e-12);
+      EXPECT_EQ(d.params, 0);
+    } else {
+      EXPECT_EQ(d.loss, 0);
+      EXPECT_NEAR(d.params, 0.25, 1e-12);
+    }
+    v = std::nan("");
+    EXPECT_EQ(MaxMixedDifference(changed, reference, 1.2).loss, kInf);
+    changed = reference;
+    changed.names[0] = "missing";
+    EXPECT_EQ(MaxMixedDifference(changed, reference, 1.2).params, kInf);
+  }
+}
+
 }  // namespace
 }  // namespace spmd::cli

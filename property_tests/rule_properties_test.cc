@@ -508,7 +508,16 @@ void CheckEinsumAnswer(const OpDecl& op, const ForwardRequest& request, const In
       }
     }
   };
+  // An input whose values the op never reads is required exactly as given (nothing moves
+  // for it) and takes no part in the factor properties below.
+  auto unread = [&](size_t i) { return Contains(spec.unread_inputs, static_cast<int>(i)); };
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    if (unread(i)) {
+      if (!(answer.inputs[i] == request.inputs[i].dist)) {
+        RC_FAIL("required inputs[" + std::to_string(i) + "] is unread but not as given" + context);
+      }
+      continue;
+    }
     visit(spec.inputs[i], answer.inputs[i], "required inputs[" + std::to_string(i) + "]");
   }
   for (size_t o = 0; o < spec.outputs.size(); ++o) {
@@ -524,6 +533,7 @@ void CheckEinsumAnswer(const OpDecl& op, const ForwardRequest& request, const In
   // one is sound is the checker's proof (spmd check), and that a dropped one was needed is
   // the completeness report's, so this property does not restate the policy.
   for (size_t i = 0; i < answer.inputs.size(); ++i) {
+    if (unread(i)) continue;
     for (const auto& [axis, reduce] : answer.inputs[i].partial) {
       auto given = request.inputs[i].dist.partial.find(axis);
       if (given == request.inputs[i].dist.partial.end() || given->second != reduce) {
@@ -539,7 +549,9 @@ void CheckEinsumAnswer(const OpDecl& op, const ForwardRequest& request, const In
 
   // 4: output partials: the contraction's and the inputs' kept ones.
   PartialMap carried;
-  for (const DistAttr& in : answer.inputs) carried.insert(in.partial.begin(), in.partial.end());
+  for (size_t i = 0; i < answer.inputs.size(); ++i) {
+    if (!unread(i)) carried.insert(answer.inputs[i].partial.begin(), answer.inputs[i].partial.end());
+  }
   for (size_t o = 0; o < spec.outputs.size(); ++o) {
     PartialMap expected = carried;
     for (const auto& [letter, axes] : merged) {
@@ -558,6 +570,7 @@ void CheckEinsumAnswer(const OpDecl& op, const ForwardRequest& request, const In
   if (op.forward_override) return;
   std::map<FactorId, AxisList> first;
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    if (unread(i)) continue;
     for (size_t d = 0; d < spec.inputs[i].size(); ++d) {
       const FactorId letter = spec.inputs[i][d];
       const AxisList& given = request.inputs[i].dist.dims[d];

@@ -149,6 +149,13 @@ std::string EinsumSpec::ToString() const {
   for (size_t i = 0; i < outputs.size(); ++i) s += (i ? "," : "") + NotationString(outputs[i]);
   if (!forced_replicated.empty()) s += " R(" + NotationString(forced_replicated) + ")";
   if (!exchanged.empty()) s += " X(" + NotationString(exchanged) + ")";
+  if (!unread_inputs.empty()) {
+    s += " U(";
+    for (size_t i = 0; i < unread_inputs.size(); ++i) {
+      s += (i ? "," : "") + std::to_string(unread_inputs[i]);
+    }
+    s += ")";
+  }
   s += " [" + std::string(spmd::ToString(reduce)) + "]";
   return s;
 }
@@ -200,6 +207,24 @@ void BindFactorSizes(EinsumSpec& spec, const std::vector<std::vector<int64_t>>& 
   }
   for (FactorId f : spec.forced_replicated) check_id(f);
   for (FactorId f : spec.exchanged) check_id(f);
+  for (int i : spec.unread_inputs) {
+    if (i < 0 || static_cast<size_t>(i) >= spec.inputs.size()) {
+      throw std::logic_error("einsum spec " + spec.ToString() + ": unread input " +
+                             std::to_string(i) + " is out of range");
+    }
+    for (FactorId f : spec.inputs[i]) {
+      bool shared = Contains(spec.forced_replicated, f) || Contains(spec.exchanged, f);
+      for (size_t j = 0; j < spec.inputs.size(); ++j) {
+        shared = shared || (static_cast<int>(j) != i && Contains(spec.inputs[j], f));
+      }
+      for (const Notation& out : spec.outputs) shared = shared || Contains(out, f);
+      if (f != kBroadcastDim && shared) {
+        throw std::logic_error("einsum spec " + spec.ToString() + ": factor '" +
+                               EinsumSpec::FactorName(f) + "' of unread input " +
+                               std::to_string(i) + " appears elsewhere");
+      }
+    }
+  }
 }
 
 std::vector<std::vector<int64_t>> EinsumOutputShapes(const EinsumSpec& spec) {
@@ -219,8 +244,13 @@ namespace {
 template <typename Inputs>
 InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs& inputs) {
   FactorMap map(spec.num_factors());
+  std::vector<bool> unread(inputs.size(), false);
+  for (int i : spec.unread_inputs) {
+    if (i >= 0 && static_cast<size_t>(i) < unread.size()) unread[i] = true;
+  }
   // Steps 1-2: first claim wins; a different later claim is resharded (D1).
   for (size_t i = 0; i < inputs.size(); ++i) {
+    if (unread[i]) continue;  // claims nothing: required as given below
     const Notation& notation = spec.inputs[i];
     for (size_t d = 0; d < notation.size(); ++d) {
       const AxisList& axes = In(inputs, i).dims[d];
@@ -240,11 +270,17 @@ InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs
   InferResult result;
   result.inputs.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
+    if (unread[i]) {
+      result.inputs.push_back(In(inputs, i));
+      continue;
+    }
     result.inputs.push_back(ReadBack(map, spec.inputs[i]));  // step 5
     result.inputs.back().partial = std::move(kept[i]);
   }
   PartialMap carried;
-  for (const DistAttr& in : result.inputs) carried.insert(in.partial.begin(), in.partial.end());
+  for (size_t i = 0; i < result.inputs.size(); ++i) {
+    if (!unread[i]) carried.insert(result.inputs[i].partial.begin(), result.inputs[i].partial.end());
+  }
   result.outputs.reserve(spec.outputs.size());
   for (const Notation& notation : spec.outputs) {
     DistAttr out = ReadBack(map, notation);

@@ -43,6 +43,11 @@ struct EinsumSpec {
   // Factors whose pieces the op's own exchange combines (OpDecl::exchange): they may stay
   // sharded, and an output without them is whole on their axes, not partial.
   std::vector<FactorId> exchanged;
+  // Inputs whose values the op never reads, only their global shape (expand_as's y): the
+  // forward requires them as given (dims mapping and partial, so nothing is moved for them),
+  // their factors claim no mesh axis and their partials do not reach the outputs; the
+  // reverse answers them replicated. Their factors must appear in no other operand.
+  std::vector<int> unread_inputs;
   ReduceOp reduce = ReduceOp::kSum;  // reduce op of partial outputs from absent factors
   PartialAcceptance accept = PartialAcceptance::kNone;
   ReduceOp accepted_op = ReduceOp::kSum;  // for kSameOp

@@ -2,6 +2,7 @@
 // operated dims get new factors (sized here) that are forced replicated (SEMANTICS.md §6.3).
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -80,6 +81,33 @@ InferResult ConcatCost(const RuleContext& c, const Mesh& mesh, const std::vector
       disputed[a] = agreed != -2;
     }
   }
+  // Partial inputs on a mesh axis that no input shards. Concat and stack only move
+  // elements, so a reduction over ranks commutes with them: when every input is partial
+  // there with one reduce op, the partial is kept (0 bytes now, as DTensor does). When only
+  // some are, the axis goes to a free non-concat dim like a disputed one, so a partial
+  // input is reduce-scattered (half an all-reduce's bytes) and a whole one is sliced in
+  // place; with no such dim it is reduced whole.
+  PartialMap kept;
+  for (int a = 0; a < mesh.ndim(); ++a) {
+    if (disputed[a] || chosen[a] >= 0) continue;
+    std::optional<ReduceOp> common;
+    bool all = true, any = false;
+    for (const DistAttr& attr : in) {
+      auto it = attr.partial.find(a);
+      if (it == attr.partial.end()) {
+        all = false;
+        continue;
+      }
+      all = all && (!common || *common == it->second);
+      common = it->second;
+      any = true;
+    }
+    if (all && any) {
+      kept[a] = *common;
+    } else if (any) {
+      disputed[a] = true;
+    }
+  }
   for (int a = 0; a < mesh.ndim(); ++a) {  // then: the cheapest free non-concat dim
     if (!disputed[a]) continue;
     double best = kInfinity;
@@ -119,6 +147,7 @@ InferResult ConcatCost(const RuleContext& c, const Mesh& mesh, const std::vector
     std::stable_sort(merged.dims[d].begin(), merged.dims[d].end(),
                      [&](int x, int y) { return position(x) < position(y); });
   }
+  merged.partial = kept;
   InferResult result;
   result.inputs.assign(in.size(), merged);
   DistAttr out = merged;
@@ -587,10 +616,10 @@ OpDecl expand_as() {
         const auto& given = c.attrs.GetInts("target_shape");
         const Shape& target = given.empty() ? c.input_shapes[1] : given;
         EinsumSpec spec = Expand(c.input_shapes[0], target, "attrs.target_shape");
-        Notation y;  // y's values are not read: every dim a new factor, replicated
+        Notation y;  // y's values are not read: its own factors, kept as given
         for (size_t d = 0; d < c.input_shapes[1].size(); ++d) y.push_back(spec.AddFactor());
         spec.inputs.push_back(y);
-        spec.forced_replicated.insert(spec.forced_replicated.end(), y.begin(), y.end());
+        spec.unread_inputs.push_back(1);
         return spec;
       })
       .Localize(LocalOutputShape("target_shape"))

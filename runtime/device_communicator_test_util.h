@@ -1,5 +1,6 @@
 // Test support shared by the device communicators' tests (sim_device_communicator_test,
-// staged_communicator_test): where a rank's buffers live (the host or its sim device),
+// staged_communicator_test, cuda_staging_test): where a rank's buffers live (the host, its
+// sim device or a CUDA device),
 // values that differ per rank and element, and every collective run on a rank's buffers with
 // the results brought back to the host in call order, so that two communicators can be
 // compared byte for byte.
@@ -28,18 +29,25 @@ inline bool SameBytes(const Tensor& a, const Tensor& b) {
          (a.nbytes() == 0 || std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0);
 }
 
-// Where a rank's buffers live: the host (thread ranks) or its communicator's sim device.
+// Where a rank's buffers live: the host (thread ranks), its communicator's sim device, or
+// another device through the given transfers (`up` / `down`: CUDA's ToDevice / ToHost).
 struct Place {
   Communicator& comm;
   bool sim = false;
+  Tensor (*up)(const Tensor& host, kernels::Device device, kernels::Stream stream) = nullptr;
+  Tensor (*down)(const Tensor& t) = nullptr;
   Tensor Put(const Tensor& host) const {
+    if (up != nullptr) return up(host, comm.device(), comm.stream());
     return sim ? kernels::sim::ToDevice(host, comm.device(), comm.stream()) : host;
   }
   Tensor Empty(const Shape& shape, DType dtype) const {
     return Tensor::Uninitialized(shape, dtype, kernels::BackendFor(comm.device()).AllocatorFor(comm.device()),
                                  comm.stream());
   }
-  Tensor Get(const Tensor& t) const { return sim ? kernels::sim::ToHost(t) : t; }
+  Tensor Get(const Tensor& t) const {
+    if (down != nullptr) return down(t);
+    return sim ? kernels::sim::ToHost(t) : t;
+  }
 };
 
 // Values that differ per rank and element: (rank + 1) * 10 + i, cast to the dtype (bool:

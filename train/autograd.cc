@@ -22,9 +22,11 @@ using runtime::DistTensor;
 
 // One recorded call: what its backward needs.
 struct GradFn {
-  const OpDecl* op = nullptr;  // nullptr: Redistribute (identity) or ApplyFunction
-  std::string name;            // ApplyFunction: its name
+  const OpDecl* op = nullptr;  // nullptr: Redistribute (identity), ApplyFunction or Checkpoint
+  std::string name;            // ApplyFunction, Checkpoint: its name
   BackwardFunction custom;     // ApplyFunction: its backward
+  Region region;               // Checkpoint: the region re-run in the backward
+  bool as_arrived = false;     // ApplyFunction: CotangentLayout::kAsArrived
   Attrs attrs;                                         // normalised by the declaration
   std::vector<std::shared_ptr<Node>> inputs;           // the input variables
   // Their values when the call ran (a later SetValue on a leaf does not change them).
@@ -47,6 +49,39 @@ namespace {
 
 thread_local bool grad_enabled = true;
 std::atomic<uint64_t> next_sequence{0};
+
+// The bytes of recorded steps' outputs alive on this thread (ActivationBytes). Shared with
+// each counted tensor, so a tensor freed after its thread ended still has its counter.
+struct ActivationCounter {
+  std::atomic<int64_t> live{0};
+  std::atomic<int64_t> peak{0};
+};
+const std::shared_ptr<ActivationCounter>& ThreadActivations() {
+  thread_local const std::shared_ptr<ActivationCounter> counter = std::make_shared<ActivationCounter>();
+  return counter;
+}
+
+// `value` as held by a recorded step: its local bytes count as live activations until the
+// last reference to the returned pointer goes (the buffer is freed then: tensors own their
+// buffers, kernels/tensor.h).
+std::shared_ptr<const DistTensor> Counted(std::shared_ptr<const DistTensor> value) {
+  struct Held {
+    std::shared_ptr<const DistTensor> value;
+    std::shared_ptr<ActivationCounter> counter;
+    int64_t bytes = 0;
+    ~Held() { counter->live -= bytes; }
+  };
+  auto held = std::make_shared<Held>();
+  held->bytes = value->has_local() ? static_cast<int64_t>(value->local().nbytes()) : 0;
+  held->counter = ThreadActivations();
+  const int64_t live = held->counter->live += held->bytes;
+  int64_t peak = held->counter->peak.load();
+  while (live > peak && !held->counter->peak.compare_exchange_weak(peak, live)) {
+  }
+  held->value = std::move(value);
+  const DistTensor* raw = held->value.get();
+  return std::shared_ptr<const DistTensor>(std::move(held), raw);
+}
 
 const Node& Checked(const std::shared_ptr<Node>& node, const char* field) {
   if (!node) ThrowInvalid(field, "an empty Variable");
@@ -121,6 +156,16 @@ NoGradGuard::NoGradGuard() : previous_(grad_enabled) { grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { grad_enabled = previous_; }
 bool GradEnabled() { return grad_enabled; }
 
+ActivationMemory ActivationBytes() {
+  const ActivationCounter& c = *ThreadActivations();
+  return {c.live.load(), c.peak.load()};
+}
+
+void ResetActivationPeak() {
+  ActivationCounter& c = *ThreadActivations();
+  c.peak = c.live.load();
+}
+
 // ---- Constant -----------------------------------------------------------------------------
 
 DistTensor Constant(const Shape& shape, DType dtype, const Mesh& mesh, const DistAttr& attr,
@@ -174,6 +219,7 @@ struct Recorder {
     for (size_t o = 0; o < outputs.size(); ++o) {
       auto node = std::make_shared<Node>();
       node->value = std::make_shared<const DistTensor>(std::move(outputs[o]));
+      if (fn) node->value = Counted(std::move(node->value));
       if (fn && IsFloating(node->value->dtype())) {
         node->requires_grad = true;
         node->grad_fn = fn;
@@ -184,6 +230,33 @@ struct Recorder {
     }
     return result;
   }
+  // Checkpoint: the region's outputs (computed without a graph) as the outputs of `fn`,
+  // sharing their buffers.
+  static std::vector<Variable> WrapShared(const std::vector<Variable>& outputs,
+                                          const std::shared_ptr<GradFn>& fn) {
+    std::vector<Variable> result;
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      auto node = std::make_shared<Node>();
+      node->value = Counted(Checked(outputs[o].node_, "region outputs").value);
+      if (IsFloating(node->value->dtype())) {
+        node->requires_grad = true;
+        node->grad_fn = fn;
+        node->output_index = o;
+      }
+      fn->outputs.push_back(node->value);
+      result.push_back(Variable(std::move(node)));
+    }
+    return result;
+  }
+  // A new leaf holding the same value as input `i` of fn (no copy), requiring grad as the
+  // input did.
+  static Variable Leaf(const GradFn& fn, size_t i) {
+    auto node = std::make_shared<Node>();
+    node->value = fn.input_values[i];
+    node->requires_grad = fn.inputs[i]->requires_grad;
+    return Variable(std::move(node));
+  }
+  static const std::shared_ptr<Node>& NodeOf(const Variable& v) { return v.node_; }
 };
 
 
@@ -242,7 +315,8 @@ Variable Redistribute(const Variable& x, const DistAttr& to, Communicator& comm)
 }
 
 std::vector<Variable> ApplyFunction(std::string name, const std::vector<Variable>& inputs,
-                                    std::vector<DistTensor> outputs, BackwardFunction backward) {
+                                    std::vector<DistTensor> outputs, BackwardFunction backward,
+                                    CotangentLayout cotangent_layout) {
   if (!backward) ThrowInvalid("backward", name + ": an empty backward function");
   bool any_requires_grad = false;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -254,19 +328,78 @@ std::vector<Variable> ApplyFunction(std::string name, const std::vector<Variable
     fn = Recorder::NewStep(inputs);
     fn->name = std::move(name);
     fn->custom = std::move(backward);
+    fn->as_arrived = cotangent_layout == CotangentLayout::kAsArrived;
   }
   return Recorder::Wrap(std::move(outputs), fn);
+}
+
+std::vector<Variable> Checkpoint(std::string name, const std::vector<Variable>& inputs, Region region,
+                                 Communicator& comm) {
+  if (!region) ThrowInvalid("region", name + ": an empty region");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Checked(Recorder::NodeOf(inputs[i]), ("inputs[" + std::to_string(i) + "]").c_str());
+  }
+  if (!grad_enabled) return region(inputs, comm);
+  std::vector<Variable> outputs;
+  {
+    NoGradGuard no_grad;  // the region's intermediates are freed as it goes
+    outputs = region(inputs, comm);
+  }
+  auto fn = Recorder::NewStep(inputs);
+  fn->name = std::move(name);
+  fn->region = std::move(region);
+  return Recorder::WrapShared(outputs, fn);
 }
 
 // ---- Backward -----------------------------------------------------------------------------
 
 namespace {
 
+// Backward from several outputs at once, each with its cotangent.
+void RunBackward(std::vector<std::pair<std::shared_ptr<Node>, DistTensor>> seeds, Communicator& comm);
+
 // Runs fn's backward given one cotangent per output (missing ones are zeros) and hands
 // each input's gradient to `deliver`.
 template <typename Deliver>
 void RunVjp(GradFn& fn, std::vector<std::optional<DistTensor>>& cotangents, Communicator& comm,
             Deliver deliver) {
+  if (fn.region) {
+    // Checkpoint: the region again, recorded this time, from leaves holding the inputs'
+    // values; then its backward from the cotangents as they came (no reshard: the same
+    // values as a recorded region would have received). Parameters the region reads
+    // receive their gradients there; the inputs' come back through the leaves.
+    // The forward's outputs are not needed any more: let them go before the replay makes
+    // them again (unless a Variable still holds them).
+    const size_t output_count = fn.outputs.size();
+    fn.outputs.clear();
+    std::vector<Variable> leaves;
+    for (size_t i = 0; i < fn.inputs.size(); ++i) leaves.push_back(Recorder::Leaf(fn, i));
+    std::vector<Variable> replayed;
+    {
+      struct Recording {  // the backward runs under NoGradGuard: record the replay
+        bool previous = grad_enabled;
+        Recording() { grad_enabled = true; }
+        ~Recording() { grad_enabled = previous; }
+      } recording;
+      replayed = fn.region(leaves, comm);
+    }
+    if (replayed.size() != output_count) {
+      ThrowInvalid("region", "backward of " + fn.name + ": the region gave " + std::to_string(replayed.size()) +
+                                 " outputs, not the " + std::to_string(output_count) + " of its forward");
+    }
+    std::vector<std::pair<std::shared_ptr<Node>, DistTensor>> seeds;
+    for (size_t o = 0; o < cotangents.size(); ++o) {
+      const std::shared_ptr<Node>& node = Recorder::NodeOf(replayed[o]);
+      if (cotangents[o] && node->requires_grad) seeds.emplace_back(node, std::move(*cotangents[o]));
+    }
+    replayed.clear();
+    if (!seeds.empty()) RunBackward(std::move(seeds), comm);
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      const std::shared_ptr<Node>& leaf = Recorder::NodeOf(leaves[i]);
+      if (leaf->requires_grad && leaf->grad) deliver(i, std::move(*leaf->grad));
+    }
+    return;
+  }
   if (fn.custom) {
     // ApplyFunction: the cotangents laid out as the outputs, zeros where none arrived.
     std::vector<DistTensor> given;
@@ -274,7 +407,7 @@ void RunVjp(GradFn& fn, std::vector<std::optional<DistTensor>>& cotangents, Comm
       const DistTensor& out = *fn.outputs[o];
       if (!cotangents[o]) {
         given.push_back(ConstantLike(out, out.dist_attr(), 0.0));
-      } else if (!(cotangents[o]->dist_attr() == out.dist_attr())) {
+      } else if (!fn.as_arrived && !(cotangents[o]->dist_attr() == out.dist_attr())) {
         given.push_back(cotangents[o]->Reshard(out.dist_attr(), comm));
       } else {
         given.push_back(std::move(*cotangents[o]));
@@ -405,7 +538,14 @@ void Backward(const Variable& loss, const DistTensor& cotangent, Communicator& c
       !(cotangent.mesh() == value.mesh())) {
     ThrowInvalid("cotangent", "must have the output's shape, dtype and mesh");
   }
-  DistTensor seed = cotangent;
+  std::vector<std::pair<std::shared_ptr<Node>, DistTensor>> seeds;
+  seeds.emplace_back(loss.node_, cotangent);
+  RunBackward(std::move(seeds), comm);
+}
+
+namespace {
+
+void RunBackward(std::vector<std::pair<std::shared_ptr<Node>, DistTensor>> seeds, Communicator& comm) {
   NoGradGuard no_grad;  // the backward's own calls are not recorded
 
   auto accumulate_leaf = [&](Node& leaf, DistTensor g) {
@@ -414,24 +554,22 @@ void Backward(const Variable& loss, const DistTensor& cotangent, Communicator& c
     }
     leaf.grad = leaf.grad ? Add(*leaf.grad, g, comm) : std::move(g);
   };
-  if (!root.grad_fn) {
-    accumulate_leaf(*loss.node_, std::move(seed));
-    return;
-  }
 
-  // Every recorded call reachable from the loss, latest first: a call's outputs are
+  // Every recorded call reachable from the seeds, latest first: a call's outputs are
   // created after its inputs, so creation order is a topological order. `order` owns the
   // calls: freeing a spent call's inputs must not free a call still to run.
   std::vector<std::shared_ptr<GradFn>> order;
   std::unordered_set<GradFn*> seen;
-  std::vector<std::shared_ptr<GradFn>> stack = {root.grad_fn};
-  seen.insert(root.grad_fn.get());
+  std::vector<std::shared_ptr<GradFn>> stack;
+  for (const auto& [node, cotangent] : seeds) {
+    if (node->grad_fn && seen.insert(node->grad_fn.get()).second) stack.push_back(node->grad_fn);
+  }
   while (!stack.empty()) {
     std::shared_ptr<GradFn> fn = std::move(stack.back());
     stack.pop_back();
     if (fn->released) {
       ThrowInvalid("loss", "Backward already ran through this graph (" +
-                               (fn->op ? fn->op->name : fn->custom ? fn->name : std::string("redistribute")) +
+                               (fn->op ? fn->op->name : !fn->name.empty() ? fn->name : std::string("redistribute")) +
                                "); record the forward again");
     }
     for (const auto& input : fn->inputs) {
@@ -450,7 +588,14 @@ void Backward(const Variable& loss, const DistTensor& cotangent, Communicator& c
     if (slots.empty()) slots.resize(fn->outputs.size());
     return slots[o];
   };
-  slot(root.grad_fn.get(), root.output_index) = std::move(seed);
+  for (auto& [node, cotangent] : seeds) {
+    if (!node->grad_fn) {
+      accumulate_leaf(*node, std::move(cotangent));
+      continue;
+    }
+    std::optional<DistTensor>& target = slot(node->grad_fn.get(), node->output_index);
+    target = target ? Add(*target, cotangent, comm) : std::move(cotangent);
+  }
 
   for (const std::shared_ptr<GradFn>& owned : order) {
     GradFn* fn = owned.get();
@@ -472,8 +617,11 @@ void Backward(const Variable& loss, const DistTensor& cotangent, Communicator& c
     fn->inputs.clear();
     fn->input_values.clear();
     fn->outputs.clear();
+    fn->region = nullptr;
   }
 }
+
+}  // namespace
 
 DistTensor Gradient(const Variable& leaf, const DistAttr& to, Communicator& comm) {
   const Node& node = Checked(leaf.node_, "leaf");

@@ -61,6 +61,18 @@ struct Node;
 using BackwardFunction = std::function<std::vector<std::optional<runtime::DistTensor>>(
     const std::vector<runtime::DistTensor>& cotangents, runtime::Communicator& comm)>;
 
+class Variable;
+// A checkpointed region's computation (Checkpoint): outputs from inputs, through Apply and
+// the like; it may read other variables (parameters) it captures.
+using Region = std::function<std::vector<Variable>(const std::vector<Variable>& inputs,
+                                                   runtime::Communicator& comm)>;
+// How an ApplyFunction's backward is given its cotangents: kOutputs (the default), each
+// resharded to its output's own layout first; kAsArrived, in whatever layout the backward of
+// the output's users produced (a partial sum stays partial; zeros laid out as the output
+// where none arrived), for a function that must see a gradient before it is reduced (a
+// cast that widens a compute-dtype gradient before it meets a collective, train/precision.h).
+enum class CotangentLayout { kOutputs, kAsArrived };
+
 class Variable {
  public:
   // An empty variable (no value); most operations on it throw InvalidArgument.
@@ -109,8 +121,8 @@ class Variable {
   friend void Backward(const Variable&, const runtime::DistTensor&, runtime::Communicator&);
   friend Variable Redistribute(const Variable&, const DistAttr&, runtime::Communicator&);
   friend std::vector<Variable> ApplyFunction(std::string, const std::vector<Variable>&,
-                                             std::vector<runtime::DistTensor>,
-                                             BackwardFunction);
+                                             std::vector<runtime::DistTensor>, BackwardFunction,
+                                             CotangentLayout);
   friend runtime::DistTensor Gradient(const Variable&, const DistAttr&, runtime::Communicator&);
   friend struct Recorder;  // train/autograd.cc: wraps a step's outputs as Variables
   explicit Variable(std::shared_ptr<Node> node) : node_(std::move(node)) {}
@@ -147,9 +159,39 @@ Variable Redistribute(const Variable& x, const DistAttr& to, runtime::Communicat
 // ("backward") for an empty function, and, during Backward, ("backward") when the function
 // returns a count other than the number of inputs or a gradient whose shape or dtype is
 // not its input's.
+// `cotangent_layout`: see CotangentLayout.
 std::vector<Variable> ApplyFunction(std::string name, const std::vector<Variable>& inputs,
                                     std::vector<runtime::DistTensor> outputs,
-                                    BackwardFunction backward);
+                                    BackwardFunction backward,
+                                    CotangentLayout cotangent_layout = CotangentLayout::kOutputs);
+
+// Activation recompute: `region(inputs)` run now without recording its intermediates, and
+// recorded as one step that keeps only its inputs and outputs. Its backward runs `region`
+// again on the inputs' values, recorded this time, and backpropagates the cotangents
+// through that graph (as they arrive, not resharded), which is then freed: the parameters
+// the region reads receive their gradients there, the inputs theirs through the step. The
+// region must compute the same values both times (a dropout mask from a seed it captures,
+// not from a generator that advances): then every gradient is bitwise what the recorded
+// region gives, because the same calls run in the same order on the same values.
+// With gradients disabled, `region(inputs)` itself. With them enabled the step is recorded
+// even when no input requires grad (the region may read parameters that do). Throws
+// InvalidArgument ("inputs[i]") for an empty variable, ("region") for an empty function
+// and, during Backward, when the region returns another number of outputs.
+std::vector<Variable> Checkpoint(std::string name, const std::vector<Variable>& inputs, Region region,
+                                 runtime::Communicator& comm);
+
+// The bytes of activations this thread holds: the local shards of every output of a
+// recorded step (Apply, Redistribute, ApplyFunction, Checkpoint) from its creation until
+// the last reference to it (the graph, a Variable) is gone and its buffer freed. `peak`:
+// the most at once since the thread started or ResetActivationPeak. A measurement of the
+// buffers themselves (each tensor owns its buffer), not an estimate; gradients, parameters
+// and the transient values of unrecorded calls are not activations and are not counted.
+struct ActivationMemory {
+  int64_t live_bytes = 0;
+  int64_t peak_bytes = 0;
+};
+ActivationMemory ActivationBytes();
+void ResetActivationPeak();  // peak := live, on this thread
 
 // Computes the gradient of `loss` (cotangent: ones) with respect to every leaf that
 // requires grad and is reachable from it, adding it to the leaf's grad(). Frees the

@@ -2,10 +2,12 @@
 
 #include <utility>
 
+#include "kernels/backend.h"
 #include "rules/error.h"
 #include "rules/layout.h"
 #include "rules/notation.h"
 #include "runtime/dispatch.h"
+#include "train/device.h"
 #include "train/gpt.h"
 
 namespace spmd::train {
@@ -17,7 +19,8 @@ using runtime::DistTensor;
 namespace {
 
 DistTensor Parameter(const DenoiserConfig& config, const std::string& name, const Shape& shape,
-                     double scale, const Mesh& mesh, int64_t process_id) {
+                     double scale, const Mesh& mesh, int64_t process_id, kernels::Device device,
+                     kernels::Stream stream) {
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
   std::vector<double> values(n);
@@ -26,8 +29,9 @@ DistTensor Parameter(const DenoiserConfig& config, const std::string& name, cons
       config.dtype == DType::kFloat64
           ? kernels::Tensor::FromVector(shape, values)
           : kernels::Tensor::FromVector(shape, std::vector<float>(values.begin(), values.end()));
-  return DistTensor::ShardTensor(global, mesh, DistAttr::Replicated(static_cast<int>(shape.size())),
-                                 process_id);
+  return OnDevice(DistTensor::ShardTensor(global, mesh, DistAttr::Replicated(static_cast<int>(shape.size())),
+                                          process_id),
+                  device, stream);
 }
 
 DistTensor Call(const char* op, const std::vector<DistTensor>& in, Communicator& comm,
@@ -41,7 +45,8 @@ DistTensor Scaled(const DistTensor& x, double factor, Communicator& comm) {
 
 }  // namespace
 
-Denoiser::Denoiser(const DenoiserConfig& config, const Mesh& mesh, int64_t process_id)
+Denoiser::Denoiser(const DenoiserConfig& config, const Mesh& mesh, int64_t process_id,
+                   kernels::Device device, kernels::Stream stream)
     : config_(config), mesh_(mesh) {
   const std::pair<const char*, int64_t> sizes[] = {{"config.features", config.features},
                                                    {"config.classes", config.classes},
@@ -56,12 +61,12 @@ Denoiser::Denoiser(const DenoiserConfig& config, const Mesh& mesh, int64_t proce
     ThrowInvalid("config.dtype", "must be float32 or float64");
   }
   const int64_t f = config.features, e = config.embed, h = config.hidden;
-  embedding_ = Parameter(config, "embedding", {config.classes + 1, e}, 1.0, mesh, process_id);
-  w1_ = Parameter(config, "w1", {f + e, h}, 0.5, mesh, process_id);
-  b1_ = Parameter(config, "b1", {h}, 0.1, mesh, process_id);
-  wt_ = Parameter(config, "wt", {h}, 1.0, mesh, process_id);
-  w2_ = Parameter(config, "w2", {h, f}, 0.5, mesh, process_id);
-  b2_ = Parameter(config, "b2", {f}, 0.1, mesh, process_id);
+  embedding_ = Parameter(config, "embedding", {config.classes + 1, e}, 1.0, mesh, process_id, device, stream);
+  w1_ = Parameter(config, "w1", {f + e, h}, 0.5, mesh, process_id, device, stream);
+  b1_ = Parameter(config, "b1", {h}, 0.1, mesh, process_id, device, stream);
+  wt_ = Parameter(config, "wt", {h}, 1.0, mesh, process_id, device, stream);
+  w2_ = Parameter(config, "w2", {h, f}, 0.5, mesh, process_id, device, stream);
+  b2_ = Parameter(config, "b2", {f}, 0.1, mesh, process_id, device, stream);
 }
 
 DistTensor Denoiser::Eps(const DistTensor& x, double t, const DistTensor& cond,
@@ -102,8 +107,10 @@ DistTensor NullIds(const Denoiser& model, const DistTensor& x) {
   const std::optional<std::vector<int64_t>> coord = mesh.CoordinateOf(x.process_id());
   if (!coord) return DistTensor::Absent(shape, DType::kInt64, mesh, attr, x.process_id());
   const Shape local = LocalShape(shape, attr, mesh, *coord);
+  // Made on the host and put where x's shard lives, ordered on its stream.
   return DistTensor::FromLocal(
-      kernels::Tensor::FromVector(local, std::vector<int64_t>(local[0], model.config().classes)),
+      OnDevice(kernels::Tensor::FromVector(local, std::vector<int64_t>(local[0], model.config().classes)),
+               x.local().device(), x.local().stream()),
       shape, DType::kInt64, mesh, attr, x.process_id());
 }
 
@@ -138,7 +145,11 @@ DistTensor GuidedStepCfgParallel(const Denoiser& model, const Mesh& mesh, const 
   // Swap with the rank at the same batch coordinate in the other half: both hold shards
   // of the same rows, laid out alike.
   const int64_t peer = mesh.ProcessIdAt({1 - branch, (*coord)[1]});
-  kernels::Tensor theirs(mine.local().shape(), mine.dtype());
+  // The peer's shard lands in a buffer of this rank's device, ordered on the communicator's
+  // stream (the receive writes every element).
+  const kernels::Device device = mine.local().device();
+  kernels::Tensor theirs = kernels::Tensor::Uninitialized(
+      mine.local().shape(), mine.dtype(), kernels::BackendFor(device).AllocatorFor(device), comm.stream());
   comm.Send(mine.local().bytes(), mine.local().numel(), mine.dtype(), peer);
   comm.Recv(theirs.bytes(), theirs.numel(), mine.dtype(), peer);
   comm.Synchronize();

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/device.h"
 #include "rules/mesh.h"
 #include "runtime/communicator.h"
 #include "runtime/dist_tensor.h"
@@ -44,8 +45,11 @@ class Denoiser {
  public:
   // The parameters, replicated on `mesh`. InvalidArgument naming the field
   // ("config.features" ...) for a size outside [1, 2^20], ("config.dtype") for a dtype
-  // that is not float32/float64.
-  Denoiser(const DenoiserConfig& config, const Mesh& mesh, int64_t process_id);
+  // that is not float32/float64. The parameters' shards live on `device` (train/device.h's
+  // OnDevice, ordered on `stream`; the host by default), which must be the device of the
+  // communicator the steps run on: x and cond with them.
+  Denoiser(const DenoiserConfig& config, const Mesh& mesh, int64_t process_id,
+           kernels::Device device = {}, kernels::Stream stream = {});
 
   // eps(x, t, cond) on the model's mesh: x [B, F] (config.dtype) and cond int64 [B] with
   // the batch laid out alike (sharded over an axis or replicated). InvalidArgument ("x",

@@ -116,6 +116,16 @@ void HostAllReduce(int64_t* values, int64_t count, ReduceOp op, const runtime::G
   Down(t, values);
 }
 
+void HostAllReduce(double* values, int64_t count, ReduceOp op, const runtime::Group& group,
+                   runtime::Communicator& comm) {
+  if (comm.device().is_host()) return comm.AllReduce(values, values, count, DType::kFloat64, op, group);
+  kernels::Tensor t = OnDevice(kernels::Tensor::FromVector({count}, std::vector<double>(values, values + count)),
+                               comm.device(), comm.stream());
+  comm.AllReduce(t.bytes(), t.bytes(), count, DType::kFloat64, op, group);
+  const kernels::Tensor host = ToHostTensor(t);
+  std::memcpy(values, host.bytes(), host.nbytes());
+}
+
 void HostBroadcast(int64_t* values, int64_t count, int64_t root, const runtime::Group& group,
                    runtime::Communicator& comm) {
   if (comm.device().is_host()) return comm.Broadcast(values, count, DType::kInt64, root, group);

@@ -49,6 +49,9 @@ double ReadScalar(const kernels::Tensor& t, int64_t i = 0);
 // and the result comes back through ToHostTensor. On the host: the call itself.
 void HostAllReduce(int64_t* values, int64_t count, ReduceOp op, const runtime::Group& group,
                    runtime::Communicator& comm);
+// The same for float64 values (a round's flags and weights, train/join.h).
+void HostAllReduce(double* values, int64_t count, ReduceOp op, const runtime::Group& group,
+                   runtime::Communicator& comm);
 void HostBroadcast(int64_t* values, int64_t count, int64_t root, const runtime::Group& group,
                    runtime::Communicator& comm);
 void HostAllGather(const int64_t* send, int64_t* recv, std::span<const int64_t> counts,

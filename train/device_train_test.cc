@@ -21,98 +21,13 @@
 #include <vector>
 
 #include "kernels/sim/sim.h"
-#include "runtime/sim_device_communicator.h"
-#include "runtime/thread_communicator.h"
-#include "train/checkpoint.h"
-#include "train/device.h"
-#include "train/device_sim.h"
-#include "train/gpt.h"
-#include "train/join.h"
-#include "train/layout.h"
-#include "train/pipeline.h"
-#include "train/trainer.h"
+#include "train/device_train_test_util.h"
 
 namespace spmd::train {
 namespace {
 
-using Runner = std::function<void(int64_t, const std::function<void(runtime::Communicator&)>&)>;
-
-struct History {
-  std::vector<double> losses;
-  std::vector<double> grad_norms;
-  std::vector<std::vector<double>> params;
-  kernels::Device device;       // rank 0's parameters' device
-};
-
-void OnHost(int64_t n, const std::function<void(runtime::Communicator&)>& fn) { runtime::RunRanks(n, fn); }
-void OnSim(int64_t n, const std::function<void(runtime::Communicator&)>& fn) {
-  EnableSimTraining();
-  runtime::nccl::RunSimDeviceRanks(n, fn);
-}
-
-History Train(const Runner& run, const GptConfig& config, const std::string& mesh_text,
-              Strategy strategy, const BatchSpec& batch, int steps, int first = 0,
-              const std::string& load = "", const std::string& save = "") {
-  const Mesh mesh = ParseNamedMesh(mesh_text);
-  History result;
-  std::mutex mutex;
-  run(mesh.size(), [&](runtime::Communicator& comm) {
-    TrainOptions options;
-    options.device = comm.device();
-    Trainer trainer(config, Layout(mesh, strategy), options, comm);
-    if (!load.empty()) LoadCheckpoint(trainer, load, comm);
-    std::vector<double> losses, norms;
-    for (int step = first; step < first + steps; ++step) {
-      const StepStats stats = trainer.Step(batch, step, comm);
-      losses.push_back(stats.loss);
-      norms.push_back(stats.grad_norm);
-    }
-    if (!save.empty()) SaveCheckpoint(trainer, save, {first + steps}, comm);
-    std::vector<std::vector<double>> params = trainer.GatherParams(comm);
-    if (comm.rank() == 0) {
-      std::lock_guard<std::mutex> lock(mutex);
-      result.losses = std::move(losses);
-      result.grad_norms = std::move(norms);
-      result.params = std::move(params);
-      result.device = trainer.model().params()[0].value.value().local().device();
-    }
-  });
-  return result;
-}
-
-void ExpectSame(const History& got, const History& want, double tolerance) {
-  ASSERT_EQ(got.losses.size(), want.losses.size());
-  for (size_t s = 0; s < want.losses.size(); ++s) {
-    EXPECT_NEAR(got.losses[s], want.losses[s], tolerance * std::abs(want.losses[s])) << "step " << s;
-    EXPECT_NEAR(got.grad_norms[s], want.grad_norms[s], tolerance * std::abs(want.grad_norms[s])) << "step " << s;
-  }
-  ASSERT_EQ(got.params.size(), want.params.size());
-  for (size_t p = 0; p < want.params.size(); ++p) {
-    ASSERT_EQ(got.params[p].size(), want.params[p].size());
-    double scale = 0;
-    for (double v : want.params[p]) scale = std::max(scale, std::abs(v));
-    for (size_t k = 0; k < want.params[p].size(); ++k) {
-      ASSERT_NEAR(got.params[p][k], want.params[p][k], tolerance * std::max(scale, 1e-3))
-          << "parameter " << p << " element " << k;
-    }
-  }
-}
-
-GptConfig SmallConfig() {
-  GptConfig config;
-  config.layers = 2;
-  config.width = 12;
-  config.heads = 3;   // uneven over tp = 2
-  config.vocab = 13;  // uneven over tp = 2
-  config.sequence = 5;
-  config.mlp_ratio = 2;
-  config.dropout = 0.1;
-  config.dtype = DType::kFloat64;
-  return config;
-}
-
 TEST(DeviceTrainTest, EveryLayoutOnSimDevicesTrainsLikeOneHostProcess) {
-  const GptConfig config = SmallConfig();
+  const GptConfig config = DeviceTestConfig();
   const BatchSpec batch{3, 5, 7};  // batch 3: uneven over dp = 2
   const int steps = 3;
   const History host = Train(OnHost, config, "dp=1", Strategy{}, batch, steps);
@@ -139,7 +54,7 @@ TEST(DeviceTrainTest, EveryLayoutOnSimDevicesTrainsLikeOneHostProcess) {
 }
 
 TEST(DeviceTrainTest, Float32OnSimEqualsFloat32OnHost) {
-  GptConfig config = SmallConfig();
+  GptConfig config = DeviceTestConfig();
   config.dtype = DType::kFloat32;
   config.layers = 1;
   const BatchSpec batch{4, 5, 3};
@@ -152,33 +67,8 @@ TEST(DeviceTrainTest, Float32OnSimEqualsFloat32OnHost) {
 // device buffers, the loss summed over the stages on a device buffer. Every rank's losses,
 // gradient norms and gathered stage parameters equal the same pipeline on host thread
 // ranks to 1e-9 (float64); pp=2,dp=2 with 1F1B and interleaved (2 chunks), ZeRO-1.
-History TrainPipeline(const Runner& run, const GptConfig& config, const std::string& mesh_text,
-                      const PipelineOptions& pipeline, int64_t micro_batches, const BatchSpec& batch, int steps,
-                      std::vector<History>* per_rank) {
-  const Mesh mesh = ParseNamedMesh(mesh_text);
-  per_rank->assign(static_cast<size_t>(mesh.size()), History{});
-  std::mutex mutex;
-  run(mesh.size(), [&](runtime::Communicator& comm) {
-    TrainOptions options;
-    options.device = comm.device();
-    options.micro_batches = static_cast<int>(micro_batches);
-    PipelineTrainer trainer(config, mesh, Strategy{1, false}, options, pipeline, comm);
-    History h;
-    for (int step = 0; step < steps; ++step) {
-      const StepStats stats = trainer.Step(batch, step, comm);
-      h.losses.push_back(stats.loss);
-      h.grad_norms.push_back(stats.grad_norm);
-    }
-    for (auto& [name, values] : trainer.GatherParams(comm)) h.params.push_back(std::move(values));
-    h.device = comm.device();
-    std::lock_guard<std::mutex> lock(mutex);
-    (*per_rank)[static_cast<size_t>(comm.rank())] = std::move(h);
-  });
-  return (*per_rank)[0];
-}
-
 TEST(DeviceTrainTest, PipelineOnSimDevicesTrainsLikeTheHostPipeline) {
-  GptConfig config = SmallConfig();
+  GptConfig config = DeviceTestConfig();
   config.layers = 4;
   config.dropout = 0;
   const BatchSpec batch{5, 5, 3};
@@ -202,7 +92,7 @@ TEST(DeviceTrainTest, PipelineOnSimDevicesTrainsLikeTheHostPipeline) {
 // loaded on sim dp=4 (ZeRO-3), on sim dp=1 and on the host: each equals 4 uninterrupted
 // steps on one host process.
 TEST(DeviceTrainTest, CheckpointsOfSimTensorsMoveBetweenLayoutsAndDevices) {
-  GptConfig config = SmallConfig();
+  GptConfig config = DeviceTestConfig();
   config.layers = 1;
   config.dropout = 0;
   const BatchSpec batch{4, 5, 11};
@@ -230,7 +120,7 @@ TEST(DeviceTrainTest, CheckpointsOfSimTensorsMoveBetweenLayoutsAndDevices) {
 // with a sim device (and a sim one with the host) is InvalidArgument naming the option.
 TEST(DeviceTrainTest, DeviceAndCommunicatorMustAgree) {
   EnableSimTraining();
-  const GptConfig config = SmallConfig();
+  const GptConfig config = DeviceTestConfig();
   auto error = [&](const Runner& run, kernels::Device device) -> std::string {
     try {
       run(1, [&](runtime::Communicator& comm) {
@@ -248,32 +138,12 @@ TEST(DeviceTrainTest, DeviceAndCommunicatorMustAgree) {
   EXPECT_EQ(error(OnSim, kernels::Device::Sim(0)), "");
 }
 
-// What does not run on a device yet is refused naming the field: Join (host gradient
-// rounds). On the host it is accepted.
-TEST(DeviceTrainTest, HostOnlyPathsAreRefusedOnDevices) {
-  EnableSimTraining();
-  auto error = [&](const Runner& run, const std::function<void(runtime::Communicator&)>& body) -> std::string {
-    try {
-      run(2, body);
-    } catch (const SpmdError& e) {
-      return std::string(ToString(e.type())) + ": " + e.what();
-    } catch (const std::exception& e) {
-      return e.what();
-    }
-    return "";
-  };
-  auto join = [](runtime::Communicator& comm) { Join j(comm, runtime::Group{0, 1}); };
-  const std::string on_sim = error(OnSim, join);
-  EXPECT_NE(on_sim.find("comm"), std::string::npos) << on_sim;
-  EXPECT_EQ(error(OnHost, join), "");
-}
-
 // Ulysses, ring and zigzag ring attention over sp=2 (the block ops through Dispatch on
 // the sim devices, the ring's device buffers sent and received, Ulysses' all-to-alls by
 // the reshard executor) train like the same strategy on host thread ranks, and like one
 // host process (zigzag: the same model in natural order), to 1e-9.
 TEST(DeviceTrainTest, SequenceAttentionOnSimDevicesTrainsLikeTheHost) {
-  GptConfig config = SmallConfig();
+  GptConfig config = DeviceTestConfig();
   config.dropout = 0;  // zigzag reorders the sequence: no dropout with it
   config.heads = 4;    // a multiple of sp for Ulysses
   config.width = 16;

@@ -9,6 +9,7 @@
 #include "rules/notation.h"
 #include "runtime/dispatch.h"
 #include "train/device.h"
+#include "train/precision.h"
 #include "train/sequence_attention.h"
 
 namespace spmd::train {
@@ -64,6 +65,12 @@ Gpt::Gpt(const GptConfig& config, Layout layout, Communicator& comm, GptPart par
   }
   if (config.dtype != DType::kFloat64 && config.dtype != DType::kFloat32) {
     ThrowInvalid("config.dtype", "must be float32 or float64");
+  }
+  if (config.compute_dtype && *config.compute_dtype != config.dtype &&
+      !(IsTwoByteFloat(*config.compute_dtype) && config.dtype == DType::kFloat32)) {
+    ThrowInvalid("config.compute_dtype", std::string(ToString(*config.compute_dtype)) + " over " +
+                                             std::string(ToString(config.dtype)) +
+                                             " parameters: only bfloat16 or float16 over float32");
   }
   if (part_.end_layer < 0) part_.end_layer = config.layers;
   if (part_.first_layer < 0 || part_.first_layer > part_.end_layer || part_.end_layer > config.layers) {
@@ -132,11 +139,14 @@ size_t Gpt::Add(const std::string& name, ParamRole role, Shape shape, double sca
   return params_.size() - 1;
 }
 
-Variable Gpt::Param(size_t index, Communicator& comm) {
+Variable Gpt::Param(size_t index, Communicator& comm, std::optional<DType> dtype) {
   const NamedParam& p = params_[index];
   const DistAttr compute = layout_.Compute(p.role, static_cast<int>(p.value.value().shape().size()));
-  if (p.value.value().dist_attr() == compute) return p.value;
-  return Redistribute(p.value, compute, comm);  // ZeRO-3: gathered for this use only
+  // ZeRO-3: gathered for this use only (in the master's dtype); then, under mixed
+  // precision, cast to the compute dtype (its backward widens the gradient before the
+  // gather's reduce-scatter or any other reduction, train/precision.h).
+  const Variable placed = p.value.value().dist_attr() == compute ? p.value : Redistribute(p.value, compute, comm);
+  return CastVariable(placed, dtype.value_or(compute_dtype()), comm);
 }
 
 Variable Gpt::Linear(const Variable& x, size_t weight, size_t bias, Communicator& comm) {
@@ -152,9 +162,16 @@ Variable Gpt::RowLinear(const Variable& x, size_t weight, size_t bias, Communica
 }
 
 Variable Gpt::Norm(const Variable& x, size_t scale, size_t bias, Communicator& comm) {
+  // In the model's dtype, as torch.autocast runs norms in float32: x cast up, the norm on
+  // the master scale and bias, the result cast back to the compute dtype. (rms_norm's
+  // backward cubes 1 / rms, which float16 cannot hold for small activations.)
   const Attrs attrs = MakeAttrs({{"begin_norm_axis", int64_t{2}}});
-  if (config_.rms_norm) return Apply("rms_norm", {x, Param(scale, comm)}, attrs, comm)[0];
-  return Apply("layer_norm", {x, Param(scale, comm), Param(bias, comm)}, attrs, comm)[0];
+  const DType wide = config_.dtype;
+  const Variable in = CastVariable(x, wide, comm);
+  const Variable out = config_.rms_norm
+                           ? Apply("rms_norm", {in, Param(scale, comm, wide)}, attrs, comm)[0]
+                           : Apply("layer_norm", {in, Param(scale, comm, wide), Param(bias, comm, wide)}, attrs, comm)[0];
+  return CastVariable(out, compute_dtype(), comm);
 }
 
 Variable Gpt::Dropout(const Variable& x, uint64_t stream, uint64_t site, Communicator& comm) {
@@ -232,19 +249,27 @@ Variable Gpt::Blocks(const Variable& input, Communicator& comm, int64_t step, in
   uint64_t site = 1 + 2 * static_cast<uint64_t>(part_.first_layer);
 
   // The causal mask, added to the scores: 0 on and below the diagonal, -1e9 above.
+  // In the compute dtype; float16 cannot hold -1e9 (it would be -inf): -3e4 there, which
+  // exp still takes to 0.
+  const double masked = compute_dtype() == DType::kFloat16 ? -3e4 : -1e9;
   std::vector<double> mask_values(s * s, 0.0);
   for (int64_t i = 0; i < s; ++i) {
-    for (int64_t j = i + 1; j < s; ++j) mask_values[i * s + j] = -1e9;
+    for (int64_t j = i + 1; j < s; ++j) mask_values[i * s + j] = masked;
   }
-  const Variable mask(OnDevice(DistTensor::ShardTensor(HostTensor({s, s}, config_.dtype, mask_values),
-                                                       layout.mesh(), DistAttr::Replicated(2), comm.rank()),
-                               comm.device(), comm.stream()));
+  const Variable mask = CastVariable(
+      Variable(OnDevice(DistTensor::ShardTensor(HostTensor({s, s}, config_.dtype, mask_values), layout.mesh(),
+                                                DistAttr::Replicated(2), comm.rank()),
+                        comm.device(), comm.stream())),
+      compute_dtype(), comm);
   const Attrs heads_shape = MakeAttrs({{"shape", Ints{b, s, h, dh}}});
   const Attrs to_heads = MakeAttrs({{"perm", Ints{0, 2, 1, 3}}});
   const Attrs merged_shape = MakeAttrs({{"shape", Ints{b, s, d}}});
 
-  Variable x = input;
-  for (const BlockParams& p : blocks_) {
+  // One block: x -> x + attention -> + MLP, its dropout sites fixed by the block (`site`
+  // is a copy: a recomputed block draws the masks its forward drew).
+  auto block = [this, mask, heads_shape, to_heads, merged_shape, stream, dh](
+                   const BlockParams& p, uint64_t site, Variable x, Communicator& comm) {
+    const Layout& layout = layout_;
     // Attention.
     const Variable a_in = Redistribute(Norm(x, p.ln1_scale, p.ln1_bias, comm), layout.BlockInput(), comm);
     auto heads = [&](size_t w, size_t bias) {
@@ -253,8 +278,10 @@ Variable Gpt::Blocks(const Variable& input, Communicator& comm, int64_t step, in
     };
     if (config_.attention != AttentionKind::kDefault && layout.sp()) {
       // The sequence strategies work on [B, S, H, Dh] with S sharded over sp.
+      // SequenceAttention takes float32/float64: under mixed precision its q, k, v are cast
+      // to the model's dtype and its output back (as autocast runs unsupported ops wide).
       auto split = [&](size_t w, size_t bias) {
-        return Call("reshape", {Linear(a_in, w, bias, comm)}, comm, heads_shape);
+        return CastVariable(Call("reshape", {Linear(a_in, w, bias, comm)}, comm, heads_shape), config_.dtype, comm);
       };
       const SequenceStrategy strategy =
           config_.attention == AttentionKind::kUlysses ? SequenceStrategy::kUlysses
@@ -262,7 +289,9 @@ Variable Gpt::Blocks(const Variable& input, Communicator& comm, int64_t step, in
                                                        : SequenceStrategy::kRingZigzag;
       const SequenceAttentionOptions options{strategy, *layout.sp(), /*causal=*/true, 0};
       const Variable context = Call(
-          "reshape", {SequenceAttention(split(p.wq, p.bq), split(p.wk, p.bk), split(p.wv, p.bv), options, comm)},
+          "reshape",
+          {CastVariable(SequenceAttention(split(p.wq, p.bq), split(p.wk, p.bk), split(p.wv, p.bv), options, comm),
+                        compute_dtype(), comm)},
           comm, merged_shape);  // [B, S, D]
       x = Call("add", {x, Dropout(RowLinear(context, p.wo, p.bo, comm), stream, site++, comm)}, comm);
     } else {
@@ -285,6 +314,20 @@ Variable Gpt::Blocks(const Variable& input, Communicator& comm, int64_t step, in
       hidden = Call("gelu", {hidden}, comm);
     }
     x = Call("add", {x, Dropout(RowLinear(hidden, p.w_down, p.b_down, comm), stream, site++, comm)}, comm);
+    return x;
+  };
+  Variable x = input;
+  for (const BlockParams& p : blocks_) {
+    if (recompute_) {
+      x = Checkpoint("block", {x},
+                     [block, p, site](const std::vector<Variable>& in, Communicator& c) {
+                       return std::vector<Variable>{block(p, site, in[0], c)};
+                     },
+                     comm)[0];
+    } else {
+      x = block(p, site, x, comm);
+    }
+    site += 2;
   }
   return x;
 }
@@ -298,7 +341,8 @@ Variable Gpt::Head(const Variable& x, const DistTensor& labels, Communicator& co
   const int64_t b = shape[0], s = shape[1];
   const Variable final_in =
       Redistribute(Norm(x, lnf_scale_, lnf_bias_, comm), layout_.BlockInput(), comm);
-  const Variable logits = Call("matmul", {final_in, Param(head_, comm)}, comm);  // [B, S, V]
+  // [B, S, V]; the cross-entropy in the model's dtype (float32 under mixed precision).
+  const Variable logits = CastVariable(Call("matmul", {final_in, Param(head_, comm)}, comm), config_.dtype, comm);
   // Labels need no gradient: the reshape is not recorded.
   const std::optional<Variable> order = SequenceOrder(s, comm);
   const Variable labels_3d =

@@ -55,7 +55,12 @@ struct GptConfig {
   bool rms_norm = false;  // RMSNorm (a scale, no bias) instead of LayerNorm, as in LLaMA
   uint64_t seed = 1;
   double dropout = 0;     // the residual dropout probability, in [0, 1); 0: no dropout op
-  DType dtype = DType::kFloat64;  // float64 or float32
+  DType dtype = DType::kFloat64;  // float64 or float32: the parameters (masters) and the loss
+  // The forward and backward's dtype (train/precision.h): every use of a parameter is a
+  // cast copy of it, activations are in this dtype, the logits are cast back to `dtype`
+  // for the cross-entropy. nullopt: `dtype` (no casts). bfloat16 or float16 need a float32
+  // `dtype`.
+  std::optional<DType> compute_dtype;
   AttentionKind attention = AttentionKind::kDefault;
 };
 
@@ -81,7 +86,9 @@ class Gpt {
   // Builds the parameters on every rank of the layout's mesh. Throws InvalidArgument
   // naming the config field ("config.width" ...) for a non-positive size, a width not a
   // multiple of heads, a dropout outside [0, 1) ("config.dropout"; also any dropout with
-  // kRingZigzag on an sp layout), or a dtype that is not float32/float64.
+  // kRingZigzag on an sp layout), a dtype that is not float32/float64, or a compute dtype
+  // that is neither `dtype` nor bfloat16/float16 over a float32 `dtype`
+  // ("config.compute_dtype").
   // With a part, only its parameters (InvalidArgument "part" for a layer range outside
   // [0, layers]).
   Gpt(const GptConfig& config, Layout layout, runtime::Communicator& comm, GptPart part = {});
@@ -103,13 +110,22 @@ class Gpt {
                   int64_t micro_batch = 0);
   Variable Head(const Variable& x, const runtime::DistTensor& labels, runtime::Communicator& comm);
 
+  // Activation recompute (TrainOptions::recompute): each block a Checkpoint
+  // (train/autograd.h) keeping only its input; its backward runs the block again with the
+  // same dropout masks. Changes no bit of any value or gradient. Off by default. A graph
+  // recorded this way calls back into this Gpt in its backward: keep it alive (and in
+  // place) until then.
+  void set_recompute(bool on) { recompute_ = on; }
+  bool recompute() const { return recompute_; }
+
   const std::vector<NamedParam>& params() const { return params_; }
   const GptPart& part() const { return part_; }
   const GptConfig& config() const { return config_; }
   const Layout& layout() const { return layout_; }
 
  private:
-  Variable Param(size_t index, runtime::Communicator& comm);  // in its compute layout
+  // In its compute layout and the compute dtype (or `dtype`).
+  Variable Param(size_t index, runtime::Communicator& comm, std::optional<DType> dtype = std::nullopt);
   size_t Add(const std::string& name, ParamRole role, Shape shape, double scale, double offset,
              runtime::Communicator& comm);
   Variable Linear(const Variable& x, size_t weight, size_t bias, runtime::Communicator& comm);
@@ -129,6 +145,7 @@ class Gpt {
 
   // The dropout stream of (step, micro-batch): site k draws with SplitMix64(stream + k).
   uint64_t DropoutStream(int64_t step, int64_t micro_batch) const;
+  DType compute_dtype() const { return config_.compute_dtype.value_or(config_.dtype); }
 
   struct BlockParams {
     size_t ln1_scale = 0, ln1_bias = 0, wq = 0, bq = 0, wk = 0, bk = 0, wv = 0, bv = 0, wo = 0,
@@ -142,6 +159,7 @@ class Gpt {
   std::vector<NamedParam> params_;
   size_t embedding_ = 0, positions_ = 0, lnf_scale_ = 0, lnf_bias_ = 0, head_ = 0;
   std::vector<BlockParams> blocks_;  // the part's blocks, in order
+  bool recompute_ = false;
 };
 
 // The counter-based value of element `index` of parameter `name`: uniform in [-1, 1).

@@ -25,6 +25,12 @@
 // rank's model is laid out however it likes (a replica on a mesh of one rank, or a shard
 // of a tensor-parallel model whose peers in the group hold the same shard): the average
 // is taken elementwise over each parameter's local shard in its value's layout.
+//
+// On a device (the host, the simulated device, CUDA alike) every step runs where the
+// gradients live: widening, scaling and rounding back are Dispatch ops on the parameters'
+// communicator, the packing into one float64 buffer and the unpacking are Backend copies,
+// the sum is one all-reduce of that device buffer, and the round's flags go through
+// train/device.h's HostAllReduce. No typed host access of device memory.
 #pragma once
 
 #include <cstdint>
@@ -38,8 +44,7 @@ namespace spmd::train {
 class Join {
  public:
   // `comm` moves the rounds' flags and gradients over `group` (the data-parallel ranks,
-  // this rank among them; InvalidArgument "group" otherwise). Host communicators only:
-  // Unsupported ("comm") for a device one (the rounds read gradients on the host).
+  // this rank among them; InvalidArgument "group" otherwise), on any device.
   Join(runtime::Communicator& comm, runtime::Group group);
 
   struct Round {
@@ -56,7 +61,8 @@ class Join {
   // Replaces the gradient of every parameter (leaves requiring grad, the same list in the
   // same order on every rank) by the weighted average over the round's contributing
   // ranks. `local` is the communicator of the parameters' own mesh (reshards the local
-  // gradient to the value's layout). Collective over the group.
+  // gradient to the value's layout), on the join's device (InvalidArgument "local" else).
+  // Collective over the group.
   void AverageGradients(const std::vector<Variable>& params, const Round& round,
                         runtime::Communicator& local);
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/thread_communicator.h"
+#include "train/device.h"
 #include "train/gpt.h"
 #include "train/join.h"
 #include "train/layout.h"
@@ -22,8 +23,9 @@
 
 namespace spmd::train::join_check {
 
-inline GptConfig SmallConfig() {
+inline GptConfig SmallConfig(DType dtype = DType::kFloat64) {
   GptConfig config;
+  config.dtype = dtype;
   config.layers = 1;
   config.width = 8;
   config.heads = 2;
@@ -33,7 +35,7 @@ inline GptConfig SmallConfig() {
   return config;
 }
 
-inline Layout OneDevice() { return Layout(Mesh({1}, {0}, {"dp"}), Strategy{}); }
+inline Layout OneDevice(int64_t rank = 0) { return Layout(Mesh({1}, {rank}, {"dp"}), Strategy{}); }
 
 inline AdamW MakeOptimizer(const Gpt& model) {
   AdamW optimizer(1e-2, 0.9, 0.95, 1e-8, 0.01);
@@ -45,20 +47,27 @@ inline AdamW MakeOptimizer(const Gpt& model) {
 inline std::vector<std::vector<double>> Values(const Gpt& model, runtime::Communicator& local) {
   std::vector<std::vector<double>> out;
   for (const NamedParam& p : model.params()) {
-    const kernels::Tensor g = *p.value.value().ToGlobal(local);
-    out.emplace_back(g.data<double>(), g.data<double>() + g.numel());
+    const kernels::Tensor g = ToHostTensor(*p.value.value().ToGlobal(local));  // device.h's door
+    if (g.dtype() == DType::kFloat32) {
+      out.emplace_back(g.data<float>(), g.data<float>() + g.numel());
+    } else {
+      out.emplace_back(g.data<double>(), g.data<double>() + g.numel());
+    }
   }
   return out;
 }
 
-// One optimizer step of `model` on (tokens, labels) [rows, sequence] on one device.
+// The forward and backward of `model` on (tokens, labels) [rows, sequence] on its one-rank
+// mesh, the batch on `local`'s device.
 inline void Forward(Gpt& model, const kernels::Tensor& tokens, const kernels::Tensor& labels,
                     int64_t step, runtime::Communicator& local) {
   const Mesh& mesh = model.layout().mesh();
   const DistAttr attr = model.layout().Tokens(2);
-  const Variable loss =
-      model.Loss(runtime::DistTensor::ShardTensor(tokens, mesh, attr, 0),
-                 runtime::DistTensor::ShardTensor(labels, mesh, attr, 0), local, step);
+  const int64_t me = local.rank();
+  auto up = [&](const kernels::Tensor& t) {
+    return OnDevice(runtime::DistTensor::ShardTensor(t, mesh, attr, me), local.device(), local.stream());
+  };
+  const Variable loss = model.Loss(up(tokens), up(labels), local, step);
   Backward(loss, local);
 }
 
@@ -68,17 +77,18 @@ inline void RankBatch(int64_t rank, int64_t rows, int64_t k, const GptConfig& co
             tokens, labels);
 }
 
-// This rank's part: trains its replica (on a mesh of one rank) under a Join over `group`
-// of `comm`; returns the final parameters and the number of rounds.
+// This rank's part: trains its replica (on a mesh of one rank: this one, its tensors on
+// `comm`'s device) under a Join over `group` of `comm`; returns the final parameters and
+// the number of rounds.
 inline std::vector<std::vector<double>> TrainJoined(runtime::Communicator& comm,
                                                     const runtime::Group& group,
                                                     const std::vector<int64_t>& batches,
                                                     const std::vector<int64_t>& rows,
-                                                    int64_t* rounds = nullptr) {
-  runtime::ThreadWorld solo(1, comm.options());
-  runtime::ThreadCommunicator local(solo, 0);
-  const GptConfig config = SmallConfig();
-  Gpt model(config, OneDevice(), local);
+                                                    int64_t* rounds = nullptr,
+                                                    DType dtype = DType::kFloat64) {
+  runtime::Communicator& local = comm;  // the replica's mesh is this rank alone
+  const GptConfig config = SmallConfig(dtype);
+  Gpt model(config, OneDevice(comm.rank()), local);
   AdamW optimizer = MakeOptimizer(model);
   std::vector<Variable> params;
   for (const NamedParam& p : model.params()) params.push_back(p.value);
@@ -102,10 +112,11 @@ inline std::vector<std::vector<double>> TrainJoined(runtime::Communicator& comm,
 
 // The one process: step k on the union of the active ranks' k-th batches.
 inline std::vector<std::vector<double>> TrainOneProcess(const std::vector<int64_t>& batches,
-                                                        const std::vector<int64_t>& rows) {
+                                                        const std::vector<int64_t>& rows,
+                                                        DType dtype = DType::kFloat64) {
   runtime::ThreadWorld solo(1);
   runtime::ThreadCommunicator local(solo, 0);
-  const GptConfig config = SmallConfig();
+  const GptConfig config = SmallConfig(dtype);
   Gpt model(config, OneDevice(), local);
   AdamW optimizer = MakeOptimizer(model);
   const int64_t steps = batches.empty() ? 0 : *std::max_element(batches.begin(), batches.end());

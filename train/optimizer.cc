@@ -145,6 +145,14 @@ void AdamW::OnAdd(const ParamSlot& slot) {
   steps_.push_back(0);
   m_.push_back(ConstantLike(p, slot.state_layout, 0));
   v_.push_back(ConstantLike(p, slot.state_layout, 0));
+  if (home_) home_->Store(m_.size() - 1, m_.back(), v_.back());
+}
+
+void AdamW::set_state_home(StateHome* home) {
+  home_ = home;
+  if (home_) {
+    for (size_t i = 0; i < m_.size(); ++i) home_->Store(i, m_[i], v_[i]);
+  }
 }
 
 void AdamW::Restore(size_t i, const DistTensor& m, const DistTensor& v, int64_t step,
@@ -160,6 +168,7 @@ void AdamW::Restore(size_t i, const DistTensor& m, const DistTensor& v, int64_t 
   m_[i] = As(m, old.dist_attr(), comm, m_resharded);
   v_[i] = As(v, old.dist_attr(), comm, v_resharded);
   steps_[i] = step;
+  if (home_) home_->Store(i, m_[i], v_[i]);
 }
 
 int64_t AdamW::StateBytes() const {
@@ -171,6 +180,7 @@ int64_t AdamW::StateBytes() const {
 DistTensor AdamW::Update(size_t i, const DistTensor& param, const DistTensor& grad,
                          Communicator& comm) {
   const int64_t t = ++steps_[i];
+  if (home_) home_->Fetch(i, m_[i], v_[i]);
   m_[i] = Run("add", {}, comm, Scale(m_[i], beta1_, comm), Scale(grad, 1 - beta1_, comm));
   v_[i] = Run("add", {}, comm, Scale(v_[i], beta2_, comm),
               Scale(Run("multiply", {}, comm, grad, grad), 1 - beta2_, comm));
@@ -182,7 +192,9 @@ DistTensor AdamW::Update(size_t i, const DistTensor& param, const DistTensor& gr
   const DistTensor step =
       Scale(Run("divide", {}, comm, m_[i], denominator), lr_ / correction1, comm);
   const DistTensor decayed = Scale(param, 1 - lr_ * weight_decay_, comm);
-  return Run("subtract", {}, comm, decayed, step);
+  DistTensor updated = Run("subtract", {}, comm, decayed, step);
+  if (home_) home_->Store(i, m_[i], v_[i]);
+  return updated;
 }
 
 }  // namespace spmd::train

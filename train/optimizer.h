@@ -98,6 +98,16 @@ class Sgd final : public Optimizer {
   std::vector<std::optional<runtime::DistTensor>> velocity_;
 };
 
+// Where AdamW keeps its moments between updates (train/offload.h): with one set, each
+// parameter's moments go to Fetch just before its update and to Store right after it (and
+// after OnAdd and Restore). Both must keep every bit, the layout and the mesh.
+class StateHome {
+ public:
+  virtual ~StateHome() = default;
+  virtual void Fetch(size_t i, runtime::DistTensor& m, runtime::DistTensor& v) = 0;
+  virtual void Store(size_t i, runtime::DistTensor& m, runtime::DistTensor& v) = 0;
+};
+
 // AdamW (decoupled weight decay, bias correction), PyTorch's definition:
 //   p <- p * (1 - lr * wd); m <- b1 m + (1 - b1) g; v <- b2 v + (1 - b2) g^2;
 //   p <- p - lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps).
@@ -115,6 +125,9 @@ class AdamW final : public Optimizer {
   int64_t step(size_t i) const { return steps_.at(i); }
   void Restore(size_t i, const runtime::DistTensor& m, const runtime::DistTensor& v, int64_t step,
                runtime::Communicator& comm);
+  // Hands every moment, now and from now on, to `home` between updates (not owned; null:
+  // they stay where the update leaves them).
+  void set_state_home(StateHome* home);
 
  protected:
   runtime::DistTensor Update(size_t i, const runtime::DistTensor& param,
@@ -125,6 +138,7 @@ class AdamW final : public Optimizer {
   double lr_, beta1_, beta2_, eps_, weight_decay_;
   std::vector<int64_t> steps_;
   std::vector<runtime::DistTensor> m_, v_;
+  StateHome* home_ = nullptr;
 };
 
 }  // namespace spmd::train

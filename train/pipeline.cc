@@ -692,6 +692,10 @@ PipelineTrainer::PipelineTrainer(const GptConfig& config, const Mesh& mesh, Stra
       config_(config),
       optimizer_(options.lr, options.beta1, options.beta2, options.eps, options.weight_decay) {
   if (options.micro_batches < 1) ThrowInvalid("options.micro_batches", "must be at least 1");
+  if (options.precision != Precision::kFp32) {  // train/precision.h: the Trainer's only
+    ThrowUnsupported("options.precision", std::string(ToString(options.precision)) +
+                                              " is not supported under pipeline parallelism (fp32 is)");
+  }
   if (pipeline.chunks < 1 || pipeline.chunks > 4096 ||
       (pipeline.schedule != ScheduleKind::kInterleaved && pipeline.chunks != 1)) {
     ThrowInvalid("pipeline.chunks", "must be 1, or >= 1 with the interleaved schedule");
@@ -709,6 +713,10 @@ PipelineTrainer::PipelineTrainer(const GptConfig& config, const Mesh& mesh, Stra
     part.embedding = k == 0;
     part.head = k == virtual_stages - 1;
     chunks_.emplace_back(config, layout_, comm, part);
+    chunks_.back().set_recompute(options.recompute);
+  }
+  if (options.offload != OffloadKind::kNone) {
+    ThrowUnsupported("options.offload", "optimizer-state offload is not wired into pipeline stages");
   }
   if (options.device.kind != comm.device().kind) {
     ThrowInvalid("options.device", kernels::ToString(options.device) + ", but the communicator's buffers are on " +
@@ -740,6 +748,7 @@ StepStats PipelineTrainer::Step(const BatchSpec& batch, int64_t step, Communicat
   }
   const auto start = std::chrono::steady_clock::now();
   const runtime::CommCounters before = comm.counters();
+  ResetActivationPeak();
   kernels::Tensor tokens, labels;
   MakeBatch(batch, config_.vocab, step, &tokens, &labels);
   const Mesh& mesh = layout_.mesh();
@@ -901,6 +910,7 @@ StepStats PipelineTrainer::Step(const BatchSpec& batch, int64_t step, Communicat
   const runtime::CommCounters& after = comm.counters();
   stats.bytes_sent = SumBytes(after, true) - SumBytes(before, true);
   stats.bytes_received = SumBytes(after, false) - SumBytes(before, false);
+  stats.activation_peak_bytes = ActivationBytes().peak_bytes;
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
 }

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -76,11 +77,23 @@ void MakeBatch(const BatchSpec& spec, int64_t vocab, int64_t step, kernels::Tens
   *labels = kernels::Tensor::FromVector({spec.batch, spec.sequence}, l);
 }
 
+namespace {
+
+// `config` computing in `policy`'s compute dtype.
+GptConfig WithPolicy(GptConfig config, const PrecisionPolicy& policy) {
+  if (policy.compute != config.dtype) config.compute_dtype = policy.compute;
+  return config;
+}
+
+}  // namespace
+
 Trainer::Trainer(const GptConfig& config, Layout layout, const TrainOptions& options,
                  Communicator& comm)
-    : model_(config, std::move(layout), comm),
+    : model_(WithPolicy(config, PolicyFor(options.precision, config.dtype)), std::move(layout), comm),
       optimizer_(options.lr, options.beta1, options.beta2, options.eps, options.weight_decay),
-      options_(options) {
+      options_(options),
+      policy_(PolicyFor(options.precision, config.dtype)) {
+  if (policy_.loss_scaling) scaler_.emplace(options.loss_scale);
   if (options.micro_batches < 1) ThrowInvalid("options.micro_batches", "must be at least 1");
   if (options.device.kind != comm.device().kind) {
     ThrowInvalid("options.device", kernels::ToString(options.device) + ", but the communicator's buffers are on " +
@@ -92,6 +105,18 @@ Trainer::Trainer(const GptConfig& config, Layout layout, const TrainOptions& opt
     optimizer_.Add(p.value, model_.layout().State(p.role, rank));
     if (auto grad_layout = model_.layout().GradLayout(p.role, rank)) p.value.set_grad_layout(*grad_layout);
   }
+  model_.set_recompute(options.recompute);
+  if (options.offload != OffloadKind::kNone) {
+    if (comm.device().is_host()) {
+      ThrowInvalid("options.offload", "offloads to host memory, and the run is on the host already (use a device)");
+    }
+    if (options.offload == OffloadKind::kParams && model_.layout().strategy().zero_stage != 3) {
+      ThrowInvalid("options.offload", "params: parameters are offloaded as ZeRO-3 shards (use ZeRO stage 3)");
+    }
+    offload_ = std::make_unique<HostStateHome>();
+    optimizer_.set_state_home(offload_.get());
+    if (options.offload == OffloadKind::kParams) offload_->StoreParams(model_.params());
+  }
 }
 
 StepStats Trainer::Step(const BatchSpec& batch, int64_t step, Communicator& comm) {
@@ -102,6 +127,9 @@ StepStats Trainer::Step(const BatchSpec& batch, int64_t step, Communicator& comm
   }
   const auto start = std::chrono::steady_clock::now();
   const runtime::CommCounters before = comm.counters();
+  const OffloadCounters offload_before = offload_ ? offload_->counters() : OffloadCounters{};
+  ResetActivationPeak();
+  ParamsOnDevice(true);
   kernels::Tensor tokens, labels;
   MakeBatch(batch, model_.config().vocab, step, &tokens, &labels);
   const Layout& layout = model_.layout();
@@ -125,7 +153,11 @@ StepStats Trainer::Step(const BatchSpec& batch, int64_t step, Communicator& comm
     const Variable weighted =
         micro == 1 ? loss : Apply1("scale", {loss}, MakeAttrs({{"scale", share}}), comm);
     comm.SetPhase(label + " backward");
-    Backward(weighted, comm);
+    // Loss scaling: the backward starts from the scale instead of 1 (the gradient of
+    // scale x loss); unscaled below, before the optimizer.
+    const DistTensor& w = weighted.value();
+    Backward(weighted, ConstantLike(w, DistAttr::Replicated(static_cast<int>(w.shape().size())), loss_scale()),
+             comm);
     stats.loss += ReadScalar(*weighted.value().ToGlobal(comm));
   }
   // The loss is global (ToGlobal on every rank): every rank stops here alike, before the
@@ -136,12 +168,37 @@ StepStats Trainer::Step(const BatchSpec& batch, int64_t step, Communicator& comm
     if (p.value.grad()) last_grad_bytes_ += LocalBytes(*p.value.grad());
   }
   comm.SetPhase("step " + std::to_string(step) + " optimizer");
+  stats.loss_scale = loss_scale();
+  if (stats.loss_scale != 1) {
+    // Unscaled in float32 on each rank's (possibly partial) shard: 1 / scale is a power of
+    // two, so this is exact and commutes with the reduction the optimizer does next.
+    for (const NamedParam& p : model_.params()) {
+      if (p.value.grad()) p.value.SetGrad(ScaleLocal(*p.value.grad(), 1 / stats.loss_scale));
+    }
+  }
+  // A non-finite norm: the optimizer applied nothing (train/optimizer.h).
   optimizer_.Step(comm);
   stats.grad_norm = optimizer_.last_grad_norm();
-  CheckFinite(step, "gradient norm", stats.grad_norm);  // the whole model's, on every rank
+  ParamsOnDevice(false);
+  if (scaler_) {
+    // The norm is the whole model's, the same on every rank: every rank skips alike.
+    stats.skipped = !std::isfinite(stats.grad_norm);
+    if (!scaler_->Update(!stats.skipped)) {
+      char floor[32];
+      std::snprintf(floor, sizeof floor, "%g", options_.loss_scale.min_scale);
+      CheckFinite(step, std::string("gradient norm (loss scale below ") + floor + ")", stats.grad_norm);
+    }
+  } else {
+    CheckFinite(step, "gradient norm", stats.grad_norm);  // the whole model's, on every rank
+  }
   const runtime::CommCounters& after = comm.counters();
   stats.bytes_sent = Sum(after, true) - Sum(before, true);
   stats.bytes_received = Sum(after, false) - Sum(before, false);
+  stats.activation_peak_bytes = ActivationBytes().peak_bytes;
+  if (offload_) {
+    stats.offload_to_device = offload_->counters().host_to_device - offload_before.host_to_device;
+    stats.offload_to_host = offload_->counters().device_to_host - offload_before.device_to_host;
+  }
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
 }
@@ -155,12 +212,24 @@ double Trainer::Evaluate(const kernels::Tensor& tokens, const kernels::Tensor& l
   const Layout& layout = model_.layout();
   auto shard = [&](const kernels::Tensor& all) { return Tokens(ToHostTensor(all), layout, comm); };
   comm.SetPhase("step " + std::to_string(step) + " evaluation");
+  ParamsOnDevice(true);
   const double loss = ReadScalar(*model_.Loss(shard(tokens), shard(labels), comm, step).value().ToGlobal(comm));
+  ParamsOnDevice(false);
   CheckFinite(step, "validation loss", loss);
   return loss;
 }
 
+void Trainer::ParamsOnDevice(bool on) const {
+  if (!offload_ || options_.offload != OffloadKind::kParams) return;
+  if (on) {
+    offload_->FetchParams(model_.params());
+  } else {
+    offload_->StoreParams(model_.params());
+  }
+}
+
 std::vector<std::vector<double>> Trainer::GatherParams(Communicator& comm) const {
+  ParamsOnDevice(true);
   std::vector<std::vector<double>> out;
   for (const NamedParam& p : model_.params()) {
     const std::optional<kernels::Tensor> g = p.value.value().ToGlobal(comm);
@@ -171,6 +240,7 @@ std::vector<std::vector<double>> Trainer::GatherParams(Communicator& comm) const
     }
     out.push_back(std::move(values));
   }
+  ParamsOnDevice(false);
   return out;
 }
 

@@ -16,6 +16,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,7 +26,9 @@
 #include "train/gpt.h"
 #include "train/layout.h"
 #include "rules/error.h"
+#include "train/offload.h"
 #include "train/optimizer.h"
+#include "train/precision.h"
 
 namespace spmd::train {
 
@@ -65,6 +69,21 @@ struct TrainOptions {
   // under MPI, runtime/staged_communicator.h); the Trainer throws InvalidArgument
   // ("options.device") otherwise.
   kernels::Device device;
+  // Activation recompute (Gpt::set_recompute): each block keeps only its input and runs
+  // again in the backward; bitwise the same training, fewer activation bytes.
+  bool recompute = false;
+  // Offload (train/offload.h): AdamW's moments (kOptimizer), and with ZeRO-3 also the
+  // parameter shards (kParams), in host memory between uses; bitwise the same training.
+  // Needs a device: InvalidArgument ("options.offload") on the host, and for kParams
+  // without ZeRO-3; Unsupported ("options.offload") with pipeline stages.
+  OffloadKind offload = OffloadKind::kNone;
+  // Mixed precision (train/precision.h): fp32 trains in the model's dtype; bf16-mixed and
+  // fp16-mixed need a float32 model (InvalidArgument "options.precision" otherwise) and
+  // keep float32 masters and AdamW states, computing in bfloat16 / float16. fp16-mixed
+  // scales the loss (loss_scale, InvalidArgument "loss_scale.*" for bad values) and skips a
+  // step whose gradients are not finite instead of throwing.
+  Precision precision = Precision::kFp32;
+  LossScaleOptions loss_scale;
 };
 
 struct StepStats {
@@ -73,6 +92,13 @@ struct StepStats {
   int64_t bytes_sent = 0;       // by this rank during the step (counters)
   int64_t bytes_received = 0;
   double seconds = 0;           // wall time of the step on this rank
+  int64_t activation_peak_bytes = 0;  // the most activation bytes alive (ActivationBytes)
+  int64_t offload_to_device = 0;      // bytes of optimizer states copied up (offload)
+  int64_t offload_to_host = 0;        // ... and down
+  // fp16-mixed: the loss scale the step ran with, and whether its gradients were not
+  // finite, so it applied no update (grad_norm is then that non-finite norm).
+  double loss_scale = 1;
+  bool skipped = false;
 };
 
 // The global tokens and labels of a step, int64 [batch, sequence] each (labels: the next
@@ -90,7 +116,10 @@ class Trainer {
   // One optimizer step on the batch of `step`. Throws InvalidArgument ("batch") when the
   // batch has fewer rows than micro-batches or a sequence longer than the model's, and
   // NonFiniteError when the loss (before the update: the parameters are left as they
-  // were) or the gradient norm (after it) is not finite.
+  // were) or the gradient norm (after it) is not finite. With loss scaling (fp16-mixed) a
+  // non-finite gradient norm skips the step instead (no parameter or optimizer state
+  // changes, the scale backs off, StepStats::skipped) unless the scale falls below its
+  // floor: then NonFiniteError ("step N: gradient norm (loss scale below 1) is inf").
   StepStats Step(const BatchSpec& batch, int64_t step, runtime::Communicator& comm);
 
   // The mean loss of the model on global int64 [B, S] tokens and labels, forward only (no
@@ -108,12 +137,23 @@ class Trainer {
   // The bytes this rank holds for parameters, and for gradients after the last backward.
   int64_t ParamBytes() const;
   int64_t GradBytes() const;
+  // The optimizer-state offload's counters; null without offload.
+  const HostStateHome* offload() const { return offload_.get(); }
+  const PrecisionPolicy& policy() const { return policy_; }
+  // fp16-mixed: the current loss scale and the steps skipped so far (1 and 0 otherwise).
+  double loss_scale() const { return scaler_ ? scaler_->scale() : 1; }
+  int64_t skipped_steps() const { return scaler_ ? scaler_->skipped() : 0; }
 
  private:
   Gpt model_;
   AdamW optimizer_;
   TrainOptions options_;
+  PrecisionPolicy policy_;
+  std::optional<LossScaler> scaler_;
   int64_t last_grad_bytes_ = 0;
+  std::unique_ptr<HostStateHome> offload_;
+  // --offload params: the parameters to their device (on) or to the host (off).
+  void ParamsOnDevice(bool on) const;
 };
 
 }  // namespace spmd::train
