@@ -70,6 +70,8 @@ constexpr const char* kUsage = R"(usage: mpirun -np N spmd-train [flags]
   --mesh dp=2,tp=2     named mesh over the N ranks (axes pp, dp, tp, sp; default dp=N)
   --zero K             ZeRO stage over dp: 0 (plain DP), 1, 2, 3 (default 0)
   --sp                 sequence parallelism over tp
+  --attention A        attention over the sp axis: dense (default: registered ops, the
+                       rules' collectives), ulysses, ring or zigzag (train/sequence_attention.h)
   --steps N            optimizer steps (default 20)
   --batch B            sequences per step (default 8)
   --seq S              tokens per sequence (default 16)
@@ -202,6 +204,15 @@ Flags ParseFlags(int argc, char** argv, int64_t world) {
     else if (flag == "--device") f.device = value();
     else if (flag == "--zero") f.strategy.zero_stage = static_cast<int>(ParseInt(flag, value(), 0, 3));
     else if (flag == "--sp") f.strategy.sequence_parallel = true;
+    else if (flag == "--attention") {
+      const std::string text = value();
+      using spmd::train::AttentionKind;
+      if (text == "dense") f.config.attention = AttentionKind::kDefault;
+      else if (text == "ulysses") f.config.attention = AttentionKind::kUlysses;
+      else if (text == "ring") f.config.attention = AttentionKind::kRing;
+      else if (text == "zigzag") f.config.attention = AttentionKind::kRingZigzag;
+      else spmd::ThrowInvalid("--attention", "'" + text + "' is not dense, ulysses, ring or zigzag");
+    }
     else if (flag == "--steps") f.steps = ParseInt(flag, value(), 1, 1000000);
     else if (flag == "--batch") f.batch.batch = ParseInt(flag, value(), 1, 1 << 20);
     else if (flag == "--seq") f.batch.sequence = ParseInt(flag, value(), 1, 1 << 16);
@@ -611,6 +622,10 @@ int main(int argc, char** argv) {
       }
       Layout check(WithoutPp(mesh, comm.rank()), flags.strategy);  // validates the names and the strategy
       (void)check;
+      if (flags.config.attention != spmd::train::AttentionKind::kDefault &&
+          std::find(mesh.axis_names().begin(), mesh.axis_names().end(), "sp") == mesh.axis_names().end()) {
+        spmd::ThrowInvalid("--attention", "ulysses, ring and zigzag run over an sp axis; " + flags.mesh + " has none");
+      }
       if (HasPp(mesh)) {  // validates (p, m, v) as the pipeline will
         int64_t p = 1;
         for (int a = 0; a < mesh.ndim(); ++a) {

@@ -10,6 +10,7 @@
 #include <variant>
 
 #include "rules/attention_shape.h"
+#include "rules/block_attention_shape.h"
 
 namespace spmd::prop {
 namespace {
@@ -90,6 +91,49 @@ void NormGradBounds(Bounds& b, const ref::Tensors& inputs, const Attrs& attrs, b
 // (lse the forward's, from its reference). q_grad's element scales with its row's sum of P
 // over the K keys; k_grad's and v_grad's with their key's sum of P over the query rows of
 // its heads (v_grad of the reference with out_grad all ones).
+// block_attention_grad (q, k, v, out, lse, out_grad): flash_attn_grad's bounds for one
+// block pair, the row sums of P from block_attention folded into the empty state (the
+// block's own log-sum-exp), the column sums from v_grad with out_grad all ones.
+void BlockAttentionGradBounds(Bounds& b, const ref::Tensors& inputs, const Attrs& attrs) {
+  std::vector<Shape> shapes;
+  for (const ref::Tensor& t : inputs) shapes.push_back(t.shape);
+  const attention::BlockAttentionPlan p = attention::PlanBlockAttentionGrad(shapes, attrs);
+  b.head_dim = static_cast<double>(std::max<int64_t>(1, p.head_dim));
+  b.v_dim = static_cast<double>(p.v_dim);
+  b.terms = {static_cast<double>(p.sk), static_cast<double>(p.sq), static_cast<double>(p.sq)};
+  ref::Tensor empty_out = inputs[3], empty_lse = inputs[4];
+  std::fill(empty_out.data.begin(), empty_out.data.end(), 0.0);
+  std::fill(empty_lse.data.begin(), empty_lse.data.end(), -std::numeric_limits<double>::infinity());
+  const ref::Tensor block_lse =
+      ref::FindReference("block_attention")({inputs[0], inputs[1], inputs[2], empty_out, empty_lse}, attrs)[1];
+  ref::Tensors ones = inputs;
+  std::fill(ones[5].data.begin(), ones[5].data.end(), 1.0);
+  const ref::Tensor column = ref::FindReference("block_attention_grad")(ones, attrs)[2];
+  b.magnitude.assign(3, {});
+  b.magnitude[0].assign(inputs[0].data.size(), 0.0);
+  for (int64_t bi = 0; bi < p.batch; ++bi) {
+    for (int64_t i = 0; i < p.sq; ++i) {
+      for (int64_t h = 0; h < p.heads; ++h) {
+        const size_t row = static_cast<size_t>((bi * p.heads + h) * p.sq + i);
+        const double sum = std::isinf(block_lse.data[row]) ? 0.0 : std::exp(block_lse.data[row] - inputs[4].data[row]);
+        for (int64_t d = 0; d < p.head_dim; ++d) {
+          b.magnitude[0][static_cast<size_t>(((bi * p.sq + i) * p.heads + h) * p.head_dim + d)] = sum;
+        }
+      }
+    }
+  }
+  for (size_t out : {size_t{1}, size_t{2}}) {
+    const int64_t width = out == 1 ? p.head_dim : p.v_dim;
+    b.magnitude[out].assign(inputs[out].data.size(), 0.0);
+    for (size_t key = 0; p.v_dim > 0 && key < static_cast<size_t>(p.batch * p.sk * p.heads); ++key) {
+      for (int64_t d = 0; d < width; ++d) {
+        b.magnitude[out][key * static_cast<size_t>(width) + static_cast<size_t>(d)] =
+            std::fabs(column.data[key * static_cast<size_t>(p.v_dim)]);
+      }
+    }
+  }
+}
+
 void AttentionGradBounds(Bounds& b, const ref::Tensors& inputs, const Attrs& attrs) {
   std::vector<Shape> shapes;
   for (const ref::Tensor& t : inputs) shapes.push_back(t.shape);
@@ -215,6 +259,10 @@ Bounds MakeBounds(const OpDecl& op, const ref::Tensors& inputs, const Attrs& att
       // q [batch, sq, heads, head_dim], k [batch, sk, ...]: K = the keys.
       b.head_dim = static_cast<double>(std::max<int64_t>(1, inputs[0].shape.at(3)));
       b.k = static_cast<double>(std::max<int64_t>(1, inputs[1].shape.at(1)));
+      // flash_attention (out, softmax, softmax_lse); block_attention (out, lse): +1 term,
+      // the state's own.
+      b.lse_output = op.outputs.size() - 1;
+      if (op.name == "block_attention") b.k += 1;
       break;
     case ToleranceClass::kCrossEntropy:
       for (double p : expected[0].data) {
@@ -237,7 +285,11 @@ Bounds MakeBounds(const OpDecl& op, const ref::Tensors& inputs, const Attrs& att
       NormGradBounds(b, inputs, attrs, false);
       break;
     case ToleranceClass::kAttentionGrad:
-      AttentionGradBounds(b, inputs, attrs);
+      if (op.name == "block_attention_grad") {
+        BlockAttentionGradBounds(b, inputs, attrs);
+      } else {
+        AttentionGradBounds(b, inputs, attrs);
+      }
       break;
     default:
       break;
@@ -275,8 +327,8 @@ double ClassTolerance(const Bounds& b, size_t out, size_t i, double r, double u)
       const double d = b.head_dim;
       const double s = (d + 3) * std::sqrt(d) * m * m + 2 * m + 1;
       if (out == 0) return 2 * (2 * s + 2 * k + 10) * u * m + kFloor;
-      if (out == 1) return 2 * (2 * s + k + 8) * u * a + kFloor;
-      return 2 * (s + k + 8) * u * (a + 1) + kFloor;
+      if (out == b.lse_output) return 2 * (s + k + 8) * u * (a + 1) + kFloor;
+      return 2 * (2 * s + k + 8) * u * a + kFloor;
     }
     case ToleranceClass::kLayerNormGrad:
     case ToleranceClass::kRmsNormGrad:

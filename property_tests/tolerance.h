@@ -65,6 +65,7 @@ struct Bounds {
   double log_max = 0;                           // cross entropy: max |log softmax_out|
   double p_factor = 1;                          // a root of order p: max(1, 1/|p|)
   double head_dim = 1;                          // attention: the dot products' length
+  size_t lse_output = 2;                        // attention: the log-sum-exp's output (the last)
   double v_dim = 0;                             // attention_grad: v's head dim
   // layer_norm_grad, rms_norm_grad, attention_grad: per output, the terms each element
   // sums (K of that output) and per element the size of the values its rounding errors

@@ -111,4 +111,7 @@
   X(c_softmax_with_cross_entropy_grad) \
   /* normalisation backward */ \
   X(layer_norm_grad)        \
-  X(rms_norm_grad)
+  X(rms_norm_grad)          \
+  /* ring attention's block steps */ \
+  X(block_attention)        \
+  X(block_attention_grad)

@@ -82,11 +82,6 @@ Gpt::Gpt(const GptConfig& config, Layout layout, Communicator& comm, GptPart par
     ThrowInvalid("config.dropout", "zigzag ring attention reorders the sequence, and dropout "
                                    "masks follow element indices: no dropout with it");
   }
-  if (config.attention != AttentionKind::kDefault && layout_.sp() && !comm.device().is_host()) {
-    // train/sequence_attention.cc computes its blocks in float64 on the host.
-    ThrowUnsupported("config.attention", "Ulysses and ring attention run on the host only, not on " +
-                                             kernels::ToString(comm.device()) + " (use the default attention)");
-  }
   const int64_t d = config.width, hidden = config.mlp_ratio * config.width;
   const double weight = 0.02 * std::sqrt(3.0);  // uniform with standard deviation 0.02
   const double out_weight = weight / std::sqrt(2.0 * static_cast<double>(config.layers));

@@ -37,8 +37,8 @@ namespace spmd::train {
 // How a block's attention is computed. kDefault: from registered ops (matmul, softmax),
 // sharded by the rules like every other op. kUlysses / kRing / kRingZigzag:
 // SequenceAttention (train/sequence_attention.h) over the layout's "sp" axis, the
-// strategy's own communication (all-to-alls / a ring of k/v blocks); on a layout without
-// an sp axis they compute the default. kRingZigzag runs the model on the sequence in
+// strategy's own communication (all-to-alls / a ring of k/v blocks), on any device; on a
+// layout without an sp axis they compute the default. kRingZigzag runs the model on the sequence in
 // zigzag order (Loss permutes the tokens, the labels and the positions it adds; the mean
 // loss does not depend on the order): the sequence must be a multiple of 2 x sp, and
 // dropout is refused (its masks follow element indices, which the order changes).

@@ -26,10 +26,13 @@
 //            and positions, labels and anything else position-wise with them), so the
 //            layout's plain split gives each rank its two chunks; S must be a multiple of 2n.
 //
-// The local arithmetic (block scores, online softmax, the flash backward) is plain C++
-// loops on float64 copies of the local buffers (float32 tensors are converted in and out;
-// the wire carries the tensors' dtype), in one place in sequence_attention.cc: the
-// strategies' communication is what this proves, not kernel speed.
+// The local arithmetic is registered ops run by runtime::Dispatch on the inputs' device
+// (host, sim or CUDA tensors alike; nothing is copied to the host): block_attention folds
+// a key/value block into the online-softmax state (out, lse), block_attention_grad gives
+// one block pair's gradients (docs/OPS.md "Ring attention's block steps"), add sums them.
+// Ulysses' all-to-alls are reshards (DistTensor::Reshard: the sequence axis moved from the
+// sequence dim to the heads dim); the rings send and receive the tensors' device buffers
+// with the Communicator, each step's block op running while the next block travels.
 //
 // Example (mesh "sp=4", q/k/v [2, 10, 4, 8] laid out [S(1)] on it):
 //   Variable o = SequenceAttention(q, k, v, {SequenceStrategy::kUlysses, /*axis=*/0}, comm);

@@ -6,12 +6,15 @@
 // included), causal or not, on 1-d meshes and on 2-d meshes whose other axis shards the
 // batch or the heads. For each: the output and the gradients of sum(out * w) with respect
 // to q, k and v equal the dense one-rank run to 1e-10 relative (float64; float32 to 1e-4),
-// and every rank's bytes moved equal the plan's formula (PlanBytes). Then the typed errors
+// and every rank's bytes moved equal the plan's formula (PlanBytes). The first 20 cases
+// again on simulated devices (sim thread ranks: the block ops on the sim backend, the
+// ring's device buffers through the simulated NCCL communicator). Then the typed errors
 // and ApplyFunction's contract.
 #include "train/sequence_attention.h"
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <mutex>
 #include <random>
 #include <sstream>
@@ -22,7 +25,9 @@
 #include "rules/layout.h"
 #include "rules/notation.h"
 #include "runtime/dispatch.h"
+#include "runtime/sim_device_communicator.h"
 #include "runtime/thread_communicator.h"
+#include "train/device_sim.h"
 #include "train/layout.h"
 #include "train/sequence_attention_test_util.h"
 #include "train/trainer.h"
@@ -35,9 +40,18 @@ using runtime::DistTensor;
 using testing::AttentionInputs;
 using testing::AttentionResult;
 
-AttentionResult Dense(const AttentionInputs& in) {
+// Runs `fn` on n ranks: thread ranks on the host, or simulated devices (rank r on sim:r,
+// the collectives of the simulated NCCL backend).
+using Runner = std::function<void(int64_t, const std::function<void(Communicator&)>&)>;
+void OnHost(int64_t n, const std::function<void(Communicator&)>& fn) { runtime::RunRanks(n, fn); }
+void OnSim(int64_t n, const std::function<void(Communicator&)>& fn) {
+  EnableSimTraining();
+  runtime::nccl::RunSimDeviceRanks(n, fn);
+}
+
+AttentionResult Dense(const AttentionInputs& in, const Runner& run = OnHost) {
   AttentionResult result;
-  runtime::RunRanks(1, [&](Communicator& comm) {
+  run(1, [&](Communicator& comm) {
     result = testing::RunAttention(in, Mesh({1}), DistAttr::Replicated(4), std::nullopt, comm);
   });
   return result;
@@ -49,10 +63,10 @@ struct Sharded {
 };
 
 Sharded RunSharded(const AttentionInputs& in, const Mesh& mesh, const DistAttr& attr,
-                   const SequenceAttentionOptions& options) {
+                   const SequenceAttentionOptions& options, const Runner& run = OnHost) {
   Sharded result;
   std::mutex mutex;
-  runtime::RunRanks(mesh.size(), [&](Communicator& comm) {
+  run(mesh.size(), [&](Communicator& comm) {
     AttentionResult mine = testing::RunAttention(in, mesh, attr, options, comm);
     // The plan for this rank: the rows of each position along the axis, its local unit.
     const std::vector<int64_t> coord = *mesh.CoordinateOf(comm.rank());
@@ -83,54 +97,77 @@ Sharded RunSharded(const AttentionInputs& in, const Mesh& mesh, const DistAttr& 
   return result;
 }
 
-TEST(SequenceAttentionTest, EveryStrategyEqualsDenseAttentionOnOneRank) {
-  int cases = 0;
-  for (uint64_t seed = 0; seed < 60; ++seed) {
-    std::mt19937_64 rng(seed);
-    auto pick = [&](int64_t lo, int64_t hi) {
-      return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-    };
-    const SequenceStrategy strategy = static_cast<SequenceStrategy>(seed % 3);
-    const int64_t n = pick(1, 4);
-    // A second mesh axis (size 2) sharding the batch or the heads, when the world fits.
-    const int64_t other = n <= 2 ? pick(0, 2) : 0;  // 0: none, 1: batch, 2: heads
-    int64_t b = pick(1, 3), h = pick(1, 3);
-    if (strategy == SequenceStrategy::kUlysses) h = n * pick(1, 2) * (other == 2 ? 2 : 1);
-    if (other == 2 && strategy != SequenceStrategy::kUlysses) h = 2 * pick(1, 2);
-    if (other == 1) b = pick(2, 4);
-    const int64_t dh = pick(1, 4);
-    const int64_t s =
-        strategy == SequenceStrategy::kRingZigzag ? 2 * n * pick(1, 3) : pick(1, 3 * n + 2);
-    const bool causal = pick(0, 3) != 0;
-    const DType dtype = seed % 10 == 9 ? DType::kFloat32 : DType::kFloat64;
-    const AttentionInputs in = testing::RandomInputs(b, s, h, dh, causal, dtype, seed);
+// Generated case `seed`: a strategy, a group of 1 to 4 ranks, maybe a second mesh axis
+// sharding the batch or the heads, random sizes, causal or not, float64 (float32 one in ten).
+struct Case {
+  AttentionInputs in;
+  Mesh mesh;
+  DistAttr attr;
+  SequenceAttentionOptions options;
+  std::string label;
+};
 
-    Mesh mesh({n});
-    DistAttr attr = DistAttr::Replicated(4);
-    int axis = 0;
-    if (other == 0) {
-      attr.dims[1] = {0};
-    } else {
-      mesh = Mesh({2, n});
-      axis = 1;
-      attr.dims[1] = {1};
-      attr.dims[other == 1 ? 0 : 2] = {0};
-    }
-    const SequenceAttentionOptions options{strategy, axis, causal, 0};
-    const std::string label = std::string(ToString(strategy)) + " n=" + std::to_string(n) +
-                              " other=" + std::to_string(other) + " b=" + std::to_string(b) +
-                              " s=" + std::to_string(s) + " h=" + std::to_string(h) +
-                              " dh=" + std::to_string(dh) + " causal=" + std::to_string(causal) +
-                              " " + std::string(ToString(dtype));
-    SCOPED_TRACE(label);
-    const Sharded got = RunSharded(in, mesh, attr, options);
-    const AttentionResult want = Dense(in);
-    EXPECT_EQ(testing::CompareResults(got.rank0, want, dtype == DType::kFloat64 ? 1e-10 : 1e-4),
-              "");
+Case MakeCase(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  const SequenceStrategy strategy = static_cast<SequenceStrategy>(seed % 3);
+  const int64_t n = pick(1, 4);
+  // A second mesh axis (size 2) sharding the batch or the heads, when the world fits.
+  const int64_t other = n <= 2 ? pick(0, 2) : 0;  // 0: none, 1: batch, 2: heads
+  int64_t b = pick(1, 3), h = pick(1, 3);
+  if (strategy == SequenceStrategy::kUlysses) h = n * pick(1, 2) * (other == 2 ? 2 : 1);
+  if (other == 2 && strategy != SequenceStrategy::kUlysses) h = 2 * pick(1, 2);
+  if (other == 1) b = pick(2, 4);
+  const int64_t dh = pick(1, 4);
+  const int64_t s =
+      strategy == SequenceStrategy::kRingZigzag ? 2 * n * pick(1, 3) : pick(1, 3 * n + 2);
+  const bool causal = pick(0, 3) != 0;
+  const DType dtype = seed % 10 == 9 ? DType::kFloat32 : DType::kFloat64;
+  Case c{testing::RandomInputs(b, s, h, dh, causal, dtype, seed), Mesh({n}), DistAttr::Replicated(4), {}, ""};
+  int axis = 0;
+  if (other == 0) {
+    c.attr.dims[1] = {0};
+  } else {
+    c.mesh = Mesh({2, n});
+    axis = 1;
+    c.attr.dims[1] = {1};
+    c.attr.dims[other == 1 ? 0 : 2] = {0};
+  }
+  c.options = SequenceAttentionOptions{strategy, axis, causal, 0};
+  c.label = std::string(ToString(strategy)) + " n=" + std::to_string(n) + " other=" + std::to_string(other) +
+            " b=" + std::to_string(b) + " s=" + std::to_string(s) + " h=" + std::to_string(h) +
+            " dh=" + std::to_string(dh) + " causal=" + std::to_string(causal) + " " +
+            std::string(ToString(dtype));
+  return c;
+}
+
+// Runs the cases of seeds [0, count) with `run` against the dense one-rank host run.
+int CheckCases(uint64_t count, const Runner& run, kernels::DeviceKind kind) {
+  int cases = 0;
+  for (uint64_t seed = 0; seed < count; ++seed) {
+    const Case c = MakeCase(seed);
+    SCOPED_TRACE(c.label);
+    const Sharded got = RunSharded(c.in, c.mesh, c.attr, c.options, run);
+    const AttentionResult want = Dense(c.in);
+    EXPECT_EQ(testing::CompareResults(got.rank0, want, c.in.dtype == DType::kFloat64 ? 1e-10 : 1e-4), "");
     EXPECT_EQ(got.bytes_error, "");
+    EXPECT_EQ(got.rank0.device.kind, kind);
     ++cases;
   }
-  EXPECT_EQ(cases, 60);
+  return cases;
+}
+
+TEST(SequenceAttentionTest, EveryStrategyEqualsDenseAttentionOnOneRank) {
+  EXPECT_EQ(CheckCases(60, OnHost, kernels::DeviceKind::kHost), 60);
+}
+
+// The same on simulated devices: the tensors on sim:rank, the block ops run by the sim
+// backend's kernels, the ring's sends and receives of device buffers and Ulysses'
+// all-to-alls through the simulated NCCL communicator.
+TEST(SequenceAttentionTest, EveryStrategyOnSimDevicesEqualsDenseAttention) {
+  EXPECT_EQ(CheckCases(20, OnSim, kernels::DeviceKind::kSim), 20);
 }
 
 // The comparison is not vacuous: attention without the causal mask is not equal to it.

@@ -16,6 +16,7 @@
 #include "runtime/communicator.h"
 #include "runtime/dist_tensor.h"
 #include "train/autograd.h"
+#include "train/device.h"
 #include "train/sequence_attention.h"
 
 namespace spmd::train::testing {
@@ -47,6 +48,7 @@ struct AttentionResult {
   // The bytes the backend itself handed to its transport over each phase
   // (Communicator::transport_bytes, counted apart from the counters).
   runtime::ByteCount transport_forward, transport_backward;
+  kernels::Device device;  // where this rank's output shard lived
 };
 
 // `x` [b, s, h, dh] with its sequence reordered: entry i of the result is row order[i].
@@ -86,7 +88,8 @@ inline AttentionResult RunAttention(const AttentionInputs& in, const Mesh& mesh,
   if (zigzag) order = ZigzagOrder(in.s, mesh.axis_size(options->axis));
   auto place = [&](const std::vector<double>& x, bool grad) {
     const std::vector<double> stored = zigzag ? Reorder(x, in, order, false) : x;
-    return Variable(runtime::DistTensor::ShardTensor(AsTensor(stored, in), mesh, attr, comm.rank()),
+    return Variable(OnDevice(runtime::DistTensor::ShardTensor(AsTensor(stored, in), mesh, attr, comm.rank()),
+                             comm.device(), comm.stream()),
                     grad);
   };
   const Variable q = place(in.q, true), k = place(in.k, true), v = place(in.v, true);
@@ -97,6 +100,7 @@ inline AttentionResult RunAttention(const AttentionInputs& in, const Mesh& mesh,
   const Variable out = options ? SequenceAttention(q, k, v, *options, comm)
                                : DenseAttention(q, k, v, in.causal, 0, comm);
   result.forward = comm.counters();
+  if (out.value().has_local()) result.device = out.value().local().device();
   const runtime::ByteCount after_forward = comm.transport_bytes();
   result.transport_forward = {after_forward.sent - start.sent,
                               after_forward.received - start.received};
@@ -118,7 +122,7 @@ inline AttentionResult RunAttention(const AttentionInputs& in, const Mesh& mesh,
   auto global = [&](const runtime::DistTensor& x) {
     std::optional<kernels::Tensor> g = x.ToGlobal(comm);
     if (!g) return std::vector<double>{};
-    const std::vector<double> stored = AsDoubles(*g);
+    const std::vector<double> stored = AsDoubles(ToHostTensor(*g));
     return zigzag ? Reorder(stored, in, order, true) : stored;
   };
   const DistAttr replicated = DistAttr::Replicated(4);

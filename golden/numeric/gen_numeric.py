@@ -102,6 +102,8 @@ DEFAULTS = {
     "flash_attention": {"dropout": 0.0, "causal": False, "return_softmax": False,
                         "is_test": False, "rng_name": ""},
     "flash_attn_grad": {"dropout": 0.0, "causal": False},
+    "block_attention": {"scale": 0.0, "causal": False, "q_starts": [], "k_starts": []},
+    "block_attention_grad": {"scale": 0.0, "causal": False, "q_starts": [], "k_starts": []},
     "c_embedding": {"start_index": 0, "vocab_size": -1},
     "c_embedding_grad": {"start_index": 0},
     "c_softmax_with_cross_entropy": {"ignore_index": -100, "ring_id": 0, "rank": 0, "nranks": 0},
@@ -2205,6 +2207,126 @@ def gen_attention_grad():
     error(op, "dropout_training", {"dropout": 0.1}, args, "attrs.dropout", "Unsupported")
 
 
+family("block_attention", ["block_attention", "block_attention_grad"])
+RNG6 = np.random.default_rng(20261205)
+
+
+def vals6(*shape):
+    return np.round(RNG6.uniform(-2, 2, size=shape), 2)
+
+
+def block_positions(rows, starts):
+    """The global position of each row: len(starts) equal segments, segment s at starts[s]."""
+    starts = starts or [0]
+    seg = rows // len(starts)
+    return np.array([starts[i // seg] + i % seg for i in range(rows)])
+
+
+def block_scores(q, k, scale, causal, q_starts, k_starts):
+    """scale q k^T per [b, h, i, j], -inf where key j is after query i (causal)."""
+    scale = scale or 1.0 / math.sqrt(q.shape[3])
+    scores = np.einsum("bihd,bjhd->bhij", q, k) * scale
+    if causal:
+        qp = block_positions(q.shape[1], q_starts)
+        kp = block_positions(k.shape[1], k_starts)
+        scores = np.where(kp[None, :] <= qp[:, None], scores, -np.inf)
+    return scores, scale
+
+
+def np_block_attention(q, k, v, out, lse, scale=0.0, causal=False, q_starts=(), k_starts=()):
+    """The state (out, lse) with the block folded in: lse' = logaddexp(lse, logsumexp of
+    the visible scores), out' = exp(lse - lse') out + sum_j exp(s_j - lse') v_j."""
+    scores, _ = block_scores(q, k, scale, causal, list(q_starts), list(k_starts))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        top = np.max(scores, axis=-1)
+        safe = np.where(np.isfinite(top), top, 0.0)
+        block_lse = np.where(np.isfinite(top),
+                             safe + np.log(np.exp(scores - safe[..., None]).sum(axis=-1)), -np.inf)
+        new_lse = np.logaddexp(lse, block_lse)
+        ref = np.where(np.isfinite(new_lse), new_lse, 0.0)
+        keep = np.where(np.isfinite(new_lse), np.exp(lse - ref), 1.0)  # [b, h, i]
+        weights = np.where(np.isfinite(new_lse)[..., None], np.exp(scores - ref[..., None]), 0.0)
+    new_out = out * np.transpose(keep, (0, 2, 1))[..., None] + np.einsum("bhij,bjhe->bihe", weights, v)
+    return [new_out, new_lse]
+
+
+def np_block_attention_grad(q, k, v, out, lse, g, scale=0.0, causal=False, q_starts=(), k_starts=()):
+    """One block pair's gradients from the final out and lse: P = exp(s - lse),
+    dS = P (g v^T - rowsum(g out)), q_grad = scale dS k, k_grad = scale dS^T q, v_grad = P^T g."""
+    scores, scale = block_scores(q, k, scale, causal, list(q_starts), list(k_starts))
+    finite = np.isfinite(lse)[..., None]
+    p = np.where(finite, np.exp(scores - np.where(finite, lse[..., None], 0.0)), 0.0)
+    dp = np.einsum("bihe,bjhe->bhij", g, v)
+    delta = np.einsum("bihe,bihe->bhi", g, out)[..., None]
+    ds = p * (dp - delta)
+    return [scale * np.einsum("bhij,bjhd->bihd", ds, k),
+            scale * np.einsum("bhij,bihd->bjhd", ds, q),
+            np.einsum("bhij,bihe->bjhe", p, g)]
+
+
+def gen_block_attention():
+    op = "block_attention"
+    q, k, v = vals6(2, 3, 2, 4), vals6(2, 5, 2, 4), vals6(2, 5, 2, 3)
+    out, lse = vals6(2, 3, 2, 3), vals6(2, 2, 3)
+    case(op, "basic", {}, [q, k, v, out, lse], np_block_attention(q, k, v, out, lse))
+    case(op, "scale", {"scale": 0.25}, [q, k, v, out, lse],
+         np_block_attention(q, k, v, out, lse, scale=0.25))
+    case(op, "causal_offset", {"causal": True, "q_starts": [2]}, [q, k, v, out, lse],
+         np_block_attention(q, k, v, out, lse, causal=True, q_starts=[2]))
+    # Zigzag-like segments: q rows at 0, 1 and 8, 9; k rows at 1 and 9 (row 0 sees nothing).
+    q4, k2, v2 = vals6(1, 4, 2, 4), vals6(1, 2, 2, 4), vals6(1, 2, 2, 3)
+    o4, l4 = vals6(1, 4, 2, 3), vals6(1, 2, 4)
+    segments = {"causal": True, "q_starts": [0, 8], "k_starts": [1, 9]}
+    case(op, "segments_causal", segments, [q4, k2, v2, o4, l4],
+         np_block_attention(q4, k2, v2, o4, l4, 0.0, True, [0, 8], [1, 9]))
+    # The empty state (lse -inf) folded with a block is plain attention over it.
+    empty_out, empty_lse = np.zeros((2, 3, 2, 3)), np.full((2, 2, 3), -np.inf)
+    full = np_attention(q, k, v)
+    case(op, "empty_state_is_attention", {}, [q, k, v, empty_out, empty_lse], [full[0], full[2]])
+    # Two blocks folded in turn give the attention over both (checked here, once).
+    first = np_block_attention(q, k[:, :2], v[:, :2], empty_out, empty_lse)
+    second = np_block_attention(q, k[:, 2:], v[:, 2:], *first)
+    assert np.allclose(second[0], full[0]) and np.allclose(second[1], full[2])
+    case(op, "second_block", {}, [q, k[:, 2:], v[:, 2:], *first], [full[0], full[2]])
+    # A causal row before every key keeps its state, -inf included.
+    case(op, "row_sees_nothing", {"causal": True, "k_starts": [3]},
+         [q, k, v, empty_out, empty_lse],
+         np_block_attention(q, k, v, empty_out, empty_lse, causal=True, k_starts=[3]))
+    error(op, "four_inputs", {}, [q, k, v, out], "inputs")
+    error(op, "q_rank", {}, [vals6(2, 3, 8), k, v, out, lse], "inputs[0].shape")
+    error(op, "k_heads", {}, [q, vals6(2, 5, 3, 4), v, out, lse], "inputs[1].shape")
+    error(op, "v_rows", {}, [q, k, vals6(2, 4, 2, 3), out, lse], "inputs[2].shape")
+    error(op, "out_shape", {}, [q, k, v, vals6(2, 3, 2, 4), lse], "inputs[3].shape")
+    error(op, "lse_shape", {}, [q, k, v, out, vals6(2, 3, 2)], "inputs[4].shape")
+    error(op, "scale_negative", {"scale": -1.0}, [q, k, v, out, lse], "attrs.scale")
+    error(op, "q_starts_not_dividing", {"q_starts": [0, 4]}, [q, k, v, out, lse], "attrs.q_starts")
+    error(op, "k_starts_negative", {"k_starts": [-1]}, [q, k, v, out, lse], "attrs.k_starts")
+
+    op = "block_attention_grad"
+    g = vals6(2, 3, 2, 3)
+    for name, attrs in [("basic", {}), ("causal_offset", {"causal": True, "q_starts": [2]}),
+                        ("scale", {"scale": 0.25})]:
+        kw = {"scale": attrs.get("scale", 0.0), "causal": attrs.get("causal", False),
+              "q_starts": attrs.get("q_starts", [])}
+        o, l = np_block_attention(q, k, v, empty_out, empty_lse, **kw)
+        case(op, name, attrs, [q, k, v, o, l, g], np_block_attention_grad(q, k, v, o, l, g, **kw))
+    # The pairs' gradients sum to flash_attn_grad's over the whole sequence.
+    out_full, _, lse_full = np_attention(q, k, v)
+    parts = [np_block_attention_grad(q, k[:, a:b], v[:, a:b], out_full, lse_full, g)
+             for a, b in [(0, 2), (2, 5)]]
+    whole = np_block_attention_grad(q, k, v, out_full, lse_full, g)
+    assert np.allclose(parts[0][0] + parts[1][0], whole[0])
+    case(op, "second_block_of_two", {}, [q, k[:, 2:], v[:, 2:], out_full, lse_full, g], parts[1])
+    o4, l4 = np_block_attention(q4, k2, v2, np.zeros((1, 4, 2, 3)), np.full((1, 2, 4), -np.inf),
+                                0.0, True, [0, 8], [1, 9])
+    g4 = vals6(1, 4, 2, 3)
+    case(op, "segments_row_unseen", segments, [q4, k2, v2, o4, l4, g4],
+         np_block_attention_grad(q4, k2, v2, o4, l4, g4, 0.0, True, [0, 8], [1, 9]))
+    error(op, "five_inputs", {}, [q, k, v, out, lse], "inputs")
+    error(op, "out_grad_shape", {}, [q, k, v, out, lse, vals6(2, 3, 2, 4)], "inputs[5].shape")
+    error(op, "lse_shape", {}, [q, k, v, out, vals6(2, 3, 2), g], "inputs[4].shape")
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -2224,6 +2346,7 @@ def main():
     gen_norm_grad()  # RNG3, after the cases above
     gen_conv_grad()  # RNG4
     gen_attention_grad()  # RNG5
+    gen_block_attention()  # RNG6
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

@@ -38,6 +38,7 @@ const KernelTable& Table() {
     RegisterScatterKernels(t);
     RegisterSortKernels(t);
     RegisterFusedKernels(t);
+    RegisterBlockAttentionKernels(t);
     RegisterRandomKernels(t);
     RegisterStagedKernels(t);
     return t;
