@@ -6,8 +6,8 @@
 
 #include "reference/tensor.h"
 #include "rules/attrs.h"
-#include "rules/norm_pieces.h"
 #include "rules/op_list.h"
+#include "rules/row_exchange_ops.h"
 
 namespace spmd::reference {
 

@@ -14,10 +14,6 @@
 #include <cstdint>
 #include <limits>
 
-// The ops with these phases, `<op>@stats` and `<op>@finish` (the reference and CPU kernel
-// tables are generated from this list, so a missing phase does not link).
-#define SPMD_FOR_EACH_ROW_EXCHANGE_OP(X) X(softmax) X(log_softmax) X(layer_norm) X(rms_norm) X(cumsum)
-
 namespace spmd::norm_pieces {
 
 // ---- softmax / log_softmax: the piece's max and sum of exp(x - max) ----------------------

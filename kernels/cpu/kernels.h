@@ -30,8 +30,8 @@
 
 #include "kernels/tensor.h"
 #include "rules/attrs.h"
-#include "rules/norm_pieces.h"
 #include "rules/op_list.h"
+#include "rules/row_exchange_ops.h"
 
 namespace spmd::kernels {
 

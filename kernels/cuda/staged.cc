@@ -10,7 +10,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/registry.h"
-#include "rules/norm_pieces.h"
+#include "rules/row_exchange_ops.h"
 
 namespace spmd::kernels::cuda {
 namespace {
