@@ -97,6 +97,17 @@ Tensors SoftmaxFinishPhase(const Tensors& inputs, const Attrs& attrs, bool log) 
   return {out};
 }
 
+// softmax_grad on a piece: out and out_grad of one shape (as the op checks them), viewed
+// along attrs.axis.
+AxisPiece CheckSoftmaxGradPiece(const Tensors& inputs, const Attrs& attrs, size_t arity) {
+  CheckArity(inputs, arity);
+  if (inputs[1].shape != inputs[0].shape) {
+    ThrowInvalid(InputField(1, "shape"), "out_grad " + ShapeToString(inputs[1].shape) + " != out " +
+                                             ShapeToString(inputs[0].shape));
+  }
+  return CheckAxisPiece(inputs, attrs, arity);
+}
+
 // layer_norm / rms_norm on a piece: x split at begin_norm_axis into rows and the piece's
 // normalised elements; only dim begin_norm_axis may be a piece (the later ones are whole,
 // as the rule requires), so the piece's elements are the contiguous run of the flattened
@@ -160,6 +171,39 @@ Tensors softmax_stats(const Tensors& inputs, const Attrs& attrs) { return Softma
 Tensors softmax_finish(const Tensors& inputs, const Attrs& attrs) { return SoftmaxFinishPhase(inputs, attrs, false); }
 Tensors log_softmax_stats(const Tensors& inputs, const Attrs& attrs) { return SoftmaxStatsPhase(inputs, attrs); }
 Tensors log_softmax_finish(const Tensors& inputs, const Attrs& attrs) { return SoftmaxFinishPhase(inputs, attrs, true); }
+
+// out, out_grad -> every row's part of sum(out_grad * out) over the piece.
+Tensors softmax_grad_stats(const Tensors& inputs, const Attrs& attrs) {
+  const AxisPiece p = CheckSoftmaxGradPiece(inputs, attrs, 2);
+  Tensor stats = internal::Zeros(RowsThen(inputs[0].shape, p.axis, norm_pieces::kDotStats));
+  for (int64_t o = 0; o < p.view.outer; ++o) {
+    for (int64_t i = 0; i < p.view.inner; ++i) {
+      const int64_t at = p.view.At(o, 0, i);
+      norm_pieces::DotStats(inputs[0].data.data() + at, inputs[1].data.data() + at, p.view.len, p.view.inner,
+                            stats.data.data() + (o * p.view.inner + i) * norm_pieces::kDotStats);
+    }
+  }
+  return {stats};
+}
+
+// out, out_grad, gathered -> the piece's x_grad = out (out_grad - dot), dot over the row.
+Tensors softmax_grad_finish(const Tensors& inputs, const Attrs& attrs) {
+  const AxisPiece p = CheckSoftmaxGradPiece(inputs, attrs, 3);
+  const int64_t k = norm_pieces::kDotStats;
+  const int64_t pieces = GatheredPieces(inputs, p.rows(), k);
+  Tensor x_grad = internal::Zeros(inputs[0].shape);
+  for (int64_t o = 0; o < p.view.outer; ++o) {
+    for (int64_t i = 0; i < p.view.inner; ++i) {
+      const int64_t r = o * p.view.inner + i;
+      const double dot = norm_pieces::CombineDot(inputs[2].data.data() + r * k, pieces, p.rows() * k);
+      for (int64_t a = 0; a < p.view.len; ++a) {
+        const int64_t at = p.view.At(o, a, i);
+        x_grad.data[at] = inputs[0].data[at] * (inputs[1].data[at] - dot);
+      }
+    }
+  }
+  return {x_grad};
+}
 
 // x, scale, bias -> every row's {count, mean, M2} over the piece, [x.shape[:begin], 3].
 Tensors layer_norm_stats(const Tensors& inputs, const Attrs& attrs) {

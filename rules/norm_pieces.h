@@ -51,6 +51,23 @@ inline SoftmaxRow CombineSoftmax(const double* stats, int64_t pieces, int64_t pi
   return row;
 }
 
+// ---- softmax_grad: the piece's part of the row's dot product sum(out_grad * out) ----------
+
+inline constexpr int64_t kDotStats = 1;
+
+template <typename T>
+void DotStats(const T* out, const T* out_grad, int64_t len, int64_t stride, double* stats) {
+  T dot = 0;
+  for (int64_t j = 0; j < len; ++j) dot += out_grad[j * stride] * out[j * stride];
+  stats[0] = static_cast<double>(dot);
+}
+
+inline double CombineDot(const double* stats, int64_t pieces, int64_t piece_stride) {
+  double dot = 0.0;
+  for (int64_t p = 0; p < pieces; ++p) dot += stats[p * piece_stride];
+  return dot;
+}
+
 // ---- layer_norm: count, mean and M2 (the sum of squared deviations from the mean) ---------
 
 inline constexpr int64_t kMomentStats = 3;

@@ -1,9 +1,9 @@
 // Softmax family, layer_norm, rms_norm, the embedding and the softmax cross entropy.
-// softmax, log_softmax, layer_norm and rms_norm exchange their reduced factor (OpDecl::
-// exchange): it may stay sharded, each rank summarises its piece of every row in two or
-// three numbers (rules/norm_pieces.h), the summaries are all-gathered and each rank finishes
-// its piece. The backward ops and the cross entropies keep their reduced factors forced
-// replicated (the local kernels need them whole).
+// softmax, log_softmax, softmax_grad, layer_norm and rms_norm exchange their reduced factor
+// (OpDecl::exchange): it may stay sharded, each rank summarises its piece of every row in one
+// to three numbers (rules/norm_pieces.h), the summaries are all-gathered and each rank
+// finishes its piece. layer_norm_grad, rms_norm_grad and the cross entropies keep their
+// reduced factors forced replicated (the local kernels need them whole).
 #include <algorithm>
 #include <limits>
 
@@ -213,7 +213,8 @@ OpDecl softmax_grad() {
   return OpBuilder("softmax_grad").Inputs({"out", "out_grad"}).Outputs({"x_grad"})
       .Tolerance(ToleranceClass::kSoftmaxGrad)
       .Attr("axis", AttrKind::kInt, int64_t{-1})
-      .Einsum([](const RuleContext& c) { return AlongAxis(c, 2); })
+      .Einsum([](const RuleContext& c) { return AlongAxis(c, 2, true); })
+      .ExchangeAlong(0, SoftmaxAxis)  // a piece's part of sum(out_grad * out) per row
       .Examples(FromSignatures({{{"abc", "abc"}, MakeAttrs({{"axis", int64_t{1}}})}}));
 }
 

@@ -4,4 +4,5 @@
 // from this list, so a missing phase does not link.
 #pragma once
 
-#define SPMD_FOR_EACH_ROW_EXCHANGE_OP(X) X(softmax) X(log_softmax) X(layer_norm) X(rms_norm) X(cumsum)
+#define SPMD_FOR_EACH_ROW_EXCHANGE_OP(X) \
+  X(softmax) X(log_softmax) X(softmax_grad) X(layer_norm) X(rms_norm) X(cumsum)

@@ -113,6 +113,16 @@ Tensors SoftmaxFinishPhase(const TensorArgs& inputs, const Attrs& attrs, bool lo
   });
 }
 
+// softmax_grad on a piece: out and out_grad of one shape, viewed along attrs.axis.
+AxisPiece CheckSoftmaxGradPiece(const TensorArgs& inputs, const Attrs& attrs, size_t arity) {
+  CheckArity(inputs, arity);
+  if (inputs[1].shape() != inputs[0].shape()) {
+    ThrowInvalid(InputField(1, "shape"), "out_grad " + ShapeToString(inputs[1].shape()) + " != out " +
+                                             ShapeToString(inputs[0].shape()));
+  }
+  return CheckAxisPiece(inputs, attrs, arity);
+}
+
 // layer_norm / rms_norm on a piece (reference/ops_norm_exchange.cc, CheckNormPiece).
 struct NormPiece {
   int64_t begin = 0;
@@ -208,6 +218,52 @@ Tensors softmax_finish(const TensorArgs& inputs, const Attrs& attrs) { return So
 Tensors log_softmax_stats(const TensorArgs& inputs, const Attrs& attrs) { return SoftmaxStatsPhase(inputs, attrs); }
 Tensors log_softmax_finish(const TensorArgs& inputs, const Attrs& attrs) {
   return SoftmaxFinishPhase(inputs, attrs, true);
+}
+
+Tensors softmax_grad_stats(const TensorArgs& inputs, const Attrs& attrs) {
+  const AxisPiece p = CheckSoftmaxGradPiece(inputs, attrs, 2);
+  return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> y(inputs[0]);
+    ValuesAs<T> g(inputs[1]);
+    Tensor stats = NewOutput(RowsThen(inputs[0].shape(), p.axis, norm_pieces::kDotStats), DType::kFloat64);
+    double* st = stats.data<double>();
+    for (int64_t o = 0; o < p.view.outer; ++o) {
+      for (int64_t i = 0; i < p.view.inner; ++i) {
+        const int64_t at = At(p.view, o, 0, i);
+        norm_pieces::DotStats(y.data() + at, g.data() + at, p.view.len, p.view.inner,
+                              st + (o * p.view.inner + i) * norm_pieces::kDotStats);
+      }
+    }
+    return TensorList(std::move(stats));
+  });
+}
+
+Tensors softmax_grad_finish(const TensorArgs& inputs, const Attrs& attrs) {
+  const AxisPiece p = CheckSoftmaxGradPiece(inputs, attrs, 3);
+  const int64_t k = norm_pieces::kDotStats;
+  const int64_t pieces = GatheredPieces(inputs, p.rows(), k);
+  return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> yv(inputs[0]);
+    ValuesAs<T> gv(inputs[1]);
+    const T* y = yv.data();
+    const T* g = gv.data();
+    Tensor x_grad = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
+    T* d = x_grad.data<T>();
+    const double* gathered = inputs[2].data<double>();
+    for (int64_t o = 0; o < p.view.outer; ++o) {
+      for (int64_t i = 0; i < p.view.inner; ++i) {
+        const int64_t r = o * p.view.inner + i;
+        const T dot = static_cast<T>(norm_pieces::CombineDot(gathered + r * k, pieces, p.rows() * k));
+        for (int64_t a = 0; a < p.view.len; ++a) {
+          const int64_t at = At(p.view, o, a, i);
+          d[at] = y[at] * (g[at] - dot);
+        }
+      }
+    }
+    return TensorList(std::move(x_grad));
+  });
 }
 
 Tensors layer_norm_stats(const TensorArgs& inputs, const Attrs& attrs) {
