@@ -329,8 +329,9 @@ GradOutcome CheckGrad(const GradCase& c, const GradOracle& oracle) {
       if (registered == nullptr && !c.local_reference) throw Failure{"reference refuses", at, call.op, "no reference"};
       // An op with an exchange inside (OpDecl::exchange) runs its two phases around a
       // simulated all-gather over the exchanged dim's mesh axes (members in Mesh::GroupOf
-      // order), as the soundness sweep does.
-      const int exchange_dim = ExchangedDim(*callee, RuleContext{global_in, attrs});
+      // order) when that dim is sharded, as the soundness sweep and Dispatch do.
+      int exchange_dim = ExchangedDim(*callee, RuleContext{global_in, attrs});
+      if (exchange_dim >= 0 && rule.inputs[callee->exchange->input].dims[exchange_dim].empty()) exchange_dim = -1;
       auto run = [&](const std::string& name, const Tensors& args, const Attrs& local_attrs) {
         if (c.local_reference) return c.local_reference(name, args, local_attrs);
         const reference::ReferenceFn fn = name == call.op ? registered : reference::FindReference(name);

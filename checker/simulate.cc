@@ -435,8 +435,11 @@ Outcome CheckClaimOnce(const Case& c, const std::vector<DistAttr>& required,
     }
     const auto coords = MeshCoordinates(c.mesh);
     std::vector<Tensors> local(coords.size());
-    // An op with an exchange inside runs its two phases around a simulated all-gather.
-    const bool exchange = ExchangedDim(*c.op, rule_context) >= 0 && c.reference == nullptr;
+    // An op with an exchange inside runs its two phases around a simulated all-gather when
+    // the exchanged dim is sharded (as Dispatch does; whole, the op's own reference runs).
+    const int exchange_dim = ExchangedDim(*c.op, rule_context);
+    const bool exchange =
+        exchange_dim >= 0 && !required[c.op->exchange->input].dims[exchange_dim].empty() && c.reference == nullptr;
     std::vector<Tensors> rank_inputs(exchange ? coords.size() : 0);
     std::vector<Attrs> rank_attrs(exchange ? coords.size() : 0);
     for (size_t r = 0; r < coords.size(); ++r) {

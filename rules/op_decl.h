@@ -105,8 +105,9 @@ using VjpBuilder = std::function<VjpGraph(const RuleContext&)>;
 // output tensor), all-gathers that tensor over the mesh axes that shard input `input`'s dim
 // `dim(context)` in the rule's required layout (the pieces stacked on a new leading dim,
 // in the order of the dim's pieces), then runs `<op>@finish` on the local inputs followed by
-// the gathered tensor. Unsharded, the gather is of one piece. The checker simulates the
-// gather; Dispatch runs it on the Communicator. The builder marks the dim's factor exchanged
+// the gathered tensor. Unsharded, the gather would be of one piece, so Dispatch and the
+// checker run the op's own kernel / reference instead (the same values). The checker
+// simulates the gather; Dispatch runs it on the Communicator. The builder marks the dim's factor exchanged
 // in the rule's spec (EinsumSpec::exchanged), so outputs without it are whole. A dim < 0
 // means no exchange for these shapes and attrs (a 0-d input, cumsum's flatten): the op
 // runs whole, as one without an exchange.

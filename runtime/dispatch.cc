@@ -163,7 +163,10 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
     for (const Tensor& t : locals) report->input_buffers.push_back(t.bytes());
   }
 
-  const bool exchange = op.exchange && ExchangedDim(op, RuleContext{shapes, normalized}) >= 0;
+  // The exchange runs when its dim is sharded; whole, the gather would be of this piece
+  // alone, and the op's own kernel gives the same values (on a device, its device kernel).
+  const int exchange_dim = ExchangedDim(op, RuleContext{shapes, normalized});
+  const bool exchange = exchange_dim >= 0 && !rule.inputs[op.exchange->input].dims[exchange_dim].empty();
   Tensors results = exchange ? RunExchange(op, RuleContext{shapes, normalized}, mesh, *coord,
                                            rule.inputs, locals, local_attrs, comm)
                              : LocalBackend(locals).RunKernel(op.name, locals, local_attrs);
