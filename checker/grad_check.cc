@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -326,32 +327,79 @@ GradOutcome CheckGrad(const GradCase& c, const GradOracle& oracle) {
       for (size_t o = 0; o < out_shapes.size(); ++o) produced[o] = {out_shapes[o], rule.outputs[o], DType::kFloat64, {}};
       const reference::ReferenceFn registered = reference::FindReference(call.op);
       if (registered == nullptr && !c.local_reference) throw Failure{"reference refuses", at, call.op, "no reference"};
+      // An op with an exchange inside (OpDecl::exchange) runs its two phases around a
+      // simulated all-gather over the exchanged dim's mesh axes (members in Mesh::GroupOf
+      // order) when that dim is sharded, as the soundness sweep and Dispatch do.
+      int exchange_dim = ExchangedDim(*callee, RuleContext{global_in, attrs});
+      if (exchange_dim >= 0 && rule.inputs[callee->exchange->input].dims[exchange_dim].empty()) exchange_dim = -1;
+      auto run = [&](const std::string& name, const Tensors& args, const Attrs& local_attrs) {
+        if (c.local_reference) return c.local_reference(name, args, local_attrs);
+        const reference::ReferenceFn fn = name == call.op ? registered : reference::FindReference(name);
+        if (fn == nullptr) throw std::logic_error(call.op + " declares an exchange without its phases");
+        return fn(args, local_attrs);
+      };
+      auto refused = [&](int64_t pid, const std::string& what) {
+        return Failure{"reference refuses", at, call.op,
+                       "on rank " + std::to_string(pid) + "'s shards (operands " + held + "): " + what};
+      };
+      std::vector<Tensors> rank_locals(coords.size());
+      std::vector<Attrs> rank_attrs(coords.size());
+      std::vector<std::vector<Shape>> rank_out(coords.size());
       for (size_t r = 0; r < coords.size(); ++r) {
         const int64_t pid = c.mesh.process_ids()[r];
-        Tensors locals;
         local_in.clear();
         offsets.clear();
         for (size_t j = 0; j < operands.size(); ++j) {
-          locals.push_back(operands[j].locals[r]);
-          local_in.push_back(locals.back().shape);
+          rank_locals[r].push_back(operands[j].locals[r]);
+          local_in.push_back(rank_locals[r].back().shape);
           offsets.push_back(GlobalOffset(operands[j].global_shape, operands[j].attr, c.mesh, coords[r]));
         }
-        std::vector<Shape> local_out;
         for (size_t o = 0; o < out_shapes.size(); ++o) {
-          local_out.push_back(LocalShape(out_shapes[o], rule.outputs[o], c.mesh, coords[r]));
+          rank_out[r].push_back(LocalShape(out_shapes[o], rule.outputs[o], c.mesh, coords[r]));
         }
+        try {
+          const LocalContext context{attrs, global_in, local_in, offsets, out_shapes, rank_out[r]};
+          rank_attrs[r] = callee->localize ? callee->localize(context) : attrs;
+        } catch (const SpmdError& e) {
+          throw refused(pid, std::string(ToString(e.type())) + " " + e.what());
+        }
+      }
+      std::vector<Tensor> stats(exchange_dim >= 0 ? coords.size() : 0);
+      for (size_t r = 0; r < stats.size(); ++r) {
+        try {
+          Tensors out = run(call.op + "@stats", rank_locals[r], rank_attrs[r]);
+          if (out.size() != 1) throw std::logic_error(call.op + "@stats must give one tensor");
+          stats[r] = std::move(out[0]);
+        } catch (const SpmdError& e) {
+          throw refused(c.mesh.process_ids()[r], std::string(ToString(e.type())) + " " + e.what());
+        }
+      }
+      std::map<int64_t, size_t> row_of;  // process id -> its position in coords
+      for (size_t r = 0; r < coords.size(); ++r) row_of[c.mesh.process_ids()[r]] = r;
+      for (size_t r = 0; r < coords.size(); ++r) {
+        const int64_t pid = c.mesh.process_ids()[r];
+        const std::vector<Shape>& local_out = rank_out[r];
         Tensors got;
         try {
-          const LocalContext context{attrs, global_in, local_in, offsets, out_shapes, local_out};
-          const Attrs local_attrs = callee->localize ? callee->localize(context) : attrs;
-          got = c.local_reference ? c.local_reference(call.op, locals, local_attrs) : registered(locals, local_attrs);
+          if (exchange_dim >= 0) {
+            const std::vector<int>& axes = rule.inputs[callee->exchange->input].dims[exchange_dim];
+            Tensor gathered{stats[r].shape, {}, stats[r].dtype};
+            const std::vector<int64_t> members = c.mesh.GroupOf(coords[r], axes);
+            gathered.shape.insert(gathered.shape.begin(), static_cast<int64_t>(members.size()));
+            for (int64_t member : members) {
+              const Tensor& piece = stats[row_of.at(member)];
+              gathered.data.insert(gathered.data.end(), piece.data.begin(), piece.data.end());
+            }
+            Tensors finish_inputs = rank_locals[r];
+            finish_inputs.push_back(std::move(gathered));
+            got = run(call.op + "@finish", finish_inputs, rank_attrs[r]);
+          } else {
+            got = run(call.op, rank_locals[r], rank_attrs[r]);
+          }
         } catch (const SpmdError& e) {
-          throw Failure{"reference refuses", at, call.op,
-                        "on rank " + std::to_string(pid) + "'s shards (operands " + held + "): " +
-                            std::string(ToString(e.type())) + " " + e.what()};
+          throw refused(pid, std::string(ToString(e.type())) + " " + e.what());
         } catch (const std::exception& e) {  // not a typed error: a bug, reported as one
-          throw Failure{"reference refuses", at, call.op,
-                        "on rank " + std::to_string(pid) + "'s shards (operands " + held + "): untyped " + e.what()};
+          throw refused(pid, std::string("untyped ") + e.what());
         }
         if (got.size() != out_shapes.size()) {
           throw Failure{"local shape", at, call.op,

@@ -269,7 +269,7 @@ std::optional<Counterexample> RunExchange(const OpDecl& op, const RuleContext& c
     throw std::logic_error(op.name + " declares an exchange without its @stats / @finish phases");
   }
   const int input = op.exchange->input;
-  const int dim = op.exchange->dim(context);
+  const int dim = ExchangedDim(op, context);
   const std::vector<int>& axes = required[input].dims[dim];
   auto failed = [&](size_t r, const std::string& phase, const SpmdError& e) {
     const int64_t pid = mesh.process_ids()[r];
@@ -435,8 +435,11 @@ Outcome CheckClaimOnce(const Case& c, const std::vector<DistAttr>& required,
     }
     const auto coords = MeshCoordinates(c.mesh);
     std::vector<Tensors> local(coords.size());
-    // An op with an exchange inside runs its two phases around a simulated all-gather.
-    const bool exchange = c.op->exchange.has_value() && c.reference == nullptr;
+    // An op with an exchange inside runs its two phases around a simulated all-gather when
+    // the exchanged dim is sharded (as Dispatch does; whole, the op's own reference runs).
+    const int exchange_dim = ExchangedDim(*c.op, rule_context);
+    const bool exchange =
+        exchange_dim >= 0 && !required[c.op->exchange->input].dims[exchange_dim].empty() && c.reference == nullptr;
     std::vector<Tensors> rank_inputs(exchange ? coords.size() : 0);
     std::vector<Attrs> rank_attrs(exchange ? coords.size() : 0);
     for (size_t r = 0; r < coords.size(); ++r) {

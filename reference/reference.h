@@ -7,6 +7,7 @@
 #include "reference/tensor.h"
 #include "rules/attrs.h"
 #include "rules/op_list.h"
+#include "rules/row_exchange_ops.h"
 
 namespace spmd::reference {
 
@@ -22,6 +23,12 @@ SPMD_FOR_EACH_OP(SPMD_DECLARE_REFERENCE)
 // as `<op>@stats` and `<op>@finish`.
 Tensors c_softmax_with_cross_entropy_stats(const Tensors& inputs, const Attrs& attrs);
 Tensors c_softmax_with_cross_entropy_finish(const Tensors& inputs, const Attrs& attrs);
+// The row reductions whose reduced axis may stay sharded (ops_norm_exchange.cc).
+#define SPMD_DECLARE_EXCHANGE_PHASES(name)                         \
+  Tensors name##_stats(const Tensors& inputs, const Attrs& attrs); \
+  Tensors name##_finish(const Tensors& inputs, const Attrs& attrs);
+SPMD_FOR_EACH_ROW_EXCHANGE_OP(SPMD_DECLARE_EXCHANGE_PHASES)
+#undef SPMD_DECLARE_EXCHANGE_PHASES
 }  // namespace ops
 
 // Returns the reference of `op` (or of an exchange phase, `<op>@stats` / `<op>@finish`), or

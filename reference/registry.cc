@@ -13,6 +13,9 @@ ReferenceFn FindReference(std::string_view op) {
 #undef SPMD_REFERENCE_ENTRY
       {"c_softmax_with_cross_entropy@stats", &ops::c_softmax_with_cross_entropy_stats},
       {"c_softmax_with_cross_entropy@finish", &ops::c_softmax_with_cross_entropy_finish},
+#define SPMD_EXCHANGE_REFERENCE_ENTRIES(name) {#name "@stats", &ops::name##_stats}, {#name "@finish", &ops::name##_finish},
+      SPMD_FOR_EACH_ROW_EXCHANGE_OP(SPMD_EXCHANGE_REFERENCE_ENTRIES)
+#undef SPMD_EXCHANGE_REFERENCE_ENTRIES
   };
   for (const auto& [name, fn] : kTable) {
     if (name == op) return fn;

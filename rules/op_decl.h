@@ -105,9 +105,12 @@ using VjpBuilder = std::function<VjpGraph(const RuleContext&)>;
 // output tensor), all-gathers that tensor over the mesh axes that shard input `input`'s dim
 // `dim(context)` in the rule's required layout (the pieces stacked on a new leading dim,
 // in the order of the dim's pieces), then runs `<op>@finish` on the local inputs followed by
-// the gathered tensor. Unsharded, the gather is of one piece. The checker simulates the
-// gather; Dispatch runs it on the Communicator. The builder marks the dim's factor exchanged
-// in the rule's spec (EinsumSpec::exchanged), so outputs without it are whole.
+// the gathered tensor. Unsharded, the gather would be of one piece, so Dispatch and the
+// checker run the op's own kernel / reference instead (the same values). The checker
+// simulates the gather; Dispatch runs it on the Communicator. The builder marks the dim's factor exchanged
+// in the rule's spec (EinsumSpec::exchanged), so outputs without it are whole. A dim < 0
+// means no exchange for these shapes and attrs (a 0-d input, cumsum's flatten): the op
+// runs whole, as one without an exchange.
 struct Exchange {
   int input = 0;
   std::function<int(const RuleContext&)> dim;
@@ -142,6 +145,12 @@ struct OpDecl {
   // missing required attr.
   Attrs NormalizeAttrs(const Attrs& given) const;
 };
+
+// The exchanged dim of `op` for these shapes and attrs, or -1 when it exchanges nothing
+// here (no exchange declared, or Exchange::dim < 0).
+inline int ExchangedDim(const OpDecl& op, const RuleContext& context) {
+  return op.exchange ? op.exchange->dim(context) : -1;
+}
 
 // A small builder so that a declaration reads as one expression.
 class OpBuilder {
@@ -211,7 +220,8 @@ class OpBuilder {
     if (decl_.exchange && decl_.einsum) {
       decl_.einsum = [einsum = std::move(decl_.einsum), exchange = *decl_.exchange](const RuleContext& c) {
         EinsumSpec spec = einsum(c);
-        spec.exchanged = {spec.inputs.at(exchange.input).at(exchange.dim(c))};
+        const int dim = exchange.dim(c);
+        if (dim >= 0) spec.exchanged = {spec.inputs.at(exchange.input).at(dim)};
         return spec;
       };
     }

@@ -1,5 +1,9 @@
-// Softmax family, layer_norm, rms_norm, the embedding and the softmax cross entropy:
-// their normalised factors are forced replicated (the local kernels need them whole).
+// Softmax family, layer_norm, rms_norm, the embedding and the softmax cross entropy.
+// softmax, log_softmax, softmax_grad, layer_norm and rms_norm exchange their reduced factor
+// (OpDecl::exchange): it may stay sharded, each rank summarises its piece of every row in one
+// to three numbers (rules/norm_pieces.h), the summaries are all-gathered and each rank
+// finishes its piece. layer_norm_grad, rms_norm_grad and the cross entropies keep their
+// reduced factors forced replicated (the local kernels need them whole).
 #include <algorithm>
 #include <limits>
 
@@ -14,19 +18,28 @@ namespace {
 using notation::FromSignatures;
 using notation::MakeAttrs;
 
-// `n` inputs and one output sharing x's letters, with the axis letter forced replicated.
-EinsumSpec AlongAxis(const RuleContext& c, size_t operands) {
+// The normalised attrs.axis of input 0 (-1 for a 0-d input, which has no axis).
+int SoftmaxAxis(const RuleContext& c) {
   const int rank = static_cast<int>(c.input_shapes[0].size());
-  const int axis = notation::NormalizeAxisOrScalar(c.attrs.GetInt("axis"), rank, "attrs.axis");
-  const std::string letters = notation::Letters(rank);
-  return notation::FromLetters(std::vector<std::string>(operands, letters), {letters},
-                               axis >= 0 ? letters.substr(axis, 1) : "");
+  return notation::NormalizeAxisOrScalar(c.attrs.GetInt("axis"), rank, "attrs.axis");
 }
 
+// `n` inputs and one output sharing x's letters; the axis letter forced replicated unless
+// `exchanged` (then the exchange keeps it sharded).
+EinsumSpec AlongAxis(const RuleContext& c, size_t operands, bool exchanged = false) {
+  const int axis = SoftmaxAxis(c);
+  const std::string letters = notation::Letters(static_cast<int>(c.input_shapes[0].size()));
+  return notation::FromLetters(std::vector<std::string>(operands, letters), {letters},
+                               axis >= 0 && !exchanged ? letters.substr(axis, 1) : "");
+}
+
+// softmax / log_softmax: x `abc` -> out `abc`, the axis exchanged (a piece's max and sum of
+// exp(x - max) per row).
 OpBuilder Softmax(const char* name) {
   return OpBuilder(name).Inputs({"x"}).Outputs({"out"})
       .Attr("axis", AttrKind::kInt, int64_t{-1})
-      .Einsum([](const RuleContext& c) { return AlongAxis(c, 1); })
+      .Einsum([](const RuleContext& c) { return AlongAxis(c, 1, true); })
+      .ExchangeAlong(0, SoftmaxAxis)
       .Examples(FromSignatures({{{"abc"}}, {{"ab"}, MakeAttrs({{"axis", int64_t{0}}})}}));
 }
 
@@ -70,20 +83,31 @@ int64_t CheckedNormBegin(const RuleContext& c, size_t params) {
 }
 
 // layer_norm / rms_norm: x `abcd` with begin 2 -> out `abcd`, statistics `ab`; scale and
-// bias are 1-D of prod(x.shape[begin:]) (a new factor); c, d and that factor are
-// forced replicated.
+// bias are 1-D of prod(x.shape[begin:]) (a new factor). c, the first normalised dim, is
+// exchanged (OpDecl::exchange: each piece's row moments are gathered); d and the
+// parameters' factor are forced replicated (a piece reads its slice of the whole scale).
 EinsumSpec Normalization(const RuleContext& c, size_t params, size_t statistics) {
   const int rank = static_cast<int>(c.input_shapes[0].size());
   const int64_t begin = CheckedNormBegin(c, params);
   const std::string letters = notation::Letters(rank);
   EinsumSpec spec = notation::FromLetters(
       {letters}, std::vector<std::string>(1 + statistics, letters.substr(0, begin)),
-      letters.substr(begin));
+      letters.substr(begin + 1));
   spec.outputs[0] = spec.inputs[0];
   const FactorId param = spec.AddFactor();  // the flattened normalised dims
   for (size_t p = 0; p < params; ++p) spec.inputs.push_back({param});
   spec.forced_replicated.push_back(param);
   return spec;
+}
+
+// The exchanged dim of layer_norm / rms_norm: the first normalised one, begin_norm_axis
+// (validated by the spec builder, which runs first).
+int NormExchangedDim(const RuleContext& c) { return static_cast<int>(c.attrs.GetInt("begin_norm_axis")); }
+
+// A piece of layer_norm / rms_norm reads its slice of the whole scale and bias: x's global
+// offset and shape.
+Attrs NormPiece(const LocalContext& c) {
+  return c.attrs.With(kLocalOffset, c.input_offsets[0]).With(kLocalGlobalShape, c.global_inputs[0]);
 }
 
 // layer_norm_grad / rms_norm_grad: x `abcd` with begin 2, the parameters `N` (the flattened
@@ -189,7 +213,8 @@ OpDecl softmax_grad() {
   return OpBuilder("softmax_grad").Inputs({"out", "out_grad"}).Outputs({"x_grad"})
       .Tolerance(ToleranceClass::kSoftmaxGrad)
       .Attr("axis", AttrKind::kInt, int64_t{-1})
-      .Einsum([](const RuleContext& c) { return AlongAxis(c, 2); })
+      .Einsum([](const RuleContext& c) { return AlongAxis(c, 2, true); })
+      .ExchangeAlong(0, SoftmaxAxis)  // a piece's part of sum(out_grad * out) per row
       .Examples(FromSignatures({{{"abc", "abc"}, MakeAttrs({{"axis", int64_t{1}}})}}));
 }
 
@@ -201,6 +226,8 @@ OpDecl layer_norm() {
       .Attr("epsilon", AttrKind::kFloat, 1e-5)
       .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
       .Einsum([](const RuleContext& c) { return Normalization(c, 2, 2); })
+      .ExchangeAlong(0, NormExchangedDim)
+      .Localize(NormPiece)
       .Examples(NormExamples(2));
 }
 
@@ -211,6 +238,8 @@ OpDecl rms_norm() {
       .Attr("epsilon", AttrKind::kFloat, 1e-6)
       .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
       .Einsum([](const RuleContext& c) { return Normalization(c, 1, 1); })
+      .ExchangeAlong(0, NormExchangedDim)
+      .Localize(NormPiece)
       .Examples(NormExamples(1));
 }
 

@@ -1,6 +1,6 @@
 // Reductions: the output drops (or keeps as `1`) the reduced letters. Sum-like ones leave
 // the output partial with their own reduce op (D3, D7); logsumexp and p_norm need the
-// reduced factors whole (D2); argmax and cumsum need their axis whole.
+// reduced factors whole (D2); argmax needs its axis whole; cumsum exchanges its axis.
 #include <algorithm>
 #include <cmath>
 
@@ -253,9 +253,18 @@ OpDecl cumsum() {
           spec.forced_replicated.push_back(flat);
           return spec;
         }
-        const int axis = notation::NormalizeAxisOrScalar(c.attrs.GetInt("axis"), rank, "attrs.axis");
-        return notation::FromLetters({letters}, {letters}, axis >= 0 ? letters.substr(axis, 1) : "");
+        (void)notation::NormalizeAxisOrScalar(c.attrs.GetInt("axis"), rank, "attrs.axis");
+        return notation::FromLetters({letters}, {letters});
       })
+      // The axis is exchanged: a piece's running sums start from the totals of the pieces
+      // before it (after it with reverse), so each piece sends one total per row and its
+      // first position along the axis (the localizer's offset).
+      .ExchangeAlong(0, [](const RuleContext& c) {
+        if (c.attrs.GetBool("flatten")) return -1;  // the flat output is forced replicated
+        const int rank = static_cast<int>(c.input_shapes[0].size());
+        return notation::NormalizeAxisOrScalar(c.attrs.GetInt("axis"), rank, "attrs.axis");
+      })
+      .Localize([](const LocalContext& c) { return c.attrs.With(kLocalOffset, c.input_offsets[0]); })
       .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"axis", int64_t{1}}})},
                                 {{"ab"}, MakeAttrs({{"axis", int64_t{0}}, {"exclusive", true}, {"reverse", true}})},
                                 {{"ab"}, MakeAttrs({{"flatten", true}})}}));

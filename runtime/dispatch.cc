@@ -54,7 +54,7 @@ Tensors RunExchange(const OpDecl& op, const RuleContext& context, const Mesh& me
   kernels::Backend& backend = LocalBackend(locals);
   Tensors stats = backend.RunKernel(op.name + "@stats", locals, attrs);
   if (stats.size() != 1) throw std::logic_error(op.name + "@stats must give one tensor");
-  const std::vector<int>& axes = required[op.exchange->input].dims[op.exchange->dim(context)];
+  const std::vector<int>& axes = required[op.exchange->input].dims[ExchangedDim(op, context)];
   const std::vector<int64_t> group = mesh.GroupOf(coord, axes);
   Shape shape = stats[0].shape();
   shape.insert(shape.begin(), static_cast<int64_t>(group.size()));
@@ -163,9 +163,13 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
     for (const Tensor& t : locals) report->input_buffers.push_back(t.bytes());
   }
 
-  Tensors results = op.exchange ? RunExchange(op, RuleContext{shapes, normalized}, mesh, *coord,
-                                              rule.inputs, locals, local_attrs, comm)
-                                : LocalBackend(locals).RunKernel(op.name, locals, local_attrs);
+  // The exchange runs when its dim is sharded; whole, the gather would be of this piece
+  // alone, and the op's own kernel gives the same values (on a device, its device kernel).
+  const int exchange_dim = ExchangedDim(op, RuleContext{shapes, normalized});
+  const bool exchange = exchange_dim >= 0 && !rule.inputs[op.exchange->input].dims[exchange_dim].empty();
+  Tensors results = exchange ? RunExchange(op, RuleContext{shapes, normalized}, mesh, *coord,
+                                           rule.inputs, locals, local_attrs, comm)
+                             : LocalBackend(locals).RunKernel(op.name, locals, local_attrs);
   if (results.size() != global_out.size()) {
     throw std::logic_error(op.name + ": the kernel gave " + std::to_string(results.size()) +
                            " outputs, the declaration " + std::to_string(global_out.size()));

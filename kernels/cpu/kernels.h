@@ -31,6 +31,7 @@
 #include "kernels/tensor.h"
 #include "rules/attrs.h"
 #include "rules/op_list.h"
+#include "rules/row_exchange_ops.h"
 
 namespace spmd::kernels {
 
@@ -48,6 +49,12 @@ SPMD_FOR_EACH_OP(SPMD_DECLARE_CPU_KERNEL)
 // as `<op>@stats` and `<op>@finish`.
 Tensors c_softmax_with_cross_entropy_stats(const TensorArgs& inputs, const Attrs& attrs);
 Tensors c_softmax_with_cross_entropy_finish(const TensorArgs& inputs, const Attrs& attrs);
+// The row reductions whose reduced axis may stay sharded (norm_exchange.cc).
+#define SPMD_DECLARE_CPU_EXCHANGE_PHASES(name)                        \
+  Tensors name##_stats(const TensorArgs& inputs, const Attrs& attrs); \
+  Tensors name##_finish(const TensorArgs& inputs, const Attrs& attrs);
+SPMD_FOR_EACH_ROW_EXCHANGE_OP(SPMD_DECLARE_CPU_EXCHANGE_PHASES)
+#undef SPMD_DECLARE_CPU_EXCHANGE_PHASES
 }  // namespace cpu
 
 // Returns the CPU kernel of `op` (or of an exchange phase, `<op>@stats` / `<op>@finish`), or

@@ -18,6 +18,9 @@ CpuKernelFn FindCpuKernel(std::string_view op) {
 #undef SPMD_CPU_KERNEL_ENTRY
       {"c_softmax_with_cross_entropy@stats", &cpu::c_softmax_with_cross_entropy_stats},
       {"c_softmax_with_cross_entropy@finish", &cpu::c_softmax_with_cross_entropy_finish},
+#define SPMD_CPU_EXCHANGE_ENTRIES(name) {#name "@stats", &cpu::name##_stats}, {#name "@finish", &cpu::name##_finish},
+      SPMD_FOR_EACH_ROW_EXCHANGE_OP(SPMD_CPU_EXCHANGE_ENTRIES)
+#undef SPMD_CPU_EXCHANGE_ENTRIES
   };
   for (const auto& [name, fn] : kTable) {
     if (name == op) return fn;

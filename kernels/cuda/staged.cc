@@ -10,6 +10,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/registry.h"
+#include "rules/row_exchange_ops.h"
 
 namespace spmd::kernels::cuda {
 namespace {
@@ -44,6 +45,13 @@ constexpr std::string_view kCSoftmax = "c_softmax_with_cross_entropy";
 constexpr std::string_view kCSoftmaxStats = "c_softmax_with_cross_entropy@stats";
 constexpr std::string_view kCSoftmaxFinish = "c_softmax_with_cross_entropy@finish";
 constexpr std::string_view kCSoftmaxGrad = "c_softmax_with_cross_entropy_grad";
+// The exchange phases of the row reductions whose reduced axis may stay sharded
+// (rules/norm_pieces.h); the ops themselves have device kernels.
+#define SPMD_STAGED_PHASE_NAMES(name)                                  \
+  constexpr std::string_view k_##name##_stats = #name "@stats"; \
+  constexpr std::string_view k_##name##_finish = #name "@finish";
+SPMD_FOR_EACH_ROW_EXCHANGE_OP(SPMD_STAGED_PHASE_NAMES)
+#undef SPMD_STAGED_PHASE_NAMES
 
 }  // namespace
 
@@ -58,6 +66,11 @@ void RegisterStagedKernels(KernelTable& table) {
   table.Add(kCSoftmaxStats, &Staged<kCSoftmaxStats>, /*takes_half=*/true);
   table.Add(kCSoftmaxFinish, &Staged<kCSoftmaxFinish>, /*takes_half=*/true);
   table.Add(kCSoftmaxGrad, &Staged<kCSoftmaxGrad>, /*takes_half=*/true);
+#define SPMD_ADD_STAGED_PHASES(name)                                               \
+  table.Add(k_##name##_stats, &Staged<k_##name##_stats>, /*takes_half=*/true); \
+  table.Add(k_##name##_finish, &Staged<k_##name##_finish>, /*takes_half=*/true);
+  SPMD_FOR_EACH_ROW_EXCHANGE_OP(SPMD_ADD_STAGED_PHASES)
+#undef SPMD_ADD_STAGED_PHASES
 }
 
 }  // namespace spmd::kernels::cuda

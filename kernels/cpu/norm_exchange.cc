@@ -1,0 +1,390 @@
+// The exchange phases (OpDecl::exchange) of softmax, log_softmax, layer_norm, rms_norm and
+// cumsum, whose reduced axis may stay sharded: `<op>@stats` summarises every row of the
+// local piece in the compute dtype and keeps the summary in float64 (rules/norm_pieces.h),
+// Dispatch all-gathers it over the axis's mesh axes, and `<op>@finish` gives the piece's
+// outputs from the local inputs and the gathered float64 [pieces, rows..., k]. The same
+// checks, in the same order, as the float64 phases in reference/ops_norm_exchange.cc.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/internal.h"
+#include "rules/norm_pieces.h"
+
+namespace spmd::kernels::cpu {
+namespace {
+
+using internal::AxisView;
+using internal::CheckArity;
+using internal::ComputeDType;
+using internal::DispatchFloat;
+using internal::InputField;
+using internal::NewOutput;
+using internal::ValuesAs;
+
+// Element (o, a, i) of the [outer, len, inner] view.
+int64_t At(const AxisView& v, int64_t o, int64_t a, int64_t i) { return (o * v.len + a) * v.inner + i; }
+
+Shape RowsThen(const Shape& shape, int64_t axis, int64_t k) {
+  Shape out;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d != axis) out.push_back(shape[d]);
+  }
+  out.push_back(k);
+  return out;
+}
+
+// The gathered float64 summaries (the last input): [pieces, rows..., k]. Returns the pieces.
+int64_t GatheredPieces(const TensorArgs& inputs, int64_t rows, int64_t k) {
+  const size_t i = inputs.size() - 1;
+  const Tensor& gathered = inputs[i];
+  if (gathered.dtype() != DType::kFloat64) {
+    ThrowInvalid(InputField(i, "dtype"), "the gathered statistics must be float64, got " +
+                                             std::string(ToString(gathered.dtype())));
+  }
+  const int64_t pieces = gathered.rank() == 0 ? 0 : gathered.shape()[0];
+  if (pieces < 1 || gathered.numel() != pieces * rows * k) {
+    ThrowInvalid(InputField(i, "shape"), "the gathered statistics must be [pieces, rows, " + std::to_string(k) +
+                                             "], got " + ShapeToString(gathered.shape()));
+  }
+  return pieces;
+}
+
+struct AxisPiece {
+  int64_t axis = -1;  // -1 on a 0-d x
+  AxisView view;
+  int64_t rows() const { return view.outer * view.inner; }
+};
+AxisPiece CheckAxisPiece(const TensorArgs& inputs, const Attrs& attrs, size_t arity) {
+  CheckArity(inputs, arity);
+  AxisPiece piece;
+  const int64_t rank = inputs[0].rank();
+  const int64_t axis = internal::NormalizeAxisOrScalar(attrs.GetInt("axis"), rank, "attrs.axis");
+  piece.axis = rank == 0 ? -1 : axis;
+  piece.view = internal::ViewAlong(inputs[0].shape(), axis);
+  return piece;
+}
+
+Tensors SoftmaxStatsPhase(const TensorArgs& inputs, const Attrs& attrs) {
+  const AxisPiece p = CheckAxisPiece(inputs, attrs, 1);
+  return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> x(inputs[0]);
+    Tensor stats = NewOutput(RowsThen(inputs[0].shape(), p.axis, norm_pieces::kSoftmaxStats), DType::kFloat64);
+    double* st = stats.data<double>();
+    for (int64_t o = 0; o < p.view.outer; ++o) {
+      for (int64_t i = 0; i < p.view.inner; ++i) {
+        norm_pieces::SoftmaxStats(x.data() + At(p.view, o, 0, i), p.view.len, p.view.inner,
+                                  st + (o * p.view.inner + i) * norm_pieces::kSoftmaxStats);
+      }
+    }
+    return TensorList(std::move(stats));
+  });
+}
+
+Tensors SoftmaxFinishPhase(const TensorArgs& inputs, const Attrs& attrs, bool log) {
+  const AxisPiece p = CheckAxisPiece(inputs, attrs, 2);
+  const int64_t k = norm_pieces::kSoftmaxStats;
+  const int64_t pieces = GatheredPieces(inputs, p.rows(), k);
+  return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> xv(inputs[0]);
+    const T* x = xv.data();
+    Tensor out = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
+    T* o = out.data<T>();
+    const double* gathered = inputs[1].data<double>();
+    for (int64_t r0 = 0; r0 < p.view.outer; ++r0) {
+      for (int64_t i = 0; i < p.view.inner; ++i) {
+        const int64_t r = r0 * p.view.inner + i;
+        const norm_pieces::SoftmaxRow row = norm_pieces::CombineSoftmax(gathered + r * k, pieces, p.rows() * k);
+        const T max = static_cast<T>(row.max);
+        if (log) {
+          const T shift = static_cast<T>(row.max + std::log(row.sum));
+          for (int64_t a = 0; a < p.view.len; ++a) o[At(p.view, r0, a, i)] = x[At(p.view, r0, a, i)] - shift;
+        } else {
+          const T inv = static_cast<T>(1.0 / row.sum);
+          for (int64_t a = 0; a < p.view.len; ++a) {
+            o[At(p.view, r0, a, i)] = std::exp(x[At(p.view, r0, a, i)] - max) * inv;
+          }
+        }
+      }
+    }
+    return TensorList(std::move(out));
+  });
+}
+
+// softmax_grad on a piece: out and out_grad of one shape, viewed along attrs.axis.
+AxisPiece CheckSoftmaxGradPiece(const TensorArgs& inputs, const Attrs& attrs, size_t arity) {
+  CheckArity(inputs, arity);
+  if (inputs[1].shape() != inputs[0].shape()) {
+    ThrowInvalid(InputField(1, "shape"), "out_grad " + ShapeToString(inputs[1].shape()) + " != out " +
+                                             ShapeToString(inputs[0].shape()));
+  }
+  return CheckAxisPiece(inputs, attrs, arity);
+}
+
+// layer_norm / rms_norm on a piece (reference/ops_norm_exchange.cc, CheckNormPiece).
+struct NormPiece {
+  int64_t begin = 0;
+  int64_t rows = 1;
+  int64_t n = 1;
+  int64_t first = 0;
+  Shape stats_shape;
+};
+NormPiece CheckNormPiece(const TensorArgs& inputs, const Attrs& attrs, size_t params, size_t arity) {
+  (void)attrs.GetFloat("epsilon");
+  const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
+  CheckArity(inputs, arity);
+  const Shape& x = inputs[0].shape();
+  const int64_t rank = inputs[0].rank();
+  NormPiece piece;
+  piece.begin = internal::NormalizeAxis(begin_norm_axis, rank, "attrs.begin_norm_axis");
+  const Shape global = attrs.Has(kLocalGlobalShape) ? Shape(attrs.GetInts(kLocalGlobalShape)) : x;
+  const Shape offset = attrs.Has(kLocalOffset) ? Shape(attrs.GetInts(kLocalOffset)) : Shape(x.size(), 0);
+  if (global.size() != x.size() || offset.size() != x.size()) {
+    ThrowInvalid(std::string("attrs.") + kLocalGlobalShape, "must have x's rank");
+  }
+  int64_t inner = 1, global_n = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d < piece.begin) {
+      piece.rows *= x[d];
+      piece.stats_shape.push_back(x[d]);
+      continue;
+    }
+    global_n *= global[d];
+    if (d > piece.begin) {
+      if (x[d] != global[d]) {
+        ThrowInvalid(InputField(0, "shape"), "only dim begin_norm_axis may be a piece of the normalised dims");
+      }
+      inner *= x[d];
+    }
+  }
+  if (global_n == 0) {
+    ThrowInvalid(InputField(0, "shape"), "normalising over an empty set of elements of " + ShapeToString(global));
+  }
+  piece.n = x[piece.begin] * inner;
+  piece.first = offset[piece.begin] * inner;
+  if (piece.first < 0 || piece.first + piece.n > global_n) {
+    ThrowInvalid(std::string("attrs.") + kLocalOffset, "the piece lies outside the normalised dims");
+  }
+  for (size_t p = 1; p <= params; ++p) {
+    if (inputs[p].shape() != Shape{global_n}) {
+      ThrowInvalid(InputField(p, "shape"),
+                   "expected [" + std::to_string(global_n) + "], got " + ShapeToString(inputs[p].shape()));
+    }
+  }
+  return piece;
+}
+
+// Every row's summary of the piece by `summarise(row, n, stats)`, [x.shape[:begin], k].
+template <typename Summarise>
+Tensors NormStatsPhase(const TensorArgs& inputs, const NormPiece& p, std::initializer_list<size_t> floats, int64_t k,
+                       Summarise summarise) {
+  return DispatchFloat(ComputeDType(inputs, floats), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> x(inputs[0]);
+    Shape shape = p.stats_shape;
+    shape.push_back(k);
+    Tensor stats = NewOutput(shape, DType::kFloat64);
+    double* st = stats.data<double>();
+    for (int64_t r = 0; r < p.rows; ++r) summarise(x.data() + r * p.n, p.n, st + r * k);
+    return TensorList(std::move(stats));
+  });
+}
+
+struct CumsumPiece {
+  AxisPiece axis;
+  int64_t first = 0;
+};
+CumsumPiece CheckCumsumPiece(const TensorArgs& inputs, const Attrs& attrs, size_t arity) {
+  (void)attrs.GetBool("exclusive");
+  (void)attrs.GetBool("reverse");
+  if (attrs.GetBool("flatten")) ThrowInvalid("attrs.flatten", "cumsum's exchange phases run along an axis");
+  CumsumPiece piece{CheckAxisPiece(inputs, attrs, arity), 0};
+  if (attrs.Has(kLocalOffset) && piece.axis.axis >= 0) {
+    const std::vector<int64_t>& offset = attrs.GetInts(kLocalOffset);
+    if (static_cast<int64_t>(offset.size()) != inputs[0].rank()) {
+      ThrowInvalid(std::string("attrs.") + kLocalOffset, "must have x's rank");
+    }
+    piece.first = offset[piece.axis.axis];
+  }
+  return piece;
+}
+
+}  // namespace
+
+Tensors softmax_stats(const TensorArgs& inputs, const Attrs& attrs) { return SoftmaxStatsPhase(inputs, attrs); }
+Tensors softmax_finish(const TensorArgs& inputs, const Attrs& attrs) { return SoftmaxFinishPhase(inputs, attrs, false); }
+Tensors log_softmax_stats(const TensorArgs& inputs, const Attrs& attrs) { return SoftmaxStatsPhase(inputs, attrs); }
+Tensors log_softmax_finish(const TensorArgs& inputs, const Attrs& attrs) {
+  return SoftmaxFinishPhase(inputs, attrs, true);
+}
+
+Tensors softmax_grad_stats(const TensorArgs& inputs, const Attrs& attrs) {
+  const AxisPiece p = CheckSoftmaxGradPiece(inputs, attrs, 2);
+  return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> y(inputs[0]);
+    ValuesAs<T> g(inputs[1]);
+    Tensor stats = NewOutput(RowsThen(inputs[0].shape(), p.axis, norm_pieces::kDotStats), DType::kFloat64);
+    double* st = stats.data<double>();
+    for (int64_t o = 0; o < p.view.outer; ++o) {
+      for (int64_t i = 0; i < p.view.inner; ++i) {
+        const int64_t at = At(p.view, o, 0, i);
+        norm_pieces::DotStats(y.data() + at, g.data() + at, p.view.len, p.view.inner,
+                              st + (o * p.view.inner + i) * norm_pieces::kDotStats);
+      }
+    }
+    return TensorList(std::move(stats));
+  });
+}
+
+Tensors softmax_grad_finish(const TensorArgs& inputs, const Attrs& attrs) {
+  const AxisPiece p = CheckSoftmaxGradPiece(inputs, attrs, 3);
+  const int64_t k = norm_pieces::kDotStats;
+  const int64_t pieces = GatheredPieces(inputs, p.rows(), k);
+  return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> yv(inputs[0]);
+    ValuesAs<T> gv(inputs[1]);
+    const T* y = yv.data();
+    const T* g = gv.data();
+    Tensor x_grad = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
+    T* d = x_grad.data<T>();
+    const double* gathered = inputs[2].data<double>();
+    for (int64_t o = 0; o < p.view.outer; ++o) {
+      for (int64_t i = 0; i < p.view.inner; ++i) {
+        const int64_t r = o * p.view.inner + i;
+        const T dot = static_cast<T>(norm_pieces::CombineDot(gathered + r * k, pieces, p.rows() * k));
+        for (int64_t a = 0; a < p.view.len; ++a) {
+          const int64_t at = At(p.view, o, a, i);
+          d[at] = y[at] * (g[at] - dot);
+        }
+      }
+    }
+    return TensorList(std::move(x_grad));
+  });
+}
+
+Tensors layer_norm_stats(const TensorArgs& inputs, const Attrs& attrs) {
+  const NormPiece p = CheckNormPiece(inputs, attrs, 2, 3);
+  return NormStatsPhase(inputs, p, {0, 1, 2}, norm_pieces::kMomentStats,
+                        [](const auto* row, int64_t n, double* st) { norm_pieces::MomentStats(row, n, st); });
+}
+
+Tensors layer_norm_finish(const TensorArgs& inputs, const Attrs& attrs) {
+  const NormPiece p = CheckNormPiece(inputs, attrs, 2, 4);
+  const double epsilon = attrs.GetFloat("epsilon");
+  const int64_t k = norm_pieces::kMomentStats;
+  const int64_t pieces = GatheredPieces(inputs, p.rows, k);
+  return DispatchFloat(ComputeDType(inputs, {0, 1, 2}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> xv(inputs[0]);
+    ValuesAs<T> sv(inputs[1]);
+    ValuesAs<T> bv(inputs[2]);
+    Tensor out = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
+    Tensor mean = NewOutput(p.stats_shape, DTypeOf<T>::value);
+    Tensor variance = NewOutput(p.stats_shape, DTypeOf<T>::value);
+    const T* scale = sv.data() + p.first;
+    const T* bias = bv.data() + p.first;
+    const double* gathered = inputs[3].data<double>();
+    for (int64_t r = 0; r < p.rows; ++r) {
+      const norm_pieces::Moments m = norm_pieces::CombineMoments(gathered + r * k, pieces, p.rows * k);
+      const double var = m.m2 / m.count;
+      const T mu = static_cast<T>(m.mean);
+      const T inv = static_cast<T>(1.0 / std::sqrt(var + epsilon));
+      const T* row = xv.data() + r * p.n;
+      T* dst = out.data<T>() + r * p.n;
+      for (int64_t j = 0; j < p.n; ++j) dst[j] = (row[j] - mu) * inv * scale[j] + bias[j];
+      mean.data<T>()[r] = mu;
+      variance.data<T>()[r] = static_cast<T>(var);
+    }
+    return TensorList(std::move(out), std::move(mean), std::move(variance));
+  });
+}
+
+Tensors rms_norm_stats(const TensorArgs& inputs, const Attrs& attrs) {
+  const NormPiece p = CheckNormPiece(inputs, attrs, 1, 2);
+  return NormStatsPhase(inputs, p, {0, 1}, norm_pieces::kSquareStats,
+                        [](const auto* row, int64_t n, double* st) { norm_pieces::SquareStats(row, n, st); });
+}
+
+Tensors rms_norm_finish(const TensorArgs& inputs, const Attrs& attrs) {
+  const NormPiece p = CheckNormPiece(inputs, attrs, 1, 3);
+  const double epsilon = attrs.GetFloat("epsilon");
+  const int64_t k = norm_pieces::kSquareStats;
+  const int64_t pieces = GatheredPieces(inputs, p.rows, k);
+  return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> xv(inputs[0]);
+    ValuesAs<T> sv(inputs[1]);
+    Tensor out = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
+    Tensor invvar = NewOutput(p.stats_shape, DTypeOf<T>::value);
+    const T* scale = sv.data() + p.first;
+    const double* gathered = inputs[2].data<double>();
+    for (int64_t r = 0; r < p.rows; ++r) {
+      const norm_pieces::Squares s = norm_pieces::CombineSquares(gathered + r * k, pieces, p.rows * k);
+      const T inv = static_cast<T>(1.0 / std::sqrt(s.sum / s.count + epsilon));
+      const T* row = xv.data() + r * p.n;
+      T* dst = out.data<T>() + r * p.n;
+      for (int64_t j = 0; j < p.n; ++j) dst[j] = row[j] * inv * scale[j];
+      invvar.data<T>()[r] = inv;
+    }
+    return TensorList(std::move(out), std::move(invvar));
+  });
+}
+
+Tensors cumsum_stats(const TensorArgs& inputs, const Attrs& attrs) {
+  const CumsumPiece p = CheckCumsumPiece(inputs, attrs, 1);
+  const AxisView& v = p.axis.view;
+  return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> x(inputs[0]);
+    Tensor stats = NewOutput(RowsThen(inputs[0].shape(), p.axis.axis, norm_pieces::kPrefixStats), DType::kFloat64);
+    double* st = stats.data<double>();
+    for (int64_t o = 0; o < v.outer; ++o) {
+      for (int64_t i = 0; i < v.inner; ++i) {
+        norm_pieces::PrefixStats(x.data() + At(v, o, 0, i), v.len, v.inner, p.first,
+                                 st + (o * v.inner + i) * norm_pieces::kPrefixStats);
+      }
+    }
+    return TensorList(std::move(stats));
+  });
+}
+
+Tensors cumsum_finish(const TensorArgs& inputs, const Attrs& attrs) {
+  const CumsumPiece p = CheckCumsumPiece(inputs, attrs, 2);
+  const bool exclusive = attrs.GetBool("exclusive");
+  const bool reverse = attrs.GetBool("reverse");
+  const AxisView& v = p.axis.view;
+  const int64_t k = norm_pieces::kPrefixStats;
+  const int64_t pieces = GatheredPieces(inputs, p.axis.rows(), k);
+  return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> xv(inputs[0]);
+    const T* x = xv.data();
+    Tensor out = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
+    T* o = out.data<T>();
+    const double* gathered = inputs[1].data<double>();
+    for (int64_t r0 = 0; r0 < v.outer; ++r0) {
+      for (int64_t i = 0; i < v.inner; ++i) {
+        const int64_t r = r0 * v.inner + i;
+        T running = static_cast<T>(
+            norm_pieces::PrefixBefore(gathered + r * k, pieces, p.axis.rows() * k, p.first, reverse));
+        for (int64_t step = 0; step < v.len; ++step) {
+          const int64_t at = At(v, r0, reverse ? v.len - 1 - step : step, i);
+          if (exclusive) {
+            o[at] = running;
+            running += x[at];
+          } else {
+            running += x[at];
+            o[at] = running;
+          }
+        }
+      }
+    }
+    return TensorList(std::move(out));
+  });
+}
+
+}  // namespace spmd::kernels::cpu

@@ -1,0 +1,345 @@
+// The exchange phases (OpDecl::exchange) of the row reductions whose reduced axis may stay
+// sharded: softmax, log_softmax, layer_norm, rms_norm and cumsum. `<op>@stats` summarises
+// every row of the local piece (rules/norm_pieces.h), the checker all-gathers the
+// summaries over the axis's mesh axes, and `<op>@finish` gives the piece's outputs from
+// the local inputs and the gathered [pieces, rows..., k]. The ops' own references
+// (ops_norm.cc, ops_reduction.cc) stay the plain single-device definitions that the
+// checker compares these phases with.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "reference/reference.h"
+#include "reference/util.h"
+#include "rules/norm_pieces.h"
+
+namespace spmd::reference::ops {
+namespace {
+
+using internal::AxisView;
+using internal::CheckArity;
+using internal::InputField;
+using internal::ShapeToString;
+
+// x.shape without dim `axis` (none when axis < 0), then k: the shape of a piece's summary.
+Shape RowsThen(const Shape& shape, int64_t axis, int64_t k) {
+  Shape out;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d != axis) out.push_back(shape[d]);
+  }
+  out.push_back(k);
+  return out;
+}
+
+// The gathered summaries (the finish phase's last input): [pieces, rows..., k] of `rows`
+// rows. Returns the pieces.
+int64_t GatheredPieces(const Tensors& inputs, int64_t rows, int64_t k) {
+  const size_t i = inputs.size() - 1;
+  const Tensor& gathered = inputs[i];
+  const int64_t pieces = gathered.shape.empty() ? 0 : gathered.shape[0];
+  if (pieces < 1 || static_cast<int64_t>(gathered.data.size()) != pieces * rows * k) {
+    ThrowInvalid(InputField(i, "shape"), "the gathered statistics must be [pieces, rows, " + std::to_string(k) +
+                                             "], got " + ShapeToString(gathered.shape));
+  }
+  return pieces;
+}
+
+// softmax / log_softmax / cumsum on a piece: the arity (the op's, plus the gathered tensor
+// in the finish phase) and the view along attrs.axis, as the ops check them.
+struct AxisPiece {
+  int64_t axis = -1;  // -1 on a 0-d x
+  AxisView view;
+  int64_t rows() const { return view.outer * view.inner; }
+};
+AxisPiece CheckAxisPiece(const Tensors& inputs, const Attrs& attrs, size_t arity) {
+  CheckArity(inputs, arity);
+  AxisPiece piece;
+  const Tensor& x = inputs[0];
+  const int64_t rank = internal::Rank(x);
+  const int64_t axis = internal::NormalizeAxisOrScalar(attrs.GetInt("axis"), rank, "attrs.axis");
+  piece.axis = rank == 0 ? -1 : axis;
+  piece.view = internal::ViewAlong(x.shape, axis);
+  return piece;
+}
+
+Tensors SoftmaxStatsPhase(const Tensors& inputs, const Attrs& attrs) {
+  const AxisPiece p = CheckAxisPiece(inputs, attrs, 1);
+  const Tensor& x = inputs[0];
+  Tensor stats = internal::Zeros(RowsThen(x.shape, p.axis, norm_pieces::kSoftmaxStats));
+  for (int64_t o = 0; o < p.view.outer; ++o) {
+    for (int64_t i = 0; i < p.view.inner; ++i) {
+      norm_pieces::SoftmaxStats(x.data.data() + p.view.At(o, 0, i), p.view.len, p.view.inner,
+                                stats.data.data() + (o * p.view.inner + i) * norm_pieces::kSoftmaxStats);
+    }
+  }
+  return {stats};
+}
+
+// softmax (exp(x - max) / sum) or log_softmax (x - max - log(sum)) of the piece, from the
+// gathered rows' summaries.
+Tensors SoftmaxFinishPhase(const Tensors& inputs, const Attrs& attrs, bool log) {
+  const AxisPiece p = CheckAxisPiece(inputs, attrs, 2);
+  const Tensor& x = inputs[0];
+  const int64_t k = norm_pieces::kSoftmaxStats;
+  const int64_t pieces = GatheredPieces(inputs, p.rows(), k);
+  Tensor out = internal::Zeros(x.shape);
+  for (int64_t o = 0; o < p.view.outer; ++o) {
+    for (int64_t i = 0; i < p.view.inner; ++i) {
+      const int64_t r = o * p.view.inner + i;
+      const norm_pieces::SoftmaxRow row =
+          norm_pieces::CombineSoftmax(inputs[1].data.data() + r * k, pieces, p.rows() * k);
+      for (int64_t a = 0; a < p.view.len; ++a) {
+        const int64_t at = p.view.At(o, a, i);
+        out.data[at] = log ? x.data[at] - row.max - std::log(row.sum) : std::exp(x.data[at] - row.max) / row.sum;
+      }
+    }
+  }
+  return {out};
+}
+
+// softmax_grad on a piece: out and out_grad of one shape (as the op checks them), viewed
+// along attrs.axis.
+AxisPiece CheckSoftmaxGradPiece(const Tensors& inputs, const Attrs& attrs, size_t arity) {
+  CheckArity(inputs, arity);
+  if (inputs[1].shape != inputs[0].shape) {
+    ThrowInvalid(InputField(1, "shape"), "out_grad " + ShapeToString(inputs[1].shape) + " != out " +
+                                             ShapeToString(inputs[0].shape));
+  }
+  return CheckAxisPiece(inputs, attrs, arity);
+}
+
+// layer_norm / rms_norm on a piece: x split at begin_norm_axis into rows and the piece's
+// normalised elements; only dim begin_norm_axis may be a piece (the later ones are whole,
+// as the rule requires), so the piece's elements are the contiguous run of the flattened
+// normalised dims starting at offset[begin] * inner. The parameters are whole: [n] of the
+// global x (localized __global_shape; x's own shape unsharded).
+struct NormPiece {
+  int64_t begin = 0;
+  int64_t rows = 1;
+  int64_t n = 1;        // the piece's normalised elements per row
+  int64_t first = 0;    // their position in the flattened normalised dims
+  Shape stats_shape;    // x.shape[:begin]
+};
+NormPiece CheckNormPiece(const Tensors& inputs, const Attrs& attrs, size_t params, size_t arity) {
+  (void)attrs.GetFloat("epsilon");
+  const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
+  CheckArity(inputs, arity);
+  const Tensor& x = inputs[0];
+  const int64_t rank = internal::Rank(x);
+  NormPiece piece;
+  piece.begin = internal::NormalizeAxis(begin_norm_axis, rank, "attrs.begin_norm_axis");
+  const Shape global = attrs.Has(kLocalGlobalShape) ? Shape(attrs.GetInts(kLocalGlobalShape)) : x.shape;
+  const Shape offset = attrs.Has(kLocalOffset) ? Shape(attrs.GetInts(kLocalOffset)) : Shape(x.shape.size(), 0);
+  if (global.size() != x.shape.size() || offset.size() != x.shape.size()) {
+    ThrowInvalid(std::string("attrs.") + kLocalGlobalShape, "must have x's rank");
+  }
+  int64_t inner = 1, global_n = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d < piece.begin) {
+      piece.rows *= x.shape[d];
+      piece.stats_shape.push_back(x.shape[d]);
+      continue;
+    }
+    global_n *= global[d];
+    if (d > piece.begin) {
+      if (x.shape[d] != global[d]) {
+        ThrowInvalid(InputField(0, "shape"), "only dim begin_norm_axis may be a piece of the normalised dims");
+      }
+      inner *= x.shape[d];
+    }
+  }
+  if (global_n == 0) {
+    ThrowInvalid(InputField(0, "shape"), "normalising over an empty set of elements of " + ShapeToString(global));
+  }
+  piece.n = x.shape[piece.begin] * inner;
+  piece.first = offset[piece.begin] * inner;
+  if (piece.first < 0 || piece.first + piece.n > global_n) {
+    ThrowInvalid(std::string("attrs.") + kLocalOffset, "the piece lies outside the normalised dims");
+  }
+  for (size_t p = 1; p <= params; ++p) {
+    if (inputs[p].shape != Shape{global_n}) {
+      ThrowInvalid(InputField(p, "shape"),
+                   "expected [" + std::to_string(global_n) + "], got " + ShapeToString(inputs[p].shape));
+    }
+  }
+  return piece;
+}
+
+}  // namespace
+
+Tensors softmax_stats(const Tensors& inputs, const Attrs& attrs) { return SoftmaxStatsPhase(inputs, attrs); }
+Tensors softmax_finish(const Tensors& inputs, const Attrs& attrs) { return SoftmaxFinishPhase(inputs, attrs, false); }
+Tensors log_softmax_stats(const Tensors& inputs, const Attrs& attrs) { return SoftmaxStatsPhase(inputs, attrs); }
+Tensors log_softmax_finish(const Tensors& inputs, const Attrs& attrs) { return SoftmaxFinishPhase(inputs, attrs, true); }
+
+// out, out_grad -> every row's part of sum(out_grad * out) over the piece.
+Tensors softmax_grad_stats(const Tensors& inputs, const Attrs& attrs) {
+  const AxisPiece p = CheckSoftmaxGradPiece(inputs, attrs, 2);
+  Tensor stats = internal::Zeros(RowsThen(inputs[0].shape, p.axis, norm_pieces::kDotStats));
+  for (int64_t o = 0; o < p.view.outer; ++o) {
+    for (int64_t i = 0; i < p.view.inner; ++i) {
+      const int64_t at = p.view.At(o, 0, i);
+      norm_pieces::DotStats(inputs[0].data.data() + at, inputs[1].data.data() + at, p.view.len, p.view.inner,
+                            stats.data.data() + (o * p.view.inner + i) * norm_pieces::kDotStats);
+    }
+  }
+  return {stats};
+}
+
+// out, out_grad, gathered -> the piece's x_grad = out (out_grad - dot), dot over the row.
+Tensors softmax_grad_finish(const Tensors& inputs, const Attrs& attrs) {
+  const AxisPiece p = CheckSoftmaxGradPiece(inputs, attrs, 3);
+  const int64_t k = norm_pieces::kDotStats;
+  const int64_t pieces = GatheredPieces(inputs, p.rows(), k);
+  Tensor x_grad = internal::Zeros(inputs[0].shape);
+  for (int64_t o = 0; o < p.view.outer; ++o) {
+    for (int64_t i = 0; i < p.view.inner; ++i) {
+      const int64_t r = o * p.view.inner + i;
+      const double dot = norm_pieces::CombineDot(inputs[2].data.data() + r * k, pieces, p.rows() * k);
+      for (int64_t a = 0; a < p.view.len; ++a) {
+        const int64_t at = p.view.At(o, a, i);
+        x_grad.data[at] = inputs[0].data[at] * (inputs[1].data[at] - dot);
+      }
+    }
+  }
+  return {x_grad};
+}
+
+// x, scale, bias -> every row's {count, mean, M2} over the piece, [x.shape[:begin], 3].
+Tensors layer_norm_stats(const Tensors& inputs, const Attrs& attrs) {
+  const NormPiece p = CheckNormPiece(inputs, attrs, 2, 3);
+  Shape shape = p.stats_shape;
+  shape.push_back(norm_pieces::kMomentStats);
+  Tensor stats = internal::Zeros(shape);
+  for (int64_t r = 0; r < p.rows; ++r) {
+    norm_pieces::MomentStats(inputs[0].data.data() + r * p.n, p.n, stats.data.data() + r * norm_pieces::kMomentStats);
+  }
+  return {stats};
+}
+
+// x, scale, bias, gathered -> the piece's out, and the whole rows' mean and variance.
+Tensors layer_norm_finish(const Tensors& inputs, const Attrs& attrs) {
+  const NormPiece p = CheckNormPiece(inputs, attrs, 2, 4);
+  const double epsilon = attrs.GetFloat("epsilon");
+  const int64_t k = norm_pieces::kMomentStats;
+  const int64_t pieces = GatheredPieces(inputs, p.rows, k);
+  const Tensor& x = inputs[0];
+  Tensor out = internal::Zeros(x.shape);
+  Tensor mean = internal::Zeros(p.stats_shape);
+  Tensor variance = internal::Zeros(p.stats_shape);
+  for (int64_t r = 0; r < p.rows; ++r) {
+    const norm_pieces::Moments m = norm_pieces::CombineMoments(inputs[3].data.data() + r * k, pieces, p.rows * k);
+    const double var = m.m2 / m.count;
+    const double inv = 1.0 / std::sqrt(var + epsilon);
+    for (int64_t j = 0; j < p.n; ++j) {
+      out.data[r * p.n + j] =
+          (x.data[r * p.n + j] - m.mean) * inv * inputs[1].data[p.first + j] + inputs[2].data[p.first + j];
+    }
+    mean.data[r] = m.mean;
+    variance.data[r] = var;
+  }
+  return {out, mean, variance};
+}
+
+// x, scale -> every row's {count, sum of squares} over the piece, [x.shape[:begin], 2].
+Tensors rms_norm_stats(const Tensors& inputs, const Attrs& attrs) {
+  const NormPiece p = CheckNormPiece(inputs, attrs, 1, 2);
+  Shape shape = p.stats_shape;
+  shape.push_back(norm_pieces::kSquareStats);
+  Tensor stats = internal::Zeros(shape);
+  for (int64_t r = 0; r < p.rows; ++r) {
+    norm_pieces::SquareStats(inputs[0].data.data() + r * p.n, p.n, stats.data.data() + r * norm_pieces::kSquareStats);
+  }
+  return {stats};
+}
+
+// x, scale, gathered -> the piece's out and the whole rows' invvar.
+Tensors rms_norm_finish(const Tensors& inputs, const Attrs& attrs) {
+  const NormPiece p = CheckNormPiece(inputs, attrs, 1, 3);
+  const double epsilon = attrs.GetFloat("epsilon");
+  const int64_t k = norm_pieces::kSquareStats;
+  const int64_t pieces = GatheredPieces(inputs, p.rows, k);
+  const Tensor& x = inputs[0];
+  Tensor out = internal::Zeros(x.shape);
+  Tensor invvar = internal::Zeros(p.stats_shape);
+  for (int64_t r = 0; r < p.rows; ++r) {
+    const norm_pieces::Squares s = norm_pieces::CombineSquares(inputs[2].data.data() + r * k, pieces, p.rows * k);
+    const double inv = 1.0 / std::sqrt(s.sum / s.count + epsilon);
+    for (int64_t j = 0; j < p.n; ++j) out.data[r * p.n + j] = x.data[r * p.n + j] * inv * inputs[1].data[p.first + j];
+    invvar.data[r] = inv;
+  }
+  return {out, invvar};
+}
+
+namespace {
+
+// cumsum on a piece: the axis view, refusing flatten (the exchange runs along an axis; the
+// rule exchanges nothing with flatten), and the piece's first position along the axis
+// (localized __offset; 0 unsharded).
+struct CumsumPiece {
+  AxisPiece axis;
+  int64_t first = 0;
+};
+CumsumPiece CheckCumsumPiece(const Tensors& inputs, const Attrs& attrs, size_t arity) {
+  (void)attrs.GetBool("exclusive");
+  (void)attrs.GetBool("reverse");
+  if (attrs.GetBool("flatten")) ThrowInvalid("attrs.flatten", "cumsum's exchange phases run along an axis");
+  CumsumPiece piece{CheckAxisPiece(inputs, attrs, arity), 0};
+  if (attrs.Has(kLocalOffset) && piece.axis.axis >= 0) {
+    const std::vector<int64_t>& offset = attrs.GetInts(kLocalOffset);
+    if (static_cast<int64_t>(offset.size()) != internal::Rank(inputs[0])) {
+      ThrowInvalid(std::string("attrs.") + kLocalOffset, "must have x's rank");
+    }
+    piece.first = offset[piece.axis.axis];
+  }
+  return piece;
+}
+
+}  // namespace
+
+// x -> every row's {first position, total} over the piece, [x.shape without axis, 2].
+Tensors cumsum_stats(const Tensors& inputs, const Attrs& attrs) {
+  const CumsumPiece p = CheckCumsumPiece(inputs, attrs, 1);
+  const AxisView& v = p.axis.view;
+  const Tensor& x = inputs[0];
+  Tensor stats = internal::Zeros(RowsThen(x.shape, p.axis.axis, norm_pieces::kPrefixStats));
+  for (int64_t o = 0; o < v.outer; ++o) {
+    for (int64_t i = 0; i < v.inner; ++i) {
+      norm_pieces::PrefixStats(x.data.data() + v.At(o, 0, i), v.len, v.inner, p.first,
+                               stats.data.data() + (o * v.inner + i) * norm_pieces::kPrefixStats);
+    }
+  }
+  return {stats};
+}
+
+// x, gathered -> the piece's running sums, started from the pieces before it.
+Tensors cumsum_finish(const Tensors& inputs, const Attrs& attrs) {
+  const CumsumPiece p = CheckCumsumPiece(inputs, attrs, 2);
+  const bool exclusive = attrs.GetBool("exclusive");
+  const bool reverse = attrs.GetBool("reverse");
+  const AxisView& v = p.axis.view;
+  const int64_t k = norm_pieces::kPrefixStats;
+  const int64_t pieces = GatheredPieces(inputs, p.axis.rows(), k);
+  const Tensor& x = inputs[0];
+  Tensor out = internal::Zeros(x.shape);
+  for (int64_t o = 0; o < v.outer; ++o) {
+    for (int64_t i = 0; i < v.inner; ++i) {
+      const int64_t r = o * v.inner + i;
+      double running =
+          norm_pieces::PrefixBefore(inputs[1].data.data() + r * k, pieces, p.axis.rows() * k, p.first, reverse);
+      for (int64_t step = 0; step < v.len; ++step) {
+        const int64_t at = v.At(o, reverse ? v.len - 1 - step : step, i);
+        if (exclusive) {
+          out.data[at] = running;
+          running += x.data[at];
+        } else {
+          running += x.data[at];
+          out.data[at] = running;
+        }
+      }
+    }
+  }
+  return {out};
+}
+
+}  // namespace spmd::reference::ops

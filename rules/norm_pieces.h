@@ -1,0 +1,166 @@
+// The arithmetic of a row reduction whose reduced axis is split into pieces held by
+// different ranks (softmax, log_softmax, layer_norm, rms_norm, cumsum with the reduced axis
+// sharded, OpDecl::exchange): each piece summarises every row in a few numbers (`@stats`),
+// the summaries are all-gathered, and each rank finishes its own piece from them
+// (`@finish`). Shared by the phases' float64 references (reference/) and their CPU kernels
+// (kernels/cpu/), so that the merge is written once; the ops' references themselves are
+// the plain single-device ones, which the checker compares the phases with.
+//
+// A piece's summary is computed in the kernel's dtype T and kept in float64 (the gathered
+// tensor is float64 whatever the inputs' dtype, as c_softmax_with_cross_entropy's).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace spmd::norm_pieces {
+
+// ---- softmax / log_softmax: the piece's max and sum of exp(x - max) ----------------------
+
+inline constexpr int64_t kSoftmaxStats = 2;
+
+// Summarises `len` values at x[0], x[stride], ...: {max (-inf when empty), sum exp(x - max)}.
+template <typename T>
+void SoftmaxStats(const T* x, int64_t len, int64_t stride, double* stats) {
+  T max = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < len; ++j) max = x[j * stride] > max ? x[j * stride] : max;
+  T sum = 0;
+  for (int64_t j = 0; j < len; ++j) sum += std::exp(x[j * stride] - max);
+  stats[0] = static_cast<double>(max);
+  stats[1] = static_cast<double>(sum);
+}
+
+struct SoftmaxRow {
+  double max;  // the whole row's max
+  double sum;  // the whole row's sum of exp(x - max)
+};
+
+// The whole row from `pieces` summaries (piece p's at stats[p * piece_stride]): each
+// piece's sum is rescaled to the row's max; empty pieces add nothing.
+inline SoftmaxRow CombineSoftmax(const double* stats, int64_t pieces, int64_t piece_stride) {
+  SoftmaxRow row{-std::numeric_limits<double>::infinity(), 0.0};
+  for (int64_t p = 0; p < pieces; ++p) {
+    const double m = stats[p * piece_stride];
+    row.max = m > row.max ? m : row.max;
+  }
+  for (int64_t p = 0; p < pieces; ++p) {
+    const double* s = stats + p * piece_stride;
+    if (s[1] > 0.0) row.sum += s[1] * std::exp(s[0] - row.max);
+  }
+  return row;
+}
+
+// ---- softmax_grad: the piece's part of the row's dot product sum(out_grad * out) ----------
+
+inline constexpr int64_t kDotStats = 1;
+
+template <typename T>
+void DotStats(const T* out, const T* out_grad, int64_t len, int64_t stride, double* stats) {
+  T dot = 0;
+  for (int64_t j = 0; j < len; ++j) dot += out_grad[j * stride] * out[j * stride];
+  stats[0] = static_cast<double>(dot);
+}
+
+inline double CombineDot(const double* stats, int64_t pieces, int64_t piece_stride) {
+  double dot = 0.0;
+  for (int64_t p = 0; p < pieces; ++p) dot += stats[p * piece_stride];
+  return dot;
+}
+
+// ---- layer_norm: count, mean and M2 (the sum of squared deviations from the mean) ---------
+
+inline constexpr int64_t kMomentStats = 3;
+
+// Summarises `n` contiguous values: {n, mean, M2}, two passes (no E[x^2] - E[x]^2
+// cancellation); {0, 0, 0} when empty.
+template <typename T>
+void MomentStats(const T* x, int64_t n, double* stats) {
+  T mean = 0;
+  for (int64_t j = 0; j < n; ++j) mean += x[j];
+  mean = n > 0 ? mean / static_cast<T>(static_cast<double>(n)) : T(0);
+  T m2 = 0;
+  for (int64_t j = 0; j < n; ++j) m2 += (x[j] - mean) * (x[j] - mean);
+  stats[0] = static_cast<double>(n);
+  stats[1] = static_cast<double>(mean);
+  stats[2] = static_cast<double>(m2);
+}
+
+struct Moments {
+  double count;
+  double mean;
+  double m2;
+};
+
+// The whole row's moments from `pieces` summaries, merged pairwise in piece order (Chan,
+// Golub and LeVeque): the mean moves by the count-weighted difference and M2 gains the
+// between-piece term, so no piece's squares are subtracted from another's.
+inline Moments CombineMoments(const double* stats, int64_t pieces, int64_t piece_stride) {
+  Moments all{0.0, 0.0, 0.0};
+  for (int64_t p = 0; p < pieces; ++p) {
+    const double* s = stats + p * piece_stride;
+    const double count = s[0];
+    if (count <= 0.0) continue;
+    const double total = all.count + count;
+    const double delta = s[1] - all.mean;
+    all.mean += delta * (count / total);
+    all.m2 += s[2] + delta * delta * (all.count * count / total);
+    all.count = total;
+  }
+  return all;
+}
+
+// ---- rms_norm: count and sum of squares ---------------------------------------------------
+
+inline constexpr int64_t kSquareStats = 2;
+
+template <typename T>
+void SquareStats(const T* x, int64_t n, double* stats) {
+  T sq = 0;
+  for (int64_t j = 0; j < n; ++j) sq += x[j] * x[j];
+  stats[0] = static_cast<double>(n);
+  stats[1] = static_cast<double>(sq);
+}
+
+struct Squares {
+  double count;
+  double sum;
+};
+
+inline Squares CombineSquares(const double* stats, int64_t pieces, int64_t piece_stride) {
+  Squares all{0.0, 0.0};
+  for (int64_t p = 0; p < pieces; ++p) {
+    all.count += stats[p * piece_stride];
+    all.sum += stats[p * piece_stride + 1];
+  }
+  return all;
+}
+
+// ---- cumsum: the piece's first position along the axis and its total ----------------------
+
+inline constexpr int64_t kPrefixStats = 2;
+
+template <typename T>
+void PrefixStats(const T* x, int64_t len, int64_t stride, int64_t first, double* stats) {
+  T total = 0;
+  for (int64_t j = 0; j < len; ++j) total += x[j * stride];
+  stats[0] = static_cast<double>(first);
+  stats[1] = static_cast<double>(total);
+}
+
+// What the pieces before the piece starting at `first` add to its running sums: the totals
+// of the pieces that start before it (after it when `reverse`: the sum runs from the end).
+// Pieces are told apart by their first position, so the gather's order does not matter; an
+// empty piece adds 0 wherever it claims to start.
+inline double PrefixBefore(const double* stats, int64_t pieces, int64_t piece_stride, int64_t first,
+                           bool reverse) {
+  double prefix = 0.0;
+  const double own = static_cast<double>(first);
+  for (int64_t p = 0; p < pieces; ++p) {
+    const double* s = stats + p * piece_stride;
+    if (reverse ? s[0] > own : s[0] < own) prefix += s[1];
+  }
+  return prefix;
+}
+
+}  // namespace spmd::norm_pieces

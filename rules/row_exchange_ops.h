@@ -1,0 +1,8 @@
+// The row reductions whose reduced axis may stay sharded through an exchange
+// (OpDecl::exchange; the arithmetic in rules/norm_pieces.h): each has the phases
+// `<op>@stats` and `<op>@finish`. The reference, CPU and CUDA phase tables are generated
+// from this list, so a missing phase does not link.
+#pragma once
+
+#define SPMD_FOR_EACH_ROW_EXCHANGE_OP(X) \
+  X(softmax) X(log_softmax) X(softmax_grad) X(layer_norm) X(rms_norm) X(cumsum)
