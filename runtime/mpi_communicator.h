@@ -72,8 +72,14 @@ class MpiCommunicator final : public Communicator {
 
   // The cached communicator of `group` (rank order = group order).
   MPI_Comm GroupComm(const Call& call);
-  // Polls `requests` until all complete; fails the job at the deadline.
+  // Completes `requests` (MPI_Waitall) under the watchdog.
   void Wait(std::vector<MPI_Request>& requests, const Call& call, const char* what);
+  // Runs one blocking MPI call (it returns its MPI error code) under the watchdog: armed
+  // with the call's deadline before, disarmed after; then Check.
+  void Blocking(const Call& call, const char* what, const std::function<int()>& mpi_call);
+  // The watchdog's end of a call still blocked at its deadline: prints `spmd: <call>: timed
+  // out after T s in <what>`, dumps the flight record and _Exits(kTimeoutExitCode).
+  [[noreturn]] void Fire(const std::string& call, const char* what) const;
   // SPMD_DEBUG=collectives: compares the members' descriptors; fails the job on mismatch.
   void CheckCollective(const Call& call, MPI_Comm comm);
   void Check(int mpi_error, const Call& call, const char* what);
@@ -95,7 +101,15 @@ class MpiCommunicator final : public Communicator {
   };
   std::vector<Pending> pending_;
   ByteCount transport_;
+  // Reused by the calls that need room of their own (all_reduce's reduced chunk, truth
+  // values of any / all), so that a call allocates nothing once warm.
+  std::vector<unsigned char> scratch_, chunk_;
+  class Watchdog;
+  std::unique_ptr<Watchdog> watchdog_;
 };
+
+// The exit status of a rank whose watchdog ended it (a blocking call past its deadline).
+inline constexpr int kTimeoutExitCode = 3;
 
 // For MPI programs: MPI_Init, builds the communicator, runs body(comm) and returns its exit
 // code after MPI_Finalize. If body throws, prints FailureMessage (`rank R failed at step S
