@@ -8,6 +8,7 @@
 #include <array>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <condition_variable>
@@ -450,39 +451,30 @@ void MpiCommunicator::Run(const Call& call) {
       return;
     }
     case Collective::kAllReduce: {
-      // A reduce-scatter then an all-gather over the balanced split of the buffer (chunk q:
-      // count / n elements, one more when q < count % n): the algorithm the byte accounting
-      // describes, as two MPI calls whose counts say what travels.
+      // One blocking MPI_Allreduce: Open MPI's tuned algorithms (a reduce-scatter and an
+      // all-gather as two calls took 1.4-1.7x as long at 1-16 MiB, docs/BENCHMARKS.md).
+      // Its transport is counted as the ring algorithm's (the balanced split of
+      // communicator.h's accounting): what MPI moves depends on the algorithm it picks.
       const int64_t count = d.counts[0];
-      std::vector<int64_t> split(n);
-      for (int64_t q = 0; q < n; ++q) split[q] = count / n + (q < count % n ? 1 : 0);
-      const std::vector<int> counts = ToInts(split, "all_reduce.count");
-      const std::vector<int> displs = Displacements(split, "all_reduce.count");
-      const int64_t p = call.position;
+      const int c = ToInt(count, "all_reduce.count");
       const void* send = call.send;
       if (truth && d.dtype != DType::kBool) {
-        scratch.resize(count * e);
+        if (scratch.size() < static_cast<size_t>(count * e)) scratch.resize(count * e);
         backend().ToTruth(call.send, scratch.data(), count, d.dtype, stream());
         send = scratch.data();
       }
-      // The own reduced chunk; `send` is read completely before `recv` is written (in-place
-      // calls are safe).
-      if (chunk_.size() < static_cast<size_t>(std::max<int64_t>(split[p], 1) * e)) {
-        chunk_.resize(std::max<int64_t>(split[p], 1) * e);
-      }
-      void* chunk = chunk_.data();
-      Handed(TypeBytes(type, OthersSum(counts, p)), (n - 1) * TypeBytes(type, counts[p]));
-      Blocking(call, "MPI_Reduce_scatter", [&] {
-        return MPI_Reduce_scatter(send, chunk, counts.data(), type, ToMpi(d.op, d.dtype), comm);
+      std::vector<int64_t> split(n);
+      for (int64_t q = 0; q < n; ++q) split[q] = count / n + (q < count % n ? 1 : 0);
+      const std::vector<int> counts = ToInts(split, "all_reduce.count");
+      const int64_t p = call.position;
+      const int64_t ring = TypeBytes(type, OthersSum(counts, p)) + (n - 1) * TypeBytes(type, counts[p]);
+      Handed(ring, ring);
+      const MPI_Op mpi_op = ToMpi(d.op, d.dtype);
+      Blocking(call, "MPI_Allreduce", [&] {
+        return send == call.recv ? MPI_Allreduce(MPI_IN_PLACE, call.recv, c, type, mpi_op, comm)
+                                 : MPI_Allreduce(send, call.recv, c, type, mpi_op, comm);
       });
-      if (d.op == ReduceOp::kAvg) {
-        backend().Scale(chunk, split[p], d.dtype, n, true, stream());
-      }
-      Handed((n - 1) * TypeBytes(type, counts[p]), TypeBytes(type, OthersSum(counts, p)));
-      Blocking(call, "MPI_Allgatherv", [&] {
-        return MPI_Allgatherv(chunk, counts[p], type, call.recv, counts.data(), displs.data(), type,
-                              comm);
-      });
+      if (d.op == ReduceOp::kAvg) backend().Scale(call.recv, count, d.dtype, n, true, stream());
       return;
     }
     case Collective::kAllToAll: {
