@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -107,29 +108,24 @@ Tensor Run(const StepContext& c, const AllGather& s, Tensor local,
     c.comm.AllGather(local.bytes(), out.bytes(), counts, c.dtype, g.ids);
     return out;
   }
-  // The chunks are strided in the result: point to point, this rank's (contiguous) chunk to
-  // every other member and each member's chunk written into its place as a BufferBox (no
-  // unpacking pass), in shifted order; the own chunk is copied locally. The bytes are the
-  // all_gather's. `outer` is the same on every member (the members' boxes differ on dim d
-  // only), so they all take the same path.
-  std::vector<Shape> dst_at(n, Shape(in_shape.size(), 0));
-  for (int64_t q = 1; q < n; ++q) dst_at[q][d] = dst_at[q - 1][d] + sizes[q - 1];
-  auto chunk = [&](int64_t q) {
-    Shape s = in_shape;
-    s[d] = sizes[q];
-    return s;
-  };
-  for (int64_t k = 1; k < n && counts[g.position] > 0; ++k) {
-    c.comm.Send(local.bytes(), counts[g.position], c.dtype, g.ids[(g.position + k) % n]);
+  // The chunks are strided in the result: one all_gather into a staging buffer (the chunks
+  // in position order, contiguous), then each chunk unpacked into its place with the
+  // Backend's CopyBox (stream-ordered after the collective). Receiving each chunk in place
+  // as a subarray datatype (RecvBox) was tried and took up to 5x as long on 2 loaded ranks:
+  // Open MPI's copy-in/copy-out of strided types (docs/BENCHMARKS.md). `outer` is the same
+  // on every member (the members' boxes differ on dim d only), so they all take one path.
+  Tensor staged = c.New({std::accumulate(counts.begin(), counts.end(), int64_t{0})});
+  c.comm.AllGather(local.bytes(), staged.bytes(), counts, c.dtype, g.ids);
+  Shape dst_at(in_shape.size(), 0);
+  int64_t offset = 0;
+  for (int64_t q = 0; q < n; ++q) {
+    Shape chunk = in_shape;
+    chunk[d] = sizes[q];
+    c.Copy(staged.bytes() + offset * c.e, chunk, Shape(chunk.size(), 0), out.bytes(), out_shape,
+           dst_at, chunk);
+    dst_at[d] += sizes[q];
+    offset += counts[q];
   }
-  for (int64_t k = 1; k < n; ++k) {
-    const int64_t q = (g.position + n - k) % n;
-    if (counts[q] == 0) continue;
-    c.comm.RecvBox(out.bytes(), BufferBox{out_shape, dst_at[q], chunk(q)}, c.dtype, g.ids[q]);
-  }
-  c.Copy(local.bytes(), in_shape, Shape(in_shape.size(), 0), out.bytes(), out_shape,
-         dst_at[g.position], in_shape);
-  c.comm.Synchronize();  // point to point: complete only at Synchronize
   return out;
 }
 

@@ -6,7 +6,7 @@
 // it too and do nothing. Per step:
 // - AllGather(g, d): one all_gather over the group (counts = the members' chunk sizes,
 //   uneven allowed); when the dims before d are all of size 1 the chunks land in place,
-//   otherwise they go to a scratch buffer and are unpacked along d.
+//   otherwise they go to a staging buffer and are unpacked along d.
 // - ReduceScatter(g, d, op): the buffer is packed along d into the members' `after` chunks
 //   (in place when the dims before d are of size 1) and reduce_scatter'ed with those counts.
 // - AllReduce(g, op): one in-place all_reduce.
