@@ -2,16 +2,14 @@
 
 #include "runtime/nccl_plan.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -191,9 +189,9 @@ class MpiCommunicator::Watchdog {
   }
 
  private:
-  Clock::duration Timeout() const {
+  Clock::duration Timeout() const {  // at most 1e8 s (3 years): the deadline cannot overflow
     return std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(owner_.options().timeout_s));
+        std::chrono::duration<double>(std::min(owner_.options().timeout_s, 1e8)));
   }
   void Loop() {
     std::unique_lock<std::mutex> lock(mu_);
