@@ -4,8 +4,8 @@
 On an oversubscribed machine one mpirun launch can differ from the next by a factor of two
 (where the ranks land, what else runs), more than the median over repetitions inside a
 launch can hide. So run the benchmark several times and keep, per row and numeric column,
-the median over the launches; percentages are recomputed from the merged times where the
-row has a "raw MPI ms" column.
+the median over the launches; percentages are recomputed from the merged times (against
+"raw work ms" and "raw coll. ms", or the older tables' "raw MPI ms").
 
     for i in 1 2 3; do mpirun -np 8 ... build/bin/reshard_bench --sizes-mib 1,64 > run$i.md; done
     python3 bench/median_tables.py run1.md run2.md run3.md
@@ -61,18 +61,18 @@ def main(paths):
         for i in range(3, len(header)):
             values = [number(r[i]) for r in runs]
             if all(v is not None for v in values) and not header[i].startswith("vs") \
-                    and header[i] != "outside / raw":
+                    and not header[i].startswith("outside /"):
                 out[i] = f"{statistics.median(values):.3f}"
-        raw = col.get("raw MPI ms")
-        if raw is not None and number(out[raw]) not in (None, 0.0):
-            runtime = number(out[col["runtime ms"]])
-            out[col["vs raw"]] = f"{100 * (runtime - number(out[raw])) / number(out[raw]):+.0f}%"
-            nb = col.get("raw MPI_I* ms")
-            if nb is not None and number(out[nb]):
-                out[col["vs MPI_I*"]] = f"{100 * (runtime - number(out[nb])) / number(out[nb]):+.0f}%"
-            if "outside ms" in col:
-                outside = number(out[col["outside ms"]])
-                out[col["outside / raw"]] = f"{100 * outside / number(out[raw]):.0f}%"
+        runtime = number(out[col["runtime ms"]])
+        # Each reference time and its "vs" column (the current table, then the older one).
+        for ref, vs in (("raw work ms", "vs raw work"), ("raw coll. ms", "vs raw coll."),
+                        ("raw MPI ms", "vs raw"), ("raw MPI_I* ms", "vs MPI_I*")):
+            if ref in col and vs in col and number(out[col[ref]]) not in (None, 0.0):
+                t = number(out[col[ref]])
+                out[col[vs]] = f"{100 * (runtime - t) / t:+.0f}%"
+        for ref, share in (("raw coll. ms", "outside / raw coll."), ("raw MPI ms", "outside / raw")):
+            if ref in col and share in col and "outside ms" in col and number(out[col[ref]]):
+                out[col[share]] = f"{100 * number(out[col['outside ms']]) / number(out[col[ref]]):.0f}%"
         print("| " + " | ".join(out) + " |")
 
 

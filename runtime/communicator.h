@@ -49,8 +49,9 @@
 // SPMD_DEBUG=collectives: every collective first exchanges a descriptor among its group),
 // the backend fails the whole job with a message naming this rank, the collective, the
 // group and the step (a per-communicator count of calls): the MPI backend prints it and
-// calls MPI_Abort; the thread backend throws `CommError` in every rank (see
-// thread_communicator.h).
+// calls MPI_Abort (on a timeout its watchdog thread prints it and exits the process, and
+// mpirun ends the rest: mpi_communicator.h); the thread backend throws `CommError` in every
+// rank (see thread_communicator.h).
 #pragma once
 
 #include <array>

@@ -4,7 +4,10 @@
 //   throw   throws: GuardedMain prints `rank 1 failed at step 2 (...)` and aborts the job
 //   exit    finalizes MPI and exits 0: the others time out (SPMD_COLLECTIVE_TIMEOUT_S)
 //   vanish  exits at once without finalizing: mpirun ends the job
-//   hang    sleeps for an hour: the others time out and abort, which ends rank 1 too
+//   hang    sleeps for an hour: the others, blocked inside MPI's collective, are ended by
+//           their watchdogs (timeout), which makes mpirun end rank 1 too
+//   silent  rank 0 receives 4 elements from rank 1, which sleeps for an hour instead of
+//           sending: rank 0, blocked in MPI_Waitall at Synchronize, is ended by its watchdog
 //   kind    calls all_gather instead: with SPMD_DEBUG=collectives, a mismatch naming both
 //   count   all-reduces 5 elements instead of 4: likewise
 //   a2a     every rank calls all_to_all and rank 1 expects fewer elements from rank 0
@@ -63,6 +66,12 @@ int main(int argc, char** argv) {
       if (step == 3 && mode == "p2p") {
         if (comm.rank() == 0) comm.Send(x.data(), 3, DType::kFloat64, 1);
         if (comm.rank() == 1) comm.Recv(x.data(), 2, DType::kFloat64, 0);
+        comm.Synchronize();
+        continue;
+      }
+      if (step == 3 && mode == "silent") {
+        if (comm.rank() == 0) comm.Recv(x.data(), 4, DType::kFloat64, 1);
+        if (comm.rank() == 1) std::this_thread::sleep_for(std::chrono::hours(1));
         comm.Synchronize();
         continue;
       }

@@ -2,15 +2,17 @@
 
 #include "runtime/nccl_plan.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <array>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <numeric>
+#include <thread>
 
 #include "rules/error.h"
 
@@ -157,13 +159,84 @@ int WorldSize(MPI_Comm comm) {
 
 }  // namespace
 
+// ---- the watchdog ---------------------------------------------------------------------------
+
+// Bounds every blocking MPI call of the communicator: Arm before it, Disarm after it. A
+// thread of its own sleeps until the armed call's deadline (when nothing is armed, for one
+// timeout at a time), so arming costs one uncontended lock and no wake-up; if the same
+// call is still armed at its deadline, the thread ends the process (Fire). It never calls
+// MPI: MPI_Init gives MPI_THREAD_SINGLE, under which only the main thread may.
+class MpiCommunicator::Watchdog {
+ public:
+  explicit Watchdog(MpiCommunicator& owner) : owner_(owner), thread_([this] { Loop(); }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+  void Arm(const Call& call, const char* what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    call_ = &call;
+    what_ = what;
+    deadline_ = Clock::now() + Timeout();
+  }
+  void Disarm() {
+    std::lock_guard<std::mutex> lock(mu_);
+    call_ = nullptr;
+  }
+
+ private:
+  Clock::duration Timeout() const {  // at most 1e8 s (3 years): the deadline cannot overflow
+    return std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(std::min(owner_.options().timeout_s, 1e8)));
+  }
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      if (call_ != nullptr && Clock::now() >= deadline_) {
+        // Still armed at its deadline: the main thread is blocked inside MPI and cannot
+        // disarm (it would wait on mu_), so *call_ stays valid while the message is made.
+        owner_.Fire(Describe(), what_);
+      }
+      wake_.wait_until(lock, call_ != nullptr ? deadline_ : Clock::now() + Timeout());
+    }
+  }
+  std::string Describe() const { return owner_.Describe(*call_); }
+
+  MpiCommunicator& owner_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  const Call* call_ = nullptr;
+  const char* what_ = "";
+  Clock::time_point deadline_;
+  std::thread thread_;  // last: started once the state above exists
+};
+
+void MpiCommunicator::Fire(const std::string& call, const char* what) const {
+  const std::string message =
+      call + ": timed out after " + Seconds(options().timeout_s) + " in " + what;
+  std::fprintf(stderr, "spmd: %s\n", message.c_str());
+  const std::string dump = DumpFlightRecord(message.c_str(), /*final=*/true);
+  if (!dump.empty()) std::fprintf(stderr, "spmd: rank %lld: flight record in %s\n", static_cast<long long>(rank()), dump.c_str());
+  std::fflush(stderr);
+  // Not MPI_Abort (this is not the main thread). A rank that exits without MPI_Finalize
+  // makes mpirun end the whole job; the other members of the hung call time out too.
+  std::_Exit(kTimeoutExitCode);
+}
+
 MpiCommunicator::MpiCommunicator(MPI_Comm world, CommOptions options)
     : Communicator(WorldRank(world), WorldSize(world), options), parent_(world) {
   MPI_Comm_dup(world, &world_);
   MPI_Comm_set_errhandler(world_, MPI_ERRORS_RETURN);
+  watchdog_ = std::make_unique<Watchdog>(*this);
 }
 
 MpiCommunicator::~MpiCommunicator() {
+  watchdog_.reset();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
@@ -189,22 +262,16 @@ void MpiCommunicator::Check(int mpi_error, const Call& call, const char* what) {
 }
 
 void MpiCommunicator::Wait(std::vector<MPI_Request>& requests, const Call& call, const char* what) {
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(options().timeout_s));
-  for (int64_t iteration = 0;; ++iteration) {
-    int done = 0;
-    Check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
-                      MPI_STATUSES_IGNORE),
-          call, what);
-    if (done) return;
-    if (iteration < 16) continue;
-    // Nonblocking collectives progress only inside MPI calls, so keep polling (as blocking
-    // MPI does) but yield the core: oversubscribed ranks need it.
-    sched_yield();
-    if (iteration % 16 == 0 && Clock::now() > deadline) {
-      AbortJob(Describe(call) + ": timed out after " + Seconds(options().timeout_s) + " in " + what);
-    }
-  }
+  Blocking(call, what, [&] {
+    return MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+  });
+}
+
+void MpiCommunicator::Blocking(const Call& call, const char* what, const std::function<int()>& mpi_call) {
+  watchdog_->Arm(call, what);
+  const int error = mpi_call();
+  watchdog_->Disarm();
+  Check(error, call, what);
 }
 
 MPI_Comm MpiCommunicator::GroupComm(const Call& call) {
@@ -256,21 +323,19 @@ void MpiCommunicator::CheckCollective(const Call& call, MPI_Comm comm) {
   // The records and their comparison are the NCCL backend's too (runtime/nccl_plan.h).
   const nccl::Record mine = nccl::MakeRecord(d, call.step);
   std::vector<nccl::Record> all(n);
-  std::vector<MPI_Request> request(1);
-  Check(MPI_Iallgather(mine.data(), nccl::kRecordSize, MPI_INT64_T, all.data(), nccl::kRecordSize,
-                       MPI_INT64_T, comm, request.data()),
-        call, "MPI_Iallgather (collective check)");
-  Wait(request, call, "the collective check");
+  Blocking(call, "MPI_Allgather (collective check)", [&] {
+    return MPI_Allgather(mine.data(), nccl::kRecordSize, MPI_INT64_T, all.data(), nccl::kRecordSize,
+                         MPI_INT64_T, comm);
+  });
   const std::string mismatch = nccl::CompareRecords(all, d.group);
   if (!mismatch.empty()) AbortJob(Describe(call) + ": " + mismatch);
   if (d.kind != Collective::kAllToAll) return;
 
   // all_to_all: what each member sends this rank must be what this rank expects.
   std::vector<int64_t> incoming(n);
-  Check(MPI_Ialltoall(d.counts.data(), 1, MPI_INT64_T, incoming.data(), 1, MPI_INT64_T, comm,
-                      request.data()),
-        call, "MPI_Ialltoall (collective check)");
-  Wait(request, call, "the collective check");
+  Blocking(call, "MPI_Alltoall (collective check)", [&] {
+    return MPI_Alltoall(d.counts.data(), 1, MPI_INT64_T, incoming.data(), 1, MPI_INT64_T, comm);
+  });
   std::array<int64_t, 4> verdict{n, 0, 0, 0};  // {first bad sender position or n, to, sent, expected}
   for (int64_t q = 0; q < n; ++q) {
     if (incoming[q] != d.recv_counts[q]) {
@@ -279,10 +344,9 @@ void MpiCommunicator::CheckCollective(const Call& call, MPI_Comm comm) {
     }
   }
   std::vector<std::array<int64_t, 4>> verdicts(n);
-  Check(MPI_Iallgather(verdict.data(), 4, MPI_INT64_T, verdicts.data(), 4, MPI_INT64_T, comm,
-                       request.data()),
-        call, "MPI_Iallgather (collective check)");
-  Wait(request, call, "the collective check");
+  Blocking(call, "MPI_Allgather (collective check)", [&] {
+    return MPI_Allgather(verdict.data(), 4, MPI_INT64_T, verdicts.data(), 4, MPI_INT64_T, comm);
+  });
   for (const auto& v : verdicts) {
     if (v[0] < n) {
       AbortJob(Describe(call) + ": collective mismatch: rank " + std::to_string(d.group[v[0]]) +
@@ -349,19 +413,18 @@ void MpiCommunicator::Run(const Call& call) {
   if (options().check_collectives) CheckCollective(call, comm);
   const auto n = static_cast<int64_t>(d.group.size());
   const bool truth = d.op == ReduceOp::kAny || d.op == ReduceOp::kAll;
-  std::vector<MPI_Request> request(1);
-  std::vector<unsigned char> scratch;
+  std::vector<unsigned char>& scratch = scratch_;
   switch (d.kind) {
     case Collective::kAllGather: {
       const std::vector<int> counts = ToInts(d.counts, "all_gather.counts");
       const std::vector<int> displs = Displacements(d.counts, "all_gather.counts");
-      Check(MPI_Iallgatherv(call.send, counts[call.position], type, call.recv, counts.data(),
-                            displs.data(), type, comm, request.data()),
-            call, "MPI_Iallgatherv");
       // Its chunk to each other member; each other member's chunk to it.
       Handed((n - 1) * TypeBytes(type, counts[call.position]),
              TypeBytes(type, OthersSum(counts, call.position)));
-      Wait(request, call, "MPI_Iallgatherv");
+      Blocking(call, "MPI_Allgatherv", [&] {
+        return MPI_Allgatherv(call.send, counts[call.position], type, call.recv, counts.data(),
+                              displs.data(), type, comm);
+      });
       return;
     }
     case Collective::kReduceScatter: {
@@ -374,50 +437,42 @@ void MpiCommunicator::Run(const Call& call) {
         backend().ToTruth(call.send, scratch.data(), total, d.dtype, stream());
         send = scratch.data();
       }
-      Check(MPI_Ireduce_scatter(send, call.recv, counts.data(), type, ToMpi(d.op, d.dtype), comm,
-                                request.data()),
-            call, "MPI_Ireduce_scatter");
       // Each other member's chunk to it; an addend of its own chunk from each other member.
       Handed(TypeBytes(type, OthersSum(counts, call.position)),
              (n - 1) * TypeBytes(type, counts[call.position]));
-      Wait(request, call, "MPI_Ireduce_scatter");
+      Blocking(call, "MPI_Reduce_scatter", [&] {
+        return MPI_Reduce_scatter(send, call.recv, counts.data(), type, ToMpi(d.op, d.dtype), comm);
+      });
       if (d.op == ReduceOp::kAvg) {
         backend().Scale(call.recv, d.counts[call.position], d.dtype, n, true, stream());
       }
       return;
     }
     case Collective::kAllReduce: {
-      // A reduce-scatter then an all-gather over the balanced split of the buffer (chunk q:
-      // count / n elements, one more when q < count % n): the algorithm the byte accounting
-      // describes, as two MPI calls whose counts say what travels.
+      // One blocking MPI_Allreduce: Open MPI's tuned algorithms (a reduce-scatter and an
+      // all-gather as two calls took 1.4-1.7x as long at 1-16 MiB, docs/BENCHMARKS.md).
+      // Its transport is counted as the ring algorithm's (the balanced split of
+      // communicator.h's accounting): what MPI moves depends on the algorithm it picks.
       const int64_t count = d.counts[0];
-      std::vector<int64_t> split(n);
-      for (int64_t q = 0; q < n; ++q) split[q] = count / n + (q < count % n ? 1 : 0);
-      const std::vector<int> counts = ToInts(split, "all_reduce.count");
-      const std::vector<int> displs = Displacements(split, "all_reduce.count");
-      const int64_t p = call.position;
+      const int c = ToInt(count, "all_reduce.count");
       const void* send = call.send;
       if (truth && d.dtype != DType::kBool) {
-        scratch.resize(count * e);
+        if (scratch.size() < static_cast<size_t>(count * e)) scratch.resize(count * e);
         backend().ToTruth(call.send, scratch.data(), count, d.dtype, stream());
         send = scratch.data();
       }
-      // The own reduced chunk; `send` is read completely before `recv` is written (in-place
-      // calls are safe).
-      std::vector<unsigned char> chunk(std::max<int64_t>(split[p], 1) * e);
-      Check(MPI_Ireduce_scatter(send, chunk.data(), counts.data(), type, ToMpi(d.op, d.dtype),
-                                comm, request.data()),
-            call, "MPI_Ireduce_scatter");
-      Handed(TypeBytes(type, OthersSum(counts, p)), (n - 1) * TypeBytes(type, counts[p]));
-      Wait(request, call, "MPI_Ireduce_scatter");
-      if (d.op == ReduceOp::kAvg) {
-        backend().Scale(chunk.data(), split[p], d.dtype, n, true, stream());
-      }
-      Check(MPI_Iallgatherv(chunk.data(), counts[p], type, call.recv, counts.data(),
-                            displs.data(), type, comm, request.data()),
-            call, "MPI_Iallgatherv");
-      Handed((n - 1) * TypeBytes(type, counts[p]), TypeBytes(type, OthersSum(counts, p)));
-      Wait(request, call, "MPI_Iallgatherv");
+      std::vector<int64_t> split(n);
+      for (int64_t q = 0; q < n; ++q) split[q] = count / n + (q < count % n ? 1 : 0);
+      const std::vector<int> counts = ToInts(split, "all_reduce.count");
+      const int64_t p = call.position;
+      const int64_t ring = TypeBytes(type, OthersSum(counts, p)) + (n - 1) * TypeBytes(type, counts[p]);
+      Handed(ring, ring);
+      const MPI_Op mpi_op = ToMpi(d.op, d.dtype);
+      Blocking(call, "MPI_Allreduce", [&] {
+        return send == call.recv ? MPI_Allreduce(MPI_IN_PLACE, call.recv, c, type, mpi_op, comm)
+                                 : MPI_Allreduce(send, call.recv, c, type, mpi_op, comm);
+      });
+      if (d.op == ReduceOp::kAvg) backend().Scale(call.recv, count, d.dtype, n, true, stream());
       return;
     }
     case Collective::kAllToAll: {
@@ -425,30 +480,28 @@ void MpiCommunicator::Run(const Call& call) {
       const std::vector<int> recv_counts = ToInts(d.recv_counts, "all_to_all.recv_counts");
       const std::vector<int> send_displs = Displacements(d.counts, "all_to_all.send_counts");
       const std::vector<int> recv_displs = Displacements(d.recv_counts, "all_to_all.recv_counts");
-      Check(MPI_Ialltoallv(call.send, send_counts.data(), send_displs.data(), type, call.recv,
-                           recv_counts.data(), recv_displs.data(), type, comm, request.data()),
-            call, "MPI_Ialltoallv");
       Handed(TypeBytes(type, OthersSum(send_counts, call.position)),
              TypeBytes(type, OthersSum(recv_counts, call.position)));
-      Wait(request, call, "MPI_Ialltoallv");
+      Blocking(call, "MPI_Alltoallv", [&] {
+        return MPI_Alltoallv(call.send, send_counts.data(), send_displs.data(), type, call.recv,
+                             recv_counts.data(), recv_displs.data(), type, comm);
+      });
       return;
     }
     case Collective::kBroadcast: {
       const int root = static_cast<int>(std::find(d.group.begin(), d.group.end(), d.root) -
                                         d.group.begin());
       const int count = ToInt(d.counts[0], "broadcast.count");
-      Check(MPI_Ibcast(call.recv, count, type, root, comm, request.data()), call, "MPI_Ibcast");
       if (root == call.position) {
         Handed((n - 1) * TypeBytes(type, count), 0);
       } else {
         Handed(0, TypeBytes(type, count));
       }
-      Wait(request, call, "MPI_Ibcast");
+      Blocking(call, "MPI_Bcast", [&] { return MPI_Bcast(call.recv, count, type, root, comm); });
       return;
     }
     case Collective::kBarrier:
-      Check(MPI_Ibarrier(comm, request.data()), call, "MPI_Ibarrier");
-      Wait(request, call, "MPI_Ibarrier");
+      Blocking(call, "MPI_Barrier", [&] { return MPI_Barrier(comm); });
       return;
     default:
       return;

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -107,29 +108,24 @@ Tensor Run(const StepContext& c, const AllGather& s, Tensor local,
     c.comm.AllGather(local.bytes(), out.bytes(), counts, c.dtype, g.ids);
     return out;
   }
-  // The chunks are strided in the result: point to point, this rank's (contiguous) chunk to
-  // every other member and each member's chunk written into its place as a BufferBox (no
-  // unpacking pass), in shifted order; the own chunk is copied locally. The bytes are the
-  // all_gather's. `outer` is the same on every member (the members' boxes differ on dim d
-  // only), so they all take the same path.
-  std::vector<Shape> dst_at(n, Shape(in_shape.size(), 0));
-  for (int64_t q = 1; q < n; ++q) dst_at[q][d] = dst_at[q - 1][d] + sizes[q - 1];
-  auto chunk = [&](int64_t q) {
-    Shape s = in_shape;
-    s[d] = sizes[q];
-    return s;
-  };
-  for (int64_t k = 1; k < n && counts[g.position] > 0; ++k) {
-    c.comm.Send(local.bytes(), counts[g.position], c.dtype, g.ids[(g.position + k) % n]);
+  // The chunks are strided in the result: one all_gather into a staging buffer (the chunks
+  // in position order, contiguous), then each chunk unpacked into its place with the
+  // Backend's CopyBox (stream-ordered after the collective). Receiving each chunk in place
+  // as a subarray datatype (RecvBox) was tried and took up to 5x as long on 2 loaded ranks:
+  // Open MPI's copy-in/copy-out of strided types (docs/BENCHMARKS.md). `outer` is the same
+  // on every member (the members' boxes differ on dim d only), so they all take one path.
+  Tensor staged = c.New({std::accumulate(counts.begin(), counts.end(), int64_t{0})});
+  c.comm.AllGather(local.bytes(), staged.bytes(), counts, c.dtype, g.ids);
+  Shape dst_at(in_shape.size(), 0);
+  int64_t offset = 0;
+  for (int64_t q = 0; q < n; ++q) {
+    Shape chunk = in_shape;
+    chunk[d] = sizes[q];
+    c.Copy(staged.bytes() + offset * c.e, chunk, Shape(chunk.size(), 0), out.bytes(), out_shape,
+           dst_at, chunk);
+    dst_at[d] += sizes[q];
+    offset += counts[q];
   }
-  for (int64_t k = 1; k < n; ++k) {
-    const int64_t q = (g.position + n - k) % n;
-    if (counts[q] == 0) continue;
-    c.comm.RecvBox(out.bytes(), BufferBox{out_shape, dst_at[q], chunk(q)}, c.dtype, g.ids[q]);
-  }
-  c.Copy(local.bytes(), in_shape, Shape(in_shape.size(), 0), out.bytes(), out_shape,
-         dst_at[g.position], in_shape);
-  c.comm.Synchronize();  // point to point: complete only at Synchronize
   return out;
 }
 
@@ -208,34 +204,65 @@ Tensor Run(const StepContext& c, const AllToAll& s, Tensor local,
     send_boxes[q] = Intersect(my_before, BoxAt(c.shape, step.after, step.mesh, g.coords[q]));
     recv_boxes[q] = Intersect(BoxAt(c.shape, step.before, step.mesh, g.coords[q]), my_after);
   }
-  // Point to point: each part is read from and written into its place (Send / Recv of a
-  // contiguous run, SendBox / RecvBox of a strided one: no packing pass); the own part is
-  // copied directly. (Every member takes this path: a choice between this and the
-  // all_to_all collective made from a rank's own boxes could differ between members.)
-  // Posted in shifted order (to position + k, from position - k) so that the members do
-  // not all start with the same peer.
+  // Point to point: each part goes to its member as one contiguous message, posted in
+  // shifted order (to position + k, from position - k) so that the members do not all
+  // start with the same peer. A part that is one contiguous run of its buffer is sent from
+  // (received into) its place; a strided one is packed into a staging buffer first
+  // (unpacked from one after Synchronize), with the Backend's CopyBox. (Every member takes
+  // this path: a choice between this and the all_to_all collective made from a rank's own
+  // boxes could differ between members.) Strided parts travelled as subarray datatypes
+  // (SendBox / RecvBox) before: Open MPI moves those through its copy-in/copy-out pipeline,
+  // which took up to 2x a pack + contiguous send at 64 MiB on 2 ranks (docs/BENCHMARKS.md).
   const int64_t e = static_cast<int64_t>(c.e);
-  for (int64_t k = 1; k < n; ++k) {
-    const int64_t q = (g.position + k) % n;
-    if (Volume(send_boxes[q]) == 0) continue;
-    const Shape at = BeginsOf(RelativeTo(send_boxes[q], my_before));
-    const Shape extent = SizesOf(send_boxes[q]);
-    if (const std::optional<int64_t> run = ContiguousOffset(local.shape(), at, extent)) {
-      c.comm.Send(local.bytes() + *run * e, Volume(send_boxes[q]), c.dtype, g.ids[q]);
+  std::vector<int64_t> send_run(n, -1), recv_run(n, -1);
+  int64_t send_staged = 0, recv_staged = 0;
+  for (int64_t q = 0; q < n; ++q) {
+    if (q == g.position) continue;
+    if (const auto run = ContiguousOffset(local.shape(), BeginsOf(RelativeTo(send_boxes[q], my_before)),
+                                          SizesOf(send_boxes[q]))) {
+      send_run[q] = *run;
     } else {
-      c.comm.SendBox(local.bytes(), BufferBox{local.shape(), at, extent}, c.dtype, g.ids[q]);
+      send_staged += Volume(send_boxes[q]);
+    }
+    if (const auto run = ContiguousOffset(out.shape(), BeginsOf(RelativeTo(recv_boxes[q], my_after)),
+                                          SizesOf(recv_boxes[q]))) {
+      recv_run[q] = *run;
+    } else {
+      recv_staged += Volume(recv_boxes[q]);
     }
   }
+  // Freed in stream order after Synchronize.
+  Tensor send_stage = c.New({send_staged});
+  Tensor recv_stage = c.New({recv_staged});
+  std::vector<int64_t> recv_stage_at(n, -1);
+  int64_t staged = 0;
+  for (int64_t k = 1; k < n; ++k) {
+    const int64_t q = (g.position + k) % n;
+    const int64_t volume = Volume(send_boxes[q]);
+    if (volume == 0) continue;
+    const Shape extent = SizesOf(send_boxes[q]);
+    if (send_run[q] >= 0) {
+      c.comm.Send(local.bytes() + send_run[q] * e, volume, c.dtype, g.ids[q]);
+      continue;
+    }
+    std::byte* piece = send_stage.bytes() + staged * e;
+    c.Copy(local.bytes(), local.shape(), BeginsOf(RelativeTo(send_boxes[q], my_before)), piece,
+           extent, Shape(extent.size(), 0), extent);
+    c.comm.Send(piece, volume, c.dtype, g.ids[q]);
+    staged += volume;
+  }
+  staged = 0;
   for (int64_t k = 1; k < n; ++k) {
     const int64_t q = (g.position + n - k) % n;
-    if (Volume(recv_boxes[q]) == 0) continue;
-    const Shape at = BeginsOf(RelativeTo(recv_boxes[q], my_after));
-    const Shape extent = SizesOf(recv_boxes[q]);
-    if (const std::optional<int64_t> run = ContiguousOffset(out.shape(), at, extent)) {
-      c.comm.Recv(out.bytes() + *run * e, Volume(recv_boxes[q]), c.dtype, g.ids[q]);
-    } else {
-      c.comm.RecvBox(out.bytes(), BufferBox{out.shape(), at, extent}, c.dtype, g.ids[q]);
+    const int64_t volume = Volume(recv_boxes[q]);
+    if (volume == 0) continue;
+    if (recv_run[q] >= 0) {
+      c.comm.Recv(out.bytes() + recv_run[q] * e, volume, c.dtype, g.ids[q]);
+      continue;
     }
+    recv_stage_at[q] = staged;
+    c.comm.Recv(recv_stage.bytes() + staged * e, volume, c.dtype, g.ids[q]);
+    staged += volume;
   }
   const Box kept = Intersect(my_before, my_after);  // the own part, while the others travel
   if (Volume(kept) > 0) {
@@ -243,6 +270,12 @@ Tensor Run(const StepContext& c, const AllToAll& s, Tensor local,
            out.shape(), BeginsOf(RelativeTo(kept, my_after)), SizesOf(kept));
   }
   c.comm.Synchronize();  // point to point: complete only at Synchronize
+  for (int64_t q = 0; q < n; ++q) {
+    if (recv_stage_at[q] < 0) continue;
+    const Shape extent = SizesOf(recv_boxes[q]);
+    c.Copy(recv_stage.bytes() + recv_stage_at[q] * e, extent, Shape(extent.size(), 0), out.bytes(),
+           out.shape(), BeginsOf(RelativeTo(recv_boxes[q], my_after)), extent);
+  }
   return out;
 }
 

@@ -6,15 +6,17 @@
 // it too and do nothing. Per step:
 // - AllGather(g, d): one all_gather over the group (counts = the members' chunk sizes,
 //   uneven allowed); when the dims before d are all of size 1 the chunks land in place,
-//   otherwise they go to a scratch buffer and are unpacked along d.
+//   otherwise they go to a staging buffer and are unpacked along d.
 // - ReduceScatter(g, d, op): the buffer is packed along d into the members' `after` chunks
 //   (in place when the dims before d are of size 1) and reduce_scatter'ed with those counts.
 // - AllReduce(g, op): one in-place all_reduce.
 // - AllToAll(g, i -> j): the part of this rank's old box in each member's new box goes to
-//   that member point to point, read from and written into its place (Send / Recv of a
-//   contiguous run, SendBox / RecvBox of a strided one: no packing pass); the own part is
-//   copied locally, not sent. The bytes are those of an all_to_all with per-member counts
-//   (the executor used that collective, with packing, before SendBox existed).
+//   that member point to point as one contiguous message: a part that is one contiguous
+//   run of its buffer is sent from (received into) its place, a strided one is packed into
+//   a staging buffer (unpacked after Synchronize) with the Backend's CopyBox; the own part
+//   is copied locally, not sent. The bytes are those of an all_to_all with per-member
+//   counts. (Strided parts went as SendBox / RecvBox before; Open MPI's copy-in/copy-out
+//   of subarray types took up to 2x the packed send: docs/BENCHMARKS.md.)
 // - SendRecv: exactly SendRecvTransfers(step, shape): this rank sends the boxes it is the
 //   source of, receives those addressed to it, and copies what it already held. A piece
 //   that is not one contiguous run of its buffer travels as a BufferBox (SendBox /
