@@ -49,7 +49,7 @@ inline double Bounded(const Attrs& attrs, const char* name, double lo, double hi
 // The attrs, validated (InvalidArgument naming attrs.lr, beta1, beta2, epsilon,
 // weight_decay or step), and the four inputs (param, grad, moment1, moment2) of one shape
 // (InvalidArgument "inputs[i].shape").
-inline AdamWPlan PlanAdamW(const std::vector<Shape>& shapes, const Attrs& attrs) {
+inline AdamWPlan PlanAdamW(const std::vector<std::vector<int64_t>>& shapes, const Attrs& attrs) {
   if (shapes.size() != 4) {
     ThrowInvalid("inputs", "expected param, grad, moment1, moment2: 4 inputs, got " +
                                std::to_string(shapes.size()));
