@@ -114,4 +114,6 @@
   X(rms_norm_grad)          \
   /* ring attention's block steps */ \
   X(block_attention)        \
-  X(block_attention_grad)
+  X(block_attention_grad)   \
+  /* optimizer steps */     \
+  X(adamw)

@@ -181,18 +181,18 @@ DistTensor AdamW::Update(size_t i, const DistTensor& param, const DistTensor& gr
                          Communicator& comm) {
   const int64_t t = ++steps_[i];
   if (home_) home_->Fetch(i, m_[i], v_[i]);
-  m_[i] = Run("add", {}, comm, Scale(m_[i], beta1_, comm), Scale(grad, 1 - beta1_, comm));
-  v_[i] = Run("add", {}, comm, Scale(v_[i], beta2_, comm),
-              Scale(Run("multiply", {}, comm, grad, grad), 1 - beta2_, comm));
-  const double correction1 = 1 - std::pow(beta1_, static_cast<double>(t));
-  const double correction2 = 1 - std::pow(beta2_, static_cast<double>(t));
-  // denominator = sqrt(v / c2) + eps; step = lr * (m / c1) / denominator
-  const DistTensor denominator =
-      Scale(Run("sqrt", {}, comm, Scale(v_[i], 1 / correction2, comm)), 1, comm, eps_);
-  const DistTensor step =
-      Scale(Run("divide", {}, comm, m_[i], denominator), lr_ / correction1, comm);
-  const DistTensor decayed = Scale(param, 1 - lr_ * weight_decay_, comm);
-  DistTensor updated = Run("subtract", {}, comm, decayed, step);
+  // One fused op (rules/adamw_plan.h): the moments and the parameter in one pass.
+  const Attrs attrs = MakeAttrs({{"lr", lr_},
+                                 {"beta1", beta1_},
+                                 {"beta2", beta2_},
+                                 {"epsilon", eps_},
+                                 {"weight_decay", weight_decay_},
+                                 {"step", t}});
+  std::vector<DistTensor> outs =
+      runtime::Dispatch(*FindOp("adamw"), {&param, &grad, &m_[i], &v_[i]}, attrs, comm);
+  DistTensor updated = std::move(outs[0]);
+  m_[i] = std::move(outs[1]);
+  v_[i] = std::move(outs[2]);
   if (home_) home_->Store(i, m_[i], v_[i]);
   return updated;
 }

@@ -10,9 +10,10 @@
 //      taken over all parameters' reduced gradients: each gradient's squared sum is
 //      reduced over the axes it is sharded on, so every element counts once, whatever
 //      the layouts.
-//   3. the update runs elementwise on the state layout through Dispatch (scale, add,
-//      multiply, divide, sqrt): each rank updates its own slice of the states and of the
-//      parameter (the parameter's value resharded to the state layout: a local slice).
+//   3. the update runs elementwise on the state layout through Dispatch (SGD: scale, add,
+//      subtract; AdamW: one fused adamw op): each rank updates its own slice of the states
+//      and of the parameter (the parameter's value resharded to the state layout: a local
+//      slice).
 //   4. the updated slice is resharded back to the parameter's own layout (an all-gather
 //      for ZeRO-1/2; nothing when the parameter is itself stored sharded, ZeRO-3) and
 //      replaces the parameter's value (Variable::SetValue).

@@ -118,6 +118,8 @@ DEFAULTS = {
                 "fix_seed": False},
     "layer_norm_grad": {"epsilon": 1e-5, "begin_norm_axis": 1},
     "rms_norm_grad": {"epsilon": 1e-6, "begin_norm_axis": 1},
+    "adamw": {"lr": 0.001, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "weight_decay": 0.01,
+              "step": 1},
 }
 
 
@@ -2327,6 +2329,47 @@ def gen_block_attention():
     error(op, "lse_shape", {}, [q, k, v, out, vals6(2, 3, 2), g], "inputs[4].shape")
 
 
+family("optimizer", ["adamw"])
+RNG7 = np.random.default_rng(20261206)
+
+
+def vals7(*shape):
+    return np.round(RNG7.uniform(-2, 2, size=shape), 2)
+
+
+def np_adamw(p, g, m, v, lr=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8, weight_decay=0.01, step=1):
+    """PyTorch's AdamW step (train::AdamW): decoupled decay, bias correction by the step."""
+    m2 = beta1 * m + (1 - beta1) * g
+    v2 = beta2 * v + (1 - beta2) * g * g
+    m_hat = m2 / (1 - beta1 ** step)
+    v_hat = v2 / (1 - beta2 ** step)
+    return [p * (1 - lr * weight_decay) - lr * m_hat / (np.sqrt(v_hat) + epsilon), m2, v2]
+
+
+def gen_adamw():
+    op = "adamw"
+    p, g, m = vals7(2, 3), vals7(2, 3), vals7(2, 3)
+    v = np.round(RNG7.uniform(0.0, 2, size=(2, 3)), 2)
+    args = [p, g, m, v]
+    case(op, "defaults", {}, args, np_adamw(*args))
+    kw = {"lr": 0.1, "beta1": 0.5, "beta2": 0.75, "epsilon": 1e-3, "weight_decay": 0.2, "step": 4}
+    case(op, "attrs", kw, args, np_adamw(*args, **kw))
+    zero = np.zeros((2, 3))
+    case(op, "first_step_from_zero", {"lr": 0.01}, [p, g, zero, zero],
+         np_adamw(p, g, zero, zero, lr=0.01))
+    case(op, "no_decay_late_step", {"weight_decay": 0.0, "step": 1000}, args,
+         np_adamw(*args, weight_decay=0.0, step=1000))
+    x0 = [np.array(0.5), np.array(-1.25), np.array(0.25), np.array(1.5)]
+    case(op, "0d", {"lr": 0.05, "step": 2}, x0, np_adamw(*x0, lr=0.05, step=2))
+    error(op, "beta1_one", {"beta1": 1.0}, args, "attrs.beta1")
+    error(op, "beta2_negative", {"beta2": -0.1}, args, "attrs.beta2")
+    error(op, "epsilon_zero", {"epsilon": 0.0}, args, "attrs.epsilon")
+    error(op, "lr_negative", {"lr": -0.1}, args, "attrs.lr")
+    error(op, "weight_decay_negative", {"weight_decay": -1.0}, args, "attrs.weight_decay")
+    error(op, "step_zero", {"step": 0}, args, "attrs.step")
+    error(op, "moment2_shape", {}, [p, g, m, vals7(3, 2)], "inputs[3].shape")
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -2347,6 +2390,7 @@ def main():
     gen_conv_grad()  # RNG4
     gen_attention_grad()  # RNG5
     gen_block_attention()  # RNG6
+    gen_adamw()  # RNG7
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

@@ -39,6 +39,7 @@ const KernelTable& Table() {
     RegisterSortKernels(t);
     RegisterFusedKernels(t);
     RegisterBlockAttentionKernels(t);
+    RegisterOptimizerKernels(t);
     RegisterRandomKernels(t);
     RegisterStagedKernels(t);
     return t;

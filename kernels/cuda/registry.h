@@ -54,6 +54,7 @@ void RegisterSortKernels(KernelTable& table);
 void RegisterFusedKernels(KernelTable& table);
 void RegisterRandomKernels(KernelTable& table);
 void RegisterBlockAttentionKernels(KernelTable& table);
+void RegisterOptimizerKernels(KernelTable& table);
 // Ops without a device kernel yet, run through the host (kernels/cuda/staged.cc).
 void RegisterStagedKernels(KernelTable& table);
 
