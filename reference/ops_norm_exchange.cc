@@ -21,27 +21,13 @@ using internal::CheckArity;
 using internal::InputField;
 using internal::ShapeToString;
 
-// x.shape without dim `axis` (none when axis < 0), then k: the shape of a piece's summary.
-Shape RowsThen(const Shape& shape, int64_t axis, int64_t k) {
-  Shape out;
-  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    if (d != axis) out.push_back(shape[d]);
-  }
-  out.push_back(k);
-  return out;
-}
+using norm_pieces::SummaryShape;
 
-// The gathered summaries (the finish phase's last input): [pieces, rows..., k] of `rows`
-// rows. Returns the pieces.
+// The gathered summaries (the finish phase's last input). Returns the pieces.
 int64_t GatheredPieces(const Tensors& inputs, int64_t rows, int64_t k) {
-  const size_t i = inputs.size() - 1;
-  const Tensor& gathered = inputs[i];
-  const int64_t pieces = gathered.shape.empty() ? 0 : gathered.shape[0];
-  if (pieces < 1 || static_cast<int64_t>(gathered.data.size()) != pieces * rows * k) {
-    ThrowInvalid(InputField(i, "shape"), "the gathered statistics must be [pieces, rows, " + std::to_string(k) +
-                                             "], got " + ShapeToString(gathered.shape));
-  }
-  return pieces;
+  const Tensor& gathered = inputs.back();
+  return norm_pieces::GatheredPieces(gathered.shape, static_cast<int64_t>(gathered.data.size()),
+                                     inputs.size() - 1, rows, k);
 }
 
 // softmax / log_softmax / cumsum on a piece: the arity (the op's, plus the gathered tensor
@@ -65,7 +51,7 @@ AxisPiece CheckAxisPiece(const Tensors& inputs, const Attrs& attrs, size_t arity
 Tensors SoftmaxStatsPhase(const Tensors& inputs, const Attrs& attrs) {
   const AxisPiece p = CheckAxisPiece(inputs, attrs, 1);
   const Tensor& x = inputs[0];
-  Tensor stats = internal::Zeros(RowsThen(x.shape, p.axis, norm_pieces::kSoftmaxStats));
+  Tensor stats = internal::Zeros(SummaryShape(x.shape, p.axis, norm_pieces::kSoftmaxStats));
   for (int64_t o = 0; o < p.view.outer; ++o) {
     for (int64_t i = 0; i < p.view.inner; ++i) {
       norm_pieces::SoftmaxStats(x.data.data() + p.view.At(o, 0, i), p.view.len, p.view.inner,
@@ -175,7 +161,7 @@ Tensors log_softmax_finish(const Tensors& inputs, const Attrs& attrs) { return S
 // out, out_grad -> every row's part of sum(out_grad * out) over the piece.
 Tensors softmax_grad_stats(const Tensors& inputs, const Attrs& attrs) {
   const AxisPiece p = CheckSoftmaxGradPiece(inputs, attrs, 2);
-  Tensor stats = internal::Zeros(RowsThen(inputs[0].shape, p.axis, norm_pieces::kDotStats));
+  Tensor stats = internal::Zeros(SummaryShape(inputs[0].shape, p.axis, norm_pieces::kDotStats));
   for (int64_t o = 0; o < p.view.outer; ++o) {
     for (int64_t i = 0; i < p.view.inner; ++i) {
       const int64_t at = p.view.At(o, 0, i);
@@ -302,7 +288,7 @@ Tensors cumsum_stats(const Tensors& inputs, const Attrs& attrs) {
   const CumsumPiece p = CheckCumsumPiece(inputs, attrs, 1);
   const AxisView& v = p.axis.view;
   const Tensor& x = inputs[0];
-  Tensor stats = internal::Zeros(RowsThen(x.shape, p.axis.axis, norm_pieces::kPrefixStats));
+  Tensor stats = internal::Zeros(SummaryShape(x.shape, p.axis.axis, norm_pieces::kPrefixStats));
   for (int64_t o = 0; o < v.outer; ++o) {
     for (int64_t i = 0; i < v.inner; ++i) {
       norm_pieces::PrefixStats(x.data.data() + v.At(o, 0, i), v.len, v.inner, p.first,

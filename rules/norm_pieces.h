@@ -13,8 +13,39 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
+#include <vector>
+
+#include "rules/error.h"
+#include "rules/shape_util.h"
 
 namespace spmd::norm_pieces {
+
+// ---- shapes, checked once for the references and the kernels -----------------------------
+
+// The shape of a piece's summary: `shape` without dim `axis` (none when axis < 0), then k.
+inline std::vector<int64_t> SummaryShape(const std::vector<int64_t>& shape, int64_t axis, int64_t k) {
+  std::vector<int64_t> out;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d != axis) out.push_back(shape[d]);
+  }
+  out.push_back(k);
+  return out;
+}
+
+// The number of pieces in the gathered summaries, the finish phase's input `index` of
+// shape `gathered` holding `numel` values: [pieces, rows..., k] of `rows` rows. Throws
+// InvalidArgument ("inputs[index].shape") otherwise.
+inline int64_t GatheredPieces(const std::vector<int64_t>& gathered, int64_t numel, size_t index,
+                              int64_t rows, int64_t k) {
+  const int64_t pieces = gathered.empty() ? 0 : gathered[0];
+  if (pieces < 1 || numel != pieces * rows * k) {
+    ThrowInvalid(shape::InputField(index, "shape"),
+                 "the gathered statistics must be [pieces, rows, " + std::to_string(k) + "], got " +
+                     shape::ShapeString(gathered));
+  }
+  return pieces;
+}
 
 // ---- softmax / log_softmax: the piece's max and sum of exp(x - max) ----------------------
 

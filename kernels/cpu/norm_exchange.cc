@@ -25,14 +25,7 @@ using internal::ValuesAs;
 // Element (o, a, i) of the [outer, len, inner] view.
 int64_t At(const AxisView& v, int64_t o, int64_t a, int64_t i) { return (o * v.len + a) * v.inner + i; }
 
-Shape RowsThen(const Shape& shape, int64_t axis, int64_t k) {
-  Shape out;
-  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    if (d != axis) out.push_back(shape[d]);
-  }
-  out.push_back(k);
-  return out;
-}
+using norm_pieces::SummaryShape;
 
 // The gathered float64 summaries (the last input): [pieces, rows..., k]. Returns the pieces.
 int64_t GatheredPieces(const TensorArgs& inputs, int64_t rows, int64_t k) {
@@ -42,12 +35,7 @@ int64_t GatheredPieces(const TensorArgs& inputs, int64_t rows, int64_t k) {
     ThrowInvalid(InputField(i, "dtype"), "the gathered statistics must be float64, got " +
                                              std::string(ToString(gathered.dtype())));
   }
-  const int64_t pieces = gathered.rank() == 0 ? 0 : gathered.shape()[0];
-  if (pieces < 1 || gathered.numel() != pieces * rows * k) {
-    ThrowInvalid(InputField(i, "shape"), "the gathered statistics must be [pieces, rows, " + std::to_string(k) +
-                                             "], got " + ShapeToString(gathered.shape()));
-  }
-  return pieces;
+  return norm_pieces::GatheredPieces(gathered.shape(), gathered.numel(), i, rows, k);
 }
 
 struct AxisPiece {
@@ -70,7 +58,7 @@ Tensors SoftmaxStatsPhase(const TensorArgs& inputs, const Attrs& attrs) {
   return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
     using T = typename decltype(tag)::type;
     ValuesAs<T> x(inputs[0]);
-    Tensor stats = NewOutput(RowsThen(inputs[0].shape(), p.axis, norm_pieces::kSoftmaxStats), DType::kFloat64);
+    Tensor stats = NewOutput(SummaryShape(inputs[0].shape(), p.axis, norm_pieces::kSoftmaxStats), DType::kFloat64);
     double* st = stats.data<double>();
     for (int64_t o = 0; o < p.view.outer; ++o) {
       for (int64_t i = 0; i < p.view.inner; ++i) {
@@ -226,7 +214,7 @@ Tensors softmax_grad_stats(const TensorArgs& inputs, const Attrs& attrs) {
     using T = typename decltype(tag)::type;
     ValuesAs<T> y(inputs[0]);
     ValuesAs<T> g(inputs[1]);
-    Tensor stats = NewOutput(RowsThen(inputs[0].shape(), p.axis, norm_pieces::kDotStats), DType::kFloat64);
+    Tensor stats = NewOutput(SummaryShape(inputs[0].shape(), p.axis, norm_pieces::kDotStats), DType::kFloat64);
     double* st = stats.data<double>();
     for (int64_t o = 0; o < p.view.outer; ++o) {
       for (int64_t i = 0; i < p.view.inner; ++i) {
@@ -340,7 +328,7 @@ Tensors cumsum_stats(const TensorArgs& inputs, const Attrs& attrs) {
   return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
     using T = typename decltype(tag)::type;
     ValuesAs<T> x(inputs[0]);
-    Tensor stats = NewOutput(RowsThen(inputs[0].shape(), p.axis.axis, norm_pieces::kPrefixStats), DType::kFloat64);
+    Tensor stats = NewOutput(SummaryShape(inputs[0].shape(), p.axis.axis, norm_pieces::kPrefixStats), DType::kFloat64);
     double* st = stats.data<double>();
     for (int64_t o = 0; o < v.outer; ++o) {
       for (int64_t i = 0; i < v.inner; ++i) {
