@@ -63,6 +63,12 @@ class Backend {
 
   // dst[0, nbytes) = src[0, nbytes); the ranges may overlap (memmove).
   virtual void Copy(void* dst, const void* src, size_t nbytes, Stream stream) = 0;
+  // Host memory to this backend's device memory, and back: the only crossings besides the
+  // device kind's own ToDevice / ToHost. CopyFromHost reads `host_src` before it returns
+  // (the buffer may be reused at once); CopyToHost writes `host_dst` when `stream` reaches
+  // the copy (read it after Synchronize(stream)). On the host both are memmove.
+  virtual void CopyFromHost(void* dst, const void* host_src, size_t nbytes, Stream stream) = 0;
+  virtual void CopyToHost(void* host_dst, const void* src, size_t nbytes, Stream stream) = 0;
   // Copies the sub-box of `extent` elements per dim starting at `src_at` in the row-major
   // array `src` of shape `src_shape` to `dst_at` in `dst` (shape `dst_shape`);
   // `element_size` bytes per element. All vectors have the array's rank (0-d: one element);

@@ -58,6 +58,12 @@ class CountingBackend final : public Backend {
     ++copies;
     cpu_.Copy(dst, src, nbytes, s);
   }
+  void CopyFromHost(void* dst, const void* host_src, size_t nbytes, Stream s) override {
+    cpu_.CopyFromHost(dst, host_src, nbytes, s);
+  }
+  void CopyToHost(void* host_dst, const void* src, size_t nbytes, Stream s) override {
+    cpu_.CopyToHost(host_dst, src, nbytes, s);
+  }
   void CopyBox(const std::byte* src, const std::vector<int64_t>& src_shape,
                const std::vector<int64_t>& src_at, std::byte* dst,
                const std::vector<int64_t>& dst_shape, const std::vector<int64_t>& dst_at,

@@ -77,8 +77,24 @@ DistTensor DistTensor::ShardTensorFrom(const Tensor* global, int64_t root, const
     header[1] = global->rank();
     for (int64_t d = 0; d < global->rank(); ++d) header[2 + d] = global->shape()[d];
   }
-  comm.Broadcast(header.data(), static_cast<int64_t>(header.size()), DType::kInt64, root, group);
-  comm.Synchronize();
+  const kernels::Device device = comm.device();
+  kernels::Backend& backend = kernels::BackendFor(device);
+  if (me == root && global->device() != device) {
+    ThrowInvalid("global", "is on " + kernels::ToString(global->device()) + ", the communicator's buffers on " +
+                               kernels::ToString(device));
+  }
+  if (device.is_host()) {
+    comm.Broadcast(header.data(), static_cast<int64_t>(header.size()), DType::kInt64, root, group);
+  } else {  // through a buffer of the communicator's device, by the backend's copies
+    const size_t nbytes = header.size() * sizeof(int64_t);
+    Tensor staged = Tensor::Uninitialized({static_cast<int64_t>(header.size())}, DType::kInt64,
+                                          backend.AllocatorFor(device), comm.stream());
+    backend.CopyFromHost(staged.bytes(), header.data(), nbytes, comm.stream());
+    comm.Broadcast(staged.bytes(), staged.numel(), DType::kInt64, root, group);
+    backend.CopyToHost(header.data(), staged.bytes(), nbytes, comm.stream());  // after the broadcast
+    backend.Synchronize(comm.stream());  // the header is on the host
+  }
+  comm.Synchronize();  // the header is on the host (and `staged` free to go)
   const auto dtype = static_cast<DType>(header[0]);
   const Shape shape(header.begin() + 2, header.begin() + 2 + header[1]);
   CheckAttr(shape, mesh, attr);
@@ -97,7 +113,8 @@ DistTensor DistTensor::ShardTensorFrom(const Tensor* global, int64_t root, const
       }
     }
   } else {
-    local = Tensor::Uninitialized(LocalShape(shape, attr, mesh, *coord), dtype);
+    local = Tensor::Uninitialized(LocalShape(shape, attr, mesh, *coord), dtype, backend.AllocatorFor(device),
+                                  comm.stream());
     if (local->numel() > 0) comm.Recv(local->bytes(), local->numel(), dtype, root);
   }
   comm.Synchronize();

@@ -47,6 +47,10 @@ class DistTensor {
   // From one rank's tensor: `root` (a world rank, in the mesh or not) holds `global`
   // (others pass nullptr); the shape and dtype are broadcast from it and each rank of the
   // mesh receives only its own shard (point to point). Collective over the mesh and root.
+  // The shards are on the communicator's device (comm.device(), on its stream): `global`
+  // must be there too (InvalidArgument "global" otherwise), and the header goes through a
+  // buffer of that device by the backend's copies, so a sim or CUDA communicator gets only
+  // device buffers.
   static DistTensor ShardTensorFrom(const kernels::Tensor* global, int64_t root,
                                     const Mesh& mesh, const DistAttr& attr, Communicator& comm);
   // Wraps this rank's shard. On a rank of the mesh `local` must have the shape the layout

@@ -53,6 +53,42 @@ std::vector<std::vector<Tensor>> OnRanks(int64_t world, bool sim,
 
 class SimDeviceRanks : public ::testing::TestWithParam<int64_t> {};
 
+// ShardTensorFrom on device communicators: the root holds the tensor on its device, each
+// rank of the mesh (and a rank outside it, the root here) gets its shard on its own device,
+// equal to the host's ShardTensor; a root tensor on another device is refused naming
+// `global`.
+TEST(SimDeviceDistTensor, ShardTensorFromOneRankGivesDeviceShards) {
+  const Mesh mesh({3}, {3, 1, 2});
+  const Tensor global = Iota({7, 2});
+  for (const char* attr : {"[S(0)]", "[P(sum)]", "[S(1)]"}) {
+    SCOPED_TRACE(attr);
+    const auto shards = OnRanks(4, true, [&](const Place& at) {
+      const std::optional<Tensor> mine = at.comm.rank() == 0 ? std::optional<Tensor>(at.Put(global)) : std::nullopt;
+      const DistTensor x = DistTensor::ShardTensorFrom(mine ? &*mine : nullptr, 0, mesh, Parse(attr, 2), at.comm);
+      EXPECT_EQ(x.shape(), global.shape());
+      if (!x.has_local()) return std::vector<Tensor>{};
+      EXPECT_EQ(x.local().device(), at.comm.device());
+      return std::vector<Tensor>{at.Get(x.local())};
+    });
+    for (int64_t r = 0; r < 4; ++r) {
+      const DistTensor want = DistTensor::ShardTensor(global, mesh, Parse(attr, 2), r);
+      ASSERT_EQ(shards[r].size(), want.has_local() ? 1u : 0u) << "rank " << r;
+      if (want.has_local()) EXPECT_TRUE(SameBytes(shards[r][0], want.local())) << "rank " << r;
+    }
+  }
+  OnRanks(2, true, [&](const Place& at) {
+    if (at.comm.rank() == 0) {  // a host tensor on a sim communicator: refused before any call
+      try {
+        DistTensor::ShardTensorFrom(&global, 0, Mesh({2}), Parse("[S(0)]", 2), at.comm);
+        ADD_FAILURE() << "a host tensor was taken on a sim communicator";
+      } catch (const SpmdError& e) {
+        EXPECT_EQ(e.field(), "global");
+      }
+    }
+    return std::vector<Tensor>{};
+  });
+}
+
 TEST_P(SimDeviceRanks, CollectivesOnSimDevicesEqualTheCpu) {
   const int64_t world = GetParam();
   const auto cpu = OnRanks(world, false, Collectives);

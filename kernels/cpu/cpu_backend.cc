@@ -130,6 +130,14 @@ void CpuBackend::Copy(void* dst, const void* src, size_t nbytes, Stream) {
   if (nbytes > 0 && dst != src) std::memmove(dst, src, nbytes);
 }
 
+void CpuBackend::CopyFromHost(void* dst, const void* host_src, size_t nbytes, Stream stream) {
+  Copy(dst, host_src, nbytes, stream);
+}
+
+void CpuBackend::CopyToHost(void* host_dst, const void* src, size_t nbytes, Stream stream) {
+  Copy(host_dst, src, nbytes, stream);
+}
+
 // Contiguous runs are copied with one memcpy each (trailing dims that both arrays hold
 // whole are merged into the run).
 void CpuBackend::CopyBox(const std::byte* src, const std::vector<int64_t>& src_shape,

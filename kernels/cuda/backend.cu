@@ -126,6 +126,24 @@ void CudaBackend::Copy(void* dst, const void* src, size_t nbytes, Stream stream)
   pool.Deallocate(tmp, nbytes, stream);
 }
 
+// The contract says host_src is read before the call returns: a pageable buffer is staged
+// by cudaMemcpyAsync itself, a pinned one is not, so the stream is synchronized.
+void CudaBackend::CopyFromHost(void* dst, const void* host_src, size_t nbytes, Stream stream) {
+  if (nbytes == 0) return;
+  if (host_src == nullptr) ThrowInvalid("host_src", "null");
+  DeviceGuard guard(DeviceOf(dst, "dst"));
+  cudaStream_t s = ToCuda(stream);
+  SPMD_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, nbytes, cudaMemcpyHostToDevice, s));
+  SPMD_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+void CudaBackend::CopyToHost(void* host_dst, const void* src, size_t nbytes, Stream stream) {
+  if (nbytes == 0) return;
+  if (host_dst == nullptr) ThrowInvalid("host_dst", "null");
+  DeviceGuard guard(DeviceOf(src, "src"));
+  SPMD_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, nbytes, cudaMemcpyDeviceToHost, ToCuda(stream)));
+}
+
 void CudaBackend::CopyBox(const std::byte* src, const std::vector<int64_t>& src_shape,
                           const std::vector<int64_t>& src_at, std::byte* dst,
                           const std::vector<int64_t>& dst_shape, const std::vector<int64_t>& dst_at,

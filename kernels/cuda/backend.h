@@ -21,6 +21,8 @@ class CudaBackend final : public Backend {
   // RunCudaKernel (kernels/cuda/registry.h): inputs on one CUDA device.
   Tensors RunKernel(std::string_view op, const TensorArgs& inputs, const Attrs& attrs) override;
   void Copy(void* dst, const void* src, size_t nbytes, Stream stream) override;
+  void CopyFromHost(void* dst, const void* host_src, size_t nbytes, Stream stream) override;
+  void CopyToHost(void* host_dst, const void* src, size_t nbytes, Stream stream) override;
   void CopyBox(const std::byte* src, const std::vector<int64_t>& src_shape,
                const std::vector<int64_t>& src_at, std::byte* dst,
                const std::vector<int64_t>& dst_shape, const std::vector<int64_t>& dst_at,

@@ -808,6 +808,24 @@ void SimBackend::Copy(void* dst, const void* src, size_t nbytes, Stream stream) 
                         [=] { std::memmove(dst, src, nbytes); });
 }
 
+// The host bytes are staged when the call is made (the caller may reuse its buffer), as
+// ToDevice does; the destination is checked as device memory the stream writes.
+void SimBackend::CopyFromHost(void* dst, const void* host_src, size_t nbytes, Stream stream) {
+  if (nbytes == 0) return;
+  if (host_src == nullptr) ThrowInvalid("host_src", "null");
+  const auto* p = static_cast<const std::byte*>(host_src);
+  auto staged = std::make_shared<std::vector<std::byte>>(p, p + nbytes);
+  Runtime::Get().Submit(stream, {{dst, nbytes, true, "dst"}}, "CopyFromHost",
+                        [staged, dst] { std::memcpy(dst, staged->data(), staged->size()); });
+}
+
+void SimBackend::CopyToHost(void* host_dst, const void* src, size_t nbytes, Stream stream) {
+  if (nbytes == 0) return;
+  if (host_dst == nullptr) ThrowInvalid("host_dst", "null");
+  Runtime::Get().Submit(stream, {{src, nbytes, false, "src"}}, "CopyToHost",
+                        [=] { std::memcpy(host_dst, src, nbytes); });
+}
+
 void SimBackend::CopyBox(const std::byte* src, const std::vector<int64_t>& src_shape,
                          const std::vector<int64_t>& src_at, std::byte* dst,
                          const std::vector<int64_t>& dst_shape, const std::vector<int64_t>& dst_at,
