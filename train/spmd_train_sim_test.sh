@@ -10,8 +10,9 @@
 #   5. --data with validation on sim: --verify passes, and every step's loss, gradient norm
 #      and validation loss print the same as on --device cpu;
 #   6. np 2: dp=2 ZeRO-2, pp=2 with gpipe, tp=2 with SP in float32 (bound 1e-3); np 4: pp=2,dp=2
-#      interleaved: --verify on sim passes. (np 8 and every strategy in-process:
-#      train/device_proof_test.cc.)
+#      interleaved: --verify on sim passes;
+#   7. np 8: dp=2,tp=2,pp=2 1F1B, dp=4,tp=2 ZeRO-3 with SP, dp=2,tp=2,sp=2 with ring attention:
+#      --verify on sim passes (every strategy at np 2/4/8 in-process: train/device_proof_test.cc).
 set -uo pipefail
 mpiexec=$1
 train=$2
@@ -80,4 +81,8 @@ NP=2
 verified --mesh dp=2 --zero 2 --batch 3 "${small[@]}"
 verified --mesh pp=2 --schedule gpipe --micro-batches 2 --layers 2 --batch 4 "${small[@]}"
 BOUND=1e-3 DTYPE=float32 verified --mesh tp=2 --sp --batch 4 "${small[@]}"
+NP=8
+verified --mesh dp=2,tp=2,pp=2 --zero 1 --schedule 1f1b --micro-batches 2 --layers 2 --batch 4 "${small[@]}"
+verified --mesh dp=4,tp=2 --zero 3 --sp --batch 4 "${small[@]}"
+verified --mesh dp=2,tp=2,sp=2 --attention ring --seq 8 --heads 4 --batch 4 --width 12 --vocab 13
 echo "ok"
