@@ -26,9 +26,9 @@ template <typename F>
 void Sweep(float lo, float hi, F&& check) {
   for (float x = lo; x < hi;) {
     check(x);
-    const int32_t bits = std::bit_cast<int32_t>(x);
+    const uint32_t bits = std::bit_cast<uint32_t>(x);  // unsigned: the steps never overflow
     // Walk the bit patterns: up for positives, down (toward -0) for negatives.
-    const float next = x < 0 ? std::bit_cast<float>(bits - 97) : std::bit_cast<float>(bits + 97);
+    const float next = x < 0 ? std::bit_cast<float>(bits - 97u) : std::bit_cast<float>(bits + 97u);
     x = (x < 0 && next >= 0) ? 0.0f : next;
   }
 }
