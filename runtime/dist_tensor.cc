@@ -94,7 +94,7 @@ DistTensor DistTensor::ShardTensorFrom(const Tensor* global, int64_t root, const
     backend.CopyToHost(header.data(), staged.bytes(), nbytes, comm.stream());  // after the broadcast
     backend.Synchronize(comm.stream());  // the header is on the host
   }
-  comm.Synchronize();  // the header is on the host (and `staged` free to go)
+  comm.Synchronize();
   const auto dtype = static_cast<DType>(header[0]);
   const Shape shape(header.begin() + 2, header.begin() + 2 + header[1]);
   CheckAttr(shape, mesh, attr);
