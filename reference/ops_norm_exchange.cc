@@ -94,61 +94,12 @@ AxisPiece CheckSoftmaxGradPiece(const Tensors& inputs, const Attrs& attrs, size_
   return CheckAxisPiece(inputs, attrs, arity);
 }
 
-// layer_norm / rms_norm on a piece: x split at begin_norm_axis into rows and the piece's
-// normalised elements; only dim begin_norm_axis may be a piece (the later ones are whole,
-// as the rule requires), so the piece's elements are the contiguous run of the flattened
-// normalised dims starting at offset[begin] * inner. The parameters are whole: [n] of the
-// global x (localized __global_shape; x's own shape unsharded).
-struct NormPiece {
-  int64_t begin = 0;
-  int64_t rows = 1;
-  int64_t n = 1;        // the piece's normalised elements per row
-  int64_t first = 0;    // their position in the flattened normalised dims
-  Shape stats_shape;    // x.shape[:begin]
-};
+using norm_pieces::NormPiece;
 NormPiece CheckNormPiece(const Tensors& inputs, const Attrs& attrs, size_t params, size_t arity) {
-  (void)attrs.GetFloat("epsilon");
-  const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
   CheckArity(inputs, arity);
-  const Tensor& x = inputs[0];
-  const int64_t rank = internal::Rank(x);
-  NormPiece piece;
-  piece.begin = internal::NormalizeAxis(begin_norm_axis, rank, "attrs.begin_norm_axis");
-  const Shape global = attrs.Has(kLocalGlobalShape) ? Shape(attrs.GetInts(kLocalGlobalShape)) : x.shape;
-  const Shape offset = attrs.Has(kLocalOffset) ? Shape(attrs.GetInts(kLocalOffset)) : Shape(x.shape.size(), 0);
-  if (global.size() != x.shape.size() || offset.size() != x.shape.size()) {
-    ThrowInvalid(std::string("attrs.") + kLocalGlobalShape, "must have x's rank");
-  }
-  int64_t inner = 1, global_n = 1;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d < piece.begin) {
-      piece.rows *= x.shape[d];
-      piece.stats_shape.push_back(x.shape[d]);
-      continue;
-    }
-    global_n *= global[d];
-    if (d > piece.begin) {
-      if (x.shape[d] != global[d]) {
-        ThrowInvalid(InputField(0, "shape"), "only dim begin_norm_axis may be a piece of the normalised dims");
-      }
-      inner *= x.shape[d];
-    }
-  }
-  if (global_n == 0) {
-    ThrowInvalid(InputField(0, "shape"), "normalising over an empty set of elements of " + ShapeToString(global));
-  }
-  piece.n = x.shape[piece.begin] * inner;
-  piece.first = offset[piece.begin] * inner;
-  if (piece.first < 0 || piece.first + piece.n > global_n) {
-    ThrowInvalid(std::string("attrs.") + kLocalOffset, "the piece lies outside the normalised dims");
-  }
-  for (size_t p = 1; p <= params; ++p) {
-    if (inputs[p].shape != Shape{global_n}) {
-      ThrowInvalid(InputField(p, "shape"),
-                   "expected [" + std::to_string(global_n) + "], got " + ShapeToString(inputs[p].shape));
-    }
-  }
-  return piece;
+  std::vector<Shape> shapes;
+  for (const Tensor& t : inputs) shapes.push_back(t.shape);
+  return norm_pieces::PlanNormPiece(shapes, attrs, params);
 }
 
 }  // namespace

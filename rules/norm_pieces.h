@@ -16,7 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "rules/attrs.h"
 #include "rules/error.h"
+#include "rules/local_attrs.h"
 #include "rules/shape_util.h"
 
 namespace spmd::norm_pieces {
@@ -45,6 +47,67 @@ inline int64_t GatheredPieces(const std::vector<int64_t>& gathered, int64_t nume
                      shape::ShapeString(gathered));
   }
   return pieces;
+}
+
+// layer_norm / rms_norm on a piece: x split at begin_norm_axis into rows and the piece's
+// normalised elements; only dim begin_norm_axis may be a piece (the later ones are whole,
+// as the rule requires), so the piece's elements are the contiguous run of the flattened
+// normalised dims starting at offset[begin] * inner. The parameters (inputs 1..params) are
+// whole: [n] of the global x (localized __global_shape; x's own shape unsharded). The
+// caller has checked the arity; `shapes` are the inputs' shapes.
+struct NormPiece {
+  int64_t begin = 0;
+  int64_t rows = 1;
+  int64_t n = 1;                     // the piece's normalised elements per row
+  int64_t first = 0;                 // their position in the flattened normalised dims
+  std::vector<int64_t> stats_shape;  // x.shape[:begin]
+};
+inline NormPiece PlanNormPiece(const std::vector<std::vector<int64_t>>& shapes, const Attrs& attrs,
+                               size_t params) {
+  (void)attrs.GetFloat("epsilon");
+  const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
+  const std::vector<int64_t>& x = shapes[0];
+  const auto rank = static_cast<int64_t>(x.size());
+  NormPiece piece;
+  piece.begin = shape::NormalizeAxis(begin_norm_axis, rank, "attrs.begin_norm_axis");
+  const std::vector<int64_t> global =
+      attrs.Has(kLocalGlobalShape) ? attrs.GetInts(kLocalGlobalShape) : x;
+  const std::vector<int64_t> offset =
+      attrs.Has(kLocalOffset) ? attrs.GetInts(kLocalOffset) : std::vector<int64_t>(x.size(), 0);
+  if (global.size() != x.size() || offset.size() != x.size()) {
+    ThrowInvalid(std::string("attrs.") + kLocalGlobalShape, "must have x's rank");
+  }
+  int64_t inner = 1, global_n = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d < piece.begin) {
+      piece.rows *= x[d];
+      piece.stats_shape.push_back(x[d]);
+      continue;
+    }
+    global_n *= global[d];
+    if (d > piece.begin) {
+      if (x[d] != global[d]) {
+        ThrowInvalid(shape::InputField(0, "shape"), "only dim begin_norm_axis may be a piece of the normalised dims");
+      }
+      inner *= x[d];
+    }
+  }
+  if (global_n == 0) {
+    ThrowInvalid(shape::InputField(0, "shape"),
+                 "normalising over an empty set of elements of " + shape::ShapeString(global));
+  }
+  piece.n = x[piece.begin] * inner;
+  piece.first = offset[piece.begin] * inner;
+  if (piece.first < 0 || piece.first + piece.n > global_n) {
+    ThrowInvalid(std::string("attrs.") + kLocalOffset, "the piece lies outside the normalised dims");
+  }
+  for (size_t p = 1; p <= params; ++p) {
+    if (shapes[p] != std::vector<int64_t>{global_n}) {
+      ThrowInvalid(shape::InputField(p, "shape"),
+                   "expected [" + std::to_string(global_n) + "], got " + shape::ShapeString(shapes[p]));
+    }
+  }
+  return piece;
 }
 
 // ---- softmax / log_softmax: the piece's max and sum of exp(x - max) ----------------------

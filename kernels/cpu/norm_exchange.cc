@@ -112,56 +112,12 @@ AxisPiece CheckSoftmaxGradPiece(const TensorArgs& inputs, const Attrs& attrs, si
 }
 
 // layer_norm / rms_norm on a piece (reference/ops_norm_exchange.cc, CheckNormPiece).
-struct NormPiece {
-  int64_t begin = 0;
-  int64_t rows = 1;
-  int64_t n = 1;
-  int64_t first = 0;
-  Shape stats_shape;
-};
+using norm_pieces::NormPiece;
 NormPiece CheckNormPiece(const TensorArgs& inputs, const Attrs& attrs, size_t params, size_t arity) {
-  (void)attrs.GetFloat("epsilon");
-  const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
   CheckArity(inputs, arity);
-  const Shape& x = inputs[0].shape();
-  const int64_t rank = inputs[0].rank();
-  NormPiece piece;
-  piece.begin = internal::NormalizeAxis(begin_norm_axis, rank, "attrs.begin_norm_axis");
-  const Shape global = attrs.Has(kLocalGlobalShape) ? Shape(attrs.GetInts(kLocalGlobalShape)) : x;
-  const Shape offset = attrs.Has(kLocalOffset) ? Shape(attrs.GetInts(kLocalOffset)) : Shape(x.size(), 0);
-  if (global.size() != x.size() || offset.size() != x.size()) {
-    ThrowInvalid(std::string("attrs.") + kLocalGlobalShape, "must have x's rank");
-  }
-  int64_t inner = 1, global_n = 1;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d < piece.begin) {
-      piece.rows *= x[d];
-      piece.stats_shape.push_back(x[d]);
-      continue;
-    }
-    global_n *= global[d];
-    if (d > piece.begin) {
-      if (x[d] != global[d]) {
-        ThrowInvalid(InputField(0, "shape"), "only dim begin_norm_axis may be a piece of the normalised dims");
-      }
-      inner *= x[d];
-    }
-  }
-  if (global_n == 0) {
-    ThrowInvalid(InputField(0, "shape"), "normalising over an empty set of elements of " + ShapeToString(global));
-  }
-  piece.n = x[piece.begin] * inner;
-  piece.first = offset[piece.begin] * inner;
-  if (piece.first < 0 || piece.first + piece.n > global_n) {
-    ThrowInvalid(std::string("attrs.") + kLocalOffset, "the piece lies outside the normalised dims");
-  }
-  for (size_t p = 1; p <= params; ++p) {
-    if (inputs[p].shape() != Shape{global_n}) {
-      ThrowInvalid(InputField(p, "shape"),
-                   "expected [" + std::to_string(global_n) + "], got " + ShapeToString(inputs[p].shape()));
-    }
-  }
-  return piece;
+  std::vector<Shape> shapes;
+  for (const Tensor& t : inputs) shapes.push_back(t.shape());
+  return norm_pieces::PlanNormPiece(shapes, attrs, params);
 }
 
 // Every row's summary of the piece by `summarise(row, n, stats)`, [x.shape[:begin], k].
