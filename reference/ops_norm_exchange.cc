@@ -54,7 +54,7 @@ Tensors SoftmaxStatsPhase(const Tensors& inputs, const Attrs& attrs) {
   Tensor stats = internal::Zeros(SummaryShape(x.shape, p.axis, norm_pieces::kSoftmaxStats));
   for (int64_t o = 0; o < p.view.outer; ++o) {
     for (int64_t i = 0; i < p.view.inner; ++i) {
-      norm_pieces::SoftmaxStats(x.data.data() + p.view.At(o, 0, i), p.view.len, p.view.inner,
+      norm_pieces::SoftmaxStats(x.data.data() + (p.view.len > 0 ? p.view.At(o, 0, i) : 0), p.view.len, p.view.inner,
                                 stats.data.data() + (o * p.view.inner + i) * norm_pieces::kSoftmaxStats);
     }
   }
@@ -115,7 +115,7 @@ Tensors softmax_grad_stats(const Tensors& inputs, const Attrs& attrs) {
   Tensor stats = internal::Zeros(SummaryShape(inputs[0].shape, p.axis, norm_pieces::kDotStats));
   for (int64_t o = 0; o < p.view.outer; ++o) {
     for (int64_t i = 0; i < p.view.inner; ++i) {
-      const int64_t at = p.view.At(o, 0, i);
+      const int64_t at = p.view.len > 0 ? p.view.At(o, 0, i) : 0;  // an empty piece's data may be null
       norm_pieces::DotStats(inputs[0].data.data() + at, inputs[1].data.data() + at, p.view.len, p.view.inner,
                             stats.data.data() + (o * p.view.inner + i) * norm_pieces::kDotStats);
     }
@@ -242,7 +242,7 @@ Tensors cumsum_stats(const Tensors& inputs, const Attrs& attrs) {
   Tensor stats = internal::Zeros(SummaryShape(x.shape, p.axis.axis, norm_pieces::kPrefixStats));
   for (int64_t o = 0; o < v.outer; ++o) {
     for (int64_t i = 0; i < v.inner; ++i) {
-      norm_pieces::PrefixStats(x.data.data() + v.At(o, 0, i), v.len, v.inner, p.first,
+      norm_pieces::PrefixStats(x.data.data() + (v.len > 0 ? v.At(o, 0, i) : 0), v.len, v.inner, p.first,
                                stats.data.data() + (o * v.inner + i) * norm_pieces::kPrefixStats);
     }
   }

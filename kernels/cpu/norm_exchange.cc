@@ -24,6 +24,9 @@ using internal::ValuesAs;
 
 // Element (o, a, i) of the [outer, len, inner] view.
 int64_t At(const AxisView& v, int64_t o, int64_t a, int64_t i) { return (o * v.len + a) * v.inner + i; }
+// Where row (o, i) of a piece starts: 0 for an empty piece, whose data may be null (an offset
+// from null is undefined even when nothing is read).
+int64_t RowStart(const AxisView& v, int64_t o, int64_t i) { return v.len > 0 ? At(v, o, 0, i) : 0; }
 
 using norm_pieces::SummaryShape;
 
@@ -62,7 +65,7 @@ Tensors SoftmaxStatsPhase(const TensorArgs& inputs, const Attrs& attrs) {
     double* st = stats.data<double>();
     for (int64_t o = 0; o < p.view.outer; ++o) {
       for (int64_t i = 0; i < p.view.inner; ++i) {
-        norm_pieces::SoftmaxStats(x.data() + At(p.view, o, 0, i), p.view.len, p.view.inner,
+        norm_pieces::SoftmaxStats(x.data() + RowStart(p.view, o, i), p.view.len, p.view.inner,
                                   st + (o * p.view.inner + i) * norm_pieces::kSoftmaxStats);
       }
     }
@@ -174,7 +177,7 @@ Tensors softmax_grad_stats(const TensorArgs& inputs, const Attrs& attrs) {
     double* st = stats.data<double>();
     for (int64_t o = 0; o < p.view.outer; ++o) {
       for (int64_t i = 0; i < p.view.inner; ++i) {
-        const int64_t at = At(p.view, o, 0, i);
+        const int64_t at = RowStart(p.view, o, i);
         norm_pieces::DotStats(y.data() + at, g.data() + at, p.view.len, p.view.inner,
                               st + (o * p.view.inner + i) * norm_pieces::kDotStats);
       }
@@ -288,7 +291,7 @@ Tensors cumsum_stats(const TensorArgs& inputs, const Attrs& attrs) {
     double* st = stats.data<double>();
     for (int64_t o = 0; o < v.outer; ++o) {
       for (int64_t i = 0; i < v.inner; ++i) {
-        norm_pieces::PrefixStats(x.data() + At(v, o, 0, i), v.len, v.inner, p.first,
+        norm_pieces::PrefixStats(x.data() + RowStart(v, o, i), v.len, v.inner, p.first,
                                  st + (o * v.inner + i) * norm_pieces::kPrefixStats);
       }
     }
