@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "rules/error.h"
-#include "runtime/flight_recorder.h"
+#include "runtime/diagnostics/flight_recorder.h"
 
 namespace spmd::cli {
 
