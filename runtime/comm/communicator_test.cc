@@ -12,8 +12,8 @@
 #include <random>
 #include <string>
 
-#include "runtime/testing/communicator_cases.h"
 #include "runtime/comm/mpi_communicator.h"
+#include "runtime/testing/communicator_cases.h"
 #include "runtime/testing/mpi_test_main.h"
 
 namespace spmd::runtime {

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "kernels/cuda/cuda.h"
-#include "runtime/testing/device_communicator_test_util.h"
 #include "runtime/comm/thread_communicator.h"
+#include "runtime/testing/device_communicator_test_util.h"
 
 namespace spmd::runtime {
 namespace {

@@ -1,6 +1,6 @@
 #include "runtime/comm/mpi_communicator.h"
 
-#include "runtime/comm/nccl_plan.h"
+#include "runtime/comm/collective_check.h"
 
 #include <algorithm>
 #include <array>

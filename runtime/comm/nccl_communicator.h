@@ -38,7 +38,7 @@
 #include <string>
 
 #include "kernels/device.h"
-#include "runtime/comm/nccl_plan.h"
+#include "runtime/comm/planned_communicator.h"
 
 namespace spmd::runtime {
 

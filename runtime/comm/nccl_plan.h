@@ -1,10 +1,12 @@
-// The NCCL backend's logic in plain C++ (no CUDA, no NCCL): for each Communicator call, the
-// plan of NCCL calls and local steps that carries it out, the interpreter that runs a plan
-// through a Transport (the NCCL calls) and a Backend (the local steps), the records of the
-// collective check, and PlannedCommunicator, the Communicator over any Transport.
-// NcclCommunicator (runtime/comm/nccl_communicator.h) is PlannedCommunicator over NCCL; the
-// tests run the same plans over a simulated NCCL on threads (runtime/testing/nccl_sim.h), so that
-// everything but the NCCL calls themselves is tested without a GPU.
+// The NCCL backend's plans, in plain C++ (no CUDA, no NCCL): for each Communicator call, the
+// NCCL calls and local steps that carry it out. The rest of the NCCL backend's logic is beside
+// it: NCCL's types (runtime/comm/nccl_types.h), the records of the collective check
+// (runtime/comm/collective_check.h), the interpreter that runs a plan through a Transport
+// (runtime/comm/plan_runner.h) and PlannedCommunicator, the Communicator over any Transport
+// (runtime/comm/planned_communicator.h). NcclCommunicator (runtime/comm/nccl_communicator.h)
+// is PlannedCommunicator over NCCL; the tests run the same plans over a simulated NCCL on
+// threads (runtime/testing/nccl_sim.h), so that everything but the NCCL calls themselves is
+// tested without a GPU.
 //
 // Plans (`PlanCollective`, for a group of n >= 2 members, the member at position p; the
 // group's NCCL communicator has the members as ranks 0..n-1 in position order):
@@ -45,43 +47,16 @@
 // NCCL counts the bytes it really copies between ranks).
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
-#include <stdexcept>
-#include <string>
 #include <string_view>
 #include <vector>
 
-#include "kernels/allocator.h"
-#include "kernels/backend.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/comm/nccl_types.h"
 
 namespace spmd::runtime::nccl {
-
-// The ToString overloads below would hide these.
-using runtime::ToString;
-using spmd::ToString;
-
-// NCCL's data types and reduce ops that the plans use, with NCCL's values (ncclDataType_t,
-// ncclRedOp_t; nccl_communicator.cc checks them against nccl.h).
-enum class DataType : int {
-  kUint8 = 1,
-  kInt64 = 4,
-  kFloat16 = 6,
-  kFloat32 = 7,
-  kFloat64 = 8,
-  kBfloat16 = 9,
-};
-enum class RedOp : int { kSum = 0, kProd = 1, kMax = 2, kMin = 3 };
-
-DataType ToNcclType(DType dtype);     // bool -> uint8, the others their own
-DType FromNcclType(DataType type);    // uint8 -> bool
-int64_t SizeOf(DataType type);        // bytes per element
-RedOp ToNcclOp(ReduceOp op);          // sum, avg -> sum; max, any -> max; min, all -> min
-std::string_view ToString(DataType type);  // "uint8", "float32", ...
-std::string_view ToString(RedOp op);       // "sum", ...
 
 // A place in one of the buffers a plan runs on: `buffer` indexes the buffers handed to
 // RunPlan (kScratch: the plan's scratch), `offset` in bytes. buffer -1: none.
@@ -165,101 +140,5 @@ struct PointToPoint {
 // The plan of the flush: one group of ncclSend / ncclRecv on the world's communicator, in
 // call order; buffer i + 1 is the buffer (base, for a box) of pending[i].
 Plan PlanPointToPoint(std::span<const PointToPoint> pending);
-
-// ---- The collective check (SPMD_DEBUG=collectives) -------------------------------------
-
-// What each member says about its call before it runs: a fixed-size record the group
-// all-gathers (kind, dtype, op, root, group size and hash, counts hash, number of counts,
-// step, the first 8 counts). all_to_all records also carry both count vectors in a second
-// exchange (AllToAllCounts).
-inline constexpr int kRecordSize = 17;
-using Record = std::array<int64_t, kRecordSize>;
-Record MakeRecord(const CollectiveDesc& desc, int64_t step);
-// "" when the members' records (position order) describe the same call, else
-// `collective mismatch: rank A calls <call> at its step S, rank B calls <call> at its step T`
-// for the first member that differs from position 0.
-std::string CompareRecords(std::span<const Record> records, const Group& group);
-// all_to_all: this member's send counts then its recv counts (2n values).
-std::vector<int64_t> AllToAllCounts(const CollectiveDesc& desc);
-// Every member's AllToAllCounts (position order, 2n each): "" when what each member sends
-// each other one is what that one expects, else `collective mismatch: rank A sends x
-// elements to rank B, which expects y` for the first such pair.
-std::string CompareAllToAllCounts(std::span<const int64_t> all, const Group& group);
-// Point to point: the header {dtype, count, step} a send carries; "" when the header a
-// recv gets matches it, else `mismatch: rank A sends c <dtype> at its step s`.
-using Header = std::array<int64_t, 3>;
-Header MakeHeader(const PointToPoint& send, int64_t step);
-std::string CompareHeader(const Header& got, const PointToPoint& recv);
-
-// ---- Running plans -----------------------------------------------------------------------
-
-// A failure a Transport reports (a timeout, an NCCL error, a handshake mismatch); what()
-// says what happened, without the rank and call (the communicator adds them).
-class TransportFailure : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// What carries the NCCL calls: NCCL itself (runtime/comm/nccl_communicator.cc) or the simulated
-// NCCL of the tests. Every method throws TransportFailure on failure.
-class Transport {
- public:
-  virtual ~Transport() = default;
-  // Runs `ops` as one NCCL group on the communicator of `group` (ranks = positions; the
-  // world's communicator when `world`, group then being every rank in order), with the ops'
-  // Refs resolved in `buffers`. Returns once the group is enqueued.
-  virtual void RunGroup(const Group& group, bool world, std::span<const Op> ops,
-                        std::span<void* const> buffers) = 0;
-  // Returns once everything enqueued so far has completed (bounded by the timeout);
-  // `what` names the wait in a timeout's message.
-  virtual void Wait(const std::string& what) = 0;
-  // The collective check: every member's `mine` (the same length on every member) in
-  // position order.
-  virtual std::vector<int64_t> AllGatherInts(const Group& group, std::span<const int64_t> mine) = 0;
-  // The point-to-point check: sends headers[i] to send_peers[i] and returns the headers
-  // received from recv_peers (in order; world ranks), as one exchange.
-  virtual std::vector<Header> ExchangeHeaders(std::span<const int64_t> send_peers,
-                                              std::span<const Header> headers,
-                                              std::span<const int64_t> recv_peers) = 0;
-};
-
-// Runs `plan` (buffers[kScratch] is ignored: the scratch comes from `allocator` on `stream`,
-// freed in stream order after the plan): local steps through `backend` on `stream`, groups
-// through `transport`. Adds each op's `handed` to `handed` as its group is posted.
-void RunPlan(const Plan& plan, std::vector<void*> buffers, const Group& group,
-             Transport& transport, kernels::Backend& backend, kernels::Allocator& allocator,
-             kernels::Stream stream, ByteCount& handed);
-
-// The Communicator over a Transport: collectives run their plan and wait for it (so a
-// collective has completed when it returns, and a hang fails at the collective that hangs);
-// send / recv wait for Synchronize(), which runs the flush plan and waits. With the
-// collective check, each collective first all-gathers its record (and all_to_all its
-// counts), and the flush first exchanges a header per message. A TransportFailure, a
-// mismatch, or a timeout ends the job through Fail(), with a message naming this rank, the
-// call and its step: `rank 0: all_reduce(float32, count=4, op=sum) on group [0,1] at step 3:
-// timed out after 2 s in ...`.
-class PlannedCommunicator : public Communicator {
- public:
-  // The bytes handed to the transport: the sum of the posted ops' `handed`.
-  ByteCount transport_bytes() const override { return handed_; }
-  ByteCount planned_bytes() const { return handed_; }
-
- protected:
-  PlannedCommunicator(int64_t rank, int64_t world_size, CommOptions options,
-                      kernels::Device device, kernels::Stream stream);
-  // The transport the plans run on (set by the subclass before the first call).
-  void SetTransport(Transport* transport) { transport_ = transport; }
-  // Ends the job (or, on threads, this rank) with `message`; never returns.
-  [[noreturn]] virtual void Fail(const std::string& message) = 0;
-
- private:
-  void Run(const Call& call) override;
-  void DoSynchronize() override;
-  void CheckCollective(const Call& call);
-
-  Transport* transport_ = nullptr;
-  std::vector<Call> pending_;
-  ByteCount handed_;
-};
 
 }  // namespace spmd::runtime::nccl

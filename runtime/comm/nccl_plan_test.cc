@@ -25,10 +25,12 @@
 #include <thread>
 
 #include "rules/half.h"
-#include "runtime/testing/communicator_cases.h"
+#include "runtime/comm/collective_check.h"
 #include "runtime/comm/nccl_plan.h"
-#include "runtime/testing/nccl_sim.h"
+#include "runtime/comm/planned_communicator.h"
 #include "runtime/comm/thread_communicator.h"
+#include "runtime/testing/communicator_cases.h"
+#include "runtime/testing/nccl_sim.h"
 
 namespace spmd::runtime::nccl {
 namespace {

@@ -13,11 +13,11 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "rules/registry.h"
+#include "runtime/comm/thread_communicator.h"
 #include "runtime/exec/dispatch.h"
 #include "runtime/exec/dist_tensor.h"
 #include "runtime/exec/reshard_executor.h"
 #include "runtime/testing/runtime_test_util.h"
-#include "runtime/comm/thread_communicator.h"
 
 namespace spmd::runtime {
 namespace {

@@ -13,8 +13,8 @@
 #include "rules/error.h"
 #include "rules/local_attrs.h"
 #include "rules/registry.h"
-#include "runtime/testing/runtime_test_util.h"
 #include "runtime/comm/thread_communicator.h"
+#include "runtime/testing/runtime_test_util.h"
 
 namespace spmd::runtime {
 namespace {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "rules/error.h"
-#include "runtime/testing/runtime_test_util.h"
 #include "runtime/comm/thread_communicator.h"
+#include "runtime/testing/runtime_test_util.h"
 
 namespace spmd::runtime {
 namespace {

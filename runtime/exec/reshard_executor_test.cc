@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "rules/dist_attr.h"
+#include "runtime/comm/thread_communicator.h"
 #include "runtime/exec/dist_tensor.h"
 #include "runtime/testing/runtime_test_util.h"
-#include "runtime/comm/thread_communicator.h"
 
 namespace spmd::runtime {
 namespace {

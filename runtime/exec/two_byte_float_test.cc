@@ -14,11 +14,11 @@
 #include "rules/half.h"
 #include "rules/registry.h"
 #include "rules/reshard.h"
+#include "runtime/comm/thread_communicator.h"
 #include "runtime/exec/dispatch.h"
 #include "runtime/exec/dist_tensor.h"
 #include "runtime/exec/reshard_executor.h"
 #include "runtime/testing/runtime_test_util.h"
-#include "runtime/comm/thread_communicator.h"
 
 namespace spmd::runtime {
 namespace {

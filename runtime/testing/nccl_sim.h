@@ -1,5 +1,5 @@
 // A simulated NCCL on threads, for testing the NCCL backend's plans without a GPU: the
-// same PlannedCommunicator as NcclCommunicator (runtime/comm/nccl_plan.h), over a Transport that
+// same PlannedCommunicator as NcclCommunicator (runtime/comm/planned_communicator.h), over a Transport that
 // carries out each NCCL call by its definition (ncclAllGather, ncclReduceScatter,
 // ncclReduce, ncclBroadcast, ncclSend / ncclRecv) on host buffers shared between thread
 // ranks. Local steps run on the host Backend.
@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "runtime/comm/communicator.h"
-#include "runtime/comm/nccl_plan.h"
+#include "runtime/comm/planned_communicator.h"
 
 namespace spmd::runtime::nccl {
 

@@ -14,11 +14,11 @@
 #include "kernels/sim/op_inputs_test_util.h"
 #include "kernels/sim/sim.h"
 #include "rules/registry.h"
+#include "runtime/comm/thread_communicator.h"
 #include "runtime/exec/dispatch.h"
 #include "runtime/exec/dist_tensor.h"
 #include "runtime/testing/device_communicator_test_util.h"
 #include "runtime/testing/runtime_test_util.h"
-#include "runtime/comm/thread_communicator.h"
 
 namespace spmd::runtime {
 namespace {
