@@ -1,11 +1,12 @@
-// The flight recorder and the hang analysis (`spmd hangs`) on generated records: a random
+// The flight recorder (runtime/diagnostics/flight_recorder.h) read back by the dump parser,
+// and the hang analysis (`spmd hangs`, cli/flight_dump.h) on generated records: a random
 // program of collectives over random groups is run by a simulation of the ranks (a call
 // completes once every member has entered it) with one rank stopping before one of its
 // calls, every rank's record is dumped by the real recorder and read back, and the report
 // must name that call and that rank. Also: a program run to the end has no divergence, a
 // changed descriptor is reported as a mismatch, malformed dumps are typed errors naming
 // the file and line, and the thread backend dumps on a timeout.
-#include "runtime/diagnostics/flight_recorder.h"
+#include "cli/flight_dump.h"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
@@ -22,9 +23,13 @@
 
 #include "rules/error.h"
 #include "runtime/comm/thread_communicator.h"
+#include "runtime/diagnostics/flight_recorder.h"
 
-namespace spmd::runtime {
+namespace spmd::cli {
 namespace {
+
+// The recording side and the communicators it records.
+using namespace spmd::runtime;
 
 namespace fs = std::filesystem;
 
@@ -503,4 +508,4 @@ TEST(FlightRecorder, ThreadBackendDumpsOnFailure) {
 }
 
 }  // namespace
-}  // namespace spmd::runtime
+}  // namespace spmd::cli
