@@ -1,4 +1,4 @@
-"""The DTensor side of `spmd audit`: PyTorch's DTensor sharding propagation on a fake
+"""The DTensor adapter of `spmd audit`: PyTorch's DTensor sharding propagation on a fake
 process group.
 
 Each case becomes DTensorSpecs (placements per mesh axis: Shard(d), Partial(op) or
@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Sequence
 
-from spmdkit.audit import Answer, FrameworkMissing, NotExpressible, Request, Unrepresentable
+from spmdkit.audit.cases import Request
+from spmdkit.audit.core import Answer, FrameworkMissing, NotExpressible, Unrepresentable
 
 WORLD_SIZE = 64
 
@@ -126,6 +127,15 @@ DTENSOR_OPS: Dict[str, Callable] = {
     "triu": lambda aten, t, a: (aten.triu.default, (t[0], a["diagonal"])),
 }
 
+def candidates(op: str) -> List[tuple]:
+    """(rule name, argument list index) pairs to probe: the op's aten call, if it has one."""
+    return [(op, 0)] if op in DTENSOR_OPS else []
+
+
+def describe(op: str, name: str, index: int) -> str:
+    return f"aten call of {name}"
+
+
 # Inputs the generated cases hold as integers or booleans.
 _BOOL_INPUTS = {"where": (0,)}
 
@@ -191,6 +201,12 @@ class DTensorRules:
     def close(self):
         pass
 
+    def candidates(self, op: str) -> List[tuple]:
+        return candidates(op)
+
+    def describe(self, op: str, name: str, index: int) -> str:
+        return describe(op, name, index)
+
     def _mesh(self, shape: Sequence[int]):
         key = tuple(shape)
         if key not in self._meshes:
@@ -205,14 +221,14 @@ class DTensorRules:
         return self._spec_type(mesh, to_placements(self._types, layout, mesh.ndim),
                                tensor_meta=self._meta(t.shape, t.stride(), t.dtype))
 
-    def answer(self, spec, name: str, signature: int, req: Request) -> Answer:
+    def answer(self, op: str, name: str, index: int, req: Request) -> Answer:
         build = DTENSOR_OPS[req.op]
         mesh = self._mesh(req.mesh)
         bools = _BOOL_INPUTS.get(req.op, ())
         specs = [self._spec(mesh, s, l, self._torch.bool if i in bools else self._torch.float32)
                  for i, (s, l) in enumerate(zip(req.shapes, req.layouts))]
         call = build(self._torch.ops.aten, specs, req.attrs)
-        op, args = call[0], call[1]
+        overload, args = call[0], call[1]
         kwargs = call[2] if len(call) > 2 else {}
         # The op's RuntimeSchemaInfo as the dispatcher passes it: without it a list argument
         # (stack's tensors) is not compared against the strategy, and nothing is redistributed.
@@ -220,8 +236,8 @@ class DTensorRules:
         # cache is keyed on the schema, and a schema without its info drops the non-tensor
         # args (keepdim) from the key.
         prop = self._propagator
-        info = prop.op_to_schema_info.get(op) or prop.op_to_schema_info_for_single_dim_strategy.get(op)
-        out = prop.propagate_op_sharding_non_cached(self._schema(op, tuple(args), kwargs, schema_info=info))
+        info = prop.op_to_schema_info.get(overload) or prop.op_to_schema_info_for_single_dim_strategy.get(overload)
+        out = prop.propagate_op_sharding_non_cached(self._schema(overload, tuple(args), kwargs, schema_info=info))
         required = specs
         if out.needs_redistribute and out.redistribute_schema is not None:
             required = _specs_in(out.redistribute_schema.args_schema, self._spec_type)
@@ -240,3 +256,7 @@ def _specs_in(args, spec_type) -> list:
         elif isinstance(a, (list, tuple)):
             out.extend(_specs_in(a, spec_type))
     return out
+
+
+# The in-process adapter the worker runs (spmdkit.audit.worker).
+Rules = DTensorRules
