@@ -320,7 +320,7 @@ MPI_Comm MpiCommunicator::GroupComm(const Call& call) {
 void MpiCommunicator::CheckCollective(const Call& call, MPI_Comm comm) {
   const CollectiveDesc& d = call.desc;
   const auto n = static_cast<int64_t>(d.group.size());
-  // The records and their comparison are the NCCL backend's too (runtime/comm/nccl_plan.h).
+  // The records and their comparison are the NCCL backend's too (runtime/comm/collective_check.h).
   const nccl::Record mine = nccl::MakeRecord(d, call.step);
   std::vector<nccl::Record> all(n);
   Blocking(call, "MPI_Allgather (collective check)", [&] {
