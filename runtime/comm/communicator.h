@@ -168,8 +168,8 @@ struct CommCounters {
 struct CommOptions {
   double timeout_s = 60;           // the bound on every wait
   bool check_collectives = false;  // exchange and compare descriptors before each collective
-  // The flight recorder (runtime/diagnostics/flight_recorder.h): the number of calls kept (0: off) and
-  // the directory its dumps go to (empty: none written).
+  // The flight recorder (runtime/diagnostics/flight_recorder.h): the number of calls kept
+  // (0: off) and the directory its dumps go to (empty: none written).
   int64_t flight_entries = 256;
   std::string flight_dir;
 
@@ -251,8 +251,8 @@ class Communicator {
   // The last call made, for failure messages.
   const std::optional<CollectiveDesc>& last_call() const { return last_call_; }
 
-  // The flight recorder (runtime/diagnostics/flight_recorder.h): the label copied into the record of
-  // every later call, e.g. `step 3 backward`; and a dump of the record on request (into
+  // The flight recorder (runtime/diagnostics/flight_recorder.h): the label copied into the
+  // record of every later call, e.g. `step 3 backward`; and a dump of the record on request (into
   // options().flight_dir; returns the file, or "" when none is written). The backends dump
   // it themselves on a timeout or error; null when the recorder is off.
   void SetPhase(std::string_view phase);

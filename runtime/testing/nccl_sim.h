@@ -1,8 +1,8 @@
 // A simulated NCCL on threads, for testing the NCCL backend's plans without a GPU: the
-// same PlannedCommunicator as NcclCommunicator (runtime/comm/planned_communicator.h), over a Transport that
-// carries out each NCCL call by its definition (ncclAllGather, ncclReduceScatter,
-// ncclReduce, ncclBroadcast, ncclSend / ncclRecv) on host buffers shared between thread
-// ranks. Local steps run on the host Backend.
+// same PlannedCommunicator as NcclCommunicator (runtime/comm/planned_communicator.h), over
+// a Transport that carries out each NCCL call by its definition (ncclAllGather,
+// ncclReduceScatter, ncclReduce, ncclBroadcast, ncclSend / ncclRecv) on host buffers shared
+// between thread ranks. Local steps run on the host Backend.
 //
 // How a group runs: a group of collectives meets the other members' matching group (the
 // n-th group on that communicator) at a rendezvous; every member checks that all posted the

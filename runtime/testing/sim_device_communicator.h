@@ -1,9 +1,9 @@
 // The NCCL backend's plans (runtime/comm/nccl_plan.h) on simulated devices (kernels/sim/sim.h):
 // PlannedCommunicator, exactly as NcclCommunicator runs it, with each rank's buffers on a
 // sim device and its calls ordered on a sim stream, over the simulated NCCL of
-// runtime/testing/nccl_sim.h. So the NCCL code path (plans, scratch from the device's stream-ordered
-// pool, local steps through the device's Backend on the communicator's stream) runs, and its
-// ordering is checked, without NCCL or a GPU. Test support.
+// runtime/testing/nccl_sim.h. So the NCCL code path (plans, scratch from the device's
+// stream-ordered pool, local steps through the device's Backend on the communicator's
+// stream) runs, and its ordering is checked, without NCCL or a GPU. Test support.
 //
 // How a group runs: the transport synchronizes the communicator's stream (the plan's local
 // steps and the caller's work queued there before the call), checks every buffer the group
