@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/flight_recorder.h"
-#include "runtime/thread_communicator.h"
+#include "runtime/diagnostics/flight_recorder.h"
+#include "runtime/comm/thread_communicator.h"
 
 namespace {
 

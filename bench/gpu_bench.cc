@@ -38,11 +38,11 @@
 #include "rules/mesh.h"
 #include "rules/registry.h"
 #include "rules/reshard.h"
-#include "runtime/dispatch.h"
-#include "runtime/dist_tensor.h"
-#include "runtime/thread_communicator.h"
+#include "runtime/exec/dispatch.h"
+#include "runtime/exec/dist_tensor.h"
+#include "runtime/comm/thread_communicator.h"
 #ifdef SPMD_HAVE_NCCL
-#include "runtime/nccl_communicator.h"
+#include "runtime/comm/nccl_communicator.h"
 #endif
 
 namespace {

@@ -10,7 +10,7 @@
 // - "raw": the collective on contiguous buffers, the same bytes, no rearrangement (the
 //   result is not in the target layout: the yardstick of reshard_bench's "raw MPI");
 // - "raw + pack": the same collective plus one strided copy pass with memcpy runs (what
-//   runtime/reshard_executor.cc does: unpack after the gather, pack before the all-to-all);
+//   runtime/exec/reshard_executor.cc does: unpack after the gather, pack before the all-to-all);
 // - "derived": MPI derived datatypes (a resized MPI_Type_vector) so that MPI itself reads
 //   or writes the strided pieces: MPI_Allgather into the result, MPI_Alltoallw from the
 //   source.

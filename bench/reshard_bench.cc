@@ -53,9 +53,9 @@
 #include "rules/dist_attr.h"
 #include "rules/layout.h"
 #include "rules/reshard.h"
-#include "runtime/dist_tensor.h"
-#include "runtime/mpi_communicator.h"
-#include "runtime/reshard_executor.h"
+#include "runtime/exec/dist_tensor.h"
+#include "runtime/comm/mpi_communicator.h"
+#include "runtime/exec/reshard_executor.h"
 
 namespace {
 

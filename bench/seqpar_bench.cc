@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/mpi_communicator.h"
+#include "runtime/comm/mpi_communicator.h"
 #include "train/autograd.h"
 #include "train/layout.h"
 #include "train/sequence_attention.h"

@@ -20,8 +20,8 @@
 #include "kernels/allocator.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/simd.h"
-#include "runtime/dispatch.h"
-#include "runtime/thread_communicator.h"
+#include "runtime/exec/dispatch.h"
+#include "runtime/comm/thread_communicator.h"
 #include "train/autograd.h"
 #include "train/trainer.h"
 

@@ -6,7 +6,8 @@
 #   property_tests -> everything but cli; cli, bench and fuzz -> everything;
 #   examples (programs using the installed package) and python (the extension) -> everything.
 # Every top-level folder with sources is listed: a new layer must be added here. Only io/
-# may include nlohmann/json.hpp among the libraries (their tests may too).
+# may include nlohmann/json.hpp among the libraries (their tests may too). Inside runtime/,
+# its folders have their own graph (below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 declare -A allowed=(
@@ -46,6 +47,50 @@ while IFS=: read -r file line include; do
   bad=1
 done < <(grep -rn --include='*.h' --include='*.cc' '#include *<nlohmann/' \
            rules reference kernels runtime checker 2>/dev/null || true)
+# Inside runtime/ (docs/ARCHITECTURE.md "Inside runtime/"): the communicators (comm/) and
+# the flight recorder (diagnostics/: it records the communicator's calls, and the
+# communicator's call path feeds it) include each other and nothing else of the runtime;
+# DistTensor, the executor and Dispatch (exec/) build on comm/. testing/ holds test support
+# (random cases, the simulated NCCL and devices, the MPI test main): only tests include it,
+# and no source outside it may leave this graph. Tests (*_test.cc) in comm/ may also use
+# exec/ (a staged communicator runs Dispatch).
+declare -A runtime_allowed=(
+  [comm]="comm diagnostics"
+  [diagnostics]="diagnostics comm"
+  [exec]="exec comm"
+  [testing]="testing comm exec diagnostics"
+)
+for sub in runtime/*/; do
+  sub=${sub%/}; sub=${sub#runtime/}
+  if [ -z "${runtime_allowed[$sub]+x}" ]; then
+    echo "runtime/$sub/: a runtime folder the include graph does not know"
+    bad=1
+    continue
+  fi
+  while IFS=: read -r file line include; do
+    target=$(sed -E 's/.*#include *"runtime\/([^/"]+)\/.*/\1/' <<<"$include")
+    case "$target" in testing | exec) [[ "$file" == *_test.cc ]] && continue ;; esac
+    if ! grep -qw "$target" <<<"${runtime_allowed[$sub]}"; then
+      echo "$file:$line: runtime/$sub/ may not include runtime/$target/ ($include)"
+      bad=1
+    fi
+  done < <(grep -rn --include='*.h' --include='*.cc' --include='*.cu' '#include *"runtime/' "runtime/$sub" || true)
+done
+# Headers directly in runtime/ would escape the sub-graph.
+if [ -n "$(find runtime -maxdepth 1 \( -name '*.h' -o -name '*.cc' \) | head -1)" ]; then
+  echo "runtime/: sources belong in one of its folders ($(find runtime -maxdepth 1 -name '*.h' -o -maxdepth 1 -name '*.cc' | head -3 | tr '\n' ' '))"
+  bad=1
+fi
+# Test support is for tests: outside runtime/testing/, only tests (*_test.cc, *_test_util.h,
+# property_tests/) include it.
+while IFS=: read -r file line include; do
+  case "$file" in
+    runtime/testing/* | property_tests/* | *_test.cc | *_test_util.h) continue ;;
+  esac
+  echo "$file:$line: only tests may include runtime/testing/ ($include)"
+  bad=1
+done < <(grep -rn --include='*.h' --include='*.cc' --include='*.cu' '#include *"runtime/testing/' \
+           rules reference kernels runtime checker io train cli bench fuzz examples python 2>/dev/null || true)
 # Every folder with C++ sources must be a known layer (else it would escape the check).
 for dir in */; do
   dir=${dir%/}

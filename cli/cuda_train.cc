@@ -16,9 +16,9 @@
 #include <mpi.h>
 
 #include "kernels/cuda/cuda.h"
-#include "runtime/cuda_staging.h"
-#include "runtime/nccl_communicator.h"
-#include "runtime/staged_communicator.h"
+#include "runtime/comm/cuda_staging.h"
+#include "runtime/comm/nccl_communicator.h"
+#include "runtime/comm/staged_communicator.h"
 #include "train/device_cuda.h"
 #endif
 

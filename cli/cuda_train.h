@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/communicator.h"
+#include "runtime/comm/communicator.h"
 
 namespace spmd::cli {
 
@@ -47,12 +47,12 @@ CollectivesChoice ChooseCollectives(const std::vector<int64_t>& identity_and_gpu
 // `mpirun_world`: it is MPI_COMM_WORLD, which the NCCL bootstrap uses). Collective over
 // `host`: the ranks all-gather (host identity, GPU), the host identity being NCCL_HOSTID
 // where set, else the host name, as NCCL tells hosts apart. Then
-//   - NCCL (runtime/nccl_communicator.h: rank 0's ncclUniqueId broadcast over MPI) when no
+//   - NCCL (runtime/comm/nccl_communicator.h: rank 0's ncclUniqueId broadcast over MPI) when no
 //     two ranks have the same identity and GPU, which one NCCL communicator refuses
 //     ("Duplicate GPU detected");
 //   - else (ranks sharing a GPU, or not launched by mpirun) the staged communicator: the
 //     device buffers copied through host memory and moved by MPI
-//     (runtime/staged_communicator.h with runtime/cuda_staging.h).
+//     (runtime/comm/staged_communicator.h with runtime/comm/cuda_staging.h).
 // SPMD_CUDA_COLLECTIVES=nccl or staged forces one (nccl on a shared GPU without distinct
 // NCCL_HOSTID fails in NCCL's setup, naming the rank). `*description` says which, for the
 // run's header line. `host` must outlive the result.

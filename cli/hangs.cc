@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "rules/error.h"
-#include "runtime/flight_recorder.h"
+#include "cli/flight_dump.h"
 
 namespace spmd::cli {
 
@@ -20,9 +20,9 @@ int Hangs(const std::vector<std::string>& args) {
   }
   try {
     if (args.size() != 1) ThrowInvalid("DIR", "expected one directory of flight records");
-    const std::vector<runtime::FlightDump> dumps = runtime::ReadFlightDumps(args[0]);
-    const runtime::HangReport report = runtime::AnalyzeFlightDumps(dumps);
-    std::cout << runtime::FormatHangReport(report);
+    const std::vector<FlightDump> dumps = ReadFlightDumps(args[0]);
+    const HangReport report = AnalyzeFlightDumps(dumps);
+    std::cout << FormatHangReport(report);
     const bool found = !report.divergences.empty() || !report.mismatches.empty() ||
                        !report.suspects.empty();
     return found ? 1 : 0;

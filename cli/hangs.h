@@ -1,6 +1,7 @@
-// `spmd hangs DIR`: reads every rank's flight record dump in DIR (runtime/flight_recorder.h)
-// and names the first collective that some ranks entered and others did not, with the
-// ranks on each side, and any calls the ranks describe differently at one sequence number.
+// `spmd hangs DIR`: reads every rank's flight record dump in DIR (cli/flight_dump.h; the
+// format: runtime/diagnostics/flight_recorder.h) and names the first collective that some
+// ranks entered and others did not, with the ranks on each side, and any calls the ranks
+// describe differently at one sequence number.
 #pragma once
 
 #include <string>

@@ -22,7 +22,7 @@
 // Bad flags: a message naming the flag on stderr, exit 2, on every rank.
 //
 // Launch: under mpirun, or without it from SPMD_RANK, SPMD_WORLD_SIZE and SPMD_RENDEZVOUS
-// (runtime/launch.h, docs/OPERATIONS.md); the ranks agree on --mesh before training, and
+// (runtime/comm/launch.h, docs/OPERATIONS.md); the ranks agree on --mesh before training, and
 // a mesh that does not hold the world's ranks exits 2 naming --mesh.
 // Data: generated (train/trainer.h), or --data FILE (train/data.h) with a held-out
 // validation split whose loss is measured every --eval-every steps; --plot draws the
@@ -45,10 +45,10 @@
 #include "cli/loss_plot.h"
 #include "cli/train_verify.h"
 #include "rules/error.h"
-#include "runtime/launch.h"
+#include "runtime/comm/launch.h"
 #include "kernels/sim/sim.h"
-#include "runtime/mpi_communicator.h"
-#include "runtime/staged_communicator.h"
+#include "runtime/comm/mpi_communicator.h"
+#include "runtime/comm/staged_communicator.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
 #include "train/device.h"
@@ -580,7 +580,7 @@ int main(int argc, char** argv) {
       return 0;
     }
   }
-  // Launch (runtime/launch.h): mpirun's world, or the processes started with SPMD_RANK,
+  // Launch (runtime/comm/launch.h): mpirun's world, or the processes started with SPMD_RANK,
   // SPMD_WORLD_SIZE and SPMD_RENDEZVOUS; the ranks agree on --mesh, which must hold the
   // world's ranks (else every rank exits 2 naming --mesh). A bad environment: LaunchMain
   // says so and exits 2.
@@ -681,7 +681,7 @@ int main(int argc, char** argv) {
       }
     }
     // --device sim: this rank's tensors on sim:rank % 8, its collectives staged through
-    // host memory over MPI (runtime/staged_communicator.h). --device cuda: on its GPU, the
+    // host memory over MPI (runtime/comm/staged_communicator.h). --device cuda: on its GPU, the
     // collectives over NCCL, or staged over MPI where ranks share a GPU (cli/cuda_train.h).
     // `tc` is what training uses.
     const spmd::kernels::Device device = spmd::train::ParseDevice(

@@ -50,14 +50,13 @@ install(TARGETS spmd_runtime_mpi EXPORT spmdkitMpiTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS spmd RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-# Every header of the installed layers, but the test helpers (they need GoogleTest or
-# RapidCheck).
+# Every header of the installed layers, but the test helpers (runtime/testing/ and the
+# *_test_util.h files: they need GoogleTest, RapidCheck or the simulated devices).
 foreach(folder rules reference kernels checker runtime train io)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${folder}/ DESTINATION ${SPMDKIT_INCLUDE_SUBDIR}/${folder}
           FILES_MATCHING PATTERN "*.h"
           PATTERN "*_test_util.h" EXCLUDE
-          PATTERN "communicator_cases.h" EXCLUDE
-          PATTERN "mpi_test_main.h" EXCLUDE)
+          PATTERN "testing" EXCLUDE)
 endforeach()
 
 install(EXPORT spmdkitTargets NAMESPACE spmdkit:: DESTINATION ${SPMDKIT_CMAKE_DIR})

@@ -20,7 +20,7 @@
 //   then may the host read results through a host pointer. (CpuBackend runs each call
 //   before returning, so its Synchronize has nothing to wait for.)
 // - A Communicator's collectives are ordered on the communicator's stream the same way
-//   (runtime/communicator.h); point-to-point calls complete at Communicator::Synchronize.
+//   (runtime/comm/communicator.h); point-to-point calls complete at Communicator::Synchronize.
 //   So the reshard executor synchronizes the communicator after steps that move data
 //   point to point, and not after collectives or local steps.
 //

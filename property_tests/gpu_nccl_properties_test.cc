@@ -2,7 +2,7 @@
 // GPU 0: the main gives each rank its own NCCL_HOSTID when ranks outnumber devices).
 //
 // (a) The Communicator contract over real NCCL: the random cases of
-//     runtime/communicator_cases.h (every collective, send / recv, random groups and
+//     runtime/testing/communicator_cases.h (every collective, send / recv, random groups and
 //     counts, float64 / float32 / int64 / bool, in-place all_reduce), every ordered subset
 //     of mesh axes, and the box forms, through a host-staging wrapper (host buffers copied
 //     to the device, the NCCL communicator's call, copied back): outputs, counters and the
@@ -39,11 +39,11 @@
 #include "property_tests/gpu_test_util.h"
 #include "property_tests/tolerance.h"
 #include "rules/layout.h"
-#include "runtime/communicator_cases.h"
-#include "runtime/dispatch.h"
-#include "runtime/dist_tensor.h"
-#include "runtime/mpi_test_main.h"
-#include "runtime/nccl_communicator.h"
+#include "runtime/testing/communicator_cases.h"
+#include "runtime/exec/dispatch.h"
+#include "runtime/exec/dist_tensor.h"
+#include "runtime/testing/mpi_test_main.h"
+#include "runtime/comm/nccl_communicator.h"
 
 namespace spmd::runtime {
 namespace {

@@ -1,11 +1,11 @@
-// Dispatch's rule cache (runtime/rule_cache.h) never gives an answer the rule would not:
+// Dispatch's rule cache (runtime/exec/rule_cache.h) never gives an answer the rule would not:
 // over every registered op, accepted and arbitrary requests and near-copies of them that
 // differ in one part of the key (one size, one dims-mapping entry, one partial axis or
 // reduce op, one attr, the mesh's shape, process ids or axis names), each asked after the
 // others so that cached answers of near-copies sit in the table, the cached answer equals
 // InferForwardWithShapes' (rule, normalised attrs, output shapes) and a refusal is the same
 // refusal (type and message).
-#include "runtime/rule_cache.h"
+#include "runtime/exec/rule_cache.h"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>

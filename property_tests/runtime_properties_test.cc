@@ -12,7 +12,7 @@
 //     ToGlobal must give the original tensor bit for bit (by value for partial sources:
 //     -0 == +0), and on every rank and step the communicator's counted bytes, and the
 //     bytes the backend really handed MPI (or copied between threads), equal the plan's
-//     StepBytesOf, uneven reductions included (runtime/reshard_executor.h).
+//     StepBytesOf, uneven reductions included (runtime/exec/reshard_executor.h).
 // (b) Every registered op: a random mesh as above; an example of the op's declaration
 //     (sizes from a palette in 1-8); inputs of the op's value kinds (float32 or float64;
 //     int64 ids; bool); random input dist attrs (not the required ones: Dispatch must
@@ -62,18 +62,18 @@
 #include "rules/partial_split.h"
 #include "rules/registry.h"
 #include "rules/reshard.h"
-#include "runtime/communicator.h"
-#include "runtime/dispatch.h"
-#include "runtime/dist_tensor.h"
-#include "runtime/reshard_executor.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/exec/dispatch.h"
+#include "runtime/exec/dist_tensor.h"
+#include "runtime/exec/reshard_executor.h"
 
 #ifdef SPMD_RUNTIME_PROPS_MPI
 #include <mpi.h>
 
-#include "runtime/mpi_communicator.h"
-#include "runtime/mpi_test_main.h"
+#include "runtime/comm/mpi_communicator.h"
+#include "runtime/testing/mpi_test_main.h"
 #else
-#include "runtime/thread_communicator.h"
+#include "runtime/comm/thread_communicator.h"
 #endif
 
 namespace spmd {

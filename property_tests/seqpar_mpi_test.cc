@@ -30,8 +30,8 @@
 #include <vector>
 
 #include "rules/layout.h"
-#include "runtime/mpi_communicator.h"
-#include "runtime/mpi_test_main.h"
+#include "runtime/comm/mpi_communicator.h"
+#include "runtime/testing/mpi_test_main.h"
 #include "train/cfg.h"
 #include "train/layout.h"
 #include "train/sequence_attention.h"

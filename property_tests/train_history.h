@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/communicator.h"
+#include "runtime/comm/communicator.h"
 #include "train/trainer.h"
 
 namespace spmd::train {

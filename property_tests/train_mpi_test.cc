@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/mpi_communicator.h"
+#include "runtime/comm/mpi_communicator.h"
 #include "property_tests/train_history.h"
-#include "runtime/mpi_test_main.h"
+#include "runtime/testing/mpi_test_main.h"
 #include "train/layout.h"
 #include "train/trainer.h"
 

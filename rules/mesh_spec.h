@@ -1,5 +1,5 @@
 // Named meshes as text: "dp=2,tp=2", the spelling of spmd-train's --mesh and of the
-// launcher's mesh agreement (runtime/launch.h).
+// launcher's mesh agreement (runtime/comm/launch.h).
 #pragma once
 
 #include <string>

@@ -1,7 +1,7 @@
 // One step of a reshard plan (SEMANTICS.md §8): what it does is one of nine kinds, each a
 // small struct carrying only its own fields and its contract; the common part (meshes,
 // dist attrs before and after, bytes) is on ReshardStep. The contracts below are what the
-// executor (runtime/reshard_executor.h) implements, exactly; ApplyStep derives `after`
+// executor (runtime/exec/reshard_executor.h) implements, exactly; ApplyStep derives `after`
 // from `before` as they say.
 //
 // Vocabulary. A step acts on a *group*: one mesh axis, or several axes treated as one

@@ -13,7 +13,7 @@
 #include "rules/op_decl.h"
 #include "rules/registry.h"
 #include "rules/vjp.h"
-#include "runtime/dispatch.h"
+#include "runtime/exec/dispatch.h"
 
 namespace spmd::train {
 

@@ -45,8 +45,8 @@
 #include "rules/dist_attr.h"
 #include "rules/dtype.h"
 #include "rules/mesh.h"
-#include "runtime/communicator.h"
-#include "runtime/dist_tensor.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/exec/dist_tensor.h"
 
 namespace spmd::train {
 

@@ -26,7 +26,7 @@
 
 #include "rules/error.h"
 #include "rules/notation.h"
-#include "runtime/thread_communicator.h"
+#include "runtime/comm/thread_communicator.h"
 
 namespace spmd::train {
 namespace {

@@ -6,7 +6,7 @@
 #include "rules/error.h"
 #include "rules/layout.h"
 #include "rules/notation.h"
-#include "runtime/dispatch.h"
+#include "runtime/exec/dispatch.h"
 #include "train/device.h"
 #include "train/gpt.h"
 

@@ -27,8 +27,8 @@
 
 #include "kernels/device.h"
 #include "rules/mesh.h"
-#include "runtime/communicator.h"
-#include "runtime/dist_tensor.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/exec/dist_tensor.h"
 
 namespace spmd::train {
 

@@ -17,7 +17,7 @@
 
 #include "rules/error.h"
 #include "rules/layout.h"
-#include "runtime/thread_communicator.h"
+#include "runtime/comm/thread_communicator.h"
 
 namespace spmd::train {
 namespace {

@@ -34,7 +34,7 @@
 #include <functional>
 #include <string>
 
-#include "runtime/communicator.h"
+#include "runtime/comm/communicator.h"
 #include "train/trainer.h"
 
 namespace spmd::train {

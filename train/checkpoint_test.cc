@@ -24,8 +24,8 @@
 #include <xxhash.h>
 
 #include "rules/error.h"
-#include "runtime/dist_tensor.h"
-#include "runtime/thread_communicator.h"
+#include "runtime/exec/dist_tensor.h"
+#include "runtime/comm/thread_communicator.h"
 #include "train/gpt.h"
 #include "train/layout.h"
 

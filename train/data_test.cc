@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "rules/error.h"
-#include "runtime/thread_communicator.h"
+#include "runtime/comm/thread_communicator.h"
 #include "train/data.h"
 #include "train/layout.h"
 #include "train/trainer.h"

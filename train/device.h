@@ -12,8 +12,8 @@
 
 #include "kernels/device.h"
 #include "kernels/tensor.h"
-#include "runtime/communicator.h"
-#include "runtime/dist_tensor.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/exec/dist_tensor.h"
 
 namespace spmd::train {
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/sim_device_communicator.h"
-#include "runtime/thread_communicator.h"
+#include "runtime/testing/sim_device_communicator.h"
+#include "runtime/comm/thread_communicator.h"
 #include "train/checkpoint.h"
 #include "train/device.h"
 #include "train/device_sim.h"

@@ -7,7 +7,7 @@
 #include "rules/counter_rng.h"
 #include "rules/error.h"
 #include "rules/notation.h"
-#include "runtime/dispatch.h"
+#include "runtime/exec/dispatch.h"
 #include "train/device.h"
 #include "train/precision.h"
 #include "train/sequence_attention.h"

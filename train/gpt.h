@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/communicator.h"
-#include "runtime/dist_tensor.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/exec/dist_tensor.h"
 #include "train/autograd.h"
 #include "train/layout.h"
 

@@ -36,7 +36,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/communicator.h"
+#include "runtime/comm/communicator.h"
 #include "train/autograd.h"
 
 namespace spmd::train {

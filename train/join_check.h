@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/thread_communicator.h"
+#include "runtime/comm/thread_communicator.h"
 #include "train/device.h"
 #include "train/gpt.h"
 #include "train/join.h"

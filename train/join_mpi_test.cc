@@ -5,7 +5,7 @@
 // relative. Prints the largest difference over the ranks; exit 0 only when within bound.
 // With argv[2] `sim`, every rank's tensors live on its simulated device (sim:rank % 8) and
 // the join's collectives carry device buffers, staged through host memory over MPI
-// (runtime/staged_communicator.h), as spmd-train --device sim runs.
+// (runtime/comm/staged_communicator.h), as spmd-train --device sim runs.
 #include <cstdio>
 #include <optional>
 #include <sstream>
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "kernels/sim/sim.h"
-#include "runtime/mpi_communicator.h"
-#include "runtime/staged_communicator.h"
+#include "runtime/comm/mpi_communicator.h"
+#include "runtime/comm/staged_communicator.h"
 #include "train/device_sim.h"
 #include "train/join_check.h"
 

@@ -1,6 +1,6 @@
 // train/join.h on thread ranks, on the host and on simulated devices (every rank's
 // parameters, gradients and the join's buffers on its sim device, the collectives the NCCL
-// backend's plans over a simulated NCCL: runtime/sim_device_communicator.h): data-parallel
+// backend's plans over a simulated NCCL: runtime/testing/sim_device_communicator.h): data-parallel
 // training of the small GPT with a random number of batches (and rows per batch) on each
 // rank equals one host process trained on the union of the active ranks' batches at every
 // step, float64 to 1e-9 relative; and the join's typed errors on both.
@@ -15,7 +15,7 @@
 #include <functional>
 
 #include "rules/error.h"
-#include "runtime/sim_device_communicator.h"
+#include "runtime/testing/sim_device_communicator.h"
 #include "train/device_sim.h"
 #include "train/join_check.h"
 

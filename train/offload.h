@@ -24,7 +24,7 @@
 #include <string>
 
 #include "kernels/device.h"
-#include "runtime/dist_tensor.h"
+#include "runtime/exec/dist_tensor.h"
 #include "train/gpt.h"
 #include "train/optimizer.h"
 

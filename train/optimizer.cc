@@ -9,7 +9,7 @@
 #include "rules/error.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
-#include "runtime/dispatch.h"
+#include "runtime/exec/dispatch.h"
 #include "train/device.h"
 
 namespace spmd::train {

@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "rules/dist_attr.h"
-#include "runtime/communicator.h"
-#include "runtime/dist_tensor.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/exec/dist_tensor.h"
 #include "train/autograd.h"
 
 namespace spmd::train {

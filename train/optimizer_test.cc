@@ -22,8 +22,8 @@
 #include "rules/error.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
-#include "runtime/dispatch.h"
-#include "runtime/thread_communicator.h"
+#include "runtime/exec/dispatch.h"
+#include "runtime/comm/thread_communicator.h"
 
 namespace spmd::train {
 namespace {

@@ -34,7 +34,7 @@
 
 #include "rules/error.h"
 #include "rules/mesh.h"
-#include "runtime/communicator.h"
+#include "runtime/comm/communicator.h"
 #include "train/gpt.h"
 #include "train/layout.h"
 #include "train/optimizer.h"

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "rules/dist_attr.h"
-#include "runtime/thread_communicator.h"
+#include "runtime/comm/thread_communicator.h"
 #include "train/trainer.h"
 
 namespace spmd::train {

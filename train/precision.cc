@@ -10,7 +10,7 @@
 #include "rules/error.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
-#include "runtime/dispatch.h"
+#include "runtime/exec/dispatch.h"
 
 namespace spmd::train {
 

@@ -22,8 +22,8 @@
 #include <string_view>
 
 #include "rules/dtype.h"
-#include "runtime/communicator.h"
-#include "runtime/dist_tensor.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/exec/dist_tensor.h"
 #include "train/autograd.h"
 
 namespace spmd::train {

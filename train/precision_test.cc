@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "rules/error.h"
-#include "runtime/thread_communicator.h"
+#include "runtime/comm/thread_communicator.h"
 #include "train/gpt.h"
 #include "train/layout.h"
 #include "train/precision.h"

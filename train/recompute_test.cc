@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "rules/error.h"
-#include "runtime/thread_communicator.h"
+#include "runtime/comm/thread_communicator.h"
 #include "train/autograd.h"
 #include "train/gpt.h"
 #include "train/layout.h"

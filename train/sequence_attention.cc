@@ -12,7 +12,7 @@
 #include "rules/layout.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
-#include "runtime/dispatch.h"
+#include "runtime/exec/dispatch.h"
 #include "train/device.h"
 
 namespace spmd::train {

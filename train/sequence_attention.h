@@ -42,7 +42,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/communicator.h"
+#include "runtime/comm/communicator.h"
 #include "train/autograd.h"
 
 namespace spmd::train {

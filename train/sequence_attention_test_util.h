@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/communicator.h"
-#include "runtime/dist_tensor.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/exec/dist_tensor.h"
 #include "train/autograd.h"
 #include "train/device.h"
 #include "train/sequence_attention.h"

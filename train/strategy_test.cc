@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/thread_communicator.h"
+#include "runtime/comm/thread_communicator.h"
 #include "train/checkpoint.h"
 #include "train/gpt.h"
 #include "train/layout.h"

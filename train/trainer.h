@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/communicator.h"
-#include "runtime/dist_tensor.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/exec/dist_tensor.h"
 #include "train/gpt.h"
 #include "train/layout.h"
 #include "rules/error.h"
@@ -66,7 +66,7 @@ struct TrainOptions {
   // Where parameters, gradients, optimizer states, activations and tokens live
   // (train/device.h). The communicator must hand buffers of this kind of device (its
   // device() and stream() are used: a sim or CUDA communicator per rank, or a staged one
-  // under MPI, runtime/staged_communicator.h); the Trainer throws InvalidArgument
+  // under MPI, runtime/comm/staged_communicator.h); the Trainer throws InvalidArgument
   // ("options.device") otherwise.
   kernels::Device device;
   // Activation recompute (Gpt::set_recompute): each block keeps only its input and runs

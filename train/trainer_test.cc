@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/thread_communicator.h"
+#include "runtime/comm/thread_communicator.h"
 #include "train/gpt.h"
 #include "train/layout.h"
 #include "train/pipeline.h"

@@ -9,8 +9,8 @@
 #include "kernels/cpu/kernels.h"
 #include "rules/dist_attr.h"
 #include "rules/registry.h"
-#include "runtime/dispatch.h"
-#include "runtime/thread_communicator.h"
+#include "runtime/exec/dispatch.h"
+#include "runtime/comm/thread_communicator.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // Inputs for running an op on its declaration's examples (rules/op_decl.h): values of
 // each input's kind, and the attrs of a one-rank run. Shared by the sim device's tests
-// (kernels/sim/sim_test.cc, runtime/sim_device_communicator_test.cc). Test-only.
+// (kernels/sim/sim_test.cc, runtime/testing/sim_device_communicator_test.cc). Test-only.
 #pragma once
 
 #include <optional>

@@ -147,7 +147,7 @@ Tensor ToHost(const Tensor& tensor);
 void CopyToHostAsync(void* host_dst, const Tensor& src);
 
 // For an engine that reads and writes sim memory from the host itself (the simulated NCCL
-// of runtime/sim_device_communicator.h), once it has synchronized the stream its work is
+// of runtime/testing/sim_device_communicator.h), once it has synchronized the stream its work is
 // ordered on: checks that [p, p + nbytes) is live sim memory (InvalidArgument naming
 // `field`; HazardError kUseAfterFree for a freed block) and that the last write queued on
 // it has run (HazardError kUnorderedAccess: a write on a stream the engine's stream was not

@@ -10,6 +10,7 @@
 
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -42,6 +43,61 @@ const OpDecl& ToOp(std::string_view name) {
   const OpDecl* op = FindOp(name);
   if (op == nullptr) throw SpmdError(ErrorType::kUnknownOp, "op", "unknown op '" + std::string(name) + "'");
   return *op;
+}
+
+// The op's declared examples (OpDecl::examples) on the palette `sizes`, the shapes and attrs
+// the checker generates its cases from: [{"shapes", "attrs", "int_inputs"}]. attrs are
+// normalised (every declared attr, defaults filled); int_inputs are the inputs holding ids,
+// labels or conditions (value kinds index and bool), which a case never makes partial. An
+// example the declaration itself refuses on these sizes (its attrs or value kinds) is left
+// out.
+nb::list Examples(std::string_view op_name, const std::vector<int64_t>& sizes) {
+  const OpDecl& op = ToOp(op_name);
+  if (sizes.empty()) ThrowInvalid("sizes", "expected at least one size");
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] < 0) ThrowInvalid("sizes[" + std::to_string(i) + "]", "must be >= 0");
+  }
+  nb::list out;
+  for (const Example& example : op.examples(SizePalette{sizes})) {
+    Attrs attrs;
+    std::vector<InputValues> kinds;
+    try {
+      attrs = op.NormalizeAttrs(example.attrs);
+      kinds = op.InputValueKinds(RuleContext{example.shapes, attrs});
+    } catch (const SpmdError&) {
+      continue;
+    }
+    nb::dict attr_dict;
+    for (const auto& [name, value] : attrs.values()) {
+      std::visit([&](const auto& v) { attr_dict[nb::str(name.c_str())] = nb::cast(v); }, value);
+    }
+    nb::list int_inputs;
+    for (size_t i = 0; i < kinds.size(); ++i) {
+      if (kinds[i].kind == ValueKind::kIndex || kinds[i].kind == ValueKind::kBool) int_inputs.append(i);
+    }
+    nb::dict item;
+    item["shapes"] = nb::cast(example.shapes);
+    item["attrs"] = attr_dict;
+    item["int_inputs"] = int_inputs;
+    out.append(item);
+  }
+  return out;
+}
+
+// The op's declared attrs: [{"name", "default" (None: required), "aliases"}].
+nb::list AttrSpecs(std::string_view op_name) {
+  nb::list out;
+  for (const AttrSpec& spec : ToOp(op_name).attrs) {
+    nb::dict item;
+    item["name"] = spec.name;
+    item["default"] = nb::none();
+    if (spec.default_value) {
+      std::visit([&](const auto& v) { item["default"] = nb::cast(v); }, *spec.default_value);
+    }
+    item["aliases"] = nb::cast(spec.aliases);
+    out.append(item);
+  }
+  return out;
 }
 
 bool Reverse(nb::handle direction, nb::handle outputs) {
@@ -357,6 +413,12 @@ NB_MODULE(_core, m) {
         nb::arg("dtype") = "float32", nb::arg("dst_mesh") = nb::none());
   m.def("infer_json", [](std::string_view line) { return io::InferLine(line); }, nb::arg("line"),
         "`spmd infer` on one line of JSON text (the CLI's path): the answer line.");
+  m.def("examples", &Examples, nb::arg("op"), nb::arg("sizes"),
+        "The op's declared examples on the size palette `sizes` (the checker's cases): a list "
+        "of {'shapes', 'attrs' (normalised), 'int_inputs' (inputs holding ids, labels or "
+        "conditions)}.");
+  m.def("attr_specs", &AttrSpecs, nb::arg("op"),
+        "The op's declared attrs: a list of {'name', 'default' (None: required), 'aliases'}.");
   m.def("ops", [] {
     std::vector<std::string> names;
     for (const OpDecl& op : AllOps()) names.push_back(op.name);

@@ -13,7 +13,7 @@ import pytest
 
 import spmdkit
 from spmdkit import audit
-from spmdkit.audit_ops import BY_NAME
+from spmdkit.audit import cases, paddle
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SPMD = ROOT / "build" / "bin" / "spmd"
@@ -34,24 +34,62 @@ def test_layouts_round_trip_through_paddles_form():
     for _ in range(500):
         mesh = audit.random_mesh(rng)
         layout = audit.random_layout(rng, rng.randint(0, 4), mesh, allow_partial=True)
-        p = audit.to_paddle_layout(layout)
-        back = audit.from_paddle_layout(p["dims_mapping"], {d: "SUM" for d in p["partial_dims"]})
+        p = paddle.to_paddle_layout(layout)
+        back = paddle.from_paddle_layout(p["dims_mapping"], {d: "SUM" for d in p["partial_dims"]})
         assert back == layout
         # and through the JSON an answer is printed in
         a = audit.Answer([layout], [layout])
         j = json.loads(json.dumps(a.to_json()))
-        assert audit.from_paddle_layout(j["inputs"][0]["dims_mapping"],
+        assert paddle.from_paddle_layout(j["inputs"][0]["dims_mapping"],
                                         {int(k): v.upper() for k, v in j["inputs"][0]["partial"].items()}) == layout
 
 
 def test_paddles_printed_partial_status_is_read():
     text = "{dim_mappings: [[0] [] ], partial: [Partial(dims:1, SUM), Partial(dims:2, MAX), ], split_factor: .}"
-    found = dict((int(d), k) for d, k in audit._PARTIAL_RE.findall(text))
-    assert audit.from_paddle_layout([[0], []], found) == {"dims_mapping": [[0], []],
+    found = dict((int(d), k) for d, k in paddle._PARTIAL_RE.findall(text))
+    assert paddle.from_paddle_layout([[0], []], found) == {"dims_mapping": [[0], []],
                                                           "partial": {1: "sum", 2: "max"}}
 
 
-class FakeRules(audit.InProcessRules):
+def test_cases_come_from_every_declaration():
+    """Every op spmdkit declares gives cases, spmdkit accepts some of them, and an input
+    holding ids, labels or conditions is never made partial."""
+    for op in spmdkit.ops():
+        accepted = 0
+        for seed in range(12):
+            ex = cases.example(op, random.Random(seed))
+            req = cases.generate(op, random.Random(seed))  # the same draw, then a layout
+            assert req.shapes == [list(s) for s in ex["shapes"]] and req.attrs == ex["attrs"], op
+            for i in ex["int_inputs"]:
+                assert req.layouts[i]["partial"] == {}, (op, i, req)
+            try:
+                spmdkit.infer(op, req.mesh, req.inputs(), req.attrs)
+                accepted += 1
+            except spmdkit.SpmdError:
+                pass
+        assert accepted > 0, op
+    assert 0 in cases.example("lookup_table_v2", random.Random(1))["int_inputs"]
+    assert cases.example("relu", random.Random(1))["int_inputs"] == []
+
+
+def test_examples_refuse_bad_arguments_naming_the_field():
+    with pytest.raises(spmdkit.UnknownOp, match="op"):
+        spmdkit._core.examples("no_such_op", [2, 3])
+    with pytest.raises(spmdkit.InvalidArgument, match="^sizes"):
+        spmdkit._core.examples("relu", [])
+    with pytest.raises(spmdkit.InvalidArgument, match=r"^sizes\[1\]"):
+        spmdkit._core.examples("relu", [2, -1])
+
+
+def test_an_argument_list_that_leaves_out_a_changed_attr_is_not_asked():
+    # sum with reduce_all: Paddle's sum rule takes (x, axis, keep_dim) only.
+    sig = paddle.TABLE["sum"].signatures[0]
+    assert paddle.paddle_attrs("sum", sig, {"axis": [0], "keep_dim": True, "reduce_all": False})["keepdim"] is True
+    with pytest.raises(audit.NotExpressible, match="reduce_all"):
+        paddle.paddle_attrs("sum", sig, {"axis": [0], "keep_dim": False, "reduce_all": True})
+
+
+class FakeRules(paddle.InProcessRules):
     """A stand-in for a framework: each rule answers with spmdkit's own answer, passed
     through `corrupt` (identity: a right rule)."""
 
@@ -62,7 +100,7 @@ class FakeRules(audit.InProcessRules):
         self.corrupt, self.raise_on = corrupt, raise_on
 
     def rule(self, name):
-        spec = BY_NAME[name]
+        spec = paddle.TABLE[name]
         names = spec.signatures[0].attr_names
         outer = self
 
@@ -253,19 +291,22 @@ def test_a_rule_that_kills_its_process_costs_one_case():
     # argument list) reads an attr as the wrong type: it segfaults on some runs and raises
     # on others. Either way the case fails alone; then the worker is killed, as a crash
     # would, and the next case is answered by a restarted worker.
-    spec = BY_NAME["squared_l2_norm"]
-    req = audit.Request("squared_l2_norm", [2], [[4, 6]],
-                        [{"dims_mapping": [0, -1], "partial": {}}], {"axis": [1], "keep_dim": False})
+    op = "squared_l2_norm"
+    layout = [{"dims_mapping": [0, -1], "partial": {}}]
+    # The argument list without attrs asks Paddle the case's question only when the attrs
+    # are the defaults (paddle.paddle_attrs).
+    plain = audit.Request(op, [2], [[4, 6]], layout, {"axis": [], "keep_dim": False})
+    req = audit.Request(op, [2], [[4, 6]], layout, {"axis": [1], "keep_dim": False})
     rules = audit.IsolatedRules("paddle")
     try:
         with pytest.raises((audit.FrameworkCrash, audit.FrameworkError)):
-            rules.answer(spec, "squared_l2_norm", 1, req)
-        rules.answer(spec, "squared_l2_norm", 0, req)  # a worker is running
+            rules.answer(op, op, 1, plain)
+        rules.answer(op, op, 0, req)  # a worker is running
         rules._proc.kill()
         rules._proc.wait()
         with pytest.raises(audit.FrameworkCrash):
-            rules.answer(spec, "squared_l2_norm", 0, req)
-        answer = rules.answer(spec, "squared_l2_norm", 0, req)
+            rules.answer(op, op, 0, req)
+        answer = rules.answer(op, op, 0, req)
     finally:
         rules.close()
     assert answer.outputs[0]["dims_mapping"] == [0]

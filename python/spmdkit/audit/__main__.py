@@ -1,0 +1,7 @@
+"""`python -m spmdkit.audit ...` (and the worker, `--worker FRAMEWORK`)."""
+
+import sys
+
+from spmdkit.audit.cli import main
+
+sys.exit(main())

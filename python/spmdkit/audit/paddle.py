@@ -1,0 +1,353 @@
+"""The Paddle adapter of `spmd audit`: Paddle's phi SPMD rules
+(`paddle.base.core.get_phi_spmd_rule`), called in this process (the audit runs it in a
+worker process: `spmdkit.audit.worker`).
+
+Per op, the Paddle rule names to try and the positional argument lists they may take, most
+specific first: Paddle's rules take their attrs positionally and the set of attrs changed
+between versions (gelu's `approximate`, scale's scalars), so the audit keeps, per op, the
+first candidate that answers a fully replicated probe case (`core._signature`). An op whose
+candidates all fail on the probe is reported as not auditable, not as Paddle errors. The
+attrs are spmdkit's, normalised (every declared attr, defaults filled: `cases.py`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Sequence
+
+from spmdkit import _core
+from spmdkit.audit.cases import Request
+from spmdkit.audit.core import Answer, FrameworkMissing, NotExpressible
+
+
+@dataclass
+class PaddleOp:
+    name: str                                   # spmdkit's op name
+    paddle_names: List[str]                     # candidate rule names in Paddle
+    # Candidate argument builders: (specs, attrs) -> positional args of infer_forward.
+    signatures: List[Callable] = field(default_factory=list)
+    # Cases Paddle's call cannot take: (request) -> the reason, or "" (NotExpressible).
+    refuses: Callable = lambda req: ""
+
+
+def _fused_rope_args(specs, attrs):
+    """Paddle's rule: (q, k, v, sin, cos, position_ids, use_neox_rotary_style, time_major,
+    rotary_emb_base); position_ids absent (a spec of shape [])."""
+    return list(specs) + [specs[0].__class__([], _empty_attr(specs[0]))] + [
+        attrs["use_neox_rotary_style"], attrs["time_major"], float(attrs["rotary_emb_base"])]
+
+
+def _empty_attr(spec):
+    from paddle.distributed.auto_parallel.static.dist_attribute import TensorDistAttr
+    attr = TensorDistAttr()
+    attr.process_mesh = spec.process_mesh()
+    attr.dims_mapping = []
+    return attr
+
+
+_fused_rope_args.attr_names = ("use_neox_rotary_style", "time_major", "rotary_emb_base")
+# Paddle's answer lays out position_ids too: only spmdkit's five inputs are judged.
+_fused_rope_args.adapt = lambda n_inputs, ins, outs: (ins[:n_inputs], outs)
+
+
+def _fused_dropout_add_args(specs, attrs):
+    """Paddle's rule takes x and y; its second output is seed_offset (the generator state),
+    spmdkit's the mask: the mask is claimed with out's layout (an elementwise companion)."""
+    return list(specs)
+
+
+_fused_dropout_add_args.attr_names = ()
+_fused_dropout_add_args.adapt = lambda n_inputs, ins, outs: (ins, [outs[0], outs[0]])
+
+
+def _flash_attention_args(specs, attrs):
+    """Paddle's rule: (q, k, v, fixed_seed_offset, attn_mask, dropout, causal,
+    return_softmax, is_test, rng_name); absent optionals as specs of shape []."""
+    specs = list(specs)
+    while len(specs) < 5:
+        specs.append(specs[0].__class__([], _empty_attr(specs[0])))
+    return specs + [float(attrs["dropout"]), attrs["causal"], attrs["return_softmax"],
+                    attrs["is_test"], attrs["rng_name"]]
+
+
+_flash_attention_args.attr_names = ("dropout", "causal", "return_softmax", "is_test", "rng_name")
+# Paddle lays out all five inputs and a fourth output, seed_offset (its generator state):
+# only spmdkit's inputs and its three outputs are judged.
+_flash_attention_args.adapt = lambda n_inputs, ins, outs: (ins[:n_inputs], outs[:3])
+
+
+def _a(*names):
+    """A signature: the specs in order, then the named attrs."""
+    def build(specs, attrs):
+        return list(specs) + [attrs[n] for n in names]
+    build.attr_names = names
+    return build
+
+
+def _listed(*names):
+    """A signature whose tensors form one list argument (concat, stack, einsum)."""
+    def build(specs, attrs):
+        return [list(specs)] + [attrs[n] for n in names]
+    build.attr_names = names
+    return build
+
+
+def _tril_triu(specs, attrs):
+    """Paddle's tril_triu rule: (x, diagonal, lower); triu is lower = false."""
+    return list(specs) + [attrs["diagonal"], False]
+
+
+_tril_triu.attr_names = ("diagonal", "lower=False")
+
+_UNARY = ["relu", "silu", "exp", "log", "tanh", "sigmoid", "sqrt", "abs"]
+_BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "greater_than", "less_than"]
+_REDUCE = ["sum", "mean", "max", "min", "prod", "any", "all"]
+
+OPS: List[PaddleOp] = (
+    [PaddleOp(n, [n], [_a()]) for n in _UNARY]
+    + [PaddleOp("gelu", ["gelu"], [_a("approximate"), _a()]),
+       PaddleOp("scale", ["scale"], [_a("scale", "bias", "bias_after_scale"), _a()]),
+       PaddleOp("clip", ["clip"], [_a("min", "max"), _a()])]
+    + [PaddleOp(n, [n], [_a()]) for n in _BINARY]
+    + [PaddleOp("where", ["where"], [_a()]),
+       PaddleOp("matmul", ["matmul"], [_a("trans_x", "trans_y")]),
+       PaddleOp("bmm", ["bmm"], [_a()]),
+       PaddleOp("einsum", ["einsum"], [_listed("equation")])]
+    + [PaddleOp(n, [n], [_a("axis", "keep_dim")]) for n in _REDUCE]
+    + [PaddleOp("squared_l2_norm", ["squared_l2_norm"], [_a("axis", "keep_dim"), _a()]),
+       PaddleOp("mean_all", ["mean_all"], [_a()]),
+       PaddleOp("logsumexp", ["logsumexp"], [_a("axis", "keepdim", "reduce_all")]),
+       PaddleOp("p_norm", ["p_norm"], [_a("porder", "axis", "epsilon", "keepdim", "asvector")]),
+       PaddleOp("argmax", ["argmax"], [_a("axis", "keepdims", "flatten", "dtype"),
+                                              _a("axis", "keepdims", "flatten")]),
+       PaddleOp("cumsum", ["cumsum"], [_a("axis", "flatten", "exclusive", "reverse")]),
+       PaddleOp("softmax", ["softmax"], [_a("axis")]),
+       PaddleOp("log_softmax", ["log_softmax"], [_a("axis")]),
+       PaddleOp("layer_norm", ["layer_norm"], [_a("epsilon", "begin_norm_axis")]),
+       PaddleOp("rms_norm", ["rms_norm", "fused_rms_norm"], [_a("epsilon", "begin_norm_axis")]),
+       PaddleOp("lookup_table_v2", ["lookup_table_v2", "embedding"], [_a("padding_idx", "sparse")]),
+       PaddleOp("cross_entropy_with_softmax", ["cross_entropy_with_softmax"],
+              [_a("soft_label", "use_softmax", "numeric_stable_mode", "ignore_index", "axis")]),
+       PaddleOp("reshape", ["reshape"], [_a("shape")]),
+       PaddleOp("flatten", ["flatten"], [_a("start_axis", "stop_axis")]),
+       PaddleOp("squeeze", ["squeeze"], [_a("axis")]),
+       PaddleOp("unsqueeze", ["unsqueeze"], [_a("axis")]),
+       PaddleOp("transpose", ["transpose"], [_a("perm")]),
+       PaddleOp("split", ["split"], [_a("sections", "axis")]),
+       PaddleOp("split_with_num", ["split_with_num"], [_a("num", "axis")]),
+       PaddleOp("unbind", ["unbind"], [_a("axis")]),
+       PaddleOp("concat", ["concat"], [_listed("axis")]),
+       PaddleOp("stack", ["stack"], [_listed("axis")]),
+       PaddleOp("slice", ["slice"], [_a("axes", "starts", "ends", "infer_flags", "decrease_axis")]),
+       PaddleOp("tile", ["tile"], [_a("repeat_times")]),
+       PaddleOp("expand", ["expand"], [_a("shape")]),
+       PaddleOp("expand_as", ["expand_as"], [_a("target_shape")]),
+       PaddleOp("triu", ["triu", "tril_triu"], [_a("diagonal"), _tril_triu]),
+       PaddleOp("argsort", ["argsort"], [_a("axis", "descending", "stable"),
+                                                 _a("axis", "descending")]),
+       PaddleOp("topk", ["topk"], [_a("k", "axis", "largest", "sorted")]),
+       PaddleOp("gather_nd", ["gather_nd"], [_a()]),
+       PaddleOp("scatter", ["scatter"], [_a("overwrite")]),
+       PaddleOp("scatter_nd_add", ["scatter_nd_add"], [_a()]),
+       PaddleOp("fused_rotary_position_embedding", ["fused_rotary_position_embedding"],
+              [_fused_rope_args]),
+       PaddleOp("fused_dropout_add", ["fused_dropout_add"],
+              [_fused_dropout_add_args]),
+       PaddleOp("conv2d", ["conv2d"],
+              [_a("strides", "paddings", "padding_algorithm", "dilations", "groups", "data_format")]),
+       PaddleOp("flash_attention", ["flash_attention"], [_flash_attention_args])]
+)
+
+def _rope_refuses(req) -> str:
+    """Paddle's rule takes q, k, v of one shape, then sin and cos (spmdkit's k, v and the
+    tables are optional)."""
+    if len(req.shapes) != 5 or not req.shapes[0] == req.shapes[1] == req.shapes[2]:
+        return "Paddle's fused_rotary_position_embedding takes q, k, v of one shape, sin, cos"
+    return ""
+
+
+def _scatter_nd_add_refuses(req) -> str:
+    """Paddle's rule refuses an index of higher rank than updates: K < rank(x)."""
+    x, index = req.shapes[0], req.shapes[1]
+    return "" if index and index[-1] < len(x) else "Paddle's scatter_nd_add rule needs K < rank(x)"
+
+
+_REFUSES = {"fused_rotary_position_embedding": _rope_refuses, "scatter_nd_add": _scatter_nd_add_refuses}
+for _op in OPS:
+    _op.refuses = _REFUSES.get(_op.name, _op.refuses)
+
+TABLE: Dict[str, PaddleOp] = {o.name: o for o in OPS}
+
+
+def candidates(op: str) -> List[tuple]:
+    """(rule name, argument list index) pairs to probe, in order."""
+    spec = TABLE.get(op)
+    return [(n, i) for n in spec.paddle_names for i in range(len(spec.signatures))] if spec else []
+
+
+def describe(op: str, name: str, index: int) -> str:
+    return f"{name}{tuple(getattr(TABLE[op].signatures[index], 'attr_names', ()))}"
+
+
+# ----------------------------------------------------------------------------- attrs
+
+# Attrs Paddle's rules take that spmdkit does not declare (they change no layout), at
+# Paddle's defaults.
+PADDLE_ONLY = {"infer_flags": [], "decrease_axis": []}
+
+# Declared attrs an op's Paddle rule does not take and that change no layout (the random
+# ops' probability and seed): any value may be left out of the call.
+LAYOUT_FREE = {"fused_dropout_add": {"p", "is_test", "mode", "seed", "fix_seed"}}
+
+
+def paddle_attrs(op: str, signature, attrs: dict) -> dict:
+    """The attrs as a Paddle argument list reads them: spmdkit's normalised attrs under
+    their names and their aliases (keepdim for keep_dim), and PADDLE_ONLY. A declared attr
+    the argument list does not pass must be at its default, else the call would ask Paddle
+    another question than the case does: NotExpressible (the case is drawn again)."""
+    passed = {n.split("=")[0] for n in getattr(signature, "attr_names", ())}
+    out = dict(PADDLE_ONLY)
+    out.update(attrs)
+    for spec in _core.attr_specs(op):
+        names = {spec["name"], *spec["aliases"]}
+        if spec["name"] in attrs:
+            for alias in spec["aliases"]:
+                out.setdefault(alias, attrs[spec["name"]])
+        if names & passed or spec["name"] in LAYOUT_FREE.get(op, ()):
+            continue
+        if spec["name"] in attrs and attrs[spec["name"]] != spec["default"]:
+            raise NotExpressible(f"{op}: Paddle's arguments {sorted(passed)} leave out "
+                                 f"{spec['name']}={attrs[spec['name']]!r}")
+    return out
+
+
+# ----------------------------------------------------------------------------- layouts
+
+
+# Paddle's ReduceType names (phi::ReduceType) -> spmdkit's partial ops.
+PADDLE_REDUCE = {"SUM": "sum", "MAX": "max", "MIN": "min", "PROD": "prod", "AVG": "avg",
+                 "ANY": "any", "ALL": "all"}
+
+
+def to_paddle_layout(layout: dict) -> dict:
+    """spmdkit layout -> the (dims_mapping, partial dims) Paddle's TensorDistAttr takes.
+    Only sum partials exist on the way in (the generated cases)."""
+    return {"dims_mapping": list(layout["dims_mapping"]), "partial_dims": sorted(layout["partial"])}
+
+
+def from_paddle_layout(dims_mapping: Sequence[Any], partial_status: Dict[int, str]) -> dict:
+    """Paddle (dims_mapping, {mesh axis: reduce type as printed: SUM, MAX, ...}) -> spmdkit
+    layout. A dims mapping entry is an axis (-1: none) or, for a co-shard, a list of axes."""
+    partial = {int(axis): PADDLE_REDUCE.get(kind, kind.lower()) for axis, kind in partial_status.items()}
+    mapping = [[int(a) for a in d] if isinstance(d, (list, tuple)) else int(d) for d in dims_mapping]
+    return {"dims_mapping": mapping, "partial": partial}
+
+
+# ----------------------------------------------------------------------------- the rules
+
+
+class InProcessRules:
+    """An adapter calling the framework's rules in this process. Subclasses give
+    `rule(name)` (an object with infer_forward(*specs_and_attrs) -> (input dist attrs,
+    output dist attrs)), `spec(mesh, shape, paddle_layout)` and `read(dist_attr)`."""
+
+    framework = "fake"
+    version = ""
+
+    def __init__(self):
+        self._rules = {}
+
+    def candidates(self, op: str) -> List[tuple]:
+        return candidates(op)
+
+    def describe(self, op: str, name: str, index: int) -> str:
+        return describe(op, name, index)
+
+    def answer(self, op: str, name: str, index: int, req: Request) -> Answer:
+        why = TABLE[op].refuses(req)
+        if why:
+            raise NotExpressible(why)
+        signature = TABLE[op].signatures[index]
+        attrs = paddle_attrs(op, signature, req.attrs)
+        if name not in self._rules:
+            self._rules[name] = self.rule(name)
+        return run_framework(self, self._rules[name], signature, req, attrs)
+
+
+class PaddleRules(InProcessRules):
+    """The adapter over paddle.base.core.get_phi_spmd_rule, in this process (the audit runs
+    it inside a worker process: `IsolatedRules`)."""
+
+    framework = "paddle"
+
+    def __init__(self):
+        try:
+            import numpy  # noqa: F401
+            import paddle  # noqa: F401
+            from paddle.base import core
+            from paddle.distributed.auto_parallel.static.dist_attribute import (
+                DistTensorSpec, TensorDistAttr)
+        except Exception as e:  # ImportError, or a broken install raising anything
+            raise FrameworkMissing(f"paddle is not importable ({type(e).__name__}: {e}); "
+                                   "install it with `pip install paddlepaddle`") from e
+        super().__init__()
+        self.version = paddle.__version__
+        self._core = core
+        self._spec = DistTensorSpec
+        self._attr = TensorDistAttr
+
+    def rule(self, name: str):
+        return self._core.get_phi_spmd_rule(name)
+
+    def spec(self, mesh: Sequence[int], shape: Sequence[int], layout: dict):
+        import numpy as np
+        attr = self._attr()
+        attr.process_mesh = self._core.ProcessMesh(list(mesh), list(range(int(np.prod(mesh)))),
+                                                   [f"d{i}" for i in range(len(mesh))])
+        attr.dims_mapping = list(layout["dims_mapping"])
+        if layout["partial_dims"]:
+            attr._set_partial_dims(list(layout["partial_dims"]))
+        return self._spec(list(shape), attr)
+
+    def read(self, dist_attr) -> dict:
+        # The reduce type of each partial axis is only in the printed form
+        # ("partial: [Partial(dims:1, SUM), ]"); the mapping per dim is multi_dims_mapping
+        # (a list of axes per dim: Paddle's co-shard).
+        status = {}
+        if dist_attr._is_partial():
+            found = dict((int(d), k) for d, k in _PARTIAL_RE.findall(str(dist_attr)))
+            for d in dist_attr._partial_dims():
+                status[int(d)] = found.get(int(d), "SUM")
+        dims = [list(axes) for axes in dist_attr.multi_dims_mapping]
+        flat = all(len(a) <= 1 for a in dims)
+        mapping = [a[0] if a else -1 for a in dims] if flat else dims
+        return from_paddle_layout(mapping, status)
+
+
+_PARTIAL_RE = re.compile(r"Partial\(dims:(\d+), (\w+)\)")
+
+
+def _flatten_attrs(obj) -> list:
+    """Paddle returns a list argument's attrs as a nested list: flatten in order."""
+    out = []
+    for item in obj:
+        if isinstance(item, (list, tuple)):
+            out.extend(_flatten_attrs(item))
+        else:
+            out.append(item)
+    return out
+
+
+def run_framework(rules, rule, signature, req: Request, attrs: dict) -> Answer:
+    specs = [rules.spec(req.mesh, s, to_paddle_layout(l)) for s, l in zip(req.shapes, req.layouts)]
+    result = rule.infer_forward(*signature(specs, attrs))
+    ins, outs = _flatten_attrs(result[0]), _flatten_attrs(result[1])
+    adapt = getattr(signature, "adapt", None)  # where the framework's op has other tensors
+    if adapt is not None:
+        ins, outs = adapt(len(req.shapes), ins, outs)
+    return Answer([rules.read(a) for a in ins], [rules.read(a) for a in outs])
+
+
+# The in-process adapter the worker runs (spmdkit.audit.worker).
+Rules = PaddleRules
