@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/permute.h"
+#include "kernels/plan_args.h"
 #include "rules/shape_plan.h"
 
 namespace spmd::kernels::cpu {
@@ -55,32 +56,6 @@ Tensor BroadcastTo(const Tensor& x, const Shape& shape) {
   return out;
 }
 
-// The pieces of a split plan, each reshaped to its piece shape (unbind drops the axis).
-Tensors SplitAlong(const Tensor& x, const shape_plan::SplitPlan& plan) {
-  Tensors outs;
-  outs.reserve(plan.sizes.size());
-  int64_t start = 0;
-  for (size_t i = 0; i < plan.sizes.size(); ++i) {
-    Tensor piece = TakeRange(x, plan.axis, start, plan.sizes[i]);
-    piece.Reshape(plan.PieceShape(x.shape(), i));
-    outs.push_back(std::move(piece));
-    start += plan.sizes[i];
-  }
-  return outs;
-}
-
-std::vector<Shape> ShapesOf(const TensorArgs& inputs) {
-  std::vector<Shape> shapes;
-  for (const Tensor& t : inputs) shapes.push_back(t.shape());
-  return shapes;
-}
-
-std::vector<DType> DTypesOf(const TensorArgs& inputs) {
-  std::vector<DType> dtypes;
-  for (const Tensor& t : inputs) dtypes.push_back(t.dtype());
-  return dtypes;
-}
-
 }  // namespace
 
 Tensors reshape(const TensorArgs& inputs, const Attrs& attrs) {
@@ -114,17 +89,17 @@ Tensors transpose(const TensorArgs& inputs, const Attrs& attrs) {
 
 Tensors split(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
-  return SplitAlong(inputs[0], shape_plan::PlanSplit(inputs[0].shape(), attrs));
+  return SplitAlong(inputs[0], shape_plan::PlanSplit(inputs[0].shape(), attrs), TakeRange);
 }
 
 Tensors split_with_num(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
-  return SplitAlong(inputs[0], shape_plan::PlanSplitWithNum(inputs[0].shape(), attrs));
+  return SplitAlong(inputs[0], shape_plan::PlanSplitWithNum(inputs[0].shape(), attrs), TakeRange);
 }
 
 Tensors unbind(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
-  return SplitAlong(inputs[0], shape_plan::PlanUnbind(inputs[0].shape(), attrs));
+  return SplitAlong(inputs[0], shape_plan::PlanUnbind(inputs[0].shape(), attrs), TakeRange);
 }
 
 Tensors concat(const TensorArgs& inputs, const Attrs& attrs) {

@@ -141,11 +141,7 @@ Tensors Scatter(const TensorArgs& inputs, const Attrs& attrs) {
   const Tensor& updates = inputs[2];
   const indexing_plan::ScatterPlan plan =
       indexing_plan::PlanScatter(x.shape(), index.shape(), updates.shape(), attrs);
-  const bool overwrite = plan.overwrite;
-  const bool sharded = plan.sharded;
-  const int64_t start = plan.start;
-  const int64_t rows = plan.rows;
-  const int64_t k = index.numel();
+  const int64_t rows = plan.rows, k = index.numel();
   const DType dtype = detail::ci::ComputeDType(inputs, {0, 2});
   Tensor out = detail::NewOut(x, x.shape(), dtype);  // host errors before any launch
   const cudaStream_t stream = detail::StreamOf(x);
@@ -153,7 +149,7 @@ Tensors Scatter(const TensorArgs& inputs, const Attrs& attrs) {
   if (k > 0) {
     const LaunchConfig cfg = GridStride(k);
     ScatterKeysKernel<<<cfg.grid, cfg.block, 0, stream>>>(
-        index.bytes(), index.dtype(), k, rows, start, sharded, reinterpret_cast<uint64_t*>(keys.bytes()),
+        index.bytes(), index.dtype(), k, rows, plan.start, plan.sharded, reinterpret_cast<uint64_t*>(keys.bytes()),
         reinterpret_cast<int64_t*>(order.bytes()), IndexFaultWord());
     SPMD_CUDA_CHECK_LAUNCH();
   }
@@ -166,7 +162,7 @@ Tensors Scatter(const TensorArgs& inputs, const Attrs& attrs) {
     using T = decltype(zero);
     ScatterKernel<T><<<cfg.grid, cfg.block, 0, stream>>>(
         n, row, reinterpret_cast<const int64_t*>(sorted.keys.bytes()),
-        reinterpret_cast<const int64_t*>(sorted.order.bytes()), k, overwrite, x.bytes(), x.dtype(), updates.bytes(),
+        reinterpret_cast<const int64_t*>(sorted.order.bytes()), k, plan.overwrite, x.bytes(), x.dtype(), updates.bytes(),
         updates.dtype(), reinterpret_cast<T*>(out.bytes()));
     SPMD_CUDA_CHECK_LAUNCH();
   });

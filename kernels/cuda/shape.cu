@@ -13,6 +13,7 @@
 #include "kernels/cuda/family_util.cuh"
 #include "kernels/cuda/permute.h"
 #include "kernels/cuda/registry.h"
+#include "kernels/plan_args.h"
 #include "rules/shape_plan.h"
 
 namespace spmd::kernels::cuda {
@@ -30,38 +31,12 @@ Tensor TakeRange(const Tensor& x, int64_t axis, int64_t start, int64_t len) {
   return out;
 }
 
-// The pieces of a split plan, each under its piece shape (unbind drops the axis).
-Tensors SplitAlong(const Tensor& x, const shape_plan::SplitPlan& plan) {
-  Tensors outs;
-  outs.reserve(plan.sizes.size());
-  int64_t start = 0;
-  for (size_t i = 0; i < plan.sizes.size(); ++i) {
-    Tensor piece = TakeRange(x, plan.axis, start, plan.sizes[i]);
-    piece.Reshape(plan.PieceShape(x.shape(), i));
-    outs.push_back(std::move(piece));
-    start += plan.sizes[i];
-  }
-  return outs;
-}
-
 // x broadcast to the planned `shape` (right-aligned, each x dim equal or 1).
 Tensor BroadcastTo(const Tensor& x, const Shape& shape) {
   Tensor out = detail::NewOut(x, shape, x.dtype());
   detail::RunCopyPlan(PlanExpand(x.shape(), shape, static_cast<int64_t>(x.element_size())), out.bytes(),
                       x.bytes(), detail::StreamOf(x));
   return out;
-}
-
-std::vector<Shape> ShapesOf(const TensorArgs& inputs) {
-  std::vector<Shape> shapes;
-  for (const Tensor& t : inputs) shapes.push_back(t.shape());
-  return shapes;
-}
-
-std::vector<DType> DTypesOf(const TensorArgs& inputs) {
-  std::vector<DType> dtypes;
-  for (const Tensor& t : inputs) dtypes.push_back(t.dtype());
-  return dtypes;
 }
 
 Tensors Reshape(const TensorArgs& inputs, const Attrs& attrs) {
@@ -99,19 +74,19 @@ Tensors Transpose(const TensorArgs& inputs, const Attrs& attrs) {
 Tensors Split(const TensorArgs& inputs, const Attrs& attrs) {
   CheckInputs(inputs, true);
   CheckArity(inputs, 1);
-  return SplitAlong(inputs[0], shape_plan::PlanSplit(inputs[0].shape(), attrs));
+  return SplitAlong(inputs[0], shape_plan::PlanSplit(inputs[0].shape(), attrs), TakeRange);
 }
 
 Tensors SplitWithNum(const TensorArgs& inputs, const Attrs& attrs) {
   CheckInputs(inputs, true);
   CheckArity(inputs, 1);
-  return SplitAlong(inputs[0], shape_plan::PlanSplitWithNum(inputs[0].shape(), attrs));
+  return SplitAlong(inputs[0], shape_plan::PlanSplitWithNum(inputs[0].shape(), attrs), TakeRange);
 }
 
 Tensors Unbind(const TensorArgs& inputs, const Attrs& attrs) {
   CheckInputs(inputs, true);
   CheckArity(inputs, 1);
-  return SplitAlong(inputs[0], shape_plan::PlanUnbind(inputs[0].shape(), attrs));
+  return SplitAlong(inputs[0], shape_plan::PlanUnbind(inputs[0].shape(), attrs), TakeRange);
 }
 
 Tensors Concat(const TensorArgs& inputs, const Attrs& attrs) {
