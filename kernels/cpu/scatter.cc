@@ -82,11 +82,11 @@ Tensors gather_nd(const TensorArgs& inputs, const Attrs&) {
 
 Tensors scatter(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 3);
+  const indexing_plan::ScatterPlan plan =
+      indexing_plan::PlanScatter(inputs[0].shape(), inputs[1].shape(), inputs[2].shape(), attrs);
   const Tensor& x = inputs[0];
   const Tensor& index = inputs[1];
   const Tensor& updates = inputs[2];
-  const indexing_plan::ScatterPlan plan =
-      indexing_plan::PlanScatter(x.shape(), index.shape(), updates.shape(), attrs);
   const bool overwrite = plan.overwrite;
   const int64_t start = plan.start;
   const int64_t rows = plan.rows;
