@@ -1,10 +1,16 @@
 // The rule, the reference and the CPU kernel validate a request once, the same way (the
-// shared helpers of rules/shape_util.h): on every einsum equation below they all accept,
-// or all refuse with the same error type and field. Without the shared parser the rule
-// accepted "ij, jk->ik" that the others refused, and called "i.j" InvalidArgument where
-// the reference said Unsupported.
+// shared helpers of rules/shape_util.h and the op plans of rules/*_plan.h): on every einsum
+// equation below, and on every example of the shape, indexing, scatter, sort and random
+// ops with its attrs and shapes mutated, they all accept, or all refuse with the same error
+// type and field. Without the shared parser the rule accepted "ij, jk->ik" that the others
+// refused, and called "i.j" InvalidArgument where the reference said Unsupported; without
+// the plans the rule refused a 0-d concat naming inputs[0].shape where the others named
+// attrs.axis, and squeeze's rule refused a repeated axis the others accepted.
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -13,6 +19,7 @@
 #include "reference/reference.h"
 #include "rules/error.h"
 #include "rules/registry.h"
+#include "rules/shape_util.h"
 
 namespace spmd {
 namespace {
@@ -93,6 +100,143 @@ TEST(ValidationAgreement, EinsumEquations) {
   ExpectAgreement("...ij,...jk->...ik", {{2, 1, 2, 3}, {5, 3, 4}});
   ExpectAgreement("...ij,...jk->...ik", {{2, 2, 3}, {5, 3, 4}});  // ellipsis 2 vs 5
   ExpectAgreement("ij,jk->ik", {{2, 1}, {3, 4}});                   // j broadcasts
+}
+
+// ---- the ops with plans: examples, then their attrs and shapes mutated ----
+
+// Every input filled with 0 (an id in range wherever the addressed dim is not empty).
+struct Request {
+  std::vector<Shape> shapes;
+  Attrs attrs;
+  std::string what;  // the mutation
+  std::string Describe() const {
+    std::string s;
+    for (const Shape& shape : shapes) s += shape::ShapeString(shape) + " ";
+    return s + what;
+  }
+};
+
+std::string Print(const std::vector<int64_t>& v) { return shape::ShapeString(v); }
+
+// A refusal that names the values of an input: the rule never sees values.
+bool NamesData(const Verdict& v) {
+  return !v.accepted && v.field.size() >= 5 && v.field.compare(v.field.size() - 5, 5, ".data") == 0;
+}
+
+// Returns how many requests all three accepted.
+int ExpectOpAgreement(const OpDecl& op, const Request& request) {
+  SCOPED_TRACE(op.name + " " + request.Describe());
+  std::vector<TensorArg> args;
+  reference::Tensors ref_inputs;
+  kernels::Tensors kernel_inputs;
+  for (const Shape& shape : request.shapes) {
+    args.push_back({shape, DistAttr::Replicated(static_cast<int>(shape.size()))});
+    reference::Tensor t;
+    t.shape = shape;
+    t.data.assign(static_cast<size_t>(Numel(shape)), 0.0);
+    ref_inputs.push_back(t);
+    kernel_inputs.push_back(kernels::Tensor::FromVector(shape, t.data));
+  }
+  const Verdict rule = Run([&] { InferForward(op, Mesh({2}), args, request.attrs); });
+  const Verdict ref = Run([&] { reference::FindReference(op.name)(ref_inputs, request.attrs); });
+  const Verdict kernel = Run([&] {
+    std::vector<const kernels::Tensor*> ptrs;
+    for (const kernels::Tensor& t : kernel_inputs) ptrs.push_back(&t);
+    kernels::RunCpuKernel(op.name, kernels::TensorArgs(std::move(ptrs)), request.attrs);
+  });
+  EXPECT_EQ(ref, kernel) << "reference " << ref.Describe() << ", kernel " << kernel.Describe();
+  if (!NamesData(ref) && !NamesData(kernel)) {
+    EXPECT_EQ(rule, ref) << "rule " << rule.Describe() << ", reference " << ref.Describe();
+  }
+  return rule.accepted && ref.accepted && kernel.accepted ? 1 : 0;
+}
+
+// The example, then one attr or one shape changed at a time: attrs to values around the
+// edges of their ranges, shapes with a dim dropped, added, grown or emptied.
+std::vector<Request> Mutations(const OpDecl& op, const Example& example) {
+  const Attrs base = op.NormalizeAttrs(example.attrs);
+  std::vector<Request> out = {{example.shapes, base, "the example"}};
+  for (const AttrSpec& spec : op.attrs) {
+    auto with = [&](AttrValue v) {
+      const std::string what =
+          "attrs." + spec.name + " = " +
+          std::visit([](const auto& x) {
+            using X = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<X, std::vector<int64_t>>) {
+              return Print(x);
+            } else if constexpr (std::is_arithmetic_v<X>) {
+              return std::to_string(x);
+            } else {
+              return std::string("...");
+            }
+          }, v);
+      out.push_back({example.shapes, base.With(spec.name, std::move(v)), what});
+    };
+    switch (spec.kind) {
+      case AttrKind::kInt:
+        for (int64_t v : {-4, -2, -1, 0, 1, 2, 3, 7}) with(v);
+        break;
+      case AttrKind::kInts:
+        for (const std::vector<int64_t>& v : std::vector<std::vector<int64_t>>{
+                 {}, {-1}, {0}, {1}, {-5}, {7}, {2, -1}, {-1, -1}, {0, 0}, {1, 1}, {0, -1, 1}, {3, 0, 2},
+                 {1, 2, 3, 4}}) {
+          with(v);
+        }
+        break;
+      case AttrKind::kBool:
+        with(!base.GetBool(spec.name));
+        break;
+      case AttrKind::kFloat:
+        for (double v : {-1.0, 0.5, 1.0, 2.0, 1e19}) with(v);
+        break;
+      default:
+        break;
+    }
+  }
+  for (size_t i = 0; i < example.shapes.size(); ++i) {
+    auto with = [&](Shape shape) {
+      std::vector<Shape> shapes = example.shapes;
+      shapes[i] = std::move(shape);
+      out.push_back({shapes, base, "inputs[" + std::to_string(i) + "].shape changed"});
+    };
+    const Shape& s = example.shapes[i];
+    if (!s.empty()) with(Shape(s.begin(), s.end() - 1));
+    Shape longer = s;
+    longer.push_back(1);
+    with(longer);
+    for (size_t d = 0; d < s.size(); ++d) {
+      Shape grown = s, emptied = s;
+      grown[d] += 1;
+      emptied[d] = 0;
+      with(grown);
+      with(emptied);
+    }
+  }
+  return out;
+}
+
+TEST(ValidationAgreement, PlannedOpsUnderMutation) {
+  const std::vector<SizePalette> palettes = {{{4, 6, 3, 5}}, {{2, 1, 3, 2}}};
+  for (const char* name : {"reshape", "flatten", "squeeze", "unsqueeze", "transpose", "split", "split_with_num",
+                           "unbind", "concat", "stack", "slice", "tile", "expand", "expand_as", "triu", "tril",
+                           "tril_triu", "one_hot", "roll", "pad", "swiglu", "index_select", "gather",
+                           "gather_nd", "scatter", "scatter_nd_add", "argsort", "topk", "dropout",
+                           "fused_dropout_add"}) {
+    const OpDecl* op = FindOp(name);
+    ASSERT_NE(op, nullptr) << name;
+    int requests = 0, accepted = 0;
+    for (const SizePalette& palette : palettes) {
+      for (const Example& example : op->examples(palette)) {
+        for (const Request& request : Mutations(*op, example)) {
+          ++requests;
+          accepted += ExpectOpAgreement(*op, request);
+        }
+      }
+    }
+    // The mutations reach both sides of the plan: some accepted, some refused.
+    EXPECT_GT(accepted, 0) << name;
+    EXPECT_LT(accepted, requests) << name;
+  }
 }
 
 }  // namespace

@@ -7,13 +7,13 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
+#include "rules/indexing_plan.h"
 
 namespace spmd::reference::ops {
 namespace {
 
 using internal::CheckArity;
 using internal::InputField;
-using internal::ShapeToString;
 
 // Returns `v` as an integral id, or throws naming `field`.
 int64_t IdValue(double v, const std::string& field) {
@@ -36,19 +36,11 @@ Tensors Select(const Tensors& inputs, const Attrs& attrs, bool allow_0d) {
   CheckArity(inputs, 2);
   const Tensor& x = inputs[0];
   const Tensor& index = inputs[1];
-  const int64_t rank = static_cast<int64_t>(x.shape.size());
-  if (rank == 0) ThrowInvalid(InputField(0, "shape"), "x must have rank >= 1");
-  const int64_t axis = internal::NormalizeAxis(attrs.GetInt("axis"), rank, "attrs.axis");
-  const bool drop_dim = index.shape.empty();
-  if (index.shape.size() > 1 || (drop_dim && !allow_0d)) {
-    ThrowInvalid(InputField(1, "shape"), "index " + ShapeToString(index.shape) + " must be " +
-                                             (allow_0d ? "0-D or 1-D" : "1-D"));
-  }
-  const bool sharded = attrs.Has(internal::kLocalVocabStart);
-  const int64_t start = sharded ? attrs.GetInt(internal::kLocalVocabStart) : 0;
-  if (start < 0) {
-    ThrowInvalid(std::string("attrs.") + internal::kLocalVocabStart, "negative row offset");
-  }
+  const indexing_plan::SelectPlan plan = indexing_plan::PlanSelect(x.shape, index.shape, attrs, allow_0d);
+  const int64_t axis = plan.axis;
+  const bool drop_dim = plan.drop_dim;
+  const bool sharded = plan.sharded;
+  const int64_t start = plan.start;
   const int64_t rows = x.shape[axis];
   std::vector<int64_t> ids;
   for (double v : index.data) {
@@ -59,12 +51,7 @@ Tensors Select(const Tensors& inputs, const Attrs& attrs, bool allow_0d) {
     }
     ids.push_back(id);
   }
-  Shape out_shape = x.shape;
-  if (drop_dim) {
-    out_shape.erase(out_shape.begin() + axis);
-  } else {
-    out_shape[axis] = static_cast<int64_t>(ids.size());
-  }
+  const Shape& out_shape = plan.out;
   Tensor out = internal::Zeros(out_shape, x.dtype);
   const Shape x_strides = internal::Strides(x.shape);
   for (int64_t i = 0; i < NumElements(out_shape); ++i) {
@@ -85,11 +72,9 @@ Tensors Select(const Tensors& inputs, const Attrs& attrs, bool allow_0d) {
 Tensors one_hot(const Tensors& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
   const Tensor& x = inputs[0];
-  const int64_t classes = attrs.GetInt("num_classes");
-  if (classes < 1) ThrowInvalid("attrs.num_classes", "num_classes must be >= 1");
-  Shape out_shape = x.shape;
-  out_shape.push_back(classes);
-  Tensor out = internal::Zeros(out_shape, DType::kFloat32);
+  const indexing_plan::OneHotPlan plan = indexing_plan::PlanOneHot(x.shape, attrs);
+  const int64_t classes = plan.classes;
+  Tensor out = internal::Zeros(plan.out, DType::kFloat32);
   for (size_t t = 0; t < x.data.size(); ++t) {
     const int64_t id = IdValue(x.data[t], InputField(0, "data"));
     if (id < 0 || id >= classes) {
@@ -108,22 +93,20 @@ Tensors one_hot(const Tensors& inputs, const Attrs& attrs) {
 Tensors roll(const Tensors& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
   const Tensor& x = inputs[0];
+  const indexing_plan::RollPlan plan = indexing_plan::PlanRoll(x.shape, attrs);
   const std::vector<int64_t>& shifts = attrs.GetInts("shifts");
-  const std::vector<int64_t>& axes = attrs.GetInts("axis");
   const int64_t rank = static_cast<int64_t>(x.shape.size());
   const int64_t numel = NumElements(x.shape);
   Tensor out = x;
-  if (axes.empty()) {
-    if (shifts.size() != 1) ThrowInvalid("attrs.shifts", "needs one shift when axis is empty");
+  if (plan.flat) {
     if (numel == 0) return {out};
     const int64_t s = Mod(shifts[0], numel);
     for (int64_t i = 0; i < numel; ++i) out.data[i] = x.data[Mod(i - s, numel)];
     return {out};
   }
-  if (shifts.size() != axes.size()) ThrowInvalid("attrs.shifts", "needs one shift per axis");
   std::vector<int64_t> total(static_cast<size_t>(rank), 0);  // per dim, mod its size
-  for (size_t k = 0; k < axes.size(); ++k) {
-    const int64_t d = internal::NormalizeAxis(axes[k], rank, "attrs.axis");
+  for (size_t k = 0; k < plan.axes.size(); ++k) {
+    const int64_t d = plan.axes[k];
     if (x.shape[d] == 0) continue;
     total[d] = Mod(total[d] + Mod(shifts[k], x.shape[d]), x.shape[d]);
   }
@@ -143,16 +126,7 @@ Tensors pad(const Tensors& inputs, const Attrs& attrs) {
   const std::vector<int64_t>& paddings = attrs.GetInts("paddings");
   const double value = attrs.GetFloat("pad_value");
   const size_t rank = x.shape.size();
-  if (paddings.size() != 2 * rank) {
-    ThrowInvalid("attrs.paddings", "needs two entries (before, after) per dim of x");
-  }
-  Shape out_shape = x.shape;
-  for (size_t d = 0; d < rank; ++d) {
-    if (paddings[2 * d] < 0 || paddings[2 * d + 1] < 0) {
-      ThrowInvalid("attrs.paddings", "paddings must be >= 0");
-    }
-    out_shape[d] += paddings[2 * d] + paddings[2 * d + 1];
-  }
+  const Shape out_shape = indexing_plan::PlanPad(x.shape, attrs, &x.dtype);
   // The fill value as x's dtype holds it (as Paddle converts pad_value).
   // A value beyond float's range is float's infinity of its sign; an int64 x needs a
   // whole value in range.
@@ -161,10 +135,7 @@ Tensors pad(const Tensors& inputs, const Attrs& attrs) {
     fill = std::fabs(value) > 3.4028235677973366e38 ? std::copysign(INFINITY, value)
                                                     : static_cast<double>(static_cast<float>(value));
   }
-  if (x.dtype == DType::kInt64) {
-    if (!(std::fabs(value) < 9.0e18)) ThrowInvalid("attrs.pad_value", "out of int64 range");
-    fill = std::trunc(value);
-  }
+  if (x.dtype == DType::kInt64) fill = std::trunc(value);
   if (x.dtype == DType::kBool) fill = value != 0.0 ? 1.0 : 0.0;
   Tensor out = internal::Zeros(out_shape, x.dtype);
   const Shape strides = internal::Strides(x.shape);
@@ -185,10 +156,7 @@ Tensors swiglu(const Tensors& inputs, const Attrs&) {
   CheckArity(inputs, 2);
   const Tensor& x = inputs[0];
   const Tensor& y = inputs[1];
-  if (y.shape != x.shape) {
-    ThrowInvalid(InputField(1, "shape"),
-                 "y " + ShapeToString(y.shape) + " != x " + ShapeToString(x.shape));
-  }
+  shape_plan::CheckSameShape(x.shape, y.shape);
   Tensor out = internal::Zeros(x.shape);
   for (size_t k = 0; k < x.data.size(); ++k) {
     out.data[k] = x.data[k] / (1.0 + std::exp(-x.data[k])) * y.data[k];

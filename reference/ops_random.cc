@@ -9,6 +9,7 @@
 #include "reference/util.h"
 #include "rules/counter_rng.h"
 #include "rules/dropout_attrs.h"
+#include "rules/shape_plan.h"
 
 namespace spmd::reference::ops {
 
@@ -39,10 +40,7 @@ Tensors dropout(const Tensors& inputs, const Attrs& attrs) {
 // dropout(x) + y: dropout's out and mask, then y added to out.
 Tensors fused_dropout_add(const Tensors& inputs, const Attrs& attrs) {
   internal::CheckArity(inputs, 2);
-  if (inputs[1].shape != inputs[0].shape) {
-    ThrowInvalid(internal::InputField(1, "shape"), "y " + internal::ShapeToString(inputs[1].shape) +
-                                                       " != x " + internal::ShapeToString(inputs[0].shape));
-  }
+  shape_plan::CheckSameShape(inputs[0].shape, inputs[1].shape);
   Tensors out = dropout({inputs[0]}, attrs);
   for (size_t k = 0; k < out[0].data.size(); ++k) out[0].data[k] += inputs[1].data[k];
   return out;

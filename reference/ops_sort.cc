@@ -7,6 +7,7 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
+#include "rules/sort_plan.h"
 
 namespace spmd::reference::ops {
 namespace {
@@ -67,24 +68,15 @@ Tensors SortAlong(const Tensor& x, int64_t axis, int64_t k, bool descending) {
 // out: x sorted along axis (descending: largest first); indices: where each came from.
 Tensors argsort(const Tensors& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
-  const Tensor& x = inputs[0];
-  const int64_t axis = internal::NormalizeAxisOrScalar(attrs.GetInt("axis"), internal::Rank(x), "attrs.axis");
-  const int64_t len = x.shape.empty() ? 1 : x.shape[axis];
-  return SortAlong(x, axis, len, attrs.GetBool("descending"));
+  const sort_plan::SortPlan plan = sort_plan::PlanArgsort(inputs[0].shape, attrs);
+  return SortAlong(inputs[0], plan.axis, plan.k, plan.descending);
 }
 
 // The k largest (largest false: smallest) along axis, best first.
 Tensors topk(const Tensors& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
-  const Tensor& x = inputs[0];
-  const int64_t axis = internal::NormalizeAxisOrScalar(attrs.GetInt("axis"), internal::Rank(x), "attrs.axis");
-  const int64_t k = attrs.GetInt("k");
-  const int64_t len = x.shape.empty() ? 1 : x.shape[axis];
-  if (x.shape.empty() && k != 1) ThrowInvalid("attrs.k", "k must be 1 for a 0-d x");
-  if (k < 0 || k > len) {
-    ThrowInvalid("attrs.k", "k " + std::to_string(k) + " outside [0, " + std::to_string(len) + "]");
-  }
-  return SortAlong(x, axis, k, attrs.GetBool("largest"));
+  const sort_plan::SortPlan plan = sort_plan::PlanTopk(inputs[0].shape, attrs);
+  return SortAlong(inputs[0], plan.axis, plan.k, plan.descending);
 }
 
 }  // namespace spmd::reference::ops

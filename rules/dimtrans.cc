@@ -100,44 +100,6 @@ std::vector<DimTrans> ReshapeTransforms(const std::vector<int64_t>& src,
   return out;
 }
 
-std::vector<int64_t> ResolveReshapeTarget(const std::vector<int64_t>& src,
-                                          const std::vector<int64_t>& target,
-                                          const std::string& field) {
-  std::vector<int64_t> shape = target;
-  int inferred = -1;
-  int64_t known = 1, total = 1;
-  for (int64_t s : src) total *= s;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    const std::string at = field + "[" + std::to_string(d) + "]";
-    if (shape[d] == 0) {
-      if (d >= src.size()) ThrowInvalid(at, "0 copies an input dim the input does not have");
-      shape[d] = src[d];
-    } else if (shape[d] == -1) {
-      if (inferred >= 0) ThrowInvalid(at, "only one -1 is allowed");
-      inferred = static_cast<int>(d);
-      continue;
-    } else if (shape[d] < -1) {
-      ThrowInvalid(at, "size " + std::to_string(shape[d]) + " is negative");
-    }
-    if (__builtin_mul_overflow(known, shape[d], &known) || known > (int64_t{1} << 62)) {
-      ThrowInvalid(field, "the target has more than 2^62 elements");
-    }
-  }
-  if (inferred >= 0) {
-    if (known == 0 || total % known != 0) {
-      ThrowInvalid(field, "cannot infer -1: " + std::to_string(total) +
-                              " elements do not divide by " + std::to_string(known));
-    }
-    shape[inferred] = total / known;
-    known *= shape[inferred];
-  }
-  if (known != total) {
-    ThrowInvalid(field, "target has " + std::to_string(known) + " elements, input has " +
-                            std::to_string(total));
-  }
-  return shape;
-}
-
 namespace {
 
 // What one output dim inherits: an input dim and the mesh axes that may move with it,

@@ -59,13 +59,6 @@ struct DimTransSpec {
 std::vector<DimTrans> ReshapeTransforms(const std::vector<int64_t>& src,
                                         const std::vector<int64_t>& tgt);
 
-// Resolves Paddle's target shape (0 copies the source dim, one -1 is inferred) against
-// `src`. Throws SpmdError(kInvalidArgument, field) on two -1, a negative size, or sizes
-// that do not multiply out.
-std::vector<int64_t> ResolveReshapeTarget(const std::vector<int64_t>& src,
-                                          const std::vector<int64_t>& target,
-                                          const std::string& field);
-
 // Forward: the required input (lost shardings removed, flattened groups moved to the
 // leading dim where that divides evenly) and the output. Every partial axis is kept.
 InferResult InferDimTransForward(const DimTransSpec& spec, const Mesh& mesh,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "rules/error.h"
+#include "rules/indexing_plan.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
 #include "rules/vjps.h"
@@ -42,11 +43,6 @@ Attrs LocalizeSelection(const LocalContext& c, int64_t axis) {
   return c.attrs.With(kLocalVocabStart, c.input_offsets[0][static_cast<size_t>(axis)]);
 }
 
-int SelectedAxis(const RuleContext& c) {
-  if (Rank(c) == 0) ThrowInvalid("inputs[0].shape", "x must have rank >= 1");
-  return notation::NormalizeAxis(c.attrs.GetInt("axis"), Rank(c), "attrs.axis");
-}
-
 // The index length of an example: `count`, or 0 when the selected axis has no rows.
 int64_t Ids(int64_t rows, int64_t count) { return rows == 0 ? 0 : count; }
 
@@ -70,8 +66,7 @@ OpDecl one_hot() {
       .Tolerance(ToleranceClass::kExact)
       .Attr("num_classes", AttrKind::kInt, std::nullopt)
       .Einsum([](const RuleContext& c) {
-        const int64_t classes = c.attrs.GetInt("num_classes");
-        if (classes < 1) ThrowInvalid("attrs.num_classes", "num_classes must be >= 1");
+        const int64_t classes = indexing_plan::PlanOneHot(c.input_shapes[0], c.attrs).classes;
         const std::string x = Letters(Rank(c));
         EinsumSpec spec = notation::FromLetters({x}, {});
         Notation out = spec.inputs[0];
@@ -101,20 +96,10 @@ OpDecl roll() {
       .Attr("shifts", AttrKind::kInts, Ints{})
       .Attr("axis", AttrKind::kInts, Ints{})
       .Einsum([](const RuleContext& c) {
-        const int rank = Rank(c);
-        const Ints& shifts = c.attrs.GetInts("shifts");
-        const Ints& axes = c.attrs.GetInts("axis");
-        const std::string letters = Letters(rank);
-        std::string forced;
-        if (axes.empty()) {
-          if (shifts.size() != 1) ThrowInvalid("attrs.shifts", "needs one shift when axis is empty");
-          forced = letters;
-        } else {
-          if (shifts.size() != axes.size()) ThrowInvalid("attrs.shifts", "needs one shift per axis");
-          for (int64_t a : axes) {
-            forced += letters[static_cast<size_t>(notation::NormalizeAxis(a, rank, "attrs.axis"))];
-          }
-        }
+        const indexing_plan::RollPlan plan = indexing_plan::PlanRoll(c.input_shapes[0], c.attrs);
+        const std::string letters = Letters(Rank(c));
+        std::string forced = plan.flat ? letters : "";
+        for (int64_t d : plan.axes) forced += letters[static_cast<size_t>(d)];
         EinsumSpec spec = notation::FromLetters({letters}, {letters}, forced);
         spec.accept = PartialAcceptance::kAnyOp;
         return spec;
@@ -131,9 +116,9 @@ OpDecl index_select() {
       .Vjp(vjps::Select)
       .Attr("axis", AttrKind::kInt, int64_t{0})
       .Einsum([](const RuleContext& c) {
-        const int axis = SelectedAxis(c);
-        if (c.input_shapes[1].size() != 1) ThrowInvalid("inputs[1].shape", "index must be 1-D");
-        return Selection(c, axis, false);
+        const indexing_plan::SelectPlan plan =
+            indexing_plan::PlanIndexSelect(c.input_shapes[0], c.input_shapes[1], c.attrs);
+        return Selection(c, static_cast<int>(plan.axis), false);
       })
       .Values(SelectionValues)
       .Localize([](const LocalContext& c) {
@@ -155,9 +140,9 @@ OpDecl gather() {
       .Vjp(vjps::Select)
       .Attr("axis", AttrKind::kInt, int64_t{0})
       .Einsum([](const RuleContext& c) {
-        const int axis = SelectedAxis(c);
-        if (c.input_shapes[1].size() > 1) ThrowInvalid("inputs[1].shape", "index must be 0-D or 1-D");
-        return Selection(c, axis, c.input_shapes[1].empty());
+        const indexing_plan::SelectPlan plan =
+            indexing_plan::PlanGather(c.input_shapes[0], c.input_shapes[1], c.attrs);
+        return Selection(c, static_cast<int>(plan.axis), plan.drop_dim);
       })
       .Values(SelectionValues)
       .Localize([](const LocalContext& c) {
@@ -183,28 +168,20 @@ OpDecl pad() {
       .Attr("pad_value", AttrKind::kFloat, 0.0)
       .Einsum([](const RuleContext& c) {
         const int rank = Rank(c);
+        const Shape out_shape = indexing_plan::PlanPad(c.input_shapes[0], c.attrs);  // the rule sees no dtype
         const Ints& paddings = c.attrs.GetInts("paddings");
-        if (paddings.size() != 2 * static_cast<size_t>(rank)) {
-          ThrowInvalid("attrs.paddings", "needs two entries (before, after) per dim of x");
-        }
         const std::string x = Letters(rank);
         EinsumSpec spec = notation::FromLetters({x}, {});
         Notation out;
         for (int d = 0; d < rank; ++d) {
           const int64_t before = paddings[2 * static_cast<size_t>(d)];
           const int64_t after = paddings[2 * static_cast<size_t>(d) + 1];
-          if (before < 0 || after < 0) ThrowInvalid("attrs.paddings", "paddings must be >= 0");
-          const int64_t size = c.input_shapes[0][static_cast<size_t>(d)];
           if (before == 0 && after == 0) {
             out.push_back(spec.inputs[0][static_cast<size_t>(d)]);
             continue;
           }
-          int64_t grown = 0;
-          if (__builtin_add_overflow(size, before, &grown) || __builtin_add_overflow(grown, after, &grown)) {
-            ThrowInvalid("attrs.paddings", "the padded size overflows");
-          }
           spec.forced_replicated.push_back(spec.inputs[0][static_cast<size_t>(d)]);
-          const FactorId padded = spec.AddFactor(grown);
+          const FactorId padded = spec.AddFactor(out_shape[static_cast<size_t>(d)]);
           spec.forced_replicated.push_back(padded);
           out.push_back(padded);
         }
@@ -226,9 +203,7 @@ OpDecl swiglu() {
       .Tolerance(ToleranceClass::kPointwise)
       .Vjp(vjps::Swiglu)
       .Einsum([](const RuleContext& c) {
-        if (c.input_shapes[1] != c.input_shapes[0]) {
-          ThrowInvalid("inputs[1].shape", "y must have x's shape");
-        }
+        shape_plan::CheckSameShape(c.input_shapes[0], c.input_shapes[1]);
         return notation::Elementwise(c.input_shapes);
       })
       .Examples(notation::FromSignatures({{{"ab", "ab"}}, {{"a1", "a1"}}}));

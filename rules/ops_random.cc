@@ -10,6 +10,7 @@
 #include "rules/error.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
+#include "rules/shape_plan.h"
 #include "rules/vjps.h"
 
 namespace spmd::declare {
@@ -71,8 +72,8 @@ OpDecl fused_dropout_add() {
       .Attr("seed", AttrKind::kInt, int64_t{0})
       .Attr("fix_seed", AttrKind::kBool, false)
       .Einsum([](const RuleContext& c) {
+        shape_plan::CheckSameShape(c.input_shapes[0], c.input_shapes[1]);
         dropout::ReadDropoutAttrs(c.attrs);
-        if (c.input_shapes[1] != c.input_shapes[0]) ThrowInvalid("inputs[1].shape", "y must have x's shape");
         const std::string letters = notation::Letters(static_cast<int>(c.input_shapes[0].size()));
         return notation::FromLetters({letters, letters}, {letters, letters});
       })

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "rules/error.h"
+#include "rules/indexing_plan.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
 #include "rules/vjps.h"
@@ -19,19 +20,6 @@ using notation::Letters;
 using notation::MakeAttrs;
 
 int Rank(const RuleContext& c, size_t i) { return static_cast<int>(c.input_shapes[i].size()); }
-
-// The index depth K of gather_nd / scatter_nd_add: index's last dim, at most rank(x).
-// The index must have rank >= 1.
-int IndexDepth(const RuleContext& c) {
-  const Shape& index = c.input_shapes[1];
-  if (index.empty()) ThrowInvalid("inputs[1].shape", "index must have rank >= 1");
-  const int64_t depth = index.back();
-  if (depth > Rank(c, 0)) {
-    ThrowInvalid("inputs[1].shape", "index's last dim " + std::to_string(depth) +
-                                        " exceeds the rank of x (" + std::to_string(Rank(c, 0)) + ")");
-  }
-  return static_cast<int>(depth);
-}
 
 // Ids of an index into x's first `depth` dims: in [0, the smallest of those dims), so that
 // every column is in range (the generators have one bound per input).
@@ -59,7 +47,7 @@ OpDecl gather_nd() {
       .Tolerance(ToleranceClass::kExact)
       .Vjp(vjps::GatherNd)
       .Einsum([](const RuleContext& c) {
-        const int depth = IndexDepth(c);
+        const int depth = static_cast<int>(indexing_plan::PlanGatherNd(c.input_shapes[0], c.input_shapes[1]).depth);
         const int x_rank = Rank(c, 0);
         const int batch = Rank(c, 1) - 1;
         const std::string x = Letters(x_rank);
@@ -92,9 +80,7 @@ OpDecl scatter() {
       .Vjp(vjps::Scatter)
       .Attr("overwrite", AttrKind::kBool, true)
       .Einsum([](const RuleContext& c) {
-        if (Rank(c, 0) == 0) ThrowInvalid("inputs[0].shape", "x must have rank >= 1");
-        if (Rank(c, 1) != 1) ThrowInvalid("inputs[1].shape", "index must be 1-D");
-        if (Rank(c, 2) != Rank(c, 0)) ThrowInvalid("inputs[2].shape", "updates must have x's rank");
+        indexing_plan::PlanScatter(c.input_shapes[0], c.input_shapes[1], c.input_shapes[2], c.attrs);
         const std::string x = Letters(Rank(c, 0));
         const std::string n(1, static_cast<char>('a' + Rank(c, 0)));
         return notation::FromLetters({x, n, n + x.substr(1)}, {x}, n);
@@ -123,7 +109,8 @@ OpDecl scatter_nd_add() {
       .Tolerance(ToleranceClass::kSumOfProducts)
       .Vjp(vjps::ScatterNdAdd)
       .Einsum([](const RuleContext& c) {
-        const int depth = IndexDepth(c);
+        const int depth = static_cast<int>(
+            indexing_plan::PlanScatterNdAdd(c.input_shapes[0], c.input_shapes[1], c.input_shapes[2]).depth);
         const int x_rank = Rank(c, 0);
         const int batch = Rank(c, 1) - 1;
         if (x_rank + batch + 1 > 26) ThrowUnsupported("inputs", "more than 26 dims in all");
@@ -131,10 +118,6 @@ OpDecl scatter_nd_add() {
         const std::string b = Letters(batch, static_cast<char>('a' + x_rank));
         const std::string k(1, static_cast<char>('a' + x_rank + batch));
         const std::string tail = x.substr(static_cast<size_t>(depth));
-        if (Rank(c, 2) != batch + x_rank - depth) {
-          ThrowInvalid("inputs[2].shape", "updates must have rank " + std::to_string(batch + x_rank - depth) +
-                                              " (index.shape[:-1] + x.shape[K:])");
-        }
         return notation::FromLetters({x, b + k, b + tail}, {x}, x.substr(0, static_cast<size_t>(depth)) + b + k);
       })
       .Values([](const RuleContext& c) {

@@ -10,15 +10,11 @@
 #include "rules/layout.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
+#include "rules/shape_plan.h"
 #include "rules/vjps.h"
 
 namespace spmd::declare {
 namespace {
-
-// The most outputs one split, split_with_num or unbind makes. Each output is a tensor of
-// its own in the answer; a caller asking for more is hostile or mistaken, and answering it
-// costs time per output (Unsupported, SEMANTICS.md §10).
-constexpr int64_t kMaxSplitOutputs = 4096;
 
 using notation::FromSignatures;
 using notation::Ints;
@@ -173,7 +169,7 @@ OpDecl reshape() {
       .Attr("shape", AttrKind::kInts, std::nullopt)
       .DimTrans([](const RuleContext& c) {
         const Shape& src = c.input_shapes[0];
-        return Reshape(src, ResolveReshapeTarget(src, c.attrs.GetInts("shape"), "attrs.shape"));
+        return Reshape(src, shape_plan::PlanReshape(src, c.attrs));
       })
       .Localize(LocalOutputShape("shape"))
       .Examples([](const SizePalette& p) {
@@ -198,17 +194,11 @@ OpDecl flatten() {
       .Attr("stop_axis", AttrKind::kInt, int64_t{-1})
       .DimTrans([](const RuleContext& c) {
         const Shape& src = c.input_shapes[0];
-        if (src.empty()) return Reshape(src, {1});
+        const shape_plan::FlattenPlan plan = shape_plan::PlanFlatten(src, c.attrs);
+        if (src.empty()) return Reshape(src, plan.out);
         const int rank = Rank(c);
-        const int start = notation::NormalizeAxis(c.attrs.GetInt("start_axis"), rank, "attrs.start_axis");
-        const int stop = notation::NormalizeAxis(c.attrs.GetInt("stop_axis"), rank, "attrs.stop_axis");
-        if (start > stop) ThrowInvalid("attrs.start_axis", "start_axis is after stop_axis");
-        Shape tgt(src.begin(), src.begin() + start);
-        int64_t merged = 1;
-        for (int d = start; d <= stop; ++d) merged *= src[d];
-        tgt.push_back(merged);
-        tgt.insert(tgt.end(), src.begin() + stop + 1, src.end());
-        DimTransSpec spec = Reshape(src, tgt);
+        const int start = static_cast<int>(plan.start), stop = static_cast<int>(plan.stop);
+        DimTransSpec spec = Reshape(src, plan.out);
         if (std::find(src.begin(), src.end(), 0) != src.end()) return spec;
         // Not the two-pointer walk: it would pair size-1 dims one-to-one across the range
         // ([1,1,1] -> [1,1] keeps dim 1 as out dim 1), while a shard's flatten merges the
@@ -234,12 +224,8 @@ OpDecl squeeze() {
       .Vjp(vjps::ReshapeBack)
       .Attr("axis", AttrKind::kInts, std::vector<int64_t>{})
       .Einsum([](const RuleContext& c) {
-        const Shape& x = c.input_shapes[0];
         const int rank = Rank(c);
-        std::vector<bool> drop(rank, false);
-        const auto& axis = c.attrs.GetInts("axis");
-        for (int d = 0; d < rank; ++d) drop[d] = axis.empty() && x[d] == 1;
-        for (int d : notation::NormalizeAxes(axis, rank, "attrs.axis")) drop[d] = x[d] == 1;
+        const std::vector<bool> drop = shape_plan::PlanSqueeze(c.input_shapes[0], c.attrs).drop;
         std::string in = Letters(rank), out;
         for (int d = 0; d < rank; ++d) {
           if (drop[d]) {
@@ -276,10 +262,8 @@ OpDecl unsqueeze() {
       .Attr("axis", AttrKind::kInts, std::nullopt)
       .Einsum([](const RuleContext& c) {
         const int rank = Rank(c);
-        const auto& axis = c.attrs.GetInts("axis");
-        const int out_rank = rank + static_cast<int>(axis.size());
-        std::vector<bool> added(out_rank, false);
-        for (int d : notation::NormalizeAxes(axis, out_rank, "attrs.axis")) added[d] = true;
+        const std::vector<bool> added = shape_plan::PlanUnsqueeze(c.input_shapes[0], c.attrs).added;
+        const int out_rank = static_cast<int>(added.size());
         const std::string letters = Letters(rank);
         std::string out;
         size_t next = 0;
@@ -298,16 +282,9 @@ OpDecl transpose() {
       .Vjp(vjps::Transpose)
       .Attr("perm", AttrKind::kInts, std::nullopt)
       .Einsum([](const RuleContext& c) {
-        const int rank = Rank(c);
-        const auto& perm = c.attrs.GetInts("perm");
-        if (static_cast<int>(perm.size()) != rank) {
-          ThrowInvalid("attrs.perm", "has " + std::to_string(perm.size()) +
-                                         " entries for rank " + std::to_string(rank));
-        }
-        const std::vector<int> axes = notation::NormalizeAxes(perm, rank, "attrs.perm");
-        const std::string letters = Letters(rank);
+        const std::string letters = Letters(Rank(c));
         std::string out;
-        for (int d : axes) out.push_back(letters[d]);
+        for (int64_t d : shape_plan::PlanTranspose(c.input_shapes[0], c.attrs).perm) out.push_back(letters[d]);
         EinsumSpec spec = notation::FromLetters({letters}, {out});
         spec.accept = PartialAcceptance::kAnyOp;
         return spec;
@@ -323,35 +300,11 @@ OpDecl split() {
       .Attr("sections", AttrKind::kInts, std::nullopt)
       .Attr("axis", AttrKind::kInt, int64_t{0})
       .Einsum([](const RuleContext& c) {
-        const int rank = Rank(c);
-        const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
-        const auto& sections = c.attrs.GetInts("sections");
-        if (sections.empty()) ThrowInvalid("attrs.sections", "is empty");
-        if (static_cast<int64_t>(sections.size()) > kMaxSplitOutputs) {
-          ThrowUnsupported("attrs.sections", "split into " + std::to_string(sections.size()) +
-                                                 " outputs (at most " +
-                                                 std::to_string(kMaxSplitOutputs) + ")");
-        }
-        int64_t known = 0, inferred = 0;
-        for (int64_t s : sections) {
-          if (s == -1) {
-            ++inferred;
-          } else if (s < 0) {
-            ThrowInvalid("attrs.sections", "section " + std::to_string(s) + " is negative");
-          } else if (__builtin_add_overflow(known, s, &known)) {
-            ThrowInvalid("attrs.sections", "sections overflow");
-          }
-        }
-        const int64_t size = c.input_shapes[0][axis];
-        if (inferred > 1) ThrowInvalid("attrs.sections", "only one -1 is allowed");
-        if (inferred == 0 ? known != size : known > size) {
-          ThrowInvalid("attrs.sections", "sections sum to " + std::to_string(known) +
-                                             ", the dim has size " + std::to_string(size));
-        }
+        const shape_plan::SplitPlan plan = shape_plan::PlanSplit(c.input_shapes[0], c.attrs);
         // Each piece its own factor: the pieces' sizes differ.
-        EinsumSpec spec = FreshAxis(c, axis);
-        for (int64_t s : sections) {
-          spec.outputs.push_back(WithFreshDim(spec, axis, s == -1 ? size - known : s));
+        EinsumSpec spec = FreshAxis(c, static_cast<int>(plan.axis));
+        for (int64_t size : plan.sizes) {
+          spec.outputs.push_back(WithFreshDim(spec, static_cast<int>(plan.axis), size));
         }
         return spec;
       })
@@ -369,21 +322,11 @@ OpDecl split_with_num() {
       .Attr("num", AttrKind::kInt, std::nullopt)
       .Attr("axis", AttrKind::kInt, int64_t{0})
       .Einsum([](const RuleContext& c) {
-        const int rank = Rank(c);
-        const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
-        const int64_t num = c.attrs.GetInt("num");
-        if (num > kMaxSplitOutputs) {
-          ThrowUnsupported("attrs.num", "split into more than " +
-                                            std::to_string(kMaxSplitOutputs) + " outputs");
-        }
-        if (num <= 0 || c.input_shapes[0][axis] % num != 0) {
-          ThrowInvalid("attrs.num", "size " + std::to_string(c.input_shapes[0][axis]) +
-                                        " does not split into " + std::to_string(num) +
-                                        " equal pieces");
-        }
+        const shape_plan::SplitPlan plan = shape_plan::PlanSplitWithNum(c.input_shapes[0], c.attrs);
+        const int axis = static_cast<int>(plan.axis);
         EinsumSpec spec = FreshAxis(c, axis);
-        const Notation out = WithFreshDim(spec, axis, c.input_shapes[0][axis] / num);
-        spec.outputs.assign(static_cast<size_t>(num), out);
+        const Notation out = WithFreshDim(spec, axis, plan.sizes[0]);
+        spec.outputs.assign(plan.sizes.size(), out);
         return spec;
       })
       .Examples([](const SizePalette& p) {
@@ -398,12 +341,8 @@ OpDecl unbind() {
       .Vjp(vjps::Unbind)
       .Attr("axis", AttrKind::kInt, int64_t{0})
       .Einsum([](const RuleContext& c) {
-        const int rank = Rank(c);
-        const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
-        if (c.input_shapes[0][axis] > kMaxSplitOutputs) {
-          ThrowUnsupported("inputs[0].shape", "unbind into more than " +
-                                                  std::to_string(kMaxSplitOutputs) + " outputs");
-        }
+        const shape_plan::SplitPlan plan = shape_plan::PlanUnbind(c.input_shapes[0], c.attrs);
+        const int axis = static_cast<int>(plan.axis);
         EinsumSpec spec = FreshAxis(c, axis);
         Notation out = spec.inputs[0];
         out.erase(out.begin() + axis);
@@ -415,19 +354,11 @@ OpDecl unbind() {
 
 OpDecl concat() {
   auto notation = [](const RuleContext& c) {
-    const int rank = Rank(c);
-    if (rank == 0) ThrowInvalid("inputs[0].shape", "concat needs rank >= 1");
-    const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
-    int64_t total = 0;
-    for (size_t i = 0; i < c.input_shapes.size(); ++i) {
-      const Shape& s = c.input_shapes[i];
-      if (static_cast<int>(s.size()) != rank) continue;  // BindFactorSizes names the input
-      if (__builtin_add_overflow(total, s[axis], &total)) {
-        ThrowInvalid("inputs[" + std::to_string(i) + "].shape", "the concat dim overflows");
-      }
-    }
+    // The rule sees no dtypes: the plan checks the shapes only.
+    const shape_plan::ConcatPlan plan = shape_plan::PlanConcat(c.input_shapes, {}, c.attrs);
+    const int axis = static_cast<int>(plan.axis);
     EinsumSpec spec = FreshAxis(c, axis);
-    spec.outputs.push_back(WithFreshDim(spec, axis, total));
+    spec.outputs.push_back(WithFreshDim(spec, axis, plan.out[axis]));
     return spec;
   };
   return OpBuilder("concat").VariadicInputs("x").Outputs({"out"})
@@ -436,7 +367,7 @@ OpDecl concat() {
       .Attr("axis", AttrKind::kInt, int64_t{0})
       .Einsum(notation)
       .Forward([](const RuleContext& c, const Mesh& mesh, const std::vector<DistAttr>& in) {
-        const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), Rank(c), "attrs.axis");
+        const int axis = static_cast<int>(shape_plan::PlanConcat(c.input_shapes, {}, c.attrs).axis);
         return ConcatCost(c, mesh, in, axis, -1);
       })
       .Examples([](const SizePalette& p) {
@@ -449,7 +380,7 @@ OpDecl concat() {
 OpDecl stack() {
   auto notation = [](const RuleContext& c) {
     const int rank = Rank(c);
-    const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank + 1, "attrs.axis");
+    const int axis = static_cast<int>(shape_plan::PlanStack(c.input_shapes, {}, c.attrs).axis);
     EinsumSpec spec = notation::FromLetters(
         std::vector<std::string>(c.input_shapes.size(), Letters(rank)), {Letters(rank)});
     const FactorId stacked = spec.AddFactor(static_cast<int64_t>(c.input_shapes.size()));
@@ -463,7 +394,7 @@ OpDecl stack() {
       .Attr("axis", AttrKind::kInt, int64_t{0})
       .Einsum(notation)
       .Forward([](const RuleContext& c, const Mesh& mesh, const std::vector<DistAttr>& in) {
-        const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), Rank(c) + 1, "attrs.axis");
+        const int axis = static_cast<int>(shape_plan::PlanStack(c.input_shapes, {}, c.attrs).axis);
         return ConcatCost(c, mesh, in, -1, axis);
       })
       .Examples(FromSignatures({{{"ab", "ab"}}, {{"ab", "ab", "ab"}, MakeAttrs({{"axis", int64_t{2}}})}}));
@@ -481,24 +412,10 @@ OpDecl slice() {
       .Einsum([](const RuleContext& c) {
         const Shape& x = c.input_shapes[0];
         const int rank = Rank(c);
-        const auto& starts = c.attrs.GetInts("starts");
-        const auto& ends = c.attrs.GetInts("ends");
-        const std::vector<int> axes = notation::NormalizeAxes(c.attrs.GetInts("axes"), rank, "attrs.axes");
-        if (starts.size() != axes.size()) ThrowInvalid("attrs.starts", "needs one entry per axis");
-        if (ends.size() != axes.size()) ThrowInvalid("attrs.ends", "needs one entry per axis");
-        std::vector<int64_t> size(x.begin(), x.end());
-        std::vector<bool> sliced(rank, false);
-        for (size_t k = 0; k < axes.size(); ++k) {
-          const int d = axes[k];
-          auto clamp = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + x[d] : v, 0, x[d]); };
-          size[d] = std::max<int64_t>(0, clamp(ends[k]) - clamp(starts[k]));
-          sliced[d] = true;
-        }
-        std::vector<bool> drop(rank, false);
-        for (int d : notation::NormalizeAxes(c.attrs.GetInts("decrease_axis"), rank, "attrs.decrease_axis")) {
-          if (size[d] != 1) ThrowInvalid("attrs.decrease_axis", "dim " + std::to_string(d) + " does not have size 1 after slicing");
-          drop[d] = true;
-        }
+        const shape_plan::SlicePlan plan = shape_plan::PlanSlice(x, c.attrs);
+        const std::vector<int64_t>& size = plan.sliced;
+        const std::vector<bool>& drop = plan.drop;
+        const std::vector<bool>& sliced = plan.listed;
         EinsumSpec spec = notation::FromLetters({Letters(rank)}, {""});
         for (int d = 0; d < rank; ++d) {
           FactorId out = d;  // input dim d is factor d
@@ -523,12 +440,9 @@ OpDecl tile() {
       .Attr("repeat_times", AttrKind::kInts, std::nullopt)
       .Einsum([](const RuleContext& c) {
         const int rank = Rank(c);
-        std::vector<int64_t> repeat = c.attrs.GetInts("repeat_times");
-        for (int64_t r : repeat) {
-          if (r < 0) ThrowInvalid("attrs.repeat_times", "entry " + std::to_string(r) + " is negative");
-        }
-        const int out_rank = std::max<int>(rank, static_cast<int>(repeat.size()));
-        repeat.insert(repeat.begin(), out_rank - repeat.size(), 1);
+        const shape_plan::TilePlan plan = shape_plan::PlanTile(c.input_shapes[0], c.attrs);
+        const std::vector<int64_t>& repeat = plan.repeats;
+        const int out_rank = static_cast<int>(plan.out.size());
         EinsumSpec spec = notation::FromLetters({Letters(rank)}, {""});
         for (int p = 0; p < out_rank; ++p) {
           const int d = p - (out_rank - rank);  // the input dim at p (factor d), or < 0 for a new dim
@@ -536,11 +450,7 @@ OpDecl tile() {
             spec.outputs[0].push_back(d);
             continue;
           }
-          int64_t size = repeat[p];
-          if (d >= 0 && __builtin_mul_overflow(repeat[p], c.input_shapes[0][d], &size)) {
-            ThrowInvalid("attrs.repeat_times", "entry " + std::to_string(p) + " overflows the dim");
-          }
-          const FactorId tiled = spec.AddFactor(size);
+          const FactorId tiled = spec.AddFactor(plan.out[p]);
           spec.outputs[0].push_back(tiled);
           spec.forced_replicated.push_back(tiled);
           if (d >= 0) spec.forced_replicated.push_back(d);
@@ -553,12 +463,11 @@ OpDecl tile() {
 
 namespace {
 
-// expand / expand_as: broadcast x to `target` (right-aligned; -1 keeps the input dim).
-// Expanded (1 -> n) and new dims get fresh, replicated letters.
-EinsumSpec Expand(const Shape& x, const std::vector<int64_t>& target, const std::string& field) {
+// expand / expand_as: broadcast x to the planned `target` (right-aligned, each x dim
+// equal or 1). Expanded (1 -> n) and new dims get fresh, replicated letters.
+EinsumSpec Expand(const Shape& x, const std::vector<int64_t>& target) {
   const int rank = static_cast<int>(x.size());
   const int out_rank = static_cast<int>(target.size());
-  if (out_rank < rank) ThrowInvalid(field, "has fewer dims than the input");
   EinsumSpec spec = notation::FromLetters({Letters(rank)}, {""});
   Notation& in = spec.inputs[0];  // dim d is factor d
   Notation& out = spec.outputs[0];
@@ -571,19 +480,13 @@ EinsumSpec Expand(const Shape& x, const std::vector<int64_t>& target, const std:
     const int d = p - (out_rank - rank);
     const int64_t t = target[p];
     if (d < 0) {
-      if (t < 0) ThrowInvalid(field, "a new dim cannot be -1");
       out.push_back(fresh(t));
-      continue;
-    }
-    if (t == -1 || t == x[d]) {
+    } else if (t == x[d]) {
       if (x[d] == 1) in[d] = kBroadcastDim;
       out.push_back(in[d]);
-    } else if (x[d] == 1 && t >= 0) {
+    } else {  // x[d] == 1
       in[d] = kBroadcastDim;
       out.push_back(fresh(t));
-    } else {
-      ThrowInvalid(field, "cannot expand dim " + std::to_string(d) + " of size " +
-                              std::to_string(x[d]) + " to " + std::to_string(t));
     }
   }
   return spec;
@@ -597,7 +500,7 @@ OpDecl expand() {
       .Vjp(vjps::Expand)
       .Attr("shape", AttrKind::kInts, std::nullopt)
       .Einsum([](const RuleContext& c) {
-        return Expand(c.input_shapes[0], c.attrs.GetInts("shape"), "attrs.shape");
+        return Expand(c.input_shapes[0], shape_plan::PlanExpand(c.input_shapes[0], c.attrs));
       })
       .Localize(LocalOutputShape("shape"))
       .Examples([](const SizePalette& p) {
@@ -613,9 +516,8 @@ OpDecl expand_as() {
       .Vjp(vjps::Expand)
       .Attr("target_shape", AttrKind::kInts, std::vector<int64_t>{})
       .Einsum([](const RuleContext& c) {
-        const auto& given = c.attrs.GetInts("target_shape");
-        const Shape& target = given.empty() ? c.input_shapes[1] : given;
-        EinsumSpec spec = Expand(c.input_shapes[0], target, "attrs.target_shape");
+        EinsumSpec spec = Expand(c.input_shapes[0],
+                                 shape_plan::PlanExpandAs(c.input_shapes[0], c.input_shapes[1], c.attrs));
         Notation y;  // y's values are not read: its own factors, kept as given
         for (size_t d = 0; d < c.input_shapes[1].size(); ++d) y.push_back(spec.AddFactor());
         spec.inputs.push_back(y);
@@ -636,7 +538,7 @@ OpBuilder Triangle(const char* name, VjpBuilder vjp) {
       .Vjp(std::move(vjp))
       .Attr("diagonal", AttrKind::kInt, int64_t{0})
       .Einsum([name = std::string(name)](const RuleContext& c) {
-        if (c.input_shapes[0].size() < 2) ThrowInvalid("inputs[0].shape", name + " needs rank >= 2");
+        (void)shape_plan::PlanTriangle(c.input_shapes[0], c.attrs, name, false);
         const std::string letters = Letters(Rank(c));
         EinsumSpec spec = notation::FromLetters({letters}, {letters});
         spec.accept = PartialAcceptance::kAnyOp;  // a mask: every reduce op of 0s is 0

@@ -9,6 +9,7 @@
 #include "rules/error.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
+#include "rules/sort_plan.h"
 #include "rules/vjps.h"
 
 namespace spmd::declare {
@@ -18,11 +19,6 @@ using notation::Letters;
 using notation::MakeAttrs;
 
 int Rank(const RuleContext& c) { return static_cast<int>(c.input_shapes[0].size()); }
-
-// The sorted axis in [0, rank), or -1 for a 0-d x (which accepts axis 0 and -1).
-int SortedAxis(const RuleContext& c) {
-  return notation::NormalizeAxisOrScalar(c.attrs.GetInt("axis"), Rank(c), "attrs.axis");
-}
 
 }  // namespace
 
@@ -37,9 +33,9 @@ OpDecl argsort() {
       .Attr("descending", AttrKind::kBool, false)
       .Attr("stable", AttrKind::kBool, false)
       .Einsum([](const RuleContext& c) {
-        const int axis = SortedAxis(c);
+        const sort_plan::SortPlan plan = sort_plan::PlanArgsort(c.input_shapes[0], c.attrs);
         const std::string x = Letters(Rank(c));
-        return notation::FromLetters({x}, {x, x}, axis >= 0 ? x.substr(static_cast<size_t>(axis), 1) : "");
+        return notation::FromLetters({x}, {x, x}, plan.scalar ? "" : x.substr(static_cast<size_t>(plan.axis), 1));
       })
       .Examples(notation::FromSignatures(
           {{{"abc"}, MakeAttrs({{"axis", int64_t{1}}})},
@@ -60,18 +56,11 @@ OpDecl topk() {
       .Attr("largest", AttrKind::kBool, true)
       .Attr("sorted", AttrKind::kBool, true)
       .Einsum([](const RuleContext& c) {
-        const int axis = SortedAxis(c);
-        const int64_t k = c.attrs.GetInt("k");
+        const sort_plan::SortPlan plan = sort_plan::PlanTopk(c.input_shapes[0], c.attrs);
         const std::string x = Letters(Rank(c));
-        if (axis < 0) {
-          if (k != 1) ThrowInvalid("attrs.k", "k must be 1 for a 0-d x, got " + std::to_string(k));
-          return notation::FromLetters({x}, {x, x});
-        }
-        const int64_t n = c.input_shapes[0][static_cast<size_t>(axis)];
-        if (k < 0 || k > n) {
-          ThrowInvalid("attrs.k", "k " + std::to_string(k) + " outside [0, " + std::to_string(n) +
-                                      "] (the size of the sorted axis)");
-        }
+        if (plan.scalar) return notation::FromLetters({x}, {x, x});
+        const size_t axis = static_cast<size_t>(plan.axis);
+        const int64_t k = plan.k;
         EinsumSpec spec = notation::FromLetters({x}, {}, x.substr(static_cast<size_t>(axis), 1));
         Notation out = spec.inputs[0];
         const FactorId picked = spec.AddFactor(k);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/internal.h"
+#include "rules/indexing_plan.h"
 
 namespace spmd::kernels::cpu {
 namespace {
@@ -71,17 +72,10 @@ Tensors Select(const TensorArgs& inputs, const Attrs& attrs, bool allow_0d) {
   CheckArity(inputs, 2);
   const Tensor& x = inputs[0];
   const Tensor& index = inputs[1];
-  if (x.rank() == 0) ThrowInvalid(InputField(0, "shape"), "x must have rank >= 1");
-  const int64_t axis = internal::NormalizeAxis(attrs.GetInt("axis"), x.rank(), "attrs.axis");
-  const bool drop_dim = index.rank() == 0;
-  if (index.rank() > 1 || (drop_dim && !allow_0d)) {
-    ThrowInvalid(InputField(1, "shape"), "index " + ShapeToString(index.shape()) + " must be " +
-                                             (allow_0d ? "0-D or 1-D" : "1-D"));
-  }
-  const bool sharded = attrs.Has(kLocalVocabStart);
-  const int64_t start = sharded ? attrs.GetInt(kLocalVocabStart) : 0;
-  if (start < 0) ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "negative row offset");
-  const AxisView v = internal::ViewAlong(x.shape(), axis);
+  const indexing_plan::SelectPlan plan = indexing_plan::PlanSelect(x.shape(), index.shape(), attrs, allow_0d);
+  const bool sharded = plan.sharded;
+  const int64_t start = plan.start;
+  const AxisView v = internal::ViewAlong(x.shape(), plan.axis);
   const std::string field = InputField(1, "data");
   const std::vector<int64_t> ids = ReadIds(index, field);
   for (int64_t id : ids) {
@@ -89,13 +83,7 @@ Tensors Select(const TensorArgs& inputs, const Attrs& attrs, bool allow_0d) {
       ThrowInvalid(field, "id " + std::to_string(id) + " outside [0, " + std::to_string(v.len) + ")");
     }
   }
-  Shape out_shape = x.shape();
-  if (drop_dim) {
-    out_shape.erase(out_shape.begin() + axis);
-  } else {
-    out_shape[axis] = static_cast<int64_t>(ids.size());
-  }
-  Tensor out = NewOutput(out_shape, x.dtype());
+  Tensor out = NewOutput(plan.out, x.dtype());
   const size_t row = static_cast<size_t>(v.inner) * x.element_size();
   const int64_t k_count = static_cast<int64_t>(ids.size());
   if (row == 0 || out.numel() == 0) return {std::move(out)};
@@ -118,13 +106,11 @@ Tensors Select(const TensorArgs& inputs, const Attrs& attrs, bool allow_0d) {
 
 Tensors one_hot(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
-  const int64_t classes = attrs.GetInt("num_classes");
-  if (classes < 1) ThrowInvalid("attrs.num_classes", "num_classes must be >= 1");
+  const indexing_plan::OneHotPlan plan = indexing_plan::PlanOneHot(inputs[0].shape(), attrs);
+  const int64_t classes = plan.classes;
   const std::string field = InputField(0, "data");
   const std::vector<int64_t> ids = ReadIds(inputs[0], field);
-  Shape out_shape = inputs[0].shape();
-  out_shape.push_back(classes);
-  Tensor out = NewOutput(out_shape, DType::kFloat32, /*zero=*/true);
+  Tensor out = NewOutput(plan.out, DType::kFloat32, /*zero=*/true);
   float* o = out.data<float>();
   for (size_t t = 0; t < ids.size(); ++t) {
     if (ids[t] < 0 || ids[t] >= classes) {
@@ -139,21 +125,19 @@ Tensors one_hot(const TensorArgs& inputs, const Attrs& attrs) {
 Tensors roll(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
   const Tensor& x = inputs[0];
+  const indexing_plan::RollPlan plan = indexing_plan::PlanRoll(x.shape(), attrs);
   const std::vector<int64_t>& shifts = attrs.GetInts("shifts");
-  const std::vector<int64_t>& axes = attrs.GetInts("axis");
   const size_t es = x.element_size();
-  if (axes.empty()) {
-    if (shifts.size() != 1) ThrowInvalid("attrs.shifts", "needs one shift when axis is empty");
+  if (plan.flat) {
     Tensor out = NewOutput(x.shape(), x.dtype());
     if (x.numel() == 0) return {std::move(out)};
     const AxisView flat{1, x.numel(), 1};
     RotateInto(x.bytes(), out.bytes(), flat, Mod(shifts[0], x.numel()), es);
     return {std::move(out)};
   }
-  if (shifts.size() != axes.size()) ThrowInvalid("attrs.shifts", "needs one shift per axis");
   std::vector<int64_t> total(static_cast<size_t>(x.rank()), 0);
-  for (size_t k = 0; k < axes.size(); ++k) {
-    const int64_t d = internal::NormalizeAxis(axes[k], x.rank(), "attrs.axis");
+  for (size_t k = 0; k < plan.axes.size(); ++k) {
+    const int64_t d = plan.axes[k];
     const int64_t n = x.shape()[d];
     if (n > 0) total[d] = Mod(total[d] + Mod(shifts[k], n), n);
   }
@@ -176,21 +160,8 @@ Tensors pad(const TensorArgs& inputs, const Attrs& attrs) {
   const std::vector<int64_t>& paddings = attrs.GetInts("paddings");
   const double value = attrs.GetFloat("pad_value");
   const int64_t rank = x.rank();
-  if (paddings.size() != 2 * static_cast<size_t>(rank)) {
-    ThrowInvalid("attrs.paddings", "needs two entries (before, after) per dim of x");
-  }
-  Shape out_shape = x.shape();
-  for (int64_t d = 0; d < rank; ++d) {
-    const int64_t before = paddings[2 * d], after = paddings[2 * d + 1];
-    if (before < 0 || after < 0) ThrowInvalid("attrs.paddings", "paddings must be >= 0");
-    if (__builtin_add_overflow(out_shape[d], before, &out_shape[d]) ||
-        __builtin_add_overflow(out_shape[d], after, &out_shape[d])) {
-      ThrowInvalid("attrs.paddings", "the padded size overflows");
-    }
-  }
-  if (x.dtype() == DType::kInt64 && !(std::fabs(value) < 9.0e18)) {
-    ThrowInvalid("attrs.pad_value", "out of int64 range");
-  }
+  const DType dtype = x.dtype();
+  const Shape out_shape = indexing_plan::PlanPad(x.shape(), attrs, &dtype);
   Tensor out = NewOutput(out_shape, x.dtype());
   const int64_t n = out.numel();
   // The fill value in x's dtype (pad_value converted, as Paddle); beyond float's range,
@@ -232,10 +203,7 @@ Tensors pad(const TensorArgs& inputs, const Attrs& attrs) {
 
 Tensors swiglu(const TensorArgs& inputs, const Attrs&) {
   CheckArity(inputs, 2);
-  if (inputs[1].shape() != inputs[0].shape()) {
-    ThrowInvalid(InputField(1, "shape"), "y " + ShapeToString(inputs[1].shape()) + " != x " +
-                                             ShapeToString(inputs[0].shape()));
-  }
+  shape_plan::CheckSameShape(inputs[0].shape(), inputs[1].shape());
   return internal::DispatchFloat(internal::ComputeDType(inputs, {0, 1}), [&](auto tag) {
     using T = typename decltype(tag)::type;
     internal::ValuesAs<T> xv(inputs[0]);

@@ -8,6 +8,7 @@
 #include "kernels/cpu/internal.h"
 #include "rules/counter_rng.h"
 #include "rules/dropout_attrs.h"
+#include "rules/shape_plan.h"
 
 namespace spmd::kernels::cpu {
 
@@ -64,10 +65,7 @@ Tensors dropout(const TensorArgs& inputs, const Attrs& attrs) {
 // dropout(x) + y: dropout's kernel on x, then y added in the compute dtype.
 Tensors fused_dropout_add(const TensorArgs& inputs, const Attrs& attrs) {
   internal::CheckArity(inputs, 2);
-  if (inputs[1].shape() != inputs[0].shape()) {
-    ThrowInvalid(internal::InputField(1, "shape"), "y " + ShapeToString(inputs[1].shape()) + " != x " +
-                                                       ShapeToString(inputs[0].shape()));
-  }
+  shape_plan::CheckSameShape(inputs[0].shape(), inputs[1].shape());
   Tensors out = dropout(TensorArgs(std::vector<const Tensor*>{&inputs[0]}), attrs);
   const DType dtype = internal::ComputeDType(inputs, {0, 1});
   return internal::DispatchFloat(dtype, [&](auto tag) {

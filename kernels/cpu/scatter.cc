@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/internal.h"
+#include "rules/indexing_plan.h"
 
 namespace spmd::kernels::cpu {
 namespace {
@@ -41,21 +42,11 @@ std::vector<int64_t> Ids(const Tensor& t, const std::string& field, int64_t boun
   return ids;
 }
 
-int64_t Depth(const Tensor& x, const Tensor& index) {
-  if (index.rank() == 0) ThrowInvalid(InputField(1, "shape"), "index must have rank >= 1");
-  const int64_t depth = index.shape().back();
-  if (depth > x.rank()) {
-    ThrowInvalid(InputField(1, "shape"), "index " + ShapeToString(index.shape()) +
-                                             " addresses more dims than x " + ShapeToString(x.shape()));
-  }
-  return depth;
-}
-
 // Per index row, the element offset in x of the slice it addresses (ids checked per dim).
-std::vector<int64_t> SliceOffsets(const Tensor& x, const Tensor& index, int64_t depth) {
+std::vector<int64_t> SliceOffsets(const Tensor& x, const Tensor& index, const indexing_plan::NdPlan& plan) {
   const std::vector<int64_t> ids = Ids(index, InputField(1, "data"));
-  const int64_t rows = NumElements(Shape(index.shape().begin(), index.shape().end() - 1));
-  std::vector<int64_t> offsets(static_cast<size_t>(rows), 0);
+  const int64_t depth = plan.depth;
+  std::vector<int64_t> offsets(static_cast<size_t>(plan.rows), 0);
   Shape strides(static_cast<size_t>(x.rank()), 1);
   for (int64_t d = x.rank() - 2; d >= 0; --d) strides[d] = strides[d + 1] * x.shape()[d + 1];
   for (size_t r = 0; r < offsets.size() && depth > 0; ++r) {
@@ -77,13 +68,11 @@ Tensors gather_nd(const TensorArgs& inputs, const Attrs&) {
   CheckArity(inputs, 2);
   const Tensor& x = inputs[0];
   const Tensor& index = inputs[1];
-  const int64_t depth = Depth(x, index);
-  Shape out_shape(index.shape().begin(), index.shape().end() - 1);
-  out_shape.insert(out_shape.end(), x.shape().begin() + depth, x.shape().end());
-  const std::vector<int64_t> offsets = SliceOffsets(x, index, depth);
-  Tensor out = NewOutput(out_shape, x.dtype());
+  const indexing_plan::NdPlan plan = indexing_plan::PlanGatherNd(x.shape(), index.shape());
+  const std::vector<int64_t> offsets = SliceOffsets(x, index, plan);
+  Tensor out = NewOutput(plan.gathered, x.dtype());
   const size_t es = x.element_size();
-  const size_t slice = static_cast<size_t>(NumElements(Shape(x.shape().begin() + depth, x.shape().end()))) * es;
+  const size_t slice = static_cast<size_t>(plan.slice) * es;
   if (slice == 0) return {std::move(out)};
   for (size_t r = 0; r < offsets.size(); ++r) {
     std::memcpy(out.bytes() + r * slice, x.bytes() + static_cast<size_t>(offsets[r]) * es, slice);
@@ -93,23 +82,15 @@ Tensors gather_nd(const TensorArgs& inputs, const Attrs&) {
 
 Tensors scatter(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 3);
+  const indexing_plan::ScatterPlan plan =
+      indexing_plan::PlanScatter(inputs[0].shape(), inputs[1].shape(), inputs[2].shape(), attrs);
   const Tensor& x = inputs[0];
   const Tensor& index = inputs[1];
   const Tensor& updates = inputs[2];
-  const bool overwrite = attrs.GetBool("overwrite");
-  if (x.rank() == 0) ThrowInvalid(InputField(0, "shape"), "x must have rank >= 1");
-  if (index.rank() != 1) ThrowInvalid(InputField(1, "shape"), "index must be 1-D");
-  Shape expected = x.shape();
-  expected[0] = index.shape()[0];
-  if (updates.shape() != expected) {
-    ThrowInvalid(InputField(2, "shape"), "updates " + ShapeToString(updates.shape()) + " must be " +
-                                             ShapeToString(expected));
-  }
-  const bool sharded = attrs.Has(kLocalVocabStart);
-  const int64_t start = sharded ? attrs.GetInt(kLocalVocabStart) : 0;
-  if (start < 0) ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "negative row offset");
-  const int64_t rows = x.shape()[0];
-  const std::vector<int64_t> ids = Ids(index, InputField(1, "data"), sharded ? -1 : rows);
+  const bool overwrite = plan.overwrite;
+  const int64_t start = plan.start;
+  const int64_t rows = plan.rows;
+  const std::vector<int64_t> ids = Ids(index, InputField(1, "data"), plan.sharded ? -1 : rows);
   return internal::DispatchFloat(internal::ComputeDType(inputs, {0, 2}), [&](auto tag) {
     using T = typename decltype(tag)::type;
     internal::ValuesAs<T> xv(x);
@@ -140,15 +121,9 @@ Tensors scatter_nd_add(const TensorArgs& inputs, const Attrs&) {
   const Tensor& x = inputs[0];
   const Tensor& index = inputs[1];
   const Tensor& updates = inputs[2];
-  const int64_t depth = Depth(x, index);
-  Shape expected(index.shape().begin(), index.shape().end() - 1);
-  expected.insert(expected.end(), x.shape().begin() + depth, x.shape().end());
-  if (updates.shape() != expected) {
-    ThrowInvalid(InputField(2, "shape"), "updates " + ShapeToString(updates.shape()) + " must be " +
-                                             ShapeToString(expected));
-  }
-  const std::vector<int64_t> offsets = SliceOffsets(x, index, depth);
-  const int64_t slice = NumElements(Shape(x.shape().begin() + depth, x.shape().end()));
+  const indexing_plan::NdPlan plan = indexing_plan::PlanScatterNdAdd(x.shape(), index.shape(), updates.shape());
+  const std::vector<int64_t> offsets = SliceOffsets(x, index, plan);
+  const int64_t slice = plan.slice;
   return internal::DispatchFloat(internal::ComputeDType(inputs, {0, 2}), [&](auto tag) {
     using T = typename decltype(tag)::type;
     internal::ValuesAs<T> xv(x);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/internal.h"
+#include "rules/sort_plan.h"
 
 namespace spmd::kernels::cpu {
 namespace {
@@ -77,23 +78,14 @@ Tensors SortAlong(const Tensor& x, int64_t axis, int64_t k, bool descending) {
 
 Tensors argsort(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
-  const Tensor& x = inputs[0];
-  const int64_t axis = internal::NormalizeAxisOrScalar(attrs.GetInt("axis"), x.rank(), "attrs.axis");
-  const int64_t len = x.rank() == 0 ? 1 : x.shape()[axis];
-  return SortAlong(x, axis, len, attrs.GetBool("descending"));
+  const sort_plan::SortPlan plan = sort_plan::PlanArgsort(inputs[0].shape(), attrs);
+  return SortAlong(inputs[0], plan.axis, plan.k, plan.descending);
 }
 
 Tensors topk(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
-  const Tensor& x = inputs[0];
-  const int64_t axis = internal::NormalizeAxisOrScalar(attrs.GetInt("axis"), x.rank(), "attrs.axis");
-  const int64_t k = attrs.GetInt("k");
-  const int64_t len = x.rank() == 0 ? 1 : x.shape()[axis];
-  if (x.rank() == 0 && k != 1) ThrowInvalid("attrs.k", "k must be 1 for a 0-d x");
-  if (k < 0 || k > len) {
-    ThrowInvalid("attrs.k", "k " + std::to_string(k) + " outside [0, " + std::to_string(len) + "]");
-  }
-  return SortAlong(x, axis, k, attrs.GetBool("largest"));
+  const sort_plan::SortPlan plan = sort_plan::PlanTopk(inputs[0].shape(), attrs);
+  return SortAlong(inputs[0], plan.axis, plan.k, plan.descending);
 }
 
 }  // namespace spmd::kernels::cpu

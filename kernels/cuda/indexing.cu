@@ -14,7 +14,7 @@
 
 #include "kernels/cuda/family_util.cuh"
 #include "kernels/cuda/registry.h"
-#include "rules/local_attrs.h"
+#include "rules/indexing_plan.h"
 
 namespace spmd::kernels::cuda {
 namespace {
@@ -22,7 +22,6 @@ namespace {
 using detail::CheckInputs;
 using detail::ci::AxisView;
 using detail::ci::CheckArity;
-using detail::ci::InputField;
 
 int64_t Mod(int64_t v, int64_t n) {
   const int64_t r = v % n;
@@ -43,12 +42,10 @@ __global__ void OneHotKernel(const void* index, DType dtype, int64_t classes, in
 Tensors OneHot(const TensorArgs& inputs, const Attrs& attrs) {
   CheckInputs(inputs, false);
   CheckArity(inputs, 1);
-  const int64_t classes = attrs.GetInt("num_classes");
-  if (classes < 1) ThrowInvalid("attrs.num_classes", "num_classes must be >= 1");
   const Tensor& ids = inputs[0];
-  Shape out_shape = ids.shape();
-  out_shape.push_back(classes);
-  Tensor out = detail::NewOut(ids, out_shape, DType::kFloat32);
+  const indexing_plan::OneHotPlan plan = indexing_plan::PlanOneHot(ids.shape(), attrs);
+  const int64_t classes = plan.classes;
+  Tensor out = detail::NewOut(ids, plan.out, DType::kFloat32);
   const int64_t n = out.numel();
   if (n == 0) return TensorList(std::move(out));
   const LaunchConfig cfg = GridStride(n);
@@ -64,21 +61,19 @@ Tensors Roll(const TensorArgs& inputs, const Attrs& attrs) {
   CheckInputs(inputs, true);
   CheckArity(inputs, 1);
   const Tensor& x = inputs[0];
+  const indexing_plan::RollPlan plan = indexing_plan::PlanRoll(x.shape(), attrs);
   const std::vector<int64_t>& shifts = attrs.GetInts("shifts");
-  const std::vector<int64_t>& axes = attrs.GetInts("axis");
   const int64_t es = static_cast<int64_t>(x.element_size());
-  if (axes.empty()) {
-    if (shifts.size() != 1) ThrowInvalid("attrs.shifts", "needs one shift when axis is empty");
+  if (plan.flat) {
     Tensor out = detail::NewOut(x, x.shape(), x.dtype());
     if (x.numel() == 0) return TensorList(std::move(out));
     detail::RunCopyPlan(PlanRoll({x.numel()}, {Mod(shifts[0], x.numel())}, es), out.bytes(), x.bytes(),
                         detail::StreamOf(x));
     return TensorList(std::move(out));
   }
-  if (shifts.size() != axes.size()) ThrowInvalid("attrs.shifts", "needs one shift per axis");
   std::vector<int64_t> total(static_cast<size_t>(x.rank()), 0);
-  for (size_t k = 0; k < axes.size(); ++k) {
-    const int64_t d = detail::ci::NormalizeAxis(axes[k], x.rank(), "attrs.axis");
+  for (size_t k = 0; k < plan.axes.size(); ++k) {
+    const int64_t d = plan.axes[k];
     const int64_t n = x.shape()[d];
     if (n > 0) total[d] = Mod(total[d] + Mod(shifts[k], n), n);
   }
@@ -93,23 +88,8 @@ Tensors Pad(const TensorArgs& inputs, const Attrs& attrs) {
   const Tensor& x = inputs[0];
   const std::vector<int64_t>& paddings = attrs.GetInts("paddings");
   const double value = attrs.GetFloat("pad_value");
-  const int64_t rank = x.rank();
-  if (paddings.size() != 2 * static_cast<size_t>(rank)) {
-    ThrowInvalid("attrs.paddings", "needs two entries (before, after) per dim of x");
-  }
-  Shape out_shape = x.shape();
-  for (int64_t d = 0; d < rank; ++d) {
-    const int64_t before = paddings[2 * d], after = paddings[2 * d + 1];
-    if (before < 0 || after < 0) ThrowInvalid("attrs.paddings", "paddings must be >= 0");
-    if (__builtin_add_overflow(out_shape[d], before, &out_shape[d]) ||
-        __builtin_add_overflow(out_shape[d], after, &out_shape[d])) {
-      ThrowInvalid("attrs.paddings", "the padded size overflows");
-    }
-  }
-  if (x.dtype() == DType::kInt64 && !(std::fabs(value) < 9.0e18)) {
-    ThrowInvalid("attrs.pad_value", "out of int64 range");
-  }
-  Tensor out = detail::NewOut(x, out_shape, x.dtype());
+  const DType dtype = x.dtype();
+  Tensor out = detail::NewOut(x, indexing_plan::PlanPad(x.shape(), attrs, &dtype), x.dtype());
   const int64_t es = static_cast<int64_t>(x.element_size());
   const cudaStream_t stream = detail::StreamOf(x);
   detail::FillElements(out.bytes(), out.numel(), es, PadFillBits(x.dtype(), value), stream);
@@ -130,10 +110,7 @@ __global__ void SwigluKernel(const void* x, DType xd, const void* y, DType yd, T
 Tensors Swiglu(const TensorArgs& inputs, const Attrs&) {
   CheckInputs(inputs, false);
   CheckArity(inputs, 2);
-  if (inputs[1].shape() != inputs[0].shape()) {
-    ThrowInvalid(InputField(1, "shape"), "y " + ShapeToString(inputs[1].shape()) + " != x " +
-                                             ShapeToString(inputs[0].shape()));
-  }
+  shape_plan::CheckSameShape(inputs[0].shape(), inputs[1].shape());
   const DType dtype = detail::ci::ComputeDType(inputs, {0, 1});
   Tensor out = detail::NewOut(inputs[0], inputs[0].shape(), dtype);
   const int64_t n = out.numel();
@@ -178,32 +155,17 @@ Tensors Select(const TensorArgs& inputs, const Attrs& attrs, bool allow_0d, Inde
   CheckArity(inputs, 2);
   const Tensor& x = inputs[0];
   const Tensor& index = inputs[1];
-  if (x.rank() == 0) ThrowInvalid(InputField(0, "shape"), "x must have rank >= 1");
-  const int64_t axis = detail::ci::NormalizeAxis(attrs.GetInt("axis"), x.rank(), "attrs.axis");
-  const bool drop_dim = index.rank() == 0;
-  if (index.rank() > 1 || (drop_dim && !allow_0d)) {
-    ThrowInvalid(InputField(1, "shape"), "index " + ShapeToString(index.shape()) + " must be " +
-                                             (allow_0d ? "0-D or 1-D" : "1-D"));
-  }
-  const bool sharded = attrs.Has(kLocalVocabStart);
-  const int64_t start = sharded ? attrs.GetInt(kLocalVocabStart) : 0;
-  if (start < 0) ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "negative row offset");
-  const AxisView v = detail::ci::ViewAlong(x.shape(), axis);
-  Shape out_shape = x.shape();
+  const indexing_plan::SelectPlan plan = indexing_plan::PlanSelect(x.shape(), index.shape(), attrs, allow_0d);
+  const AxisView v = detail::ci::ViewAlong(x.shape(), plan.axis);
   const int64_t k_count = index.numel();
-  if (drop_dim) {
-    out_shape.erase(out_shape.begin() + axis);
-  } else {
-    out_shape[axis] = k_count;
-  }
-  Tensor out = detail::NewOut(x, out_shape, x.dtype());
+  Tensor out = detail::NewOut(x, plan.out, x.dtype());
   const int64_t es = static_cast<int64_t>(x.element_size());
   SelectArgs a;
   a.outer = v.outer;
   a.len = v.len;
   a.ids = k_count;
-  a.start = start;
-  a.sharded = sharded;
+  a.start = plan.start;
+  a.sharded = plan.sharded;
   a.index = index.bytes();
   a.index_dtype = index.dtype();
   if (out.numel() == 0) {

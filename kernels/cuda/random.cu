@@ -13,13 +13,13 @@
 #include "kernels/cuda/registry.h"
 #include "rules/counter_rng.h"
 #include "rules/dropout_attrs.h"
+#include "rules/shape_plan.h"
 
 namespace spmd::kernels::cuda {
 namespace {
 
 using detail::CheckInputs;
 using detail::ci::CheckArity;
-using detail::ci::InputField;
 
 template <typename T>
 __global__ void DropoutKernel(CopyPlanArgs plan, DropoutArgs a, const void* x, DType xd, T* out, bool* mask) {
@@ -79,10 +79,7 @@ __global__ void AddKernel(const void* a, DType ad, const void* b, DType bd, T* o
 Tensors FusedDropoutAdd(const TensorArgs& inputs, const Attrs& attrs) {
   CheckInputs(inputs, false);
   CheckArity(inputs, 2);
-  if (inputs[1].shape() != inputs[0].shape()) {
-    ThrowInvalid(InputField(1, "shape"), "y " + ShapeToString(inputs[1].shape()) + " != x " +
-                                             ShapeToString(inputs[0].shape()));
-  }
+  shape_plan::CheckSameShape(inputs[0].shape(), inputs[1].shape());
   Tensors dropped = Dropout1(inputs[0], attrs);
   const DType dtype = detail::ci::ComputeDType(inputs, {0, 1});
   Tensor sum = detail::NewOut(inputs[0], inputs[0].shape(), dtype);

@@ -20,24 +20,13 @@
 #include "kernels/cuda/cub_sort.cuh"
 #include "kernels/cuda/family_util.cuh"
 #include "kernels/cuda/registry.h"
-#include "rules/local_attrs.h"
+#include "rules/indexing_plan.h"
 
 namespace spmd::kernels::cuda {
 namespace {
 
 using detail::CheckInputs;
 using detail::ci::CheckArity;
-using detail::ci::InputField;
-
-int64_t Depth(const Tensor& x, const Tensor& index) {
-  if (index.rank() == 0) ThrowInvalid(InputField(1, "shape"), "index must have rank >= 1");
-  const int64_t depth = index.shape().back();
-  if (depth > x.rank()) {
-    ThrowInvalid(InputField(1, "shape"), "index " + ShapeToString(index.shape()) + " addresses more dims than x " +
-                                             ShapeToString(x.shape()));
-  }
-  return depth;
-}
 
 // keys[r] (r < rows): the flat slice index row r of the index addresses, accumulated
 // chunk by chunk; a refused id makes it -1 and records the fault once.
@@ -84,14 +73,12 @@ Tensors GatherNd(const TensorArgs& inputs, const Attrs&) {
   CheckArity(inputs, 2);
   const Tensor& x = inputs[0];
   const Tensor& index = inputs[1];
-  const int64_t depth = Depth(x, index);
-  Shape out_shape(index.shape().begin(), index.shape().end() - 1);
-  out_shape.insert(out_shape.end(), x.shape().begin() + depth, x.shape().end());
-  const int64_t rows = NumElements(Shape(index.shape().begin(), index.shape().end() - 1));
-  Tensor out = detail::NewOut(x, out_shape, x.dtype());  // host errors before any launch
-  const Tensor keys = SliceKeys(x, index, depth, rows, IndexFaultOp::kGatherNd);
+  const indexing_plan::NdPlan plan = indexing_plan::PlanGatherNd(x.shape(), index.shape());
+  const int64_t rows = plan.rows;
+  Tensor out = detail::NewOut(x, plan.gathered, x.dtype());  // host errors before any launch
+  const Tensor keys = SliceKeys(x, index, plan.depth, rows, IndexFaultOp::kGatherNd);
   const int64_t es = static_cast<int64_t>(x.element_size());
-  const int64_t slice = NumElements(Shape(x.shape().begin() + depth, x.shape().end()));
+  const int64_t slice = plan.slice;
   if (out.numel() == 0) return TensorList(std::move(out));
   const int64_t unit =
       RowUnit(slice * es, std::min(detail::Alignment(x.bytes()), detail::Alignment(out.bytes())));
@@ -152,20 +139,9 @@ Tensors Scatter(const TensorArgs& inputs, const Attrs& attrs) {
   const Tensor& x = inputs[0];
   const Tensor& index = inputs[1];
   const Tensor& updates = inputs[2];
-  const bool overwrite = attrs.GetBool("overwrite");
-  if (x.rank() == 0) ThrowInvalid(InputField(0, "shape"), "x must have rank >= 1");
-  if (index.rank() != 1) ThrowInvalid(InputField(1, "shape"), "index must be 1-D");
-  Shape expected = x.shape();
-  expected[0] = index.shape()[0];
-  if (updates.shape() != expected) {
-    ThrowInvalid(InputField(2, "shape"), "updates " + ShapeToString(updates.shape()) + " must be " +
-                                             ShapeToString(expected));
-  }
-  const bool sharded = attrs.Has(kLocalVocabStart);
-  const int64_t start = sharded ? attrs.GetInt(kLocalVocabStart) : 0;
-  if (start < 0) ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "negative row offset");
-  const int64_t rows = x.shape()[0];
-  const int64_t k = index.numel();
+  const indexing_plan::ScatterPlan plan =
+      indexing_plan::PlanScatter(x.shape(), index.shape(), updates.shape(), attrs);
+  const int64_t rows = plan.rows, k = index.numel();
   const DType dtype = detail::ci::ComputeDType(inputs, {0, 2});
   Tensor out = detail::NewOut(x, x.shape(), dtype);  // host errors before any launch
   const cudaStream_t stream = detail::StreamOf(x);
@@ -173,7 +149,7 @@ Tensors Scatter(const TensorArgs& inputs, const Attrs& attrs) {
   if (k > 0) {
     const LaunchConfig cfg = GridStride(k);
     ScatterKeysKernel<<<cfg.grid, cfg.block, 0, stream>>>(
-        index.bytes(), index.dtype(), k, rows, start, sharded, reinterpret_cast<uint64_t*>(keys.bytes()),
+        index.bytes(), index.dtype(), k, rows, plan.start, plan.sharded, reinterpret_cast<uint64_t*>(keys.bytes()),
         reinterpret_cast<int64_t*>(order.bytes()), IndexFaultWord());
     SPMD_CUDA_CHECK_LAUNCH();
   }
@@ -186,7 +162,7 @@ Tensors Scatter(const TensorArgs& inputs, const Attrs& attrs) {
     using T = decltype(zero);
     ScatterKernel<T><<<cfg.grid, cfg.block, 0, stream>>>(
         n, row, reinterpret_cast<const int64_t*>(sorted.keys.bytes()),
-        reinterpret_cast<const int64_t*>(sorted.order.bytes()), k, overwrite, x.bytes(), x.dtype(), updates.bytes(),
+        reinterpret_cast<const int64_t*>(sorted.order.bytes()), k, plan.overwrite, x.bytes(), x.dtype(), updates.bytes(),
         updates.dtype(), reinterpret_cast<T*>(out.bytes()));
     SPMD_CUDA_CHECK_LAUNCH();
   });
@@ -217,19 +193,13 @@ Tensors ScatterNdAdd(const TensorArgs& inputs, const Attrs&) {
   const Tensor& x = inputs[0];
   const Tensor& index = inputs[1];
   const Tensor& updates = inputs[2];
-  const int64_t depth = Depth(x, index);
-  Shape expected(index.shape().begin(), index.shape().end() - 1);
-  expected.insert(expected.end(), x.shape().begin() + depth, x.shape().end());
-  if (updates.shape() != expected) {
-    ThrowInvalid(InputField(2, "shape"), "updates " + ShapeToString(updates.shape()) + " must be " +
-                                             ShapeToString(expected));
-  }
-  const int64_t rows = NumElements(Shape(index.shape().begin(), index.shape().end() - 1));
+  const indexing_plan::NdPlan plan = indexing_plan::PlanScatterNdAdd(x.shape(), index.shape(), updates.shape());
+  const int64_t rows = plan.rows;
   const DType dtype = detail::ci::ComputeDType(inputs, {0, 2});
   Tensor out = detail::NewOut(x, x.shape(), dtype);  // host errors before any launch
-  const Tensor slice_keys = SliceKeys(x, index, depth, rows, IndexFaultOp::kScatterNdAdd);
-  const int64_t slice = NumElements(Shape(x.shape().begin() + depth, x.shape().end()));
-  const int64_t slices = NumElements(Shape(x.shape().begin(), x.shape().begin() + depth));
+  const Tensor slice_keys = SliceKeys(x, index, plan.depth, rows, IndexFaultOp::kScatterNdAdd);
+  const int64_t slice = plan.slice;
+  const int64_t slices = plan.slices;
   const int64_t n = out.numel();
   if (n == 0) return TensorList(std::move(out));
   const cudaStream_t stream = detail::StreamOf(x);
