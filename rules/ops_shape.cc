@@ -49,6 +49,7 @@ EinsumSpec FreshAxis(const RuleContext& c, int axis) {
     spec.forced_replicated.push_back(in[axis]);
     spec.inputs.push_back(std::move(in));
   }
+  spec.accept = PartialAcceptance::kAnyOp;  // pieces of x: every partial stays
   return spec;
 }
 
@@ -508,6 +509,7 @@ OpDecl slice() {
           }
           if (!drop[d]) spec.outputs[0].push_back(out);
         }
+        spec.accept = PartialAcceptance::kAnyOp;  // a piece of x: every partial stays
         return spec;
       })
       .Examples(FromSignatures({
@@ -545,6 +547,7 @@ OpDecl tile() {
           spec.forced_replicated.push_back(tiled);
           if (d >= 0) spec.forced_replicated.push_back(d);
         }
+        spec.accept = PartialAcceptance::kAnyOp;  // copies of x: every partial stays
         return spec;
       })
       .Examples(FromSignatures({{{"ab"}, MakeAttrs({{"repeat_times", Ints{2, 1}}})},
@@ -586,6 +589,7 @@ EinsumSpec Expand(const Shape& x, const std::vector<int64_t>& target, const std:
                               std::to_string(x[d]) + " to " + std::to_string(t));
     }
   }
+  spec.accept = PartialAcceptance::kAnyOp;  // copies of x: every partial stays
   return spec;
 }
 

@@ -440,6 +440,7 @@ class OpReport:
     error_example: Optional[str] = None
     error_kinds: Dict[str, int] = field(default_factory=dict)   # error text (digits masked) -> count
     more_bytes_example: Optional[dict] = None    # a case where the framework moves more
+    spmdkit_more_bytes_example: Optional[dict] = None  # a case where spmdkit moves more
 
 
 class Unrepresentable(Exception):
@@ -558,6 +559,10 @@ def audit_op(rules, spec: OpSpec, cases: int, seed: int) -> OpReport:
                                           "spmdkit_bytes": b_ours}
         elif b_ours > b_theirs:
             rep.spmdkit_more_bytes += 1
+            if rep.spmdkit_more_bytes_example is None:
+                rep.spmdkit_more_bytes_example = {
+                    "request": req.infer_line(), "framework": theirs.to_json(), "spmdkit": ours.to_json(),
+                    "framework_bytes": b_theirs, "spmdkit_bytes": b_ours}
     return rep
 
 
@@ -627,6 +632,22 @@ def counterexamples(reports: Sequence[OpReport]) -> str:
     return "\n".join(out)
 
 
+def byte_examples(reports: Sequence[OpReport], framework: str = "paddle") -> str:
+    """Per op, the first case where the framework moves more bytes and the first where
+    spmdkit does: the request and both sound answers with their bytes per rank."""
+    out = []
+    for r in reports:
+        for who, ex in ((framework, r.more_bytes_example), ("spmdkit", r.spmdkit_more_bytes_example)):
+            if not ex:
+                continue
+            out.append(f"### {r.op}: {who} moves more ({ex['framework_bytes']} bytes per rank for "
+                       f"{framework}, {ex['spmdkit_bytes']} for spmdkit)\n")
+            out.append(f"request (`spmd infer`): `{ex['request']}`  ")
+            out.append(f"{framework}: `{json.dumps(ex['framework'], sort_keys=True)}`  ")
+            out.append(f"spmdkit: `{json.dumps(ex['spmdkit'], sort_keys=True)}`\n")
+    return "\n".join(out)
+
+
 def error_summary(reports: Sequence[OpReport]) -> str:
     """Each op's errors by kind (the framework's message, numbers masked), with the first
     failing request."""
@@ -684,6 +705,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if errs:
             print("\n## Errors by kind\n")
             print(errs)
+        moves = byte_examples(reports, rules.framework)
+        if moves:
+            print("\n## Who moves more bytes (one example per op and direction)\n")
+            print(moves)
         ce = counterexamples(reports)
         if ce:
             print("\n## Counterexamples (one per op)\n")
