@@ -296,7 +296,19 @@ struct Context {
       if (i >= 0 && static_cast<size_t>(i) < num_inputs) unread[i] = true;
     }
     for (int64_t size : s.factor_sizes) sized = sized && size >= 0;
+    if (!sized) return;
+    shapes.resize(num_inputs);
+    numels.assign(num_inputs, 1);
+    for (size_t i = 0; i < num_inputs && i < s.inputs.size(); ++i) {
+      for (FactorId f : s.inputs[i]) {
+        const int64_t size = f == kBroadcastDim ? 1 : s.factor_sizes[f];
+        shapes[i].push_back(size);
+        numels[i] *= size;  // at most 2^62 (checked shapes)
+      }
+    }
   }
+  std::vector<std::vector<int64_t>> shapes;  // per input, when sized
+  std::vector<int64_t> numels;               // per input, when sized
   FactorId Canon(FactorId f) const { return f == kBroadcastDim ? f : canon[f]; }
   // Whether `notation` holds canonical factor `f` (directly or through a follower).
   bool Has(const Notation& notation, FactorId f) const {
@@ -310,11 +322,7 @@ struct Context {
     for (int axis : list) p *= mesh.axis_size(axis);
     return p;
   }
-  std::vector<int64_t> InputShape(size_t i) const {
-    std::vector<int64_t> shape;
-    for (FactorId f : spec.inputs[i]) shape.push_back(f == kBroadcastDim ? 1 : spec.factor_sizes[f]);
-    return shape;
-  }
+  const std::vector<int64_t>& InputShape(size_t i) const { return shapes[i]; }
 };
 
 DistAttr ReadBackCanon(const Context& cx, const FactorMap& map, const Notation& notation) {
@@ -344,14 +352,7 @@ InferResult Finish(const Context& cx, const Inputs& inputs, FactorMap map) {
   for (FactorId f : map.claim_order) {
     for (int axis : map.Of(f)) axis_used[axis] = true;
   }
-  std::vector<int64_t> numels;
-  if (cx.sized) {
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      int64_t numel = 1;
-      for (int64_t size : cx.InputShape(i)) numel *= size;
-      numels.push_back(numel);
-    }
-  }
+  const std::vector<int64_t>& numels = cx.numels;  // empty when not sized
   std::vector<PartialMap> kept = AcceptedPartials(spec, inputs, axis_used, numels);
 
   // Step 4b: a partial axis of an input that the op does not keep, that no factor uses and
@@ -434,14 +435,28 @@ InferResult Finish(const Context& cx, const Inputs& inputs, FactorMap map) {
 // lower bound gives them (ReshardLowerBound: exact for gathers and all-to-alls; the
 // planner's own search takes milliseconds, too slow for a rule the sweep answers millions
 // of times).
+// Per input, the required layouts already priced (choices often require the same one).
+using PriceMemo = std::vector<std::vector<std::pair<DistAttr, int64_t>>>;
+
 template <typename Inputs>
-int64_t Price(const Context& cx, const Inputs& inputs, const InferResult& answer) {
+int64_t Price(const Context& cx, const Inputs& inputs, const InferResult& answer, PriceMemo& memo) {
   int64_t bytes = 0;
+  memo.resize(inputs.size());
   try {
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (cx.unread[i]) continue;
-      bytes += ReshardLowerBound(cx.mesh, In(inputs, i), cx.mesh, answer.inputs[i],
-                                 cx.InputShape(i), DType::kFloat32);
+      const DistAttr& required = answer.inputs[i];
+      if (required == In(inputs, i)) continue;  // nothing moves
+      int64_t b = -1;
+      for (const auto& [attr, priced] : memo[i]) {
+        if (attr == required) b = priced;
+      }
+      if (b < 0) {
+        b = ReshardLowerBound(cx.mesh, In(inputs, i), cx.mesh, required, cx.InputShape(i),
+                              DType::kFloat32);
+        memo[i].emplace_back(required, b);
+      }
+      bytes += b;
     }
   } catch (const SpmdError&) {
     return -1;  // not priceable (a partial map the planner refuses): no comparison
@@ -525,19 +540,30 @@ InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs
     if (contested_factor[f]) choices *= static_cast<int64_t>(options[f].size()) + 1;
     if (choices > kMaxPricedChoices) return best;
   }
-  int64_t best_price = Price(cx, inputs, best);
-  if (best_price < 0) return best;
+  PriceMemo memo;
+  int64_t best_price = Price(cx, inputs, best, memo);
+  if (best_price <= 0) return best;  // unpriceable, or nothing moves: nothing is cheaper
   std::vector<int> pick(order.size(), 0);  // per factor of `order`: 0 none, k list k-1
   std::vector<int> axis_count(mesh.ndim(), 0);
   // Depth-first over the factors of `order`.
   std::function<void(size_t)> walk = [&](size_t k) {
     if (k == order.size()) {
+      // Only maximal choices: a factor left without a list none of whose lists would fit
+      // (leaving an axis idle never saves a byte of the inputs').
+      for (size_t j = 0; j < order.size(); ++j) {
+        if (pick[j] != 0) continue;
+        for (const AxisList* list : options[order[j]]) {
+          bool fits = true;
+          for (int axis : *list) fits = fits && axis_count[axis] == 0;
+          if (fits) return;
+        }
+      }
       FactorMap map(spec.num_factors());
       for (size_t j = 0; j < order.size(); ++j) {
         if (pick[j] > 0) map.Claim(order[j], *options[order[j]][pick[j] - 1]);
       }
       InferResult answer = Finish(cx, inputs, map);
-      const int64_t price = Price(cx, inputs, answer);
+      const int64_t price = Price(cx, inputs, answer, memo);
       if (price >= 0 && price < best_price) {
         best_price = price;
         best = std::move(answer);
