@@ -203,8 +203,11 @@ std::vector<ReduceOp> PartialInputOps(const OpDecl& op, const Example& example, 
   // that the proof covers keeping it.
   if (!spec->unread_inputs.empty()) return {ReduceOp::kSum, ReduceOp::kMax};
   switch (spec->accept) {
-    case PartialAcceptance::kNone: return {};
+    // kNone: a partial(sum) input is reduced, or reduce-scattered onto a free factor
+    // (SEMANTICS.md §4 step 4b), which the sweep must see.
+    case PartialAcceptance::kNone:
     case PartialAcceptance::kSumOfAll:
+    case PartialAcceptance::kLinearFirst:
     case PartialAcceptance::kMultilinear: return {ReduceOp::kSum};
     case PartialAcceptance::kSameOp: return {spec->accepted_op};
     case PartialAcceptance::kAnyOp: return {ReduceOp::kSum, ReduceOp::kMax};

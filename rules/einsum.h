@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rules/dist_attr.h"
@@ -21,7 +22,9 @@ namespace spmd {
 // Which partial inputs an op keeps instead of reducing them first (DECISIONS.md).
 enum class PartialAcceptance {
   kNone,         // every partial input is reduced (the default)
-  kSumOfAll,     // add/subtract: axis a stays partial(sum) when every input is
+  kSumOfAll,     // add/subtract: axis a stays partial(sum) on every (linear) input when
+                 // one is partial(sum) there and none partial otherwise (R -> P)
+  kLinearFirst,  // divide: partial(sum) of input 0 stays; the others are reduced
   kMultilinear,  // multiply/matmul/einsum: partial(sum) stays in the first operand having it
   kSameOp,       // reductions: partial with `accepted_op` stays (sum on sum, max on max)
   kAnyOp,        // shape ops that only move elements: every partial stays
@@ -48,6 +51,14 @@ struct EinsumSpec {
   // their factors claim no mesh axis and their partials do not reach the outputs; the
   // reverse answers them replicated. Their factors must appear in no other operand.
   std::vector<int> unread_inputs;
+  // Factors that follow another (follower, leader): the follower's dims take the leader's
+  // axis list, kept only when the list's size product divides both factors' sizes
+  // (flash_attention's grouped heads: k's heads follow q's, so a shard of q's heads meets
+  // exactly its own k heads). A follower appears in no other pair as a leader.
+  std::vector<std::pair<FactorId, FactorId>> tied;
+  // kSumOfAll: the inputs the op is linear in (empty: all); the others never keep a partial
+  // (where's condition).
+  std::vector<int> linear_inputs;
   ReduceOp reduce = ReduceOp::kSum;  // reduce op of partial outputs from absent factors
   PartialAcceptance accept = PartialAcceptance::kNone;
   ReduceOp accepted_op = ReduceOp::kSum;  // for kSameOp

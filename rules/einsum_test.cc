@@ -157,5 +157,74 @@ TEST(OutputShapes, AnOutputTooLargeIsRefused) {
   }
 }
 
+
+// The engine's choices that move fewer bytes (SEMANTICS.md §4 steps 1-4), on raw specs.
+DistAttr Dims(std::vector<AxisList> dims, PartialMap partial = {}) { return DistAttr{std::move(dims), std::move(partial)}; }
+
+TEST(EinsumChoices, AContestedAxisGoesToTheCheaperFactor) {
+  // `ab,bc->ac` on mesh 2: x shards a on axis 0 (the first claim), y shards b on axis 0.
+  // Keeping a gathers y (b c / 2 elements); keeping b moves x from a to b (a b / 4).
+  auto infer = [](int64_t c) {
+    EinsumSpec spec = notation::FromLetters({"ab", "bc"}, {"ac"});
+    BindFactorSizes(spec, {{4, 8}, {8, c}});
+    return InferEinsumForward(spec, Mesh({2}), {Dims({{0}, {}}), Dims({{0}, {}})});
+  };
+  InferResult r = infer(1);  // y is small: gathering it (16 bytes) beats moving x (32)
+  EXPECT_EQ(r.inputs[0].dims, (std::vector<AxisList>{{0}, {}}));
+  EXPECT_EQ(r.inputs[1].dims, (std::vector<AxisList>{{}, {}}));
+  r = infer(64);  // y is large (1 KiB to gather): the second claim wins
+  EXPECT_EQ(r.inputs[0].dims, (std::vector<AxisList>{{}, {0}}));
+  EXPECT_EQ(r.inputs[1].dims, (std::vector<AxisList>{{0}, {}}));
+  EXPECT_EQ(r.outputs[0].partial, (PartialMap{{0, ReduceOp::kSum}}));
+}
+
+TEST(EinsumChoices, ASizeOneAxisYieldsAndAForcedFactorClaimsNothing) {
+  // Axis 0 has size 1: x's claim on it comes after y's real one, so a takes axis 1.
+  EinsumSpec spec = notation::FromLetters({"ab", "ab"}, {"ab"});
+  BindFactorSizes(spec, {{4, 8}, {4, 8}});
+  InferResult r = InferEinsumForward(spec, Mesh({1, 2}), {Dims({{0}, {}}), Dims({{1}, {}})});
+  EXPECT_EQ(r.inputs[0].dims, (std::vector<AxisList>{{1}, {}}));
+  // b is forced replicated: x's sharding of b on axis 0 does not keep y's a from it.
+  EinsumSpec forced = notation::FromLetters({"ab", "a"}, {"a"}, "b");
+  BindFactorSizes(forced, {{4, 8}, {4}});
+  r = InferEinsumForward(forced, Mesh({2}), {Dims({{}, {0}}), Dims({{0}})});
+  EXPECT_EQ(r.inputs[0].dims, (std::vector<AxisList>{{0}, {}}));
+  EXPECT_EQ(r.inputs[1].dims, (std::vector<AxisList>{{0}}));
+}
+
+TEST(EinsumChoices, AnUnkeptPartialIsReduceScatteredOntoAFreeFactor) {
+  // relu-like `ab->ab`: x partial(sum) on axis 1, b on axis 0: a takes axis 1 (a
+  // reduce-scatter), preferring a factor the axis divides.
+  EinsumSpec spec = notation::FromLetters({"ab"}, {"ab"});
+  BindFactorSizes(spec, {{12, 12}});
+  InferResult r = InferEinsumForward(spec, Mesh({2, 2}), {Dims({{}, {0}}, {{1, ReduceOp::kSum}})});
+  EXPECT_EQ(r.inputs[0], Dims({{1}, {0}}));
+  EXPECT_EQ(r.outputs[0], Dims({{1}, {0}}));
+  EinsumSpec odd = notation::FromLetters({"ab"}, {"ab"});
+  BindFactorSizes(odd, {{5, 8}});
+  r = InferEinsumForward(odd, Mesh({4}), {Dims({{}, {}}, {{0, ReduceOp::kMax}})});
+  EXPECT_EQ(r.inputs[0], Dims({{}, {0}}));  // 8 divides by 4, 5 does not
+  // A factor missing from the output (a reduction) is never the target: all-reduced.
+  EinsumSpec reduce = notation::FromLetters({"ab"}, {"a"});
+  BindFactorSizes(reduce, {{1, 8}});
+  r = InferEinsumForward(reduce, Mesh({2}), {Dims({{}, {}}, {{0, ReduceOp::kSum}})});
+  EXPECT_EQ(r.inputs[0], Dims({{}, {}}));
+  EXPECT_EQ(r.outputs[0], Dims({{}}));
+}
+
+TEST(EinsumChoices, ATiedFactorFollowsItsLeaderWhenTheAxesDivideBoth) {
+  // q heads h (8) and k heads g (4) tied: sharded together over 2 or 4, not over 3.
+  auto infer = [](int64_t n) {
+    EinsumSpec spec = notation::FromLetters({"h", "g"}, {"h"});
+    spec.tied.push_back({1, 0});
+    BindFactorSizes(spec, {{8}, {4}});
+    return InferEinsumForward(spec, Mesh({n}), {Dims({{0}}), Dims({{}})});
+  };
+  EXPECT_EQ(infer(2).inputs[1], Dims({{0}}));
+  EXPECT_EQ(infer(4).inputs[1], Dims({{0}}));
+  EXPECT_EQ(infer(3).inputs[0], Dims({{}}));
+  EXPECT_EQ(infer(3).inputs[1], Dims({{}}));
+}
+
 }  // namespace
 }  // namespace spmd

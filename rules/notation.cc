@@ -57,12 +57,15 @@ std::vector<std::string> ElementwiseLetters(const std::vector<Shape>& shapes) {
     std::string letters;
     const int offset = rank - static_cast<int>(s.size());
     for (size_t d = 0; d < s.size(); ++d) {
-      letters.push_back(s[d] == 1 ? '1' : static_cast<char>('a' + offset + d));
+      // Size 1 broadcasts (`1`) only where the output is larger; where every operand has
+      // 1 it is an ordinary factor of size 1, which may stay sharded.
+      const bool broadcast = s[d] == 1 && out_shape[offset + d] != 1;
+      letters.push_back(broadcast ? '1' : static_cast<char>('a' + offset + d));
     }
     result.push_back(letters);
   }
   std::string out;
-  for (int p = 0; p < rank; ++p) out.push_back(out_shape[p] == 1 ? '1' : static_cast<char>('a' + p));
+  for (int p = 0; p < rank; ++p) out.push_back(static_cast<char>('a' + p));
   result.push_back(out);
   return result;
 }

@@ -29,7 +29,8 @@ using shape::NormalizeAxis;
 using shape::NormalizeAxisOrScalar;
 
 // Broadcasting notation for elementwise ops (SEMANTICS.md §4): right-aligned letters
-// from the left of the longest shape; a size-1 dim is `1`. Throws
+// from the left of the longest shape; a size-1 dim is `1` where the output's dim is larger
+// (it broadcasts), an ordinary factor where every operand has 1 (it may stay sharded). Throws
 // SpmdError(kInvalidArgument, "inputs[i].shape") for shapes that do not broadcast.
 EinsumSpec Elementwise(const std::vector<Shape>& shapes);
 // The letters of Elementwise: one string per input, then the output's.

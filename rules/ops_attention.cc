@@ -25,8 +25,10 @@ namespace {
 using notation::MakeAttrs;
 
 // q `bshd`, k `btgd`, v `btge`, fixed_seed_offset `f`, attn_mask `bhst` with its size-1
-// broadcasting dims `1`. g is h when k has q's heads; grouped (fewer k heads) g and h are
-// forced replicated: a shard of q's heads would pair with other k heads. R(t, d, e, f).
+// broadcasting dims `1`. g is h when k has q's heads; grouped (fewer k heads), g
+// follows h (EinsumSpec::tied): the two stay sharded together when the axes divide k's
+// heads (each shard of q's heads then meets exactly its own k heads, as Paddle's rule
+// does), else both are replicated. R(t, d, e, f).
 struct AttentionLetters {
   std::string q = "bshd", k, v, seed, mask, forced = "tde";
 };
@@ -37,7 +39,6 @@ AttentionLetters Letters(const attention::FlashAttentionPlan& p) {
   const std::string kv = grouped ? "btg" : "bth";
   l.k = kv + "d";
   l.v = kv + "e";
-  if (grouped) l.forced += "hg";
   if (p.has_seed_offset) {
     l.seed = "f";
     l.forced += "f";
@@ -48,6 +49,11 @@ AttentionLetters Letters(const attention::FlashAttentionPlan& p) {
     for (size_t d = 0; d < 4; ++d) l.mask.push_back(p.mask_shape[d] == 1 && full[d] != 1 ? '1' : letters[d]);
   }
   return l;
+}
+
+// Grouped heads: k's and v's heads (g, k's dim 2) follow q's heads (h, q's dim 2).
+void TieGroupedHeads(EinsumSpec& spec, const attention::FlashAttentionPlan& p) {
+  if (p.kv_heads != p.heads) spec.tied.push_back({spec.inputs[1][2], spec.inputs[0][2]});
 }
 
 // out `bshe`, softmax `bhst` (return_softmax; else `bhs` and a new factor of size 0),
@@ -61,6 +67,7 @@ EinsumSpec FlashAttention(const RuleContext& c) {
   if (n > 3) inputs.push_back(l.seed);
   if (n > 4) inputs.push_back(l.mask);
   EinsumSpec spec = notation::FromLetters(inputs, {"bshe", "bhst", "bhs"}, l.forced);
+  TieGroupedHeads(spec, p);
   if (!p.return_softmax) {
     const FactorId empty = spec.AddFactor(0);
     spec.outputs[1].back() = empty;  // [b, h, s, 0]: no factor is left out (no partial)
@@ -76,8 +83,10 @@ EinsumSpec FlashAttention(const RuleContext& c) {
 EinsumSpec FlashAttnGrad(const RuleContext& c) {
   const attention::FlashAttentionPlan p = attention::PlanFlashAttnGrad(c.input_shapes, c.attrs);
   const AttentionLetters l = Letters(p);
-  return notation::FromLetters({l.q, l.k, l.v, "bshe", "bhs", l.seed, l.mask, "bshe"}, {l.q, l.k, l.v},
-                               l.forced);
+  EinsumSpec spec = notation::FromLetters({l.q, l.k, l.v, "bshe", "bhs", l.seed, l.mask, "bshe"},
+                                         {l.q, l.k, l.v}, l.forced);
+  TieGroupedHeads(spec, p);
+  return spec;
 }
 
 // The seeds are indices (unused); the rest real.

@@ -191,7 +191,7 @@ OpDecl multiply() {
       .Vjp(vjps::Multiply);
 }
 OpDecl divide() {
-  OpDecl op = Binary("divide");
+  OpDecl op = Binary("divide", PartialAcceptance::kLinearFirst);
   op.tolerance = ToleranceClass::kPointwise;
   op.vjp = vjps::Divide;
   op.values = [](const RuleContext&) {
@@ -204,7 +204,12 @@ OpDecl minimum() { return Binary("minimum").Tolerance(ToleranceClass::kExact).Vj
 OpDecl greater_than() { return Binary("greater_than").Tolerance(ToleranceClass::kExact); }
 OpDecl less_than() { return Binary("less_than").Tolerance(ToleranceClass::kExact); }
 OpDecl where() {
-  return OpBuilder("where").Inputs({"condition", "x", "y"}).Outputs({"out"}).Einsum(Pointwise)
+  return OpBuilder("where").Inputs({"condition", "x", "y"}).Outputs({"out"})
+      .Einsum([](const RuleContext& c) {  // linear in (x, y) together: P(sum) on both stays
+        EinsumSpec spec = Accepting(c, PartialAcceptance::kSumOfAll);
+        spec.linear_inputs = {1, 2};
+        return spec;
+      })
       .Tolerance(ToleranceClass::kExact)
       .Vjp(vjps::Where)
       .Values([](const RuleContext&) {

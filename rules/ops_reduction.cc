@@ -91,7 +91,7 @@ static EinsumSpec CheckMeanCount(EinsumSpec spec, const RuleContext& c) {
 }
 
 OpDecl mean() {
-  OpDecl op = SumLike("mean", ReduceOp::kSum, PartialAcceptance::kNone);
+  OpDecl op = SumLike("mean", ReduceOp::kSum, PartialAcceptance::kSameOp);  // linear (D7)
   op.tolerance = ToleranceClass::kSumOfProducts;
   op.vjp = vjps::Mean;
   op.localize = LocalizeMean;
@@ -251,10 +251,13 @@ OpDecl cumsum() {
           const FactorId flat = spec.AddFactor(NumElements(c.input_shapes[0]));
           spec.outputs.push_back({flat});
           spec.forced_replicated.push_back(flat);
+          spec.accept = PartialAcceptance::kSameOp;
           return spec;
         }
         (void)notation::NormalizeAxisOrScalar(c.attrs.GetInt("axis"), rank, "attrs.axis");
-        return notation::FromLetters({letters}, {letters});
+        EinsumSpec spec = notation::FromLetters({letters}, {letters});
+        spec.accept = PartialAcceptance::kSameOp;  // running sums are linear: P(sum) stays
+        return spec;
       })
       // The axis is exchanged: a piece's running sums start from the totals of the pieces
       // before it (after it with reverse), so each piece sends one total per row and its

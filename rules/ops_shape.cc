@@ -45,6 +45,7 @@ EinsumSpec FreshAxis(const RuleContext& c, int axis) {
     spec.forced_replicated.push_back(in[axis]);
     spec.inputs.push_back(std::move(in));
   }
+  spec.accept = PartialAcceptance::kAnyOp;  // pieces of x: every partial stays
   return spec;
 }
 
@@ -425,6 +426,7 @@ OpDecl slice() {
           }
           if (!drop[d]) spec.outputs[0].push_back(out);
         }
+        spec.accept = PartialAcceptance::kAnyOp;  // a piece of x: every partial stays
         return spec;
       })
       .Examples(FromSignatures({
@@ -455,6 +457,7 @@ OpDecl tile() {
           spec.forced_replicated.push_back(tiled);
           if (d >= 0) spec.forced_replicated.push_back(d);
         }
+        spec.accept = PartialAcceptance::kAnyOp;  // copies of x: every partial stays
         return spec;
       })
       .Examples(FromSignatures({{{"ab"}, MakeAttrs({{"repeat_times", Ints{2, 1}}})},
@@ -489,6 +492,7 @@ EinsumSpec Expand(const Shape& x, const std::vector<int64_t>& target) {
       out.push_back(fresh(t));
     }
   }
+  spec.accept = PartialAcceptance::kAnyOp;  // copies of x: every partial stays
   return spec;
 }
 

@@ -24,7 +24,8 @@ struct SplitOptions {
 };
 
 // Returns n addends whose reduction by `op` is `v`. One addend (a random "keeper") takes
-// what is left; for sum / avg the others are random in (-1.5, 1.5) (integers in [-3, 3]),
+// what is left; for sum / avg the others are random in (-1.5, 1.5) (integers in [-3, 3];
+// 0/1 values: 0),
 // for prod random signs times (0.5, 1.5) (integers: +-1), for max (min) values below
 // (above) v, for any / all 0/1 values that keep the result.
 inline std::vector<double> SplitValue(double v, ReduceOp op, int64_t n, const SplitOptions& options,
@@ -43,7 +44,8 @@ inline std::vector<double> SplitValue(double v, ReduceOp op, int64_t n, const Sp
     switch (op) {
       case ReduceOp::kSum:
       case ReduceOp::kAvg:
-        p = options.integer ? randint(-3, 3) : uniform(-1.5, 1.5);
+        // 0/1 values (a partial(sum) condition): the keeper holds the value, the others 0.
+        p = options.boolean ? 0.0 : options.integer ? randint(-3, 3) : uniform(-1.5, 1.5);
         rest += p;
         break;
       case ReduceOp::kMax:

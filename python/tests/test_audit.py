@@ -186,6 +186,25 @@ def test_a_rule_that_gathers_everything_moves_more_bytes():
         assert ex["framework_bytes"] > ex["spmdkit_bytes"] >= 0
 
 
+def test_each_direction_is_counted_and_shown(monkeypatch):
+    # The framework gathers everything: it moves more, with an example.
+    reports = audit.audit(FakeRules(replicate_all), ["relu"], cases=40, seed=4)
+    text = audit.byte_examples(reports, "fake")
+    assert "relu: fake moves more" in text and "relu: spmdkit moves more" not in text
+    # spmdkit's own answer made to gather everything: now spmdkit moves more, counted in its
+    # column and shown with an example of its own.
+    real = audit.core.spmdkit_answer
+    monkeypatch.setattr(audit.core, "spmdkit_answer", lambda req: replicate_all(req.op, real(req)))
+    (r,) = audit.audit(FakeRules(), ["relu"], cases=40, seed=4)
+    assert r.spmdkit_more_bytes > 0 and r.framework_more_bytes == 0, r
+    ex = r.spmdkit_more_bytes_example
+    assert ex["spmdkit_bytes"] > ex["framework_bytes"] >= 0
+    text = audit.byte_examples([r], "fake")
+    assert "relu: spmdkit moves more" in text and ex["request"] in text
+    total = [line for line in audit.table([r], "fake").splitlines() if line.startswith("| total")][0]
+    assert int(total.strip("|").split("|")[7]) == r.spmdkit_more_bytes
+
+
 def test_a_rule_that_raises_counts_as_an_error():
     rules = FakeRules(raise_on=lambda specs: any(s["layout"]["partial_dims"] for s in specs))
     (r,) = audit.audit(rules, ["relu"], cases=80, seed=2)

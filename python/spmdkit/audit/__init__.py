@@ -34,11 +34,11 @@ UNSOUND with the checker's error as the reason.
 from spmdkit.audit.cases import Request, generate, random_layout, random_mesh
 from spmdkit.audit.core import (Answer, FrameworkCrash, FrameworkError, FrameworkMissing, NotExpressible,
                                 OpReport, Unrepresentable, Verdict, audit, audit_op, claim_json, judge)
-from spmdkit.audit.report import counterexamples, error_summary, table
+from spmdkit.audit.report import byte_examples, counterexamples, error_summary, table
 from spmdkit.audit.worker import IsolatedRules
 from spmdkit.audit.cli import main
 
 __all__ = ["Answer", "FrameworkCrash", "FrameworkError", "FrameworkMissing", "IsolatedRules", "NotExpressible",
-           "OpReport", "Request", "Unrepresentable", "Verdict", "audit", "audit_op", "claim_json",
-           "counterexamples", "error_summary", "generate", "judge", "main", "random_layout", "random_mesh",
+           "OpReport", "Request", "Unrepresentable", "Verdict", "audit", "audit_op", "byte_examples",
+           "claim_json", "counterexamples", "error_summary", "generate", "judge", "main", "random_layout", "random_mesh",
            "table"]

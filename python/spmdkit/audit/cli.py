@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 import spmdkit
 from spmdkit.audit.core import (EXIT_NOT_IMPORTABLE, EXIT_OK, EXIT_SPMDKIT_UNSOUND, EXIT_USAGE,
                                 FrameworkMissing, audit)
-from spmdkit.audit.report import counterexamples, error_summary, table
+from spmdkit.audit.report import byte_examples, counterexamples, error_summary, table
 from spmdkit.audit.worker import IsolatedRules, worker
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -59,6 +59,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if errs:
             print("\n## Errors by kind\n")
             print(errs)
+        moves = byte_examples(reports, rules.framework)
+        if moves:
+            print("\n## Who moves more bytes (one example per op and direction)\n")
+            print(moves)
         ce = counterexamples(reports)
         if ce:
             print("\n## Counterexamples (one per op)\n")

@@ -172,6 +172,7 @@ class OpReport:
     error_example: Optional[str] = None
     error_kinds: Dict[str, int] = field(default_factory=dict)   # error text (digits masked) -> count
     more_bytes_example: Optional[dict] = None    # a case where the framework moves more
+    spmdkit_more_bytes_example: Optional[dict] = None  # a case where spmdkit moves more
 
 
 def _signature(rules, op: str):
@@ -271,6 +272,10 @@ def audit_op(rules, op: str, cases: int, seed: int) -> OpReport:
                                           "spmdkit_bytes": b_ours}
         elif b_ours > b_theirs:
             rep.spmdkit_more_bytes += 1
+            if rep.spmdkit_more_bytes_example is None:
+                rep.spmdkit_more_bytes_example = {"request": req.infer_line(), "framework": theirs.to_json(),
+                                                  "spmdkit": ours.to_json(), "framework_bytes": b_theirs,
+                                                  "spmdkit_bytes": b_ours}
     return rep
 
 

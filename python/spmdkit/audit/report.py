@@ -59,6 +59,22 @@ def counterexamples(reports: Sequence[OpReport]) -> str:
     return "\n".join(out)
 
 
+def byte_examples(reports: Sequence[OpReport], framework: str = "paddle") -> str:
+    """Per op, the first case where the framework moves more bytes and the first where
+    spmdkit does: the request and both sound answers with their bytes per rank."""
+    out = []
+    for r in reports:
+        for who, ex in ((framework, r.more_bytes_example), ("spmdkit", r.spmdkit_more_bytes_example)):
+            if not ex:
+                continue
+            out.append(f"### {r.op}: {who} moves more ({ex['framework_bytes']} bytes per rank for "
+                       f"{framework}, {ex['spmdkit_bytes']} for spmdkit)\n")
+            out.append(f"request (`spmd infer`): `{ex['request']}`  ")
+            out.append(f"{framework}: `{json.dumps(ex['framework'], sort_keys=True)}`  ")
+            out.append(f"spmdkit: `{json.dumps(ex['spmdkit'], sort_keys=True)}`\n")
+    return "\n".join(out)
+
+
 def error_summary(reports: Sequence[OpReport]) -> str:
     """Each op's errors by kind (the framework's message, numbers masked), with the first
     failing request."""
