@@ -14,6 +14,7 @@
 #include "rules/error.h"
 #include "rules/mesh.h"
 #include "io/placements.h"
+#include "io/cost_model_json.h"
 #include "io/plan_json.h"
 #include "rules/reshard.h"
 #include "rules/reshard_print.h"
@@ -25,8 +26,10 @@ int Usage(std::ostream& out, int code) {
   out << "usage: spmd plan --mesh 2x4 --shape 1024,512 --from '[S(0), P(sum)]' --to '[R, S(1)]'\n"
          "                 [--dtype float32] [--process-ids 0,1,...] [--json]\n"
          "                 [--to-mesh 4] [--to-process-ids 4,5,6,7]\n"
-         "  prints the reshard plan with the fewest bytes per rank: its steps (group of mesh\n"
-         "  axes, collective, bytes per rank), the total, the lower bound and their ratio.\n"
+         "                 [--objective time|bytes] [--cost-model FILE]\n"
+         "  prints the reshard plan with the least modelled time (alpha-beta; or the fewest\n"
+         "  bytes per rank): its steps (group of mesh axes, collective, bytes per rank,\n"
+         "  messages, modelled time), the total, the lower bound, their ratio and the time.\n"
          "  --mesh          mesh shape, sizes joined by x\n"
          "  --shape         global tensor shape, comma-separated ('' for a scalar)\n"
          "  --from, --to    placements, one per mesh axis: R, S(d), S(d)#k (co-shard), P(op)\n"
@@ -34,7 +37,10 @@ int Usage(std::ostream& out, int code) {
          "  --process-ids   the mesh's process ids, row-major (default 0..n-1)\n"
          "  --to-mesh, --to-process-ids\n"
          "                  move the tensor to another mesh (--to is then on that mesh)\n"
-         "  --json          one JSON object with steps, bytes_per_rank, lower_bound_bytes\n";
+         "  --objective     time (default): least modelled time; bytes: fewest bytes per rank\n"
+         "  --cost-model    a JSON file of alpha and beta per step kind (docs/RESHARD.md \"Time\";\n"
+         "                  default: the measured values built in)\n"
+         "  --json          one JSON object with steps, bytes_per_rank, lower_bound_bytes, seconds\n";
   return code;
 }
 
@@ -122,7 +128,8 @@ int PlanOrThrow(const std::vector<std::string>& args, bool& json_out) {
   {
     const std::vector<std::string> known = {"--mesh",    "--process-ids",   "--shape",
                                             "--dtype",   "--from",          "--to",
-                                            "--to-mesh", "--to-process-ids"};
+                                            "--to-mesh", "--to-process-ids",
+                                            "--objective", "--cost-model"};
     for (size_t i = 0; i < args.size(); ++i) {
       std::string flag = args[i];
       if (flag == "--help" || flag == "-h") return Usage(std::cout, 0);
@@ -169,9 +176,20 @@ int PlanOrThrow(const std::vector<std::string>& args, bool& json_out) {
     const int rank = static_cast<int>(shape.size());
     const DistAttr from = ParsePlacements(values["--from"], mesh, rank, "--from");
     const DistAttr to = ParsePlacements(values["--to"], to_mesh, rank, "--to");
+    ReshardOptions options;
+    if (const auto text = get("--objective")) {
+      if (*text == "time") {
+        options.objective = ReshardObjective::kTime;
+      } else if (*text == "bytes") {
+        options.objective = ReshardObjective::kBytes;
+      } else {
+        ThrowInvalid("--objective", "expected time or bytes, got '" + *text + "'");
+      }
+    }
+    if (const auto path = get("--cost-model")) options.model = io::LoadCostModel(*path, "--cost-model");
     ReshardPlan plan;
     try {
-      plan = PlanReshard(mesh, from, to_mesh, to, shape, dtype);
+      plan = PlanReshard(mesh, from, to_mesh, to, shape, dtype, options);
     } catch (const SpmdError& e) {
       Rename(e, {{"shape", "--shape"}, {"from", "--from"}, {"to", "--to"}});
     }

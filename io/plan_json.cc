@@ -53,6 +53,8 @@ json ToJson(const ReshardPlan& plan) {
     j["before"] = ToPlacementString(step.before, step.mesh.ndim());
     j["after"] = ToPlacementString(step.after, step.to_mesh.ndim());
     j["bytes_per_rank"] = step.bytes_per_rank;
+    j["messages"] = step.messages;
+    j["seconds"] = static_cast<double>(step.picoseconds) * 1e-12;
     steps.push_back(std::move(j));
   }
   const double ratio = plan.Ratio();
@@ -66,6 +68,9 @@ json ToJson(const ReshardPlan& plan) {
       {"steps", std::move(steps)},
       {"bytes_per_rank", plan.bytes_per_rank},
       {"lower_bound_bytes", plan.lower_bound_bytes},
+      {"seconds", plan.Seconds()},
+      {"objective", std::string(ToString(plan.objective))},
+      {"cost_model_source", plan.model.source},
       {"ratio", ratio == std::numeric_limits<double>::infinity() ? json(nullptr) : json(ratio)}};
 }
 

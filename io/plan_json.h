@@ -8,8 +8,10 @@
 namespace spmd::io {
 
 // {"shape", "dtype", "from_mesh", "to_mesh", "from", "to", "steps": [{"kind", "group",
-// "dim", "to_dim", "op", "to_op", "before", "after", "bytes_per_rank"}], "bytes_per_rank",
-// "lower_bound_bytes", "ratio"} (ratio null when the bound is 0 and the plan is not). A
+// "dim", "to_dim", "op", "to_op", "before", "after", "bytes_per_rank", "messages",
+// "seconds"}], "bytes_per_rank", "lower_bound_bytes", "seconds" (modelled), "objective"
+// ("time" or "bytes"), "cost_model_source", "ratio"} (ratio null when the bound is 0 and
+// the plan is not). A
 // step has the fields of its kind only: "dim" (all_gather, reduce_scatter, local_slice,
 // shard_to_partial; all_to_all: the source dim, with "to_dim"), "op" (reduce_scatter,
 // all_reduce, local_partial; rescale: the source op, with "to_op"), "between_meshes"

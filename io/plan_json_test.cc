@@ -39,6 +39,13 @@ TEST(PlanJsonTest, PlanFields) {
   EXPECT_EQ(j["steps"][0]["group"], (std::vector<int>{0, 1}));
   EXPECT_EQ(j["steps"][0]["op"], "sum");
   EXPECT_EQ(j["steps"][0]["bytes_per_rank"], 3145728);
+  // The modelled time: the plan's and its step's, in seconds; what was minimised; the model.
+  EXPECT_EQ(j["steps"][0]["messages"], 6);
+  EXPECT_DOUBLE_EQ(j["seconds"].get<double>(), plan.Seconds());
+  EXPECT_DOUBLE_EQ(j["steps"][0]["seconds"].get<double>(), plan.Seconds());
+  EXPECT_GT(plan.Seconds(), 0);
+  EXPECT_EQ(j["objective"], "bytes");
+  EXPECT_EQ(j["cost_model_source"], CostModel::Default().source);
 }
 
 // Every step kind carries exactly its own fields, with the values of its action.
@@ -63,11 +70,14 @@ TEST(PlanJsonTest, EachKindHasItsOwnFields) {
   const Mesh mesh({4});
   for (const Row& row : rows) {
     SCOPED_TRACE(std::string(row.from) + " -> " + row.to);
-    const json j = ToJson(PlanReshard(mesh, {8, 8}, DType::kFloat32, P(row.from), P(row.to)));
+    // The bytes planner: one step of each kind (the time planner may take a send_recv).
+    ReshardOptions bytes;
+    bytes.objective = ReshardObjective::kBytes;
+    const json j = ToJson(PlanReshard(mesh, P(row.from), mesh, P(row.to), {8, 8}, DType::kFloat32, bytes));
     ASSERT_EQ(j["steps"].size(), 1u);
     const json& step = j["steps"][0];
     EXPECT_EQ(step["kind"], row.kind);
-    std::set<std::string> want = {"kind", "group", "before", "after", "bytes_per_rank"};
+    std::set<std::string> want = {"kind", "group", "before", "after", "bytes_per_rank", "messages", "seconds"};
     want.insert(row.fields.begin(), row.fields.end());
     EXPECT_EQ(Keys(step), want);
     for (const auto& [key, value] : row.values.items()) EXPECT_EQ(step[key], value) << key;

@@ -56,6 +56,12 @@ struct Request {
   std::vector<Mesh> meshes;  // [from_mesh] or [from_mesh, to_mesh]
   DistAttr from;
   DistAttr to;
+  ReshardOptions options;
+  bool Allowed(const StepAction& action) const {
+    const StepKind kind = KindOf(action);
+    return std::find(options.excluded.begin(), options.excluded.end(), kind) ==
+           options.excluded.end();
+  }
   int target_index() const { return static_cast<int>(meshes.size()) - 1; }
 };
 
@@ -116,7 +122,7 @@ void AddEdges(const Request& req, int mesh_index, const DistAttr& s,
   const Mesh& mesh = req.meshes[mesh_index];
   const int rank = s.rank();
   auto push = [&](Edge e) {
-    if (OpsCompatible(e.after.partial)) out.push_back(std::move(e));
+    if (OpsCompatible(e.after.partial) && req.Allowed(e.action)) out.push_back(std::move(e));
   };
   // Reductions: every group of partial axes sharing an op.
   std::map<ReduceOp, AxisList> by_op;
@@ -204,7 +210,7 @@ void AddEdges(const Request& req, int mesh_index, const DistAttr& s,
   }
   // Point-to-point: from a non-partial state straight to a state `to` is 0 bytes from
   // (between meshes: only from the source mesh).
-  if (!s.IsPartial() && mesh_index == 0) {
+  if (!s.IsPartial() && mesh_index == 0 && req.Allowed(SendRecv{})) {
     const int target = req.target_index();
     for (const DistAttr& b : sr_targets) {
       if (target == mesh_index && b == s) continue;
@@ -235,18 +241,41 @@ ReshardStep MakeStep(const Request& req, int mesh_index, const DistAttr& before,
   step.to_mesh = req.meshes[e.to_mesh_index];
   step.before = before;
   step.after = e.after;
-  step.bytes_per_rank = FastMaxStepBytes(
-      StepView{step.action, step.mesh, step.to_mesh, step.before, step.after}, req.shape,
-      req.dtype);
+  const StepView view{step.action, step.mesh, step.to_mesh, step.before, step.after};
+  step.bytes_per_rank = FastMaxStepBytes(view, req.shape, req.dtype);
+  step.messages = StepMessages(view, req.shape);
+  step.picoseconds = StepPicoseconds(req.options.model, step.kind(), step.messages,
+                                     step.bytes_per_rank, LocalStepBytes(view, req.shape, req.dtype));
   return step;
 }
 
+// The search's order: `first` is the objective (picoseconds or bytes), then bytes, steps
+// and SendRecv steps.
 struct Cost {
+  int64_t first = 0;
   int64_t bytes = 0;
   int steps = 0;
   int send_recvs = 0;
   auto operator<=>(const Cost&) const = default;
 };
+
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  constexpr int64_t kMax = int64_t{1} << 62;
+  return a > kMax - b ? kMax : a + b;
+}
+
+// The cost of reaching `view.after` from a state of cost `cost`.
+Cost Extend(const Request& req, const Cost& cost, const StepView& view) {
+  const StepKind kind = KindOf(view.action);
+  const int64_t bytes = FastMaxStepBytes(view, req.shape, req.dtype);
+  int64_t first = bytes;
+  if (req.options.objective == ReshardObjective::kTime) {
+    first = StepPicoseconds(req.options.model, kind, StepMessages(view, req.shape), bytes,
+                            LocalStepBytes(view, req.shape, req.dtype));
+  }
+  return Cost{SaturatingAdd(cost.first, first), cost.bytes + bytes, cost.steps + 1,
+              cost.send_recvs + (kind == StepKind::kSendRecv ? 1 : 0)};
+}
 
 std::vector<ReshardStep> Search(const Request& req) {
   struct Node {
@@ -285,9 +314,7 @@ std::vector<ReshardStep> Search(const Request& req) {
     for (Edge& e : edges) {
       const StepView view{e.action, req.meshes[mesh_index], req.meshes[e.to_mesh_index], here,
                           e.after};
-      const bool send_recv = std::holds_alternative<SendRecv>(e.action);
-      const Cost next{cost.bytes + FastMaxStepBytes(view, req.shape, req.dtype), cost.steps + 1,
-                      cost.send_recvs + (send_recv ? 1 : 0)};
+      const Cost next = Extend(req, cost, view);
       std::vector<int> key = KeyOf(e.to_mesh_index, e.after);
       auto it = index.find(key);
       if (it == index.end()) {
@@ -317,7 +344,9 @@ std::vector<ReshardStep> Search(const Request& req) {
 }
 
 Request MakeRequest(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_mesh,
-                    const DistAttr& to, const std::vector<int64_t>& shape, DType dtype) {
+                    const DistAttr& to, const std::vector<int64_t>& shape, DType dtype,
+                    const ReshardOptions& options) {
+  ValidateCostModel(options.model);
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] < 0) {
       ThrowInvalid("shape[" + std::to_string(d) + "]",
@@ -343,7 +372,7 @@ Request MakeRequest(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_
   }
   std::vector<Mesh> meshes = {from_mesh};
   if (!SameMesh(from_mesh, to_mesh)) meshes.push_back(to_mesh);
-  return Request{shape, dtype, std::move(meshes), from, to};
+  return Request{shape, dtype, std::move(meshes), from, to, options};
 }
 
 ReshardPlan Finish(const Request& req, std::vector<ReshardStep> steps) {
@@ -355,7 +384,12 @@ ReshardPlan Finish(const Request& req, std::vector<ReshardStep> steps) {
   plan.from = req.from;
   plan.to = req.to;
   plan.steps = std::move(steps);
-  for (const ReshardStep& step : plan.steps) plan.bytes_per_rank += step.bytes_per_rank;
+  plan.objective = req.options.objective;
+  plan.model = req.options.model;
+  for (const ReshardStep& step : plan.steps) {
+    plan.bytes_per_rank += step.bytes_per_rank;
+    plan.picoseconds = SaturatingAdd(plan.picoseconds, step.picoseconds);
+  }
   plan.lower_bound_bytes =
       ReshardLowerBound(plan.from_mesh, plan.from, plan.to_mesh, plan.to, plan.shape, plan.dtype);
   return plan;
@@ -383,13 +417,22 @@ ReshardPlan PlanReshard(const Mesh& mesh, const std::vector<int64_t>& shape, DTy
 
 ReshardPlan PlanReshard(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_mesh,
                         const DistAttr& to, const std::vector<int64_t>& shape, DType dtype) {
-  const Request req = MakeRequest(from_mesh, from, to_mesh, to, shape, dtype);
+  return PlanReshard(from_mesh, from, to_mesh, to, shape, dtype, ReshardOptions{});
+}
+
+ReshardPlan PlanReshard(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_mesh,
+                        const DistAttr& to, const std::vector<int64_t>& shape, DType dtype,
+                        const ReshardOptions& options) {
+  const Request req = MakeRequest(from_mesh, from, to_mesh, to, shape, dtype, options);
   return Finish(req, Search(req));
 }
 
 ReshardPlan NaiveReshardPlan(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_mesh,
-                             const DistAttr& to, const std::vector<int64_t>& shape, DType dtype) {
-  const Request req = MakeRequest(from_mesh, from, to_mesh, to, shape, dtype);
+                             const DistAttr& to, const std::vector<int64_t>& shape, DType dtype,
+                             const CostModel& model) {
+  ReshardOptions options;
+  options.model = model;
+  const Request req = MakeRequest(from_mesh, from, to_mesh, to, shape, dtype, options);
   const bool move = req.meshes.size() == 2;
   std::vector<ReshardStep> steps;
   DistAttr state = from;

@@ -255,9 +255,32 @@ int64_t ReshardLowerBound(const Mesh& from_mesh, const DistAttr& from, const Mes
       bound = std::max(bound, (Volume(target) - held) * s);
     }
     if (addends > 1) {
-      // Each element: (N_P - 1) receptions to combine its addends, plus one for every rank
-      // needing it but the first to complete it; spread over every rank at best.
-      const __int128 receptions = static_cast<__int128>(addends - 2) * elements + target_total;
+      // Each element: (N_P - 1) receptions to combine its addends (a rank holds at most one
+      // addend of it), plus one for every rank needing it but the first to complete it, plus
+      // one more when no rank needing it holds an addend of it (the value is completed away
+      // from every rank needing it, or at one with two receptions); spread over every rank
+      // at best. The elements some rank both holds and needs are the union of its source
+      // box with its target box over the ranks of both meshes; distinct (source box, target
+      // box) pairs meet in disjoint parts (each family partitions the tensor), so the union
+      // is the sum over distinct pairs.
+      std::set<std::pair<std::vector<int64_t>, std::vector<int64_t>>> pairs;
+      __int128 held_and_needed = 0;
+      for (size_t k = 0; k < to_coords.size(); ++k) {
+        const std::optional<std::vector<int64_t>> own =
+            from_mesh.CoordinateOf(to_mesh.process_ids()[k]);
+        if (!own) continue;
+        const Box source = BoxAt(shape, from, from_mesh, *own);
+        const Box target = BoxAt(shape, to, to_mesh, to_coords[k]);
+        std::vector<int64_t> a, b;
+        for (size_t d = 0; d < shape.size(); ++d) {
+          a.insert(a.end(), {source[d].begin, source[d].end});
+          b.insert(b.end(), {target[d].begin, target[d].end});
+        }
+        if (pairs.emplace(std::move(a), std::move(b)).second)
+          held_and_needed += Volume(Intersect(source, target));
+      }
+      const __int128 receptions = static_cast<__int128>(addends - 2) * elements + target_total +
+                                  (elements - held_and_needed);
       // Receptions are of whole elements.
       bound = std::max(bound, CeilDiv(receptions, static_cast<int64_t>(ranks.size())) * s);
     }

@@ -83,7 +83,8 @@ std::vector<Transfer> SendRecvTransfers(const ReshardStep& step,
 // Returns a lower bound on the max over ranks of the bytes any algorithm receives
 // (docs/RESHARD.md "Lower bound"): per rank, the bytes of its target shard it does not hold;
 // with a partial source, the reduction bound ceil(((N_P - 2) * E + sum of target shard
-// sizes) / ranks) * s over the N_P addends (whole elements); with a partial target, per
+// sizes + the elements no rank both holds and needs) / ranks) * s over the N_P addends
+// (whole elements); with a partial target, per
 // target partial group, the elements no member holds divided by the group size (rounded
 // up, times s); partial to partial: 0 (no bound derived).
 // Equals SEMANTICS.md §8 on one axis.

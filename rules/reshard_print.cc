@@ -25,6 +25,12 @@ std::string RatioText(const ReshardPlan& plan) {
   return buf;
 }
 
+std::string Micros(int64_t picoseconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f", static_cast<double>(picoseconds) * 1e-6);
+  return buf;
+}
+
 }  // namespace
 
 std::string ToString(const ReshardPlan& plan) {
@@ -36,14 +42,15 @@ std::string ToString(const ReshardPlan& plan) {
          ToPlacementString(plan.to, plan.to_mesh.ndim()) + "\n";
   // Columns sized to their widest cell.
   std::vector<std::vector<std::string>> rows = {
-      {"#", "group", "collective", "after", "bytes/rank"}};
+      {"#", "group", "collective", "after", "bytes/rank", "msgs", "time/us"}};
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const ReshardStep& step = plan.steps[i];
     rows.push_back({std::to_string(i + 1), GroupText(step), CollectiveText(step),
                     ToPlacementString(step.after, step.to_mesh.ndim()),
-                    std::to_string(step.bytes_per_rank)});
+                    std::to_string(step.bytes_per_rank), std::to_string(step.messages),
+                    Micros(step.picoseconds)});
   }
-  std::vector<size_t> width(5, 0);
+  std::vector<size_t> width(rows[0].size(), 0);
   for (const auto& row : rows) {
     for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
   }
@@ -52,7 +59,7 @@ std::string ToString(const ReshardPlan& plan) {
     for (size_t c = 0; c < row.size(); ++c) {
       const size_t pad = width[c] - row[c].size();
       // Numbers right-aligned, text left-aligned.
-      if (c == 0 || c == 4) {
+      if (c == 0 || c >= 4) {
         line += " " + std::string(pad, ' ') + row[c];
       } else {
         line += " " + row[c] + std::string(pad, ' ');
@@ -64,6 +71,8 @@ std::string ToString(const ReshardPlan& plan) {
   if (plan.steps.empty()) out += "  (no steps: the tensor already has the target dist attr)\n";
   out += "total " + std::to_string(plan.bytes_per_rank) + " bytes per rank; lower bound " +
          std::to_string(plan.lower_bound_bytes) + " bytes; ratio " + RatioText(plan) + "\n";
+  out += "modelled time " + Micros(plan.picoseconds) + " us (alpha-beta; planned for least " +
+         std::string(ToString(plan.objective)) + ")\n";
   return out;
 }
 

@@ -142,6 +142,10 @@ struct ReshardStep {
   DistAttr before;
   DistAttr after;
   int64_t bytes_per_rank = 0;  // max over ranks of bytes received
+  // The time model (rules/reshard_cost.h): latency terms of the busiest rank and the
+  // modelled time in picoseconds.
+  int64_t messages = 0;
+  int64_t picoseconds = 0;
 
   StepKind kind() const { return KindOf(action); }
   AxisList axes() const { return AxesOf(action); }
