@@ -41,6 +41,12 @@ inline void CheckArity(const Shapes& shapes, size_t n) {
   }
 }
 
+inline void CheckArityAtLeast(const Shapes& shapes, size_t n) {
+  if (shapes.size() < n) {
+    ThrowInvalid("inputs", "expected at least " + std::to_string(n) + " inputs, got " + std::to_string(shapes.size()));
+  }
+}
+
 // Throws InvalidArgument ("inputs[i].shape") unless shapes[i] == want; `what` names the
 // input and `rule` the expected shape in the message.
 inline void CheckShapeIs(const Shapes& shapes, size_t i, const Shape& want, const std::string& what) {
