@@ -181,21 +181,18 @@ Tensors argmax(const Tensors& inputs, const Attrs& attrs) {
 }
 
 Tensors cumsum(const Tensors& inputs, const Attrs& attrs) {
-  int64_t axis = attrs.GetInt("axis");
-  bool flatten = attrs.GetBool("flatten");
-  bool exclusive = attrs.GetBool("exclusive");
-  bool reverse = attrs.GetBool("reverse");
-  CheckArity(inputs, 1);
+  const plan::CumsumPlan c = plan::PlanCumsum(plan::ShapesOf(inputs), attrs);
+  const bool exclusive = c.exclusive;
+  const bool reverse = c.reverse;
   const Tensor& x = inputs[0];
   Tensor out = x;
   out.dtype = DType::kFloat64;
+  out.shape = c.out_shape;
   internal::AxisView view;
-  if (flatten) {  // axis is ignored
-    out.shape = {NumElements(x.shape)};
+  if (c.flatten) {
     view.len = out.shape[0];
-  } else {
-    int64_t d = internal::NormalizeAxisOrScalar(axis, internal::Rank(x), "attrs.axis");
-    view = internal::ViewAlong(x.shape, d);
+  } else if (c.axis >= 0) {
+    view = internal::ViewAlong(x.shape, c.axis);
   }
   for (int64_t o = 0; o < view.outer; ++o) {
     for (int64_t i = 0; i < view.inner; ++i) {

@@ -141,4 +141,17 @@ inline MatmulShapes PlanBmmGrad(const Shapes& shapes) {
   return PlanMatmulShapes(x, y, false, false);
 }
 
+// einsum contracted pairwise, left to right (the CPU kernel and the CUDA plan): the letters
+// still needed after operand i, the output's and those of the operands after i. A letter
+// in none of them is summed out of the running term once operand i is in.
+inline std::vector<std::string> EinsumLettersNeededAfter(const shape::EinsumEquation& eq) {
+  std::vector<std::string> needed_after(eq.operands.size());
+  std::string needed = eq.output;
+  for (size_t i = eq.operands.size(); i-- > 0;) {
+    needed_after[i] = needed;
+    needed += eq.operands[i];
+  }
+  return needed_after;
+}
+
 }  // namespace spmd::plan

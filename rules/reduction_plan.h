@@ -1,5 +1,5 @@
 // The plans of the reductions (rules/ops_reduction.cc): sum, mean, max, min, prod, any,
-// all, squared_l2_norm, mean_all, logsumexp, p_norm and argmax's attr reads, typed
+// all, squared_l2_norm, mean_all, logsumexp, p_norm, argmax and cumsum's attr reads, typed
 // validation and output shapes, written once for the references (reference/ops_reduction.cc),
 // the CPU kernels (kernels/cpu/reduction.cc) and the CUDA kernels (kernels/cuda/reduction.cu,
 // reduce_plan.cc), which keep only their layouts and loops. Header-only; no value arithmetic.
@@ -155,6 +155,30 @@ inline ArgmaxPlan PlanArgmax(const Shapes& shapes, const Attrs& attrs) {
     }
   }
   if (len == 0) ThrowInvalid(shape::InputField(0, "shape"), "argmax over an empty dim of " + shape::ShapeString(x));
+  return p;
+}
+
+// cumsum: along attrs.axis (a 0-d x takes 0 and -1), or along the flattened x (axis
+// ignored; out [numel]).
+struct CumsumPlan {
+  bool flatten = false, exclusive = false, reverse = false;
+  int axis = -1;  // the dim summed along; -1 with flatten or for a 0-d x
+  Shape out_shape;
+};
+inline CumsumPlan PlanCumsum(const Shapes& shapes, const Attrs& attrs) {
+  CumsumPlan p;
+  const int64_t axis = attrs.GetInt("axis");
+  p.flatten = attrs.GetBool("flatten");
+  p.exclusive = attrs.GetBool("exclusive");
+  p.reverse = attrs.GetBool("reverse");
+  CheckArity(shapes, 1);
+  const Shape& x = shapes[0];
+  p.out_shape = x;
+  if (p.flatten) {
+    p.out_shape = {internal::Elements(x)};
+  } else {
+    p.axis = shape::NormalizeAxisOrScalar(axis, static_cast<int64_t>(x.size()), "attrs.axis");
+  }
   return p;
 }
 

@@ -216,13 +216,7 @@ template <typename T>
 Tensor RunEinsum(const TensorArgs& inputs, const EinsumEquation& spec,
                  const std::map<char, int64_t>& size) {
   const size_t count = inputs.size();
-  // Letters still needed after operand i: the output's and those of operands after i.
-  std::vector<std::string> needed_after(count);
-  std::string needed = spec.output;
-  for (size_t i = count; i-- > 0;) {
-    needed_after[i] = needed;
-    needed += spec.operands[i];
-  }
+  const std::vector<std::string> needed_after = plan::EinsumLettersNeededAfter(spec);
   auto load = [&](size_t i) {
     ValuesAs<T> v(inputs[i]);
     Term<T> t;

@@ -343,20 +343,16 @@ Tensors argmax(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 Tensors cumsum(const TensorArgs& inputs, const Attrs& attrs) {
-  const int64_t axis = attrs.GetInt("axis");
-  const bool flatten = attrs.GetBool("flatten");
-  const bool exclusive = attrs.GetBool("exclusive");
-  const bool reverse = attrs.GetBool("reverse");
-  CheckArity(inputs, 1);
+  const plan::CumsumPlan c = plan::PlanCumsum(plan::ShapesOf(inputs), attrs);
+  const bool exclusive = c.exclusive;
+  const bool reverse = c.reverse;
   const Tensor& x = inputs[0];
-  Shape out_shape = x.shape();
+  const Shape& out_shape = c.out_shape;
   AxisView view;
-  if (flatten) {  // axis is ignored
-    out_shape = {x.numel()};
+  if (c.flatten) {
     view.len = x.numel();
-  } else {
-    const int64_t d = internal::NormalizeAxisOrScalar(axis, x.rank(), "attrs.axis");
-    view = internal::ViewAlong(x.shape(), d);
+  } else if (c.axis >= 0) {
+    view = internal::ViewAlong(x.shape(), c.axis);
   }
   return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -40,25 +40,21 @@ Tensors FusedRope(const TensorArgs& inputs, const Attrs& attrs) {
   CheckInputs(inputs, false);
   const plan::RopePlan p = plan::PlanRope(plan::ShapesOf(inputs), attrs);
   const size_t n = inputs.size();
-  const size_t rotated = p.rotated;
-  const int64_t head_dim = p.head_dim;
-  const bool neox = p.neox;
-  const bool time_major = p.time_major;
   const DType dtype = detail::ci::ComputeDTypeAll(inputs);
   const Tensor& sin = inputs[n - 2];
   const Tensor& cos = inputs[n - 1];
   Tensors outs;
-  for (size_t r = 0; r < rotated; ++r) {
+  for (size_t r = 0; r < p.rotated; ++r) {
     const Tensor& x = inputs[r];
     Tensor out = detail::NewOut(x, x.shape(), dtype);
     const int64_t count = out.numel();
-    if (count > 0 && head_dim > 0) {
+    if (count > 0 && p.head_dim > 0) {
       RopeArgs a;
       a.d1 = x.shape()[1];
       a.heads = x.shape()[2];
-      a.head_dim = head_dim;
-      a.time_major = time_major;
-      a.neox = neox;
+      a.head_dim = p.head_dim;
+      a.time_major = p.time_major;
+      a.neox = p.neox;
       const LaunchConfig cfg = GridStride(count);
       const auto launch = [&](auto zero) {
         using T = decltype(zero);

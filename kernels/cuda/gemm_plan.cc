@@ -367,12 +367,7 @@ EinsumPlan PlanEinsum(const std::string& equation, const std::vector<Shape>& sha
   };
 
   const size_t count = shapes.size();
-  std::vector<std::string> needed_after(count);
-  std::string needed = spec.output;
-  for (size_t i = count; i-- > 0;) {
-    needed_after[i] = needed;
-    needed += spec.operands[i];
-  }
+  const std::vector<std::string> needed_after = plan::EinsumLettersNeededAfter(spec);
   auto own_keep = [&](size_t i) {
     std::string keep = needed_after[i];
     for (size_t j = 0; j < i; ++j) keep += spec.operands[j];

@@ -793,16 +793,13 @@ __global__ void CrossEntropyColumns(const V* x, const int64_t* ids, const V* sof
 Tensors CrossEntropy(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
   const plan::CrossEntropyPlan ce = plan::PlanCrossEntropy(plan::ShapesOf(inputs), attrs);
-  const bool soft_label = ce.soft_label;
-  const bool use_softmax = ce.use_softmax;
-  const int64_t ignore_index = ce.ignore_index;
   const Tensor& logits_t = inputs[0];
   const Tensor& label_t = inputs[1];
   const AxisView v = cpu::internal::ViewAlong(logits_t.shape(), ce.axis);
-  if (soft_label && TwoByteWithIntegerValues(inputs, {0, 1})) {
+  if (ce.soft_label && TwoByteWithIntegerValues(inputs, {0, 1})) {
     return WidenTwoByte(inputs, attrs, CrossEntropy);
   }
-  const DType dtype = soft_label ? ComputeDType(inputs, {0, 1}) : ComputeDType(inputs, {0});
+  const DType dtype = ce.soft_label ? ComputeDType(inputs, {0, 1}) : ComputeDType(inputs, {0});
   CallContext ctx(inputs);
   Temporaries temps(ctx.stream);
   const Tensor& logits = temps.As(logits_t, dtype);
@@ -812,32 +809,32 @@ Tensors CrossEntropy(const TensorArgs& inputs, const Attrs& attrs) {
   // kernel computes the softmax first, but its outputs are dropped on the error anyway.
   Tensor ids;
   const Tensor* soft = nullptr;
-  if (soft_label) {
+  if (ce.soft_label) {
     soft = &temps.As(label_t, dtype);
   } else {
-    ids = CheckedIds(label_t, {InputField(1, "data"), "label", v.len, true, ignore_index},
+    ids = CheckedIds(label_t, {InputField(1, "data"), "label", v.len, true, ce.ignore_index},
                      inputs[0], ctx.stream);
   }
   if (v.outer * v.inner == 0) return TensorList(std::move(probs), std::move(loss));
   DispatchFloating(dtype, InputField(0, "dtype"), true, [&](auto zero) {
     using V = decltype(zero);
-    const int64_t* id = soft_label ? nullptr : DataOf<int64_t>(ids);
-    const V* sl = soft_label ? DataOf<V>(*soft) : nullptr;
+    const int64_t* id = ce.soft_label ? nullptr : DataOf<int64_t>(ids);
+    const V* sl = ce.soft_label ? DataOf<V>(*soft) : nullptr;
     if (v.inner == 1) {
       const RowLaunch l = PlanRows(v.outer, v.len);
       if (l.warp) {
         CrossEntropyRows<V, true><<<l.grid, l.block, 0, ctx.stream>>>(
             DataOf<V>(logits), id, sl, DataOf<V>(probs), DataOf<V>(loss), v.outer, v.len,
-            use_softmax, ignore_index);
+            ce.use_softmax, ce.ignore_index);
       } else {
         CrossEntropyRows<V, false><<<l.grid, l.block, 0, ctx.stream>>>(
             DataOf<V>(logits), id, sl, DataOf<V>(probs), DataOf<V>(loss), v.outer, v.len,
-            use_softmax, ignore_index);
+            ce.use_softmax, ce.ignore_index);
       }
     } else {
       CrossEntropyColumns<V><<<GridFor(v.outer * v.inner, kBlock), kBlock, 0, ctx.stream>>>(
           DataOf<V>(logits), id, sl, DataOf<V>(probs), DataOf<V>(loss), v.outer, v.len, v.inner,
-          use_softmax, ignore_index);
+          ce.use_softmax, ce.ignore_index);
     }
     SPMD_CUDA_CHECK_LAUNCH();
   });
@@ -882,19 +879,16 @@ __global__ void CrossEntropyGradKernel(const int64_t* ids, const V* soft, const 
 Tensors CrossEntropyGrad(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
   const plan::CrossEntropyPlan ce = plan::PlanCrossEntropyGrad(plan::ShapesOf(inputs), attrs);
-  const bool soft_label = ce.soft_label;
-  const bool use_softmax = ce.use_softmax;
-  const int64_t ignore_index = ce.ignore_index;
   const Tensor& label_t = inputs[0];
   const Tensor& softmax_t = inputs[1];
   const Tensor& loss_grad_t = inputs[2];
   const AxisView v = cpu::internal::ViewAlong(softmax_t.shape(), ce.axis);
-  if (soft_label ? TwoByteWithIntegerValues(inputs, {0, 1, 2})
+  if (ce.soft_label ? TwoByteWithIntegerValues(inputs, {0, 1, 2})
                  : TwoByteWithIntegerValues(inputs, {1, 2})) {
     return WidenTwoByte(inputs, attrs, CrossEntropyGrad);
   }
   const DType dtype =
-      soft_label ? ComputeDType(inputs, {0, 1, 2}) : ComputeDType(inputs, {1, 2});
+      ce.soft_label ? ComputeDType(inputs, {0, 1, 2}) : ComputeDType(inputs, {1, 2});
   CallContext ctx(inputs);
   Temporaries temps(ctx.stream);
   const Tensor& p = temps.As(softmax_t, dtype);
@@ -902,10 +896,10 @@ Tensors CrossEntropyGrad(const TensorArgs& inputs, const Attrs& attrs) {
   Tensor input_grad = NewChecked(inputs[0], softmax_t.shape(), dtype);
   Tensor ids;
   const Tensor* soft = nullptr;
-  if (soft_label) {
+  if (ce.soft_label) {
     soft = &temps.As(label_t, dtype);
   } else {
-    ids = CheckedIds(label_t, {InputField(0, "data"), "label", v.len, true, ignore_index},
+    ids = CheckedIds(label_t, {InputField(0, "data"), "label", v.len, true, ce.ignore_index},
                      inputs[0], ctx.stream);
   }
   const int64_t total = input_grad.numel();
@@ -913,9 +907,9 @@ Tensors CrossEntropyGrad(const TensorArgs& inputs, const Attrs& attrs) {
   DispatchFloating(dtype, InputField(1, "dtype"), true, [&](auto zero) {
     using V = decltype(zero);
     CrossEntropyGradKernel<V><<<GridFor(total, kBlock), kBlock, 0, ctx.stream>>>(
-        soft_label ? nullptr : DataOf<int64_t>(ids), soft_label ? DataOf<V>(*soft) : nullptr,
+        ce.soft_label ? nullptr : DataOf<int64_t>(ids), ce.soft_label ? DataOf<V>(*soft) : nullptr,
         DataOf<V>(p), DataOf<V>(g), DataOf<V>(input_grad), v.outer, v.len, v.inner,
-        use_softmax, ignore_index);
+        ce.use_softmax, ce.ignore_index);
     SPMD_CUDA_CHECK_LAUNCH();
   });
   return TensorList(std::move(input_grad));

@@ -560,34 +560,27 @@ __global__ void CumsumColumns(const In* x, In* out, int64_t outer, int64_t len, 
 
 Tensors Cumsum(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
-  const int64_t axis = attrs.GetInt("axis");
-  const bool flatten = attrs.GetBool("flatten");
-  const bool exclusive = attrs.GetBool("exclusive");
-  const bool reverse = attrs.GetBool("reverse");
-  CheckArity(inputs, 1);
+  const plan::CumsumPlan c = plan::PlanCumsum(plan::ShapesOf(inputs), attrs);
   const Tensor& x0 = inputs[0];
-  Shape out_shape = x0.shape();
   cpu::internal::AxisView view;
-  if (flatten) {  // axis is ignored
-    out_shape = {x0.numel()};
+  if (c.flatten) {
     view.len = x0.numel();
-  } else {
-    const int64_t d = cpu::internal::NormalizeAxisOrScalar(axis, x0.rank(), "attrs.axis");
-    view = cpu::internal::ViewAlong(x0.shape(), d);
+  } else if (c.axis >= 0) {
+    view = cpu::internal::ViewAlong(x0.shape(), c.axis);
   }
   CallContext ctx(inputs);
   Temporaries temps(ctx.stream);
   const Tensor& x = IsFloating(x0.dtype()) ? x0 : temps.As(x0, DType::kFloat64);
-  Tensor out = NewChecked(x0, out_shape, x.dtype());
+  Tensor out = NewChecked(x0, c.out_shape, x.dtype());
   if (out.numel() == 0) return TensorList(std::move(out));
   DispatchFloating(x.dtype(), InputField(0, "dtype"), /*half=*/true, [&](auto zero) {
     using In = decltype(zero);
     if (view.inner == 1 && view.len > 64) {
       CumsumRows<In><<<GridFor(view.outer, 1), kBlock, 0, ctx.stream>>>(
-          DataOf<In>(x), DataOf<In>(out), view.outer, view.len, exclusive, reverse);
+          DataOf<In>(x), DataOf<In>(out), view.outer, view.len, c.exclusive, c.reverse);
     } else {
       CumsumColumns<In><<<GridFor(view.outer * view.inner, kBlock), kBlock, 0, ctx.stream>>>(
-          DataOf<In>(x), DataOf<In>(out), view.outer, view.len, view.inner, exclusive, reverse);
+          DataOf<In>(x), DataOf<In>(out), view.outer, view.len, view.inner, c.exclusive, c.reverse);
     }
     SPMD_CUDA_CHECK_LAUNCH();
   });
