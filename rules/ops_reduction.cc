@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "rules/reduction_plan.h"
 #include "rules/error.h"
 #include "rules/notation.h"
+#include "rules/reduction_plan.h"
 #include "rules/registry.h"
 #include "rules/vjps.h"
 

@@ -14,9 +14,9 @@
 #include <type_traits>
 
 #include "kernels/cpu/internal.h"
-#include "rules/elementwise_plan.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/vector_math.h"
+#include "rules/elementwise_plan.h"
 
 namespace spmd::kernels::cpu {
 namespace {
