@@ -33,8 +33,8 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/registry.h"
-#include "rules/elementwise_plan.h"
 #include "kernels/cuda/strided.h"
+#include "rules/elementwise_plan.h"
 
 namespace spmd::kernels::cuda {
 namespace {
