@@ -6,6 +6,7 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
+#include "rules/contraction_plan.h"
 #include "rules/shape_util.h"
 
 namespace spmd::reference::ops {
@@ -60,55 +61,39 @@ struct MatmulPlan {
   }
 };
 
-MatmulPlan PlanMatmul(const Tensor& x, const Tensor& y, bool trans_x, bool trans_y) {
+// The offsets of matmul's terms for the shapes that plan::PlanMatmulShapes checked and
+// planned (rules/contraction_plan.h): the reference walks x and y by their own row-major
+// strides.
+MatmulPlan OffsetsOf(const Tensor& x, const Tensor& y, const plan::MatmulShapes& s, bool trans_x,
+                     bool trans_y) {
   int64_t rx = internal::Rank(x);
   int64_t ry = internal::Rank(y);
-  if (rx == 0) ThrowInvalid(InputField(0, "shape"), "matmul needs rank >= 1, got []");
-  if (ry == 0) ThrowInvalid(InputField(1, "shape"), "matmul needs rank >= 1, got []");
   MatmulPlan plan;
+  plan.m = s.m;
+  plan.n = s.n;
+  plan.k = s.k;
+  plan.batch = s.batch;
+  plan.out_shape = s.out_shape;
   Shape xs = internal::Strides(x.shape);
   Shape ys = internal::Strides(y.shape);
-  int64_t kx, ky;
   if (rx == 1) {  // [k]
-    plan.m = 1;
-    kx = x.shape[0];
     plan.x_stride_m = 0;
     plan.x_stride_k = 1;
   } else {
-    int64_t dm = trans_x ? rx - 1 : rx - 2;
-    int64_t dk = trans_x ? rx - 2 : rx - 1;
-    plan.m = x.shape[dm];
-    kx = x.shape[dk];
-    plan.x_stride_m = xs[dm];
-    plan.x_stride_k = xs[dk];
+    plan.x_stride_m = xs[trans_x ? rx - 1 : rx - 2];
+    plan.x_stride_k = xs[trans_x ? rx - 2 : rx - 1];
     plan.x_batch.assign(x.shape.begin(), x.shape.end() - 2);
     plan.x_batch_strides.assign(xs.begin(), xs.end() - 2);
   }
   if (ry == 1) {  // [k]
-    plan.n = 1;
-    ky = y.shape[0];
     plan.y_stride_k = 1;
     plan.y_stride_n = 0;
   } else {
-    int64_t dk = trans_y ? ry - 1 : ry - 2;
-    int64_t dn = trans_y ? ry - 2 : ry - 1;
-    plan.n = y.shape[dn];
-    ky = y.shape[dk];
-    plan.y_stride_k = ys[dk];
-    plan.y_stride_n = ys[dn];
+    plan.y_stride_k = ys[trans_y ? ry - 1 : ry - 2];
+    plan.y_stride_n = ys[trans_y ? ry - 2 : ry - 1];
     plan.y_batch.assign(y.shape.begin(), y.shape.end() - 2);
     plan.y_batch_strides.assign(ys.begin(), ys.end() - 2);
   }
-  if (kx != ky) {
-    ThrowInvalid(InputField(1, "shape"), "contracted dim " + std::to_string(ky) + " of " +
-                                             ShapeToString(y.shape) + " != " + std::to_string(kx) +
-                                             " of x " + ShapeToString(x.shape));
-  }
-  plan.k = kx;
-  plan.batch = internal::BroadcastShapes({plan.x_batch, plan.y_batch});
-  plan.out_shape = plan.batch;
-  if (rx >= 2) plan.out_shape.push_back(plan.m);
-  if (ry >= 2) plan.out_shape.push_back(plan.n);
   return plan;
 }
 
@@ -119,12 +104,10 @@ using shape::EinsumEquation;  // the parser is shared with the rule (rules/shape
 }  // namespace
 
 Tensors matmul(const Tensors& inputs, const Attrs& attrs) {
-  bool trans_x = attrs.GetBool("trans_x");
-  bool trans_y = attrs.GetBool("trans_y");
-  CheckArity(inputs, 2);
+  const plan::MatmulShapes shapes = plan::PlanMatmul(plan::ShapesOf(inputs), attrs);
   const Tensor& x = inputs[0];
   const Tensor& y = inputs[1];
-  MatmulPlan plan = PlanMatmul(x, y, trans_x, trans_y);
+  MatmulPlan plan = OffsetsOf(x, y, shapes, attrs.GetBool("trans_x"), attrs.GetBool("trans_y"));
   Tensor out = internal::Zeros(plan.out_shape);
   plan.ForEachTerm(
       [&](int64_t xo, int64_t yo, int64_t oo) { out.data[oo] += x.data[xo] * y.data[yo]; });
@@ -132,19 +115,7 @@ Tensors matmul(const Tensors& inputs, const Attrs& attrs) {
 }
 
 Tensors bmm(const Tensors& inputs, const Attrs&) {
-  CheckArity(inputs, 2);
-  const Tensor& x = inputs[0];
-  const Tensor& y = inputs[1];
-  if (x.shape.size() != 3) {
-    ThrowInvalid(InputField(0, "shape"), "bmm needs [b, m, k], got " + ShapeToString(x.shape));
-  }
-  if (y.shape.size() != 3) {
-    ThrowInvalid(InputField(1, "shape"), "bmm needs [b, k, n], got " + ShapeToString(y.shape));
-  }
-  if (x.shape[0] != y.shape[0] || x.shape[2] != y.shape[1]) {
-    ThrowInvalid(InputField(1, "shape"), ShapeToString(y.shape) + " does not fit x " +
-                                             ShapeToString(x.shape) + " as [b, k, n]");
-  }
+  (void)plan::PlanBmm(plan::ShapesOf(inputs));
   Attrs plain;
   plain.Set("trans_x", false);
   plain.Set("trans_y", false);
@@ -206,17 +177,11 @@ Tensors einsum(const Tensors& inputs, const Attrs& attrs) {
 }
 
 Tensors matmul_grad(const Tensors& inputs, const Attrs& attrs) {
-  bool trans_x = attrs.GetBool("trans_x");
-  bool trans_y = attrs.GetBool("trans_y");
-  CheckArity(inputs, 3);
+  const plan::MatmulShapes shapes = plan::PlanMatmulGrad(plan::ShapesOf(inputs), attrs);
   const Tensor& x = inputs[0];
   const Tensor& y = inputs[1];
   const Tensor& out_grad = inputs[2];
-  MatmulPlan plan = PlanMatmul(x, y, trans_x, trans_y);
-  if (out_grad.shape != plan.out_shape) {
-    ThrowInvalid(InputField(2, "shape"), "out_grad " + ShapeToString(out_grad.shape) +
-                                             " != matmul output " + ShapeToString(plan.out_shape));
-  }
+  MatmulPlan plan = OffsetsOf(x, y, shapes, attrs.GetBool("trans_x"), attrs.GetBool("trans_y"));
   // d(sum(out * out_grad)) / dx: each term x*y*g contributes y*g to x and x*g to y; a
   // broadcast batch dim maps several terms to one element, which sums them back.
   Tensor x_grad = internal::Zeros(x.shape);

@@ -10,6 +10,7 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
+#include "rules/elementwise_plan.h"
 
 namespace spmd::reference::ops {
 namespace {
@@ -71,15 +72,9 @@ Tensors gelu(const Tensors& inputs, const Attrs& attrs) {
 // d gelu / dx times out_grad. Exact: Phi(x) + x phi(x), Phi written with erfc (the kernel
 // uses erf); tanh form: 0.5 (1 + t) + 0.5 x sech^2(u) u', u = c (x + 0.044715 x^3).
 Tensors gelu_grad(const Tensors& inputs, const Attrs& attrs) {
-  bool approximate = attrs.GetBool("approximate");
-  CheckArity(inputs, 2);
+  const bool approximate = plan::PlanGeluGrad(plan::ShapesOf(inputs), attrs);
   const Tensor& x = inputs[0];
   const Tensor& out_grad = inputs[1];
-  if (out_grad.shape != x.shape) {
-    ThrowInvalid(internal::InputField(1, "shape"),
-                 "out_grad " + internal::ShapeToString(out_grad.shape) + " != x " +
-                     internal::ShapeToString(x.shape));
-  }
   Tensor x_grad = internal::Zeros(x.shape);
   for (size_t i = 0; i < x.data.size(); ++i) {
     double v = x.data[i];
@@ -134,13 +129,9 @@ Tensors rsqrt(const Tensors& inputs, const Attrs&) {
 
 // add_n: the inputs summed element by element, in input order; one shape for all.
 Tensors add_n(const Tensors& inputs, const Attrs&) {
-  internal::CheckArityAtLeast(inputs, 1);
+  plan::PlanAddN(plan::ShapesOf(inputs));
   Tensor out = internal::Zeros(inputs[0].shape, DType::kFloat64);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].shape != inputs[0].shape) {
-      ThrowInvalid(internal::InputField(i, "shape"),
-                   "add_n needs every input in the shape of inputs[0]");
-    }
     for (size_t k = 0; k < out.data.size(); ++k) out.data[k] += inputs[i].data[k];
   }
   return {out};
@@ -159,11 +150,9 @@ Tensors scale(const Tensors& inputs, const Attrs& attrs) {
 }
 
 Tensors clip(const Tensors& inputs, const Attrs& attrs) {
-  double lo = attrs.GetFloat("min");
-  double hi = attrs.GetFloat("max");
-  if (lo > hi) {
-    ThrowInvalid("attrs.min", "min " + std::to_string(lo) + " > max " + std::to_string(hi));
-  }
+  const plan::ClipPlan clip = plan::PlanClip(attrs);
+  const double lo = clip.lo;
+  const double hi = clip.hi;
   return Unary(inputs, [=](double v) {
     double r = v < lo ? lo : v;
     return r > hi ? hi : r;
@@ -188,30 +177,28 @@ double RoundToFormat(double v, int precision, int emin, double max_finite) {
 }  // namespace
 
 Tensors cast(const Tensors& inputs, const Attrs& attrs) {
-  const std::string& name = attrs.GetString("dtype");
-  std::optional<DType> dtype = ParseDType(name);
-  if (!dtype) ThrowInvalid("attrs.dtype", "unknown dtype '" + name + "'");
-  switch (*dtype) {
+  const DType dtype = plan::PlanCastDType(attrs);
+  switch (dtype) {
     case DType::kFloat64:
       return Unary(
-          inputs, [](double v) { return v; }, *dtype);
+          inputs, [](double v) { return v; }, dtype);
     case DType::kFloat32:
       return Unary(
-          inputs, [](double v) { return static_cast<double>(static_cast<float>(v)); }, *dtype);
+          inputs, [](double v) { return static_cast<double>(static_cast<float>(v)); }, dtype);
     case DType::kInt64:
       return Unary(
-          inputs, [](double v) { return std::trunc(v); }, *dtype);
+          inputs, [](double v) { return std::trunc(v); }, dtype);
     case DType::kBool:
       return Unary(
-          inputs, [](double v) { return v != 0.0 ? 1.0 : 0.0; }, *dtype);
+          inputs, [](double v) { return v != 0.0 ? 1.0 : 0.0; }, dtype);
     case DType::kBFloat16:  // 8 significant bits, float32's exponent range
       return Unary(
-          inputs, [](double v) { return RoundToFormat(v, 8, -126, 0x1.fep127); }, *dtype);
+          inputs, [](double v) { return RoundToFormat(v, 8, -126, 0x1.fep127); }, dtype);
     case DType::kFloat16:  // IEEE binary16: 11 significant bits, normals from 2^-14
       return Unary(
-          inputs, [](double v) { return RoundToFormat(v, 11, -14, 65504.0); }, *dtype);
+          inputs, [](double v) { return RoundToFormat(v, 11, -14, 65504.0); }, dtype);
   }
-  ThrowInvalid("attrs.dtype", "unknown dtype '" + name + "'");
+  ThrowInvalid("attrs.dtype", "unknown dtype " + std::string(ToString(dtype)));
 }
 
 Tensors add(const Tensors& inputs, const Attrs&) {

@@ -6,27 +6,14 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
+#include "rules/contraction_plan.h"
+#include "rules/fused_plan.h"
 
 namespace spmd::reference::ops {
 namespace {
 
 using internal::InputField;
 using internal::ShapeToString;
-
-// sin / cos (input i): [seq, head_dim], or [1, seq, 1, head_dim] (whatever time_major
-// says). Returns its sequence length.
-int64_t RopeTableSeq(const Tensor& table, size_t i) {
-  constexpr int seq_dim = 1;
-  const std::string field = InputField(i, "shape");
-  if (table.shape.size() == 2) return table.shape[0];
-  if (table.shape.size() != 4) ThrowInvalid(field, "sin and cos must be [seq, head_dim] or 4-D");
-  for (int d = 0; d < 3; ++d) {
-    if (d != seq_dim && table.shape[d] != 1) {
-      ThrowInvalid(field, "sin and cos must be 1 on every dim but the sequence and head dims");
-    }
-  }
-  return table.shape[seq_dim];
-}
 
 }  // namespace
 
@@ -36,41 +23,15 @@ int64_t RopeTableSeq(const Tensor& table, size_t i) {
 // otherwise (rotate half, h = head_dim / 2), for i < h:
 //   out[i] = c[i] x[i] - t[i] x[i+h],        out[i+h] = c[i+h] x[i+h] + t[i+h] x[i].
 Tensors fused_rotary_position_embedding(const Tensors& inputs, const Attrs& attrs) {
+  const plan::RopePlan p = plan::PlanRope(plan::ShapesOf(inputs), attrs);
   const size_t n = inputs.size();
-  if (n < 3 || n > 5) {
-    ThrowInvalid("inputs", "expected q, [k, [v,]] sin, cos: 3 to 5 inputs, got " + std::to_string(n));
-  }
-  internal::CheckArityAtLeast(inputs, 3);
-  const bool neox = attrs.GetBool("use_neox_rotary_style");
-  const bool time_major = attrs.GetBool("time_major");
-  const size_t rotated = n - 2;
-  for (size_t i = 0; i < rotated; ++i) {
-    if (inputs[i].shape.size() != 4) ThrowInvalid(InputField(i, "shape"), "q, k and v must be 4-D");
-  }
+  const size_t rotated = p.rotated;
+  const int64_t head_dim = p.head_dim;
+  const bool neox = p.neox;
+  const bool time_major = p.time_major;
   const Shape& q = inputs[0].shape;
-  const int64_t head_dim = q[3];
-  if (head_dim % 2 != 0) {
-    ThrowInvalid(InputField(0, "shape"), "head_dim " + std::to_string(head_dim) + " must be even");
-  }
-  const int seq_dim = time_major ? 0 : 1;
   const Tensor& sin = inputs[n - 2];
   const Tensor& cos = inputs[n - 1];
-  const int64_t sin_seq = RopeTableSeq(sin, n - 2);
-  const int64_t cos_seq = RopeTableSeq(cos, n - 1);
-  for (size_t i = 1; i < rotated; ++i) {
-    const Shape& s = inputs[i].shape;
-    if (s != q) {
-      ThrowInvalid(InputField(i, "shape"), ShapeToString(s) + " does not fit q " + ShapeToString(q));
-    }
-  }
-  for (size_t i : {n - 2, n - 1}) {
-    const int64_t seq = i == n - 2 ? sin_seq : cos_seq;
-    if (seq != q[seq_dim] || inputs[i].shape.back() != head_dim) {
-      ThrowInvalid(InputField(i, "shape"), ShapeToString(inputs[i].shape) + " does not fit seq " +
-                                               std::to_string(q[seq_dim]) + ", head_dim " +
-                                               std::to_string(head_dim));
-    }
-  }
   const int64_t half = head_dim / 2;
   // A 4-D [d0, d1, d2, head_dim] tensor is rows of head_dim elements; row r = (i0, i1, i2)
   // sits at sequence position i0 = r / (d1 d2) (time major) or i1 = (r / d2) mod d1.
@@ -104,25 +65,11 @@ Tensors fused_rotary_position_embedding(const Tensors& inputs, const Attrs& attr
 
 // x_grad = out_grad . y^T, y_grad = x^T . out_grad, per batch.
 Tensors bmm_grad(const Tensors& inputs, const Attrs&) {
-  internal::CheckArity(inputs, 3);
-  for (size_t i = 0; i < 3; ++i) {
-    if (inputs[i].shape.size() != 3) {
-      ThrowInvalid(InputField(i, "shape"), "bmm_grad needs rank 3, got " + ShapeToString(inputs[i].shape));
-    }
-  }
+  const plan::MatmulShapes s = plan::PlanBmmGrad(plan::ShapesOf(inputs));
   const Tensor& x = inputs[0];
   const Tensor& y = inputs[1];
   const Tensor& g = inputs[2];
-  const int64_t b = x.shape[0], m = x.shape[1], k = x.shape[2];
-  if (y.shape[0] != b || y.shape[1] != k) {
-    ThrowInvalid(InputField(1, "shape"), ShapeToString(y.shape) + " does not fit x " +
-                                             ShapeToString(x.shape) + " as [b, k, n]");
-  }
-  const int64_t n = y.shape[2];
-  if (g.shape != Shape{b, m, n}) {
-    ThrowInvalid(InputField(2, "shape"), "out_grad " + ShapeToString(g.shape) + " != bmm output " +
-                                             ShapeToString(Shape{b, m, n}));
-  }
+  const int64_t b = s.batch[0], m = s.m, k = s.k, n = s.n;
   Tensor x_grad = internal::Zeros(x.shape);
   Tensor y_grad = internal::Zeros(y.shape);
   for (int64_t bi = 0; bi < b; ++bi) {

@@ -10,6 +10,7 @@
 #include "reference/reference.h"
 #include "reference/util.h"
 #include "rules/local_attrs.h"
+#include "rules/norm_plan.h"
 #include "rules/softmax_pieces.h"
 
 namespace spmd::reference::ops {
@@ -46,55 +47,7 @@ AxisView ViewFromAxisAttr(const Tensor& x, const Attrs& attrs) {
   return internal::ViewAlong(x.shape, axis);
 }
 
-// For layer_norm / rms_norm: the begin_norm_axis split of x into [outer, n], and the
-// check that `scale` (and bias) are [n].
-struct NormSplit {
-  int64_t begin = 0;
-  int64_t outer = 1;
-  int64_t n = 1;
-  Shape stats_shape;  // x.shape[:begin]
-};
-
-NormSplit SplitForNorm(const Tensor& x, int64_t begin_norm_axis) {
-  NormSplit split;
-  split.begin =
-      internal::NormalizeAxis(begin_norm_axis, internal::Rank(x), "attrs.begin_norm_axis");
-  for (int64_t d = 0; d < internal::Rank(x); ++d) {
-    if (d < split.begin) {
-      split.outer *= x.shape[d];
-      split.stats_shape.push_back(x.shape[d]);
-    } else {
-      split.n *= x.shape[d];
-    }
-  }
-  if (split.n == 0) {
-    ThrowInvalid(InputField(0, "shape"),
-                 "normalising over an empty set of elements of " + ShapeToString(x.shape));
-  }
-  return split;
-}
-
-void CheckVectorShape(const Tensor& t, size_t i, int64_t n) {
-  if (t.shape != Shape{n}) {
-    ThrowInvalid(InputField(i, "shape"),
-                 "expected [" + std::to_string(n) + "], got " + ShapeToString(t.shape));
-  }
-}
-
-// layer_norm_grad / rms_norm_grad: the arity 2 + params + statistics, x split at
-// begin_norm_axis, then the shapes of the parameters, statistics and out_grad
-// (shape::CheckNormGradShapes).
-NormSplit CheckNormGrad(const Tensors& inputs, const Attrs& attrs, size_t params,
-                        size_t statistics) {
-  (void)attrs.GetFloat("epsilon");
-  const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
-  CheckArity(inputs, 2 + params + statistics);
-  NormSplit split = SplitForNorm(inputs[0], begin_norm_axis);
-  std::vector<Shape> shapes;
-  for (const Tensor& t : inputs) shapes.push_back(t.shape);
-  shape::CheckNormGradShapes(shapes, split.begin, params, statistics);
-  return split;
-}
+using plan::NormSplit;
 
 // The backward of layer_norm (mean and inv per row) or rms_norm (mean 0, inv = invvar;
 // `centered` false) through out, row by row: xhat = (x - mean) inv, dxhat = out_grad scale;
@@ -131,15 +84,7 @@ Tensors NormGrad(const Tensors& inputs, const NormSplit& split, const std::vecto
 }
 
 // Returns `v` as an integral id, or throws naming `field`.
-int64_t IdOf(double v, const std::string& field) {
-  if (!std::isfinite(v) || v != std::trunc(v)) {
-    ThrowInvalid(field, "id " + std::to_string(v) + " is not an integer");
-  }
-  if (std::fabs(v) > 9.0e15) {  // beyond exact doubles; also keeps the cast defined
-    ThrowInvalid(field, "id " + std::to_string(v) + " is out of range");
-  }
-  return static_cast<int64_t>(v);
-}
+int64_t IdOf(double v, const std::string& field) { return plan::FloatId(v, field); }
 
 }  // namespace
 
@@ -172,13 +117,9 @@ Tensors log_softmax(const Tensors& inputs, const Attrs& attrs) {
 }
 
 Tensors softmax_grad(const Tensors& inputs, const Attrs& attrs) {
-  CheckArity(inputs, 2);
+  plan::PlanSoftmaxGrad(plan::ShapesOf(inputs));
   const Tensor& out = inputs[0];
   const Tensor& out_grad = inputs[1];
-  if (out_grad.shape != out.shape) {
-    ThrowInvalid(InputField(1, "shape"), "out_grad " + ShapeToString(out_grad.shape) + " != out " +
-                                             ShapeToString(out.shape));
-  }
   AxisView view = ViewFromAxisAttr(out, attrs);
   Tensor x_grad = internal::Zeros(out.shape);
   for (int64_t o = 0; o < view.outer; ++o) {
@@ -197,13 +138,9 @@ Tensors softmax_grad(const Tensors& inputs, const Attrs& attrs) {
 }
 
 Tensors layer_norm(const Tensors& inputs, const Attrs& attrs) {
-  double epsilon = attrs.GetFloat("epsilon");
-  int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
-  CheckArity(inputs, 3);
+  const NormSplit split = plan::PlanNorm(plan::ShapesOf(inputs), attrs, 2);
+  const double epsilon = attrs.GetFloat("epsilon");
   const Tensor& x = inputs[0];
-  NormSplit split = SplitForNorm(x, begin_norm_axis);
-  CheckVectorShape(inputs[1], 1, split.n);
-  CheckVectorShape(inputs[2], 2, split.n);
   const Tensor& scale = inputs[1];
   const Tensor& bias = inputs[2];
   Tensor out = internal::Zeros(x.shape);
@@ -228,12 +165,9 @@ Tensors layer_norm(const Tensors& inputs, const Attrs& attrs) {
 }
 
 Tensors rms_norm(const Tensors& inputs, const Attrs& attrs) {
-  double epsilon = attrs.GetFloat("epsilon");
-  int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
-  CheckArity(inputs, 2);
+  const NormSplit split = plan::PlanNorm(plan::ShapesOf(inputs), attrs, 1);
+  const double epsilon = attrs.GetFloat("epsilon");
   const Tensor& x = inputs[0];
-  NormSplit split = SplitForNorm(x, begin_norm_axis);
-  CheckVectorShape(inputs[1], 1, split.n);
   const Tensor& scale = inputs[1];
   Tensor out = internal::Zeros(x.shape);
   Tensor invvar = internal::Zeros(split.stats_shape);  // x.shape[:begin]
@@ -251,7 +185,7 @@ Tensors rms_norm(const Tensors& inputs, const Attrs& attrs) {
 // x, scale, bias (not read), mean, variance, out_grad -> x_grad, scale_grad, bias_grad:
 // inv = 1/sqrt(variance + epsilon) per row.
 Tensors layer_norm_grad(const Tensors& inputs, const Attrs& attrs) {
-  const NormSplit split = CheckNormGrad(inputs, attrs, 2, 2);
+  const NormSplit split = plan::PlanNormGrad(plan::ShapesOf(inputs), attrs, 2, 2);
   const double epsilon = attrs.GetFloat("epsilon");
   std::vector<double> inv;
   for (double variance : inputs[4].data) inv.push_back(1.0 / std::sqrt(variance + epsilon));
@@ -260,7 +194,7 @@ Tensors layer_norm_grad(const Tensors& inputs, const Attrs& attrs) {
 
 // x, scale, invvar, out_grad -> x_grad, scale_grad: xhat = x invvar, no mean(dxhat) term.
 Tensors rms_norm_grad(const Tensors& inputs, const Attrs& attrs) {
-  const NormSplit split = CheckNormGrad(inputs, attrs, 1, 1);
+  const NormSplit split = plan::PlanNormGrad(plan::ShapesOf(inputs), attrs, 1, 1);
   Tensors grads = NormGrad(inputs, split, inputs[2].data,
                            std::vector<double>(inputs[2].data.size(), 0.0), false);
   grads.pop_back();  // no bias
@@ -268,32 +202,20 @@ Tensors rms_norm_grad(const Tensors& inputs, const Attrs& attrs) {
 }
 
 Tensors lookup_table_v2(const Tensors& inputs, const Attrs& attrs) {
-  int64_t padding_idx = attrs.GetInt("padding_idx");
-  (void)attrs.GetBool("sparse");  // how Paddle stores the gradient; no effect on values
-  CheckArity(inputs, 2);
+  const plan::EmbeddingPlan p = plan::PlanLookupTable(plan::ShapesOf(inputs), attrs);
   const Tensor& ids = inputs[0];
   const Tensor& weight = inputs[1];
-  if (weight.shape.size() != 2) {
-    ThrowInvalid(InputField(1, "shape"),
-                 "weight must be [V, H], got " + ShapeToString(weight.shape));
-  }
-  // Localized: this weight shard holds the rows [start, start + V) of the global table;
-  // ids outside it read zeros (another shard holds them).
-  bool sharded = attrs.Has(internal::kLocalVocabStart);
-  int64_t start = sharded ? attrs.GetInt(internal::kLocalVocabStart) : 0;
-  if (start < 0) {
-    ThrowInvalid(std::string("attrs.") + internal::kLocalVocabStart, "negative row offset");
-  }
-  int64_t vocab = weight.shape[0];
-  int64_t hidden = weight.shape[1];
-  Shape out_shape = ids.shape;
-  out_shape.push_back(hidden);
+  const int64_t padding_idx = p.padding_idx;
+  const bool sharded = p.id_limit < 0;  // a __vocab_start: ids outside this shard read zeros
+  const int64_t start = p.start;
+  const int64_t vocab = p.vocab;
+  const int64_t hidden = p.hidden;
+  const Shape& out_shape = p.out_shape;
   Tensor out = internal::Zeros(out_shape);  // ids.shape + [H]
   for (size_t t = 0; t < ids.data.size(); ++t) {
     int64_t id = IdOf(ids.data[t], InputField(0, "data"));
     if (id < 0 || (!sharded && id >= vocab)) {
-      ThrowInvalid(InputField(0, "data"),
-                   "id " + std::to_string(id) + " outside [0, " + std::to_string(vocab) + ")");
+      plan::ThrowIdOutside(InputField(0, "data"), "id", id, vocab);
     }
     if (padding_idx >= 0 && id == padding_idx) continue;  // stays zero
     int64_t row = id - start;
@@ -308,25 +230,19 @@ Tensors lookup_table_v2(const Tensors& inputs, const Attrs& attrs) {
 // c_embedding: out[t] = weight[id - start_index] for ids in [start_index, start_index + V),
 // zeros for the others; ids must be >= 0 (and < vocab_size when it is >= 0).
 Tensors c_embedding(const Tensors& inputs, const Attrs& attrs) {
-  const int64_t start = attrs.GetInt("start_index");
-  const int64_t vocab_size = attrs.GetInt("vocab_size");
-  CheckArity(inputs, 2);
+  const plan::EmbeddingPlan p = plan::PlanCEmbedding(plan::ShapesOf(inputs), attrs);
   const Tensor& weight = inputs[0];
   const Tensor& ids = inputs[1];
-  if (weight.shape.size() != 2) {
-    ThrowInvalid(InputField(0, "shape"), "weight must be [V, H], got " + ShapeToString(weight.shape));
-  }
-  if (start < 0) ThrowInvalid("attrs.start_index", "start_index must be >= 0");
-  const int64_t rows = weight.shape[0];
-  const int64_t hidden = weight.shape[1];
-  Shape out_shape = ids.shape;
-  out_shape.push_back(hidden);
+  const int64_t start = p.start;
+  const int64_t vocab_size = p.id_limit;
+  const int64_t rows = p.vocab;
+  const int64_t hidden = p.hidden;
+  const Shape& out_shape = p.out_shape;
   Tensor out = internal::Zeros(out_shape, weight.dtype);
   for (size_t t = 0; t < ids.data.size(); ++t) {
     const int64_t id = IdOf(ids.data[t], InputField(1, "data"));
     if (id < 0 || (vocab_size >= 0 && id >= vocab_size)) {
-      ThrowInvalid(InputField(1, "data"), "id " + std::to_string(id) + " outside [0, vocab_size " +
-                                              std::to_string(vocab_size) + ")");
+      plan::ThrowIdOutside(InputField(1, "data"), "id", id, vocab_size);
     }
     const int64_t row = id - start;
     if (row < 0 || row >= rows) continue;  // another piece's row: stays zero
@@ -338,23 +254,13 @@ Tensors c_embedding(const Tensors& inputs, const Attrs& attrs) {
 // weight_grad [V, H]: out_grad's row t added at row id_t - start_index for ids in this
 // piece's rows; the others belong to other pieces.
 Tensors c_embedding_grad(const Tensors& inputs, const Attrs& attrs) {
-  const int64_t start = attrs.GetInt("start_index");
-  CheckArity(inputs, 3);
+  const plan::EmbeddingPlan p = plan::PlanCEmbeddingGrad(plan::ShapesOf(inputs), attrs);
   const Tensor& weight = inputs[0];
   const Tensor& ids = inputs[1];
   const Tensor& out_grad = inputs[2];
-  if (weight.shape.size() != 2) {
-    ThrowInvalid(InputField(0, "shape"), "weight must be [V, H], got " + ShapeToString(weight.shape));
-  }
-  const int64_t rows = weight.shape[0];
-  const int64_t hidden = weight.shape[1];
-  Shape grad_shape = ids.shape;
-  grad_shape.push_back(hidden);
-  if (out_grad.shape != grad_shape) {
-    ThrowInvalid(InputField(2, "shape"), "out_grad must be " + ShapeToString(grad_shape) + ", got " +
-                                             ShapeToString(out_grad.shape));
-  }
-  if (start < 0) ThrowInvalid("attrs.start_index", "start_index must be >= 0");
+  const int64_t start = p.start;
+  const int64_t rows = p.vocab;
+  const int64_t hidden = p.hidden;
   Tensor weight_grad = internal::Zeros(weight.shape);
   for (size_t t = 0; t < ids.data.size(); ++t) {
     const int64_t id = IdOf(ids.data[t], InputField(1, "data"));
@@ -369,33 +275,16 @@ Tensors c_embedding_grad(const Tensors& inputs, const Attrs& attrs) {
 }
 
 Tensors cross_entropy_with_softmax(const Tensors& inputs, const Attrs& attrs) {
-  bool soft_label = attrs.GetBool("soft_label");
-  bool use_softmax = attrs.GetBool("use_softmax");
-  (void)attrs.GetBool("numeric_stable_mode");  // float64 math is always the stable form
-  int64_t ignore_index = attrs.GetInt("ignore_index");
-  int64_t axis_attr = attrs.GetInt("axis");
-  CheckArity(inputs, 2);
+  const plan::CrossEntropyPlan ce = plan::PlanCrossEntropy(plan::ShapesOf(inputs), attrs);
+  const bool soft_label = ce.soft_label;
+  const bool use_softmax = ce.use_softmax;
+  const int64_t ignore_index = ce.ignore_index;
   const Tensor& logits = inputs[0];
   const Tensor& label = inputs[1];
-  if (logits.shape.empty()) {
-    ThrowInvalid(InputField(0, "shape"), "logits need a class dim, got []");
-  }
-  int64_t axis = internal::NormalizeAxis(axis_attr, internal::Rank(logits), "attrs.axis");
-  AxisView view = internal::ViewAlong(logits.shape, axis);
+  AxisView view = internal::ViewAlong(logits.shape, ce.axis);
   Tensor softmax_out = use_softmax ? SoftmaxAlong(logits, view) : logits;
   softmax_out.dtype = DType::kFloat64;
-  Shape loss_shape = logits.shape;
-  loss_shape[axis] = 1;
-  if (soft_label) {
-    if (label.shape != logits.shape) {
-      ThrowInvalid(InputField(1, "shape"), "soft label must have logits' shape " +
-                                               ShapeToString(logits.shape) + ", got " +
-                                               ShapeToString(label.shape));
-    }
-  } else if (label.shape != loss_shape) {
-    ThrowInvalid(InputField(1, "shape"), "hard label must have shape " + ShapeToString(loss_shape) +
-                                             ", got " + ShapeToString(label.shape));
-  }
+  const Shape& loss_shape = ce.loss_shape;
   Tensor loss = internal::Zeros(loss_shape);
   for (int64_t o = 0; o < view.outer; ++o) {
     for (int64_t i = 0; i < view.inner; ++i) {
@@ -411,8 +300,7 @@ Tensors cross_entropy_with_softmax(const Tensors& inputs, const Attrs& attrs) {
       int64_t id = IdOf(label.data[at], InputField(1, "data"));
       if (id == ignore_index) continue;  // loss stays 0
       if (id < 0 || id >= view.len) {
-        ThrowInvalid(InputField(1, "data"), "label " + std::to_string(id) + " outside [0, " +
-                                                std::to_string(view.len) + ")");
+        plan::ThrowIdOutside(InputField(1, "data"), "label", id, view.len);
       }
       loss.data[at] = -std::log(softmax_out.data[view.At(o, id, i)]);
     }
@@ -554,37 +442,20 @@ Tensors c_softmax_with_cross_entropy_grad(const Tensors& inputs, const Attrs& at
 }
 
 Tensors embedding_grad(const Tensors& inputs, const Attrs& attrs) {
-  int64_t padding_idx = attrs.GetInt("padding_idx");
-  (void)attrs.GetBool("sparse");  // how Paddle stores the gradient; no effect on values
-  CheckArity(inputs, 3);
+  const plan::EmbeddingPlan p = plan::PlanEmbeddingGrad(plan::ShapesOf(inputs), attrs);
   const Tensor& ids = inputs[0];
   const Tensor& weight = inputs[1];
   const Tensor& out_grad = inputs[2];
-  if (weight.shape.size() != 2) {
-    ThrowInvalid(InputField(1, "shape"),
-                 "weight must be [V, H], got " + ShapeToString(weight.shape));
-  }
-  int64_t vocab = weight.shape[0];
-  int64_t hidden = weight.shape[1];
-  Shape expected = ids.shape;
-  expected.push_back(hidden);
-  if (out_grad.shape != expected) {
-    ThrowInvalid(InputField(2, "shape"), "out_grad must be " + ShapeToString(expected) +
-                                             " (x.shape + [H]), got " +
-                                             ShapeToString(out_grad.shape));
-  }
-  // Localized: this shard's rows are [start, start + V) of the global table.
-  bool sharded = attrs.Has(internal::kLocalVocabStart);
-  int64_t start = sharded ? attrs.GetInt(internal::kLocalVocabStart) : 0;
-  if (start < 0) {
-    ThrowInvalid(std::string("attrs.") + internal::kLocalVocabStart, "negative row offset");
-  }
+  const int64_t padding_idx = p.padding_idx;
+  const bool sharded = p.id_limit < 0;  // a __vocab_start: ids outside this shard are skipped
+  const int64_t start = p.start;
+  const int64_t vocab = p.vocab;
+  const int64_t hidden = p.hidden;
   Tensor weight_grad = internal::Zeros(weight.shape);
   for (size_t t = 0; t < ids.data.size(); ++t) {
     int64_t id = IdOf(ids.data[t], InputField(0, "data"));
     if (id < 0 || (!sharded && id >= vocab)) {
-      ThrowInvalid(InputField(0, "data"),
-                   "id " + std::to_string(id) + " outside [0, " + std::to_string(vocab) + ")");
+      plan::ThrowIdOutside(InputField(0, "data"), "id", id, vocab);
     }
     if (padding_idx >= 0 && id == padding_idx) continue;  // the padding row gets nothing
     int64_t row = id - start;
@@ -597,34 +468,14 @@ Tensors embedding_grad(const Tensors& inputs, const Attrs& attrs) {
 }
 
 Tensors cross_entropy_with_softmax_grad(const Tensors& inputs, const Attrs& attrs) {
-  bool soft_label = attrs.GetBool("soft_label");
-  bool use_softmax = attrs.GetBool("use_softmax");
-  (void)attrs.GetBool("numeric_stable_mode");  // the forward's concern
-  int64_t ignore_index = attrs.GetInt("ignore_index");
-  int64_t axis_attr = attrs.GetInt("axis");
-  CheckArity(inputs, 3);
+  const plan::CrossEntropyPlan ce = plan::PlanCrossEntropyGrad(plan::ShapesOf(inputs), attrs);
+  const bool soft_label = ce.soft_label;
+  const bool use_softmax = ce.use_softmax;
+  const int64_t ignore_index = ce.ignore_index;
   const Tensor& label = inputs[0];
   const Tensor& softmax = inputs[1];
   const Tensor& loss_grad = inputs[2];
-  if (softmax.shape.empty()) {
-    ThrowInvalid(InputField(1, "shape"), "softmax needs a class dim, got []");
-  }
-  int64_t axis = internal::NormalizeAxis(axis_attr, internal::Rank(softmax), "attrs.axis");
-  AxisView view = internal::ViewAlong(softmax.shape, axis);
-  Shape loss_shape = softmax.shape;
-  loss_shape[axis] = 1;
-  Shape label_shape = soft_label ? softmax.shape : loss_shape;
-  if (label.shape != label_shape) {
-    ThrowInvalid(InputField(0, "shape"), std::string(soft_label ? "soft" : "hard") +
-                                             " label must have shape " +
-                                             ShapeToString(label_shape) + ", got " +
-                                             ShapeToString(label.shape));
-  }
-  if (loss_grad.shape != loss_shape) {
-    ThrowInvalid(InputField(2, "shape"), "loss_grad must have shape " +
-                                             ShapeToString(loss_shape) + ", got " +
-                                             ShapeToString(loss_grad.shape));
-  }
+  AxisView view = internal::ViewAlong(softmax.shape, ce.axis);
   Tensor input_grad = internal::Zeros(softmax.shape);
   for (int64_t o = 0; o < view.outer; ++o) {
     for (int64_t i = 0; i < view.inner; ++i) {
@@ -642,8 +493,7 @@ Tensors cross_entropy_with_softmax_grad(const Tensors& inputs, const Attrs& attr
       int64_t id = IdOf(label.data[row], InputField(0, "data"));
       if (id == ignore_index) continue;  // the row stays 0
       if (id < 0 || id >= view.len) {
-        ThrowInvalid(InputField(0, "data"), "label " + std::to_string(id) + " outside [0, " +
-                                                std::to_string(view.len) + ")");
+        plan::ThrowIdOutside(InputField(0, "data"), "label", id, view.len);
       }
       for (int64_t a = 0; a < view.len; ++a) {
         int64_t at = view.At(o, a, i);

@@ -6,6 +6,7 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
+#include "rules/reduction_plan.h"
 
 namespace spmd::reference::ops {
 namespace {
@@ -25,29 +26,20 @@ struct ReducePlan {
   int64_t count = 1;  // number of x elements reduced into each output element
 };
 
-// `axis` empty or `reduce_all` reduces every dim. Entries are checked either way (range,
-// duplicates). A 0-d x accepts axis 0 / -1 and its output stays 0-d.
-ReducePlan PlanReduce(const Shape& x_shape, const std::vector<int64_t>& axis, bool keep_dim,
-                      bool reduce_all) {
-  int64_t rank = static_cast<int64_t>(x_shape.size());
-  std::vector<bool> listed(x_shape.size() + 1, false);  // + 1: a 0-d x's one "axis" 0
-  for (int64_t a : axis) {
-    int64_t d = internal::NormalizeAxisOrScalar(a, rank, "attrs.axis");
-    if (listed[d]) ThrowInvalid("attrs.axis", "axis " + std::to_string(a) + " listed twice");
-    listed[d] = true;
-  }
-  std::vector<bool> reduced(listed.begin(), listed.begin() + rank);
-  if (axis.empty() || reduce_all) reduced.assign(x_shape.size(), true);
-
+// The reference's own output offsets of the dims that the shared plan
+// (plan::PlanReduceShape, rules/reduction_plan.h) checked and chose.
+ReducePlan OffsetsOf(const Shape& x_shape, const plan::ReduceShape& r) {
   ReducePlan plan;
+  plan.out_shape = r.out_shape;
+  plan.count = r.count;
+  const bool keep_dim = plan.out_shape.size() == x_shape.size();  // reduced dims stay as 1
   std::vector<int64_t> out_dim_of(x_shape.size(), -1);
+  int64_t at = 0;
   for (size_t d = 0; d < x_shape.size(); ++d) {
-    if (reduced[d]) {
-      plan.count *= x_shape[d];
-      if (keep_dim) plan.out_shape.push_back(1);
-    } else {
-      out_dim_of[d] = static_cast<int64_t>(plan.out_shape.size());
-      plan.out_shape.push_back(x_shape[d]);
+    if (!r.reduced[d]) {
+      out_dim_of[d] = at++;
+    } else if (keep_dim) {
+      ++at;
     }
   }
   Shape out_strides = internal::Strides(plan.out_shape);
@@ -72,90 +64,65 @@ Tensor Reduce(const Tensor& x, const ReducePlan& plan, double init, F combine,
 }
 
 // The plan from the common attrs axis / keep_dim (under `keep_name`) / reduce_all.
-ReducePlan PlanFromAttrs(const Tensor& x, const Attrs& attrs, const std::string& keep_name) {
-  return PlanReduce(x.shape, attrs.GetInts("axis"), attrs.GetBool(keep_name),
-                    attrs.GetBool("reduce_all"));
+ReducePlan PlanFromAttrs(const Tensors& inputs, const Attrs& attrs, const std::string& keep_name) {
+  return OffsetsOf(inputs[0].shape, plan::PlanReduce(plan::ShapesOf(inputs), attrs, keep_name));
 }
 
 double Sum(double a, double b) { return a + b; }
 
-// The divisor of mean / mean_all: the localized global count on a shard (D7), else the
-// number of reduced elements, which must not be 0 while there is an output to fill.
-double MeanDivisor(const Attrs& attrs, int64_t local_count, int64_t out_elements,
-                   const Shape& x_shape) {
-  int64_t count =
-      attrs.Has(internal::kLocalCount) ? attrs.GetInt(internal::kLocalCount) : local_count;
-  if (count <= 0 && out_elements > 0) {
-    ThrowInvalid(InputField(0, "shape"),
-                 "mean over an empty set of elements of " + ShapeToString(x_shape));
-  }
-  return static_cast<double>(count);
-}
-
 }  // namespace
 
 Tensors sum(const Tensors& inputs, const Attrs& attrs) {
-  CheckArity(inputs, 1);
-  ReducePlan plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
+  ReducePlan plan = PlanFromAttrs(inputs, attrs, "keep_dim");
   return {Reduce(inputs[0], plan, 0.0, Sum)};
 }
 
 Tensors mean(const Tensors& inputs, const Attrs& attrs) {
-  CheckArity(inputs, 1);
-  ReducePlan plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
-  double divisor = MeanDivisor(attrs, plan.count, NumElements(plan.out_shape), inputs[0].shape);
+  const plan::MeanPlan mean = plan::PlanMean(plan::ShapesOf(inputs), attrs);
+  ReducePlan plan = OffsetsOf(inputs[0].shape, mean.reduce);
+  const double divisor = static_cast<double>(mean.divisor);
   Tensor out = Reduce(inputs[0], plan, 0.0, Sum);
   for (double& v : out.data) v /= divisor;
   return {out};
 }
 
 Tensors max(const Tensors& inputs, const Attrs& attrs) {
-  CheckArity(inputs, 1);
-  ReducePlan plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
+  ReducePlan plan = PlanFromAttrs(inputs, attrs, "keep_dim");
   return {Reduce(inputs[0], plan, -kInf, [](double a, double b) { return b > a ? b : a; })};
 }
 
 Tensors min(const Tensors& inputs, const Attrs& attrs) {
-  CheckArity(inputs, 1);
-  ReducePlan plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
+  ReducePlan plan = PlanFromAttrs(inputs, attrs, "keep_dim");
   return {Reduce(inputs[0], plan, kInf, [](double a, double b) { return b < a ? b : a; })};
 }
 
 Tensors prod(const Tensors& inputs, const Attrs& attrs) {
-  CheckArity(inputs, 1);
-  ReducePlan plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
+  ReducePlan plan = PlanFromAttrs(inputs, attrs, "keep_dim");
   return {Reduce(inputs[0], plan, 1.0, [](double a, double b) { return a * b; })};
 }
 
 Tensors any(const Tensors& inputs, const Attrs& attrs) {
-  CheckArity(inputs, 1);
-  ReducePlan plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
+  ReducePlan plan = PlanFromAttrs(inputs, attrs, "keep_dim");
   return {Reduce(
       inputs[0], plan, 0.0, [](double a, double b) { return (a != 0.0 || b != 0.0) ? 1.0 : 0.0; },
       DType::kBool)};
 }
 
 Tensors all(const Tensors& inputs, const Attrs& attrs) {
-  CheckArity(inputs, 1);
-  ReducePlan plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
+  ReducePlan plan = PlanFromAttrs(inputs, attrs, "keep_dim");
   return {Reduce(
       inputs[0], plan, 1.0, [](double a, double b) { return (a != 0.0 && b != 0.0) ? 1.0 : 0.0; },
       DType::kBool)};
 }
 
 Tensors squared_l2_norm(const Tensors& inputs, const Attrs& attrs) {
-  CheckArity(inputs, 1);
-  // OPS.md declares axis and keep_dim; reduce_all is read only where it is declared.
-  bool reduce_all = attrs.Has("reduce_all") && attrs.GetBool("reduce_all");
-  ReducePlan plan =
-      PlanReduce(inputs[0].shape, attrs.GetInts("axis"), attrs.GetBool("keep_dim"), reduce_all);
+  ReducePlan plan = OffsetsOf(inputs[0].shape, plan::PlanSquaredL2Norm(plan::ShapesOf(inputs), attrs));
   return {Reduce(inputs[0], plan, 0.0, [](double a, double b) { return a + b * b; })};
 }
 
 Tensors mean_all(const Tensors& inputs, const Attrs& attrs) {
-  CheckArity(inputs, 1);
+  const double divisor = static_cast<double>(plan::PlanMeanAll(plan::ShapesOf(inputs), attrs).divisor);
   const Tensor& x = inputs[0];
-  double divisor = MeanDivisor(attrs, NumElements(x.shape), 1, x.shape);
   double total = 0.0;
   for (double v : x.data) total += v;
   Tensor out = internal::Zeros({});
@@ -164,9 +131,8 @@ Tensors mean_all(const Tensors& inputs, const Attrs& attrs) {
 }
 
 Tensors logsumexp(const Tensors& inputs, const Attrs& attrs) {
-  CheckArity(inputs, 1);
+  ReducePlan plan = PlanFromAttrs(inputs, attrs, "keepdim");
   const Tensor& x = inputs[0];
-  ReducePlan plan = PlanFromAttrs(x, attrs, "keepdim");
   // log(sum(exp(x))) = m + log(sum(exp(x - m))) with m the max; an empty set gives -inf.
   Tensor m = Reduce(x, plan, -kInf, [](double a, double b) { return b > a ? b : a; });
   Tensor s = internal::Zeros(plan.out_shape);
@@ -181,19 +147,10 @@ Tensors logsumexp(const Tensors& inputs, const Attrs& attrs) {
 }
 
 Tensors p_norm(const Tensors& inputs, const Attrs& attrs) {
-  double porder = attrs.GetFloat("porder");
-  int64_t axis = attrs.GetInt("axis");
-  (void)attrs.GetFloat("epsilon");  // only Paddle's backward uses it
-  bool keepdim = attrs.GetBool("keepdim");
-  bool asvector = attrs.GetBool("asvector");
-  CheckArity(inputs, 1);
+  const plan::PNormPlan p = plan::PlanPNorm(plan::ShapesOf(inputs), attrs);
+  const double porder = p.porder;
   const Tensor& x = inputs[0];
-  if (!std::isfinite(porder) || porder == 0.0) {
-    ThrowInvalid("attrs.porder",
-                 "porder must be finite and non-zero, got " + std::to_string(porder));
-  }
-  ReducePlan plan = asvector ? PlanReduce(x.shape, {}, keepdim, true)
-                             : PlanReduce(x.shape, {axis}, keepdim, false);
+  ReducePlan plan = OffsetsOf(x.shape, p.reduce);
   Tensor out =
       Reduce(x, plan, 0.0, [=](double a, double b) { return a + std::pow(std::fabs(b), porder); });
   for (double& v : out.data) v = std::pow(v, 1.0 / porder);
@@ -201,32 +158,14 @@ Tensors p_norm(const Tensors& inputs, const Attrs& attrs) {
 }
 
 Tensors argmax(const Tensors& inputs, const Attrs& attrs) {
-  int64_t axis = attrs.GetInt("axis");
-  bool keepdims = attrs.GetBool("keepdims");
-  bool flatten = attrs.GetBool("flatten");
-  const std::string& dtype = attrs.GetString("dtype");
-  CheckArity(inputs, 1);
+  const plan::ArgmaxPlan p = plan::PlanArgmax(plan::ShapesOf(inputs), attrs);
   const Tensor& x = inputs[0];
-  if (dtype != "int64") ThrowInvalid("attrs.dtype", "argmax outputs int64, got '" + dtype + "'");
-
-  Shape out_shape;
+  const Shape& out_shape = p.out_shape;
   internal::AxisView view;
-  if (flatten) {
+  if (p.flatten) {
     view.len = NumElements(x.shape);
-    if (keepdims) out_shape.assign(x.shape.size(), 1);
-  } else {
-    int64_t d = internal::NormalizeAxisOrScalar(axis, internal::Rank(x), "attrs.axis");
-    view = internal::ViewAlong(x.shape, d);
-    for (size_t i = 0; i < x.shape.size(); ++i) {
-      if (static_cast<int64_t>(i) != d) {
-        out_shape.push_back(x.shape[i]);
-      } else if (keepdims) {
-        out_shape.push_back(1);
-      }
-    }
-  }
-  if (view.len == 0) {
-    ThrowInvalid(InputField(0, "shape"), "argmax over an empty dim of " + ShapeToString(x.shape));
+  } else if (p.axis >= 0) {
+    view = internal::ViewAlong(x.shape, p.axis);
   }
   Tensor out = internal::Zeros(out_shape, DType::kInt64);
   for (int64_t o = 0; o < view.outer; ++o) {
@@ -242,21 +181,18 @@ Tensors argmax(const Tensors& inputs, const Attrs& attrs) {
 }
 
 Tensors cumsum(const Tensors& inputs, const Attrs& attrs) {
-  int64_t axis = attrs.GetInt("axis");
-  bool flatten = attrs.GetBool("flatten");
-  bool exclusive = attrs.GetBool("exclusive");
-  bool reverse = attrs.GetBool("reverse");
-  CheckArity(inputs, 1);
+  const plan::CumsumPlan c = plan::PlanCumsum(plan::ShapesOf(inputs), attrs);
+  const bool exclusive = c.exclusive;
+  const bool reverse = c.reverse;
   const Tensor& x = inputs[0];
   Tensor out = x;
   out.dtype = DType::kFloat64;
+  out.shape = c.out_shape;
   internal::AxisView view;
-  if (flatten) {  // axis is ignored
-    out.shape = {NumElements(x.shape)};
+  if (c.flatten) {
     view.len = out.shape[0];
-  } else {
-    int64_t d = internal::NormalizeAxisOrScalar(axis, internal::Rank(x), "attrs.axis");
-    view = internal::ViewAlong(x.shape, d);
+  } else if (c.axis >= 0) {
+    view = internal::ViewAlong(x.shape, c.axis);
   }
   for (int64_t o = 0; o < view.outer; ++o) {
     for (int64_t i = 0; i < view.inner; ++i) {

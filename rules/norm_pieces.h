@@ -19,6 +19,7 @@
 #include "rules/attrs.h"
 #include "rules/error.h"
 #include "rules/local_attrs.h"
+#include "rules/op_plan.h"
 #include "rules/shape_util.h"
 
 namespace spmd::norm_pieces {
@@ -47,6 +48,46 @@ inline int64_t GatheredPieces(const std::vector<int64_t>& gathered, int64_t nume
                      shape::ShapeString(gathered));
   }
   return pieces;
+}
+
+// softmax / log_softmax / cumsum on a piece: the arity (the op's, plus the gathered tensor
+// in the finish phase) and attrs.axis, as the ops check them. Returns the axis (-1 on a
+// 0-d x).
+inline int64_t PlanAxisPiece(const std::vector<std::vector<int64_t>>& shapes, const Attrs& attrs, size_t arity) {
+  plan::CheckArity(shapes, arity);
+  return shape::NormalizeAxisOrScalar(attrs.GetInt("axis"), static_cast<int64_t>(shapes[0].size()), "attrs.axis");
+}
+
+// softmax_grad on a piece: out and out_grad of one shape, along attrs.axis.
+inline int64_t PlanSoftmaxGradPiece(const std::vector<std::vector<int64_t>>& shapes, const Attrs& attrs,
+                                    size_t arity) {
+  plan::CheckArity(shapes, arity);
+  if (shapes[1] != shapes[0]) {
+    ThrowInvalid(shape::InputField(1, "shape"),
+                 "out_grad " + shape::ShapeString(shapes[1]) + " != out " + shape::ShapeString(shapes[0]));
+  }
+  return PlanAxisPiece(shapes, attrs, arity);
+}
+
+// cumsum on a piece: the axis, refusing flatten (the exchange runs along an axis; the rule
+// exchanges nothing with flatten), and the piece's first position along the axis
+// (localized __offset; 0 unsharded).
+struct CumsumPiecePlan {
+  int64_t axis = -1;  // -1 on a 0-d x
+  int64_t first = 0;
+};
+inline CumsumPiecePlan PlanCumsumPiece(const std::vector<std::vector<int64_t>>& shapes, const Attrs& attrs,
+                                       size_t arity) {
+  (void)attrs.GetBool("exclusive");
+  (void)attrs.GetBool("reverse");
+  if (attrs.GetBool("flatten")) ThrowInvalid("attrs.flatten", "cumsum's exchange phases run along an axis");
+  CumsumPiecePlan piece{PlanAxisPiece(shapes, attrs, arity), 0};
+  if (attrs.Has(kLocalOffset) && piece.axis >= 0) {
+    const std::vector<int64_t>& offset = attrs.GetInts(kLocalOffset);
+    if (offset.size() != shapes[0].size()) ThrowInvalid(std::string("attrs.") + kLocalOffset, "must have x's rank");
+    piece.first = offset[piece.axis];
+  }
+  return piece;
 }
 
 // layer_norm / rms_norm on a piece: x split at begin_norm_axis into rows and the piece's

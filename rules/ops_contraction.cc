@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "rules/contraction_plan.h"
 #include "rules/error.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
@@ -21,8 +22,8 @@ using notation::MakeAttrs;
 std::vector<std::string> MatmulLetters(const RuleContext& c) {
   const Shape& x = c.input_shapes[0];
   const Shape& y = c.input_shapes[1];
-  if (x.empty()) ThrowInvalid("inputs[0].shape", "matmul needs rank >= 1");
-  if (y.empty()) ThrowInvalid("inputs[1].shape", "matmul needs rank >= 1");
+  // The shapes' checks (plan::PlanMatmulShapes, shared with the reference and the kernels).
+  (void)plan::PlanMatmulShapes(x, y, c.attrs.GetBool("trans_x"), c.attrs.GetBool("trans_y"));
   const bool trans_x = c.attrs.GetBool("trans_x") && x.size() > 1;
   const bool trans_y = c.attrs.GetBool("trans_y") && y.size() > 1;
   const Shape x_batch(x.begin(), x.end() - std::min<size_t>(2, x.size()));
@@ -83,11 +84,7 @@ OpDecl bmm() {
       .Tolerance(ToleranceClass::kSumOfProducts)
       .Vjp(vjps::Matmul)
       .Einsum([](const RuleContext& c) {
-    for (size_t i = 0; i < 2; ++i) {
-      if (c.input_shapes[i].size() != 3) {
-        ThrowInvalid("inputs[" + std::to_string(i) + "].shape", "bmm needs rank 3");
-      }
-    }
+    (void)plan::PlanBmm(c.input_shapes);
     EinsumSpec spec = notation::FromLetters({"bmk", "bkn"}, {"bmn"});
     spec.accept = PartialAcceptance::kMultilinear;
     return spec;
@@ -124,6 +121,7 @@ OpDecl matmul_grad() {
       .Attr("trans_x", AttrKind::kBool, false)
       .Attr("trans_y", AttrKind::kBool, false)
       .Einsum([](const RuleContext& c) {
+        (void)plan::PlanMatmulGrad(c.input_shapes, c.attrs);
         const std::vector<std::string> fwd = MatmulLetters(c);
         return notation::FromLetters({fwd[0], fwd[1], fwd[2]}, {fwd[0], fwd[1]});
       })
@@ -138,11 +136,7 @@ OpDecl bmm_grad() {
   return OpBuilder("bmm_grad").Inputs({"x", "y", "out_grad"}).Outputs({"x_grad", "y_grad"})
       .Tolerance(ToleranceClass::kSumOfProducts)
       .Einsum([](const RuleContext& c) {
-        for (size_t i = 0; i < 3; ++i) {
-          if (c.input_shapes[i].size() != 3) {
-            ThrowInvalid("inputs[" + std::to_string(i) + "].shape", "bmm_grad needs rank 3");
-          }
-        }
+        (void)plan::PlanBmmGrad(c.input_shapes);
         return notation::FromLetters({"bmk", "bkn", "bmn"}, {"bmk", "bkn"});
       })
       .Examples(FromSignatures({{{"bmk", "bkn", "bmn"}}}));

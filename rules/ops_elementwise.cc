@@ -2,6 +2,7 @@
 #include <cmath>
 #include <string>
 
+#include "rules/elementwise_plan.h"
 #include "rules/error.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
@@ -52,9 +53,7 @@ OpDecl gelu_grad() {
       .Tolerance(ToleranceClass::kPointwise)
       .Attr("approximate", AttrKind::kBool, false)
       .Einsum([](const RuleContext& c) {
-        if (c.input_shapes[1] != c.input_shapes[0]) {
-          ThrowInvalid("inputs[1].shape", "out_grad must have x's shape");
-        }
+        (void)plan::PlanGeluGrad(c.input_shapes, c.attrs);
         return notation::Elementwise(c.input_shapes);
       })
       .Examples(FromSignatures({{{"abc", "abc"}}, {{"ab", "ab"}, MakeAttrs({{"approximate", true}})}}));
@@ -116,12 +115,7 @@ OpDecl add_n() {
       .Tolerance(ToleranceClass::kPointwise)
       .Vjp(vjps::AddN)
       .Einsum([](const RuleContext& c) {
-        for (size_t i = 1; i < c.input_shapes.size(); ++i) {
-          if (c.input_shapes[i] != c.input_shapes[0]) {
-            ThrowInvalid("inputs[" + std::to_string(i) + "].shape",
-                         "add_n needs every input in the shape of inputs[0]");
-          }
-        }
+        plan::PlanAddN(c.input_shapes);
         return Accepting(c, PartialAcceptance::kSumOfAll);
       })
       .Examples(FromSignatures({{{"ab", "ab"}}, {{"a", "a", "a"}}, {{"1bc"}}}));
@@ -152,9 +146,7 @@ OpDecl clip() {
       .Attr("min", AttrKind::kFloat, -kFloatMax)
       .Attr("max", AttrKind::kFloat, kFloatMax)
       .Einsum([](const RuleContext& c) {
-        if (c.attrs.GetFloat("min") > c.attrs.GetFloat("max")) {
-          ThrowInvalid("attrs.min", "min is greater than max");
-        }
+        (void)plan::PlanClip(c.attrs);
         return notation::Elementwise(c.input_shapes);
       })
       .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"min", -0.5}, {"max", 0.75}})}}));
@@ -165,9 +157,7 @@ OpDecl cast() {
       .Tolerance(ToleranceClass::kExact)
       .Attr("dtype", AttrKind::kString, std::string("float64"))
       .Einsum([](const RuleContext& c) {
-        if (!ParseDType(c.attrs.GetString("dtype"))) {
-          ThrowInvalid("attrs.dtype", "unknown dtype '" + c.attrs.GetString("dtype") + "'");
-        }
+        (void)plan::PlanCastDType(c.attrs);
         return notation::Elementwise(c.input_shapes);
       })
       .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"dtype", std::string("float32")}})},

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "rules/error.h"
+#include "rules/fused_plan.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
 #include "rules/vjps.h"
@@ -16,22 +17,9 @@ namespace {
 
 using notation::MakeAttrs;
 
-// Checks sin / cos (input i): [s, d], or [1, s, 1, d] (Paddle's layout whatever time_major
-// says). Returns its letters over the tensors' `s` and `d`.
-std::string RopeTableLetters(const Shape& table, size_t i) {
-  constexpr int seq_dim = 1;
-  const std::string field = "inputs[" + std::to_string(i) + "].shape";
-  if (table.size() == 2) return "sd";
-  if (table.size() != 4) ThrowInvalid(field, "sin and cos must be [seq, head_dim] or 4-D");
-  std::string letters = "111d";
-  letters[static_cast<size_t>(seq_dim)] = 's';
-  for (int d = 0; d < 3; ++d) {
-    if (d != seq_dim && table[static_cast<size_t>(d)] != 1) {
-      ThrowInvalid(field, "sin and cos must be 1 on every dim but the sequence and head dims");
-    }
-  }
-  return letters;
-}
+// The letters of sin / cos (checked by plan::PlanRope): [s, d], or [1, s, 1, d] (Paddle's
+// layout whatever time_major says), over the tensors' `s` and `d`.
+std::string RopeTableLetters(const Shape& table) { return table.size() == 2 ? "sd" : "1s1d"; }
 
 }  // namespace
 
@@ -51,25 +39,12 @@ OpDecl fused_rotary_position_embedding() {
       .Attr("time_major", AttrKind::kBool, false)
       .Attr("rotary_emb_base", AttrKind::kFloat, 10000.0)
       .Einsum([](const RuleContext& c) {
+        const plan::RopePlan p = plan::PlanRope(c.input_shapes, c.attrs);
         const size_t n = c.input_shapes.size();
-        if (n < 3 || n > 5) {
-          ThrowInvalid("inputs", "expected q, [k, [v,]] sin, cos: 3 to 5 inputs, got " + std::to_string(n));
-        }
-        const bool time_major = c.attrs.GetBool("time_major");
-        const size_t rotated = n - 2;
-        for (size_t i = 0; i < rotated; ++i) {
-          if (c.input_shapes[i].size() != 4) {
-            ThrowInvalid("inputs[" + std::to_string(i) + "].shape", "q, k and v must be 4-D");
-          }
-        }
-        const std::vector<std::string> letters(rotated, time_major ? "sbhd" : "bshd");
-        const int64_t head_dim = c.input_shapes[0][3];
-        if (head_dim % 2 != 0) {
-          ThrowInvalid("inputs[0].shape", "head_dim " + std::to_string(head_dim) + " must be even");
-        }
+        const std::vector<std::string> letters(p.rotated, p.time_major ? "sbhd" : "bshd");
         std::vector<std::string> inputs = letters;
-        inputs.push_back(RopeTableLetters(c.input_shapes[n - 2], n - 2));
-        inputs.push_back(RopeTableLetters(c.input_shapes[n - 1], n - 1));
+        inputs.push_back(RopeTableLetters(c.input_shapes[n - 2]));
+        inputs.push_back(RopeTableLetters(c.input_shapes[n - 1]));
         return notation::FromLetters(inputs, letters, "d");
       })
       .Examples([](const SizePalette& p) {

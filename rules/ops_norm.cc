@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "rules/error.h"
+#include "rules/norm_plan.h"
 #include "rules/notation.h"
 #include "rules/registry.h"
 #include "rules/vjps.h"
@@ -213,7 +214,10 @@ OpDecl softmax_grad() {
   return OpBuilder("softmax_grad").Inputs({"out", "out_grad"}).Outputs({"x_grad"})
       .Tolerance(ToleranceClass::kSoftmaxGrad)
       .Attr("axis", AttrKind::kInt, int64_t{-1})
-      .Einsum([](const RuleContext& c) { return AlongAxis(c, 2, true); })
+      .Einsum([](const RuleContext& c) {
+        plan::PlanSoftmaxGrad(c.input_shapes);
+        return AlongAxis(c, 2, true);
+      })
       .ExchangeAlong(0, SoftmaxAxis)  // a piece's part of sum(out_grad * out) per row
       .Examples(FromSignatures({{{"abc", "abc"}, MakeAttrs({{"axis", int64_t{1}}})}}));
 }
@@ -292,7 +296,7 @@ OpDecl lookup_table_v2() {
       .Attr("padding_idx", AttrKind::kInt, int64_t{-1})
       .Attr("sparse", AttrKind::kBool, false)
       .Einsum([](const RuleContext& c) {
-        if (c.input_shapes[1].size() != 2) ThrowInvalid("inputs[1].shape", "weight must be 2-D");
+        (void)plan::PlanLookupTable(c.input_shapes, c.attrs);
         const std::string ids = notation::Letters(static_cast<int>(c.input_shapes[0].size()));
         return notation::FromLetters({ids, "VW"}, {ids + "W"});
       })
@@ -452,13 +456,12 @@ OpDecl cross_entropy_with_softmax() {
       .Attr("ignore_index", AttrKind::kInt, int64_t{-100})
       .Attr("axis", AttrKind::kInt, int64_t{-1})
       .Einsum([](const RuleContext& c) {
-        const int rank = static_cast<int>(c.input_shapes[0].size());
-        const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
-        const std::string letters = notation::Letters(rank);
+        const plan::CrossEntropyPlan ce = plan::PlanCrossEntropy(c.input_shapes, c.attrs);
+        const int axis = ce.axis;
+        const std::string letters = notation::Letters(static_cast<int>(c.input_shapes[0].size()));
         std::string reduced = letters;
         reduced[axis] = '1';
-        const bool soft = c.attrs.GetBool("soft_label");
-        return notation::FromLetters({letters, soft ? letters : reduced}, {letters, reduced},
+        return notation::FromLetters({letters, ce.soft_label ? letters : reduced}, {letters, reduced},
                                      letters.substr(axis, 1));
       })
       .Values([](const RuleContext& c) {
@@ -527,13 +530,12 @@ OpDecl cross_entropy_with_softmax_grad() {
       .Attr("ignore_index", AttrKind::kInt, int64_t{-100})
       .Attr("axis", AttrKind::kInt, int64_t{-1})
       .Einsum([](const RuleContext& c) {
-        const int rank = static_cast<int>(c.input_shapes[1].size());
-        const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
-        const std::string letters = notation::Letters(rank);
+        const plan::CrossEntropyPlan ce = plan::PlanCrossEntropyGrad(c.input_shapes, c.attrs);
+        const int axis = ce.axis;
+        const std::string letters = notation::Letters(static_cast<int>(c.input_shapes[1].size()));
         std::string reduced = letters;
         reduced[axis] = '1';
-        const bool soft = c.attrs.GetBool("soft_label");
-        return notation::FromLetters({soft ? letters : reduced, letters, reduced}, {letters},
+        return notation::FromLetters({ce.soft_label ? letters : reduced, letters, reduced}, {letters},
                                      letters.substr(axis, 1));
       })
       .Values([](const RuleContext& c) {

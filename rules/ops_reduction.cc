@@ -6,6 +6,7 @@
 
 #include "rules/error.h"
 #include "rules/notation.h"
+#include "rules/reduction_plan.h"
 #include "rules/registry.h"
 #include "rules/vjps.h"
 
@@ -194,13 +195,9 @@ OpDecl p_norm() {
       .Attr("keepdim", AttrKind::kBool, false, {"keep_dim"})
       .Attr("asvector", AttrKind::kBool, false)
       .Einsum([](const RuleContext& c) {
-        if (c.attrs.GetFloat("porder") == 0.0) ThrowInvalid("attrs.porder", "must be non-zero");
+        const plan::PNormPlan p = plan::PlanPNorm(c.input_shapes, c.attrs);
         const int rank = static_cast<int>(c.input_shapes[0].size());
-        const bool asvector = c.attrs.GetBool("asvector");
-        std::vector<bool> reduced(rank, asvector);
-        const int axis = notation::NormalizeAxisOrScalar(c.attrs.GetInt("axis"), rank, "attrs.axis");
-        if (!asvector && axis >= 0) reduced[axis] = true;
-        EinsumSpec spec = Reduction(rank, reduced, c.attrs.GetBool("keepdim"));
+        EinsumSpec spec = Reduction(rank, p.reduce.reduced, c.attrs.GetBool("keepdim"));
         ForceReducedReplicated(spec);
         return spec;
       })
@@ -216,16 +213,10 @@ OpDecl argmax() {
       .Attr("flatten", AttrKind::kBool, false)
       .Attr("dtype", AttrKind::kString, std::string("int64"))
       .Einsum([](const RuleContext& c) {
-        const std::string& dtype = c.attrs.GetString("dtype");
-        if (dtype != "int64") ThrowInvalid("attrs.dtype", "argmax outputs int64, got '" + dtype + "'");
-        const Shape& x = c.input_shapes[0];
-        const int rank = static_cast<int>(x.size());
-        const bool flatten = c.attrs.GetBool("flatten");
-        std::vector<bool> reduced(rank, flatten);
-        const int axis = notation::NormalizeAxisOrScalar(c.attrs.GetInt("axis"), rank, "attrs.axis");
-        if (!flatten && axis >= 0) reduced[axis] = true;
-        const int64_t searched = flatten ? NumElements(x) : axis >= 0 ? x[axis] : 1;
-        if (searched == 0) ThrowInvalid("inputs[0].shape", "argmax over an empty dim");
+        const plan::ArgmaxPlan p = plan::PlanArgmax(c.input_shapes, c.attrs);
+        const int rank = static_cast<int>(c.input_shapes[0].size());
+        std::vector<bool> reduced(rank, p.flatten);
+        if (p.axis >= 0) reduced[p.axis] = true;
         EinsumSpec spec = Reduction(rank, reduced, c.attrs.GetBool("keepdims"));
         ForceReducedReplicated(spec);
         return spec;

@@ -13,6 +13,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/permute.h"
+#include "rules/contraction_plan.h"
 #include "rules/shape_util.h"
 
 namespace spmd::kernels::cpu {
@@ -27,15 +28,14 @@ using internal::MatrixView;
 using internal::NewOutput;
 using internal::ValuesAs;
 
-// matmul's shapes and strides (as the reference plans them; the same checks in the same
-// order). Example: x [2, 1, 3, 4] (trans_x), y [5, 3, 6] -> out [2, 5, 4, 6], k = 3.
-struct MatmulPlan {
-  Shape out_shape;
-  Shape batch;  // the broadcast batch shape
-  int64_t m = 1, n = 1, k = 1;
-  Shape x_batch, y_batch;
-  int64_t x_stride_m = 0, x_stride_k = 0, y_stride_k = 0, y_stride_n = 0;
-  int64_t x_matrix = 1, y_matrix = 1;  // elements per batch entry of x and y
+// matmul's shapes and strides: plan::MatmulShapes (rules/contraction_plan.h, checked
+// and planned once for the reference and the kernels), with the CPU kernel's batch walk.
+// Example: x [2, 1, 3, 4] (trans_x), y [5, 3, 6] -> out [2, 5, 4, 6], k = 3.
+struct MatmulPlan : plan::MatmulShapes {
+  // The shared plan, within the kernels' limit on the output's size.
+  explicit MatmulPlan(const plan::MatmulShapes& s) : plan::MatmulShapes(s) {
+    internal::CheckOutputShape(out_shape);
+  }
 
   // The rows of all batch entries as one matrix, when y is the same matrix for every
   // entry and x's rows follow each other across entries (x not transposed, not
@@ -84,58 +84,6 @@ struct MatmulPlan {
   }
 };
 
-MatmulPlan PlanMatmul(const Tensor& x, const Tensor& y, bool trans_x, bool trans_y) {
-  const int64_t rx = x.rank();
-  const int64_t ry = y.rank();
-  if (rx == 0) ThrowInvalid(InputField(0, "shape"), "matmul needs rank >= 1, got []");
-  if (ry == 0) ThrowInvalid(InputField(1, "shape"), "matmul needs rank >= 1, got []");
-  MatmulPlan plan;
-  const Shape& xs = x.shape();
-  const Shape& ys = y.shape();
-  int64_t kx, ky;
-  if (rx == 1) {
-    plan.m = 1;
-    kx = xs[0];
-    plan.x_stride_m = 0;
-    plan.x_stride_k = 1;
-    plan.x_matrix = kx;
-  } else {
-    const int64_t rows = xs[rx - 2], cols = xs[rx - 1];
-    plan.m = trans_x ? cols : rows;
-    kx = trans_x ? rows : cols;
-    plan.x_stride_m = trans_x ? 1 : cols;
-    plan.x_stride_k = trans_x ? cols : 1;
-    plan.x_matrix = rows * cols;
-    plan.x_batch.assign(xs.begin(), xs.end() - 2);
-  }
-  if (ry == 1) {
-    plan.n = 1;
-    ky = ys[0];
-    plan.y_stride_k = 1;
-    plan.y_stride_n = 0;
-    plan.y_matrix = ky;
-  } else {
-    const int64_t rows = ys[ry - 2], cols = ys[ry - 1];
-    plan.n = trans_y ? rows : cols;
-    ky = trans_y ? cols : rows;
-    plan.y_stride_k = trans_y ? 1 : cols;
-    plan.y_stride_n = trans_y ? cols : 1;
-    plan.y_matrix = rows * cols;
-    plan.y_batch.assign(ys.begin(), ys.end() - 2);
-  }
-  if (kx != ky) {
-    ThrowInvalid(InputField(1, "shape"), "contracted dim " + std::to_string(ky) + " of " +
-                                             ShapeToString(ys) + " != " + std::to_string(kx) +
-                                             " of x " + ShapeToString(xs));
-  }
-  plan.k = kx;
-  plan.batch = internal::BroadcastShapes({plan.x_batch, plan.y_batch});
-  plan.out_shape = plan.batch;
-  if (rx >= 2) plan.out_shape.push_back(plan.m);
-  if (ry >= 2) plan.out_shape.push_back(plan.n);
-  internal::CheckOutputShape(plan.out_shape);
-  return plan;
-}
 
 template <typename T>
 Tensor RunMatmul(const Tensor& xt, const Tensor& yt, const MatmulPlan& plan) {
@@ -268,13 +216,7 @@ template <typename T>
 Tensor RunEinsum(const TensorArgs& inputs, const EinsumEquation& spec,
                  const std::map<char, int64_t>& size) {
   const size_t count = inputs.size();
-  // Letters still needed after operand i: the output's and those of operands after i.
-  std::vector<std::string> needed_after(count);
-  std::string needed = spec.output;
-  for (size_t i = count; i-- > 0;) {
-    needed_after[i] = needed;
-    needed += spec.operands[i];
-  }
+  const std::vector<std::string> needed_after = plan::EinsumLettersNeededAfter(spec);
   auto load = [&](size_t i) {
     ValuesAs<T> v(inputs[i]);
     Term<T> t;
@@ -304,10 +246,7 @@ Tensor RunEinsum(const TensorArgs& inputs, const EinsumEquation& spec,
 }  // namespace
 
 Tensors matmul(const TensorArgs& inputs, const Attrs& attrs) {
-  const bool trans_x = attrs.GetBool("trans_x");
-  const bool trans_y = attrs.GetBool("trans_y");
-  CheckArity(inputs, 2);
-  const MatmulPlan plan = PlanMatmul(inputs[0], inputs[1], trans_x, trans_y);
+  const MatmulPlan plan(plan::PlanMatmul(plan::ShapesOf(inputs), attrs));
   return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
     using T = typename decltype(tag)::type;
     return TensorList(RunMatmul<T>(inputs[0], inputs[1], plan));
@@ -315,20 +254,9 @@ Tensors matmul(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 Tensors bmm(const TensorArgs& inputs, const Attrs&) {
-  CheckArity(inputs, 2);
+  const MatmulPlan plan(plan::PlanBmm(plan::ShapesOf(inputs)));
   const Tensor& x = inputs[0];
   const Tensor& y = inputs[1];
-  if (x.rank() != 3) {
-    ThrowInvalid(InputField(0, "shape"), "bmm needs [b, m, k], got " + ShapeToString(x.shape()));
-  }
-  if (y.rank() != 3) {
-    ThrowInvalid(InputField(1, "shape"), "bmm needs [b, k, n], got " + ShapeToString(y.shape()));
-  }
-  if (x.shape()[0] != y.shape()[0] || x.shape()[2] != y.shape()[1]) {
-    ThrowInvalid(InputField(1, "shape"), ShapeToString(y.shape()) + " does not fit x " +
-                                             ShapeToString(x.shape()) + " as [b, k, n]");
-  }
-  const MatmulPlan plan = PlanMatmul(x, y, false, false);
   return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
     using T = typename decltype(tag)::type;
     return TensorList(RunMatmul<T>(x, y, plan));
@@ -367,17 +295,10 @@ Tensors einsum(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 Tensors matmul_grad(const TensorArgs& inputs, const Attrs& attrs) {
-  const bool trans_x = attrs.GetBool("trans_x");
-  const bool trans_y = attrs.GetBool("trans_y");
-  CheckArity(inputs, 3);
+  const MatmulPlan plan(plan::PlanMatmulGrad(plan::ShapesOf(inputs), attrs));
   const Tensor& xt = inputs[0];
   const Tensor& yt = inputs[1];
   const Tensor& gt = inputs[2];
-  const MatmulPlan plan = PlanMatmul(xt, yt, trans_x, trans_y);
-  if (gt.shape() != plan.out_shape) {
-    ThrowInvalid(InputField(2, "shape"), "out_grad " + ShapeToString(gt.shape()) +
-                                             " != matmul output " + ShapeToString(plan.out_shape));
-  }
   // Per batch entry: x_grad_b (m x k, x's strides) += G_b . Y_b^T and
   // y_grad_b (k x n, y's strides) += X_b^T . G_b. A broadcast batch dim maps several
   // entries onto one x (or y) block, whose gradient sums them.

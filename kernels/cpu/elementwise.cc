@@ -16,6 +16,7 @@
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/vector_math.h"
+#include "rules/elementwise_plan.h"
 
 namespace spmd::kernels::cpu {
 namespace {
@@ -200,13 +201,7 @@ Tensors gelu(const TensorArgs& inputs, const Attrs& attrs) {
 
 // gelu's slope times out_grad: Phi(x) + x phi(x), or the tanh form's derivative.
 Tensors gelu_grad(const TensorArgs& inputs, const Attrs& attrs) {
-  const bool approximate = attrs.GetBool("approximate");
-  CheckArity(inputs, 2);
-  if (inputs[1].shape() != inputs[0].shape()) {
-    ThrowInvalid(internal::InputField(1, "shape"),
-                 "out_grad " + ShapeToString(inputs[1].shape()) + " != x " +
-                     ShapeToString(inputs[0].shape()));
-  }
+  const bool approximate = plan::PlanGeluGrad(plan::ShapesOf(inputs), attrs);
   return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
     using T = typename decltype(tag)::type;
     ValuesAs<T> xv(inputs[0]);
@@ -310,13 +305,7 @@ Tensors rsqrt(const TensorArgs& inputs, const Attrs&) {
 // add_n: out = inputs[0] + inputs[1] + ..., accumulated in the compute dtype in input
 // order; every input has inputs[0]'s shape.
 Tensors add_n(const TensorArgs& inputs, const Attrs&) {
-  internal::CheckArityAtLeast(inputs, 1);
-  for (size_t i = 1; i < inputs.size(); ++i) {
-    if (inputs[i].shape() != inputs[0].shape()) {
-      ThrowInvalid(internal::InputField(i, "shape"),
-                   "add_n needs every input in the shape of inputs[0]");
-    }
-  }
+  plan::PlanAddN(plan::ShapesOf(inputs));
   return DispatchFloat(internal::ComputeDTypeAll(inputs), [&](auto tag) {
     using T = typename decltype(tag)::type;
     Tensor out = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
@@ -364,11 +353,9 @@ Tensors scale(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 Tensors clip(const TensorArgs& inputs, const Attrs& attrs) {
-  const double lo = attrs.GetFloat("min");
-  const double hi = attrs.GetFloat("max");
-  if (lo > hi) {
-    ThrowInvalid("attrs.min", "min " + std::to_string(lo) + " > max " + std::to_string(hi));
-  }
+  const plan::ClipPlan clip = plan::PlanClip(attrs);
+  const double lo = clip.lo;
+  const double hi = clip.hi;
   return Unary(inputs, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T tlo = Saturate<T>(lo);
@@ -387,9 +374,7 @@ Tensors clip(const TensorArgs& inputs, const Attrs& attrs) {
 // rounded once from the double value (rules/half.h). A 2-byte float x reaches this kernel
 // as float32 (RunCpuKernel converts it, exactly).
 Tensors cast(const TensorArgs& inputs, const Attrs& attrs) {
-  const std::string& name = attrs.GetString("dtype");
-  const std::optional<DType> dtype = ParseDType(name);
-  if (!dtype) ThrowInvalid("attrs.dtype", "unknown dtype '" + name + "'");
+  const std::optional<DType> dtype = plan::PlanCastDType(attrs);
   CheckArity(inputs, 1);
   const Tensor& x = inputs[0];
   Tensor out = NewOutput(x.shape(), *dtype);
@@ -413,8 +398,7 @@ Tensors cast(const TensorArgs& inputs, const Attrs& attrs) {
           for (int64_t i = 0; i < n; ++i) {
             const double t = std::trunc(static_cast<double>(src[i]));
             if (!(t >= -9223372036854775808.0 && t < 9223372036854775808.0)) {
-              ThrowInvalid(internal::InputField(0, "data"),
-                           "value " + std::to_string(t) + " does not fit int64");
+              plan::ThrowCastOutsideInt64(t, i);
             }
             o[i] = static_cast<int64_t>(t);
           }

@@ -312,36 +312,4 @@ inline void CopyStrided(std::byte* dst, const std::byte* src, int64_t count, int
   }
 }
 
-// embedding_grad's checks (arity, weight [V, H], out_grad = ids.shape + [H], the shard's
-// vocabulary offset), shared by the CPU and CUDA kernels (kernels/cpu/norm.cc).
-struct EmbeddingGradShape {
-  int64_t vocab = 0, hidden = 0, padding_idx = -1;
-  bool sharded = false;  // a __vocab_start was given: ids outside the shard are skipped
-  int64_t start = 0;
-};
-EmbeddingGradShape CheckEmbeddingGrad(const TensorArgs& inputs, const Attrs& attrs);
-// c_embedding_grad's checks (arity, weight [V, H], out_grad = x.shape + [H], start_index >=
-// 0): the scatter of embedding_grad with the piece's start and no padding row.
-EmbeddingGradShape CheckCEmbeddingGrad(const TensorArgs& inputs, const Attrs& attrs);
-
-// c_embedding's checks (arity, weight [V, H], start_index >= 0), shared by the CPU and CUDA
-// kernels; ids must lie in [0, id_limit) (no upper limit when id_limit < 0).
-struct CEmbeddingShape {
-  int64_t rows = 0, hidden = 0, start = 0, id_limit = -1;
-  Shape out_shape;
-};
-CEmbeddingShape CheckCEmbedding(const TensorArgs& inputs, const Attrs& attrs);
-
-// layer_norm_grad / rms_norm_grad's checks, shared by the CPU and CUDA kernels
-// (kernels/cpu/norm.cc): the arity 2 + params + statistics, x split at begin_norm_axis
-// (negative adds the rank; a non-empty normalised set), inputs [1, 1 + params) the [n]
-// parameters, the next `statistics` inputs of shape x.shape[:begin], the last (out_grad)
-// of x's shape; epsilon read. Fields and order as the references.
-struct NormGradShape {
-  int64_t outer = 1;  // rows
-  int64_t n = 1;      // elements per row
-};
-NormGradShape CheckNormGrad(const TensorArgs& inputs, const Attrs& attrs, size_t params,
-                            size_t statistics);
-
 }  // namespace spmd::kernels::cpu::internal

@@ -17,6 +17,7 @@
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/vector_math.h"
+#include "rules/norm_plan.h"
 #include "rules/softmax_pieces.h"
 
 namespace spmd::kernels::cpu {
@@ -83,34 +84,6 @@ AxisView ViewFromAxisAttr(const Tensor& x, const Attrs& attrs) {
   return internal::ViewAlong(x.shape(), axis);
 }
 
-// layer_norm / rms_norm: x split at begin_norm_axis into [outer, n].
-struct NormSplit {
-  int64_t begin = 0;
-  int64_t outer = 1;
-  int64_t n = 1;
-  Shape stats_shape;  // x.shape[:begin]
-};
-
-NormSplit SplitForNorm(const Tensor& x, int64_t begin_norm_axis) {
-  NormSplit split;
-  split.begin = internal::NormalizeAxis(begin_norm_axis, x.rank(), "attrs.begin_norm_axis");
-  split.stats_shape.assign(x.shape().begin(), x.shape().begin() + split.begin);
-  split.outer = NumElements(split.stats_shape);
-  split.n = NumElements(Shape(x.shape().begin() + split.begin, x.shape().end()));
-  if (split.n == 0) {
-    ThrowInvalid(InputField(0, "shape"),
-                 "normalising over an empty set of elements of " + ShapeToString(x.shape()));
-  }
-  return split;
-}
-
-void CheckVectorShape(const Tensor& t, size_t i, int64_t n) {
-  if (t.shape() != Shape{n}) {
-    ThrowInvalid(InputField(i, "shape"),
-                 "expected [" + std::to_string(n) + "], got " + ShapeToString(t.shape()));
-  }
-}
-
 // Reads ids / labels of any dtype as int64: int64 and bool as they are; floats must be
 // whole numbers of at most 9e15 in magnitude (as the references require). Errors name
 // `field`.
@@ -127,14 +100,7 @@ class Ids {
       using V = std::remove_cv_t<std::remove_pointer_t<decltype(src)>>;
       for (int64_t i = 0; i < n; ++i) {
         if constexpr (std::is_floating_point_v<V>) {
-          const double v = static_cast<double>(src[i]);
-          if (!std::isfinite(v) || v != std::trunc(v)) {
-            ThrowInvalid(field, "id " + std::to_string(v) + " is not an integer");
-          }
-          if (std::fabs(v) > 9.0e15) {
-            ThrowInvalid(field, "id " + std::to_string(v) + " is out of range");
-          }
-          storage_[i] = static_cast<int64_t>(v);
+          storage_[i] = plan::FloatId(static_cast<double>(src[i]), field);
         } else {
           storage_[i] = static_cast<int64_t>(src[i]);
         }
@@ -198,13 +164,9 @@ Tensors log_softmax(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 Tensors softmax_grad(const TensorArgs& inputs, const Attrs& attrs) {
-  CheckArity(inputs, 2);
+  plan::PlanSoftmaxGrad(plan::ShapesOf(inputs));
   const Tensor& out_t = inputs[0];
   const Tensor& grad_t = inputs[1];
-  if (grad_t.shape() != out_t.shape()) {
-    ThrowInvalid(InputField(1, "shape"), "out_grad " + ShapeToString(grad_t.shape()) +
-                                             " != out " + ShapeToString(out_t.shape()));
-  }
   const AxisView v = ViewFromAxisAttr(out_t, attrs);
   return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -258,12 +220,8 @@ Tensors softmax_grad(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 Tensors layer_norm(const TensorArgs& inputs, const Attrs& attrs) {
+  const plan::NormSplit split = plan::PlanNorm(plan::ShapesOf(inputs), attrs, 2);
   const double epsilon = attrs.GetFloat("epsilon");
-  const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
-  CheckArity(inputs, 3);
-  const NormSplit split = SplitForNorm(inputs[0], begin_norm_axis);
-  CheckVectorShape(inputs[1], 1, split.n);
-  CheckVectorShape(inputs[2], 2, split.n);
   return DispatchFloat(ComputeDType(inputs, {0, 1, 2}), [&](auto tag) {
     using T = typename decltype(tag)::type;
     ValuesAs<T> xv(inputs[0]);
@@ -303,11 +261,8 @@ Tensors layer_norm(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 Tensors rms_norm(const TensorArgs& inputs, const Attrs& attrs) {
+  const plan::NormSplit split = plan::PlanNorm(plan::ShapesOf(inputs), attrs, 1);
   const double epsilon = attrs.GetFloat("epsilon");
-  const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
-  CheckArity(inputs, 2);
-  const NormSplit split = SplitForNorm(inputs[0], begin_norm_axis);
-  CheckVectorShape(inputs[1], 1, split.n);
   return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
     using T = typename decltype(tag)::type;
     ValuesAs<T> xv(inputs[0]);
@@ -333,22 +288,6 @@ Tensors rms_norm(const TensorArgs& inputs, const Attrs& attrs) {
   });
 }
 
-namespace internal {
-
-NormGradShape CheckNormGrad(const TensorArgs& inputs, const Attrs& attrs, size_t params,
-                            size_t statistics) {
-  (void)attrs.GetFloat("epsilon");
-  const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
-  CheckArity(inputs, 2 + params + statistics);
-  const NormSplit split = SplitForNorm(inputs[0], begin_norm_axis);
-  std::vector<Shape> shapes;
-  for (const Tensor& t : inputs) shapes.push_back(t.shape());
-  shape::CheckNormGradShapes(shapes, split.begin, params, statistics);
-  return {split.outer, split.n};
-}
-
-}  // namespace internal
-
 namespace {
 
 // The backward of layer_norm (kLayerNorm: stats = mean, variance) or rms_norm (stats =
@@ -357,7 +296,7 @@ namespace {
 // term); scale_grad (and bias_grad, when given) add g xhat (g) row after row.
 template <typename T, bool kLayerNorm>
 void NormGradRows(const T* x, const T* scale, const T* stats, const T* variance, const T* g,
-                  const internal::NormGradShape& shape, T eps, T* x_grad, T* scale_grad,
+                  const plan::NormSplit& shape, T eps, T* x_grad, T* scale_grad,
                   T* bias_grad) {
   const int64_t n = shape.n;
   const T tn = static_cast<T>(static_cast<double>(n));
@@ -389,7 +328,7 @@ void NormGradRows(const T* x, const T* scale, const T* stats, const T* variance,
 template <bool kLayerNorm>
 Tensors NormGrad(const TensorArgs& inputs, const Attrs& attrs) {
   constexpr size_t kParams = kLayerNorm ? 2 : 1;
-  const internal::NormGradShape shape = internal::CheckNormGrad(inputs, attrs, kParams, kParams);
+  const plan::NormSplit shape = plan::PlanNormGrad(plan::ShapesOf(inputs), attrs, kParams, kParams);
   const double epsilon = attrs.GetFloat("epsilon");
   constexpr size_t kStats = 1 + kParams;                   // mean or invvar
   constexpr size_t kVariance = kLayerNorm ? 4 : kStats;  // rms_norm_grad: not read
@@ -430,44 +369,29 @@ Tensors rms_norm_grad(const TensorArgs& inputs, const Attrs& attrs) {
   return NormGrad<false>(inputs, attrs);
 }
 
-Tensors lookup_table_v2(const TensorArgs& inputs, const Attrs& attrs) {
-  const int64_t padding_idx = attrs.GetInt("padding_idx");
-  (void)attrs.GetBool("sparse");  // how Paddle stores the gradient; no effect on values
-  CheckArity(inputs, 2);
-  const Tensor& ids_t = inputs[0];
-  const Tensor& weight = inputs[1];
-  if (weight.rank() != 2) {
-    ThrowInvalid(InputField(1, "shape"),
-                 "weight must be [V, H], got " + ShapeToString(weight.shape()));
-  }
-  // Localized: this weight shard holds the rows [start, start + V) of the global table;
-  // ids outside it read zeros (another shard holds them).
-  const bool sharded = attrs.Has(kLocalVocabStart);
-  const int64_t start = sharded ? attrs.GetInt(kLocalVocabStart) : 0;
-  if (start < 0) ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "negative row offset");
-  const int64_t vocab = weight.shape()[0];
-  const int64_t hidden = weight.shape()[1];
-  Shape out_shape = ids_t.shape();
-  out_shape.push_back(hidden);
-  const std::string ids_field = InputField(0, "data");
+namespace {
+
+// lookup_table_v2 and c_embedding (plan::PlanLookupTable / PlanCEmbedding): out[t] =
+// weight[id - start], zeros for the padding id and for ids outside this piece's rows.
+Tensors GatherRows(const TensorArgs& inputs, const plan::EmbeddingPlan& p) {
+  const Tensor& ids_t = inputs[p.ids_at];
+  const std::string ids_field = InputField(p.ids_at, "data");
   const Ids ids(ids_t, ids_field);
-  return DispatchFloat(ComputeDType(inputs, {1}), [&](auto tag) {
+  const int64_t hidden = p.hidden;
+  return DispatchFloat(ComputeDType(inputs, {p.weight_at}), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    ValuesAs<T> wv(weight);
-    Tensor out = NewOutput(out_shape, DTypeOf<T>::value);
+    ValuesAs<T> wv(inputs[p.weight_at]);
+    Tensor out = NewOutput(p.out_shape, DTypeOf<T>::value);
     T* o = out.data<T>();
     const T* w = wv.data();
     const int64_t count = ids_t.numel();
     for (int64_t t = 0; t < count; ++t) {
       const int64_t id = ids[t];
-      if (id < 0 || (!sharded && id >= vocab)) {
-        ThrowInvalid(ids_field,
-                     "id " + std::to_string(id) + " outside [0, " + std::to_string(vocab) + ")");
-      }
+      if (id < 0 || (p.id_limit >= 0 && id >= p.id_limit)) plan::ThrowIdOutside(ids_field, "id", id, p.id_limit);
       T* dst = o + t * hidden;
-      const bool padding = padding_idx >= 0 && id == padding_idx;
-      const int64_t row = id - start;  // no overflow: 0 <= id, 0 <= start
-      if (padding || row < 0 || row >= vocab) {  // zeros: padding, or another shard's row
+      const bool padding = p.padding_idx >= 0 && id == p.padding_idx;
+      const int64_t row = id - p.start;  // no overflow: 0 <= id, 0 <= start
+      if (padding || row < 0 || row >= p.vocab) {  // zeros: padding, or another shard's row
         std::fill(dst, dst + hidden, T(0));
       } else if (hidden > 0) {
         std::memcpy(dst, w + row * hidden, static_cast<size_t>(hidden) * sizeof(T));
@@ -477,56 +401,14 @@ Tensors lookup_table_v2(const TensorArgs& inputs, const Attrs& attrs) {
   });
 }
 
-namespace internal {
+}  // namespace
 
-CEmbeddingShape CheckCEmbedding(const TensorArgs& inputs, const Attrs& attrs) {
-  const int64_t start = attrs.GetInt("start_index");
-  const int64_t vocab_size = attrs.GetInt("vocab_size");
-  CheckArity(inputs, 2);
-  const Tensor& weight = inputs[0];
-  if (weight.rank() != 2) {
-    ThrowInvalid(InputField(0, "shape"), "weight must be [V, H], got " + ShapeToString(weight.shape()));
-  }
-  if (start < 0) ThrowInvalid("attrs.start_index", "start_index must be >= 0");
-  CEmbeddingShape checked{weight.shape()[0], weight.shape()[1], start, vocab_size < 0 ? -1 : vocab_size,
-                          inputs[1].shape()};
-  checked.out_shape.push_back(checked.hidden);
-  return checked;
+Tensors lookup_table_v2(const TensorArgs& inputs, const Attrs& attrs) {
+  return GatherRows(inputs, plan::PlanLookupTable(plan::ShapesOf(inputs), attrs));
 }
 
-}  // namespace internal
-
-// c_embedding: ids in [start, start + V) read their row of this piece, others zeros.
 Tensors c_embedding(const TensorArgs& inputs, const Attrs& attrs) {
-  const internal::CEmbeddingShape checked = internal::CheckCEmbedding(inputs, attrs);
-  const Tensor& weight = inputs[0];
-  const Tensor& ids_t = inputs[1];
-  const int64_t rows = checked.rows;
-  const int64_t hidden = checked.hidden;
-  const std::string ids_field = InputField(1, "data");
-  const Ids ids(ids_t, ids_field);
-  return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    ValuesAs<T> wv(weight);
-    Tensor out = NewOutput(checked.out_shape, DTypeOf<T>::value);
-    T* o = out.data<T>();
-    const T* w = wv.data();
-    for (int64_t t = 0; t < ids_t.numel(); ++t) {
-      const int64_t id = ids[t];
-      if (id < 0 || (checked.id_limit >= 0 && id >= checked.id_limit)) {
-        ThrowInvalid(ids_field, "id " + std::to_string(id) + " outside [0, " +
-                                    std::to_string(checked.id_limit) + ")");
-      }
-      T* dst = o + t * hidden;
-      const int64_t row = id - checked.start;  // no overflow: 0 <= id, 0 <= start
-      if (row < 0 || row >= rows) {
-        std::fill(dst, dst + hidden, T(0));
-      } else if (hidden > 0) {
-        std::memcpy(dst, w + row * hidden, static_cast<size_t>(hidden) * sizeof(T));
-      }
-    }
-    return TensorList(std::move(out));
-  });
+  return GatherRows(inputs, plan::PlanCEmbedding(plan::ShapesOf(inputs), attrs));
 }
 
 // ---- c_softmax_with_cross_entropy: a piece's statistics, then the piece's outputs -------------
@@ -696,32 +578,14 @@ Tensors c_softmax_with_cross_entropy_grad(const TensorArgs& inputs, const Attrs&
 }
 
 Tensors cross_entropy_with_softmax(const TensorArgs& inputs, const Attrs& attrs) {
-  const bool soft_label = attrs.GetBool("soft_label");
-  const bool use_softmax = attrs.GetBool("use_softmax");
-  (void)attrs.GetBool("numeric_stable_mode");  // the kernel always uses the stable form
-  const int64_t ignore_index = attrs.GetInt("ignore_index");
-  const int64_t axis_attr = attrs.GetInt("axis");
-  CheckArity(inputs, 2);
+  const plan::CrossEntropyPlan ce = plan::PlanCrossEntropy(plan::ShapesOf(inputs), attrs);
+  const bool soft_label = ce.soft_label;
+  const bool use_softmax = ce.use_softmax;
+  const int64_t ignore_index = ce.ignore_index;
   const Tensor& logits = inputs[0];
   const Tensor& label = inputs[1];
-  if (logits.rank() == 0) {
-    ThrowInvalid(InputField(0, "shape"), "logits need a class dim, got []");
-  }
-  const int64_t axis = internal::NormalizeAxis(axis_attr, logits.rank(), "attrs.axis");
-  const AxisView v = internal::ViewAlong(logits.shape(), axis);
-  Shape loss_shape = logits.shape();
-  loss_shape[axis] = 1;
-  if (soft_label) {
-    if (label.shape() != logits.shape()) {
-      ThrowInvalid(InputField(1, "shape"), "soft label must have logits' shape " +
-                                               ShapeToString(logits.shape()) + ", got " +
-                                               ShapeToString(label.shape()));
-    }
-  } else if (label.shape() != loss_shape) {
-    ThrowInvalid(InputField(1, "shape"), "hard label must have shape " +
-                                             ShapeToString(loss_shape) + ", got " +
-                                             ShapeToString(label.shape()));
-  }
+  const AxisView v = internal::ViewAlong(logits.shape(), ce.axis);
+  const Shape& loss_shape = ce.loss_shape;
   const DType dtype = soft_label ? ComputeDType(inputs, {0, 1}) : ComputeDType(inputs, {0});
   return DispatchFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -756,8 +620,7 @@ Tensors cross_entropy_with_softmax(const TensorArgs& inputs, const Attrs& attrs)
         const int64_t id = ids[at];
         if (id == ignore_index) continue;  // loss stays 0
         if (id < 0 || id >= v.len) {
-          ThrowInvalid(label_field, "label " + std::to_string(id) + " outside [0, " +
-                                        std::to_string(v.len) + ")");
+          plan::ThrowIdOutside(label_field, "label", id, v.len);
         }
         lo[at] = -std::log(p[(o * v.len + id) * v.inner + i]);
       }
@@ -766,131 +629,56 @@ Tensors cross_entropy_with_softmax(const TensorArgs& inputs, const Attrs& attrs)
   });
 }
 
-namespace internal {
-
-EmbeddingGradShape CheckEmbeddingGrad(const TensorArgs& inputs, const Attrs& attrs) {
-  const int64_t padding_idx = attrs.GetInt("padding_idx");
-  (void)attrs.GetBool("sparse");  // how Paddle stores the gradient; no effect on values
-  CheckArity(inputs, 3);
-  const Tensor& ids_t = inputs[0];
-  const Tensor& weight = inputs[1];
-  const Tensor& grad_t = inputs[2];
-  if (weight.rank() != 2) {
-    ThrowInvalid(InputField(1, "shape"),
-                 "weight must be [V, H], got " + ShapeToString(weight.shape()));
-  }
-  const int64_t vocab = weight.shape()[0];
-  const int64_t hidden = weight.shape()[1];
-  Shape expected = ids_t.shape();
-  expected.push_back(hidden);
-  if (grad_t.shape() != expected) {
-    ThrowInvalid(InputField(2, "shape"), "out_grad must be " + ShapeToString(expected) +
-                                             " (x.shape + [H]), got " +
-                                             ShapeToString(grad_t.shape()));
-  }
-  const bool sharded = attrs.Has(kLocalVocabStart);
-  const int64_t start = sharded ? attrs.GetInt(kLocalVocabStart) : 0;
-  if (start < 0) ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "negative row offset");
-  return {vocab, hidden, padding_idx, sharded, start};
-}
-
-EmbeddingGradShape CheckCEmbeddingGrad(const TensorArgs& inputs, const Attrs& attrs) {
-  const int64_t start = attrs.GetInt("start_index");
-  CheckArity(inputs, 3);
-  const Tensor& weight = inputs[0];
-  if (weight.rank() != 2) {
-    ThrowInvalid(InputField(0, "shape"), "weight must be [V, H], got " + ShapeToString(weight.shape()));
-  }
-  Shape expected = inputs[1].shape();
-  expected.push_back(weight.shape()[1]);
-  if (inputs[2].shape() != expected) {
-    ThrowInvalid(InputField(2, "shape"), "out_grad must be " + ShapeToString(expected) +
-                                             " (x.shape + [H]), got " + ShapeToString(inputs[2].shape()));
-  }
-  if (start < 0) ThrowInvalid("attrs.start_index", "start_index must be >= 0");
-  // Ids outside [start, start + V) belong to other pieces: skipped, as a shard skips them.
-  return {weight.shape()[0], weight.shape()[1], -1, true, start};
-}
-
-}  // namespace internal
-
 namespace {
 
-// weight_grad [V, H] with out_grad's rows added at id - start for every id of `ids_t`
-// (embedding_grad and c_embedding_grad). Ids must be >= 0, and below V unless `checked` is
-// sharded (then ids outside [start, start + V) are another shard's); the padding id adds
-// nothing.
-Tensor ScatterAddRows(const Tensor& ids_t, const std::string& ids_field, const Tensor& grad_t, DType dtype,
-                      const internal::EmbeddingGradShape& checked) {
+// weight_grad [V, H] with out_grad's rows added at id - start for every id (embedding_grad
+// and c_embedding_grad: plan::PlanEmbeddingGrad / PlanCEmbeddingGrad). Ids outside this
+// piece's rows are another piece's; the padding id adds nothing.
+Tensors ScatterAddRows(const TensorArgs& inputs, const plan::EmbeddingPlan& p, DType dtype) {
+  const Tensor& ids_t = inputs[p.ids_at];
+  const std::string ids_field = InputField(p.ids_at, "data");
   const Ids ids(ids_t, ids_field);
-  const int64_t vocab = checked.vocab;
-  const int64_t hidden = checked.hidden;
+  const int64_t hidden = p.hidden;
   return DispatchFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    ValuesAs<T> gv(grad_t);
-    Tensor weight_grad = NewOutput({vocab, hidden}, DTypeOf<T>::value, /*zero=*/true);
+    ValuesAs<T> gv(inputs[2]);
+    Tensor weight_grad = NewOutput(p.out_shape, DTypeOf<T>::value, /*zero=*/true);
     T* w = weight_grad.data<T>();
     const T* g = gv.data();
     const int64_t count = ids_t.numel();
     for (int64_t t = 0; t < count; ++t) {
       const int64_t id = ids[t];
-      if (id < 0 || (!checked.sharded && id >= vocab)) {
-        ThrowInvalid(ids_field, "id " + std::to_string(id) + " outside [0, " + std::to_string(vocab) + ")");
-      }
-      const int64_t row = id - checked.start;  // no overflow: 0 <= id, 0 <= start
-      if ((checked.padding_idx >= 0 && id == checked.padding_idx) || row < 0 || row >= vocab) continue;
+      if (id < 0 || (p.id_limit >= 0 && id >= p.id_limit)) plan::ThrowIdOutside(ids_field, "id", id, p.id_limit);
+      const int64_t row = id - p.start;  // no overflow: 0 <= id, 0 <= start
+      if ((p.padding_idx >= 0 && id == p.padding_idx) || row < 0 || row >= p.vocab) continue;
       T* dst = w + row * hidden;
       const T* src = g + t * hidden;
       for (int64_t h = 0; h < hidden; ++h) dst[h] += src[h];
     }
-    return weight_grad;
+    return TensorList(std::move(weight_grad));
   });
 }
 
 }  // namespace
 
 Tensors embedding_grad(const TensorArgs& inputs, const Attrs& attrs) {
-  const internal::EmbeddingGradShape checked = internal::CheckEmbeddingGrad(inputs, attrs);
-  return TensorList(
-      ScatterAddRows(inputs[0], InputField(0, "data"), inputs[2], ComputeDType(inputs, {1, 2}), checked));
+  return ScatterAddRows(inputs, plan::PlanEmbeddingGrad(plan::ShapesOf(inputs), attrs), ComputeDType(inputs, {1, 2}));
 }
 
 // c_embedding_grad: the rows of this piece, [start_index, start_index + V), gather out_grad.
 Tensors c_embedding_grad(const TensorArgs& inputs, const Attrs& attrs) {
-  const internal::EmbeddingGradShape checked = internal::CheckCEmbeddingGrad(inputs, attrs);
-  return TensorList(
-      ScatterAddRows(inputs[1], InputField(1, "data"), inputs[2], ComputeDType(inputs, {0, 2}), checked));
+  return ScatterAddRows(inputs, plan::PlanCEmbeddingGrad(plan::ShapesOf(inputs), attrs), ComputeDType(inputs, {0, 2}));
 }
 
 Tensors cross_entropy_with_softmax_grad(const TensorArgs& inputs, const Attrs& attrs) {
-  const bool soft_label = attrs.GetBool("soft_label");
-  const bool use_softmax = attrs.GetBool("use_softmax");
-  (void)attrs.GetBool("numeric_stable_mode");  // the forward's concern
-  const int64_t ignore_index = attrs.GetInt("ignore_index");
-  const int64_t axis_attr = attrs.GetInt("axis");
-  CheckArity(inputs, 3);
+  const plan::CrossEntropyPlan ce = plan::PlanCrossEntropyGrad(plan::ShapesOf(inputs), attrs);
+  const bool soft_label = ce.soft_label;
+  const bool use_softmax = ce.use_softmax;
+  const int64_t ignore_index = ce.ignore_index;
   const Tensor& label = inputs[0];
   const Tensor& softmax = inputs[1];
   const Tensor& loss_grad = inputs[2];
-  if (softmax.rank() == 0) {
-    ThrowInvalid(InputField(1, "shape"), "softmax needs a class dim, got []");
-  }
-  const int64_t axis = internal::NormalizeAxis(axis_attr, softmax.rank(), "attrs.axis");
-  const AxisView v = internal::ViewAlong(softmax.shape(), axis);
-  Shape loss_shape = softmax.shape();
-  loss_shape[axis] = 1;
-  const Shape& label_shape = soft_label ? softmax.shape() : loss_shape;
-  if (label.shape() != label_shape) {
-    ThrowInvalid(InputField(0, "shape"), std::string(soft_label ? "soft" : "hard") +
-                                             " label must have shape " +
-                                             ShapeToString(label_shape) + ", got " +
-                                             ShapeToString(label.shape()));
-  }
-  if (loss_grad.shape() != loss_shape) {
-    ThrowInvalid(InputField(2, "shape"), "loss_grad must have shape " +
-                                             ShapeToString(loss_shape) + ", got " +
-                                             ShapeToString(loss_grad.shape()));
-  }
+  const AxisView v = internal::ViewAlong(softmax.shape(), ce.axis);
   const DType dtype = soft_label ? ComputeDType(inputs, {0, 1, 2}) : ComputeDType(inputs, {1, 2});
   return DispatchFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -922,8 +710,7 @@ Tensors cross_entropy_with_softmax_grad(const TensorArgs& inputs, const Attrs& a
         const int64_t id = ids[row];
         if (id == ignore_index) continue;  // the row stays 0
         if (id < 0 || id >= v.len) {
-          ThrowInvalid(label_field, "label " + std::to_string(id) + " outside [0, " +
-                                        std::to_string(v.len) + ")");
+          plan::ThrowIdOutside(label_field, "label", id, v.len);
         }
         const T gr = g[row];
         const int64_t at_label = (r * v.len + id) * v.inner + i;

@@ -46,14 +46,12 @@ struct AxisPiece {
   AxisView view;
   int64_t rows() const { return view.outer * view.inner; }
 };
+// The piece's view along the axis that norm_pieces::PlanAxisPiece checked (-1: a 0-d x).
+AxisPiece ViewPiece(const TensorArgs& inputs, int64_t axis) {
+  return {axis, internal::ViewAlong(inputs[0].shape(), axis < 0 ? 0 : axis)};
+}
 AxisPiece CheckAxisPiece(const TensorArgs& inputs, const Attrs& attrs, size_t arity) {
-  CheckArity(inputs, arity);
-  AxisPiece piece;
-  const int64_t rank = inputs[0].rank();
-  const int64_t axis = internal::NormalizeAxisOrScalar(attrs.GetInt("axis"), rank, "attrs.axis");
-  piece.axis = rank == 0 ? -1 : axis;
-  piece.view = internal::ViewAlong(inputs[0].shape(), axis);
-  return piece;
+  return ViewPiece(inputs, norm_pieces::PlanAxisPiece(plan::ShapesOf(inputs), attrs, arity));
 }
 
 Tensors SoftmaxStatsPhase(const TensorArgs& inputs, const Attrs& attrs) {
@@ -106,12 +104,7 @@ Tensors SoftmaxFinishPhase(const TensorArgs& inputs, const Attrs& attrs, bool lo
 
 // softmax_grad on a piece: out and out_grad of one shape, viewed along attrs.axis.
 AxisPiece CheckSoftmaxGradPiece(const TensorArgs& inputs, const Attrs& attrs, size_t arity) {
-  CheckArity(inputs, arity);
-  if (inputs[1].shape() != inputs[0].shape()) {
-    ThrowInvalid(InputField(1, "shape"), "out_grad " + ShapeToString(inputs[1].shape()) + " != out " +
-                                             ShapeToString(inputs[0].shape()));
-  }
-  return CheckAxisPiece(inputs, attrs, arity);
+  return ViewPiece(inputs, norm_pieces::PlanSoftmaxGradPiece(plan::ShapesOf(inputs), attrs, arity));
 }
 
 // layer_norm / rms_norm on a piece (reference/ops_norm_exchange.cc, CheckNormPiece).
@@ -144,18 +137,8 @@ struct CumsumPiece {
   int64_t first = 0;
 };
 CumsumPiece CheckCumsumPiece(const TensorArgs& inputs, const Attrs& attrs, size_t arity) {
-  (void)attrs.GetBool("exclusive");
-  (void)attrs.GetBool("reverse");
-  if (attrs.GetBool("flatten")) ThrowInvalid("attrs.flatten", "cumsum's exchange phases run along an axis");
-  CumsumPiece piece{CheckAxisPiece(inputs, attrs, arity), 0};
-  if (attrs.Has(kLocalOffset) && piece.axis.axis >= 0) {
-    const std::vector<int64_t>& offset = attrs.GetInts(kLocalOffset);
-    if (static_cast<int64_t>(offset.size()) != inputs[0].rank()) {
-      ThrowInvalid(std::string("attrs.") + kLocalOffset, "must have x's rank");
-    }
-    piece.first = offset[piece.axis.axis];
-  }
-  return piece;
+  const norm_pieces::CumsumPiecePlan p = norm_pieces::PlanCumsumPiece(plan::ShapesOf(inputs), attrs, arity);
+  return {ViewPiece(inputs, p.axis), p.first};
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/permute.h"
+#include "rules/reduction_plan.h"
 
 namespace spmd::kernels::cpu {
 namespace {
@@ -26,40 +27,7 @@ using internal::InputField;
 using internal::NewOutput;
 using internal::ValuesAs;
 
-// Which dims a reduction removes (the reference's plan: same checks, same order).
-struct ReducePlan {
-  Shape out_shape;
-  std::vector<bool> reduced;  // per x dim
-  int64_t count = 1;          // x elements per output element
-};
-
-ReducePlan PlanReduce(const Shape& x_shape, const std::vector<int64_t>& axis, bool keep_dim,
-                      bool reduce_all) {
-  const int64_t rank = static_cast<int64_t>(x_shape.size());
-  std::vector<bool> listed(x_shape.size() + 1, false);
-  for (int64_t a : axis) {
-    const int64_t d = internal::NormalizeAxisOrScalar(a, rank, "attrs.axis");
-    if (listed[d]) ThrowInvalid("attrs.axis", "axis " + std::to_string(a) + " listed twice");
-    listed[d] = true;
-  }
-  ReducePlan plan;
-  plan.reduced.assign(listed.begin(), listed.begin() + rank);
-  if (axis.empty() || reduce_all) plan.reduced.assign(x_shape.size(), true);
-  for (size_t d = 0; d < x_shape.size(); ++d) {
-    if (plan.reduced[d]) {
-      plan.count *= x_shape[d];
-      if (keep_dim) plan.out_shape.push_back(1);
-    } else {
-      plan.out_shape.push_back(x_shape[d]);
-    }
-  }
-  return plan;
-}
-
-ReducePlan PlanFromAttrs(const Tensor& x, const Attrs& attrs, const std::string& keep_name) {
-  return PlanReduce(x.shape(), attrs.GetInts("axis"), attrs.GetBool(keep_name),
-                    attrs.GetBool("reduce_all"));
-}
+using plan::ReduceShape;
 
 // x's values laid out for the reduction: data seen as [outer, len, inner], with
 // outer * inner output elements in output order and len (= plan.count) terms each.
@@ -71,7 +39,7 @@ struct Arranged {
 };
 
 template <typename V>
-Arranged<V> Arrange(const V* x, const Shape& shape, const ReducePlan& plan) {
+Arranged<V> Arrange(const V* x, const Shape& shape, const ReduceShape& plan) {
   Arranged<V> a;
   const int64_t out_count = NumElements(plan.out_shape);
   if (NumElements(shape) == 0) {  // nothing to read: every output is the identity
@@ -171,7 +139,7 @@ void SumOf(const T* x, const AxisView& v, F f, T* out) {
 // Runs a float reduction: x as T, arranged, reduced by `body(arranged, out)`, in a new
 // output of the plan's shape and dtype T.
 template <typename T, typename Body>
-Tensor FloatReduction(const Tensor& xt, const ReducePlan& plan, Body body) {
+Tensor FloatReduction(const Tensor& xt, const ReduceShape& plan, Body body) {
   ValuesAs<T> xv(xt);
   Arranged<T> a = Arrange(xv.data(), xt.shape(), plan);
   Tensor out = NewOutput(plan.out_shape, DTypeOf<T>::value);
@@ -180,7 +148,7 @@ Tensor FloatReduction(const Tensor& xt, const ReducePlan& plan, Body body) {
 }
 
 template <typename Body>
-Tensors FloatReduce(const TensorArgs& inputs, const ReducePlan& plan, Body body) {
+Tensors FloatReduce(const TensorArgs& inputs, const ReduceShape& plan, Body body) {
   return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
     using T = typename decltype(tag)::type;
     return TensorList(FloatReduction<T>(inputs[0], plan, [&](const Arranged<T>& a, T* out) {
@@ -189,22 +157,9 @@ Tensors FloatReduce(const TensorArgs& inputs, const ReducePlan& plan, Body body)
   });
 }
 
-// The divisor of mean / mean_all: the localized global count on a shard (D7), else the
-// number of reduced elements, which must not be 0 while there is an output to fill.
-int64_t MeanDivisor(const Attrs& attrs, int64_t local_count, int64_t out_elements,
-                    const Shape& x_shape) {
-  const int64_t count = attrs.Has(kLocalCount) ? attrs.GetInt(kLocalCount) : local_count;
-  if (count <= 0 && out_elements > 0) {
-    ThrowInvalid(InputField(0, "shape"),
-                 "mean over an empty set of elements of " + ShapeToString(x_shape));
-  }
-  return count;
-}
-
 template <typename Combine>
 Tensors Logical(const TensorArgs& inputs, const Attrs& attrs, bool init, Combine combine) {
-  CheckArity(inputs, 1);
-  const ReducePlan plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
+  const ReduceShape plan = plan::PlanReduce(plan::ShapesOf(inputs), attrs, "keep_dim");
   ValuesAs<bool> xv(inputs[0]);
   Arranged<bool> a = Arrange(xv.data(), inputs[0].shape(), plan);
   Tensor out = NewOutput(plan.out_shape, DType::kBool);
@@ -215,8 +170,7 @@ Tensors Logical(const TensorArgs& inputs, const Attrs& attrs, bool init, Combine
 }  // namespace
 
 Tensors sum(const TensorArgs& inputs, const Attrs& attrs) {
-  CheckArity(inputs, 1);
-  const ReducePlan plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
+  const ReduceShape plan = plan::PlanReduce(plan::ShapesOf(inputs), attrs, "keep_dim");
   return FloatReduce(inputs, plan, [](auto tag, const auto& a, auto* out) {
     using T = typename decltype(tag)::type;
     SumOf(a.data, a.view, [](T v) { return v; }, out);
@@ -224,10 +178,9 @@ Tensors sum(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 Tensors mean(const TensorArgs& inputs, const Attrs& attrs) {
-  CheckArity(inputs, 1);
-  const ReducePlan plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
-  const int64_t divisor =
-      MeanDivisor(attrs, plan.count, NumElements(plan.out_shape), inputs[0].shape());
+  const plan::MeanPlan mean = plan::PlanMean(plan::ShapesOf(inputs), attrs);
+  const ReduceShape& plan = mean.reduce;
+  const int64_t divisor = mean.divisor;
   return FloatReduce(inputs, plan, [&](auto tag, const auto& a, auto* out) {
     using T = typename decltype(tag)::type;
     SumOf(a.data, a.view, [](T v) { return v; }, out);
@@ -238,8 +191,7 @@ Tensors mean(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 Tensors max(const TensorArgs& inputs, const Attrs& attrs) {
-  CheckArity(inputs, 1);
-  const ReducePlan plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
+  const ReduceShape plan = plan::PlanReduce(plan::ShapesOf(inputs), attrs, "keep_dim");
   return FloatReduce(inputs, plan, [](auto tag, const auto& a, auto* out) {
     using T = typename decltype(tag)::type;
     Fold(a.data, a.view, -std::numeric_limits<T>::infinity(),
@@ -248,8 +200,7 @@ Tensors max(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 Tensors min(const TensorArgs& inputs, const Attrs& attrs) {
-  CheckArity(inputs, 1);
-  const ReducePlan plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
+  const ReduceShape plan = plan::PlanReduce(plan::ShapesOf(inputs), attrs, "keep_dim");
   return FloatReduce(inputs, plan, [](auto tag, const auto& a, auto* out) {
     using T = typename decltype(tag)::type;
     Fold(a.data, a.view, std::numeric_limits<T>::infinity(),
@@ -258,8 +209,7 @@ Tensors min(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 Tensors prod(const TensorArgs& inputs, const Attrs& attrs) {
-  CheckArity(inputs, 1);
-  const ReducePlan plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
+  const ReduceShape plan = plan::PlanReduce(plan::ShapesOf(inputs), attrs, "keep_dim");
   return FloatReduce(inputs, plan, [](auto tag, const auto& a, auto* out) {
     using T = typename decltype(tag)::type;
     Fold(a.data, a.view, T(1), [](T acc, T v) { return acc * v; }, out);
@@ -275,11 +225,7 @@ Tensors all(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 Tensors squared_l2_norm(const TensorArgs& inputs, const Attrs& attrs) {
-  CheckArity(inputs, 1);
-  // OPS.md declares axis and keep_dim; reduce_all is read only where it is declared.
-  const bool reduce_all = attrs.Has("reduce_all") && attrs.GetBool("reduce_all");
-  const ReducePlan plan =
-      PlanReduce(inputs[0].shape(), attrs.GetInts("axis"), attrs.GetBool("keep_dim"), reduce_all);
+  const ReduceShape plan = plan::PlanSquaredL2Norm(plan::ShapesOf(inputs), attrs);
   return FloatReduce(inputs, plan, [](auto tag, const auto& a, auto* out) {
     using T = typename decltype(tag)::type;
     SumOf(a.data, a.view, [](T v) { return v * v; }, out);
@@ -287,10 +233,9 @@ Tensors squared_l2_norm(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 Tensors mean_all(const TensorArgs& inputs, const Attrs& attrs) {
-  CheckArity(inputs, 1);
-  const Tensor& x = inputs[0];
-  const int64_t divisor = MeanDivisor(attrs, x.numel(), 1, x.shape());
-  const ReducePlan plan = PlanReduce(x.shape(), {}, false, true);
+  const plan::MeanPlan mean = plan::PlanMeanAll(plan::ShapesOf(inputs), attrs);
+  const ReduceShape& plan = mean.reduce;
+  const int64_t divisor = mean.divisor;
   return FloatReduce(inputs, plan, [&](auto tag, const auto& a, auto* out) {
     using T = typename decltype(tag)::type;
     SumOf(a.data, a.view, [](T v) { return v; }, out);
@@ -299,8 +244,7 @@ Tensors mean_all(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 Tensors logsumexp(const TensorArgs& inputs, const Attrs& attrs) {
-  CheckArity(inputs, 1);
-  const ReducePlan plan = PlanFromAttrs(inputs[0], attrs, "keepdim");
+  const ReduceShape plan = plan::PlanReduce(plan::ShapesOf(inputs), attrs, "keepdim");
   // log(sum(exp(x))) = m + log(sum(exp(x - m))) with m the max; an empty set gives -inf.
   return FloatReduce(inputs, plan, [](auto tag, const auto& a, auto* out) {
     using T = typename decltype(tag)::type;
@@ -326,19 +270,9 @@ Tensors logsumexp(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 Tensors p_norm(const TensorArgs& inputs, const Attrs& attrs) {
-  const double porder = attrs.GetFloat("porder");
-  const int64_t axis = attrs.GetInt("axis");
-  (void)attrs.GetFloat("epsilon");  // only Paddle's backward uses it
-  const bool keepdim = attrs.GetBool("keepdim");
-  const bool asvector = attrs.GetBool("asvector");
-  CheckArity(inputs, 1);
-  const Tensor& x = inputs[0];
-  if (!std::isfinite(porder) || porder == 0.0) {
-    ThrowInvalid("attrs.porder",
-                 "porder must be finite and non-zero, got " + std::to_string(porder));
-  }
-  const ReducePlan plan = asvector ? PlanReduce(x.shape(), {}, keepdim, true)
-                                   : PlanReduce(x.shape(), {axis}, keepdim, false);
+  const plan::PNormPlan p = plan::PlanPNorm(plan::ShapesOf(inputs), attrs);
+  const ReduceShape& plan = p.reduce;
+  const double porder = p.porder;
   return FloatReduce(inputs, plan, [&](auto tag, const auto& a, auto* out) {
     using T = typename decltype(tag)::type;
     const int64_t n = a.view.outer * a.view.inner;
@@ -357,32 +291,14 @@ Tensors p_norm(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 Tensors argmax(const TensorArgs& inputs, const Attrs& attrs) {
-  const int64_t axis = attrs.GetInt("axis");
-  const bool keepdims = attrs.GetBool("keepdims");
-  const bool flatten = attrs.GetBool("flatten");
-  const std::string& dtype = attrs.GetString("dtype");
-  CheckArity(inputs, 1);
+  const plan::ArgmaxPlan p = plan::PlanArgmax(plan::ShapesOf(inputs), attrs);
   const Tensor& x = inputs[0];
-  if (dtype != "int64") ThrowInvalid("attrs.dtype", "argmax outputs int64, got '" + dtype + "'");
-  Shape out_shape;
+  const Shape& out_shape = p.out_shape;
   AxisView view;
-  if (flatten) {
+  if (p.flatten) {
     view.len = x.numel();
-    if (keepdims) out_shape.assign(x.shape().size(), 1);
-  } else {
-    const int64_t d = internal::NormalizeAxisOrScalar(axis, x.rank(), "attrs.axis");
-    view = internal::ViewAlong(x.shape(), d);
-    for (int64_t i = 0; i < x.rank(); ++i) {
-      if (i != d) {
-        out_shape.push_back(x.shape()[i]);
-      } else if (keepdims) {
-        out_shape.push_back(1);
-      }
-    }
-  }
-  if (view.len == 0) {
-    ThrowInvalid(InputField(0, "shape"),
-                 "argmax over an empty dim of " + ShapeToString(x.shape()));
+  } else if (p.axis >= 0) {
+    view = internal::ViewAlong(x.shape(), p.axis);
   }
   Tensor out = NewOutput(out_shape, DType::kInt64);
   int64_t* o = out.data<int64_t>();
@@ -427,20 +343,16 @@ Tensors argmax(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 Tensors cumsum(const TensorArgs& inputs, const Attrs& attrs) {
-  const int64_t axis = attrs.GetInt("axis");
-  const bool flatten = attrs.GetBool("flatten");
-  const bool exclusive = attrs.GetBool("exclusive");
-  const bool reverse = attrs.GetBool("reverse");
-  CheckArity(inputs, 1);
+  const plan::CumsumPlan c = plan::PlanCumsum(plan::ShapesOf(inputs), attrs);
+  const bool exclusive = c.exclusive;
+  const bool reverse = c.reverse;
   const Tensor& x = inputs[0];
-  Shape out_shape = x.shape();
+  const Shape& out_shape = c.out_shape;
   AxisView view;
-  if (flatten) {  // axis is ignored
-    out_shape = {x.numel()};
+  if (c.flatten) {
     view.len = x.numel();
-  } else {
-    const int64_t d = internal::NormalizeAxisOrScalar(axis, x.rank(), "attrs.axis");
-    view = internal::ViewAlong(x.shape(), d);
+  } else if (c.axis >= 0) {
+    view = internal::ViewAlong(x.shape(), c.axis);
   }
   return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -7,6 +7,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/index_fault.h"
+#include "rules/elementwise_plan.h"
 
 namespace spmd::kernels::cuda {
 
@@ -97,8 +98,7 @@ Tensor ConvertOnDevice(const Tensor& t, DType to) {
           S value{};
           SPMD_CUDA_CHECK(cudaMemcpyAsync(&value, x + bad, sizeof(S), cudaMemcpyDeviceToHost, stream));
           SPMD_CUDA_CHECK(cudaStreamSynchronize(stream));
-          ThrowInvalid("inputs[0].data", "value " + std::to_string(AsDouble(value)) + " (element " +
-                                             std::to_string(bad) + ") does not fit int64");
+          plan::ThrowCastOutsideInt64(AsDouble(value), static_cast<int64_t>(bad));
         }
         return;
       }

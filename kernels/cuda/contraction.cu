@@ -89,45 +89,22 @@ Tensor RunMatmul(const TensorArgs& inputs, const MatmulShapes& s) {
 
 Tensors Matmul(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
-  const bool trans_x = attrs.GetBool("trans_x");
-  const bool trans_y = attrs.GetBool("trans_y");
-  CheckArity(inputs, 2);
+  const MatmulShapes s = PlanKernelMatmul(plan::PlanMatmul(plan::ShapesOf(inputs), attrs));
   if (TwoByteWithIntegerValues(inputs, {0, 1})) return WidenTwoByte(inputs, attrs, Matmul);
-  const MatmulShapes s = PlanMatmulShapes(inputs[0].shape(), inputs[1].shape(), trans_x, trans_y);
   return TensorList(RunMatmul(inputs, s));
 }
 
 Tensors Bmm(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
-  CheckArity(inputs, 2);
-  const Tensor& x = inputs[0];
-  const Tensor& y = inputs[1];
-  if (x.rank() != 3) {
-    ThrowInvalid(InputField(0, "shape"), "bmm needs [b, m, k], got " + ShapeToString(x.shape()));
-  }
-  if (y.rank() != 3) {
-    ThrowInvalid(InputField(1, "shape"), "bmm needs [b, k, n], got " + ShapeToString(y.shape()));
-  }
-  if (x.shape()[0] != y.shape()[0] || x.shape()[2] != y.shape()[1]) {
-    ThrowInvalid(InputField(1, "shape"), ShapeToString(y.shape()) + " does not fit x " +
-                                             ShapeToString(x.shape()) + " as [b, k, n]");
-  }
+  const MatmulShapes s = PlanKernelMatmul(plan::PlanBmm(plan::ShapesOf(inputs)));
   if (TwoByteWithIntegerValues(inputs, {0, 1})) return WidenTwoByte(inputs, attrs, Bmm);
-  const MatmulShapes s = PlanMatmulShapes(x.shape(), y.shape(), false, false);
   return TensorList(RunMatmul(inputs, s));
 }
 
 Tensors MatmulGrad(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
-  const bool trans_x = attrs.GetBool("trans_x");
-  const bool trans_y = attrs.GetBool("trans_y");
-  CheckArity(inputs, 3);
+  const MatmulShapes s = PlanKernelMatmul(plan::PlanMatmulGrad(plan::ShapesOf(inputs), attrs));
   if (TwoByteWithIntegerValues(inputs, {0, 1, 2})) return WidenTwoByte(inputs, attrs, MatmulGrad);
-  const MatmulShapes s = PlanMatmulShapes(inputs[0].shape(), inputs[1].shape(), trans_x, trans_y);
-  if (inputs[2].shape() != s.out_shape) {
-    ThrowInvalid(InputField(2, "shape"), "out_grad " + ShapeToString(inputs[2].shape()) +
-                                             " != matmul output " + ShapeToString(s.out_shape));
-  }
   const DType dtype = ComputeDType(inputs, {0, 1, 2});
   CallContext ctx(inputs);
   Temporaries temps(ctx.stream);

@@ -34,6 +34,7 @@
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/registry.h"
 #include "kernels/cuda/strided.h"
+#include "rules/elementwise_plan.h"
 
 namespace spmd::kernels::cuda {
 namespace {
@@ -462,9 +463,9 @@ Tensors Scale(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 Tensors Clip(const TensorArgs& inputs, const Attrs& attrs) {
-  const double lo = attrs.GetFloat("min");
-  const double hi = attrs.GetFloat("max");
-  if (lo > hi) ThrowInvalid("attrs.min", "min " + std::to_string(lo) + " > max " + std::to_string(hi));
+  const plan::ClipPlan clip = plan::PlanClip(attrs);
+  const double lo = clip.lo;
+  const double hi = clip.hi;
   return UnaryOp(inputs, [&](auto c) {
     using C = decltype(c);
     return ClipF<C>{Saturate<C>(lo), Saturate<C>(hi)};
@@ -472,11 +473,9 @@ Tensors Clip(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 Tensors Cast(const TensorArgs& inputs, const Attrs& attrs) {
-  const std::string& name = attrs.GetString("dtype");
-  const std::optional<DType> dtype = ParseDType(name);
-  if (!dtype) ThrowInvalid("attrs.dtype", "unknown dtype '" + name + "'");
+  const DType dtype = plan::PlanCastDType(attrs);
   CheckArity(inputs, 1);
-  return TensorList(ConvertOnDevice(inputs[0], *dtype));
+  return TensorList(ConvertOnDevice(inputs[0], dtype));
 }
 
 Tensors Add(const TensorArgs& inputs, const Attrs&) { return BinaryOp<false>(inputs, Plain<AddF>()); }
@@ -510,12 +509,7 @@ Tensors Where(const TensorArgs& inputs, const Attrs&) {
 }
 
 Tensors GeluGrad(const TensorArgs& inputs, const Attrs& attrs) {
-  const bool approximate = attrs.GetBool("approximate");
-  CheckArity(inputs, 2);
-  if (inputs[1].shape() != inputs[0].shape()) {
-    ThrowInvalid(internal::InputField(1, "shape"), "out_grad " + ShapeToString(inputs[1].shape()) +
-                                                       " != x " + ShapeToString(inputs[0].shape()));
-  }
+  const bool approximate = plan::PlanGeluGrad(plan::ShapesOf(inputs), attrs);
   const DType dtype = ComputeDType(inputs, {0, 1});
   Tensor out = NewOut(inputs[0], inputs[0].shape(), dtype);
   DispatchFloating(dtype, "inputs[0].dtype", true, [&](auto tag) {
@@ -543,12 +537,7 @@ Tensors GeluGrad(const TensorArgs& inputs, const Attrs& attrs) {
 // add_n: inputs[0] + inputs[1] + ... in input order, accumulated in C (float32 for a
 // 2-byte output, rounded once at the end).
 Tensors AddN(const TensorArgs& inputs, const Attrs&) {
-  internal::CheckArityAtLeast(inputs, 1);
-  for (size_t i = 1; i < inputs.size(); ++i) {
-    if (inputs[i].shape() != inputs[0].shape()) {
-      ThrowInvalid(internal::InputField(i, "shape"), "add_n needs every input in the shape of inputs[0]");
-    }
-  }
+  plan::PlanAddN(plan::ShapesOf(inputs));
   const DType dtype = internal::ComputeDTypeAll(inputs);
   const Shape& shape = inputs[0].shape();
   Tensor out = NewOut(inputs[0], shape, dtype);

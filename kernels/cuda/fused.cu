@@ -12,25 +12,14 @@
 
 #include "kernels/cuda/family_util.cuh"
 #include "kernels/cuda/registry.h"
+#include "rules/contraction_plan.h"
+#include "rules/fused_plan.h"
 
 namespace spmd::kernels::cuda {
 namespace {
 
 using detail::CheckInputs;
 using detail::ci::InputField;
-
-int64_t RopeTableSeq(const Tensor& table, size_t i) {
-  constexpr int seq_dim = 1;
-  const std::string field = InputField(i, "shape");
-  if (table.rank() == 2) return table.shape()[0];
-  if (table.rank() != 4) ThrowInvalid(field, "sin and cos must be [seq, head_dim] or 4-D");
-  for (int d = 0; d < 3; ++d) {
-    if (d != seq_dim && table.shape()[d] != 1) {
-      ThrowInvalid(field, "sin and cos must be 1 on every dim but the sequence and head dims");
-    }
-  }
-  return table.shape()[seq_dim];
-}
 
 template <typename T>
 __global__ void RopeKernel(RopeArgs a, const void* x, DType xd, const void* sin, DType sd, const void* cos,
@@ -49,49 +38,23 @@ __global__ void RopeKernel(RopeArgs a, const void* x, DType xd, const void* sin,
 
 Tensors FusedRope(const TensorArgs& inputs, const Attrs& attrs) {
   CheckInputs(inputs, false);
+  const plan::RopePlan p = plan::PlanRope(plan::ShapesOf(inputs), attrs);
   const size_t n = inputs.size();
-  if (n < 3 || n > 5) {
-    ThrowInvalid("inputs", "expected q, [k, [v,]] sin, cos: 3 to 5 inputs, got " + std::to_string(n));
-  }
-  const bool neox = attrs.GetBool("use_neox_rotary_style");
-  const bool time_major = attrs.GetBool("time_major");
-  const size_t rotated = n - 2;
-  for (size_t i = 0; i < rotated; ++i) {
-    if (inputs[i].rank() != 4) ThrowInvalid(InputField(i, "shape"), "q, k and v must be 4-D");
-  }
-  const Shape& q = inputs[0].shape();
-  const int64_t head_dim = q[3];
-  if (head_dim % 2 != 0) {
-    ThrowInvalid(InputField(0, "shape"), "head_dim " + std::to_string(head_dim) + " must be even");
-  }
-  const int seq_dim = time_major ? 0 : 1;
-  const int64_t table_seq[2] = {RopeTableSeq(inputs[n - 2], n - 2), RopeTableSeq(inputs[n - 1], n - 1)};
-  for (size_t i = 1; i < rotated; ++i) {
-    const Shape& s = inputs[i].shape();
-    if (s != q) ThrowInvalid(InputField(i, "shape"), ShapeToString(s) + " does not fit q " + ShapeToString(q));
-  }
-  for (size_t t = 0; t < 2; ++t) {
-    const size_t i = n - 2 + t;
-    if (table_seq[t] != q[seq_dim] || inputs[i].shape().back() != head_dim) {
-      ThrowInvalid(InputField(i, "shape"), ShapeToString(inputs[i].shape()) + " does not fit seq " +
-                                               std::to_string(q[seq_dim]) + ", head_dim " + std::to_string(head_dim));
-    }
-  }
   const DType dtype = detail::ci::ComputeDTypeAll(inputs);
   const Tensor& sin = inputs[n - 2];
   const Tensor& cos = inputs[n - 1];
   Tensors outs;
-  for (size_t r = 0; r < rotated; ++r) {
+  for (size_t r = 0; r < p.rotated; ++r) {
     const Tensor& x = inputs[r];
     Tensor out = detail::NewOut(x, x.shape(), dtype);
     const int64_t count = out.numel();
-    if (count > 0 && head_dim > 0) {
+    if (count > 0 && p.head_dim > 0) {
       RopeArgs a;
       a.d1 = x.shape()[1];
       a.heads = x.shape()[2];
-      a.head_dim = head_dim;
-      a.time_major = time_major;
-      a.neox = neox;
+      a.head_dim = p.head_dim;
+      a.time_major = p.time_major;
+      a.neox = p.neox;
       const LaunchConfig cfg = GridStride(count);
       const auto launch = [&](auto zero) {
         using T = decltype(zero);
@@ -109,21 +72,7 @@ Tensors FusedRope(const TensorArgs& inputs, const Attrs& attrs) {
 
 Tensors BmmGrad(const TensorArgs& inputs, const Attrs&) {
   CheckInputs(inputs, false);
-  detail::ci::CheckArity(inputs, 3);
-  for (size_t i = 0; i < 3; ++i) {
-    if (inputs[i].rank() != 3) {
-      ThrowInvalid(InputField(i, "shape"), "bmm_grad needs rank 3, got " + ShapeToString(inputs[i].shape()));
-    }
-  }
-  const Shape& x = inputs[0].shape();
-  const Shape& y = inputs[1].shape();
-  if (y[0] != x[0] || y[1] != x[2]) {
-    ThrowInvalid(InputField(1, "shape"), ShapeToString(y) + " does not fit x " + ShapeToString(x) + " as [b, k, n]");
-  }
-  if (inputs[2].shape() != Shape{x[0], x[1], y[2]}) {
-    ThrowInvalid(InputField(2, "shape"), "out_grad " + ShapeToString(inputs[2].shape()) + " != bmm output " +
-                                             ShapeToString(Shape{x[0], x[1], y[2]}));
-  }
+  (void)plan::PlanBmmGrad(plan::ShapesOf(inputs));
   const CudaKernelFn matmul_grad = FindCudaKernel("matmul_grad");
   if (matmul_grad == nullptr) ThrowUnsupported("op", "bmm_grad runs matmul_grad's CUDA kernel, which is missing");
   Attrs plain;

@@ -163,55 +163,9 @@ GemmPlan PlanProduct(const Product& p) {
   }
 }
 
-MatmulShapes PlanMatmulShapes(const Shape& xs, const Shape& ys, bool trans_x, bool trans_y) {
-  const int64_t rx = static_cast<int64_t>(xs.size());
-  const int64_t ry = static_cast<int64_t>(ys.size());
-  if (rx == 0) ThrowInvalid(InputField(0, "shape"), "matmul needs rank >= 1, got []");
-  if (ry == 0) ThrowInvalid(InputField(1, "shape"), "matmul needs rank >= 1, got []");
-  MatmulShapes s;
-  int64_t kx, ky;
-  if (rx == 1) {
-    s.m = 1;
-    kx = xs[0];
-    s.x_stride_m = 0;
-    s.x_stride_k = 1;
-    s.x_matrix = kx;
-  } else {
-    const int64_t rows = xs[rx - 2], cols = xs[rx - 1];
-    s.m = trans_x ? cols : rows;
-    kx = trans_x ? rows : cols;
-    s.x_stride_m = trans_x ? 1 : cols;
-    s.x_stride_k = trans_x ? cols : 1;
-    s.x_matrix = rows * cols;
-    s.x_batch.assign(xs.begin(), xs.end() - 2);
-  }
-  if (ry == 1) {
-    s.n = 1;
-    ky = ys[0];
-    s.y_stride_k = 1;
-    s.y_stride_n = 0;
-    s.y_matrix = ky;
-  } else {
-    const int64_t rows = ys[ry - 2], cols = ys[ry - 1];
-    s.n = trans_y ? rows : cols;
-    ky = trans_y ? cols : rows;
-    s.y_stride_k = trans_y ? 1 : cols;
-    s.y_stride_n = trans_y ? cols : 1;
-    s.y_matrix = rows * cols;
-    s.y_batch.assign(ys.begin(), ys.end() - 2);
-  }
-  if (kx != ky) {
-    ThrowInvalid(InputField(1, "shape"), "contracted dim " + std::to_string(ky) + " of " +
-                                             ShapeToString(ys) + " != " + std::to_string(kx) +
-                                             " of x " + ShapeToString(xs));
-  }
-  s.k = kx;
-  s.batch = cpu::internal::BroadcastShapes({s.x_batch, s.y_batch});
-  s.out_shape = s.batch;
-  if (rx >= 2) s.out_shape.push_back(s.m);
-  if (ry >= 2) s.out_shape.push_back(s.n);
-  cpu::internal::CheckOutputShape(s.out_shape);
-  return s;
+MatmulShapes PlanKernelMatmul(const MatmulShapes& planned) {
+  cpu::internal::CheckOutputShape(planned.out_shape);
+  return planned;
 }
 
 Product MatmulProduct(const MatmulShapes& s) {
@@ -413,12 +367,7 @@ EinsumPlan PlanEinsum(const std::string& equation, const std::vector<Shape>& sha
   };
 
   const size_t count = shapes.size();
-  std::vector<std::string> needed_after(count);
-  std::string needed = spec.output;
-  for (size_t i = count; i-- > 0;) {
-    needed_after[i] = needed;
-    needed += spec.operands[i];
-  }
+  const std::vector<std::string> needed_after = plan::EinsumLettersNeededAfter(spec);
   auto own_keep = [&](size_t i) {
     std::string keep = needed_after[i];
     for (size_t j = 0; j < i; ++j) keep += spec.operands[j];

@@ -3,7 +3,7 @@
 // executing a plan with a naive column-major GEMM on the host gives what the CPU kernels
 // give) and the device code only follows them.
 //
-// The chain: matmul's shapes -> MatmulShapes (the CPU kernel's checks, in its order) ->
+// The chain: matmul's shapes -> plan::MatmulShapes (rules/contraction_plan.h) ->
 // a Product (row-major index math: C_e = A_e . B_e for every batch entry e, any unit-stride
 // layout per operand, a stride per batch dim and operand, 0 where it broadcasts) ->
 // PlanProduct -> GemmCalls (what cublasGemmStridedBatchedEx_64 takes: column-major,
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/tensor.h"
+#include "rules/contraction_plan.h"
 
 namespace spmd::kernels::cuda {
 
@@ -75,21 +76,11 @@ GemmPlan PlanProduct(const Product& p);
 
 // ---- matmul, bmm, matmul_grad -------------------------------------------------------------
 
-// matmul's shapes, checked as the CPU kernel checks them (same fields, same order):
-// rank >= 1 (InvalidArgument inputs[i].shape), contracted dims equal (inputs[1].shape),
-// batch dims broadcast (rules/shape_util.h), output within the kernels' limit.
-// Example: x [2, 1, 3, 4] (trans_x), y [5, 3, 6] -> out [2, 5, 4, 6], m 4, k 3, n 6.
-struct MatmulShapes {
-  Shape out_shape;
-  Shape batch;            // the broadcast batch shape
-  Shape x_batch, y_batch; // each operand's own batch dims
-  int64_t m = 1, n = 1, k = 1;
-  // X_eff (m x k) element (i, p) at i * x_stride_m + p * x_stride_k in one batch entry of
-  // x; Y_eff (k x n) likewise. x_matrix, y_matrix: elements per batch entry.
-  int64_t x_stride_m = 0, x_stride_k = 0, y_stride_k = 0, y_stride_n = 0;
-  int64_t x_matrix = 1, y_matrix = 1;
-};
-MatmulShapes PlanMatmulShapes(const Shape& x, const Shape& y, bool trans_x, bool trans_y);
+// matmul's shapes and index plan: plan::MatmulShapes (rules/contraction_plan.h, the
+// checks and strides written once for the reference and the CPU and CUDA kernels).
+using plan::MatmulShapes;
+// plan::PlanMatmulShapes with the kernels' limit on the output's size (CheckOutputShape).
+MatmulShapes PlanKernelMatmul(const MatmulShapes& planned);
 
 // out (out_shape, contiguous) = X_eff . Y_eff per batch entry; a = x, b = y.
 Product MatmulProduct(const MatmulShapes& s);

@@ -190,7 +190,7 @@ TEST(GemmPlan, MatmulPlansGiveTheCpuKernelsProduct) {
     const Attrs attrs = MatmulAttrs(c);
     MatmulShapes s;
     Tensors want;
-    if (!SameVerdict([&] { s = PlanMatmulShapes(c.x, c.y, c.trans_x, c.trans_y); },
+    if (!SameVerdict([&] { s = plan::PlanMatmulShapes(c.x, c.y, c.trans_x, c.trans_y); },
                      [&] { want = RunCpuKernel("matmul", {x, y}, attrs); }, c.Describe())) {
       continue;
     }
@@ -218,7 +218,7 @@ TEST(GemmPlan, MatmulGradPlansGiveTheCpuKernelsGradients) {
     const Tensor y = RandomInts(c.y, rng);
     MatmulShapes s;
     try {
-      s = PlanMatmulShapes(c.x, c.y, c.trans_x, c.trans_y);
+      s = plan::PlanMatmulShapes(c.x, c.y, c.trans_x, c.trans_y);
     } catch (const SpmdError&) {
       continue;
     }
@@ -257,7 +257,7 @@ TEST(GemmPlan, MatmulGradPlansGiveTheCpuKernelsGradients) {
 TEST(GemmPlan, LargeBatchesAreSplitAcrossCalls) {
   // [70000, 2, 3] x [3, 2] (y broadcast): one batch dim of 70000 entries, cut at 65535.
   const Shape xs{70000, 2, 3}, ys{3, 2};
-  const MatmulShapes s = PlanMatmulShapes(xs, ys, false, false);
+  const MatmulShapes s = plan::PlanMatmulShapes(xs, ys, false, false);
   const GemmPlan plan = PlanProduct(MatmulProduct(s));
   ASSERT_EQ(plan.calls.size(), 2u);
   EXPECT_EQ(plan.calls[0].batch_count, kMaxBatchPerCall);
@@ -271,25 +271,25 @@ TEST(GemmPlan, LargeBatchesAreSplitAcrossCalls) {
 
 TEST(GemmPlan, BatchDimsMergeWhenContiguousAndLoopWhenNot) {
   // x [2, 3, m, k], y [2, 3, k, n]: the two batch dims merge into one call of 6 entries.
-  const MatmulShapes merged = PlanMatmulShapes({2, 3, 4, 5}, {2, 3, 5, 6}, false, false);
+  const MatmulShapes merged = plan::PlanMatmulShapes({2, 3, 4, 5}, {2, 3, 5, 6}, false, false);
   const GemmPlan one = PlanProduct(MatmulProduct(merged));
   ASSERT_EQ(one.calls.size(), 1u);
   EXPECT_EQ(one.calls[0].batch_count, 6);
   // x [2, 1, m, k], y [1, 3, k, n]: no single stride per operand; the larger dim (3) is
   // batched, the other looped.
-  const MatmulShapes crossed = PlanMatmulShapes({2, 1, 4, 5}, {1, 3, 5, 6}, false, false);
+  const MatmulShapes crossed = plan::PlanMatmulShapes({2, 1, 4, 5}, {1, 3, 5, 6}, false, false);
   const GemmPlan two = PlanProduct(MatmulProduct(crossed));
   ASSERT_EQ(two.calls.size(), 2u);
   EXPECT_EQ(two.calls[0].batch_count, 3);
   // k == 0: zeros, no call.
-  const GemmPlan zero = PlanProduct(MatmulProduct(PlanMatmulShapes({3, 0}, {0, 2}, false, false)));
+  const GemmPlan zero = PlanProduct(MatmulProduct(plan::PlanMatmulShapes({3, 0}, {0, 2}, false, false)));
   EXPECT_TRUE(zero.calls.empty());
   EXPECT_TRUE(zero.zero_fill);
 }
 
 TEST(GemmPlan, RowMajorOutputsSwapTheOperands) {
   // out[2, 3] = x[2, 4] . y[4, 3] row-major: cuBLAS computes out^T = y^T x^T, no transposes.
-  const GemmPlan plan = PlanProduct(MatmulProduct(PlanMatmulShapes({2, 4}, {4, 3}, false, false)));
+  const GemmPlan plan = PlanProduct(MatmulProduct(plan::PlanMatmulShapes({2, 4}, {4, 3}, false, false)));
   ASSERT_EQ(plan.calls.size(), 1u);
   const GemmCall& c = plan.calls[0];
   EXPECT_EQ(c.a_source, 1);
@@ -302,7 +302,7 @@ TEST(GemmPlan, RowMajorOutputsSwapTheOperands) {
   EXPECT_EQ(c.ldb, 4);
   EXPECT_EQ(c.ldc, 3);
   // trans_y: y stored [3, 4]: cuBLAS's A transposed.
-  const GemmPlan t = PlanProduct(MatmulProduct(PlanMatmulShapes({2, 4}, {3, 4}, false, true)));
+  const GemmPlan t = PlanProduct(MatmulProduct(plan::PlanMatmulShapes({2, 4}, {3, 4}, false, true)));
   EXPECT_TRUE(t.calls[0].trans_a);
   EXPECT_EQ(t.calls[0].lda, 4);
 }

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/internal.h"
@@ -36,6 +37,7 @@
 #include "kernels/cuda/math_util.cuh"
 #include "kernels/cuda/registry.h"
 #include "rules/local_attrs.h"
+#include "rules/norm_plan.h"
 
 namespace spmd::kernels::cuda {
 namespace {
@@ -125,13 +127,22 @@ struct IdRules {
   int64_t ignore = 0;
 };
 
+// The first id outside the range, when one is (CheckedIds with a deferred range check).
+struct IdVerdict {
+  bool bad = false;
+  int64_t id = 0;
+  void ThrowIfBad(const IdRules& rules) const {
+    if (bad) plan::ThrowIdOutside(rules.field, rules.noun, id, rules.limit);
+  }
+};
+
 // `ids` (any dtype) as int64 on `like`'s stream, after the CPU kernels' checks: a float id
-// that is not a whole number ("id v is not an integer") or beyond 9e15 ("id v is out of
-// range"), the first in order; then the first id outside the range, thrown here or, with
-// `range_error`, left there for the caller to throw where the CPU kernel checks ranges (after
-// allocating its output). Reads the verdict back: synchronizes `stream`.
+// that is not a whole number or beyond 9e15 (plan::ThrowBadFloatId), the first in order;
+// then the first id outside the range, thrown here or, with `deferred`, left there for the
+// caller to throw where the CPU kernel checks ranges (after allocating its output). Reads
+// the verdict back: synchronizes `stream`.
 Tensor CheckedIds(const Tensor& ids, const IdRules& rules, const Tensor& like,
-                  cudaStream_t stream, std::string* range_error = nullptr) {
+                  cudaStream_t stream, IdVerdict* deferred = nullptr) {
   Tensor out = NewOutput(like, ids.shape(), DType::kInt64);
   const int64_t n = ids.numel();
   if (n == 0) return out;
@@ -156,19 +167,14 @@ Tensor CheckedIds(const Tensor& ids, const IdRules& rules, const Tensor& like,
                                  cudaMemcpyDeviceToHost));
       if constexpr (kFloatId<V>) v = static_cast<double>(static_cast<Compute<V>>(host));
     });
-    if (!std::isfinite(v) || v != std::trunc(v)) {
-      ThrowInvalid(rules.field, "id " + std::to_string(v) + " is not an integer");
-    }
-    ThrowInvalid(rules.field, "id " + std::to_string(v) + " is out of range");
+    plan::ThrowBadFloatId(rules.field, v);
   }
   if (verdict[1] != kNone) {
     int64_t id = 0;
     SPMD_CUDA_CHECK(cudaMemcpy(&id, DataOf<int64_t>(out) + verdict[1], sizeof id,
                                cudaMemcpyDeviceToHost));
-    const std::string message = rules.noun + " " + std::to_string(id) + " outside [0, " +
-                                std::to_string(rules.limit) + ")";
-    if (range_error == nullptr) ThrowInvalid(rules.field, message);
-    *range_error = message;
+    if (deferred == nullptr) plan::ThrowIdOutside(rules.field, rules.noun, id, rules.limit);
+    *deferred = {true, id};
   }
   return out;
 }
@@ -329,13 +335,9 @@ __global__ void SoftmaxGradColumns(const V* y, const V* g, V* out, int64_t outer
 
 Tensors SoftmaxGrad(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
-  CheckArity(inputs, 2);
+  plan::PlanSoftmaxGrad(plan::ShapesOf(inputs));
   const Tensor& out_t = inputs[0];
   const Tensor& grad_t = inputs[1];
-  if (grad_t.shape() != out_t.shape()) {
-    ThrowInvalid(InputField(1, "shape"), "out_grad " + ShapeToString(grad_t.shape()) +
-                                             " != out " + ShapeToString(out_t.shape()));
-  }
   const AxisView v = ViewFromAxisAttr(out_t, attrs);
   if (TwoByteWithIntegerValues(inputs, {0, 1})) return WidenTwoByte(inputs, attrs, SoftmaxGrad);
   const DType dtype = ComputeDType(inputs, {0, 1});
@@ -418,41 +420,10 @@ __global__ void RmsNormRows(const V* x, const V* scale, V* out, V* invvar, int64
   }
 }
 
-// x split at begin_norm_axis into [outer, n] (the CPU kernel's checks).
-struct NormSplit {
-  int64_t outer = 1;
-  int64_t n = 1;
-  Shape stats_shape;
-};
-NormSplit SplitForNorm(const Tensor& x, int64_t begin_norm_axis) {
-  NormSplit split;
-  const int64_t begin =
-      cpu::internal::NormalizeAxis(begin_norm_axis, x.rank(), "attrs.begin_norm_axis");
-  split.stats_shape.assign(x.shape().begin(), x.shape().begin() + begin);
-  split.outer = NumElements(split.stats_shape);
-  split.n = NumElements(Shape(x.shape().begin() + begin, x.shape().end()));
-  if (split.n == 0) {
-    ThrowInvalid(InputField(0, "shape"),
-                 "normalising over an empty set of elements of " + ShapeToString(x.shape()));
-  }
-  return split;
-}
-
-void CheckVectorShape(const Tensor& t, size_t i, int64_t n) {
-  if (t.shape() != Shape{n}) {
-    ThrowInvalid(InputField(i, "shape"),
-                 "expected [" + std::to_string(n) + "], got " + ShapeToString(t.shape()));
-  }
-}
-
 Tensors LayerNorm(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
+  const plan::NormSplit split = plan::PlanNorm(plan::ShapesOf(inputs), attrs, 2);
   const double epsilon = attrs.GetFloat("epsilon");
-  const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
-  CheckArity(inputs, 3);
-  const NormSplit split = SplitForNorm(inputs[0], begin_norm_axis);
-  CheckVectorShape(inputs[1], 1, split.n);
-  CheckVectorShape(inputs[2], 2, split.n);
   if (TwoByteWithIntegerValues(inputs, {0, 1, 2})) return WidenTwoByte(inputs, attrs, LayerNorm);
   const DType dtype = ComputeDType(inputs, {0, 1, 2});
   CallContext ctx(inputs);
@@ -485,11 +456,8 @@ Tensors LayerNorm(const TensorArgs& inputs, const Attrs& attrs) {
 
 Tensors RmsNorm(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
+  const plan::NormSplit split = plan::PlanNorm(plan::ShapesOf(inputs), attrs, 1);
   const double epsilon = attrs.GetFloat("epsilon");
-  const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
-  CheckArity(inputs, 2);
-  const NormSplit split = SplitForNorm(inputs[0], begin_norm_axis);
-  CheckVectorShape(inputs[1], 1, split.n);
   if (TwoByteWithIntegerValues(inputs, {0, 1})) return WidenTwoByte(inputs, attrs, RmsNorm);
   const DType dtype = ComputeDType(inputs, {0, 1});
   CallContext ctx(inputs);
@@ -587,13 +555,12 @@ __global__ void NormGradColumns(const V* x, const V* stats, const V* variance, c
 }
 
 // layer_norm_grad (kLayerNorm: x, scale, bias, mean, variance, out_grad) and rms_norm_grad
-// (x, scale, invvar, out_grad), after the CPU kernel's checks (internal::CheckNormGrad).
+// (x, scale, invvar, out_grad), planned by plan::PlanNormGrad.
 template <bool kLayerNorm>
 Tensors NormGrad(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
   constexpr size_t kParams = kLayerNorm ? 2 : 1;
-  const cpu::internal::NormGradShape shape =
-      cpu::internal::CheckNormGrad(inputs, attrs, kParams, kParams);
+  const plan::NormSplit shape = plan::PlanNormGrad(plan::ShapesOf(inputs), attrs, kParams, kParams);
   // Every input is a value input (the arity is checked: indices past it are skipped).
   if (TwoByteWithIntegerValues(inputs, {0, 1, 2, 3, 4, 5})) {
     return WidenTwoByte(inputs, attrs, NormGrad<kLayerNorm>);
@@ -658,71 +625,36 @@ __global__ void Gather(const int64_t* ids, const V* weight, V* out, int64_t coun
   }
 }
 
-Tensors LookupTable(const TensorArgs& inputs, const Attrs& attrs) {
+// lookup_table_v2 (ids, weight) and c_embedding (weight, ids): the Gather above, planned by
+// plan::PlanLookupTable / PlanCEmbedding.
+template <bool kC>
+Tensors Embedding(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
-  const int64_t padding_idx = attrs.GetInt("padding_idx");
-  (void)attrs.GetBool("sparse");  // how Paddle stores the gradient; no effect on values
-  CheckArity(inputs, 2);
-  const Tensor& ids_t = inputs[0];
-  const Tensor& weight_t = inputs[1];
-  if (weight_t.rank() != 2) {
-    ThrowInvalid(InputField(1, "shape"),
-                 "weight must be [V, H], got " + ShapeToString(weight_t.shape()));
-  }
-  const bool sharded = attrs.Has(kLocalVocabStart);
-  const int64_t start = sharded ? attrs.GetInt(kLocalVocabStart) : 0;
-  if (start < 0) ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "negative row offset");
-  const int64_t vocab = weight_t.shape()[0];
-  const int64_t hidden = weight_t.shape()[1];
-  Shape out_shape = ids_t.shape();
-  out_shape.push_back(hidden);
+  const plan::EmbeddingPlan p = kC ? plan::PlanCEmbedding(plan::ShapesOf(inputs), attrs)
+                                   : plan::PlanLookupTable(plan::ShapesOf(inputs), attrs);
+  const Tensor& ids_t = inputs[p.ids_at];
   CallContext ctx(inputs);
-  std::string range_error;
-  const Tensor ids = CheckedIds(ids_t, {InputField(0, "data"), "id", sharded ? -1 : vocab},
-                                inputs[0], ctx.stream, &range_error);
-  const DType dtype = ComputeDType(inputs, {1});
+  const IdRules rules{InputField(p.ids_at, "data"), "id", p.id_limit};
+  IdVerdict bad;
+  const Tensor ids = CheckedIds(ids_t, rules, ids_t, ctx.stream, &bad);
+  const DType dtype = ComputeDType(inputs, {p.weight_at});
   Temporaries temps(ctx.stream);
-  const Tensor& weight = temps.As(weight_t, dtype);
-  Tensor out = NewChecked(inputs[0], out_shape, dtype);
-  if (!range_error.empty()) ThrowInvalid(InputField(0, "data"), range_error);
+  const Tensor& weight = temps.As(inputs[p.weight_at], dtype);
+  Tensor out = NewChecked(ids_t, p.out_shape, dtype);
+  bad.ThrowIfBad(rules);
   const int64_t count = ids_t.numel();
-  if (count * hidden == 0) return TensorList(std::move(out));
-  DispatchFloating(dtype, InputField(1, "dtype"), true, [&](auto zero) {
+  if (count * p.hidden == 0) return TensorList(std::move(out));
+  DispatchFloating(dtype, InputField(p.weight_at, "dtype"), true, [&](auto zero) {
     using V = decltype(zero);
-    Gather<V><<<GridFor(count * hidden, kBlock), kBlock, 0, ctx.stream>>>(
-        DataOf<int64_t>(ids), DataOf<V>(weight), DataOf<V>(out), count, vocab, hidden, start,
-        padding_idx);
+    Gather<V><<<GridFor(count * p.hidden, kBlock), kBlock, 0, ctx.stream>>>(
+        DataOf<int64_t>(ids), DataOf<V>(weight), DataOf<V>(out), count, p.vocab, p.hidden, p.start,
+        p.padding_idx);
     SPMD_CUDA_CHECK_LAUNCH();
   });
   return TensorList(std::move(out));
 }
-
-// c_embedding: the Gather above with the piece's start_index and no padding row.
-Tensors CEmbedding(const TensorArgs& inputs, const Attrs& attrs) {
-  CheckTwoByteMix(inputs);
-  const cpu::internal::CEmbeddingShape checked = cpu::internal::CheckCEmbedding(inputs, attrs);
-  const Tensor& weight_t = inputs[0];
-  const Tensor& ids_t = inputs[1];
-  CallContext ctx(inputs);
-  std::string range_error;
-  const Tensor ids = CheckedIds(ids_t, {InputField(1, "data"), "id", checked.id_limit}, inputs[1],
-                                ctx.stream, &range_error);
-  const DType dtype = ComputeDType(inputs, {0});
-  Temporaries temps(ctx.stream);
-  const Tensor& weight = temps.As(weight_t, dtype);
-  Tensor out = NewChecked(inputs[1], checked.out_shape, dtype);
-  if (!range_error.empty()) ThrowInvalid(InputField(1, "data"), range_error);
-  const int64_t count = ids_t.numel();
-  if (count * checked.hidden == 0) return TensorList(std::move(out));
-  DispatchFloating(dtype, InputField(0, "dtype"), true, [&](auto zero) {
-    using V = decltype(zero);
-    Gather<V><<<GridFor(count * checked.hidden, kBlock), kBlock, 0, ctx.stream>>>(
-        DataOf<int64_t>(ids), DataOf<V>(weight), DataOf<V>(out), count, checked.rows,
-        checked.hidden, checked.start, int64_t{-1});
-    SPMD_CUDA_CHECK_LAUNCH();
-  });
-  return TensorList(std::move(out));
-}
+Tensors LookupTable(const TensorArgs& inputs, const Attrs& attrs) { return Embedding<false>(inputs, attrs); }
+Tensors CEmbedding(const TensorArgs& inputs, const Attrs& attrs) { return Embedding<true>(inputs, attrs); }
 
 // weight_grad[id_t - start, h] += out_grad[t, h] (atomics: float32 / float64 only).
 template <typename T>
@@ -741,55 +673,45 @@ __global__ void ScatterAdd(const int64_t* ids, const T* grad, T* weight_grad, in
   }
 }
 
-// weight_grad [V, H] with out_grad (inputs[grad_at]) rows added at id - start for the ids of
-// inputs[ids_at] (embedding_grad, c_embedding_grad; `checked` from their shared checks).
-Tensor ScatterRows(const TensorArgs& inputs, size_t ids_at, size_t grad_at, DType dtype,
-                   const cpu::internal::EmbeddingGradShape& checked) {
-  const Tensor& ids_t = inputs[ids_at];
-  const Tensor& grad_t = inputs[grad_at];
-  const int64_t vocab = checked.vocab;
-  const int64_t hidden = checked.hidden;
+// weight_grad [V, H] with out_grad's rows added at id - start (embedding_grad,
+// c_embedding_grad: plan::PlanEmbeddingGrad / PlanCEmbeddingGrad).
+Tensor ScatterRows(const TensorArgs& inputs, const plan::EmbeddingPlan& p, DType dtype) {
+  const Tensor& ids_t = inputs[p.ids_at];
+  const Tensor& grad_t = inputs[2];
   CallContext ctx(inputs);
-  std::string range_error;
-  const Tensor ids = CheckedIds(ids_t, {InputField(ids_at, "data"), "id", checked.sharded ? -1 : vocab},
-                                ids_t, ctx.stream, &range_error);
+  const IdRules rules{InputField(p.ids_at, "data"), "id", p.id_limit};
+  IdVerdict bad;
+  const Tensor ids = CheckedIds(ids_t, rules, ids_t, ctx.stream, &bad);
   Temporaries temps(ctx.stream);
   const Tensor& grad = temps.As(grad_t, dtype);
-  Tensor weight_grad = NewChecked(ids_t, {vocab, hidden}, dtype);
-  if (!range_error.empty()) ThrowInvalid(InputField(ids_at, "data"), range_error);
+  Tensor weight_grad = NewChecked(ids_t, p.out_shape, dtype);
+  bad.ThrowIfBad(rules);
   if (weight_grad.nbytes() > 0) {
     SPMD_CUDA_CHECK(cudaMemsetAsync(weight_grad.bytes(), 0, weight_grad.nbytes(), ctx.stream));
   }
   const int64_t count = ids_t.numel();
-  if (count * hidden == 0) return weight_grad;
+  if (count * p.hidden == 0) return weight_grad;
   // RunCudaKernel widens 2-byte floats (takes_half false): float32 or float64 here.
-  auto scatter = [&](auto zero) {
+  DispatchFloating(dtype, InputField(2, "dtype"), /*half=*/false, [&](auto zero) {
     using T = decltype(zero);
-    ScatterAdd<T><<<GridFor(count * hidden, kBlock), kBlock, 0, ctx.stream>>>(
-        DataOf<int64_t>(ids), DataOf<T>(grad), DataOf<T>(weight_grad), count, vocab, hidden,
-        checked.start, checked.padding_idx);
-    SPMD_CUDA_CHECK_LAUNCH();
-  };
-  if (dtype == DType::kFloat32) {
-    scatter(float{});
-  } else if (dtype == DType::kFloat64) {
-    scatter(double{});
-  } else {
-    ThrowUnsupported(InputField(grad_at, "dtype"), "the row scatter takes float32 or float64 here, got " +
-                                                       std::string(ToString(dtype)));
-  }
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {  // atomicAdd's
+      ScatterAdd<T><<<GridFor(count * p.hidden, kBlock), kBlock, 0, ctx.stream>>>(
+          DataOf<int64_t>(ids), DataOf<T>(grad), DataOf<T>(weight_grad), count, p.vocab, p.hidden,
+          p.start, p.padding_idx);
+      SPMD_CUDA_CHECK_LAUNCH();
+    }
+  });
   return weight_grad;
 }
 
 Tensors EmbeddingGrad(const TensorArgs& inputs, const Attrs& attrs) {
-  const cpu::internal::EmbeddingGradShape checked = cpu::internal::CheckEmbeddingGrad(inputs, attrs);
-  return TensorList(ScatterRows(inputs, 0, 2, ComputeDType(inputs, {1, 2}), checked));
+  const plan::EmbeddingPlan p = plan::PlanEmbeddingGrad(plan::ShapesOf(inputs), attrs);
+  return TensorList(ScatterRows(inputs, p, ComputeDType(inputs, {1, 2})));
 }
 
-// c_embedding_grad: embedding_grad's scatter with the piece's start_index and no padding row.
 Tensors CEmbeddingGrad(const TensorArgs& inputs, const Attrs& attrs) {
-  const cpu::internal::EmbeddingGradShape checked = cpu::internal::CheckCEmbeddingGrad(inputs, attrs);
-  return TensorList(ScatterRows(inputs, 1, 2, ComputeDType(inputs, {0, 2}), checked));
+  const plan::EmbeddingPlan p = plan::PlanCEmbeddingGrad(plan::ShapesOf(inputs), attrs);
+  return TensorList(ScatterRows(inputs, p, ComputeDType(inputs, {0, 2})));
 }
 
 // ---- cross_entropy_with_softmax ---------------------------------------------------------------
@@ -870,71 +792,49 @@ __global__ void CrossEntropyColumns(const V* x, const int64_t* ids, const V* sof
 
 Tensors CrossEntropy(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
-  const bool soft_label = attrs.GetBool("soft_label");
-  const bool use_softmax = attrs.GetBool("use_softmax");
-  (void)attrs.GetBool("numeric_stable_mode");  // the kernel always uses the stable form
-  const int64_t ignore_index = attrs.GetInt("ignore_index");
-  const int64_t axis_attr = attrs.GetInt("axis");
-  CheckArity(inputs, 2);
+  const plan::CrossEntropyPlan ce = plan::PlanCrossEntropy(plan::ShapesOf(inputs), attrs);
   const Tensor& logits_t = inputs[0];
   const Tensor& label_t = inputs[1];
-  if (logits_t.rank() == 0) {
-    ThrowInvalid(InputField(0, "shape"), "logits need a class dim, got []");
-  }
-  const int64_t axis = cpu::internal::NormalizeAxis(axis_attr, logits_t.rank(), "attrs.axis");
-  const AxisView v = cpu::internal::ViewAlong(logits_t.shape(), axis);
-  Shape loss_shape = logits_t.shape();
-  loss_shape[axis] = 1;
-  if (soft_label) {
-    if (label_t.shape() != logits_t.shape()) {
-      ThrowInvalid(InputField(1, "shape"), "soft label must have logits' shape " +
-                                               ShapeToString(logits_t.shape()) + ", got " +
-                                               ShapeToString(label_t.shape()));
-    }
-  } else if (label_t.shape() != loss_shape) {
-    ThrowInvalid(InputField(1, "shape"), "hard label must have shape " +
-                                             ShapeToString(loss_shape) + ", got " +
-                                             ShapeToString(label_t.shape()));
-  }
-  if (soft_label && TwoByteWithIntegerValues(inputs, {0, 1})) {
+  const AxisView v = cpu::internal::ViewAlong(logits_t.shape(), ce.axis);
+  if (ce.soft_label && TwoByteWithIntegerValues(inputs, {0, 1})) {
     return WidenTwoByte(inputs, attrs, CrossEntropy);
   }
-  const DType dtype = soft_label ? ComputeDType(inputs, {0, 1}) : ComputeDType(inputs, {0});
+  const DType dtype = ce.soft_label ? ComputeDType(inputs, {0, 1}) : ComputeDType(inputs, {0});
   CallContext ctx(inputs);
   Temporaries temps(ctx.stream);
   const Tensor& logits = temps.As(logits_t, dtype);
   Tensor probs = NewChecked(inputs[0], logits_t.shape(), dtype);
-  Tensor loss = NewChecked(inputs[0], loss_shape, dtype);
+  Tensor loss = NewChecked(inputs[0], ce.loss_shape, dtype);
   // Hard labels are checked (and read as int64) before anything is computed: the CPU
   // kernel computes the softmax first, but its outputs are dropped on the error anyway.
   Tensor ids;
   const Tensor* soft = nullptr;
-  if (soft_label) {
+  if (ce.soft_label) {
     soft = &temps.As(label_t, dtype);
   } else {
-    ids = CheckedIds(label_t, {InputField(1, "data"), "label", v.len, true, ignore_index},
+    ids = CheckedIds(label_t, {InputField(1, "data"), "label", v.len, true, ce.ignore_index},
                      inputs[0], ctx.stream);
   }
   if (v.outer * v.inner == 0) return TensorList(std::move(probs), std::move(loss));
   DispatchFloating(dtype, InputField(0, "dtype"), true, [&](auto zero) {
     using V = decltype(zero);
-    const int64_t* id = soft_label ? nullptr : DataOf<int64_t>(ids);
-    const V* sl = soft_label ? DataOf<V>(*soft) : nullptr;
+    const int64_t* id = ce.soft_label ? nullptr : DataOf<int64_t>(ids);
+    const V* sl = ce.soft_label ? DataOf<V>(*soft) : nullptr;
     if (v.inner == 1) {
       const RowLaunch l = PlanRows(v.outer, v.len);
       if (l.warp) {
         CrossEntropyRows<V, true><<<l.grid, l.block, 0, ctx.stream>>>(
             DataOf<V>(logits), id, sl, DataOf<V>(probs), DataOf<V>(loss), v.outer, v.len,
-            use_softmax, ignore_index);
+            ce.use_softmax, ce.ignore_index);
       } else {
         CrossEntropyRows<V, false><<<l.grid, l.block, 0, ctx.stream>>>(
             DataOf<V>(logits), id, sl, DataOf<V>(probs), DataOf<V>(loss), v.outer, v.len,
-            use_softmax, ignore_index);
+            ce.use_softmax, ce.ignore_index);
       }
     } else {
       CrossEntropyColumns<V><<<GridFor(v.outer * v.inner, kBlock), kBlock, 0, ctx.stream>>>(
           DataOf<V>(logits), id, sl, DataOf<V>(probs), DataOf<V>(loss), v.outer, v.len, v.inner,
-          use_softmax, ignore_index);
+          ce.use_softmax, ce.ignore_index);
     }
     SPMD_CUDA_CHECK_LAUNCH();
   });
@@ -978,40 +878,17 @@ __global__ void CrossEntropyGradKernel(const int64_t* ids, const V* soft, const 
 
 Tensors CrossEntropyGrad(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
-  const bool soft_label = attrs.GetBool("soft_label");
-  const bool use_softmax = attrs.GetBool("use_softmax");
-  (void)attrs.GetBool("numeric_stable_mode");  // the forward's concern
-  const int64_t ignore_index = attrs.GetInt("ignore_index");
-  const int64_t axis_attr = attrs.GetInt("axis");
-  CheckArity(inputs, 3);
+  const plan::CrossEntropyPlan ce = plan::PlanCrossEntropyGrad(plan::ShapesOf(inputs), attrs);
   const Tensor& label_t = inputs[0];
   const Tensor& softmax_t = inputs[1];
   const Tensor& loss_grad_t = inputs[2];
-  if (softmax_t.rank() == 0) {
-    ThrowInvalid(InputField(1, "shape"), "softmax needs a class dim, got []");
-  }
-  const int64_t axis = cpu::internal::NormalizeAxis(axis_attr, softmax_t.rank(), "attrs.axis");
-  const AxisView v = cpu::internal::ViewAlong(softmax_t.shape(), axis);
-  Shape loss_shape = softmax_t.shape();
-  loss_shape[axis] = 1;
-  const Shape& label_shape = soft_label ? softmax_t.shape() : loss_shape;
-  if (label_t.shape() != label_shape) {
-    ThrowInvalid(InputField(0, "shape"), std::string(soft_label ? "soft" : "hard") +
-                                             " label must have shape " +
-                                             ShapeToString(label_shape) + ", got " +
-                                             ShapeToString(label_t.shape()));
-  }
-  if (loss_grad_t.shape() != loss_shape) {
-    ThrowInvalid(InputField(2, "shape"), "loss_grad must have shape " +
-                                             ShapeToString(loss_shape) + ", got " +
-                                             ShapeToString(loss_grad_t.shape()));
-  }
-  if (soft_label ? TwoByteWithIntegerValues(inputs, {0, 1, 2})
+  const AxisView v = cpu::internal::ViewAlong(softmax_t.shape(), ce.axis);
+  if (ce.soft_label ? TwoByteWithIntegerValues(inputs, {0, 1, 2})
                  : TwoByteWithIntegerValues(inputs, {1, 2})) {
     return WidenTwoByte(inputs, attrs, CrossEntropyGrad);
   }
   const DType dtype =
-      soft_label ? ComputeDType(inputs, {0, 1, 2}) : ComputeDType(inputs, {1, 2});
+      ce.soft_label ? ComputeDType(inputs, {0, 1, 2}) : ComputeDType(inputs, {1, 2});
   CallContext ctx(inputs);
   Temporaries temps(ctx.stream);
   const Tensor& p = temps.As(softmax_t, dtype);
@@ -1019,10 +896,10 @@ Tensors CrossEntropyGrad(const TensorArgs& inputs, const Attrs& attrs) {
   Tensor input_grad = NewChecked(inputs[0], softmax_t.shape(), dtype);
   Tensor ids;
   const Tensor* soft = nullptr;
-  if (soft_label) {
+  if (ce.soft_label) {
     soft = &temps.As(label_t, dtype);
   } else {
-    ids = CheckedIds(label_t, {InputField(0, "data"), "label", v.len, true, ignore_index},
+    ids = CheckedIds(label_t, {InputField(0, "data"), "label", v.len, true, ce.ignore_index},
                      inputs[0], ctx.stream);
   }
   const int64_t total = input_grad.numel();
@@ -1030,9 +907,9 @@ Tensors CrossEntropyGrad(const TensorArgs& inputs, const Attrs& attrs) {
   DispatchFloating(dtype, InputField(1, "dtype"), true, [&](auto zero) {
     using V = decltype(zero);
     CrossEntropyGradKernel<V><<<GridFor(total, kBlock), kBlock, 0, ctx.stream>>>(
-        soft_label ? nullptr : DataOf<int64_t>(ids), soft_label ? DataOf<V>(*soft) : nullptr,
+        ce.soft_label ? nullptr : DataOf<int64_t>(ids), ce.soft_label ? DataOf<V>(*soft) : nullptr,
         DataOf<V>(p), DataOf<V>(g), DataOf<V>(input_grad), v.outer, v.len, v.inner,
-        use_softmax, ignore_index);
+        ce.use_softmax, ce.ignore_index);
     SPMD_CUDA_CHECK_LAUNCH();
   });
   return TensorList(std::move(input_grad));

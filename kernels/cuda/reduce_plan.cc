@@ -26,29 +26,6 @@ void Split(int64_t len, int64_t outputs, int64_t min_piece, int64_t want, Reduce
 
 }  // namespace
 
-ReduceShape PlanReduceShape(const Shape& x, const std::vector<int64_t>& axis, bool keep_dim,
-                            bool reduce_all) {
-  const int64_t rank = static_cast<int64_t>(x.size());
-  std::vector<bool> listed(x.size() + 1, false);
-  for (int64_t a : axis) {
-    const int64_t d = cpu::internal::NormalizeAxisOrScalar(a, rank, "attrs.axis");
-    if (listed[d]) ThrowInvalid("attrs.axis", "axis " + std::to_string(a) + " listed twice");
-    listed[d] = true;
-  }
-  ReduceShape plan;
-  plan.reduced.assign(listed.begin(), listed.begin() + rank);
-  if (axis.empty() || reduce_all) plan.reduced.assign(x.size(), true);
-  for (size_t d = 0; d < x.size(); ++d) {
-    if (plan.reduced[d]) {
-      plan.count *= x[d];
-      if (keep_dim) plan.out_shape.push_back(1);
-    } else {
-      plan.out_shape.push_back(x[d]);
-    }
-  }
-  return plan;
-}
-
 ReduceLayout ArrangeReduce(const Shape& x, const std::vector<bool>& reduced) {
   ReduceLayout layout;
   int64_t out_count = 1;

@@ -7,19 +7,14 @@
 #include <vector>
 
 #include "kernels/tensor.h"
+#include "rules/reduction_plan.h"
 
 namespace spmd::kernels::cuda {
 
-// Which dims a reduction removes, checked as the CPU kernel checks them (attrs.axis:
-// in range, a 0-d x takes 0 and -1, no dim twice; an empty list or reduce_all reduces
-// every dim). Example: x [2, 3, 4], axis {-1, 0}, keep_dim -> out [1, 3, 1], count 8.
-struct ReduceShape {
-  Shape out_shape;
-  std::vector<bool> reduced;  // per x dim
-  int64_t count = 1;          // x elements per output element
-};
-ReduceShape PlanReduceShape(const Shape& x, const std::vector<int64_t>& axis, bool keep_dim,
-                            bool reduce_all);
+// Which dims a reduction removes: rules/reduction_plan.h (checked and planned once for the
+// references and the kernels).
+using plan::PlanReduceShape;
+using plan::ReduceShape;
 
 // x seen as [outer, len, inner] (row-major), after permuting it by `perm` when that is not
 // empty (the kept dims first, then the reduced ones): out[o, i] folds x[o, a, i] over a.

@@ -362,27 +362,9 @@ Tensor SumLike(const Tensor& x, const std::vector<bool>& reduced, const Shape& o
                      });
 }
 
-ReduceShape PlanFromAttrs(const Tensor& x, const Attrs& attrs, const std::string& keep_name) {
-  return PlanReduceShape(x.shape(), attrs.GetInts("axis"), attrs.GetBool(keep_name),
-                         attrs.GetBool("reduce_all"));
-}
-
-// The divisor of mean / mean_all, as the CPU kernel: the localized global count on a shard,
-// else the number of reduced elements, which must not be 0 while there is an output.
-int64_t MeanDivisor(const Attrs& attrs, int64_t local_count, int64_t out_elements,
-                    const Shape& x_shape) {
-  const int64_t count = attrs.Has(kLocalCount) ? attrs.GetInt(kLocalCount) : local_count;
-  if (count <= 0 && out_elements > 0) {
-    ThrowInvalid(InputField(0, "shape"),
-                 "mean over an empty set of elements of " + ShapeToString(x_shape));
-  }
-  return count;
-}
-
 Tensors Sum(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
-  CheckArity(inputs, 1);
-  const ReduceShape plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
+  const ReduceShape plan = plan::PlanReduce(plan::ShapesOf(inputs), attrs, "keep_dim");
   CallContext ctx(inputs);
   return TensorList(
       SumLike(inputs[0], plan.reduced, plan.out_shape, Pre::kIdentity, Post::kNone, 1, 1));
@@ -390,10 +372,9 @@ Tensors Sum(const TensorArgs& inputs, const Attrs& attrs) {
 
 Tensors Mean(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
-  CheckArity(inputs, 1);
-  const ReduceShape plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
-  const int64_t divisor =
-      MeanDivisor(attrs, plan.count, NumElements(plan.out_shape), inputs[0].shape());
+  const plan::MeanPlan mean = plan::PlanMean(plan::ShapesOf(inputs), attrs);
+  const ReduceShape& plan = mean.reduce;
+  const int64_t divisor = mean.divisor;
   CallContext ctx(inputs);
   return TensorList(SumLike(inputs[0], plan.reduced, plan.out_shape, Pre::kIdentity,
                             Post::kDivide, 1, static_cast<double>(divisor)));
@@ -402,8 +383,7 @@ Tensors Mean(const TensorArgs& inputs, const Attrs& attrs) {
 template <bool kMax>
 Tensors Extremum(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
-  CheckArity(inputs, 1);
-  const ReduceShape plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
+  const ReduceShape plan = plan::PlanReduce(plan::ShapesOf(inputs), attrs, "keep_dim");
   CallContext ctx(inputs);
   return TensorList(ReduceFloat(
       inputs[0], plan.reduced, plan.out_shape,
@@ -415,8 +395,7 @@ Tensors Extremum(const TensorArgs& inputs, const Attrs& attrs) {
 
 Tensors Prod(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
-  CheckArity(inputs, 1);
-  const ReduceShape plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
+  const ReduceShape plan = plan::PlanReduce(plan::ShapesOf(inputs), attrs, "keep_dim");
   CallContext ctx(inputs);
   return TensorList(ReduceFloat(
       inputs[0], plan.reduced, plan.out_shape,
@@ -429,8 +408,7 @@ Tensors Prod(const TensorArgs& inputs, const Attrs& attrs) {
 template <bool kAny>
 Tensors Logical(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
-  CheckArity(inputs, 1);
-  const ReduceShape plan = PlanFromAttrs(inputs[0], attrs, "keep_dim");
+  const ReduceShape plan = plan::PlanReduce(plan::ShapesOf(inputs), attrs, "keep_dim");
   CallContext ctx(inputs);
   Temporaries temps(ctx.stream);
   const Arranged a = Arrange(inputs[0], plan.reduced, /*to_float=*/false, temps);
@@ -445,11 +423,7 @@ Tensors Logical(const TensorArgs& inputs, const Attrs& attrs) {
 
 Tensors SquaredL2Norm(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
-  CheckArity(inputs, 1);
-  // reduce_all is read only where the op declares it (as the CPU kernel).
-  const bool reduce_all = attrs.Has("reduce_all") && attrs.GetBool("reduce_all");
-  const ReduceShape plan = PlanReduceShape(inputs[0].shape(), attrs.GetInts("axis"),
-                                           attrs.GetBool("keep_dim"), reduce_all);
+  const ReduceShape plan = plan::PlanSquaredL2Norm(plan::ShapesOf(inputs), attrs);
   CallContext ctx(inputs);
   return TensorList(
       SumLike(inputs[0], plan.reduced, plan.out_shape, Pre::kSquare, Post::kNone, 1, 1));
@@ -457,10 +431,10 @@ Tensors SquaredL2Norm(const TensorArgs& inputs, const Attrs& attrs) {
 
 Tensors MeanAll(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
-  CheckArity(inputs, 1);
+  const plan::MeanPlan mean = plan::PlanMeanAll(plan::ShapesOf(inputs), attrs);
+  const ReduceShape& plan = mean.reduce;
+  const int64_t divisor = mean.divisor;
   const Tensor& x = inputs[0];
-  const int64_t divisor = MeanDivisor(attrs, x.numel(), 1, x.shape());
-  const ReduceShape plan = PlanReduceShape(x.shape(), {}, false, true);
   CallContext ctx(inputs);
   return TensorList(SumLike(x, plan.reduced, plan.out_shape, Pre::kIdentity, Post::kDivide, 1,
                             static_cast<double>(divisor)));
@@ -468,8 +442,7 @@ Tensors MeanAll(const TensorArgs& inputs, const Attrs& attrs) {
 
 Tensors LogSumExp(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
-  CheckArity(inputs, 1);
-  const ReduceShape plan = PlanFromAttrs(inputs[0], attrs, "keepdim");
+  const ReduceShape plan = plan::PlanReduce(plan::ShapesOf(inputs), attrs, "keepdim");
   CallContext ctx(inputs);
   const Tensor& x = inputs[0];
   return TensorList(ReduceFloat(
@@ -489,19 +462,10 @@ Tensors LogSumExp(const TensorArgs& inputs, const Attrs& attrs) {
 
 Tensors PNorm(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
-  const double porder = attrs.GetFloat("porder");
-  const int64_t axis = attrs.GetInt("axis");
-  (void)attrs.GetFloat("epsilon");  // only Paddle's backward uses it
-  const bool keepdim = attrs.GetBool("keepdim");
-  const bool asvector = attrs.GetBool("asvector");
-  CheckArity(inputs, 1);
+  const plan::PNormPlan p = plan::PlanPNorm(plan::ShapesOf(inputs), attrs);
+  const ReduceShape& plan = p.reduce;
+  const double porder = p.porder;
   const Tensor& x = inputs[0];
-  if (!std::isfinite(porder) || porder == 0.0) {
-    ThrowInvalid("attrs.porder",
-                 "porder must be finite and non-zero, got " + std::to_string(porder));
-  }
-  const ReduceShape plan = asvector ? PlanReduceShape(x.shape(), {}, keepdim, true)
-                                    : PlanReduceShape(x.shape(), {axis}, keepdim, false);
   CallContext ctx(inputs);
   if (porder == 2.0) {
     return TensorList(SumLike(x, plan.reduced, plan.out_shape, Pre::kSquare, Post::kSqrt, 1, 1));
@@ -515,31 +479,14 @@ Tensors PNorm(const TensorArgs& inputs, const Attrs& attrs) {
 
 Tensors Argmax(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
-  const int64_t axis = attrs.GetInt("axis");
-  const bool keepdims = attrs.GetBool("keepdims");
-  const bool flatten = attrs.GetBool("flatten");
-  const std::string& dtype = attrs.GetString("dtype");
-  CheckArity(inputs, 1);
+  const plan::ArgmaxPlan p = plan::PlanArgmax(plan::ShapesOf(inputs), attrs);
   const Tensor& x = inputs[0];
-  if (dtype != "int64") ThrowInvalid("attrs.dtype", "argmax outputs int64, got '" + dtype + "'");
-  Shape out_shape;
+  const Shape& out_shape = p.out_shape;
   cpu::internal::AxisView view;
-  if (flatten) {
+  if (p.flatten) {
     view.len = x.numel();
-    if (keepdims) out_shape.assign(x.shape().size(), 1);
-  } else {
-    const int64_t d = cpu::internal::NormalizeAxisOrScalar(axis, x.rank(), "attrs.axis");
-    view = cpu::internal::ViewAlong(x.shape(), d);
-    for (int64_t i = 0; i < x.rank(); ++i) {
-      if (i != d) {
-        out_shape.push_back(x.shape()[i]);
-      } else if (keepdims) {
-        out_shape.push_back(1);
-      }
-    }
-  }
-  if (view.len == 0) {
-    ThrowInvalid(InputField(0, "shape"), "argmax over an empty dim of " + ShapeToString(x.shape()));
+  } else if (p.axis >= 0) {
+    view = cpu::internal::ViewAlong(x.shape(), p.axis);
   }
   CallContext ctx(inputs);
   Tensor out = NewChecked(x, out_shape, DType::kInt64);
@@ -613,34 +560,27 @@ __global__ void CumsumColumns(const In* x, In* out, int64_t outer, int64_t len, 
 
 Tensors Cumsum(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
-  const int64_t axis = attrs.GetInt("axis");
-  const bool flatten = attrs.GetBool("flatten");
-  const bool exclusive = attrs.GetBool("exclusive");
-  const bool reverse = attrs.GetBool("reverse");
-  CheckArity(inputs, 1);
+  const plan::CumsumPlan c = plan::PlanCumsum(plan::ShapesOf(inputs), attrs);
   const Tensor& x0 = inputs[0];
-  Shape out_shape = x0.shape();
   cpu::internal::AxisView view;
-  if (flatten) {  // axis is ignored
-    out_shape = {x0.numel()};
+  if (c.flatten) {
     view.len = x0.numel();
-  } else {
-    const int64_t d = cpu::internal::NormalizeAxisOrScalar(axis, x0.rank(), "attrs.axis");
-    view = cpu::internal::ViewAlong(x0.shape(), d);
+  } else if (c.axis >= 0) {
+    view = cpu::internal::ViewAlong(x0.shape(), c.axis);
   }
   CallContext ctx(inputs);
   Temporaries temps(ctx.stream);
   const Tensor& x = IsFloating(x0.dtype()) ? x0 : temps.As(x0, DType::kFloat64);
-  Tensor out = NewChecked(x0, out_shape, x.dtype());
+  Tensor out = NewChecked(x0, c.out_shape, x.dtype());
   if (out.numel() == 0) return TensorList(std::move(out));
   DispatchFloating(x.dtype(), InputField(0, "dtype"), /*half=*/true, [&](auto zero) {
     using In = decltype(zero);
     if (view.inner == 1 && view.len > 64) {
       CumsumRows<In><<<GridFor(view.outer, 1), kBlock, 0, ctx.stream>>>(
-          DataOf<In>(x), DataOf<In>(out), view.outer, view.len, exclusive, reverse);
+          DataOf<In>(x), DataOf<In>(out), view.outer, view.len, c.exclusive, c.reverse);
     } else {
       CumsumColumns<In><<<GridFor(view.outer * view.inner, kBlock), kBlock, 0, ctx.stream>>>(
-          DataOf<In>(x), DataOf<In>(out), view.outer, view.len, view.inner, exclusive, reverse);
+          DataOf<In>(x), DataOf<In>(out), view.outer, view.len, view.inner, c.exclusive, c.reverse);
     }
     SPMD_CUDA_CHECK_LAUNCH();
   });
