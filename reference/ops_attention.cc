@@ -96,10 +96,15 @@ Tensors flash_attention(const Tensors& inputs, const Attrs& attrs) {
       }
     }
   }
+  // seed_offset: fixed_seed_offset's pair when given (no dropout is drawn to advance it),
+  // else [0, 0].
+  Tensor seed_offset = internal::Zeros(p.seed_offset_shape, DType::kInt64);
+  if (p.has_seed_offset) seed_offset.data = inputs[3].data;
   Tensors result;
   result.push_back(std::move(out));
   result.push_back(std::move(softmax));
   result.push_back(std::move(lse));
+  result.push_back(std::move(seed_offset));
   return result;
 }
 

@@ -213,7 +213,7 @@ Tensors argmax(const Tensors& inputs, const Attrs& attrs) {
   internal::AxisView view;
   if (flatten) {
     view.len = NumElements(x.shape);
-    if (keepdims) out_shape.assign(x.shape.size(), 1);
+    out_shape.assign(keepdims ? x.shape.size() : 1, 1);  // without keepdims Paddle's [1]
   } else {
     int64_t d = internal::NormalizeAxisOrScalar(axis, internal::Rank(x), "attrs.axis");
     view = internal::ViewAlong(x.shape, d);

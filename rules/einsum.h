@@ -48,6 +48,10 @@ struct EinsumSpec {
   // their factors claim no mesh axis and their partials do not reach the outputs; the
   // reverse answers them replicated. Their factors must appear in no other operand.
   std::vector<int> unread_inputs;
+  // Outputs the op computes from its attrs alone, the same on every rank (a generator's
+  // seed and offset, an unset output): replicated and never partial. Their factors must be
+  // forced replicated or theirs alone.
+  std::vector<int> whole_outputs;
   ReduceOp reduce = ReduceOp::kSum;  // reduce op of partial outputs from absent factors
   PartialAcceptance accept = PartialAcceptance::kNone;
   ReduceOp accepted_op = ReduceOp::kSum;  // for kSameOp

@@ -226,7 +226,10 @@ OpDecl argmax() {
         if (!flatten && axis >= 0) reduced[axis] = true;
         const int64_t searched = flatten ? NumElements(x) : axis >= 0 ? x[axis] : 1;
         if (searched == 0) ThrowInvalid("inputs[0].shape", "argmax over an empty dim");
-        EinsumSpec spec = Reduction(rank, reduced, c.attrs.GetBool("keepdims"));
+        // flatten without keepdims: Paddle's rank-1 [1] (one index into the flattened x).
+        EinsumSpec spec = flatten && !c.attrs.GetBool("keepdims")
+                              ? notation::FromLetters({notation::Letters(rank)}, {"1"})
+                              : Reduction(rank, reduced, c.attrs.GetBool("keepdims"));
         ForceReducedReplicated(spec);
         return spec;
       })

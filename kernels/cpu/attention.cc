@@ -55,7 +55,15 @@ Tensors RunFlashAttention(const TensorArgs& inputs, const attention::FlashAttent
   Tensor out = NewOutput(p.out_shape, DTypeOf<T>::value, /*zero=*/true);
   Tensor softmax = NewOutput(p.softmax_shape, DTypeOf<T>::value, /*zero=*/true);
   Tensor lse = NewOutput(p.lse_shape, DTypeOf<T>::value);
-  if (p.batch == 0 || p.heads == 0 || p.sq == 0) return TensorList(std::move(out), std::move(softmax), std::move(lse));
+  // seed_offset: fixed_seed_offset's pair when given (no dropout advances it), else [0, 0].
+  Tensor seed_offset = NewOutput(p.seed_offset_shape, DType::kInt64, /*zero=*/true);
+  if (p.has_seed_offset) {
+    ValuesAs<int64_t> given(inputs[3]);
+    std::copy(given.data(), given.data() + 2, seed_offset.data<int64_t>());
+  }
+  if (p.batch == 0 || p.heads == 0 || p.sq == 0) {
+    return TensorList(std::move(out), std::move(softmax), std::move(lse), std::move(seed_offset));
+  }
   std::unique_ptr<ValuesAs<T>> mask;
   if (p.has_mask) mask = std::make_unique<ValuesAs<T>>(inputs[4]);
   const std::vector<int64_t> mask_strides = MaskStrides(p);
@@ -100,7 +108,7 @@ Tensors RunFlashAttention(const TensorArgs& inputs, const attention::FlashAttent
               o + (b * p.sq * p.heads + h) * p.v_dim, p.heads * p.v_dim, 1);
     }
   }
-  return TensorList(std::move(out), std::move(softmax), std::move(lse));
+  return TensorList(std::move(out), std::move(softmax), std::move(lse), std::move(seed_offset));
 }
 
 template <typename T>

@@ -368,7 +368,7 @@ Tensors argmax(const TensorArgs& inputs, const Attrs& attrs) {
   AxisView view;
   if (flatten) {
     view.len = x.numel();
-    if (keepdims) out_shape.assign(x.shape().size(), 1);
+    out_shape.assign(keepdims ? x.shape().size() : 1, 1);  // without keepdims Paddle's [1]
   } else {
     const int64_t d = internal::NormalizeAxisOrScalar(axis, x.rank(), "attrs.axis");
     view = internal::ViewAlong(x.shape(), d);

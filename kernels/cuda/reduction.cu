@@ -526,7 +526,7 @@ Tensors Argmax(const TensorArgs& inputs, const Attrs& attrs) {
   cpu::internal::AxisView view;
   if (flatten) {
     view.len = x.numel();
-    if (keepdims) out_shape.assign(x.shape().size(), 1);
+    out_shape.assign(keepdims ? x.shape().size() : 1, 1);  // without keepdims Paddle's [1]
   } else {
     const int64_t d = cpu::internal::NormalizeAxisOrScalar(axis, x.rank(), "attrs.axis");
     view = cpu::internal::ViewAlong(x.shape(), d);

@@ -232,7 +232,7 @@ def run_framework(rules, rule, signature, req: Request) -> Answer:
     ins, outs = _flatten_attrs(result[0]), _flatten_attrs(result[1])
     adapt = getattr(signature, "adapt", None)  # where the framework's op has other tensors
     if adapt is not None:
-        ins, outs = adapt(len(req.shapes), ins, outs)
+        ins, outs = adapt(len(req.shapes), ins, outs, req.attrs)
     return Answer([rules.read(a) for a in ins], [rules.read(a) for a in outs])
 
 
