@@ -21,9 +21,9 @@ namespace spmd::kernels::unary_math {
 
 // ---- float / double overloads of the C library's functions ------------------------------
 
-#define SPMD_UNARY_MATH_LIBM(Name, f)                                  \
-  SPMD_HOST_DEVICE inline float Name(float v) { return ::f##f(v); }   \
-  SPMD_HOST_DEVICE inline double Name(double v) { return ::f(v); }
+#define SPMD_UNARY_MATH_LIBM(Name, fn)                                 \
+  SPMD_HOST_DEVICE inline float Name(float v) { return ::fn##f(v); }  \
+  SPMD_HOST_DEVICE inline double Name(double v) { return ::fn(v); }
 SPMD_UNARY_MATH_LIBM(Sin, sin)
 SPMD_UNARY_MATH_LIBM(Cos, cos)
 SPMD_UNARY_MATH_LIBM(Tan, tan)

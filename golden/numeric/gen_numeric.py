@@ -2460,6 +2460,12 @@ def gen_unary_math():
         if op == "reciprocal":
             x = np.where(np.abs(x) < 0.1, 0.5, x)
         um_case(op, "basic", x)
+        x3 = um_vals(2, 1, 3, lo=lo, hi=hi)
+        x0 = um_vals(lo=lo, hi=hi)
+        if op == "reciprocal":
+            x3, x0 = np.where(np.abs(x3) < 0.1, -0.5, x3), np.float64(1.25)
+        um_case(op, "3d", x3)
+        um_case(op, "0d", np.array(x0))
     # Branches the basic values may miss.
     um_case("round", "halves_away_from_zero", np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5]))
     um_case("relu6", "above_six", np.array([-1.0, 3.0, 6.0, 7.5]))
