@@ -1778,6 +1778,7 @@ def gen_attention():
     case("flash_attention", "localized_rows", {"causal": True, "__offset": [0, 1, 0, 0],
                                                "__global_shape": [2, 4, 2, 4]},
          [q4[:, 1:3], k, v], [full[0][:, 1:3], full[1], full[2][:, :, 1:3], full[3]])
+    error("flash_attention", "seed_not_an_integer", {}, [q, k, v, T(np.array([1.5, 2.0]))], "inputs[3]")
     error("flash_attention", "two_inputs", {}, [q, k], "inputs")
     error("flash_attention", "q_rank", {}, [vals3(2, 3, 8), k, v], "inputs[0].shape")
     error("flash_attention", "head_dim_mismatch", {}, [q, vals3(2, 5, 2, 3), v], "inputs[1].shape")
