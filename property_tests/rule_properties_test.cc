@@ -554,7 +554,9 @@ void CheckEinsumAnswer(const OpDecl& op, const ForwardRequest& request, const In
   }
   for (size_t o = 0; o < spec.outputs.size(); ++o) {
     PartialMap expected = carried;
+    if (Contains(spec.whole_outputs, static_cast<int>(o))) expected.clear();  // never partial
     for (const auto& [letter, axes] : merged) {
+      if (Contains(spec.whole_outputs, static_cast<int>(o))) break;
       if (Contains(spec.outputs[o], letter) || Contains(spec.exchanged, letter)) continue;
       for (int axis : axes) expected[axis] = spec.reduce;
     }

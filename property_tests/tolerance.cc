@@ -259,9 +259,9 @@ Bounds MakeBounds(const OpDecl& op, const ref::Tensors& inputs, const Attrs& att
       // q [batch, sq, heads, head_dim], k [batch, sk, ...]: K = the keys.
       b.head_dim = static_cast<double>(std::max<int64_t>(1, inputs[0].shape.at(3)));
       b.k = static_cast<double>(std::max<int64_t>(1, inputs[1].shape.at(1)));
-      // flash_attention (out, softmax, softmax_lse); block_attention (out, lse): +1 term,
-      // the state's own.
-      b.lse_output = op.outputs.size() - 1;
+      // flash_attention (out, softmax, softmax_lse, seed_offset); block_attention (out,
+      // lse): +1 term, the state's own.
+      b.lse_output = op.name == "flash_attention" ? 2 : op.outputs.size() - 1;
       if (op.name == "block_attention") b.k += 1;
       break;
     case ToleranceClass::kCrossEntropy:

@@ -2,6 +2,7 @@
 // plain softmax attention and its gradients in float64, from the definition.
 #include <cmath>
 #include <limits>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -96,10 +97,22 @@ Tensors flash_attention(const Tensors& inputs, const Attrs& attrs) {
       }
     }
   }
+  // seed_offset: fixed_seed_offset's pair when given (no dropout is drawn to advance it),
+  // else [0, 0].
+  Tensor seed_offset = internal::Zeros(p.seed_offset_shape, DType::kInt64);
+  if (p.has_seed_offset) {
+    for (double v : inputs[3].data) {
+      if (!std::isfinite(v) || v != std::trunc(v) || std::fabs(v) > 9.0e15) {
+        ThrowInvalid(internal::InputField(3), "fixed_seed_offset " + std::to_string(v) + " is not an int64");
+      }
+    }
+    seed_offset.data = inputs[3].data;
+  }
   Tensors result;
   result.push_back(std::move(out));
   result.push_back(std::move(softmax));
   result.push_back(std::move(lse));
+  result.push_back(std::move(seed_offset));
   return result;
 }
 

@@ -37,13 +37,16 @@ Tensors dropout(const Tensors& inputs, const Attrs& attrs) {
   return {out, mask};
 }
 
-// dropout(x) + y: dropout's out and mask, then y added to out.
+// dropout(x) + y, and Paddle's seed_offset: the int64 pair [seed, 0] (the generator is
+// keyed by the seed and the global index; no offset advances).
 Tensors fused_dropout_add(const Tensors& inputs, const Attrs& attrs) {
   internal::CheckArity(inputs, 2);
   shape_plan::CheckSameShape(inputs[0].shape, inputs[1].shape);
-  Tensors out = dropout({inputs[0]}, attrs);
-  for (size_t k = 0; k < out[0].data.size(); ++k) out[0].data[k] += inputs[1].data[k];
-  return out;
+  Tensor out = dropout({inputs[0]}, attrs)[0];
+  for (size_t k = 0; k < out.data.size(); ++k) out.data[k] += inputs[1].data[k];
+  Tensor seed_offset = internal::Zeros({2}, DType::kInt64);
+  seed_offset.data[0] = static_cast<double>(attrs.GetInt("seed"));
+  return {out, seed_offset};
 }
 
 }  // namespace spmd::reference::ops

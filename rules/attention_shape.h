@@ -5,8 +5,9 @@
 // them. Header-only.
 //
 // Example: q [2, 5, 4, 8], k and v [2, 7, 2, 8] (grouped: 2 query heads per key head),
-// mask [2, 1, 5, 7] -> out [2, 5, 4, 8], softmax_lse [2, 4, 5]; with return_softmax,
-// softmax [2, 4, 5, 7], else [2, 4, 5, 0] (empty).
+// mask [2, 1, 5, 7] -> out [2, 5, 4, 8], softmax_lse [2, 4, 5], seed_offset [2] (int64);
+// with return_softmax, softmax [2, 4, 5, 7], else unset: 0-d (Paddle's rule tests pass an
+// unset tensor as a 0-d spec; spmdkit's absent optional inputs are 0-d too).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,7 @@ struct FlashAttentionPlan {
   // aligned to the bottom right: global row i sees keys j <= i + sk - global_sq.
   int64_t row_offset = 0, global_sq = 0;
   std::vector<int64_t> out_shape, softmax_shape, lse_shape;
+  std::vector<int64_t> seed_offset_shape = {2};  // Paddle's [seed, offset], int64
 };
 
 namespace detail {
@@ -126,7 +128,7 @@ inline FlashAttentionPlan Plan(const std::vector<std::vector<int64_t>>& shapes, 
   }
   p.out_shape = {p.batch, p.sq, p.heads, p.v_dim};
   p.softmax_shape = p.return_softmax ? std::vector<int64_t>{p.batch, p.heads, p.sq, p.sk}
-                                     : std::vector<int64_t>{p.batch, p.heads, p.sq, 0};
+                                     : std::vector<int64_t>{};  // unset
   p.lse_shape = {p.batch, p.heads, p.sq};
   return p;
 }

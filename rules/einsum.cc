@@ -418,8 +418,13 @@ InferResult Finish(const Context& cx, const Inputs& inputs, FactorMap map) {
     if (!cx.unread[i]) carried.insert(result.inputs[i].partial.begin(), result.inputs[i].partial.end());
   }
   result.outputs.reserve(spec.outputs.size());
-  for (const Notation& notation : spec.outputs) {
+  for (size_t o = 0; o < spec.outputs.size(); ++o) {
+    const Notation& notation = spec.outputs[o];
     DistAttr out = ReadBackCanon(cx, map, notation);
+    if (Contains(spec.whole_outputs, static_cast<int>(o))) {
+      result.outputs.push_back(std::move(out));
+      continue;
+    }
     out.partial = carried;
     for (FactorId f : map.claim_order) {  // step 6: factors absent from this output
       if (cx.Has(notation, f) || cx.exchanged[f]) continue;

@@ -59,6 +59,10 @@ struct EinsumSpec {
   // kSumOfAll: the inputs the op is linear in (empty: all); the others never keep a partial
   // (where's condition).
   std::vector<int> linear_inputs;
+  // Outputs the op computes from its attrs alone, the same on every rank (a generator's
+  // seed and offset, an unset output): replicated and never partial. Their factors must be
+  // forced replicated or theirs alone.
+  std::vector<int> whole_outputs;
   ReduceOp reduce = ReduceOp::kSum;  // reduce op of partial outputs from absent factors
   PartialAcceptance accept = PartialAcceptance::kNone;
   ReduceOp accepted_op = ReduceOp::kSum;  // for kSameOp

@@ -53,6 +53,7 @@ enum class ValueKind {
   kNearOne,   // distinct values with |v| within a few percent of 1 (never 1), random signs:
               // products of many stay near 1 in magnitude
   kIndex,     // integers in [0, bound): ids, labels
+  kUnit,      // distinct values in (-0.9, 0.9): asin, atanh, logit (inside their domains)
 };
 struct InputValues {
   ValueKind kind = ValueKind::kReal;

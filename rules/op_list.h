@@ -5,6 +5,8 @@
 // without a reference does not link. docs/OPS.md describes each op.
 #pragma once
 
+#include "rules/unary_math_list.h"
+
 #define SPMD_FOR_EACH_OP(X) \
   /* elementwise unary */   \
   X(relu)                   \
@@ -116,4 +118,6 @@
   X(block_attention)        \
   X(block_attention_grad)   \
   /* optimizer steps */     \
-  X(adamw)
+  X(adamw)                  \
+  /* the unary math family (rules/unary_math_list.h) */ \
+  SPMD_FOR_EACH_UNARY_MATH_OP(X)

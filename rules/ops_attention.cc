@@ -1,6 +1,7 @@
 // flash_attention with Paddle's name, inputs (q, k, v, [fixed_seed_offset, [attn_mask]]),
-// attrs and output order (out, softmax, softmax_lse; Paddle's fourth output, seed_offset,
-// is its dropout generator's state, which spmdkit does not have). Batch and heads pass
+// attrs and outputs (out, softmax, softmax_lse, seed_offset; softmax is unset, 0-d, without
+// return_softmax; seed_offset, the generator state of Paddle's attention dropout, which
+// spmdkit never draws, is fixed_seed_offset's pair when given, else [0, 0]). Batch and heads pass
 // through; q's sequence may stay sharded (each query row is independent; the localizer
 // passes the rows' global offset for the causal mask); the key sequence and q/k's head
 // dim are forced replicated (a softmax over the keys, a dot product inside it), and so is
@@ -56,9 +57,10 @@ void TieGroupedHeads(EinsumSpec& spec, const attention::FlashAttentionPlan& p) {
   if (p.kv_heads != p.heads) spec.tied.push_back({spec.inputs[1][2], spec.inputs[0][2]});
 }
 
-// out `bshe`, softmax `bhst` (return_softmax; else `bhs` and a new factor of size 0),
-// softmax_lse `bhs`. e is replicated since softmax and softmax_lse lack it (a sharded e
-// would make them partial).
+// out `bshe`, softmax `bhst` (return_softmax; else unset: 0-d), softmax_lse `bhs`,
+// seed_offset `f` (fixed_seed_offset's letter, or a new factor of size 2). e is replicated
+// since softmax and softmax_lse lack it (a sharded e would make them partial). An unset
+// softmax and seed_offset are the same on every rank: replicated, never partial.
 EinsumSpec FlashAttention(const RuleContext& c) {
   const attention::FlashAttentionPlan p = attention::PlanFlashAttention(c.input_shapes, c.attrs);
   const AttentionLetters l = Letters(p);
@@ -66,13 +68,16 @@ EinsumSpec FlashAttention(const RuleContext& c) {
   const size_t n = c.input_shapes.size();
   if (n > 3) inputs.push_back(l.seed);
   if (n > 4) inputs.push_back(l.mask);
-  EinsumSpec spec = notation::FromLetters(inputs, {"bshe", "bhst", "bhs"}, l.forced);
+  EinsumSpec spec = notation::FromLetters(inputs, {"bshe", p.return_softmax ? "bhst" : "", "bhs", l.seed},
+                                          l.forced);
   TieGroupedHeads(spec, p);
-  if (!p.return_softmax) {
-    const FactorId empty = spec.AddFactor(0);
-    spec.outputs[1].back() = empty;  // [b, h, s, 0]: no factor is left out (no partial)
-    spec.forced_replicated.push_back(empty);
+  if (!p.has_seed_offset) {
+    const FactorId pair = spec.AddFactor(2);
+    spec.outputs[3] = {pair};
+    spec.forced_replicated.push_back(pair);
   }
+  if (!p.return_softmax) spec.whole_outputs.push_back(1);
+  spec.whole_outputs.push_back(3);
   return spec;
 }
 
@@ -105,7 +110,7 @@ Attrs LocalizeRows(const LocalContext& c) {
 
 OpDecl flash_attention() {
   return OpBuilder("flash_attention").VariadicInputs("inputs")
-      .Outputs({"out", "softmax", "softmax_lse"})
+      .Outputs({"out", "softmax", "softmax_lse", "seed_offset"})
       .Tolerance(ToleranceClass::kAttention)
       .Attr("dropout", AttrKind::kFloat, 0.0)
       .Attr("causal", AttrKind::kBool, false)

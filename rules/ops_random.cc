@@ -58,12 +58,15 @@ OpDecl dropout() {
                               {"mode", std::string(dropout::kDownscaleInInfer)}})}}));
 }
 
-// Paddle's fused_dropout_add: dropout(x) + y, x and y of one shape -> out, mask. The mask
-// is dropout's (the same seed, elements and localizer: every dim may stay sharded);
-// Paddle's second output (seed_offset, its generator's state) is replaced by the mask,
-// which the backward needs and the checker can compare. Partial inputs are reduced.
+// Paddle's fused_dropout_add: dropout(x) + y, x and y of one shape -> out, seed_offset.
+// out's mask is dropout's (the same seed, elements and localizer: every dim may stay
+// sharded). seed_offset is Paddle's second output, its generator's state: the int64 pair
+// [seed, offset] = [attrs.seed, 0] (spmdkit's generator is keyed by the seed and each
+// element's global index, so no offset advances), [2], replicated and never partial
+// (Paddle's rule answers [-1]); the backward redraws the mask from the seed. Partial
+// inputs are reduced.
 OpDecl fused_dropout_add() {
-  return OpBuilder("fused_dropout_add").Inputs({"x", "y"}).Outputs({"out", "mask"})
+  return OpBuilder("fused_dropout_add").Inputs({"x", "y"}).Outputs({"out", "seed_offset"})
       .Tolerance(ToleranceClass::kPointwise)
       .Vjp(vjps::FusedDropoutAdd)
       .Attr("p", AttrKind::kFloat, 0.5, {"dropout_prob"})
@@ -75,7 +78,12 @@ OpDecl fused_dropout_add() {
         shape_plan::CheckSameShape(c.input_shapes[0], c.input_shapes[1]);
         dropout::ReadDropoutAttrs(c.attrs);
         const std::string letters = notation::Letters(static_cast<int>(c.input_shapes[0].size()));
-        return notation::FromLetters({letters, letters}, {letters, letters});
+        EinsumSpec spec = notation::FromLetters({letters, letters}, {letters});
+        const FactorId pair = spec.AddFactor(2);  // [seed, offset]
+        spec.outputs.push_back({pair});
+        spec.forced_replicated.push_back(pair);
+        spec.whole_outputs.push_back(1);
+        return spec;
       })
       .Localize([](const LocalContext& c) {
         return c.attrs.With(kLocalOffset, c.input_offsets[0]).With(kLocalGlobalShape, c.global_inputs[0]);

@@ -217,7 +217,10 @@ OpDecl argmax() {
         const int rank = static_cast<int>(c.input_shapes[0].size());
         std::vector<bool> reduced(rank, p.flatten);
         if (p.axis >= 0) reduced[p.axis] = true;
-        EinsumSpec spec = Reduction(rank, reduced, c.attrs.GetBool("keepdims"));
+        // flatten without keepdims: Paddle's rank-1 [1] (one index into the flattened x).
+        EinsumSpec spec = p.flatten && !c.attrs.GetBool("keepdims")
+                              ? notation::FromLetters({notation::Letters(rank)}, {"1"})
+                              : Reduction(rank, reduced, c.attrs.GetBool("keepdims"));
         ForceReducedReplicated(spec);
         return spec;
       })

@@ -142,7 +142,8 @@ inline ArgmaxPlan PlanArgmax(const Shapes& shapes, const Attrs& attrs) {
   int64_t len = 1;
   if (p.flatten) {
     len = internal::Elements(x);
-    if (keepdims) p.out_shape.assign(x.size(), 1);
+    // keepdims: x's rank of 1s; else Paddle's rank-1 [1] (one index into the flattened x).
+    p.out_shape = keepdims ? Shape(x.size(), 1) : Shape{1};
   } else {
     p.axis = shape::NormalizeAxisOrScalar(axis, static_cast<int64_t>(x.size()), "attrs.axis");
     for (int d = 0; d < static_cast<int>(x.size()); ++d) {

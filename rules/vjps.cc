@@ -1037,10 +1037,12 @@ VjpGraph Dropout(const RuleContext& c) {
   return g;
 }
 
-// fused_dropout_add: x as dropout's x (the forward's mask output), y gets g.
+// fused_dropout_add: x gets dropout of g with the forward's attrs (the same seed and global
+// indices draw the same mask: g masked and scaled as x was), y gets g. seed_offset has no
+// cotangent that reaches an input.
 VjpGraph FusedDropoutAdd(const RuleContext& c) {
-  VjpGraph g = Dropout(c);
-  g.input_grads.push_back(Ref::OutputGrad(0));
+  VjpGraph g;
+  g.input_grads = {g.Add("dropout", {Ref::OutputGrad(0)}, c.attrs), Ref::OutputGrad(0)};
   return g;
 }
 

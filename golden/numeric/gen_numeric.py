@@ -630,7 +630,8 @@ def gen_reduction():
     case("argmax", "last_axis", {}, [x], [T(np.argmax(x, axis=-1), "int64")])
     case("argmax", "axis0_keepdims", {"axis": 0, "keepdims": True}, [x],
          [T(np.argmax(x, axis=0, keepdims=True), "int64")])
-    case("argmax", "flatten", {"flatten": True}, [x], [T(np.array(np.argmax(x)), "int64")])
+    # flatten without keepdims: Paddle's rule's rank-1 [1]
+    case("argmax", "flatten", {"flatten": True}, [x], [T(np.array([np.argmax(x)]), "int64")])
     case("argmax", "flatten_keepdims", {"flatten": True, "keepdims": True}, [x],
          [T(np.argmax(x).reshape(1, 1), "int64")])
     x3 = small_ints(2, 3, 2)
@@ -1378,11 +1379,13 @@ def gen_fused_cases():
         full = {"p": 0.5, "seed": 0, "mode": "upscale_in_train", "is_test": False, **attrs}
         out, mask = np_dropout(x, full["p"], full["seed"], upscale=full["mode"] == "upscale_in_train",
                                is_test=full["is_test"])
-        case("fused_dropout_add", label, attrs, [x, y], [as_t(out).array + y, mask])
+        # Paddle's seed_offset: [seed, 0] (the draw is keyed by the global index).
+        seed_offset = T(np.array([full["seed"], 0]), "int64")
+        case("fused_dropout_add", label, attrs, [x, y], [as_t(out).array + y, seed_offset])
     out, mask = np_dropout(x, 0.5, 5)
     case("fused_dropout_add", "localized_offset", {"p": 0.5, "seed": 5, "__offset": [1, 2],
                                                    "__global_shape": [4, 6]},
-         [x[1:3, 2:5], y[1:3, 2:5]], [(as_t(out).array + y)[1:3, 2:5], T(mask.array[1:3, 2:5], "bool")])
+         [x[1:3, 2:5], y[1:3, 2:5]], [(as_t(out).array + y)[1:3, 2:5], T(np.array([5, 0]), "int64")])
     error("fused_dropout_add", "shape_mismatch", {}, [x, vals(6)], "inputs[1].shape")
     error("fused_dropout_add", "p_above_1", {"p": 1.5}, [x, y], "attrs.p")
 
@@ -1740,32 +1743,42 @@ def np_attention(q, k, v, mask=None, causal=False, return_softmax=False, row_off
     probs = e / total
     out = np.einsum("bhij,bjhe->bihe", probs, vv)
     lse = (top + np.log(total))[..., 0]
-    softmax = probs if return_softmax else np.zeros((b, h, sq, 0))
+    softmax = probs if return_softmax else np.zeros(())  # unset: 0-d
     return [out, softmax, lse]
+
+
+def np_flash_attention(q, k, v, seed_offset=None, **kw):
+    """flash_attention's four outputs: np_attention's and seed_offset, the given
+    fixed_seed_offset pair or [0, 0] (no attention dropout is drawn to advance it)."""
+    pair = [0, 0] if seed_offset is None else list(seed_offset.array)
+    return np_attention(q, k, v, **kw) + [T(np.array(pair), "int64")]
 
 
 def gen_attention():
     q, k, v = vals3(2, 3, 2, 4), vals3(2, 5, 2, 4), vals3(2, 5, 2, 3)
-    case("flash_attention", "basic", {}, [q, k, v], np_attention(q, k, v))
+    case("flash_attention", "basic", {}, [q, k, v], np_flash_attention(q, k, v))
     case("flash_attention", "causal_softmax", {"causal": True, "return_softmax": True},
-         [q, k, v], np_attention(q, k, v, causal=True, return_softmax=True))
+         [q, k, v], np_flash_attention(q, k, v, causal=True, return_softmax=True))
     mask = vals3(2, 1, 3, 5)
     seed = T(np.array([3, 7]), "int64")
     case("flash_attention", "mask_heads_broadcast", {"return_softmax": True},
-         [q, k, v, seed, mask], np_attention(q, k, v, mask, return_softmax=True))
+         [q, k, v, seed, mask], np_flash_attention(q, k, v, seed, mask=mask, return_softmax=True))
+    case("flash_attention", "seed_offset_passed_through", {}, [q, k, v, seed],
+         np_flash_attention(q, k, v, seed))
     case("flash_attention", "absent_optionals", {"causal": True},
-         [q, k, v, T(np.array(0), "int64"), np.array(0.0)], np_attention(q, k, v, causal=True))
+         [q, k, v, T(np.array(0), "int64"), np.array(0.0)], np_flash_attention(q, k, v, causal=True))
     qg, kg, vg = vals3(1, 4, 4, 2), vals3(1, 4, 2, 2), vals3(1, 4, 2, 2)
     case("flash_attention", "grouped_heads_causal", {"causal": True}, [qg, kg, vg],
-         np_attention(qg, kg, vg, causal=True))
+         np_flash_attention(qg, kg, vg, causal=True))
     case("flash_attention", "is_test_dropout", {"dropout": 0.5, "is_test": True}, [q, k, v],
-         np_attention(q, k, v))
+         np_flash_attention(q, k, v))
     # Localized: rows [1, 3) of a 4-row q, causal against 5 keys.
     q4 = vals3(2, 4, 2, 4)
-    full = np_attention(q4, k, v, causal=True)
+    full = np_flash_attention(q4, k, v, causal=True)
     case("flash_attention", "localized_rows", {"causal": True, "__offset": [0, 1, 0, 0],
                                                "__global_shape": [2, 4, 2, 4]},
-         [q4[:, 1:3], k, v], [full[0][:, 1:3], np.zeros((2, 2, 2, 0)), full[2][:, :, 1:3]])
+         [q4[:, 1:3], k, v], [full[0][:, 1:3], full[1], full[2][:, :, 1:3], full[3]])
+    error("flash_attention", "seed_not_an_integer", {}, [q, k, v, T(np.array([1.5, 2.0]))], "inputs[3]")
     error("flash_attention", "two_inputs", {}, [q, k], "inputs")
     error("flash_attention", "q_rank", {}, [vals3(2, 3, 8), k, v], "inputs[0].shape")
     error("flash_attention", "head_dim_mismatch", {}, [q, vals3(2, 5, 2, 3), v], "inputs[1].shape")
@@ -2370,6 +2383,112 @@ def gen_adamw():
     error(op, "moment2_shape", {}, [p, g, m, vals7(3, 2)], "inputs[3].shape")
 
 
+# ---- the unary math family (rules/unary_math_list.h) ----------------------------------------
+
+UNARY_MATH_DEFAULTS = {
+    "sin": {}, "cos": {}, "tan": {}, "asin": {}, "acos": {}, "atan": {}, "sinh": {}, "cosh": {},
+    "asinh": {}, "atanh": {}, "expm1": {}, "log1p": {}, "log2": {}, "log10": {}, "erf": {},
+    "ceil": {}, "floor": {}, "round": {"decimals": 0}, "trunc": {}, "sign": {}, "reciprocal": {},
+    "square": {}, "logsigmoid": {}, "softsign": {}, "softplus": {"beta": 1.0, "threshold": 20.0},
+    "mish": {"threshold": 20.0}, "swish": {}, "relu6": {}, "hardswish": {},
+    "hardsigmoid": {"slope": 0.2, "offset": 0.5}, "leaky_relu": {"negative_slope": 0.02},
+    "elu": {"alpha": 1.0}, "celu": {"alpha": 1.0},
+    "selu": {"scale": 1.0507009873554804934193349852946, "alpha": 1.6732632423543772848170429916717},
+    "hardshrink": {"threshold": 0.5}, "softshrink": {"threshold": 0.5},
+    "hardtanh": {"t_min": 0.0, "t_max": 24.0}, "thresholded_relu": {"threshold": 1.0, "value": 0.0},
+    "stanh": {"scale_a": 0.67, "scale_b": 1.7159}, "tanh_shrink": {}, "logit": {"eps": 1e-6},
+    "assign": {},
+}
+DEFAULTS.update(UNARY_MATH_DEFAULTS)
+family("unary_math", list(UNARY_MATH_DEFAULTS))
+RNG8 = np.random.default_rng(20261207)
+_erf = np.vectorize(math.erf, otypes=[float])
+
+
+def _softplus(x, beta=1.0, threshold=20.0):
+    return np.where(beta * x > threshold, x, np.log1p(np.exp(beta * x)) / beta)
+
+
+def _np_unary_math(op, x, a):
+    """Each op from its definition (numpy), attrs `a` with the defaults filled."""
+    sig = 1 / (1 + np.exp(-x))
+    return {
+        "sin": np.sin(x), "cos": np.cos(x), "tan": np.tan(x), "asin": np.arcsin(x),
+        "acos": np.arccos(x), "atan": np.arctan(x), "sinh": np.sinh(x), "cosh": np.cosh(x),
+        "asinh": np.arcsinh(x), "atanh": np.arctanh(x), "expm1": np.expm1(x),
+        "log1p": np.log1p(x), "log2": np.log2(x), "log10": np.log10(x), "erf": _erf(x),
+        "ceil": np.ceil(x), "floor": np.floor(x),
+        "round": np.sign(x) * np.floor(np.abs(x) + 0.5),  # halves away from zero (std::round)
+        "trunc": np.trunc(x), "sign": np.sign(x), "reciprocal": 1 / x, "square": x * x,
+        "logsigmoid": np.log(sig), "softsign": x / (1 + np.abs(x)),
+        "softplus": _softplus(x, a.get("beta", 1.0), a.get("threshold", 20.0)),
+        "mish": x * np.tanh(_softplus(x, 1.0, a.get("threshold", 20.0))),
+        "swish": x * sig, "relu6": np.minimum(np.maximum(x, 0), 6),
+        "hardswish": x * np.minimum(np.maximum(x + 3, 0), 6) / 6,
+        "hardsigmoid": np.clip(a.get("slope", 0) * x + a.get("offset", 0), 0, 1),
+        "leaky_relu": np.where(x > 0, x, a.get("negative_slope", 0) * x),
+        "elu": np.where(x > 0, x, a.get("alpha", 1) * np.expm1(x)),
+        "celu": np.where(x > 0, x, a.get("alpha", 1) * np.expm1(x / a.get("alpha", 1))),
+        "selu": a.get("scale", 1) * np.where(x > 0, x, a.get("alpha", 1) * np.expm1(x)),
+        "hardshrink": np.where(np.abs(x) > a.get("threshold", 0), x, 0.0),
+        "softshrink": np.where(x > a.get("threshold", 0), x - a.get("threshold", 0),
+                               np.where(x < -a.get("threshold", 0), x + a.get("threshold", 0), 0.0)),
+        "hardtanh": np.clip(x, a.get("t_min", 0), a.get("t_max", 0)),
+        "thresholded_relu": np.where(x > a.get("threshold", 0), x, a.get("value", 0)),
+        "stanh": a.get("scale_b", 0) * np.tanh(a.get("scale_a", 0) * x),
+        "tanh_shrink": x - np.tanh(x), "assign": x,
+        "logit": np.log(np.clip(x, a.get("eps", 0), 1 - a.get("eps", 0)) /
+                        (1 - np.clip(x, a.get("eps", 0), 1 - a.get("eps", 0)))),
+    }[op]
+
+
+def gen_unary_math():
+    def um_vals(*shape, lo=-3.0, hi=3.0):
+        return np.round(RNG8.uniform(lo, hi, size=shape), 2)
+
+    def um_case(op, name, x, attrs=None):
+        attrs = attrs or {}
+        with np.errstate(all="ignore"):
+            out = _np_unary_math(op, x, {**UNARY_MATH_DEFAULTS[op], **attrs})
+        case(op, name, attrs, [x], [out])
+
+    domain = {"asin": (-0.95, 0.95), "acos": (-0.95, 0.95), "atanh": (-0.95, 0.95),
+              "log1p": (-0.95, 3.0), "log2": (0.05, 4.0), "log10": (0.05, 40.0),
+              "logit": (-0.5, 1.5)}
+    for op in UNARY_MATH_DEFAULTS:
+        lo, hi = domain.get(op, (-3.0, 3.0))
+        x = um_vals(2, 3, lo=lo, hi=hi)
+        if op == "reciprocal":
+            x = np.where(np.abs(x) < 0.1, 0.5, x)
+        um_case(op, "basic", x)
+        x3 = um_vals(2, 1, 3, lo=lo, hi=hi)
+        x0 = um_vals(lo=lo, hi=hi)
+        if op == "reciprocal":
+            x3, x0 = np.where(np.abs(x3) < 0.1, -0.5, x3), np.float64(1.25)
+        um_case(op, "3d", x3)
+        um_case(op, "0d", np.array(x0))
+    # Branches the basic values may miss.
+    um_case("round", "halves_away_from_zero", np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5]))
+    um_case("relu6", "above_six", np.array([-1.0, 3.0, 6.0, 7.5]))
+    um_case("hardswish", "both_clips", np.array([-4.0, -3.0, -1.0, 0.5, 3.0, 4.5]))
+    um_case("softplus", "linear_branch", np.array([-1.0, 0.5, 3.0]), {"beta": 8.0, "threshold": 2.0})
+    um_case("mish", "linear_branch", np.array([-1.0, 0.5, 3.0]), {"threshold": 1.0})
+    um_case("hardtanh", "minus_one_one", um_vals(5), {"t_min": -1.0, "t_max": 1.0})
+    um_case("thresholded_relu", "value", np.array([-1.0, 0.5, 1.5]), {"threshold": 0.25, "value": -2.0})
+    um_case("celu", "alpha_half", um_vals(4), {"alpha": 0.5})
+    um_case("leaky_relu", "slope", um_vals(4), {"negative_slope": 0.3})
+    um_case("logit", "eps_clamps", np.array([-0.5, 0.0, 0.2, 0.99, 1.0, 1.5]), {"eps": 0.05})
+    um_case("sign", "zero", np.array([-2.0, 0.0, 3.0]))
+    um_case("sin", "empty", np.zeros((2, 0)))
+    um_case("cos", "0d", np.array(0.5))
+    error("celu", "alpha_zero", {"alpha": 0.0}, [um_vals(3)], "attrs.alpha")
+    error("softshrink", "negative_threshold", {"threshold": -0.5}, [um_vals(3)], "attrs.threshold")
+    error("hardtanh", "min_above_max", {"t_min": 1.0, "t_max": -1.0}, [um_vals(3)], "attrs.t_min")
+    error("logit", "eps_half", {"eps": 0.5}, [um_vals(3)], "attrs.eps")
+    error("round", "decimals", {"decimals": 2}, [um_vals(3)], "attrs.decimals", "Unsupported")
+    error("sin", "two_inputs", {}, [um_vals(3), um_vals(3)], "inputs")
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -2391,6 +2510,7 @@ def main():
     gen_attention_grad()  # RNG5
     gen_block_attention()  # RNG6
     gen_adamw()  # RNG7
+    gen_unary_math()  # RNG8
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -55,7 +56,21 @@ Tensors RunFlashAttention(const TensorArgs& inputs, const attention::FlashAttent
   Tensor out = NewOutput(p.out_shape, DTypeOf<T>::value, /*zero=*/true);
   Tensor softmax = NewOutput(p.softmax_shape, DTypeOf<T>::value, /*zero=*/true);
   Tensor lse = NewOutput(p.lse_shape, DTypeOf<T>::value);
-  if (p.batch == 0 || p.heads == 0 || p.sq == 0) return TensorList(std::move(out), std::move(softmax), std::move(lse));
+  // seed_offset: fixed_seed_offset's pair when given (no dropout advances it), else [0, 0].
+  Tensor seed_offset = NewOutput(p.seed_offset_shape, DType::kInt64, /*zero=*/true);
+  if (p.has_seed_offset) {
+    ValuesAs<double> given(inputs[3]);
+    for (int64_t k = 0; k < 2; ++k) {
+      const double v = given.data()[k];
+      if (!std::isfinite(v) || v != std::trunc(v) || std::fabs(v) > 9.0e15) {
+        ThrowInvalid(internal::InputField(3), "fixed_seed_offset " + std::to_string(v) + " is not an int64");
+      }
+      seed_offset.data<int64_t>()[k] = static_cast<int64_t>(v);
+    }
+  }
+  if (p.batch == 0 || p.heads == 0 || p.sq == 0) {
+    return TensorList(std::move(out), std::move(softmax), std::move(lse), std::move(seed_offset));
+  }
   std::unique_ptr<ValuesAs<T>> mask;
   if (p.has_mask) mask = std::make_unique<ValuesAs<T>>(inputs[4]);
   const std::vector<int64_t> mask_strides = MaskStrides(p);
@@ -100,7 +115,7 @@ Tensors RunFlashAttention(const TensorArgs& inputs, const attention::FlashAttent
               o + (b * p.sq * p.heads + h) * p.v_dim, p.heads * p.v_dim, 1);
     }
   }
-  return TensorList(std::move(out), std::move(softmax), std::move(lse));
+  return TensorList(std::move(out), std::move(softmax), std::move(lse), std::move(seed_offset));
 }
 
 template <typename T>

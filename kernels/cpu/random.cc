@@ -75,7 +75,11 @@ Tensors fused_dropout_add(const TensorArgs& inputs, const Attrs& attrs) {
     Tensor sum = internal::NewOutput(inputs[0].shape(), DTypeOf<T>::value);
     T* o = sum.data<T>();
     for (int64_t i = 0; i < sum.numel(); ++i) o[i] = dropped[i] + y[i];
-    return Tensors{std::move(sum), std::move(out[1])};
+    // Paddle's seed_offset: [seed, 0] (the generator is keyed by the global index).
+    Tensor seed_offset = internal::NewOutput({2}, DType::kInt64);
+    seed_offset.data<int64_t>()[0] = attrs.GetInt("seed");
+    seed_offset.data<int64_t>()[1] = 0;
+    return Tensors{std::move(sum), std::move(seed_offset)};
   });
 }
 

@@ -1,5 +1,5 @@
 // CUDA kernels of the random family (the ops of kernels/cpu/random.cc): dropout and
-// fused_dropout_add. The mask is rules/counter_rng.h's, drawn at each element's GLOBAL
+// fused_dropout_add (whose second output is Paddle's seed_offset, [seed, 0]). The mask is rules/counter_rng.h's, drawn at each element's GLOBAL
 // linear index (from the localized __offset / __global_shape, read and checked by
 // rules/dropout_attrs.h as on the CPU), so a shard on the device drops exactly the
 // elements the CPU kernel drops for the same seed. Values are computed as the CPU computes
@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda/cuda.h"
 #include "kernels/cuda/family_util.cuh"
 #include "kernels/cuda/registry.h"
 #include "rules/counter_rng.h"
@@ -95,7 +96,11 @@ Tensors FusedDropoutAdd(const TensorArgs& inputs, const Attrs& attrs) {
     };
     if (dtype == DType::kFloat32) launch(float{}); else launch(double{});
   }
-  return TensorList(std::move(sum), std::move(dropped[1]));
+  // Paddle's seed_offset: [seed, 0] (the generator is keyed by the global index), copied
+  // to x's device on its stream (ToDevice returns once the 16 bytes are there).
+  const std::vector<int64_t> pair = {attrs.GetInt("seed"), 0};
+  Tensor seed_offset = ToDevice(Tensor::FromVector<int64_t>({2}, pair), inputs[0].device(), inputs[0].stream());
+  return TensorList(std::move(sum), std::move(seed_offset));
 }
 
 }  // namespace

@@ -41,6 +41,7 @@ const KernelTable& Table() {
     RegisterBlockAttentionKernels(t);
     RegisterOptimizerKernels(t);
     RegisterRandomKernels(t);
+    RegisterUnaryMathKernels(t);
     RegisterStagedKernels(t);
     return t;
   }();

@@ -53,6 +53,7 @@ void RegisterScatterKernels(KernelTable& table);
 void RegisterSortKernels(KernelTable& table);
 void RegisterFusedKernels(KernelTable& table);
 void RegisterRandomKernels(KernelTable& table);
+void RegisterUnaryMathKernels(KernelTable& table);
 void RegisterBlockAttentionKernels(KernelTable& table);
 void RegisterOptimizerKernels(KernelTable& table);
 // Ops without a device kernel yet, run through the host (kernels/cuda/staged.cc).

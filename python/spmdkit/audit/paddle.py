@@ -48,17 +48,15 @@ def _empty_attr(spec):
 
 _fused_rope_args.attr_names = ("use_neox_rotary_style", "time_major", "rotary_emb_base")
 # Paddle's answer lays out position_ids too: only spmdkit's five inputs are judged.
-_fused_rope_args.adapt = lambda n_inputs, ins, outs: (ins[:n_inputs], outs)
+_fused_rope_args.adapt = lambda n_inputs, ins, outs, attrs: (ins[:n_inputs], outs)
 
 
 def _fused_dropout_add_args(specs, attrs):
-    """Paddle's rule takes x and y; its second output is seed_offset (the generator state),
-    spmdkit's the mask: the mask is claimed with out's layout (an elementwise companion)."""
+    """Paddle's rule takes x and y; both answer (out, seed_offset), seed_offset `[-1]`."""
     return list(specs)
 
 
 _fused_dropout_add_args.attr_names = ()
-_fused_dropout_add_args.adapt = lambda n_inputs, ins, outs: (ins, [outs[0], outs[0]])
 
 
 def _flash_attention_args(specs, attrs):
@@ -74,7 +72,28 @@ def _flash_attention_args(specs, attrs):
 _flash_attention_args.attr_names = ("dropout", "causal", "return_softmax", "is_test", "rng_name")
 # Paddle lays out all five inputs and a fourth output, seed_offset (its generator state):
 # only spmdkit's inputs and its three outputs are judged.
-_flash_attention_args.adapt = lambda n_inputs, ins, outs: (ins[:n_inputs], outs[:3])
+
+
+def _unset_like(attr):
+    """A 0-d layout on `attr`'s mesh: spmdkit's unset softmax."""
+    from paddle.distributed.auto_parallel.static.dist_attribute import TensorDistAttr
+    unset = TensorDistAttr()
+    unset.process_mesh = attr.process_mesh
+    unset.dims_mapping = []
+    return unset
+
+
+def _flash_attention_adapt(n_inputs, ins, outs, attrs):
+    """Paddle lays out all five inputs (spmdkit's given ones are judged) and the same four
+    outputs; without return_softmax Paddle still lays out softmax `[b, h, s, t]`, which
+    spmdkit leaves unset (0-d): judged as unset."""
+    outs = list(outs)
+    if not attrs.get("return_softmax", False):
+        outs[1] = _unset_like(outs[1])
+    return ins[:n_inputs], outs
+
+
+_flash_attention_args.adapt = _flash_attention_adapt
 
 
 def _a(*names):
@@ -100,7 +119,14 @@ def _tril_triu(specs, attrs):
 
 _tril_triu.attr_names = ("diagonal", "lower=False")
 
-_UNARY = ["relu", "silu", "exp", "log", "tanh", "sigmoid", "sqrt", "abs"]
+_UNARY = ["relu", "silu", "exp", "log", "tanh", "sigmoid", "sqrt", "abs",
+          # the unary math family (rules/unary_math_list.h): Paddle's elementwise-unary rule
+          "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "atanh",
+          "expm1", "log1p", "log2", "log10", "erf", "ceil", "floor", "round", "trunc",
+          "sign", "reciprocal", "square", "logsigmoid", "softsign", "softplus", "mish",
+          "swish", "relu6", "hardswish", "hardsigmoid", "leaky_relu", "elu", "celu", "selu",
+          "hardshrink", "softshrink", "hardtanh", "thresholded_relu", "stanh", "tanh_shrink",
+          "logit", "assign"]
 _BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "greater_than", "less_than"]
 _REDUCE = ["sum", "mean", "max", "min", "prod", "any", "all"]
 
@@ -345,7 +371,7 @@ def run_framework(rules, rule, signature, req: Request, attrs: dict) -> Answer:
     ins, outs = _flatten_attrs(result[0]), _flatten_attrs(result[1])
     adapt = getattr(signature, "adapt", None)  # where the framework's op has other tensors
     if adapt is not None:
-        ins, outs = adapt(len(req.shapes), ins, outs)
+        ins, outs = adapt(len(req.shapes), ins, outs, req.attrs)
     return Answer([rules.read(a) for a in ins], [rules.read(a) for a in outs])
 
 

@@ -1,0 +1,61 @@
+// CUDA kernels of the unary math family (rules/unary_math_list.h), generated from the list:
+// the CPU kernels' checks (kernels/cpu/internal.h, rules/unary_math_attrs.h, in their
+// order), then one grid-stride pass of the op's functor (kernels/unary_math.h, the same
+// expression the CPU computes) in the compute dtype: float32 or float64, int64 and bool
+// values converted as the CPU's ValuesAs does (LoadAs). 2-byte floats reach them widened to
+// float32 by RunCudaKernel. Compiled with --fmad=false (CMakeLists.txt) so that a * x + b
+// rounds twice, as on the CPU.
+#include <utility>
+
+#include "kernels/cuda/family_util.cuh"
+#include "kernels/cuda/registry.h"
+#include "kernels/unary_math.h"
+#include "rules/unary_math_attrs.h"
+#include "rules/unary_math_list.h"
+
+namespace spmd::kernels::cuda {
+namespace {
+
+template <class T, class F>
+__global__ void UnaryMathKernel(const void* x, DType xd, T* out, int64_t n, F f) {
+  for (SPMD_GRID_STRIDE(i, n)) out[i] = f(LoadAs<T>(x, xd, i));
+}
+
+template <template <class> class F>
+Tensors RunUnaryMath(const char* op, const TensorArgs& inputs, const Attrs& attrs) {
+  detail::CheckInputs(inputs, false);
+  detail::ci::CheckArity(inputs, 1);
+  spmd::unary_math::CheckAttrs(op, attrs);
+  const Tensor& x = inputs[0];
+  const DType dtype = detail::ci::ComputeDType(inputs, {0});
+  Tensor out = detail::NewOut(x, x.shape(), dtype);
+  const int64_t n = out.numel();
+  const auto launch = [&](auto zero) {
+    using T = decltype(zero);
+    LaunchGridStride(UnaryMathKernel<T, F<T>>, n, detail::StreamOf(x), x.bytes(), x.dtype(),
+                     reinterpret_cast<T*>(out.bytes()), n, F<T>::Make(attrs));
+  };
+  if (dtype == DType::kFloat32) {
+    launch(float{});
+  } else {
+    launch(double{});
+  }
+  return TensorList(std::move(out));
+}
+
+#define SPMD_UNARY_MATH_CUDA_KERNEL(name)                                          \
+  Tensors Run_##name(const TensorArgs& inputs, const Attrs& attrs) {              \
+    return RunUnaryMath<::spmd::kernels::unary_math::name##_fn>(#name, inputs, attrs); \
+  }
+SPMD_FOR_EACH_UNARY_MATH_OP(SPMD_UNARY_MATH_CUDA_KERNEL)
+#undef SPMD_UNARY_MATH_CUDA_KERNEL
+
+}  // namespace
+
+void RegisterUnaryMathKernels(KernelTable& table) {
+#define SPMD_ADD_UNARY_MATH_KERNEL(name) table.Add(#name, &Run_##name);
+  SPMD_FOR_EACH_UNARY_MATH_OP(SPMD_ADD_UNARY_MATH_KERNEL)
+#undef SPMD_ADD_UNARY_MATH_KERNEL
+}
+
+}  // namespace spmd::kernels::cuda

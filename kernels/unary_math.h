@@ -1,0 +1,149 @@
+// The formulas of the unary math family (rules/unary_math_list.h), one functor `NAME_fn<T>`
+// per op, shared by the CPU kernels (kernels/cpu/unary_math.cc) and the CUDA kernels
+// (kernels/cuda/unary_math.cu) so that both compute the same expression in T (float or
+// double). Each functor has Make(attrs) (host: reads the normalised attrs) and
+// operator()(T x) (host and device). The float64 references (reference/ops_unary_math.cc)
+// are written separately from the definitions, not from these.
+//
+// The math calls go to the C library's float and double functions (sinf / sin, ...), which
+// are host and device functions under nvcc: results agree within the libraries' few ulps.
+#pragma once
+
+#include <math.h>
+
+#include <cmath>
+#include <limits>
+
+#include "rules/attrs.h"
+#include "rules/half.h"  // SPMD_HOST_DEVICE
+
+namespace spmd::kernels::unary_math {
+
+// ---- float / double overloads of the C library's functions ------------------------------
+
+#define SPMD_UNARY_MATH_LIBM(Name, fn)                                 \
+  SPMD_HOST_DEVICE inline float Name(float v) { return ::fn##f(v); }  \
+  SPMD_HOST_DEVICE inline double Name(double v) { return ::fn(v); }
+SPMD_UNARY_MATH_LIBM(Sin, sin)
+SPMD_UNARY_MATH_LIBM(Cos, cos)
+SPMD_UNARY_MATH_LIBM(Tan, tan)
+SPMD_UNARY_MATH_LIBM(Asin, asin)
+SPMD_UNARY_MATH_LIBM(Acos, acos)
+SPMD_UNARY_MATH_LIBM(Atan, atan)
+SPMD_UNARY_MATH_LIBM(Sinh, sinh)
+SPMD_UNARY_MATH_LIBM(Cosh, cosh)
+SPMD_UNARY_MATH_LIBM(Tanh, tanh)
+SPMD_UNARY_MATH_LIBM(Asinh, asinh)
+SPMD_UNARY_MATH_LIBM(Atanh, atanh)
+SPMD_UNARY_MATH_LIBM(Exp, exp)
+SPMD_UNARY_MATH_LIBM(Expm1, expm1)
+SPMD_UNARY_MATH_LIBM(Log, log)
+SPMD_UNARY_MATH_LIBM(Log1p, log1p)
+SPMD_UNARY_MATH_LIBM(Log2, log2)
+SPMD_UNARY_MATH_LIBM(Log10, log10)
+SPMD_UNARY_MATH_LIBM(Erf, erf)
+SPMD_UNARY_MATH_LIBM(Ceil, ceil)
+SPMD_UNARY_MATH_LIBM(Floor, floor)
+SPMD_UNARY_MATH_LIBM(Round, round)  // halves away from zero, as Paddle's std::round
+SPMD_UNARY_MATH_LIBM(Trunc, trunc)
+SPMD_UNARY_MATH_LIBM(Fabs, fabs)
+#undef SPMD_UNARY_MATH_LIBM
+
+template <class T>
+SPMD_HOST_DEVICE inline T Max(T a, T b) { return a > b ? a : b; }
+template <class T>
+SPMD_HOST_DEVICE inline T Min(T a, T b) { return a < b ? a : b; }
+
+// ---- the functors -----------------------------------------------------------------------
+
+// An op without attrs: out = F(x).
+#define SPMD_UNARY_MATH_PLAIN(name, expr)                      \
+  template <class T>                                          \
+  struct name##_fn {                                          \
+    static name##_fn Make(const Attrs&) { return {}; }        \
+    SPMD_HOST_DEVICE T operator()(T x) const { return expr; } \
+  };
+// An op with one float attr `a` (Paddle's name `attr`).
+#define SPMD_UNARY_MATH_ONE(name, attr, expr)                                   \
+  template <class T>                                                           \
+  struct name##_fn {                                                           \
+    T a;                                                                       \
+    static name##_fn Make(const Attrs& s) { return {static_cast<T>(s.GetFloat(attr))}; } \
+    SPMD_HOST_DEVICE T operator()(T x) const { return expr; }                  \
+  };
+// An op with two float attrs `a` and `b`.
+#define SPMD_UNARY_MATH_TWO(name, attr_a, attr_b, expr)                         \
+  template <class T>                                                           \
+  struct name##_fn {                                                           \
+    T a, b;                                                                    \
+    static name##_fn Make(const Attrs& s) {                                    \
+      return {static_cast<T>(s.GetFloat(attr_a)), static_cast<T>(s.GetFloat(attr_b))}; \
+    }                                                                          \
+    SPMD_HOST_DEVICE T operator()(T x) const { return expr; }                  \
+  };
+
+SPMD_UNARY_MATH_PLAIN(sin, Sin(x))
+SPMD_UNARY_MATH_PLAIN(cos, Cos(x))
+SPMD_UNARY_MATH_PLAIN(tan, Tan(x))
+SPMD_UNARY_MATH_PLAIN(asin, Asin(x))
+SPMD_UNARY_MATH_PLAIN(acos, Acos(x))
+SPMD_UNARY_MATH_PLAIN(atan, Atan(x))
+SPMD_UNARY_MATH_PLAIN(sinh, Sinh(x))
+SPMD_UNARY_MATH_PLAIN(cosh, Cosh(x))
+SPMD_UNARY_MATH_PLAIN(asinh, Asinh(x))
+SPMD_UNARY_MATH_PLAIN(atanh, Atanh(x))
+SPMD_UNARY_MATH_PLAIN(expm1, Expm1(x))
+SPMD_UNARY_MATH_PLAIN(log1p, Log1p(x))
+SPMD_UNARY_MATH_PLAIN(log2, Log2(x))
+SPMD_UNARY_MATH_PLAIN(log10, Log10(x))
+SPMD_UNARY_MATH_PLAIN(erf, Erf(x))
+SPMD_UNARY_MATH_PLAIN(ceil, Ceil(x))
+SPMD_UNARY_MATH_PLAIN(floor, Floor(x))
+SPMD_UNARY_MATH_PLAIN(round, Round(x))  // decimals = 0 (rules/unary_math_attrs.h)
+SPMD_UNARY_MATH_PLAIN(trunc, Trunc(x))
+SPMD_UNARY_MATH_PLAIN(sign, x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0)))
+SPMD_UNARY_MATH_PLAIN(reciprocal, T(1) / x)
+SPMD_UNARY_MATH_PLAIN(square, x * x)
+// log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)): no overflow for either sign.
+SPMD_UNARY_MATH_PLAIN(logsigmoid, Min(x, T(0)) - Log1p(Exp(-Fabs(x))))
+SPMD_UNARY_MATH_PLAIN(softsign, x / (T(1) + Fabs(x)))
+// beta x above threshold: x itself (Paddle's linear branch).
+SPMD_UNARY_MATH_TWO(softplus, "beta", "threshold", a * x > b ? x : Log1p(Exp(a * x)) / a)
+SPMD_UNARY_MATH_ONE(mish, "threshold", x * Tanh(x > a ? x : Log1p(Exp(x))))
+SPMD_UNARY_MATH_PLAIN(swish, x / (T(1) + Exp(-x)))
+SPMD_UNARY_MATH_PLAIN(relu6, Min(Max(x, T(0)), T(6)))
+SPMD_UNARY_MATH_PLAIN(hardswish, x * Min(Max(x + T(3), T(0)), T(6)) / T(6))
+SPMD_UNARY_MATH_TWO(hardsigmoid, "slope", "offset", Max(T(0), Min(T(1), a * x + b)))
+SPMD_UNARY_MATH_ONE(leaky_relu, "negative_slope", x > T(0) ? x : x * a)
+SPMD_UNARY_MATH_ONE(elu, "alpha", x > T(0) ? x : a * Expm1(x))
+SPMD_UNARY_MATH_ONE(celu, "alpha", x > T(0) ? x : a * Expm1(x / a))
+SPMD_UNARY_MATH_TWO(selu, "scale", "alpha", x > T(0) ? a * x : a * b * Expm1(x))
+SPMD_UNARY_MATH_ONE(hardshrink, "threshold", (x < -a || x > a) ? x : T(0))
+SPMD_UNARY_MATH_ONE(softshrink, "threshold", x > a ? x - a : (x < -a ? x + a : T(0)))
+SPMD_UNARY_MATH_TWO(hardtanh, "t_min", "t_max", Min(Max(x, a), b))
+SPMD_UNARY_MATH_TWO(thresholded_relu, "threshold", "value", x > a ? x : b)
+SPMD_UNARY_MATH_TWO(stanh, "scale_a", "scale_b", b * Tanh(a * x))
+SPMD_UNARY_MATH_PLAIN(tanh_shrink, x - Tanh(x))
+SPMD_UNARY_MATH_PLAIN(assign, x)
+
+// logit(x) = log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps > 0; with eps = 0 a
+// value outside [0, 1] gives NaN (Paddle's kernel).
+template <class T>
+struct logit_fn {
+  T eps;
+  static logit_fn Make(const Attrs& s) { return {static_cast<T>(s.GetFloat("eps"))}; }
+  SPMD_HOST_DEVICE T operator()(T x) const {
+    if (eps == T(0)) {
+      if (x < T(0) || x > T(1)) return std::numeric_limits<T>::quiet_NaN();
+      return Log(x / (T(1) - x));
+    }
+    const T c = Min(Max(x, eps), T(1) - eps);
+    return Log(c / (T(1) - c));
+  }
+};
+
+#undef SPMD_UNARY_MATH_PLAIN
+#undef SPMD_UNARY_MATH_ONE
+#undef SPMD_UNARY_MATH_TWO
+
+}  // namespace spmd::kernels::unary_math

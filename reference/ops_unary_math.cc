@@ -1,0 +1,89 @@
+// The unary math family (rules/unary_math_list.h; docs/OPS.md "Unary math"): each op's
+// float64 definition, one line each, written from the definitions (not from the kernels'
+// shared formulas in kernels/unary_math.h): out[i] = f(x[i]), x's shape, float64.
+//
+// Inside namespace ops, sin/cos/floor/... are ops: math is always std::.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+
+#include "reference/reference.h"
+#include "reference/util.h"
+#include "rules/unary_math_attrs.h"
+
+namespace spmd::reference::ops {
+namespace {
+
+// out[i] = f(x[i]) after the family's attr checks.
+template <typename F>
+Tensors Map(const char* op, const Tensors& inputs, const Attrs& attrs, F f) {
+  internal::CheckArity(inputs, 1);
+  unary_math::CheckAttrs(op, attrs);
+  Tensor out;
+  out.shape = inputs[0].shape;
+  out.dtype = DType::kFloat64;
+  out.data.reserve(inputs[0].data.size());
+  for (double v : inputs[0].data) out.data.push_back(f(v));
+  return {out};
+}
+
+double Sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
+double Softplus(double v) { return std::log(1.0 + std::exp(v)); }
+
+}  // namespace
+
+#define SPMD_MAP(name, expr) \
+  Tensors name(const Tensors& in, const Attrs& a) { return Map(#name, in, a, [&](double x) { return expr; }); }
+#define A(n) a.GetFloat(n)
+
+SPMD_MAP(sin, std::sin(x))
+SPMD_MAP(cos, std::cos(x))
+SPMD_MAP(tan, std::sin(x) / std::cos(x))
+SPMD_MAP(asin, std::asin(x))
+SPMD_MAP(acos, std::numbers::pi / 2 - std::asin(x))
+SPMD_MAP(atan, std::atan(x))
+SPMD_MAP(sinh, (std::exp(x) - std::exp(-x)) / 2)
+SPMD_MAP(cosh, (std::exp(x) + std::exp(-x)) / 2)
+SPMD_MAP(asinh, std::log(x + std::sqrt(x * x + 1)))
+SPMD_MAP(atanh, 0.5 * std::log((1 + x) / (1 - x)))
+SPMD_MAP(expm1, std::expm1(x))
+SPMD_MAP(log1p, std::log1p(x))
+SPMD_MAP(log2, std::log(x) / std::numbers::ln2)
+SPMD_MAP(log10, std::log(x) / std::numbers::ln10)
+SPMD_MAP(erf, std::erf(x))
+SPMD_MAP(ceil, std::ceil(x))
+SPMD_MAP(floor, std::floor(x))
+SPMD_MAP(round, x < 0 ? -std::floor(-x + 0.5) : std::floor(x + 0.5))  // halves away from 0
+SPMD_MAP(trunc, x < 0 ? std::ceil(x) : std::floor(x))
+SPMD_MAP(sign, static_cast<double>((x > 0) - (x < 0)))
+SPMD_MAP(reciprocal, 1 / x)
+SPMD_MAP(square, x * x)
+SPMD_MAP(logsigmoid, std::log(Sigmoid(x)))
+SPMD_MAP(softsign, x / (1 + std::fabs(x)))
+SPMD_MAP(softplus, A("beta") * x > A("threshold") ? x : Softplus(A("beta") * x) / A("beta"))
+SPMD_MAP(mish, x * std::tanh(x > A("threshold") ? x : Softplus(x)))
+SPMD_MAP(swish, x * Sigmoid(x))
+SPMD_MAP(relu6, std::clamp(x, 0.0, 6.0))
+SPMD_MAP(hardswish, x * std::clamp(x + 3, 0.0, 6.0) / 6)
+SPMD_MAP(hardsigmoid, std::clamp(A("slope") * x + A("offset"), 0.0, 1.0))
+SPMD_MAP(leaky_relu, x > 0 ? x : A("negative_slope") * x)
+SPMD_MAP(elu, x > 0 ? x : A("alpha") * (std::exp(x) - 1))
+SPMD_MAP(celu, std::max(0.0, x) + std::min(0.0, A("alpha") * (std::exp(x / A("alpha")) - 1)))
+SPMD_MAP(selu, A("scale") * (x > 0 ? x : A("alpha") * (std::exp(x) - 1)))
+SPMD_MAP(hardshrink, std::fabs(x) > A("threshold") ? x : 0.0)
+SPMD_MAP(softshrink, std::fabs(x) > A("threshold") ? x - std::copysign(A("threshold"), x) : 0.0)
+SPMD_MAP(hardtanh, std::min(std::max(x, A("t_min")), A("t_max")))
+SPMD_MAP(thresholded_relu, x > A("threshold") ? x : A("value"))
+SPMD_MAP(stanh, A("scale_b") * std::tanh(A("scale_a") * x))
+SPMD_MAP(tanh_shrink, x - std::tanh(x))
+SPMD_MAP(assign, x)
+// eps > 0: x clamped to [eps, 1 - eps]; eps = 0: NaN outside [0, 1] (Paddle's kernel).
+SPMD_MAP(logit, A("eps") == 0 && (x < 0 || x > 1)
+                    ? std::numeric_limits<double>::quiet_NaN()
+                    : std::log(std::clamp(x, A("eps"), 1 - A("eps")) / (1 - std::clamp(x, A("eps"), 1 - A("eps")))))
+
+#undef A
+#undef SPMD_MAP
+
+}  // namespace spmd::reference::ops
