@@ -237,13 +237,12 @@ Tensors Gather(const TensorArgs& inputs, const Attrs& attrs) {
 
 }  // namespace
 
-void RegisterIndexingKernels(KernelTable& table) {
-  table.Add("one_hot", &OneHot);
-  table.Add("roll", &Roll, true);
-  table.Add("pad", &Pad, true);
-  table.Add("swiglu", &Swiglu);
-  table.Add("index_select", &IndexSelect, true);
-  table.Add("gather", &Gather, true);
-}
+// The indexing ops' CUDA kernels, by op name (kernels/cuda/registry.h).
+const CudaKernel ops::one_hot{&OneHot, HalfInputs::kWidened};
+const CudaKernel ops::roll{&Roll, HalfInputs::kNative};
+const CudaKernel ops::pad{&Pad, HalfInputs::kNative};
+const CudaKernel ops::swiglu{&Swiglu, HalfInputs::kWidened};
+const CudaKernel ops::index_select{&IndexSelect, HalfInputs::kNative};
+const CudaKernel ops::gather{&Gather, HalfInputs::kNative};
 
 }  // namespace spmd::kernels::cuda

@@ -661,21 +661,20 @@ Tensor SumOnDevice(const Tensor& x, const std::vector<bool>& reduced, bool keep_
   return SumLike(x, reduced, out_shape, Pre::kIdentity, Post::kNone, 1, 1);
 }
 
-void RegisterReductionKernels(KernelTable& table) {
-  // Every reduction reads bfloat16 / float16 itself (float32 arithmetic, one rounding).
-  table.Add("sum", &Sum, true);
-  table.Add("mean", &Mean, true);
-  table.Add("max", &Extremum<true>, true);
-  table.Add("min", &Extremum<false>, true);
-  table.Add("prod", &Prod, true);
-  table.Add("any", &Logical<true>, true);
-  table.Add("all", &Logical<false>, true);
-  table.Add("squared_l2_norm", &SquaredL2Norm, true);
-  table.Add("mean_all", &MeanAll, true);
-  table.Add("logsumexp", &LogSumExp, true);
-  table.Add("p_norm", &PNorm, true);
-  table.Add("argmax", &Argmax, true);
-  table.Add("cumsum", &Cumsum, true);
-}
+// The reduction ops' CUDA kernels, by op name (kernels/cuda/registry.h).
+// Every reduction reads bfloat16 / float16 itself (float32 arithmetic, one rounding).
+const CudaKernel ops::sum{&Sum, HalfInputs::kNative};
+const CudaKernel ops::mean{&Mean, HalfInputs::kNative};
+const CudaKernel ops::max{&Extremum<true>, HalfInputs::kNative};
+const CudaKernel ops::min{&Extremum<false>, HalfInputs::kNative};
+const CudaKernel ops::prod{&Prod, HalfInputs::kNative};
+const CudaKernel ops::any{&Logical<true>, HalfInputs::kNative};
+const CudaKernel ops::all{&Logical<false>, HalfInputs::kNative};
+const CudaKernel ops::squared_l2_norm{&SquaredL2Norm, HalfInputs::kNative};
+const CudaKernel ops::mean_all{&MeanAll, HalfInputs::kNative};
+const CudaKernel ops::logsumexp{&LogSumExp, HalfInputs::kNative};
+const CudaKernel ops::p_norm{&PNorm, HalfInputs::kNative};
+const CudaKernel ops::argmax{&Argmax, HalfInputs::kNative};
+const CudaKernel ops::cumsum{&Cumsum, HalfInputs::kNative};
 
 }  // namespace spmd::kernels::cuda
