@@ -9,7 +9,7 @@
 // math library's ulps for the transcendental ones. This file is compiled with --fmad=false
 // (CMakeLists.txt): a * b + c stays two roundings, as on the CPU.
 //
-// Every op takes bfloat16 / float16 natively (registered with takes_half): 2-byte storage
+// Every op takes bfloat16 / float16 natively (HalfInputs::kNative): 2-byte storage
 // read into float32, each element computed in float32 and rounded once to the output's
 // 2-byte dtype: the CPU's widen / compute / round, without the two extra passes.
 //

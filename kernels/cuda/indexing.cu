@@ -4,7 +4,7 @@
 // one thread per output unit. An id the CPU kernel refuses (not a whole number, beyond
 // 9e15, negative, or >= the dim unsharded) gives a zero block and sets the op's bit in the
 // device's index-fault word (index_fault.h); one_hot gives a zero row for it.
-// Byte movers take every dtype (registered with takes_half); one_hot and swiglu compute in
+// Byte movers take every dtype (HalfInputs::kNative); one_hot and swiglu compute in
 // float32 / float64, 2-byte floats through RunCudaKernel's widening, as on the CPU.
 #include <cmath>
 #include <limits>

@@ -16,7 +16,7 @@
 // run to run, except embedding_grad (float atomics: the order of the additions varies).
 //
 // Dtypes: float32 and float64 in their own type; bfloat16 / float16 are read and written
-// as they are, computed in float32 (takes_half) except embedding_grad (widened by
+// as they are, computed in float32 (HalfInputs::kNative) except embedding_grad (widened by
 // RunCudaKernel, so that its sums accumulate in float32). int64 / bool value inputs are
 // converted to float64 (or to the floating input's dtype) as the CPU kernels convert them.
 //

@@ -14,7 +14,7 @@
 // argmax compares in x's own dtype, ties and a NaN at index 0 give the first index, other
 // NaNs are skipped; any/all treat NaN as true; logsumexp is max + log(sum exp(x - max)) with
 // an infinite or empty max kept as it is. Dtypes: float32 and float64 in their own type,
-// bfloat16/float16 stored as they are and computed in float32 (takes_half), int64/bool x
+// bfloat16/float16 stored as they are and computed in float32 (HalfInputs::kNative), int64/bool x
 // converted to float64 (argmax, any, all read them as they are).
 #include <cub/block/block_scan.cuh>
 

@@ -5,7 +5,7 @@
 // (kernels/cuda/index_map.h: a single contiguous run becomes a cudaMemcpyAsync, the rest a
 // strided kernel over units as wide as the layout allows); transpose PermuteOnDevice;
 // triu / tril / tril_triu one pass that keeps or zeroes each element. Any dtype: they
-// move bytes (registered with takes_half), and every output keeps x's dtype.
+// move bytes (HalfInputs::kNative), and every output keeps x's dtype.
 #include <string>
 #include <utility>
 #include <vector>
