@@ -90,7 +90,9 @@ std::string OneCudaKernel(const std::map<std::string, int>& defined, const std::
     return "CUDA kernel of " + what + " (`const CudaKernel ops::" + name +
            "{...};` in kernels/cuda/<family>.cu, or staged.cc to run the CPU kernel)";
   }
-  if (it->second != 1) return std::to_string(it->second) + " CUDA kernels of " + what + " (ops::" + name + ")";
+  if (it->second != 1) {
+    return "one CUDA kernel of " + what + ": ops::" + name + " is defined " + std::to_string(it->second) + " times";
+  }
   return "";
 }
 
