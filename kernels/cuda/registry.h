@@ -19,8 +19,8 @@
 
 #include "kernels/tensor.h"
 #include "rules/attrs.h"
-#include "rules/op_list.h"
 #include "rules/exchange_ops.h"
+#include "rules/op_list.h"
 
 namespace spmd::kernels::cuda {
 
@@ -62,13 +62,13 @@ SPMD_FOR_EACH_EXCHANGE_OP(SPMD_DECLARE_CUDA_PHASES)
 CudaKernelFn FindCudaKernel(std::string_view op);
 
 // Runs `op`'s CUDA kernel on device tensors, as RunCpuKernel runs the CPU one: SpmdError
-// (kUnknownOp, "op") for an op spmdkit does not have; InvalidArgument ("inputs[i].device") for inputs not all on
-// one CUDA device, and, as RunCpuKernel, ("inputs[i].dtype") for a 2-byte float input
-// beside another floating dtype. The kernel runs with its inputs' device current.
-// bfloat16 / float16 inputs: kernels that take them natively
-// (HalfInputs::kNative) get them as they are; for the others they are widened
-// to float32 on the device, the float32 kernel runs, and float32 outputs are rounded once
-// to the 2-byte dtype (what RunCpuKernel does on the host).
+// (kUnknownOp, "op") for an op spmdkit does not have; InvalidArgument ("inputs[i].device")
+// for inputs not all on one CUDA device, and, as RunCpuKernel, ("inputs[i].dtype") for a
+// 2-byte float input beside another floating dtype. The kernel runs with its inputs'
+// device current. bfloat16 / float16 inputs: kernels that take them natively
+// (HalfInputs::kNative) get them as they are; for the others they are widened to float32
+// on the device, the float32 kernel runs, and float32 outputs are rounded once to the
+// 2-byte dtype (what RunCpuKernel does on the host).
 Tensors RunCudaKernel(std::string_view op, const TensorArgs& inputs, const Attrs& attrs);
 
 }  // namespace spmd::kernels::cuda
