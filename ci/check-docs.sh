@@ -9,7 +9,7 @@
 # - an attrs column of docs/OPS.md or docs/SEMANTICS.md differs from the declarations
 #   (`spmd ops --markdown`), or one of them has no attrs cell for an op.
 # Usage: check-docs.sh [ROOT [SPMD]] (ROOT: default the repository this script is in; SPMD:
-# the spmd binary, default $SPMD or ROOT/build/cli/spmd).
+# the spmd binary, default $SPMD or ROOT/build/bin/spmd).
 set -euo pipefail
 root="${1:-$(dirname "$0")/..}"
 cd "$root"
@@ -83,7 +83,7 @@ done < <(grep -oHE '([A-Za-z0-9_.-]+/)*[A-Z][A-Z0-9_]*\.md\b' "${doc_sources[@]}
 # column, each op the first cell names (a row may name several) has its declared attrs cell
 # exactly as `spmd ops --markdown` prints it, or `as OP` for an op declaring the same attrs;
 # every op has such a row in each doc.
-spmd_bin="${2:-${SPMD:-build/cli/spmd}}"
+spmd_bin="${2:-${SPMD:-build/bin/spmd}}"
 if [ ! -x "$spmd_bin" ]; then
   fail "no spmd binary at '$spmd_bin' to read the declared attrs from (build the spmd target, or pass it: check-docs.sh ROOT SPMD)"
 else
