@@ -5,8 +5,11 @@
 #   see the tracker; say what was meant instead);
 # - docs/SEMANTICS.md's op table (section 7) misses an op of rules/op_list.h;
 # - a `§N` or `§N.M` anywhere names a section docs/SEMANTICS.md does not have;
-# - a file names an upper-case .md file the repository does not have.
-# Usage: check-docs.sh [ROOT] (default: the repository this script is in).
+# - a file names an upper-case .md file the repository does not have;
+# - an attrs column of docs/OPS.md or docs/SEMANTICS.md differs from the declarations
+#   (`spmd ops --markdown`), or one of them has no attrs cell for an op.
+# Usage: check-docs.sh [ROOT [SPMD]] (ROOT: default the repository this script is in; SPMD:
+# the spmd binary, default $SPMD or ROOT/build/bin/spmd).
 set -euo pipefail
 root="${1:-$(dirname "$0")/..}"
 cd "$root"
@@ -75,6 +78,57 @@ while IFS=: read -r file ref; do
       fail "$file names $ref, which is not in the repository"
   fi
 done < <(grep -oHE '([A-Za-z0-9_.-]+/)*[A-Z][A-Z0-9_]*\.md\b' "${doc_sources[@]}" | sort -u)
+
+# The attrs columns: in every table whose first column is "op" and which has an "attrs"
+# column, each op the first cell names (a row may name several) has its declared attrs cell
+# exactly as `spmd ops --markdown` prints it, or `as OP` for an op declaring the same attrs;
+# every op has such a row in each doc.
+spmd_bin="${2:-${SPMD:-build/bin/spmd}}"
+if [ ! -x "$spmd_bin" ]; then
+  fail "no spmd binary at '$spmd_bin' to read the declared attrs from (build the spmd target, or pass it: check-docs.sh ROOT SPMD)"
+else
+  declare -A declared=()
+  while IFS=$'\t' read -r op cell; do
+    declared[$op]=$cell
+  done < <("$spmd_bin" ops --markdown |
+           awk -F'|' 'NR > 2 { gsub(/^ +| +$/, "", $2); gsub(/^ +| +$/, "", $4); print $2 "\t" $4 }')
+  [ ${#declared[@]} -gt 0 ] || fail "'$spmd_bin ops --markdown' printed no op"
+  for doc in docs/OPS.md docs/SEMANTICS.md; do
+    declare -A seen=()
+    while IFS=$'\t' read -r where op cell; do
+      seen[$op]=1
+      if [ -z "${declared[$op]+x}" ]; then
+        fail "$where: '$op' in an attrs table is no op of rules/op_list.h"
+      elif [ "$cell" != "${declared[$op]}" ]; then
+        other=""
+        [[ "$cell" =~ ^as\ ([a-z0-9_]+)$ ]] && other=${BASH_REMATCH[1]}
+        if [ -z "$other" ] || [ "${declared[$other]-}" != "${declared[$op]}" ]; then
+          fail "$where: $op's attrs are documented as '$cell'; declared: '${declared[$op]}'"
+        fi
+      fi
+    done < <(awk -F'|' '
+      function trim(s) { gsub(/^[ \t]+|[ \t]+$/, "", s); return s }
+      /^\|/ {
+        if (!in_table) {  # the header row
+          in_table = 1; col = 0
+          if (trim($2) == "op") for (i = 3; i < NF; i++) if (trim($i) == "attrs") col = i
+          next
+        }
+        if (!col || $0 ~ /^\|[-: |]+$/) next
+        n = split($2, names, ",")
+        for (k = 1; k <= n; k++) {
+          name = trim(names[k]); gsub(/`/, "", name)
+          print FILENAME ":" FNR "\t" name "\t" trim($col)
+        }
+        next
+      }
+      { in_table = 0 }' "$doc")
+    for op in "${!declared[@]}"; do
+      [ -n "${seen[$op]+x}" ] || fail "$doc has no attrs cell for the op '$op' (a row in a table with an attrs column)"
+    done
+    unset seen
+  done
+fi
 
 [ $bad -eq 0 ] && echo "docs: ok (${#files[@]} files)"
 exit $bad

@@ -5,6 +5,7 @@
 //   spmd plan --mesh ... --from ... --to ...   a reshard plan (cli/plan.cc)
 //   spmd audit paddle|dtensor ...  another framework's rules, judged (cli/audit.cc)
 //   spmd hangs DIR                the ranks' flight records: where a job hung (cli/hangs.cc)
+//   spmd ops --markdown|--json    every op's inputs, outputs and attrs (cli/ops.cc)
 //   spmd infer --check FILE...    golden cases: answer each, compare with its "expect",
 //                                 print a table and a total; exit 1 on any mismatch, 2 on
 //                                 any line that is not a golden case
@@ -22,6 +23,7 @@
 #include "cli/check.h"
 #include "cli/explain.h"
 #include "cli/hangs.h"
+#include "cli/ops.h"
 #include "cli/plan.h"
 #include "io/infer_io.h"
 #include "rules/error.h"
@@ -39,6 +41,7 @@ int Usage(std::ostream& out, int code) {
          "       spmd audit paddle|dtensor [--cases N] [--op NAME]... [--json]\n"
          "                 (spmd audit --help for more)\n"
          "       spmd hangs DIR (the flight records of a job that hung or failed)\n"
+         "       spmd ops --markdown | --json (every op's inputs, outputs and attrs)\n"
          "  infer          answer SPMD rule requests, one JSON object per line; reads stdin\n"
          "                 when no FILE is given; empty lines are skipped; a line over\n"
          "                 1 MiB or nested deeper than 64 gets an error answer\n"
@@ -147,6 +150,7 @@ int main(int argc, char** argv) {
   if (command == "plan") return spmd::cli::Plan(args);
   if (command == "audit") return spmd::cli::Audit(args);
   if (command == "hangs") return spmd::cli::Hangs(args);
+  if (command == "ops") return spmd::cli::Ops(args);
   if (command == "infer") {
     if (!args.empty() && args[0] == "--check") return Check({args.begin() + 1, args.end()});
     return Infer(args);

@@ -2,8 +2,8 @@
 // kernels (kernels/cpu), on the GPU (ctest label gpu). Without a usable GPU every test
 // here skips with the reason (ctest reports them as skipped).
 //
-// What runs, per op with a CUDA kernel (registry.h; the ops without one are listed by
-// GpuKernelCoverage.EveryOpHasACudaKernel, which fails naming them):
+// What runs, per op (every op has a CUDA kernel: their table is generated from the op list,
+// kernels/cuda/registry.h, so a missing one does not link):
 // - every example of the op's declaration on three size palettes ({4,6,8}, {5,7,3}: odd,
 //   {33,65,7,1}: past one block and with a size-1 letter), and random palettes of sizes
 //   0-9 (RapidCheck: empty and odd sizes), in float64, float32, bfloat16 and float16 (the
@@ -160,38 +160,14 @@ const DType kRuns[] = {DType::kFloat64, DType::kFloat32, DType::kBFloat16, DType
 class GpuKernelTest : public ::testing::TestWithParam<std::string> {
  protected:
   const OpDecl& Op() const { return *FindOp(GetParam()); }
-  // Skips (with the reason) without a GPU, or when the op has no CUDA kernel (then
-  // GpuKernelCoverage fails naming it).
-  bool Ready() {
-    if (!NoGpuReason().empty()) return false;
-    return kernels::cuda::FindCudaKernel(GetParam()) != nullptr;
-  }
 };
 
 std::string ParamName(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
-
-// ---- Coverage --------------------------------------------------------------------------------
-
-TEST(GpuKernelCoverage, EveryOpHasACudaKernel) {
-  const std::vector<std::string> missing = kernels::cuda::OpsWithoutCudaKernel();
-  std::string list;
-  for (const std::string& op : missing) list += (list.empty() ? "" : ", ") + op;
-  if (!NoGpuReason().empty()) {
-    GTEST_SKIP() << NoGpuReason() << "; ops without a CUDA kernel: " << (list.empty() ? "none" : list);
-  }
-  // Not a silent skip: every op of rules/op_list.h without a CUDA kernel fails here by name
-  // (Dispatch on CUDA tensors refuses it: RunCudaKernel throws Unsupported "op").
-  for (const std::string& op : missing) {
-    ADD_FAILURE() << op << ": no CUDA kernel registered (kernels/cuda/*.cu); Dispatch on CUDA "
-                  << "tensors refuses it";
-  }
-}
 
 // ---- Every example, fixed palettes -----------------------------------------------------------
 
 TEST_P(GpuKernelTest, ExamplesMatchReferenceAndCpu) {
   SPMD_REQUIRE_GPU();
-  if (!Ready()) GTEST_SKIP() << GetParam() << " has no CUDA kernel (GpuKernelCoverage names it)";
   const OpDecl& op = Op();
   const std::vector<SizePalette> palettes = {SizePalette{{4, 6, 8}}, SizePalette{{5, 7, 3}},
                                              SizePalette{{33, 65, 7, 1}}};
@@ -217,7 +193,6 @@ TEST_P(GpuKernelTest, ExamplesMatchReferenceAndCpu) {
 
 TEST_P(GpuKernelTest, RandomSizesMatchReferenceAndCpu) {
   SPMD_REQUIRE_GPU();
-  if (!Ready()) GTEST_SKIP() << GetParam() << " has no CUDA kernel (GpuKernelCoverage names it)";
   const OpDecl& op = Op();
   const bool ok = rc::check(op.name + ": CUDA kernel == reference at random sizes", [&] {
     const auto sizes = *rc::gen::container<std::vector<int64_t>>(4, rc::gen::inRange<int64_t>(0, 10));

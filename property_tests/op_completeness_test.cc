@@ -4,17 +4,25 @@
 //   tolerance class    `.Tolerance(...)` in the declaration
 //   reference          reference/ops_*.cc, answering the declaration's first example
 //   CPU kernel         kernels/cpu/*.cc, answering the same example
+//   CUDA kernel        kernels/cuda/<family>.cu (or staged.cc), `const CudaKernel ops::NAME`,
+//                      read from the sources, so a machine without nvcc names it too
+//   exchange phases    `<op>@stats` / `<op>@finish` for an op declaring an exchange: listed
+//                      in rules/exchange_ops.h, with their CUDA kernels
 //   numeric goldens    a case with "op": NAME in golden/numeric/*.jsonl
 //   rule goldens       a case with "op": NAME in golden/rules/*.jsonl
 //   OPS.md entry       a table row of docs/OPS.md whose first cell lists NAME
-// A declaration, reference or kernel function that is missing altogether does not link
-// (their tables are generated from op_list.h); this test catches the rest.
+// A declaration, reference or kernel that is missing altogether does not link (their tables
+// are generated from op_list.h; the CUDA ones where nvcc builds them); this test catches the
+// rest.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -26,6 +34,7 @@
 #include "kernels/cpu/kernels.h"
 #include "reference/reference.h"
 #include "rules/error.h"
+#include "rules/exchange_ops.h"
 #include "rules/half.h"
 #include "rules/op_list.h"
 #include "rules/registry.h"
@@ -42,6 +51,68 @@ const std::vector<std::string>& ListedOps() {
 #undef SPMD_OP_NAME
   };
   return kNames;
+}
+
+const std::set<std::string>& ExchangeOps() {
+  static const std::set<std::string> kNames = {
+#define SPMD_EXCHANGE_OP_NAME(name) #name,
+      SPMD_FOR_EACH_EXCHANGE_OP(SPMD_EXCHANGE_OP_NAME)
+#undef SPMD_EXCHANGE_OP_NAME
+  };
+  return kNames;
+}
+
+// The CUDA kernels kernels/cuda defines, by their name in kernels/cuda/registry.h's `ops`
+// (an op's name, or `<op>_stats` / `<op>_finish` for a phase), with how many definitions
+// each has: one `const CudaKernel ops::NAME{...};` line per kernel, read from the sources,
+// because on a machine without nvcc nothing compiles them (with nvcc a missing one also
+// fails to link). A family generated from its list (rules/<family>_list.h, the X-macro
+// SPMD_FOR_EACH_<FAMILY>_OP) defines its kernels with a macro whose body is such a line
+// (`const CudaKernel ops::name{...}`) applied to the list: each name of the list counts.
+std::map<std::string, int> CudaKernelDefinitions(const fs::path& dir) {
+  static const std::regex kDefinition(R"(^\s*const\s+CudaKernel\s+ops::(\w+)\s*\{)");
+  static const std::regex kMacro(R"(^\s*#define\s+(\w+)\(name\).*const\s+CudaKernel\s+ops::name\s*\{)");
+  static const std::regex kApplied(R"(^\s*SPMD_FOR_EACH_(\w+)_OP\((\w+)\))");
+  static const std::regex kListed(R"(X\((\w+)\))");
+  std::map<std::string, int> defined;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string file = entry.path().filename().string();
+    const std::string ext = entry.path().extension().string();
+    if ((ext != ".cu" && ext != ".cc") || file.ends_with("_test.cc")) continue;
+    std::ifstream in(entry.path());
+    std::string line;
+    std::smatch m;
+    std::set<std::string> macros;
+    while (std::getline(in, line)) {
+      if (std::regex_search(line, m, kDefinition)) ++defined[m[1].str()];
+      if (std::regex_search(line, m, kMacro)) macros.insert(m[1].str());
+      if (std::regex_search(line, m, kApplied) && macros.count(m[2].str())) {
+        std::string family = m[1].str();
+        for (char& c : family) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        std::ifstream list(dir.parent_path().parent_path() / "rules" / (family + "_list.h"));
+        if (!list) ADD_FAILURE() << file << " applies SPMD_FOR_EACH_" << m[1].str() << "_OP, but rules/" << family << "_list.h is missing";
+        std::string text((std::istreambuf_iterator<char>(list)), std::istreambuf_iterator<char>());
+        for (auto it = std::sregex_iterator(text.begin(), text.end(), kListed); it != std::sregex_iterator(); ++it) {
+          ++defined[(*it)[1].str()];
+        }
+      }
+    }
+  }
+  return defined;
+}
+
+// "" when `name` has exactly one CUDA kernel among `defined`; else what is wrong.
+std::string OneCudaKernel(const std::map<std::string, int>& defined, const std::string& name,
+                          const std::string& what) {
+  const auto it = defined.find(name);
+  if (it == defined.end()) {
+    return "CUDA kernel of " + what + " (`const CudaKernel ops::" + name +
+           "{...};` in kernels/cuda/<family>.cu, or staged.cc to run the CPU kernel)";
+  }
+  if (it->second != 1) {
+    return "one CUDA kernel of " + what + ": ops::" + name + " is defined " + std::to_string(it->second) + " times";
+  }
+  return "";
 }
 
 // The "op" of every case in `dir`/*.jsonl, with how many cases name it.
@@ -134,6 +205,8 @@ TEST(OpCompleteness, EveryRegisteredOpHasEveryPiece) {
   const std::map<std::string, int> numeric = GoldenOps(root / "golden" / "numeric");
   const std::map<std::string, int> rules = GoldenOps(root / "golden" / "rules");
   const std::set<std::string> documented = DocumentedOps(root / "docs" / "OPS.md");
+  const std::map<std::string, int> cuda = CudaKernelDefinitions(root / "kernels" / "cuda");
+  std::set<std::string> expected_cuda;
   const std::vector<OpDecl>& decls = AllOps();
   ASSERT_EQ(decls.size(), ListedOps().size());
   for (size_t k = 0; k < ListedOps().size(); ++k) {
@@ -146,6 +219,21 @@ TEST(OpCompleteness, EveryRegisteredOpHasEveryPiece) {
     if (!op.tolerance) missing.push_back("tolerance class (.Tolerance in rules/ops_*.cc)");
     if (reference::FindReference(name) == nullptr) missing.push_back("reference (reference/ops_*.cc)");
     if (kernels::FindCpuKernel(name) == nullptr) missing.push_back("CPU kernel (kernels/cpu)");
+    expected_cuda.insert(name);
+    if (const std::string e = OneCudaKernel(cuda, name, "the op"); !e.empty()) missing.push_back(e);
+    if (op.exchange.has_value() != (ExchangeOps().count(name) > 0)) {
+      missing.push_back(op.exchange ? "exchange phases: declares an exchange, not listed in rules/exchange_ops.h"
+                                    : "declaration: listed in rules/exchange_ops.h, declares no exchange");
+    }
+    if (ExchangeOps().count(name)) {
+      for (const char* phase : {"stats", "finish"}) {
+        const std::string at = name + "@" + phase;
+        if (reference::FindReference(at) == nullptr) missing.push_back("reference of " + at);
+        if (kernels::FindCpuKernel(at) == nullptr) missing.push_back("CPU kernel of " + at);
+        expected_cuda.insert(name + "_" + phase);
+        if (const std::string e = OneCudaKernel(cuda, name + "_" + phase, at); !e.empty()) missing.push_back(e);
+      }
+    }
     if (op.examples && op.name == name) {
       const std::string error = RunFirstExample(op);
       if (!error.empty()) missing.push_back(error);
@@ -154,6 +242,12 @@ TEST(OpCompleteness, EveryRegisteredOpHasEveryPiece) {
     if (!rules.count(name)) missing.push_back("rule goldens (golden/rules/*.jsonl)");
     if (!documented.count(name)) missing.push_back("docs/OPS.md entry (a table row naming it)");
     for (const std::string& piece : missing) ADD_FAILURE() << "op " << name << " lacks: " << piece;
+  }
+  for (const auto& [name, count] : cuda) {
+    if (!expected_cuda.count(name)) {
+      ADD_FAILURE() << "kernels/cuda defines ops::" << name << ", which is no op of rules/op_list.h "
+                    << "nor a phase of rules/exchange_ops.h";
+    }
   }
 }
 
@@ -164,6 +258,11 @@ TEST(OpCompleteness, TheScansFindTheKnownOps) {
   EXPECT_GT(GoldenOps(root / "golden" / "rules").count("matmul"), 0u);
   const std::set<std::string> documented = DocumentedOps(root / "docs" / "OPS.md");
   EXPECT_TRUE(documented.count("max") && documented.count("min") && documented.count("relu"));
+  const std::map<std::string, int> cuda = CudaKernelDefinitions(root / "kernels" / "cuda");
+  EXPECT_EQ(cuda.count("matmul"), 1u);         // a device kernel (contraction.cu)
+  EXPECT_EQ(cuda.count("conv2d"), 1u);         // a host-staged one (staged.cc)
+  EXPECT_EQ(cuda.count("softmax_stats"), 1u);  // a phase
+  EXPECT_EQ(cuda.count("max"), 1u);            // a template instance (reduction.cu)
 }
 
 }  // namespace

@@ -6,20 +6,20 @@
 
 #include "kernels/cpu/kernels.h"
 #include "rules/error.h"
+#include "rules/exchange_ops.h"
 #include "rules/half.h"
 
 namespace spmd::kernels {
 
-// Generated from the op list: an op without its CPU kernel does not link.
+// Generated from the op list and the exchange list (rules/exchange_ops.h): an op or
+// phase without its CPU kernel does not link.
 CpuKernelFn FindCpuKernel(std::string_view op) {
   static constexpr std::pair<std::string_view, CpuKernelFn> kTable[] = {
 #define SPMD_CPU_KERNEL_ENTRY(name) {#name, &cpu::name},
       SPMD_FOR_EACH_OP(SPMD_CPU_KERNEL_ENTRY)
 #undef SPMD_CPU_KERNEL_ENTRY
-      {"c_softmax_with_cross_entropy@stats", &cpu::c_softmax_with_cross_entropy_stats},
-      {"c_softmax_with_cross_entropy@finish", &cpu::c_softmax_with_cross_entropy_finish},
 #define SPMD_CPU_EXCHANGE_ENTRIES(name) {#name "@stats", &cpu::name##_stats}, {#name "@finish", &cpu::name##_finish},
-      SPMD_FOR_EACH_ROW_EXCHANGE_OP(SPMD_CPU_EXCHANGE_ENTRIES)
+      SPMD_FOR_EACH_EXCHANGE_OP(SPMD_CPU_EXCHANGE_ENTRIES)
 #undef SPMD_CPU_EXCHANGE_ENTRIES
   };
   for (const auto& [name, fn] : kTable) {

@@ -237,9 +237,8 @@ Tensors BlockAttentionGrad(const TensorArgs& inputs, const Attrs& attrs) {
 
 }  // namespace
 
-void RegisterBlockAttentionKernels(KernelTable& table) {
-  table.Add("block_attention", &BlockAttention);
-  table.Add("block_attention_grad", &BlockAttentionGrad);
-}
+// The block attention ops' CUDA kernels, by op name (kernels/cuda/registry.h).
+const CudaKernel ops::block_attention{&BlockAttention, HalfInputs::kWidened};
+const CudaKernel ops::block_attention_grad{&BlockAttentionGrad, HalfInputs::kWidened};
 
 }  // namespace spmd::kernels::cuda

@@ -206,11 +206,10 @@ Tensors Einsum(const TensorArgs& inputs, const Attrs& attrs) {
 
 }  // namespace
 
-void RegisterContractionKernels(KernelTable& table) {
-  table.Add("matmul", &Matmul, /*takes_half=*/true);
-  table.Add("bmm", &Bmm, /*takes_half=*/true);
-  table.Add("matmul_grad", &MatmulGrad, /*takes_half=*/true);
-  table.Add("einsum", &Einsum, /*takes_half=*/false);
-}
+// The contraction ops' CUDA kernels, by op name (kernels/cuda/registry.h).
+const CudaKernel ops::matmul{&Matmul, HalfInputs::kNative};
+const CudaKernel ops::bmm{&Bmm, HalfInputs::kNative};
+const CudaKernel ops::matmul_grad{&MatmulGrad, HalfInputs::kNative};
+const CudaKernel ops::einsum{&Einsum, HalfInputs::kWidened};
 
 }  // namespace spmd::kernels::cuda

@@ -9,7 +9,7 @@
 // math library's ulps for the transcendental ones. This file is compiled with --fmad=false
 // (CMakeLists.txt): a * b + c stays two roundings, as on the CPU.
 //
-// Every op takes bfloat16 / float16 natively (registered with takes_half): 2-byte storage
+// Every op takes bfloat16 / float16 natively (HalfInputs::kNative): 2-byte storage
 // read into float32, each element computed in float32 and rounded once to the output's
 // 2-byte dtype: the CPU's widen / compute / round, without the two extra passes.
 //
@@ -568,33 +568,32 @@ Tensors AddN(const TensorArgs& inputs, const Attrs&) {
 
 }  // namespace
 
-void RegisterElementwiseKernels(KernelTable& table) {
-  constexpr bool kHalf = true;  // every op here takes bfloat16 / float16 natively
-  table.Add("relu", &Relu, kHalf);
-  table.Add("gelu", &Gelu, kHalf);
-  table.Add("silu", &Silu, kHalf);
-  table.Add("exp", &ExpOp, kHalf);
-  table.Add("log", &LogOp, kHalf);
-  table.Add("tanh", &TanhOp, kHalf);
-  table.Add("sigmoid", &Sigmoid, kHalf);
-  table.Add("sqrt", &SqrtOp, kHalf);
-  table.Add("abs", &Abs, kHalf);
-  table.Add("scale", &Scale, kHalf);
-  table.Add("clip", &Clip, kHalf);
-  table.Add("cast", &Cast, kHalf);
-  table.Add("add", &Add, kHalf);
-  table.Add("subtract", &Subtract, kHalf);
-  table.Add("multiply", &Multiply, kHalf);
-  table.Add("divide", &Divide, kHalf);
-  table.Add("maximum", &Maximum, kHalf);
-  table.Add("minimum", &Minimum, kHalf);
-  table.Add("greater_than", &GreaterThan, kHalf);
-  table.Add("less_than", &LessThan, kHalf);
-  table.Add("where", &Where, kHalf);
-  table.Add("gelu_grad", &GeluGrad, kHalf);
-  table.Add("pow", &Pow, kHalf);
-  table.Add("rsqrt", &Rsqrt, kHalf);
-  table.Add("add_n", &AddN, kHalf);
-}
+// The elementwise ops' CUDA kernels, by op name (kernels/cuda/registry.h); every one takes
+// bfloat16 / float16 natively.
+const CudaKernel ops::relu{&Relu, HalfInputs::kNative};
+const CudaKernel ops::gelu{&Gelu, HalfInputs::kNative};
+const CudaKernel ops::silu{&Silu, HalfInputs::kNative};
+const CudaKernel ops::exp{&ExpOp, HalfInputs::kNative};
+const CudaKernel ops::log{&LogOp, HalfInputs::kNative};
+const CudaKernel ops::tanh{&TanhOp, HalfInputs::kNative};
+const CudaKernel ops::sigmoid{&Sigmoid, HalfInputs::kNative};
+const CudaKernel ops::sqrt{&SqrtOp, HalfInputs::kNative};
+const CudaKernel ops::abs{&Abs, HalfInputs::kNative};
+const CudaKernel ops::scale{&Scale, HalfInputs::kNative};
+const CudaKernel ops::clip{&Clip, HalfInputs::kNative};
+const CudaKernel ops::cast{&Cast, HalfInputs::kNative};
+const CudaKernel ops::add{&Add, HalfInputs::kNative};
+const CudaKernel ops::subtract{&Subtract, HalfInputs::kNative};
+const CudaKernel ops::multiply{&Multiply, HalfInputs::kNative};
+const CudaKernel ops::divide{&Divide, HalfInputs::kNative};
+const CudaKernel ops::maximum{&Maximum, HalfInputs::kNative};
+const CudaKernel ops::minimum{&Minimum, HalfInputs::kNative};
+const CudaKernel ops::greater_than{&GreaterThan, HalfInputs::kNative};
+const CudaKernel ops::less_than{&LessThan, HalfInputs::kNative};
+const CudaKernel ops::where{&Where, HalfInputs::kNative};
+const CudaKernel ops::gelu_grad{&GeluGrad, HalfInputs::kNative};
+const CudaKernel ops::pow{&Pow, HalfInputs::kNative};
+const CudaKernel ops::rsqrt{&Rsqrt, HalfInputs::kNative};
+const CudaKernel ops::add_n{&AddN, HalfInputs::kNative};
 
 }  // namespace spmd::kernels::cuda

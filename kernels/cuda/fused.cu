@@ -83,9 +83,8 @@ Tensors BmmGrad(const TensorArgs& inputs, const Attrs&) {
 
 }  // namespace
 
-void RegisterFusedKernels(KernelTable& table) {
-  table.Add("fused_rotary_position_embedding", &FusedRope);
-  table.Add("bmm_grad", &BmmGrad);
-}
+// The fused ops' CUDA kernels, by op name (kernels/cuda/registry.h).
+const CudaKernel ops::fused_rotary_position_embedding{&FusedRope, HalfInputs::kWidened};
+const CudaKernel ops::bmm_grad{&BmmGrad, HalfInputs::kWidened};
 
 }  // namespace spmd::kernels::cuda

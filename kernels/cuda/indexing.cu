@@ -4,7 +4,7 @@
 // one thread per output unit. An id the CPU kernel refuses (not a whole number, beyond
 // 9e15, negative, or >= the dim unsharded) gives a zero block and sets the op's bit in the
 // device's index-fault word (index_fault.h); one_hot gives a zero row for it.
-// Byte movers take every dtype (registered with takes_half); one_hot and swiglu compute in
+// Byte movers take every dtype (HalfInputs::kNative); one_hot and swiglu compute in
 // float32 / float64, 2-byte floats through RunCudaKernel's widening, as on the CPU.
 #include <cmath>
 #include <limits>
@@ -199,13 +199,12 @@ Tensors Gather(const TensorArgs& inputs, const Attrs& attrs) {
 
 }  // namespace
 
-void RegisterIndexingKernels(KernelTable& table) {
-  table.Add("one_hot", &OneHot);
-  table.Add("roll", &Roll, true);
-  table.Add("pad", &Pad, true);
-  table.Add("swiglu", &Swiglu);
-  table.Add("index_select", &IndexSelect, true);
-  table.Add("gather", &Gather, true);
-}
+// The indexing ops' CUDA kernels, by op name (kernels/cuda/registry.h).
+const CudaKernel ops::one_hot{&OneHot, HalfInputs::kWidened};
+const CudaKernel ops::roll{&Roll, HalfInputs::kNative};
+const CudaKernel ops::pad{&Pad, HalfInputs::kNative};
+const CudaKernel ops::swiglu{&Swiglu, HalfInputs::kWidened};
+const CudaKernel ops::index_select{&IndexSelect, HalfInputs::kNative};
+const CudaKernel ops::gather{&Gather, HalfInputs::kNative};
 
 }  // namespace spmd::kernels::cuda

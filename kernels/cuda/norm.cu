@@ -16,7 +16,7 @@
 // run to run, except embedding_grad (float atomics: the order of the additions varies).
 //
 // Dtypes: float32 and float64 in their own type; bfloat16 / float16 are read and written
-// as they are, computed in float32 (takes_half) except embedding_grad (widened by
+// as they are, computed in float32 (HalfInputs::kNative) except embedding_grad (widened by
 // RunCudaKernel, so that its sums accumulate in float32). int64 / bool value inputs are
 // converted to float64 (or to the floating input's dtype) as the CPU kernels convert them.
 //
@@ -917,21 +917,20 @@ Tensors CrossEntropyGrad(const TensorArgs& inputs, const Attrs& attrs) {
 
 }  // namespace
 
-void RegisterNormKernels(KernelTable& table) {
-  table.Add("softmax", &SoftmaxOp<false>, true);
-  table.Add("log_softmax", &SoftmaxOp<true>, true);
-  table.Add("softmax_grad", &SoftmaxGrad, true);
-  table.Add("layer_norm", &LayerNorm, true);
-  table.Add("rms_norm", &RmsNorm, true);
-  table.Add("layer_norm_grad", &NormGrad<true>, true);
-  table.Add("rms_norm_grad", &NormGrad<false>, true);
-  table.Add("lookup_table_v2", &LookupTable, true);
-  table.Add("c_embedding", &CEmbedding, true);
-  table.Add("cross_entropy_with_softmax", &CrossEntropy, true);
-  table.Add("cross_entropy_with_softmax_grad", &CrossEntropyGrad, true);
-  // Float atomics accumulate in the compute dtype: 2-byte floats are widened to float32.
-  table.Add("embedding_grad", &EmbeddingGrad, false);
-  table.Add("c_embedding_grad", &CEmbeddingGrad, false);
-}
+// The normalisation and embedding ops' CUDA kernels, by op name (kernels/cuda/registry.h).
+const CudaKernel ops::softmax{&SoftmaxOp<false>, HalfInputs::kNative};
+const CudaKernel ops::log_softmax{&SoftmaxOp<true>, HalfInputs::kNative};
+const CudaKernel ops::softmax_grad{&SoftmaxGrad, HalfInputs::kNative};
+const CudaKernel ops::layer_norm{&LayerNorm, HalfInputs::kNative};
+const CudaKernel ops::rms_norm{&RmsNorm, HalfInputs::kNative};
+const CudaKernel ops::layer_norm_grad{&NormGrad<true>, HalfInputs::kNative};
+const CudaKernel ops::rms_norm_grad{&NormGrad<false>, HalfInputs::kNative};
+const CudaKernel ops::lookup_table_v2{&LookupTable, HalfInputs::kNative};
+const CudaKernel ops::c_embedding{&CEmbedding, HalfInputs::kNative};
+const CudaKernel ops::cross_entropy_with_softmax{&CrossEntropy, HalfInputs::kNative};
+const CudaKernel ops::cross_entropy_with_softmax_grad{&CrossEntropyGrad, HalfInputs::kNative};
+// Float atomics accumulate in the compute dtype: 2-byte floats are widened to float32.
+const CudaKernel ops::embedding_grad{&EmbeddingGrad, HalfInputs::kWidened};
+const CudaKernel ops::c_embedding_grad{&CEmbeddingGrad, HalfInputs::kWidened};
 
 }  // namespace spmd::kernels::cuda

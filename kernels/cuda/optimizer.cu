@@ -71,6 +71,7 @@ Tensors AdamW(const TensorArgs& inputs, const Attrs& attrs) {
 
 }  // namespace
 
-void RegisterOptimizerKernels(KernelTable& table) { table.Add("adamw", &AdamW); }
+// The optimizer step's CUDA kernel, by op name (kernels/cuda/registry.h).
+const CudaKernel ops::adamw{&AdamW, HalfInputs::kWidened};
 
 }  // namespace spmd::kernels::cuda

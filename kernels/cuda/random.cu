@@ -105,9 +105,8 @@ Tensors FusedDropoutAdd(const TensorArgs& inputs, const Attrs& attrs) {
 
 }  // namespace
 
-void RegisterRandomKernels(KernelTable& table) {
-  table.Add("dropout", &Dropout);
-  table.Add("fused_dropout_add", &FusedDropoutAdd);
-}
+// The random ops' CUDA kernels, by op name (kernels/cuda/registry.h).
+const CudaKernel ops::dropout{&Dropout, HalfInputs::kWidened};
+const CudaKernel ops::fused_dropout_add{&FusedDropoutAdd, HalfInputs::kWidened};
 
 }  // namespace spmd::kernels::cuda

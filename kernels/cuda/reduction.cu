@@ -14,7 +14,7 @@
 // argmax compares in x's own dtype, ties and a NaN at index 0 give the first index, other
 // NaNs are skipped; any/all treat NaN as true; logsumexp is max + log(sum exp(x - max)) with
 // an infinite or empty max kept as it is. Dtypes: float32 and float64 in their own type,
-// bfloat16/float16 stored as they are and computed in float32 (takes_half), int64/bool x
+// bfloat16/float16 stored as they are and computed in float32 (HalfInputs::kNative), int64/bool x
 // converted to float64 (argmax, any, all read them as they are).
 #include <cub/block/block_scan.cuh>
 
@@ -601,21 +601,20 @@ Tensor SumOnDevice(const Tensor& x, const std::vector<bool>& reduced, bool keep_
   return SumLike(x, reduced, out_shape, Pre::kIdentity, Post::kNone, 1, 1);
 }
 
-void RegisterReductionKernels(KernelTable& table) {
-  // Every reduction reads bfloat16 / float16 itself (float32 arithmetic, one rounding).
-  table.Add("sum", &Sum, true);
-  table.Add("mean", &Mean, true);
-  table.Add("max", &Extremum<true>, true);
-  table.Add("min", &Extremum<false>, true);
-  table.Add("prod", &Prod, true);
-  table.Add("any", &Logical<true>, true);
-  table.Add("all", &Logical<false>, true);
-  table.Add("squared_l2_norm", &SquaredL2Norm, true);
-  table.Add("mean_all", &MeanAll, true);
-  table.Add("logsumexp", &LogSumExp, true);
-  table.Add("p_norm", &PNorm, true);
-  table.Add("argmax", &Argmax, true);
-  table.Add("cumsum", &Cumsum, true);
-}
+// The reduction ops' CUDA kernels, by op name (kernels/cuda/registry.h).
+// Every reduction reads bfloat16 / float16 itself (float32 arithmetic, one rounding).
+const CudaKernel ops::sum{&Sum, HalfInputs::kNative};
+const CudaKernel ops::mean{&Mean, HalfInputs::kNative};
+const CudaKernel ops::max{&Extremum<true>, HalfInputs::kNative};
+const CudaKernel ops::min{&Extremum<false>, HalfInputs::kNative};
+const CudaKernel ops::prod{&Prod, HalfInputs::kNative};
+const CudaKernel ops::any{&Logical<true>, HalfInputs::kNative};
+const CudaKernel ops::all{&Logical<false>, HalfInputs::kNative};
+const CudaKernel ops::squared_l2_norm{&SquaredL2Norm, HalfInputs::kNative};
+const CudaKernel ops::mean_all{&MeanAll, HalfInputs::kNative};
+const CudaKernel ops::logsumexp{&LogSumExp, HalfInputs::kNative};
+const CudaKernel ops::p_norm{&PNorm, HalfInputs::kNative};
+const CudaKernel ops::argmax{&Argmax, HalfInputs::kNative};
+const CudaKernel ops::cumsum{&Cumsum, HalfInputs::kNative};
 
 }  // namespace spmd::kernels::cuda

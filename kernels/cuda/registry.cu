@@ -1,58 +1,32 @@
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/registry.h"
-#include "rules/op_list.h"
 
 namespace spmd::kernels::cuda {
 
-void KernelTable::Add(std::string_view op, CudaKernelFn fn, bool takes_half) {
-  if (Find(op) != nullptr) {
-    throw std::logic_error("two CUDA kernels registered for op '" + std::string(op) + "'");
-  }
-  entries_.push_back({std::string(op), fn, takes_half});
-}
+namespace {
 
-const KernelTable::Entry* KernelTable::Find(std::string_view op) const {
-  for (const Entry& e : entries_) {
-    if (e.op == op) return &e;
+// Generated from the op list (kernels/cuda/registry.h): an op without its CUDA kernel does
+// not link.
+constexpr std::pair<std::string_view, const CudaKernel*> kTable[] = {
+#define SPMD_CUDA_KERNEL_ENTRY(name) {#name, &ops::name},
+    SPMD_FOR_EACH_OP(SPMD_CUDA_KERNEL_ENTRY)
+#undef SPMD_CUDA_KERNEL_ENTRY
+#define SPMD_CUDA_PHASE_ENTRIES(name) {#name "@stats", &ops::name##_stats}, {#name "@finish", &ops::name##_finish},
+    SPMD_FOR_EACH_EXCHANGE_OP(SPMD_CUDA_PHASE_ENTRIES)
+#undef SPMD_CUDA_PHASE_ENTRIES
+};
+
+const CudaKernel* Find(std::string_view op) {
+  for (const auto& [name, kernel] : kTable) {
+    if (name == op) return kernel;
   }
   return nullptr;
 }
-
-namespace {
-
-const KernelTable& Table() {
-  static const KernelTable table = [] {
-    KernelTable t;
-    RegisterElementwiseKernels(t);
-    RegisterContractionKernels(t);
-    RegisterReductionKernels(t);
-    RegisterNormKernels(t);
-    RegisterShapeKernels(t);
-    RegisterIndexingKernels(t);
-    RegisterScatterKernels(t);
-    RegisterSortKernels(t);
-    RegisterFusedKernels(t);
-    RegisterBlockAttentionKernels(t);
-    RegisterOptimizerKernels(t);
-    RegisterRandomKernels(t);
-    RegisterUnaryMathKernels(t);
-    RegisterStagedKernels(t);
-    return t;
-  }();
-  return table;
-}
-
-constexpr std::string_view kOps[] = {
-#define SPMD_CUDA_OP_NAME(name) #name,
-    SPMD_FOR_EACH_OP(SPMD_CUDA_OP_NAME)
-#undef SPMD_CUDA_OP_NAME
-};
 
 // The 2-byte float dtype of the inputs, if any; InvalidArgument ("inputs[i].dtype") when a
 // 2-byte float input meets another floating dtype (RunCpuKernel's check, in its order:
@@ -78,40 +52,22 @@ std::optional<DType> TwoByteDType(const TensorArgs& inputs) {
   return found;
 }
 
-bool IsOp(std::string_view op) {
-  for (std::string_view name : kOps) {
-    if (name == op) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 CudaKernelFn FindCudaKernel(std::string_view op) {
-  const KernelTable::Entry* e = Table().Find(op);
-  return e == nullptr ? nullptr : e->fn;
-}
-
-std::vector<std::string> OpsWithoutCudaKernel() {
-  std::vector<std::string> missing;
-  for (std::string_view op : kOps) {
-    if (Table().Find(op) == nullptr) missing.emplace_back(op);
-  }
-  return missing;
+  const CudaKernel* k = Find(op);
+  return k == nullptr ? nullptr : k->fn;
 }
 
 Tensors RunCudaKernel(std::string_view op, const TensorArgs& inputs, const Attrs& attrs) {
-  const KernelTable::Entry* e = Table().Find(op);
+  const CudaKernel* e = Find(op);
   if (e == nullptr) {
-    if (!IsOp(op)) {
-      throw SpmdError(ErrorType::kUnknownOp, "op", "no op named '" + std::string(op) + "'");
-    }
-    ThrowUnsupported("op", "'" + std::string(op) + "' has no CUDA kernel");
+    throw SpmdError(ErrorType::kUnknownOp, "op", "no op named '" + std::string(op) + "'");
   }
   if (inputs.empty()) return e->fn(inputs, attrs);  // the kernel's arity check names "inputs"
   DeviceGuard guard(CheckOnOneDevice(inputs));
   const std::optional<DType> two_byte = TwoByteDType(inputs);
-  if (!two_byte || e->takes_half) return e->fn(inputs, attrs);
+  if (!two_byte || e->half == HalfInputs::kNative) return e->fn(inputs, attrs);
   const DType narrow = *two_byte;
   // Widened to float32 on the device, the float32 kernel run, float32 outputs rounded once.
   std::vector<Tensor> widened;

@@ -1,5 +1,5 @@
-// The CUDA kernels' table: one entry per op of rules/op_list.h, filled by one registration
-// function per family of ops (the families of kernels/cpu, one .cu file each). Plain C++.
+// The CUDA kernels' table: one kernel per op of rules/op_list.h, generated from the list
+// (the families of kernels/cpu, one .cu file each, define them). Plain C++.
 //
 // A CUDA kernel has the CPU kernel's contract (kernels/cpu/kernels.h: attrs normalised plus
 // the localized attrs; errors as SpmdError naming the field, as the references name them)
@@ -19,61 +19,56 @@
 
 #include "kernels/tensor.h"
 #include "rules/attrs.h"
+#include "rules/exchange_ops.h"
+#include "rules/op_list.h"
 
 namespace spmd::kernels::cuda {
 
 using CudaKernelFn = Tensors (*)(const TensorArgs& inputs, const Attrs& attrs);
 
-// Where a family's registration function puts its kernels.
-class KernelTable {
- public:
-  struct Entry {
-    std::string op;
-    CudaKernelFn fn = nullptr;
-    // True when the kernel takes bfloat16 / float16 inputs itself (2-byte storage, float32
-    // arithmetic); else RunCudaKernel widens them to float32 around it.
-    bool takes_half = false;
-  };
-  // Adds `op`'s kernel; a second kernel for one op is a programming error (std::logic_error).
-  void Add(std::string_view op, CudaKernelFn fn, bool takes_half = false);
-  const Entry* Find(std::string_view op) const;
-
- private:
-  std::vector<Entry> entries_;
+// How a kernel takes bfloat16 / float16 inputs.
+enum class HalfInputs {
+  kNative,   // as they are (2-byte storage, float32 arithmetic)
+  kWidened,  // RunCudaKernel widens them to float32 around the float32 kernel
 };
 
-// One per family; each lives in its family's .cu file (kernels/cuda/<family>.cu).
-void RegisterElementwiseKernels(KernelTable& table);
-void RegisterContractionKernels(KernelTable& table);
-void RegisterReductionKernels(KernelTable& table);
-void RegisterNormKernels(KernelTable& table);
-void RegisterShapeKernels(KernelTable& table);
-void RegisterIndexingKernels(KernelTable& table);
-void RegisterScatterKernels(KernelTable& table);
-void RegisterSortKernels(KernelTable& table);
-void RegisterFusedKernels(KernelTable& table);
-void RegisterRandomKernels(KernelTable& table);
-void RegisterUnaryMathKernels(KernelTable& table);
-void RegisterBlockAttentionKernels(KernelTable& table);
-void RegisterOptimizerKernels(KernelTable& table);
-// Ops without a device kernel yet, run through the host (kernels/cuda/staged.cc).
-void RegisterStagedKernels(KernelTable& table);
+// One op's CUDA kernel.
+struct CudaKernel {
+  CudaKernelFn fn = nullptr;
+  HalfInputs half = HalfInputs::kWidened;
+};
 
-// The kernel of `op`, or nullptr when it has none (yet).
+// Every op's CUDA kernel, named as the op (the CPU kernel of `scatter` is cpu::scatter, its
+// CUDA kernel ops::scatter), declared from rules/op_list.h, so an op without one does not
+// link. Each is defined at the bottom of its family's file (kernels/cuda/<family>.cu; the
+// host-staged ones in staged.cc), on one line that op_completeness_test reads on machines
+// without nvcc too:
+//   const CudaKernel ops::scatter{&Scatter, HalfInputs::kWidened};
+// The ops with an exchange inside (OpDecl::exchange) also have their phases, `<op>@stats`
+// as ops::<op>_stats and `<op>@finish` as ops::<op>_finish.
+namespace ops {
+#define SPMD_DECLARE_CUDA_KERNEL(name) extern const CudaKernel name;
+SPMD_FOR_EACH_OP(SPMD_DECLARE_CUDA_KERNEL)
+#undef SPMD_DECLARE_CUDA_KERNEL
+#define SPMD_DECLARE_CUDA_PHASES(name) \
+  extern const CudaKernel name##_stats;  \
+  extern const CudaKernel name##_finish;
+SPMD_FOR_EACH_EXCHANGE_OP(SPMD_DECLARE_CUDA_PHASES)
+#undef SPMD_DECLARE_CUDA_PHASES
+}  // namespace ops
+
+// The kernel of `op` (or of an exchange phase, `<op>@stats` / `<op>@finish`), or nullptr
+// when spmdkit has no such op: every op has one.
 CudaKernelFn FindCudaKernel(std::string_view op);
-// The ops of rules/op_list.h without a CUDA kernel, in list order (the completeness test
-// names them).
-std::vector<std::string> OpsWithoutCudaKernel();
 
 // Runs `op`'s CUDA kernel on device tensors, as RunCpuKernel runs the CPU one: SpmdError
-// (kUnknownOp, "op") for an op spmdkit does not have, SpmdError(kUnsupported, "op") for
-// one without a CUDA kernel; InvalidArgument ("inputs[i].device") for inputs not all on
-// one CUDA device, and, as RunCpuKernel, ("inputs[i].dtype") for a 2-byte float input
-// beside another floating dtype. The kernel runs with its inputs' device current.
-// bfloat16 / float16 inputs: kernels that take them natively
-// (their family's file says which) get them as they are; for the others they are widened
-// to float32 on the device, the float32 kernel runs, and float32 outputs are rounded once
-// to the 2-byte dtype (what RunCpuKernel does on the host).
+// (kUnknownOp, "op") for an op spmdkit does not have; InvalidArgument ("inputs[i].device")
+// for inputs not all on one CUDA device, and, as RunCpuKernel, ("inputs[i].dtype") for a
+// 2-byte float input beside another floating dtype. The kernel runs with its inputs'
+// device current. bfloat16 / float16 inputs: kernels that take them natively
+// (HalfInputs::kNative) get them as they are; for the others they are widened to float32
+// on the device, the float32 kernel runs, and float32 outputs are rounded once to the
+// 2-byte dtype (what RunCpuKernel does on the host).
 Tensors RunCudaKernel(std::string_view op, const TensorArgs& inputs, const Attrs& attrs);
 
 }  // namespace spmd::kernels::cuda

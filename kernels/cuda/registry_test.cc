@@ -4,66 +4,40 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/cuda.h"
 #include "rules/error.h"
+#include "rules/exchange_ops.h"
 #include "rules/op_list.h"
 
 namespace spmd::kernels::cuda {
 namespace {
 
-const std::vector<std::string>& AllOps() {
-  static const std::vector<std::string> ops = {
-#define SPMD_TEST_OP_NAME(name) #name,
-      SPMD_FOR_EACH_OP(SPMD_TEST_OP_NAME)
-#undef SPMD_TEST_OP_NAME
-  };
-  return ops;
-}
-
-// The ops of kernels/cpu/elementwise.cc: this branch's kernels (kernels/cuda/elementwise.cu).
-const std::vector<std::string> kElementwise = {
-    "relu",     "gelu",     "silu",     "exp",      "log",          "tanh",      "sigmoid",
-    "sqrt",     "abs",      "scale",    "clip",     "cast",         "add",       "subtract",
-    "multiply", "divide",   "maximum",  "minimum",  "greater_than", "less_than", "where",
-    "gelu_grad", "pow",     "rsqrt",    "add_n"};
-
-TEST(KernelTable, OpsWithoutCudaKernelNamesExactlyTheUnregisteredOps) {
-  const std::vector<std::string> missing = OpsWithoutCudaKernel();
-  // In op-list order, no repeats, each one a real op with no kernel; every other op has one.
-  std::vector<std::string> want;
-  for (const std::string& op : AllOps()) {
-    if (FindCudaKernel(op) == nullptr) want.push_back(op);
-  }
-  EXPECT_EQ(missing, want);
-  EXPECT_EQ(std::set<std::string>(missing.begin(), missing.end()).size(), missing.size());
-  for (const std::string& op : kElementwise) {
-    EXPECT_NE(FindCudaKernel(op), nullptr) << op;
-    EXPECT_EQ(std::count(missing.begin(), missing.end(), op), 0) << op;
-  }
+// The table is generated from the op list (a missing kernel does not link); these check
+// that the lookup by name finds each one under its op's name, and nothing else.
+TEST(CudaKernelTable, FindsEveryOpAndPhaseByItsName) {
+#define SPMD_TEST_FIND(name) EXPECT_EQ(FindCudaKernel(#name), ops::name.fn) << #name;
+  SPMD_FOR_EACH_OP(SPMD_TEST_FIND)
+#undef SPMD_TEST_FIND
+#define SPMD_TEST_FIND_PHASES(name)                                                  \
+  EXPECT_EQ(FindCudaKernel(#name "@stats"), ops::name##_stats.fn) << #name "@stats"; \
+  EXPECT_EQ(FindCudaKernel(#name "@finish"), ops::name##_finish.fn) << #name "@finish";
+  SPMD_FOR_EACH_EXCHANGE_OP(SPMD_TEST_FIND_PHASES)
+#undef SPMD_TEST_FIND_PHASES
   EXPECT_EQ(FindCudaKernel("no_such_op"), nullptr);
-  // Every op has one (checked here, without a GPU, so a CPU-only CI names a new op that
-  // lacks its CUDA kernel).
-  std::string list;
-  for (const std::string& op : missing) list += op + " ";
-  EXPECT_TRUE(missing.empty()) << "ops without a CUDA kernel (" << missing.size() << " of "
-                               << AllOps().size() << "): " << list;
+  EXPECT_EQ(FindCudaKernel("matmul@stats"), nullptr);  // matmul has no exchange
+  EXPECT_EQ(FindCudaKernel("Scatter"), nullptr);       // one name per op: the op's
 }
 
-TEST(KernelTable, ASecondKernelForOneOpIsRefused) {
-  KernelTable table;
-  RegisterElementwiseKernels(table);
-  EXPECT_NE(table.Find("add"), nullptr);
-  EXPECT_TRUE(table.Find("add")->takes_half);
-  EXPECT_EQ(table.Find("matmul"), nullptr);
-  EXPECT_THROW(RegisterElementwiseKernels(table), std::logic_error);
+TEST(CudaKernelTable, EveryKernelIsAFunction) {
+#define SPMD_TEST_FN(name) EXPECT_NE(ops::name.fn, nullptr) << #name;
+  SPMD_FOR_EACH_OP(SPMD_TEST_FN)
+#undef SPMD_TEST_FN
 }
 
-TEST(RunCudaKernel, UnknownAndMissingOpsAreTypedErrors) {
+TEST(RunCudaKernel, UnknownOpsAreTypedErrors) {
   const Tensor x(Shape{2}, DType::kFloat32);
   try {
     RunCudaKernel("no_such_op", TensorArgs(std::vector<const Tensor*>{&x}), Attrs{});
@@ -71,16 +45,6 @@ TEST(RunCudaKernel, UnknownAndMissingOpsAreTypedErrors) {
   } catch (const SpmdError& e) {
     EXPECT_EQ(e.type(), ErrorType::kUnknownOp);
     EXPECT_EQ(e.field(), "op");
-  }
-  const std::vector<std::string> missing = OpsWithoutCudaKernel();
-  if (!missing.empty()) {
-    try {
-      RunCudaKernel(missing[0], TensorArgs(std::vector<const Tensor*>{&x}), Attrs{});
-      FAIL() << "no error";
-    } catch (const SpmdError& e) {
-      EXPECT_EQ(e.type(), ErrorType::kUnsupported);
-      EXPECT_EQ(e.field(), "op");
-    }
   }
 }
 

@@ -226,10 +226,9 @@ Tensors ScatterNdAdd(const TensorArgs& inputs, const Attrs&) {
 
 }  // namespace
 
-void RegisterScatterKernels(KernelTable& table) {
-  table.Add("gather_nd", &GatherNd, true);
-  table.Add("scatter", &Scatter);
-  table.Add("scatter_nd_add", &ScatterNdAdd);
-}
+// The scatter and gather ops' CUDA kernels, by op name (kernels/cuda/registry.h).
+const CudaKernel ops::gather_nd{&GatherNd, HalfInputs::kNative};
+const CudaKernel ops::scatter{&Scatter, HalfInputs::kWidened};
+const CudaKernel ops::scatter_nd_add{&ScatterNdAdd, HalfInputs::kWidened};
 
 }  // namespace spmd::kernels::cuda

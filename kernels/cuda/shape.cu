@@ -5,7 +5,7 @@
 // (kernels/cuda/index_map.h: a single contiguous run becomes a cudaMemcpyAsync, the rest a
 // strided kernel over units as wide as the layout allows); transpose PermuteOnDevice;
 // triu / tril / tril_triu one pass that keeps or zeroes each element. Any dtype: they
-// move bytes (registered with takes_half), and every output keeps x's dtype.
+// move bytes (HalfInputs::kNative), and every output keeps x's dtype.
 #include <string>
 #include <utility>
 #include <vector>
@@ -198,24 +198,23 @@ Tensors TrilTriu(const TensorArgs& inputs, const Attrs& attrs) {
 
 }  // namespace
 
-void RegisterShapeKernels(KernelTable& table) {
-  table.Add("reshape", &Reshape, true);
-  table.Add("flatten", &Flatten, true);
-  table.Add("squeeze", &Squeeze, true);
-  table.Add("unsqueeze", &Unsqueeze, true);
-  table.Add("transpose", &Transpose, true);
-  table.Add("split", &Split, true);
-  table.Add("split_with_num", &SplitWithNum, true);
-  table.Add("unbind", &Unbind, true);
-  table.Add("concat", &Concat, true);
-  table.Add("stack", &Stack, true);
-  table.Add("slice", &Slice, true);
-  table.Add("tile", &Tile, true);
-  table.Add("expand", &Expand, true);
-  table.Add("expand_as", &ExpandAs, true);
-  table.Add("triu", &Triu, true);
-  table.Add("tril", &Tril, true);
-  table.Add("tril_triu", &TrilTriu, true);
-}
+// The shape ops' CUDA kernels, by op name (kernels/cuda/registry.h).
+const CudaKernel ops::reshape{&Reshape, HalfInputs::kNative};
+const CudaKernel ops::flatten{&Flatten, HalfInputs::kNative};
+const CudaKernel ops::squeeze{&Squeeze, HalfInputs::kNative};
+const CudaKernel ops::unsqueeze{&Unsqueeze, HalfInputs::kNative};
+const CudaKernel ops::transpose{&Transpose, HalfInputs::kNative};
+const CudaKernel ops::split{&Split, HalfInputs::kNative};
+const CudaKernel ops::split_with_num{&SplitWithNum, HalfInputs::kNative};
+const CudaKernel ops::unbind{&Unbind, HalfInputs::kNative};
+const CudaKernel ops::concat{&Concat, HalfInputs::kNative};
+const CudaKernel ops::stack{&Stack, HalfInputs::kNative};
+const CudaKernel ops::slice{&Slice, HalfInputs::kNative};
+const CudaKernel ops::tile{&Tile, HalfInputs::kNative};
+const CudaKernel ops::expand{&Expand, HalfInputs::kNative};
+const CudaKernel ops::expand_as{&ExpandAs, HalfInputs::kNative};
+const CudaKernel ops::triu{&Triu, HalfInputs::kNative};
+const CudaKernel ops::tril{&Tril, HalfInputs::kNative};
+const CudaKernel ops::tril_triu{&TrilTriu, HalfInputs::kNative};
 
 }  // namespace spmd::kernels::cuda

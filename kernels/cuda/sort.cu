@@ -129,9 +129,8 @@ Tensors Topk(const TensorArgs& inputs, const Attrs& attrs) {
 
 }  // namespace
 
-void RegisterSortKernels(KernelTable& table) {
-  table.Add("argsort", &Argsort);
-  table.Add("topk", &Topk);
-}
+// The sort ops' CUDA kernels, by op name (kernels/cuda/registry.h).
+const CudaKernel ops::argsort{&Argsort, HalfInputs::kWidened};
+const CudaKernel ops::topk{&Topk, HalfInputs::kWidened};
 
 }  // namespace spmd::kernels::cuda

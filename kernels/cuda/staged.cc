@@ -10,7 +10,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/registry.h"
-#include "rules/row_exchange_ops.h"
+#include "rules/exchange_ops.h"
 
 namespace spmd::kernels::cuda {
 namespace {
@@ -42,35 +42,40 @@ constexpr std::string_view kConv2dGrad = "conv2d_grad";
 constexpr std::string_view kFlashAttention = "flash_attention";
 constexpr std::string_view kFlashAttnGrad = "flash_attn_grad";
 constexpr std::string_view kCSoftmax = "c_softmax_with_cross_entropy";
-constexpr std::string_view kCSoftmaxStats = "c_softmax_with_cross_entropy@stats";
-constexpr std::string_view kCSoftmaxFinish = "c_softmax_with_cross_entropy@finish";
 constexpr std::string_view kCSoftmaxGrad = "c_softmax_with_cross_entropy_grad";
-// The exchange phases of the row reductions whose reduced axis may stay sharded
-// (rules/norm_pieces.h); the ops themselves have device kernels.
-#define SPMD_STAGED_PHASE_NAMES(name)                                  \
+// The exchange phases (Dispatch runs the all-gather between them); the row reductions
+// themselves have device kernels.
+#define SPMD_STAGED_PHASE_NAMES(name)                           \
   constexpr std::string_view k_##name##_stats = #name "@stats"; \
   constexpr std::string_view k_##name##_finish = #name "@finish";
-SPMD_FOR_EACH_ROW_EXCHANGE_OP(SPMD_STAGED_PHASE_NAMES)
+SPMD_FOR_EACH_EXCHANGE_OP(SPMD_STAGED_PHASE_NAMES)
 #undef SPMD_STAGED_PHASE_NAMES
 
 }  // namespace
 
-void RegisterStagedKernels(KernelTable& table) {
-  // RunCpuKernel computes 2-byte floats in float32 itself.
-  table.Add(kConv2d, &Staged<kConv2d>, /*takes_half=*/true);
-  table.Add(kConv2dGrad, &Staged<kConv2dGrad>, /*takes_half=*/true);
-  table.Add(kFlashAttention, &Staged<kFlashAttention>, /*takes_half=*/true);
-  table.Add(kFlashAttnGrad, &Staged<kFlashAttnGrad>, /*takes_half=*/true);
-  // The op and its two exchange phases (Dispatch runs the all-gather between them).
-  table.Add(kCSoftmax, &Staged<kCSoftmax>, /*takes_half=*/true);
-  table.Add(kCSoftmaxStats, &Staged<kCSoftmaxStats>, /*takes_half=*/true);
-  table.Add(kCSoftmaxFinish, &Staged<kCSoftmaxFinish>, /*takes_half=*/true);
-  table.Add(kCSoftmaxGrad, &Staged<kCSoftmaxGrad>, /*takes_half=*/true);
-#define SPMD_ADD_STAGED_PHASES(name)                                               \
-  table.Add(k_##name##_stats, &Staged<k_##name##_stats>, /*takes_half=*/true); \
-  table.Add(k_##name##_finish, &Staged<k_##name##_finish>, /*takes_half=*/true);
-  SPMD_FOR_EACH_ROW_EXCHANGE_OP(SPMD_ADD_STAGED_PHASES)
-#undef SPMD_ADD_STAGED_PHASES
-}
+// The host-staged ops' CUDA kernels, by op name (kernels/cuda/registry.h). RunCpuKernel
+// computes 2-byte floats in float32 itself.
+const CudaKernel ops::conv2d{&Staged<kConv2d>, HalfInputs::kNative};
+const CudaKernel ops::conv2d_grad{&Staged<kConv2dGrad>, HalfInputs::kNative};
+const CudaKernel ops::flash_attention{&Staged<kFlashAttention>, HalfInputs::kNative};
+const CudaKernel ops::flash_attn_grad{&Staged<kFlashAttnGrad>, HalfInputs::kNative};
+const CudaKernel ops::c_softmax_with_cross_entropy{&Staged<kCSoftmax>, HalfInputs::kNative};
+const CudaKernel ops::c_softmax_with_cross_entropy_grad{&Staged<kCSoftmaxGrad>, HalfInputs::kNative};
+// The exchange phases: one line per phase, as every kernel, so that op_completeness_test
+// reads them (rules/exchange_ops.h lists the ops).
+const CudaKernel ops::c_softmax_with_cross_entropy_stats{&Staged<k_c_softmax_with_cross_entropy_stats>, HalfInputs::kNative};
+const CudaKernel ops::c_softmax_with_cross_entropy_finish{&Staged<k_c_softmax_with_cross_entropy_finish>, HalfInputs::kNative};
+const CudaKernel ops::softmax_stats{&Staged<k_softmax_stats>, HalfInputs::kNative};
+const CudaKernel ops::softmax_finish{&Staged<k_softmax_finish>, HalfInputs::kNative};
+const CudaKernel ops::log_softmax_stats{&Staged<k_log_softmax_stats>, HalfInputs::kNative};
+const CudaKernel ops::log_softmax_finish{&Staged<k_log_softmax_finish>, HalfInputs::kNative};
+const CudaKernel ops::softmax_grad_stats{&Staged<k_softmax_grad_stats>, HalfInputs::kNative};
+const CudaKernel ops::softmax_grad_finish{&Staged<k_softmax_grad_finish>, HalfInputs::kNative};
+const CudaKernel ops::layer_norm_stats{&Staged<k_layer_norm_stats>, HalfInputs::kNative};
+const CudaKernel ops::layer_norm_finish{&Staged<k_layer_norm_finish>, HalfInputs::kNative};
+const CudaKernel ops::rms_norm_stats{&Staged<k_rms_norm_stats>, HalfInputs::kNative};
+const CudaKernel ops::rms_norm_finish{&Staged<k_rms_norm_finish>, HalfInputs::kNative};
+const CudaKernel ops::cumsum_stats{&Staged<k_cumsum_stats>, HalfInputs::kNative};
+const CudaKernel ops::cumsum_finish{&Staged<k_cumsum_finish>, HalfInputs::kNative};
 
 }  // namespace spmd::kernels::cuda

@@ -52,10 +52,9 @@ SPMD_FOR_EACH_UNARY_MATH_OP(SPMD_UNARY_MATH_CUDA_KERNEL)
 
 }  // namespace
 
-void RegisterUnaryMathKernels(KernelTable& table) {
-#define SPMD_ADD_UNARY_MATH_KERNEL(name) table.Add(#name, &Run_##name);
-  SPMD_FOR_EACH_UNARY_MATH_OP(SPMD_ADD_UNARY_MATH_KERNEL)
-#undef SPMD_ADD_UNARY_MATH_KERNEL
-}
+// One definition per op of the list (op_completeness_test reads this macro and the list).
+#define SPMD_UNARY_MATH_CUDA_DEFINITION(name) const CudaKernel ops::name{&Run_##name, HalfInputs::kWidened};
+SPMD_FOR_EACH_UNARY_MATH_OP(SPMD_UNARY_MATH_CUDA_DEFINITION)
+#undef SPMD_UNARY_MATH_CUDA_DEFINITION
 
 }  // namespace spmd::kernels::cuda
