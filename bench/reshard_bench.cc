@@ -37,6 +37,8 @@
 //
 //   mpirun -np 4 --oversubscribe --mca pml ob1 --mca btl self,vader build/bin/reshard_bench
 //   ... reshard_bench --sizes-mib 1,16,64 --reps 9 [--only "P -> R"] [--fresh-pages] [--nonblocking]
+//       [--idle-raw-source]   (the raw programs' sources not rewritten before their runs:
+//                              the unequal start of the older tables)
 //
 // Rank 0 prints one Markdown table.
 #include <mpi.h>
@@ -565,7 +567,7 @@ std::string Ms(double s) {
   return buf;
 }
 
-void RunCase(MpiCommunicator& comm, const Case& c, int64_t mib, int reps, bool nonblocking) {
+void RunCase(MpiCommunicator& comm, const Case& c, int64_t mib, int reps, bool nonblocking, bool idle_raw_source) {
   const int64_t elements = mib * (1 << 20) / 4;
   int64_t rows = 1;
   while (rows * rows < elements) rows *= 2;
@@ -628,7 +630,8 @@ void RunCase(MpiCommunicator& comm, const Case& c, int64_t mib, int reps, bool n
     // deficit at 1 MiB (docs/BENCHMARKS.md).
     const std::byte* src = source->has_local() ? source->local().bytes() : nullptr;
     const size_t src_bytes = source->has_local() ? source->local().nbytes() : 0;
-    auto refill = [src, src_bytes](RawBuffers& b) {
+    auto refill = [src, src_bytes, idle_raw_source](RawBuffers& b) -> std::function<void()> {
+      if (idle_raw_source) return [] {};  // the old, unequal start
       return [src, src_bytes, &b] {
         const size_t n = std::min(src_bytes, b.in.size() * sizeof(float));
         if (n > 0) std::memcpy(b.in.data(), src, n);
@@ -700,6 +703,7 @@ int main(int argc, char** argv) {
     std::string only;
     bool keep_pages = true;
     bool nonblocking = false;
+    bool idle_raw_source = false;
     for (int i = 1; i < argc; ++i) {
       const std::string arg = argv[i];
       if (arg == "--sizes-mib" && i + 1 < argc) sizes = ParseList(argv[++i]);
@@ -707,6 +711,7 @@ int main(int argc, char** argv) {
       if (arg == "--only" && i + 1 < argc) only = argv[++i];
       if (arg == "--fresh-pages") keep_pages = false;
       if (arg == "--nonblocking") nonblocking = true;
+      if (arg == "--idle-raw-source") idle_raw_source = true;
     }
     // Freed buffers stay in the heap for the next call (as a caching allocator keeps them),
     // instead of going back to the kernel and coming back as fresh zeroed pages every call.
@@ -742,8 +747,9 @@ int main(int argc, char** argv) {
       cases.push_back({"(P, P) -> (S(0), S(1))", grid, "[P(sum), P(sum)]", "[S(0), S(1)]"});
     }
     if (comm.rank() == 0) {
-      std::printf("reshard_bench: %d ranks, float32, median of %d (max over ranks)%s\n\n", n, reps,
-                  keep_pages ? "" : ", fresh pages for every buffer");
+      std::printf("reshard_bench: %d ranks, float32, median of %d (max over ranks)%s%s\n\n", n, reps,
+                  keep_pages ? "" : ", fresh pages for every buffer",
+                  idle_raw_source ? ", raw sources idle (not rewritten before each run)" : "");
       std::printf("| transition | mesh | MiB | plan | plan MiB/rank | counted MiB (max) | ratio | runtime ms | raw work ms | runtime / raw work | paired ratio | raw work IQR | raw coll. ms | vs raw coll. |%s in collectives ms | outside ms | outside / raw coll. |\n",
                   nonblocking ? " raw MPI_I* ms | vs MPI_I* |" : "");
       std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|%s---|---|---|\n", nonblocking ? "---|---|" : "");
@@ -751,7 +757,7 @@ int main(int argc, char** argv) {
     for (int64_t mib : sizes) {
       for (const Case& c : cases) {
         if (!only.empty() && c.name.find(only) == std::string::npos) continue;
-        RunCase(comm, c, mib, reps, nonblocking);
+        RunCase(comm, c, mib, reps, nonblocking, idle_raw_source);
       }
     }
     return 0;
