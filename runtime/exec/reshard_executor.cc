@@ -384,6 +384,7 @@ Tensor Run(const StepContext& c, const Rescale& s, Tensor local, const std::vect
 // Built without text formatting: a warm Reshard pays for this key and one lookup.
 class PlanKeyWriter {
  public:
+  PlanKeyWriter() { key_.reserve(256); }  // one allocation for a typical request
   void Int(int64_t v) { key_.append(reinterpret_cast<const char*>(&v), sizeof v); }
   void Ints(const std::vector<int64_t>& v) {
     Int(static_cast<int64_t>(v.size()));
