@@ -13,7 +13,7 @@
 //     layouts: the blocking collective (own part included), plus a packing pass before it
 //     and / or an unpacking pass after it wherever a piece is not one contiguous run of its
 //     buffer (plain memcpy per row), plus the copy of what a rank keeps (send_recv). This
-//     is the yardstick: "vs raw work".
+//     is the yardstick: "runtime / raw work" and "paired ratio".
 //   * "raw coll.": the blocking collective alone on contiguous buffers, others' parts only
 //     (MPI_Allgatherv, MPI_Reduce_scatter, MPI_Allreduce, MPI_Alltoallv,
 //     MPI_Isend/Irecv; local steps cost nothing there): the same where no data has to be
