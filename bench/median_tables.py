@@ -4,8 +4,10 @@
 On an oversubscribed machine one mpirun launch can differ from the next by a factor of two
 (where the ranks land, what else runs), more than the median over repetitions inside a
 launch can hide. So run the benchmark several times and keep, per row and numeric column,
-the median over the launches; percentages are recomputed from the merged times (against
-"raw work ms" and "raw coll. ms", or the older tables' "raw MPI ms").
+the median over the launches; the ratios and percentages against a reference time are
+recomputed from the merged times ("runtime / raw work", "vs raw coll.", or the older
+tables' "vs raw work" and "raw MPI ms"); "paired ratio" and "raw work IQR" are medians over
+the launches of each launch's own figure.
 
     for i in 1 2 3; do mpirun -np 8 ... build/bin/reshard_bench --sizes-mib 1,64 > run$i.md; done
     python3 bench/median_tables.py run1.md run2.md run3.md
@@ -53,16 +55,25 @@ def main(paths):
             merged[key].append(cells)
     col = {name: i for i, name in enumerate(header)}
     print(f"median over {len(paths)} launches\n")
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
+    # The target: the runtime within 10% of raw work at 1 MiB (below 16 MiB), within 5% at
+    # 16 MiB and more; judged on the paired ratio (the median of per-round ratios).
+    judge = "paired ratio" in col
+    print("| " + " | ".join(header + (["target"] if judge else [])) + " |")
+    print("|" + "---|" * (len(header) + (1 if judge else 0)))
     for key in order:
         runs = merged[key]
         out = list(runs[0])
         for i in range(3, len(header)):
             values = [number(r[i]) for r in runs]
             if all(v is not None for v in values) and not header[i].startswith("vs") \
-                    and not header[i].startswith("outside /"):
-                out[i] = f"{statistics.median(values):.3f}"
+                    and not header[i].startswith("outside /") and header[i] != "runtime / raw work":
+                m = statistics.median(values)
+                if header[i] == "paired ratio":
+                    out[i] = f"{m:.2f}"
+                elif runs[0][i].endswith("%"):
+                    out[i] = f"{m:.0f}%"
+                else:
+                    out[i] = f"{m:.3f}"
         runtime = number(out[col["runtime ms"]])
         # Each reference time and its "vs" column (the current table, then the older one).
         for ref, vs in (("raw work ms", "vs raw work"), ("raw coll. ms", "vs raw coll."),
@@ -70,9 +81,18 @@ def main(paths):
             if ref in col and vs in col and number(out[col[ref]]) not in (None, 0.0):
                 t = number(out[col[ref]])
                 out[col[vs]] = f"{100 * (runtime - t) / t:+.0f}%"
+        if "runtime / raw work" in col and number(out[col["raw work ms"]]):
+            out[col["runtime / raw work"]] = f"{runtime / number(out[col['raw work ms']]):.2f}"
         for ref, share in (("raw coll. ms", "outside / raw coll."), ("raw MPI ms", "outside / raw")):
             if ref in col and share in col and "outside ms" in col and number(out[col[ref]]):
                 out[col[share]] = f"{100 * number(out[col['outside ms']]) / number(out[col[ref]]):.0f}%"
+        if judge:
+            paired, mib = number(out[col["paired ratio"]]), number(out[col["MiB"]])
+            if paired is None or mib is None:
+                out.append("-")
+            else:
+                limit = 1.10 if mib < 16 else 1.05
+                out.append(f"{'ok' if paired <= limit else 'over'} ({limit:.2f})")
         print("| " + " | ".join(out) + " |")
 
 

@@ -13,7 +13,7 @@
 //     layouts: the blocking collective (own part included), plus a packing pass before it
 //     and / or an unpacking pass after it wherever a piece is not one contiguous run of its
 //     buffer (plain memcpy per row), plus the copy of what a rank keeps (send_recv). This
-//     is the yardstick: "vs raw work".
+//     is the yardstick: "runtime / raw work" and "paired ratio".
 //   * "raw coll.": the blocking collective alone on contiguous buffers, others' parts only
 //     (MPI_Allgatherv, MPI_Reduce_scatter, MPI_Allreduce, MPI_Alltoallv,
 //     MPI_Isend/Irecv; local steps cost nothing there): the same where no data has to be
@@ -24,15 +24,21 @@
 //   for peers included: CommCounters::seconds) and outside it (packing, local steps,
 //   allocation, planning-cache lookup, bookkeeping).
 // Runs are interleaved: 6 warm-up rounds, then --reps rounds, each running every contender
-// once (a barrier before each, the first contender rotating), so that a slow stretch of a
-// shared machine hits them alike. Each time is the median over rounds of the max over
-// ranks.
+// once (a barrier before each, in an order shuffled per round), so that a slow stretch of a
+// shared machine hits them alike. Every contender's source buffer is written just before
+// its run (the same bytes, the same way), so that all start from the same cache state.
+// Each time is the median over rounds of the max over ranks; "runtime / raw work" is the
+// ratio of those medians, "paired ratio" the median over rounds of the per-round ratio
+// (both ran in the same round), and "raw work IQR" the interquartile range of raw work
+// over its median: how noisy the row is.
 //
 // A plain MPI program, not Google Benchmark: every rank must run the same iterations, and
 // the number that matters is the slowest rank's.
 //
 //   mpirun -np 4 --oversubscribe --mca pml ob1 --mca btl self,vader build/bin/reshard_bench
 //   ... reshard_bench --sizes-mib 1,16,64 --reps 9 [--only "P -> R"] [--fresh-pages] [--nonblocking]
+//       [--idle-raw-source]   (the raw programs' sources not rewritten before their runs:
+//                              the unequal start of the older tables)
 //
 // Rank 0 prints one Markdown table.
 #include <mpi.h>
@@ -46,6 +52,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -105,6 +112,8 @@ struct Timing {
   double total = 0;    // median over runs of the slowest rank's time
   double inside = 0;   // median over runs of the max over ranks of inside() (0 without it)
   double outside = 0;  // median over runs of the max over ranks of (own time - inside())
+  double q1 = 0, q3 = 0;  // the quartiles of the slowest rank's time over runs
+  std::vector<double> runs;  // the slowest rank's time per round, in round order
 };
 
 // One contender: prepare() (not timed), run() (timed), and, when given, inside(): the
@@ -115,20 +124,35 @@ struct Variant {
   std::function<double()> inside = nullptr;
 };
 
-double Median(std::vector<double> v) {
+double Quantile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
+double Median(const std::vector<double>& v) { return Quantile(v, 0.5); }
+
+// The median over rounds of a[r] / b[r]: each round's contenders ran back to back, so a
+// slow stretch of the machine that hits one round hits both and cancels in the ratio.
+double PairedRatio(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> r;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) r.push_back(a[i] / b[i]);
+  return Median(r);
 }
 
 // Times the variants interleaved: 6 warm-up rounds, then `reps` rounds; each round runs
-// every variant once (a barrier before each), starting with a different one each round, so
-// that a slow stretch of the machine hits all of them alike. Returns one Timing per variant.
+// every variant once (a barrier before each) in an order shuffled per round (the same
+// seed on every rank), so that a slow stretch of the machine hits all of them alike and no
+// contender always runs right after the same other one (at 1 MiB what the previous run
+// left in the caches moves a time by 20-40%, more than the effects measured here).
+// Returns one Timing per variant.
 std::vector<Timing> TimeInterleaved(const std::vector<Variant>& variants, int reps) {
   const size_t n = variants.size();
   std::vector<std::vector<double>> totals(n), insides(n), outsides(n);
+  std::vector<size_t> order(n);
   for (int round = -6; round < reps; ++round) {
-    for (size_t k = 0; k < n; ++k) {
-      const size_t v = (k + static_cast<size_t>(round + 6)) % n;
+    for (size_t k = 0; k < n; ++k) order[k] = k;
+    std::mt19937 rng(static_cast<unsigned>(round + 1000));
+    std::shuffle(order.begin(), order.end(), rng);
+    for (const size_t v : order) {
       variants[v].prepare();
       MPI_Barrier(MPI_COMM_WORLD);
       const double t0 = MPI_Wtime();
@@ -143,7 +167,10 @@ std::vector<Timing> TimeInterleaved(const std::vector<Variant>& variants, int re
     }
   }
   std::vector<Timing> out;
-  for (size_t v = 0; v < n; ++v) out.push_back({Median(totals[v]), Median(insides[v]), Median(outsides[v])});
+  for (size_t v = 0; v < n; ++v) {
+    out.push_back({Median(totals[v]), Median(insides[v]), Median(outsides[v]), Quantile(totals[v], 0.25),
+                   Quantile(totals[v], 0.75), totals[v]});
+  }
   return out;
 }
 
@@ -528,13 +555,19 @@ std::string Percent(double t, double ref) {
   return buf;
 }
 
+std::string Ratio(double r) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", r);
+  return buf;
+}
+
 std::string Ms(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3f", s * 1e3);
   return buf;
 }
 
-void RunCase(MpiCommunicator& comm, const Case& c, int64_t mib, int reps, bool nonblocking) {
+void RunCase(MpiCommunicator& comm, const Case& c, int64_t mib, int reps, bool nonblocking, bool idle_raw_source) {
   const int64_t elements = mib * (1 << 20) / 4;
   int64_t rows = 1;
   while (rows * rows < elements) rows *= 2;
@@ -589,9 +622,26 @@ void RunCase(MpiCommunicator& comm, const Case& c, int64_t mib, int reps, bool n
        [&] { return comm.counters().seconds - comm_seconds_before; }},
   };
   if (any_raw) {
-    variants.push_back({[] {}, all(raw)});
-    variants.push_back({[] {}, all(work)});
-    if (nonblocking) variants.push_back({[] {}, all(raw_nb)});
+    // Every contender starts from the same state of its source: written just before the
+    // run (the runtime's source is copied from `source` in its prepare; each raw program's
+    // first input buffer gets the same bytes written the same way). A buffer just written
+    // sits dirty in the writer's caches, and at 1 MiB MPI reading it from there took 20-35%
+    // longer than reading an idle one: an unequal start was most of the runtime's old
+    // deficit at 1 MiB (docs/BENCHMARKS.md).
+    const std::byte* src = source->has_local() ? source->local().bytes() : nullptr;
+    const size_t src_bytes = source->has_local() ? source->local().nbytes() : 0;
+    auto refill = [src, src_bytes, idle_raw_source](RawBuffers& b) -> std::function<void()> {
+      if (idle_raw_source) return [] {};  // the old, unequal start
+      return [src, src_bytes, &b] {
+        const size_t n = std::min(src_bytes, b.in.size() * sizeof(float));
+        if (n > 0) std::memcpy(b.in.data(), src, n);
+      };
+    };
+    size_t first = 0;  // the first step that communicates (local steps have no raw part)
+    while (!spmd::Communicates(plan.steps[first].kind())) ++first;
+    variants.push_back({refill(raw_buffers[3 * first]), all(raw)});
+    variants.push_back({refill(raw_buffers[3 * first + 1]), all(work)});
+    if (nonblocking) variants.push_back({refill(raw_buffers[3 * first + 2]), all(raw_nb)});
   }
   const std::vector<Timing> t = TimeInterleaved(variants, reps);
   ready.reset();
@@ -601,12 +651,16 @@ void RunCase(MpiCommunicator& comm, const Case& c, int64_t mib, int reps, bool n
   char ratio[32] = "n/a";
   if (plan.lower_bound_bytes > 0 || plan.bytes_per_rank == 0) std::snprintf(ratio, sizeof ratio, "%.2f", plan.Ratio());
   std::string raw_ms = "-", vs_raw = "local", work_ms = "-", vs_work = "local", nb_ms = "-", vs_nb = "local",
-              outside_share = "local";
+              outside_share = "local", paired = "-", spread = "-";
   if (any_raw) {
     raw_ms = Ms(t[1].total);
     vs_raw = Percent(runtime.total, t[1].total);
     work_ms = Ms(t[2].total);
-    vs_work = Percent(runtime.total, t[2].total);
+    vs_work = Ratio(runtime.total / t[2].total);
+    paired = Ratio(PairedRatio(runtime.runs, t[2].runs));
+    char iqr[32];
+    std::snprintf(iqr, sizeof iqr, "%.0f%%", 100.0 * (t[2].q3 - t[2].q1) / t[2].total);
+    spread = iqr;
     char share[32];
     std::snprintf(share, sizeof share, "%.0f%%", 100.0 * runtime.outside / t[1].total);
     outside_share = share;
@@ -617,7 +671,8 @@ void RunCase(MpiCommunicator& comm, const Case& c, int64_t mib, int reps, bool n
   }
   std::string line = "| " + c.name + " | " + MeshText(c.mesh) + " | " + std::to_string(mib) + " | " +
                      StepsText(plan) + " | " + Mib(plan.bytes_per_rank) + " | " + Mib(counted) + " | " + ratio +
-                     " | " + Ms(runtime.total) + " | " + work_ms + " | " + vs_work + " | " + raw_ms + " | " +
+                     " | " + Ms(runtime.total) + " | " + work_ms + " | " + vs_work + " | " + paired + " | " + spread +
+                     " | " + raw_ms + " | " +
                      vs_raw + " | ";
   if (nonblocking) line += nb_ms + " | " + vs_nb + " | ";
   line += Ms(runtime.inside) + " | " + Ms(runtime.outside) + " | " + outside_share + " |";
@@ -648,6 +703,7 @@ int main(int argc, char** argv) {
     std::string only;
     bool keep_pages = true;
     bool nonblocking = false;
+    bool idle_raw_source = false;
     for (int i = 1; i < argc; ++i) {
       const std::string arg = argv[i];
       if (arg == "--sizes-mib" && i + 1 < argc) sizes = ParseList(argv[++i]);
@@ -655,6 +711,7 @@ int main(int argc, char** argv) {
       if (arg == "--only" && i + 1 < argc) only = argv[++i];
       if (arg == "--fresh-pages") keep_pages = false;
       if (arg == "--nonblocking") nonblocking = true;
+      if (arg == "--idle-raw-source") idle_raw_source = true;
     }
     // Freed buffers stay in the heap for the next call (as a caching allocator keeps them),
     // instead of going back to the kernel and coming back as fresh zeroed pages every call.
@@ -690,16 +747,17 @@ int main(int argc, char** argv) {
       cases.push_back({"(P, P) -> (S(0), S(1))", grid, "[P(sum), P(sum)]", "[S(0), S(1)]"});
     }
     if (comm.rank() == 0) {
-      std::printf("reshard_bench: %d ranks, float32, median of %d (max over ranks)%s\n\n", n, reps,
-                  keep_pages ? "" : ", fresh pages for every buffer");
-      std::printf("| transition | mesh | MiB | plan | plan MiB/rank | counted MiB (max) | ratio | runtime ms | raw work ms | vs raw work | raw coll. ms | vs raw coll. |%s in collectives ms | outside ms | outside / raw coll. |\n",
+      std::printf("reshard_bench: %d ranks, float32, median of %d (max over ranks)%s%s\n\n", n, reps,
+                  keep_pages ? "" : ", fresh pages for every buffer",
+                  idle_raw_source ? ", raw sources idle (not rewritten before each run)" : "");
+      std::printf("| transition | mesh | MiB | plan | plan MiB/rank | counted MiB (max) | ratio | runtime ms | raw work ms | runtime / raw work | paired ratio | raw work IQR | raw coll. ms | vs raw coll. |%s in collectives ms | outside ms | outside / raw coll. |\n",
                   nonblocking ? " raw MPI_I* ms | vs MPI_I* |" : "");
-      std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|%s---|---|---|\n", nonblocking ? "---|---|" : "");
+      std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|%s---|---|---|\n", nonblocking ? "---|---|" : "");
     }
     for (int64_t mib : sizes) {
       for (const Case& c : cases) {
         if (!only.empty() && c.name.find(only) == std::string::npos) continue;
-        RunCase(comm, c, mib, reps, nonblocking);
+        RunCase(comm, c, mib, reps, nonblocking, idle_raw_source);
       }
     }
     return 0;

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 
@@ -377,12 +378,55 @@ Tensor Run(const StepContext& c, const Rescale& s, Tensor local, const std::vect
 
 // ---- the plan cache ----------------------------------------------------------------------
 
+// The cache key: every field of the request written as raw integers, each list behind its
+// length, so that two requests share a key exactly when they are equal (the meshes'
+// shapes, ids and axis names, the attrs' dims and partial axes, the shape and dtype).
+// Built without text formatting: a warm Reshard pays for this key and one lookup.
+class PlanKeyWriter {
+ public:
+  PlanKeyWriter() { key_.reserve(256); }  // one allocation for a typical request
+  void Int(int64_t v) { key_.append(reinterpret_cast<const char*>(&v), sizeof v); }
+  void Ints(const std::vector<int64_t>& v) {
+    Int(static_cast<int64_t>(v.size()));
+    key_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(int64_t));
+  }
+  void Mesh(const spmd::Mesh& m) {
+    Ints(m.shape());
+    Ints(m.process_ids());
+    Int(static_cast<int64_t>(m.axis_names().size()));
+    for (const std::string& name : m.axis_names()) {
+      Int(static_cast<int64_t>(name.size()));
+      key_ += name;
+    }
+  }
+  void Attr(const DistAttr& a) {
+    Int(static_cast<int64_t>(a.dims.size()));
+    for (const AxisList& axes : a.dims) {
+      Int(static_cast<int64_t>(axes.size()));
+      for (int axis : axes) Int(axis);
+    }
+    Int(static_cast<int64_t>(a.partial.size()));
+    for (const auto& [axis, op] : a.partial) {
+      Int(axis);
+      Int(static_cast<int64_t>(op));
+    }
+  }
+  std::string Take() { return std::move(key_); }
+
+ private:
+  std::string key_;
+};
+
 std::string PlanKey(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_mesh,
                     const DistAttr& to, const Shape& shape, DType dtype) {
-  std::string key = ToString(from_mesh) + "|" + ToString(from) + "|" + ToString(to_mesh) + "|" +
-                    ToString(to) + "|" + std::string(ToString(dtype)) + "|";
-  for (int64_t s : shape) key += std::to_string(s) + ",";
-  return key;
+  PlanKeyWriter w;
+  w.Mesh(from_mesh);
+  w.Attr(from);
+  w.Mesh(to_mesh);
+  w.Attr(to);
+  w.Ints(shape);
+  w.Int(static_cast<int64_t>(dtype));
+  return w.Take();
 }
 
 }  // namespace
@@ -467,21 +511,28 @@ std::optional<kernels::Tensor> ExecutePlan(const ReshardPlan& plan,
   return local;
 }
 
-ReshardPlan CachedPlanReshard(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_mesh,
-                              const DistAttr& to, const Shape& shape, DType dtype) {
+std::shared_ptr<const ReshardPlan> CachedPlan(const Mesh& from_mesh, const DistAttr& from,
+                                              const Mesh& to_mesh, const DistAttr& to,
+                                              const Shape& shape, DType dtype) {
   static std::mutex mu;
-  static std::map<std::string, ReshardPlan> cache;
+  static std::unordered_map<std::string, std::shared_ptr<const ReshardPlan>> cache;
   const std::string key = PlanKey(from_mesh, from, to_mesh, to, shape, dtype);
   {
     std::lock_guard<std::mutex> lock(mu);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
   }
-  ReshardPlan plan = from_mesh == to_mesh ? PlanReshard(from_mesh, shape, dtype, from, to)
-                                          : PlanReshard(from_mesh, from, to_mesh, to, shape, dtype);
+  auto plan = std::make_shared<const ReshardPlan>(
+      from_mesh == to_mesh ? PlanReshard(from_mesh, shape, dtype, from, to)
+                           : PlanReshard(from_mesh, from, to_mesh, to, shape, dtype));
   std::lock_guard<std::mutex> lock(mu);
   if (cache.size() >= 4096) cache.clear();
   cache.emplace(key, plan);
   return plan;
+}
+
+ReshardPlan CachedPlanReshard(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_mesh,
+                              const DistAttr& to, const Shape& shape, DType dtype) {
+  return *CachedPlan(from_mesh, from, to_mesh, to, shape, dtype);
 }
 
 }  // namespace spmd::runtime

@@ -42,6 +42,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -95,7 +96,12 @@ std::optional<kernels::Tensor> ExecutePlan(const ReshardPlan& plan,
                                            Communicator& comm, ReshardReport* report = nullptr);
 
 // PlanReshard behind a cache shared by every thread of the process (plans are pure
-// functions of their request; the cache holds at most a few thousand plans).
+// functions of their request; the cache holds at most a few thousand plans). CachedPlan
+// hands out the cached plan itself (immutable, kept alive by the pointer even when the
+// cache is cleared), so a warm call copies nothing; CachedPlanReshard returns a copy.
+std::shared_ptr<const ReshardPlan> CachedPlan(const Mesh& from_mesh, const DistAttr& from,
+                                              const Mesh& to_mesh, const DistAttr& to,
+                                              const Shape& shape, DType dtype);
 ReshardPlan CachedPlanReshard(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_mesh,
                               const DistAttr& to, const Shape& shape, DType dtype);
 

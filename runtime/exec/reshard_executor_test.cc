@@ -5,11 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <mutex>
+#include <string>
 #include <numeric>
 #include <vector>
 
 #include "rules/dist_attr.h"
+#include "rules/reshard_print.h"
 #include "runtime/comm/thread_communicator.h"
 #include "runtime/exec/dist_tensor.h"
 #include "runtime/testing/runtime_test_util.h"
@@ -172,6 +175,66 @@ TEST(Executor, RejectsABufferOfTheWrongShape) {
                         },
                         Quick()),
                CommError);
+}
+
+// The plan cache answers every request with the plan PlanReshard gives that request, for
+// requests that differ from one another in a single field (either mesh's ids, shape or
+// axis names, a dim's axes or their co-shard order, a partial op, the global shape, the
+// dtype): a key that left any of them out would hand one of these another's plan.
+TEST(PlanCache, AnswersEachRequestWithItsOwnPlan) {
+  struct Request {
+    Mesh from_mesh, to_mesh;
+    DistAttr from, to;
+    Shape shape;
+    DType dtype;
+  };
+  const Mesh grid({2, 2});
+  const DistAttr s0 = Parse("[S(0), S(1)]", 2), rr = Parse("[R, R]", 2);
+  std::vector<Request> requests = {
+      {grid, grid, s0, rr, {8, 6}, DType::kFloat32},
+      {grid, grid, s0, rr, {8, 6}, DType::kFloat64},
+      {grid, grid, s0, rr, {6, 8}, DType::kFloat32},
+      {grid, grid, s0, rr, {8, 6, 1}, DType::kFloat32},
+      {grid, grid, Parse("[S(1), S(0)]", 2), rr, {8, 6}, DType::kFloat32},
+      {grid, grid, Parse("[S(0)#1, S(0)#0]", 2), rr, {8, 6}, DType::kFloat32},
+      {grid, grid, Parse("[S(0)#0, S(0)#1]", 2), rr, {8, 6}, DType::kFloat32},
+      {grid, grid, Parse("[P(sum), R]", 2), rr, {8, 6}, DType::kFloat32},
+      {grid, grid, Parse("[P(max), R]", 2), rr, {8, 6}, DType::kFloat32},
+      {grid, grid, s0, Parse("[R, S(0)]", 2), {8, 6}, DType::kFloat32},
+      {grid, Mesh({2, 2}, {3, 2, 1, 0}), s0, rr, {8, 6}, DType::kFloat32},
+      {grid, Mesh({4}), s0, Parse("[R]", 2), {8, 6}, DType::kFloat32},
+      {grid, Mesh({2, 2}, {}, {"dp", "tp"}), s0, rr, {8, 6}, DType::kFloat32},
+      {Mesh({2, 2}, {0, 2, 1, 3}), grid, s0, rr, {8, 6}, DType::kFloat32},
+      {Mesh({4}), Mesh({4}), Parse("[S(0)]", 2), Parse("[R]", 2), {8, 6}, DType::kFloat32},
+  };
+  for (Request& r : requests) {
+    if (r.from.rank() != static_cast<int>(r.shape.size())) {  // the 3-d shape: one more dim
+      r.from.dims.resize(r.shape.size());
+      r.to.dims.resize(r.shape.size());
+    }
+  }
+  std::vector<ReshardPlan> planned;
+  std::vector<std::string> want;
+  for (const Request& r : requests) {
+    planned.push_back(r.from_mesh == r.to_mesh
+                          ? PlanReshard(r.from_mesh, r.shape, r.dtype, r.from, r.to)
+                          : PlanReshard(r.from_mesh, r.from, r.to_mesh, r.to, r.shape, r.dtype));
+    want.push_back(ToString(planned.back()));
+  }
+  for (int pass = 0; pass < 2; ++pass) {  // cold, then warm, in the other order
+    for (size_t k = 0; k < requests.size(); ++k) {
+      const size_t i = pass == 0 ? k : requests.size() - 1 - k;
+      const Request& r = requests[i];
+      const std::shared_ptr<const ReshardPlan> plan =
+          CachedPlan(r.from_mesh, r.from, r.to_mesh, r.to, r.shape, r.dtype);
+      EXPECT_EQ(ToString(*plan), want[i]) << "request " << i << ", pass " << pass;
+      const ReshardPlan& p = planned[i];
+      EXPECT_TRUE(plan->from_mesh == p.from_mesh && plan->to_mesh == p.to_mesh && plan->from == p.from &&
+                  plan->to == p.to && plan->shape == p.shape && plan->dtype == p.dtype)
+          << "request " << i << ", pass " << pass;
+      EXPECT_EQ(ToString(CachedPlanReshard(r.from_mesh, r.from, r.to_mesh, r.to, r.shape, r.dtype)), want[i]);
+    }
+  }
 }
 
 }  // namespace
