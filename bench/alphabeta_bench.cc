@@ -2,7 +2,7 @@
 // under mpirun (docs/RESHARD.md "Time").
 //
 // --fit: for each step kind, a one-step plan on the mesh of all the ranks, forced with
-//   ReshardOptions::excluded, executed by the reshard executor (runtime/reshard_executor.h)
+//   ReshardOptions::excluded, executed by the reshard executor (runtime/exec/reshard_executor.h)
 //   at a range of sizes; alpha and beta fitted (Theil-Sen) to time = alpha * messages + beta * bytes
 //   (local steps: + beta * bytes written; send_recv: minus the local fit's beta times the
 //   bytes it writes). Prints the points and the fit and
@@ -54,11 +54,11 @@
 #include "kernels/tensor.h"
 #include "rules/layout.h"
 #include "rules/reshard.h"
-#include "runtime/mpi_communicator.h"
-#include "runtime/reshard_executor.h"
+#include "runtime/comm/mpi_communicator.h"
+#include "runtime/exec/reshard_executor.h"
 #ifdef SPMD_HAVE_NCCL
 #include "kernels/cuda/cuda.h"
-#include "runtime/nccl_communicator.h"
+#include "runtime/comm/nccl_communicator.h"
 #endif
 
 namespace {
