@@ -14,7 +14,7 @@ out=$(printf '%s\n' \
 expected='{"inputs":[{"dims_mapping":[0,-1],"partial":{}}],"outputs":[{"dims_mapping":[0,-1],"partial":{}}]}
 {"error":{"message":"line: not valid JSON","type":"InvalidArgument"}}
 {"error":{"message":"op: unknown op '"'"'no_such_op'"'"'","type":"UnknownOp"}}
-{"error":{"message":"attrs.perm: axis 1 is listed twice","type":"InvalidArgument"}}
+{"error":{"message":"attrs.perm: [1, 1] is not a permutation","type":"InvalidArgument"}}
 {"inputs":[{"dims_mapping":[-1,0],"partial":{}}],"outputs":[{"dims_mapping":[-1,0],"partial":{}}]}'
 if [ "$out" != "$expected" ]; then
   echo "unexpected answers:"; echo "$out"

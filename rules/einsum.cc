@@ -357,7 +357,8 @@ InferResult Finish(const Context& cx, const Inputs& inputs, FactorMap map) {
 
   // Step 4b: a partial axis of an input that the op does not keep, that no factor uses and
   // that no input keeps, goes to a free factor (one no mesh axis shards, neither forced
-  // replicated nor exchanged nor tied, at least as large as the axis, in every output): the
+  // replicated nor exchanged nor tied, at least as large as the axis, in every output but
+  // the whole ones): the
   // inputs partial there are reduce-scattered onto it ((n-1)/n of an all-reduce's
   // 2(n-1)/n), the others slice it (no bytes), and the outputs come out sharded on it. The
   // factor chosen is the one the most partial elements reach (ties: an even split, then
@@ -380,8 +381,11 @@ InferResult Finish(const Context& cx, const Inputs& inputs, FactorMap map) {
             !map.Of(f).empty() || spec.factor_sizes[f] < n) {
           continue;
         }
-        bool everywhere = true;
-        for (const Notation& out : spec.outputs) everywhere = everywhere && cx.Has(out, f);
+        bool everywhere = true;  // whole outputs (attrs alone make them) take no partial
+        for (size_t o = 0; o < spec.outputs.size(); ++o) {
+          if (Contains(spec.whole_outputs, static_cast<int>(o))) continue;
+          everywhere = everywhere && cx.Has(spec.outputs[o], f);
+        }
         if (!everywhere) continue;
         int64_t gain = 0;
         for (size_t i = 0; i < inputs.size(); ++i) {

@@ -146,6 +146,17 @@ TEST(OutputShapes, NewDimsAreSizedByTheDeclaration) {
 }
 
 TEST(OutputShapes, AnOutputTooLargeIsRefused) {
+  // Inputs of 2^40 elements each, an outer product of 2^80: the engine refuses the output.
+  const OpDecl& einsum = *FindOp("einsum");
+  try {
+    InferOutputShapes(einsum, {{int64_t{1} << 40}, {int64_t{1} << 40}},
+                      einsum.NormalizeAttrs(Attrs().With("equation", std::string("i,j->ij"))));
+    ADD_FAILURE() << "no error";
+  } catch (const SpmdError& e) {
+    EXPECT_EQ(e.type(), ErrorType::kInvalidArgument);
+    EXPECT_EQ(e.field(), "outputs[0].shape");
+  }
+  // Where the op's plan sees the size first, it names the attr that makes it too large.
   const OpDecl& tile = *FindOp("tile");
   try {
     InferOutputShapes(tile, {{1 << 20, 1 << 20}},
@@ -153,7 +164,7 @@ TEST(OutputShapes, AnOutputTooLargeIsRefused) {
     ADD_FAILURE() << "no error";
   } catch (const SpmdError& e) {
     EXPECT_EQ(e.type(), ErrorType::kInvalidArgument);
-    EXPECT_EQ(e.field(), "outputs[0].shape");
+    EXPECT_EQ(e.field(), "attrs.repeat_times");
   }
 }
 

@@ -96,3 +96,20 @@ DEFAULTS = {
     "adamw": {"lr": 0.001, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "weight_decay": 0.01,
               "step": 1},
 }
+
+# The unary math family (rules/unary_math_list.h).
+UNARY_MATH_DEFAULTS = {
+    "sin": {}, "cos": {}, "tan": {}, "asin": {}, "acos": {}, "atan": {}, "sinh": {}, "cosh": {},
+    "asinh": {}, "atanh": {}, "expm1": {}, "log1p": {}, "log2": {}, "log10": {}, "erf": {},
+    "ceil": {}, "floor": {}, "round": {"decimals": 0}, "trunc": {}, "sign": {}, "reciprocal": {},
+    "square": {}, "logsigmoid": {}, "softsign": {}, "softplus": {"beta": 1.0, "threshold": 20.0},
+    "mish": {"threshold": 20.0}, "swish": {}, "relu6": {}, "hardswish": {},
+    "hardsigmoid": {"slope": 0.2, "offset": 0.5}, "leaky_relu": {"negative_slope": 0.02},
+    "elu": {"alpha": 1.0}, "celu": {"alpha": 1.0},
+    "selu": {"scale": 1.0507009873554804934193349852946, "alpha": 1.6732632423543772848170429916717},
+    "hardshrink": {"threshold": 0.5}, "softshrink": {"threshold": 0.5},
+    "hardtanh": {"t_min": 0.0, "t_max": 24.0}, "thresholded_relu": {"threshold": 1.0, "value": 0.0},
+    "stanh": {"scale_a": 0.67, "scale_b": 1.7159}, "tanh_shrink": {}, "logit": {"eps": 1e-6},
+    "assign": {},
+}
+DEFAULTS.update(UNARY_MATH_DEFAULTS)

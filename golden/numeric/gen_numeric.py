@@ -29,7 +29,7 @@ import numpy as np
 
 # Every declared attr of every op with its default, checked against the declarations by
 # check_attr_defaults.py.
-from attr_defaults import DEFAULTS, REQUIRED
+from attr_defaults import DEFAULTS, REQUIRED, UNARY_MATH_DEFAULTS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RNG = np.random.default_rng(20240531)
@@ -2297,21 +2297,6 @@ def gen_adamw():
 
 # ---- the unary math family (rules/unary_math_list.h) ----------------------------------------
 
-UNARY_MATH_DEFAULTS = {
-    "sin": {}, "cos": {}, "tan": {}, "asin": {}, "acos": {}, "atan": {}, "sinh": {}, "cosh": {},
-    "asinh": {}, "atanh": {}, "expm1": {}, "log1p": {}, "log2": {}, "log10": {}, "erf": {},
-    "ceil": {}, "floor": {}, "round": {"decimals": 0}, "trunc": {}, "sign": {}, "reciprocal": {},
-    "square": {}, "logsigmoid": {}, "softsign": {}, "softplus": {"beta": 1.0, "threshold": 20.0},
-    "mish": {"threshold": 20.0}, "swish": {}, "relu6": {}, "hardswish": {},
-    "hardsigmoid": {"slope": 0.2, "offset": 0.5}, "leaky_relu": {"negative_slope": 0.02},
-    "elu": {"alpha": 1.0}, "celu": {"alpha": 1.0},
-    "selu": {"scale": 1.0507009873554804934193349852946, "alpha": 1.6732632423543772848170429916717},
-    "hardshrink": {"threshold": 0.5}, "softshrink": {"threshold": 0.5},
-    "hardtanh": {"t_min": 0.0, "t_max": 24.0}, "thresholded_relu": {"threshold": 1.0, "value": 0.0},
-    "stanh": {"scale_a": 0.67, "scale_b": 1.7159}, "tanh_shrink": {}, "logit": {"eps": 1e-6},
-    "assign": {},
-}
-DEFAULTS.update(UNARY_MATH_DEFAULTS)
 family("unary_math", list(UNARY_MATH_DEFAULTS))
 RNG8 = np.random.default_rng(20261207)
 _erf = np.vectorize(math.erf, otypes=[float])
