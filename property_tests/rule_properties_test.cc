@@ -23,6 +23,7 @@
 
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -531,17 +532,19 @@ void CheckEinsumAnswer(const OpDecl& op, const ForwardRequest& request, const In
     for (int axis : axes) used[axis] = true;
   }
 
-  // 3: a required partial is one the input was given, on a mesh axis no merged factor uses.
+  // 3: a required partial is on a mesh axis no merged factor uses, with a given one's reduce op.
   // Which given partials the rule keeps is its acceptance policy (DECISIONS.md); that a kept
   // one is sound is the checker's proof (spmd check), and that a dropped one was needed is
   // the completeness report's, so this property does not restate the policy.
   for (size_t i = 0; i < answer.inputs.size(); ++i) {
     if (unread(i)) continue;
     for (const auto& [axis, reduce] : answer.inputs[i].partial) {
+      // A new partial axis is a local step (R -> P, S -> P: a linear op keeping another
+      // input's partial); a given one keeps its reduce op.
       auto given = request.inputs[i].dist.partial.find(axis);
-      if (given == request.inputs[i].dist.partial.end() || given->second != reduce) {
-        RC_FAIL("required inputs[" + std::to_string(i) + "] is partial on mesh axis " +
-                std::to_string(axis) + " where the given input was not" + context);
+      if (given != request.inputs[i].dist.partial.end() && given->second != reduce) {
+        RC_FAIL("required inputs[" + std::to_string(i) + "] changes the reduce op on mesh axis " +
+                std::to_string(axis) + context);
       }
       if (used[axis]) {
         RC_FAIL("required inputs[" + std::to_string(i) + "] is partial on mesh axis " +
@@ -561,6 +564,11 @@ void CheckEinsumAnswer(const OpDecl& op, const ForwardRequest& request, const In
     for (const auto& [letter, axes] : merged) {
       if (Contains(spec.whole_outputs, static_cast<int>(o))) break;
       if (Contains(spec.outputs[o], letter) || Contains(spec.exchanged, letter)) continue;
+      // A tied follower is sharded with its leader (each shard meets its own piece), so
+      // it sums nothing over its axes.
+      bool follower = false;
+      for (const auto& [f, leader] : spec.tied) follower = follower || f == letter;
+      if (follower) continue;
       for (int axis : axes) expected[axis] = spec.reduce;
     }
     if (answer.outputs[o].partial != expected) {
@@ -571,23 +579,40 @@ void CheckEinsumAnswer(const OpDecl& op, const ForwardRequest& request, const In
     }
   }
 
-  // 5: the first claim wins, or the factor is cleared.
+  // 5: a factor keeps one of its claims (the cheapest wins a contest: docs/DECISIONS.md),
+  // takes its leader's list (a tied follower), takes one mesh axis a partial input held and
+  // nothing else uses (a reduce-scatter onto a free factor), or is cleared.
   if (op.forward_override) return;
-  std::map<FactorId, AxisList> first;
+  std::map<FactorId, std::vector<AxisList>> claims;
+  std::set<int> partial_axes;
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     if (unread(i)) continue;
+    for (const auto& [axis, reduce] : request.inputs[i].dist.partial) partial_axes.insert(axis);
     for (size_t d = 0; d < spec.inputs[i].size(); ++d) {
       const FactorId letter = spec.inputs[i][d];
       const AxisList& given = request.inputs[i].dist.dims[d];
-      if (letter != kBroadcastDim && !given.empty()) first.emplace(letter, given);
+      if (letter != kBroadcastDim && !given.empty()) claims[letter].push_back(given);
     }
   }
+  std::map<FactorId, FactorId> leader_of;
+  for (const auto& [follower, leader] : spec.tied) leader_of[follower] = leader;
   for (const auto& [letter, axes] : merged) {
     if (axes.empty()) continue;
-    auto it = first.find(letter);
-    if (it == first.end() || it->second != axes) {
+    std::vector<AxisList> own = claims[letter];
+    for (const auto& [follower, leader] : spec.tied) {  // tied factors share their claims
+      const FactorId other = follower == letter ? leader : leader == letter ? follower : -1;
+      if (other >= 0) own.insert(own.end(), claims[other].begin(), claims[other].end());
+    }
+    bool explained = std::find(own.begin(), own.end(), axes) != own.end();
+    auto lead = leader_of.find(letter);
+    if (!explained && lead != leader_of.end()) {
+      auto it = merged.find(lead->second);
+      explained = it != merged.end() && it->second == axes;
+    }
+    explained = explained || (axes.size() == 1 && partial_axes.count(axes[0]) > 0);
+    if (!explained) {
       RC_FAIL("factor '" + EinsumSpec::FactorName(letter) +
-              "' is sharded on axes other than its first claim" + context);
+              "' is sharded on axes none of its claims gave" + context);
     }
   }
 }
