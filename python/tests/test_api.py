@@ -79,7 +79,9 @@ def test_plan_figures_hold_together():
             assert step["before"] == before
             before = step["after"]
         assert before == dst or (not p.steps and src == dst)
-        assert str(p).splitlines()[-1].startswith(f"total {p.bytes_per_rank} bytes per rank")
+        *_, total, modelled = str(p).splitlines()
+        assert total.startswith(f"total {p.bytes_per_rank} bytes per rank")
+        assert modelled.startswith("modelled time ") and "planned for least bytes" in modelled
 
 
 def test_the_rules_answers_are_sound_and_a_dropped_partial_is_not():
