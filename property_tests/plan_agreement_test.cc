@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/kernels.h"
+#include "property_tests/verdict.h"
 #include "reference/reference.h"
 #include "rules/error.h"
 #include "rules/mesh.h"
@@ -25,33 +26,9 @@
 namespace spmd {
 namespace {
 
-struct Verdict {
-  bool accepted = true;
-  ErrorType type = ErrorType::kInvalidArgument;
-  std::string field;
-  std::string Describe() const {
-    return accepted ? "accepted" : std::string(ToString(type)) + " " + field;
-  }
-  bool operator==(const Verdict& o) const {
-    return accepted == o.accepted && (accepted || (type == o.type && field == o.field));
-  }
-};
-
-template <typename Fn>
-Verdict Run(Fn&& fn) {
-  try {
-    fn();
-    return {};
-  } catch (const SpmdError& e) {
-    return {false, e.type(), e.field()};
-  }
-}
-
-int64_t Numel(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return n;
-}
+using agreement::Numel;
+using agreement::Run;
+using agreement::Verdict;
 
 struct Case {
   std::vector<Shape> shapes;
