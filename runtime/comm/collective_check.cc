@@ -10,17 +10,6 @@ namespace {
 enum RecordField { kKind, kDType, kOp, kRoot, kSize, kGroupHash, kCountsHash, kCountsSize, kStep, kPreview };
 constexpr int kPreviewCounts = kRecordSize - kPreview;
 
-int64_t Hash(const std::vector<int64_t>& values) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the bytes
-  for (int64_t v : values) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (static_cast<uint64_t>(v) >> (8 * i)) & 0xff;
-      h *= 1099511628211ull;
-    }
-  }
-  return static_cast<int64_t>(h & 0x7fffffffffffffffull);
-}
-
 bool SameCall(const Record& a, const Record& b) {
   return std::equal(a.begin(), a.begin() + kStep, b.begin());
 }
@@ -49,11 +38,22 @@ std::string DescribeRecord(const Record& r, const Group& group) {
     if (on != std::string::npos) out.resize(on);
     if (r[kCountsSize] > kPreviewCounts) out += " (counts truncated)";
   }
-  if (r[kGroupHash] != Hash(group)) out += " on another group";
+  if (r[kGroupHash] != HashValues(group)) out += " on another group";
   return out;
 }
 
 }  // namespace
+
+int64_t HashValues(const std::vector<int64_t>& values) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the bytes
+  for (int64_t v : values) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (static_cast<uint64_t>(v) >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  }
+  return static_cast<int64_t>(h & 0x7fffffffffffffffull);
+}
 
 Record MakeRecord(const CollectiveDesc& d, int64_t step) {
   Record r{};
@@ -63,9 +63,9 @@ Record MakeRecord(const CollectiveDesc& d, int64_t step) {
   r[kOp] = reduces ? static_cast<int64_t>(d.op) : -1;
   r[kRoot] = d.root;
   r[kSize] = static_cast<int64_t>(d.group.size());
-  r[kGroupHash] = Hash(d.group);
+  r[kGroupHash] = HashValues(d.group);
   // all_to_all counts differ per member by design: checked pairwise (AllToAllCounts).
-  r[kCountsHash] = d.kind == Collective::kAllToAll ? 0 : Hash(d.counts);
+  r[kCountsHash] = d.kind == Collective::kAllToAll ? 0 : HashValues(d.counts);
   r[kCountsSize] = static_cast<int64_t>(d.counts.size());
   r[kStep] = step;
   for (int i = 0; i < kPreviewCounts; ++i) {

@@ -20,6 +20,10 @@ namespace spmd::runtime::nccl {
 // step, the first 8 counts). all_to_all records also carry both count vectors in a second
 // exchange (AllToAllCounts).
 inline constexpr int kRecordSize = 17;
+// A group's (or a count vector's) identity in a record and in the communicators' group
+// handshakes: FNV-1a over the values' bytes, non-negative. One definition, so that MPI, NCCL
+// and the records agree.
+int64_t HashValues(const std::vector<int64_t>& values);
 using Record = std::array<int64_t, kRecordSize>;
 Record MakeRecord(const CollectiveDesc& desc, int64_t step);
 // "" when the members' records (position order) describe the same call, else

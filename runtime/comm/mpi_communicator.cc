@@ -27,17 +27,6 @@ constexpr int kHeaderTag = 2;  // SPMD_DEBUG=collectives: {dtype, count, step} b
 constexpr int kGroupTag = 3;   // the handshake before creating a group's communicator
 constexpr int kCreateTag = 4;  // MPI_Comm_create_group
 
-int64_t Hash(const std::vector<int64_t>& values) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the bytes
-  for (int64_t v : values) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (static_cast<uint64_t>(v) >> (8 * i)) & 0xff;
-      h *= 1099511628211ull;
-    }
-  }
-  return static_cast<int64_t>(h & 0x7fffffffffffffffull);
-}
-
 MPI_Datatype ToMpi(DType dtype) {
   switch (dtype) {
     case DType::kFloat64: return MPI_DOUBLE;
@@ -281,7 +270,7 @@ MPI_Comm MpiCommunicator::GroupComm(const Call& call) {
   // Handshake: every member tells every other one which group it is creating. Polled, so a
   // member that never comes times out; a member with another group (or order) is named.
   const int64_t n = static_cast<int64_t>(group.size());
-  const int64_t mine = Hash(group);
+  const int64_t mine = nccl::HashValues(group);
   std::vector<int64_t> theirs(n, 0);
   std::vector<MPI_Request> requests;
   for (int64_t q = 0; q < n; ++q) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda.h"
+#include "runtime/comm/collective_check.h"
 #include "rules/error.h"
 
 namespace spmd::runtime {
@@ -45,17 +46,6 @@ std::string Seconds(double s) {
   out.erase(out.find_last_not_of('0') + 1);
   if (!out.empty() && out.back() == '.') out.pop_back();
   return out + " s";
-}
-
-int64_t Hash(const Group& values) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the bytes
-  for (int64_t v : values) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (static_cast<uint64_t>(v) >> (8 * i)) & 0xff;
-      h *= 1099511628211ull;
-    }
-  }
-  return static_cast<int64_t>(h & 0x7fffffffffffffffull);
 }
 
 int MpiRank(MPI_Comm comm) {
@@ -331,7 +321,7 @@ class NcclTransport final : public nccl::Transport {
     };
     const int64_t p = std::find(group.begin(), group.end(), rank_) - group.begin();
     Blob mine;
-    mine.hash = Hash(group);
+    mine.hash = nccl::HashValues(group);
     if (p == 0) CheckNccl(ncclGetUniqueId(&mine.id), nullptr, "ncclGetUniqueId");
     std::vector<Blob> theirs(n);
     std::vector<MPI_Request> requests;
