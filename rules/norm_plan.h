@@ -212,6 +212,15 @@ inline void ClassAxis(const Shape& probs, size_t at, const std::string& what, Cr
   p.loss_shape = probs;
   p.loss_shape[p.axis] = 1;
 }
+// The label (input `label`): the probabilities' shape when soft, the loss shape when hard.
+inline void CheckLabel(const CrossEntropyPlan& p, const Shapes& shapes, int label, const Shape& probs) {
+  const Shape& want = p.soft_label ? probs : p.loss_shape;
+  if (shapes[label] != want) {
+    ThrowInvalid(shape::InputField(label, "shape"), std::string(p.soft_label ? "soft" : "hard") +
+                                                        " label must have shape " + shape::ShapeString(want) +
+                                                        ", got " + shape::ShapeString(shapes[label]));
+  }
+}
 }  // namespace internal
 
 // cross_entropy_with_softmax (logits, label) -> softmax (logits' shape), loss: a soft
@@ -220,12 +229,7 @@ inline CrossEntropyPlan PlanCrossEntropy(const Shapes& shapes, const Attrs& attr
   CrossEntropyPlan p = internal::ReadCrossEntropyAttrs(attrs);
   CheckArity(shapes, 2);
   internal::ClassAxis(shapes[0], 0, "logits", p);
-  const Shape& want = p.soft_label ? shapes[0] : p.loss_shape;
-  if (shapes[1] != want) {
-    ThrowInvalid(shape::InputField(1, "shape"), std::string(p.soft_label ? "soft" : "hard") +
-                                                    " label must have shape " + shape::ShapeString(want) +
-                                                    ", got " + shape::ShapeString(shapes[1]));
-  }
+  internal::CheckLabel(p, shapes, 1, shapes[0]);
   return p;
 }
 
@@ -234,12 +238,7 @@ inline CrossEntropyPlan PlanCrossEntropyGrad(const Shapes& shapes, const Attrs& 
   CrossEntropyPlan p = internal::ReadCrossEntropyAttrs(attrs);
   CheckArity(shapes, 3);
   internal::ClassAxis(shapes[1], 1, "softmax", p);
-  const Shape& want = p.soft_label ? shapes[1] : p.loss_shape;
-  if (shapes[0] != want) {
-    ThrowInvalid(shape::InputField(0, "shape"), std::string(p.soft_label ? "soft" : "hard") +
-                                                    " label must have shape " + shape::ShapeString(want) +
-                                                    ", got " + shape::ShapeString(shapes[0]));
-  }
+  internal::CheckLabel(p, shapes, 0, shapes[1]);
   if (shapes[2] != p.loss_shape) {
     ThrowInvalid(shape::InputField(2, "shape"), "loss_grad must have shape " + shape::ShapeString(p.loss_shape) +
                                                     ", got " + shape::ShapeString(shapes[2]));
