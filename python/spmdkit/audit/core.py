@@ -264,18 +264,14 @@ def audit_op(rules, op: str, cases: int, seed: int) -> OpReport:
         except spmdkit.SpmdError:
             rep.unpriced += 1
             continue
+        example = {"request": req.infer_line(), "framework": theirs.to_json(), "spmdkit": ours.to_json(),
+                   "framework_bytes": b_theirs, "spmdkit_bytes": b_ours}
         if b_theirs > b_ours:
             rep.framework_more_bytes += 1
-            if rep.more_bytes_example is None:
-                rep.more_bytes_example = {"request": req.infer_line(), "framework": theirs.to_json(),
-                                          "spmdkit": ours.to_json(), "framework_bytes": b_theirs,
-                                          "spmdkit_bytes": b_ours}
+            rep.more_bytes_example = rep.more_bytes_example or example
         elif b_ours > b_theirs:
             rep.spmdkit_more_bytes += 1
-            if rep.spmdkit_more_bytes_example is None:
-                rep.spmdkit_more_bytes_example = {"request": req.infer_line(), "framework": theirs.to_json(),
-                                                  "spmdkit": ours.to_json(), "framework_bytes": b_theirs,
-                                                  "spmdkit_bytes": b_ours}
+            rep.spmdkit_more_bytes_example = rep.spmdkit_more_bytes_example or example
     return rep
 
 
