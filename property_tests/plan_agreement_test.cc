@@ -149,8 +149,9 @@ const char* const kPlannedOps[] = {
 // The ops whose rule takes its checks from the plan alone.
 const char* const kRuleOps[] = {
     "clip", "cast", "gelu_grad", "add_n", "matmul", "bmm", "matmul_grad", "bmm_grad", "p_norm", "argmax",
-    "softmax_grad", "lookup_table_v2", "cross_entropy_with_softmax", "cross_entropy_with_softmax_grad",
-    "fused_rotary_position_embedding"};
+    "sum", "mean", "softmax_grad", "layer_norm", "rms_norm", "layer_norm_grad", "rms_norm_grad",
+    "lookup_table_v2", "c_embedding", "embedding_grad", "c_embedding_grad", "cross_entropy_with_softmax",
+    "cross_entropy_with_softmax_grad", "fused_rotary_position_embedding"};
 
 bool InRuleOps(const std::string& name) {
   for (const char* op : kRuleOps) {

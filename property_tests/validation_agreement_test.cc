@@ -19,6 +19,7 @@
 #include "property_tests/verdict.h"
 #include "reference/reference.h"
 #include "rules/error.h"
+#include "rules/notation.h"
 #include "rules/registry.h"
 #include "rules/shape_util.h"
 
@@ -198,7 +199,10 @@ TEST(ValidationAgreement, PlannedOpsUnderMutation) {
                            "unbind", "concat", "stack", "slice", "tile", "expand", "expand_as", "triu", "tril",
                            "tril_triu", "one_hot", "roll", "pad", "swiglu", "index_select", "gather",
                            "gather_nd", "scatter", "scatter_nd_add", "argsort", "topk", "dropout",
-                           "fused_dropout_add"}) {
+                           "fused_dropout_add", "sum", "mean", "softmax_grad", "layer_norm", "rms_norm",
+                           "layer_norm_grad", "rms_norm_grad", "lookup_table_v2", "embedding_grad",
+                           "c_embedding", "c_embedding_grad", "cross_entropy_with_softmax",
+                           "cross_entropy_with_softmax_grad"}) {
     const OpDecl* op = FindOp(name);
     ASSERT_NE(op, nullptr) << name;
     int requests = 0, accepted = 0;
@@ -213,6 +217,55 @@ TEST(ValidationAgreement, PlannedOpsUnderMutation) {
     // The mutations reach both sides of the plan: some accepted, some refused.
     EXPECT_GT(accepted, 0) << name;
     EXPECT_LT(accepted, requests) << name;
+  }
+}
+
+// The normalisations' shapes for begin_norm_axis `begin` (any int): x of `x`, the
+// parameters [prod(x[b:])] and the statistics x[:b] for b = begin normalised into
+// [0, rank), so that a negative begin in range is a request every side should accept;
+// outside the range the shapes stay those of begin 0.
+std::vector<Shape> NormShapes(const Shape& x, int64_t begin, size_t params, size_t statistics, bool grad) {
+  const auto rank = static_cast<int64_t>(x.size());
+  const int64_t b = begin < -rank || begin >= rank ? 0 : (begin < 0 ? begin + rank : begin);
+  std::vector<Shape> shapes{x};
+  shapes.insert(shapes.end(), params, Shape{Numel(Shape(x.begin() + b, x.end()))});
+  if (grad) {
+    shapes.insert(shapes.end(), statistics, Shape(x.begin(), x.begin() + b));
+    shapes.push_back(x);
+  }
+  return shapes;
+}
+
+// layer_norm, rms_norm and their grads over begin_norm_axis in [-rank-1, rank] and epsilon
+// at and past the edges of its range, on x of rank 1 to 4: the rule (which reads both
+// through the plan), the reference and the CPU kernel agree. Before the rule took the
+// plan, it refused every negative begin_norm_axis that the others normalised.
+TEST(ValidationAgreement, NormBeginAxisAndEpsilon) {
+  struct NormOp {
+    const char* name;
+    size_t params, statistics;
+    bool grad;
+  };
+  for (const NormOp& n : {NormOp{"layer_norm", 2, 2, false}, NormOp{"rms_norm", 1, 1, false},
+                          NormOp{"layer_norm_grad", 2, 2, true}, NormOp{"rms_norm_grad", 1, 1, true}}) {
+    const OpDecl& op = *FindOp(n.name);
+    int requests = 0, accepted = 0, negative_accepted = 0;
+    for (const Shape& x : {Shape{5}, Shape{3, 4}, Shape{2, 3, 4}, Shape{2, 1, 3, 2}, Shape{2, 0, 3}}) {
+      const auto rank = static_cast<int64_t>(x.size());
+      for (int64_t begin = -rank - 1; begin <= rank; ++begin) {
+        for (double epsilon : {1e-5, 0.0, -1.0, 1e19}) {
+          Request request{NormShapes(x, begin, n.params, n.statistics, n.grad),
+                          op.NormalizeAttrs(notation::MakeAttrs({{"begin_norm_axis", begin}, {"epsilon", epsilon}})),
+                          "begin_norm_axis " + std::to_string(begin) + ", epsilon " + std::to_string(epsilon)};
+          ++requests;
+          const int ok = ExpectOpAgreement(op, request);
+          accepted += ok;
+          if (begin < 0) negative_accepted += ok;
+        }
+      }
+    }
+    EXPECT_GT(negative_accepted, 0) << n.name;
+    EXPECT_LT(accepted, requests) << n.name;
   }
 }
 

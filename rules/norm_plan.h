@@ -9,6 +9,7 @@
 // bias [48], mean and variance [4].
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -57,10 +58,19 @@ inline NormSplit SplitForNorm(const Shape& x, int64_t begin_norm_axis) {
   return split;
 }
 
+// epsilon of the normalisations: finite and >= 0 (a negative one makes the root of a
+// constant row's variance NaN).
+inline void CheckNormEpsilon(const Attrs& attrs) {
+  const double epsilon = attrs.GetFloat("epsilon");
+  if (!std::isfinite(epsilon) || epsilon < 0.0) {
+    ThrowInvalid("attrs.epsilon", "must be finite and >= 0, got " + std::to_string(epsilon));
+  }
+}
+
 // layer_norm (x, scale, bias; params 2) or rms_norm (x, scale; params 1): epsilon and
 // begin_norm_axis read, the parameters [n].
 inline NormSplit PlanNorm(const Shapes& shapes, const Attrs& attrs, size_t params) {
-  (void)attrs.GetFloat("epsilon");
+  CheckNormEpsilon(attrs);
   const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
   CheckArity(shapes, 1 + params);
   NormSplit split = SplitForNorm(shapes[0], begin_norm_axis);
@@ -76,7 +86,7 @@ inline NormSplit PlanNorm(const Shapes& shapes, const Attrs& attrs, size_t param
 // layer_norm_grad (params 2, statistics 2) / rms_norm_grad (1, 1): x, the parameters, the
 // statistics, out_grad (shape::CheckNormGradShapes).
 inline NormSplit PlanNormGrad(const Shapes& shapes, const Attrs& attrs, size_t params, size_t statistics) {
-  (void)attrs.GetFloat("epsilon");
+  CheckNormEpsilon(attrs);
   const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
   CheckArity(shapes, 2 + params + statistics);
   NormSplit split = SplitForNorm(shapes[0], begin_norm_axis);
@@ -132,8 +142,10 @@ inline int64_t ReadStartIndex(const Attrs& attrs) {
   const int64_t start = attrs.GetInt("start_index");
   return start;
 }
+// start_index in [0, 2^61], so that a shard's start (start_index plus its first row, at
+// most 2^62) cannot overflow.
 inline void CheckStartIndex(int64_t start) {
-  if (start < 0) ThrowInvalid("attrs.start_index", "start_index must be >= 0");
+  if (start < 0 || start > (int64_t{1} << 61)) ThrowInvalid("attrs.start_index", "must be in [0, 2^61]");
 }
 }  // namespace internal
 

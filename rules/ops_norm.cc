@@ -61,35 +61,13 @@ ExampleBuilder NormExamples(size_t params) {
   };
 }
 
-// begin_norm_axis of x (input 0), checked: in [0, rank), normalising at least one
-// element, and inputs [1, 1 + params) (scale, bias) of shape [prod(x.shape[begin:])].
-int64_t CheckedNormBegin(const RuleContext& c, size_t params) {
-  const Shape& x = c.input_shapes[0];
-  const int rank = static_cast<int>(x.size());
-  const int64_t begin = c.attrs.GetInt("begin_norm_axis");
-  if (begin < 0 || begin >= rank) {
-    ThrowInvalid("attrs.begin_norm_axis", "must be in [0, " + std::to_string(rank) + ")");
-  }
-  int64_t normalized = 1;
-  for (int d = static_cast<int>(begin); d < rank; ++d) normalized *= x[d];
-  if (normalized == 0) ThrowInvalid("inputs[0].shape", "normalising over an empty set of elements");
-  for (size_t p = 1; p <= params; ++p) {
-    if (c.input_shapes[p] != Shape{normalized}) {
-      ThrowInvalid("inputs[" + std::to_string(p) + "].shape",
-                   "must be [" + std::to_string(normalized) + "] (prod of x.shape[" +
-                       std::to_string(begin) + ":])");
-    }
-  }
-  return begin;
-}
-
 // layer_norm / rms_norm: x `abcd` with begin 2 -> out `abcd`, statistics `ab`; scale and
 // bias are 1-D of prod(x.shape[begin:]) (a new factor). c, the first normalised dim, is
 // exchanged (OpDecl::exchange: each piece's row moments are gathered); d and the
 // parameters' factor are forced replicated (a piece reads its slice of the whole scale).
 EinsumSpec Normalization(const RuleContext& c, size_t params, size_t statistics) {
   const int rank = static_cast<int>(c.input_shapes[0].size());
-  const int64_t begin = CheckedNormBegin(c, params);
+  const int64_t begin = plan::PlanNorm(c.input_shapes, c.attrs, params).begin;
   const std::string letters = notation::Letters(rank);
   EinsumSpec spec = notation::FromLetters(
       {letters}, std::vector<std::string>(1 + statistics, letters.substr(0, begin)),
@@ -102,8 +80,10 @@ EinsumSpec Normalization(const RuleContext& c, size_t params, size_t statistics)
 }
 
 // The exchanged dim of layer_norm / rms_norm: the first normalised one, begin_norm_axis
-// (validated by the spec builder, which runs first).
-int NormExchangedDim(const RuleContext& c) { return static_cast<int>(c.attrs.GetInt("begin_norm_axis")); }
+// normalised (validated by the spec builder, which runs first).
+int NormExchangedDim(const RuleContext& c) {
+  return static_cast<int>(plan::SplitForNorm(c.input_shapes[0], c.attrs.GetInt("begin_norm_axis")).begin);
+}
 
 // A piece of layer_norm / rms_norm reads its slice of the whole scale and bias: x's global
 // offset and shape.
@@ -118,7 +98,7 @@ Attrs NormPiece(const LocalContext& c) {
 // them, those come out partial(sum) on the rows' mesh axes.
 EinsumSpec NormalizationGrad(const RuleContext& c, size_t params, size_t statistics) {
   const int rank = static_cast<int>(c.input_shapes[0].size());
-  const int64_t begin = CheckedNormBegin(c, params);
+  const int64_t begin = plan::PlanNormGrad(c.input_shapes, c.attrs, params, statistics).begin;
   const std::string letters = notation::Letters(rank);
   std::vector<std::string> inputs{letters};
   inputs.insert(inputs.end(), params, "N");
@@ -152,27 +132,14 @@ int64_t PieceEnd(int64_t start, int64_t rows) {
   return start > kLimit - rows ? kLimit : start + rows;
 }
 
-// start_index of the vocabulary-parallel embedding ops: [0, 2^61], so that a shard's start
-// (start_index plus its first row, at most 2^62) cannot overflow.
-void CheckStartIndex(const RuleContext& c) {
-  const int64_t start = c.attrs.GetInt("start_index");
-  if (start < 0 || start > (int64_t{1} << 61)) ThrowInvalid("attrs.start_index", "must be in [0, 2^61]");
-}
-
-// An embedding's weight gradient: ids (input `ids_at`) `ab..`, weight [V, W] (input
-// `weight_at`), out_grad (input 2) `ab..W` -> weight_grad `VW`; the ids' letters are summed.
-EinsumSpec EmbeddingGradSpec(const RuleContext& c, size_t ids_at, size_t weight_at) {
-  const Shape& weight = c.input_shapes[weight_at];
-  if (weight.size() != 2) ThrowInvalid("inputs[" + std::to_string(weight_at) + "].shape", "weight must be 2-D");
-  Shape expected = c.input_shapes[ids_at];
-  expected.push_back(weight[1]);
-  if (c.input_shapes[2] != expected) {
-    ThrowInvalid("inputs[2].shape", "out_grad must be x.shape + [weight.shape[1]]");
-  }
-  const std::string ids = notation::Letters(static_cast<int>(c.input_shapes[ids_at].size()));
+// An embedding's weight gradient, checked by its plan: ids (input p.ids_at) `ab..`, weight
+// [V, W] (input p.weight_at), out_grad (input 2) `ab..W` -> weight_grad `VW`; the ids'
+// letters are summed.
+EinsumSpec EmbeddingGradSpec(const RuleContext& c, const plan::EmbeddingPlan& p) {
+  const std::string ids = notation::Letters(static_cast<int>(c.input_shapes[p.ids_at].size()));
   std::vector<std::string> inputs(3);
-  inputs[ids_at] = ids;
-  inputs[weight_at] = "VW";
+  inputs[p.ids_at] = ids;
+  inputs[p.weight_at] = "VW";
   inputs[2] = ids + "W";
   return notation::FromLetters(inputs, {"VW"});
 }
@@ -329,8 +296,7 @@ OpDecl c_embedding() {
       .Attr("start_index", AttrKind::kInt, int64_t{0})
       .Attr("vocab_size", AttrKind::kInt, int64_t{-1})
       .Einsum([](const RuleContext& c) {
-        if (c.input_shapes[0].size() != 2) ThrowInvalid("inputs[0].shape", "weight must be 2-D");
-        CheckStartIndex(c);
+        (void)plan::PlanCEmbedding(c.input_shapes, c.attrs);
         const std::string ids = notation::Letters(static_cast<int>(c.input_shapes[1].size()));
         return notation::FromLetters({"VW", ids}, {ids + "W"});
       })
@@ -364,9 +330,7 @@ OpDecl c_embedding_grad() {
       .Tolerance(ToleranceClass::kSumOfProducts)
       .Attr("start_index", AttrKind::kInt, int64_t{0})
       .Einsum([](const RuleContext& c) {
-        EinsumSpec spec = EmbeddingGradSpec(c, 1, 0);
-        CheckStartIndex(c);
-        return spec;
+        return EmbeddingGradSpec(c, plan::PlanCEmbeddingGrad(c.input_shapes, c.attrs));
       })
       .Values([](const RuleContext& c) {
         const int64_t start = c.attrs.GetInt("start_index");
@@ -493,7 +457,9 @@ OpDecl embedding_grad() {
       .Tolerance(ToleranceClass::kSumOfProducts)
       .Attr("padding_idx", AttrKind::kInt, int64_t{-1})
       .Attr("sparse", AttrKind::kBool, false)
-      .Einsum([](const RuleContext& c) { return EmbeddingGradSpec(c, 0, 1); })
+      .Einsum([](const RuleContext& c) {
+        return EmbeddingGradSpec(c, plan::PlanEmbeddingGrad(c.input_shapes, c.attrs));
+      })
       .Values([](const RuleContext& c) {
         return std::vector<InputValues>{{ValueKind::kIndex, c.input_shapes[1][0]}, {}, {}};
       })

@@ -46,10 +46,8 @@ OpBuilder SumLike(const char* name, ReduceOp reduce, PartialAcceptance accept) {
       .Attr("reduce_all", AttrKind::kBool, false)
       .Einsum([reduce, accept](const RuleContext& c) {
         const int rank = static_cast<int>(c.input_shapes[0].size());
-        EinsumSpec spec = Reduction(
-            rank, ReducedDims(c.attrs.GetInts("axis"), c.attrs.GetBool("reduce_all"), rank,
-                              "attrs.axis"),
-            c.attrs.GetBool("keep_dim"));
+        EinsumSpec spec = Reduction(rank, plan::PlanReduce(c.input_shapes, c.attrs, "keep_dim").reduced,
+                                    c.attrs.GetBool("keep_dim"));
         spec.reduce = reduce;
         spec.accept = accept;
         spec.accepted_op = reduce;
@@ -79,15 +77,10 @@ Attrs LocalizeMean(const LocalContext& c) {
   return c.attrs.With(kLocalCount, out == 0 ? int64_t{0} : in / out);
 }
 
-// A mean over no elements has no value to fill a non-empty output with: refused, as the
-// reference and the kernel refuse it.
+// A mean over no elements has no value to fill a non-empty output with: refused by the
+// plan, as the reference and the kernels refuse it.
 static EinsumSpec CheckMeanCount(EinsumSpec spec, const RuleContext& c) {
-  BindFactorSizes(spec, c.input_shapes);
-  const int64_t in = NumElements(c.input_shapes[0]);
-  const int64_t out = NumElements(EinsumOutputShapes(spec)[0]);
-  if (in == 0 && out > 0) {
-    ThrowInvalid("inputs[0].shape", "mean over an empty set of elements");
-  }
+  (void)plan::PlanMean(c.input_shapes, c.attrs);
   return spec;
 }
 
