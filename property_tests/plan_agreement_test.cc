@@ -134,8 +134,9 @@ void ExpectAgreement(const std::string& op_name, const Case& c, int* refused, bo
                          << ": reference " << ref.Describe() << ", CPU kernel " << kernel.Describe();
 }
 
-// The ops whose checks live in the plans of rules/norm_plan.h, contraction_plan.h,
-// fused_plan.h, reduction_plan.h and elementwise_plan.h.
+// The ops whose checks live in the plans of rules/softmax_plan.h, norm_plan.h,
+// embedding_plan.h, loss_plan.h, contraction_plan.h, fused_plan.h, reduction_plan.h and
+// elementwise_plan.h.
 const char* const kPlannedOps[] = {
     "clip", "cast", "gelu_grad", "add_n",
     "matmul", "bmm", "matmul_grad", "bmm_grad",
@@ -149,9 +150,9 @@ const char* const kPlannedOps[] = {
 // The ops whose rule takes its checks from the plan alone.
 const char* const kRuleOps[] = {
     "clip", "cast", "gelu_grad", "add_n", "matmul", "bmm", "matmul_grad", "bmm_grad", "p_norm", "argmax",
-    "sum", "mean", "softmax_grad", "layer_norm", "rms_norm", "layer_norm_grad", "rms_norm_grad",
-    "lookup_table_v2", "c_embedding", "embedding_grad", "c_embedding_grad", "cross_entropy_with_softmax",
-    "cross_entropy_with_softmax_grad", "fused_rotary_position_embedding"};
+    "sum", "mean", "max", "min", "prod", "any", "all", "mean_all", "softmax_grad", "layer_norm", "rms_norm",
+    "layer_norm_grad", "rms_norm_grad", "lookup_table_v2", "c_embedding", "embedding_grad", "c_embedding_grad",
+    "cross_entropy_with_softmax", "cross_entropy_with_softmax_grad", "fused_rotary_position_embedding"};
 
 bool InRuleOps(const std::string& name) {
   for (const char* op : kRuleOps) {

@@ -50,13 +50,16 @@
   X(p_norm)                 \
   X(argmax)                 \
   X(cumsum)                 \
-  /* normalisation */       \
+  /* softmax (rules/ops_softmax.cc) */ \
   X(softmax)                \
   X(log_softmax)            \
   X(softmax_grad)           \
+  /* normalisation (rules/ops_norm.cc) */ \
   X(layer_norm)             \
   X(rms_norm)               \
+  /* embedding (rules/ops_embedding.cc) */ \
   X(lookup_table_v2)        \
+  /* loss (rules/ops_loss.cc) */ \
   X(cross_entropy_with_softmax) \
   /* shape ops */           \
   X(reshape)                \
@@ -102,7 +105,8 @@
   X(fused_rotary_position_embedding) \
   X(fused_dropout_add)      \
   X(bmm_grad)               \
-  /* convolution, attention, vocabulary-parallel ops */ \
+  /* convolution, attention, vocabulary-parallel ops (embedding: rules/ops_embedding.cc; */ \
+  /* the cross entropies: rules/ops_loss.cc) */ \
   X(conv2d)                 \
   X(conv2d_grad)            \
   X(flash_attention)        \
@@ -111,7 +115,7 @@
   X(c_embedding_grad)       \
   X(c_softmax_with_cross_entropy) \
   X(c_softmax_with_cross_entropy_grad) \
-  /* normalisation backward */ \
+  /* normalisation backward (rules/ops_norm.cc) */ \
   X(layer_norm_grad)        \
   X(rms_norm_grad)          \
   /* ring attention's block steps */ \

@@ -1,0 +1,313 @@
+// The softmax cross entropies: cross_entropy_with_softmax, its grad, and Paddle's
+// vocabulary-parallel c_softmax_with_cross_entropy with its phases and grad (docs/OPS.md
+// "Loss"; the grad under "Backward ops", the c_ ops under "Paddle's other registered ops").
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu/internal.h"
+#include "kernels/cpu/rows.h"
+#include "kernels/cpu/simd.h"
+#include "kernels/cpu/vector_math.h"
+#include "rules/local_attrs.h"
+#include "rules/loss_plan.h"
+#include "rules/softmax_pieces.h"
+
+namespace spmd::kernels::cpu {
+namespace {
+
+using internal::AxisView;
+using internal::CheckArity;
+using internal::ComputeDType;
+using internal::DispatchFloat;
+using internal::InputField;
+using internal::NewOutput;
+using internal::ValuesAs;
+using rows::Ids;
+using rows::SoftmaxAlong;
+using rows::ViewFromAxisAttr;
+
+}  // namespace
+
+// ---- c_softmax_with_cross_entropy: a piece's statistics, then the piece's outputs -------------
+
+namespace {
+
+// inputs[0] is [..., C] and each of `rows_of` is [..., 1]. Returns the rows.
+int64_t CheckClassRows(const TensorArgs& inputs, std::initializer_list<size_t> rows_of) {
+  if (inputs[0].rank() == 0) ThrowInvalid(InputField(0, "shape"), "needs a class dim, got []");
+  Shape row_shape = inputs[0].shape();
+  row_shape.back() = 1;
+  for (size_t i : rows_of) {
+    if (inputs[i].shape() != row_shape) {
+      ThrowInvalid(InputField(i, "shape"), "must have shape " + ShapeToString(row_shape) + ", got " +
+                                               ShapeToString(inputs[i].shape()));
+    }
+  }
+  return inputs[1].numel();
+}
+
+// The checks of c_softmax_with_cross_entropy and its phases (as the reference's): the
+// attrs, logits [..., C], label [..., 1]. Returns the rows.
+int64_t CheckCSoftmax(const TensorArgs& inputs, const Attrs& attrs, size_t arity) {
+  softmax_pieces::CheckPaddleCommAttrs(attrs);
+  CheckArity(inputs, arity);
+  return CheckClassRows(inputs, {1});
+}
+
+// Every row's four numbers (softmax_pieces::PieceStats) of the piece starting at `start`,
+// computed in T and kept in float64 whatever the logits' dtype, so that no rounding to a
+// 2-byte float happens between the pieces (RunCpuKernel rounds float32 outputs only).
+template <typename T>
+Tensor PieceStatistics(const Tensor& logits, const Ids& ids, int64_t rows, int64_t start,
+                       int64_t ignore_index) {
+  ValuesAs<T> x(logits);
+  const int64_t len = logits.shape().back();
+  Shape stats_shape = logits.shape();
+  stats_shape.back() = softmax_pieces::kStats;
+  Tensor stats = NewOutput(stats_shape, DType::kFloat64);
+  double* st = stats.data<double>();
+  for (int64_t o = 0; o < rows; ++o) {
+    T row[softmax_pieces::kStats];
+    softmax_pieces::PieceStats(x.data() + o * len, len, int64_t{1}, ids[o], start,
+                               ids[o] == ignore_index, row);
+    for (int64_t k = 0; k < softmax_pieces::kStats; ++k) st[o * softmax_pieces::kStats + k] = row[k];
+  }
+  return stats;
+}
+
+// The piece's softmax and every row's loss from `pieces` gathered statistics.
+template <typename T>
+Tensors FinishPiece(const Tensor& logits, const Ids& ids, int64_t rows, const double* gathered,
+                    int64_t pieces, int64_t ignore_index, const std::string& label_field) {
+  ValuesAs<T> x(logits);
+  const int64_t len = logits.shape().back();
+  Tensor softmax = NewOutput(logits.shape(), DTypeOf<T>::value);
+  Shape loss_shape = logits.shape();
+  loss_shape.back() = 1;
+  Tensor loss = NewOutput(loss_shape, DTypeOf<T>::value);
+  T* p = softmax.data<T>();
+  T* l = loss.data<T>();
+  for (int64_t o = 0; o < rows; ++o) {
+    const bool ignored = ids[o] == ignore_index;
+    const auto row = softmax_pieces::Combine(gathered + o * softmax_pieces::kStats, pieces,
+                                             rows * softmax_pieces::kStats);
+    if (!ignored && row.holders != 1) {
+      ThrowInvalid(label_field, "label " + std::to_string(ids[o]) + " is outside the class axis");
+    }
+    const T max = static_cast<T>(row.max);
+    const T inv = static_cast<T>(1.0 / row.sum);
+    for (int64_t j = 0; j < len; ++j) p[o * len + j] = std::exp(x.data()[o * len + j] - max) * inv;
+    l[o] = static_cast<T>(softmax_pieces::Loss(row, ignored));
+  }
+  return TensorList(std::move(softmax), std::move(loss));
+}
+
+}  // namespace
+
+// The op on one device: the class axis is whole, so its one piece's statistics finish it.
+Tensors c_softmax_with_cross_entropy(const TensorArgs& inputs, const Attrs& attrs) {
+  const int64_t rows = CheckCSoftmax(inputs, attrs, 2);
+  const int64_t ignore_index = attrs.GetInt("ignore_index");
+  const std::string label_field = InputField(1, "data");
+  const Ids ids(inputs[1], label_field);
+  const int64_t classes = inputs[0].shape().back();
+  for (int64_t o = 0; o < rows; ++o) {
+    const int64_t id = ids[o];
+    if (id != ignore_index && (id < 0 || id >= classes)) {
+      ThrowInvalid(label_field, "label " + std::to_string(id) + " outside [0, " + std::to_string(classes) + ")");
+    }
+  }
+  return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const Tensor stats = PieceStatistics<T>(inputs[0], ids, rows, 0, ignore_index);
+    return FinishPiece<T>(inputs[0], ids, rows, stats.data<double>(), 1, ignore_index, label_field);
+  });
+}
+
+// Phase 1 (c_softmax_with_cross_entropy@stats): the piece [__vocab_start, + C)'s statistics.
+Tensors c_softmax_with_cross_entropy_stats(const TensorArgs& inputs, const Attrs& attrs) {
+  const int64_t rows = CheckCSoftmax(inputs, attrs, 2);
+  const int64_t start = attrs.Has(kLocalVocabStart) ? attrs.GetInt(kLocalVocabStart) : 0;
+  if (start < 0) ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "negative class offset");
+  const Ids ids(inputs[1], InputField(1, "data"));
+  return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return TensorList(PieceStatistics<T>(inputs[0], ids, rows, start, attrs.GetInt("ignore_index")));
+  });
+}
+
+// Phase 2 (c_softmax_with_cross_entropy@finish): logits, label, the gathered float64
+// [P, ..., 4].
+Tensors c_softmax_with_cross_entropy_finish(const TensorArgs& inputs, const Attrs& attrs) {
+  const int64_t rows = CheckCSoftmax(inputs, attrs, 3);
+  const Tensor& gathered = inputs[2];
+  if (gathered.dtype() != DType::kFloat64) {
+    ThrowInvalid(InputField(2, "dtype"), "the gathered statistics must be float64, got " +
+                                             std::string(ToString(gathered.dtype())));
+  }
+  const int64_t pieces = gathered.rank() == 0 ? 0 : gathered.shape()[0];
+  if (pieces < 1 || gathered.numel() != pieces * rows * softmax_pieces::kStats) {
+    ThrowInvalid(InputField(2, "shape"), "the gathered statistics must be [pieces, rows, 4], got " +
+                                             ShapeToString(gathered.shape()));
+  }
+  const std::string label_field = InputField(1, "data");
+  const Ids ids(inputs[1], label_field);
+  return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return FinishPiece<T>(inputs[0], ids, rows, gathered.data<double>(), pieces,
+                          attrs.GetInt("ignore_index"), label_field);
+  });
+}
+
+// (softmax - onehot(label)) * loss_grad along the last dim, 0 on ignored rows; on a piece
+// (localized __vocab_start, __global_shape) the one-hot lands where the piece holds the label.
+Tensors c_softmax_with_cross_entropy_grad(const TensorArgs& inputs, const Attrs& attrs) {
+  softmax_pieces::CheckPaddleCommAttrs(attrs);
+  CheckArity(inputs, 3);
+  const int64_t rows = CheckClassRows(inputs, {1, 2});
+  const int64_t len = inputs[0].shape().back();
+  const int64_t start = attrs.Has(kLocalVocabStart) ? attrs.GetInt(kLocalVocabStart) : 0;
+  const int64_t classes = attrs.Has(kLocalGlobalShape) ? attrs.GetInts(kLocalGlobalShape).back() : len;
+  const int64_t ignore_index = attrs.GetInt("ignore_index");
+  const std::string label_field = InputField(1, "data");
+  const Ids ids(inputs[1], label_field);
+  for (int64_t o = 0; o < rows; ++o) {
+    if (ids[o] != ignore_index && (ids[o] < 0 || ids[o] >= classes)) {
+      ThrowInvalid(label_field,
+                   "label " + std::to_string(ids[o]) + " outside [0, " + std::to_string(classes) + ")");
+    }
+  }
+  return DispatchFloat(ComputeDType(inputs, {0, 2}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> p(inputs[0]);
+    ValuesAs<T> g(inputs[2]);
+    Tensor grad = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
+    T* d = grad.data<T>();
+    for (int64_t o = 0; o < rows; ++o) {
+      const bool ignored = ids[o] == ignore_index;
+      for (int64_t j = 0; j < len; ++j) {
+        const T onehot = start + j == ids[o] ? T(1) : T(0);
+        d[o * len + j] = ignored ? T(0) : (p[o * len + j] - onehot) * g[o];
+      }
+    }
+    return TensorList(std::move(grad));
+  });
+}
+
+Tensors cross_entropy_with_softmax(const TensorArgs& inputs, const Attrs& attrs) {
+  const plan::CrossEntropyPlan ce = plan::PlanCrossEntropy(plan::ShapesOf(inputs), attrs);
+  const bool soft_label = ce.soft_label;
+  const bool use_softmax = ce.use_softmax;
+  const int64_t ignore_index = ce.ignore_index;
+  const Tensor& logits = inputs[0];
+  const Tensor& label = inputs[1];
+  const AxisView v = internal::ViewAlong(logits.shape(), ce.axis);
+  const Shape& loss_shape = ce.loss_shape;
+  const DType dtype = soft_label ? ComputeDType(inputs, {0, 1}) : ComputeDType(inputs, {0});
+  return DispatchFloat(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> xv(logits);
+    Tensor softmax_out = NewOutput(logits.shape(), DTypeOf<T>::value);
+    T* p = softmax_out.data<T>();
+    if (use_softmax) {
+      SoftmaxAlong(xv.data(), v, p);
+    } else if (logits.numel() > 0) {
+      std::memcpy(p, xv.data(), static_cast<size_t>(logits.numel()) * sizeof(T));
+    }
+    Tensor loss = NewOutput(loss_shape, DTypeOf<T>::value, /*zero=*/true);
+    T* lo = loss.data<T>();
+    if (soft_label) {
+      ValuesAs<T> lv(label);
+      const T* l = lv.data();
+      for (int64_t o = 0; o < v.outer; ++o) {
+        T* dst = lo + o * v.inner;
+        for (int64_t a = 0; a < v.len; ++a) {
+          const int64_t at = (o * v.len + a) * v.inner;
+          for (int64_t i = 0; i < v.inner; ++i) dst[i] += l[at + i] * std::log(p[at + i]);
+        }
+        for (int64_t i = 0; i < v.inner; ++i) dst[i] = -dst[i];
+      }
+      return TensorList(std::move(softmax_out), std::move(loss));
+    }
+    const std::string label_field = InputField(1, "data");
+    const Ids ids(label, label_field);
+    for (int64_t o = 0; o < v.outer; ++o) {
+      for (int64_t i = 0; i < v.inner; ++i) {
+        const int64_t at = o * v.inner + i;
+        const int64_t id = ids[at];
+        if (id == ignore_index) continue;  // loss stays 0
+        if (id < 0 || id >= v.len) {
+          plan::ThrowIdOutside(label_field, "label", id, v.len);
+        }
+        lo[at] = -std::log(p[(o * v.len + id) * v.inner + i]);
+      }
+    }
+    return TensorList(std::move(softmax_out), std::move(loss));
+  });
+}
+
+Tensors cross_entropy_with_softmax_grad(const TensorArgs& inputs, const Attrs& attrs) {
+  const plan::CrossEntropyPlan ce = plan::PlanCrossEntropyGrad(plan::ShapesOf(inputs), attrs);
+  const bool soft_label = ce.soft_label;
+  const bool use_softmax = ce.use_softmax;
+  const int64_t ignore_index = ce.ignore_index;
+  const Tensor& label = inputs[0];
+  const Tensor& softmax = inputs[1];
+  const Tensor& loss_grad = inputs[2];
+  const AxisView v = internal::ViewAlong(softmax.shape(), ce.axis);
+  const DType dtype = soft_label ? ComputeDType(inputs, {0, 1, 2}) : ComputeDType(inputs, {1, 2});
+  return DispatchFloat(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> pv(softmax);
+    ValuesAs<T> gv(loss_grad);
+    Tensor input_grad = NewOutput(softmax.shape(), DTypeOf<T>::value, /*zero=*/true);
+    T* o = input_grad.data<T>();
+    const T* p = pv.data();
+    const T* g = gv.data();
+    if (soft_label) {
+      ValuesAs<T> lv(label);
+      const T* l = lv.data();
+      for (int64_t r = 0; r < v.outer; ++r) {
+        for (int64_t a = 0; a < v.len; ++a) {
+          const int64_t at = (r * v.len + a) * v.inner;
+          const T* gr = g + r * v.inner;
+          for (int64_t i = 0; i < v.inner; ++i) {
+            o[at + i] = use_softmax ? (p[at + i] - l[at + i]) * gr[i] : -(l[at + i] * gr[i]) / p[at + i];
+          }
+        }
+      }
+      return TensorList(std::move(input_grad));
+    }
+    const std::string label_field = InputField(0, "data");
+    const Ids ids(label, label_field);
+    for (int64_t r = 0; r < v.outer; ++r) {
+      for (int64_t i = 0; i < v.inner; ++i) {
+        const int64_t row = r * v.inner + i;
+        const int64_t id = ids[row];
+        if (id == ignore_index) continue;  // the row stays 0
+        if (id < 0 || id >= v.len) {
+          plan::ThrowIdOutside(label_field, "label", id, v.len);
+        }
+        const T gr = g[row];
+        const int64_t at_label = (r * v.len + id) * v.inner + i;
+        if (!use_softmax) {
+          o[at_label] = -gr / p[at_label];
+          continue;
+        }
+        for (int64_t a = 0; a < v.len; ++a) {
+          const int64_t at = (r * v.len + a) * v.inner + i;
+          o[at] = p[at] * gr;
+        }
+        o[at_label] = (p[at_label] - T(1)) * gr;
+      }
+    }
+    return TensorList(std::move(input_grad));
+  });
+}
+
+}  // namespace spmd::kernels::cpu

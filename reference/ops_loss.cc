@@ -1,0 +1,239 @@
+// The softmax cross entropies: cross_entropy_with_softmax, its grad, and Paddle's
+// vocabulary-parallel c_softmax_with_cross_entropy with its phases and grad (docs/OPS.md
+// "Loss"; the grad under "Backward ops", the c_ ops under "Paddle's other registered ops").
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "reference/reference.h"
+#include "reference/softmax_rows.h"
+#include "reference/util.h"
+#include "rules/local_attrs.h"
+#include "rules/loss_plan.h"
+#include "rules/softmax_pieces.h"
+
+namespace spmd::reference::ops {
+namespace {
+
+using internal::AxisView;
+using internal::CheckArity;
+using internal::InputField;
+using internal::ShapeToString;
+using rows::SoftmaxAlong;
+
+// Returns `v` as an integral id, or throws naming `field`.
+int64_t IdOf(double v, const std::string& field) { return plan::FloatId(v, field); }
+
+}  // namespace
+
+Tensors cross_entropy_with_softmax(const Tensors& inputs, const Attrs& attrs) {
+  const plan::CrossEntropyPlan ce = plan::PlanCrossEntropy(plan::ShapesOf(inputs), attrs);
+  const bool soft_label = ce.soft_label;
+  const bool use_softmax = ce.use_softmax;
+  const int64_t ignore_index = ce.ignore_index;
+  const Tensor& logits = inputs[0];
+  const Tensor& label = inputs[1];
+  AxisView view = internal::ViewAlong(logits.shape, ce.axis);
+  Tensor softmax_out = use_softmax ? SoftmaxAlong(logits, view) : logits;
+  softmax_out.dtype = DType::kFloat64;
+  const Shape& loss_shape = ce.loss_shape;
+  Tensor loss = internal::Zeros(loss_shape);
+  for (int64_t o = 0; o < view.outer; ++o) {
+    for (int64_t i = 0; i < view.inner; ++i) {
+      int64_t at = o * view.inner + i;  // position in loss (and in a hard label)
+      if (soft_label) {
+        double total = 0.0;
+        for (int64_t a = 0; a < view.len; ++a) {
+          total += label.data[view.At(o, a, i)] * std::log(softmax_out.data[view.At(o, a, i)]);
+        }
+        loss.data[at] = -total;
+        continue;
+      }
+      int64_t id = IdOf(label.data[at], InputField(1, "data"));
+      if (id == ignore_index) continue;  // loss stays 0
+      if (id < 0 || id >= view.len) {
+        plan::ThrowIdOutside(InputField(1, "data"), "label", id, view.len);
+      }
+      loss.data[at] = -std::log(softmax_out.data[view.At(o, id, i)]);
+    }
+  }
+  return {softmax_out, loss};
+}
+
+namespace {
+
+// c_softmax_with_cross_entropy's inputs: logits [..., C] (the class axis last), label
+// [..., 1] of ids; the attrs Paddle passes (ring_id, rank, nranks) are checked for range
+// only: spmdkit takes the piece from the layout.
+void CheckCSoftmaxInputs(const Tensors& inputs, const Attrs& attrs, size_t arity) {
+  softmax_pieces::CheckPaddleCommAttrs(attrs);
+  CheckArity(inputs, arity);
+  const Tensor& logits = inputs[0];
+  if (logits.shape.empty()) ThrowInvalid(InputField(0, "shape"), "logits need a class dim, got []");
+  Shape label_shape = logits.shape;
+  label_shape.back() = 1;
+  if (inputs[1].shape != label_shape) {
+    ThrowInvalid(InputField(1, "shape"), "label must have shape " + ShapeToString(label_shape) +
+                                             ", got " + ShapeToString(inputs[1].shape));
+  }
+}
+
+}  // namespace
+
+// The single-device op: softmax along the last dim and the hard-label loss -log p[label]
+// (0 where the label is ignore_index), written directly (not from the phases below).
+Tensors c_softmax_with_cross_entropy(const Tensors& inputs, const Attrs& attrs) {
+  CheckCSoftmaxInputs(inputs, attrs, 2);
+  const Tensor& logits = inputs[0];
+  const int64_t ignore_index = attrs.GetInt("ignore_index");
+  const AxisView view = internal::ViewAlong(logits.shape, internal::Rank(logits) - 1);
+  Tensor softmax = SoftmaxAlong(logits, view);
+  Shape loss_shape = logits.shape;
+  loss_shape.back() = 1;
+  Tensor loss = internal::Zeros(loss_shape);
+  for (int64_t o = 0; o < view.outer; ++o) {
+    const int64_t id = IdOf(inputs[1].data[o], InputField(1, "data"));
+    if (id == ignore_index) continue;
+    if (id < 0 || id >= view.len) {
+      ThrowInvalid(InputField(1, "data"),
+                   "label " + std::to_string(id) + " outside [0, " + std::to_string(view.len) + ")");
+    }
+    loss.data[o] = -std::log(softmax.data[view.At(o, id, 0)]);
+  }
+  return {softmax, loss};
+}
+
+// Phase 1 on a piece (classes [__vocab_start, + C)): every row's four numbers,
+// softmax_pieces::PieceStats, as [..., 4].
+Tensors c_softmax_with_cross_entropy_stats(const Tensors& inputs, const Attrs& attrs) {
+  CheckCSoftmaxInputs(inputs, attrs, 2);
+  const Tensor& logits = inputs[0];
+  const int64_t ignore_index = attrs.GetInt("ignore_index");
+  const int64_t start = attrs.Has(kLocalVocabStart) ? attrs.GetInt(kLocalVocabStart) : 0;
+  const int64_t len = logits.shape.back();
+  Shape stats_shape = logits.shape;
+  stats_shape.back() = softmax_pieces::kStats;
+  Tensor stats = internal::Zeros(stats_shape);
+  const int64_t rows = static_cast<int64_t>(inputs[1].data.size());
+  for (int64_t o = 0; o < rows; ++o) {
+    const int64_t id = IdOf(inputs[1].data[o], InputField(1, "data"));
+    softmax_pieces::PieceStats(logits.data.data() + o * len, len, 1, id, start, id == ignore_index,
+                               stats.data.data() + o * softmax_pieces::kStats);
+  }
+  return {stats};
+}
+
+// Phase 2: the piece's softmax and every row's loss from the gathered [P, ..., 4].
+Tensors c_softmax_with_cross_entropy_finish(const Tensors& inputs, const Attrs& attrs) {
+  CheckCSoftmaxInputs(inputs, attrs, 3);
+  const Tensor& logits = inputs[0];
+  const Tensor& gathered = inputs[2];
+  const int64_t ignore_index = attrs.GetInt("ignore_index");
+  const int64_t len = logits.shape.back();
+  const int64_t rows = static_cast<int64_t>(inputs[1].data.size());
+  const int64_t pieces = gathered.shape.empty() ? 0 : gathered.shape[0];
+  if (pieces < 1 || static_cast<int64_t>(gathered.data.size()) != pieces * rows * softmax_pieces::kStats) {
+    ThrowInvalid(InputField(2, "shape"), "the gathered statistics must be [pieces, rows, 4]");
+  }
+  Tensor softmax = internal::Zeros(logits.shape);
+  Shape loss_shape = logits.shape;
+  loss_shape.back() = 1;
+  Tensor loss = internal::Zeros(loss_shape);
+  for (int64_t o = 0; o < rows; ++o) {
+    const int64_t id = IdOf(inputs[1].data[o], InputField(1, "data"));
+    const bool ignored = id == ignore_index;
+    const auto row = softmax_pieces::Combine(gathered.data.data() + o * softmax_pieces::kStats, pieces,
+                                             rows * softmax_pieces::kStats);
+    if (!ignored && row.holders != 1) {
+      ThrowInvalid(InputField(1, "data"), "label " + std::to_string(id) + " is outside the class axis");
+    }
+    for (int64_t j = 0; j < len; ++j) {
+      softmax.data[o * len + j] = std::exp(logits.data[o * len + j] - row.max) / row.sum;
+    }
+    loss.data[o] = softmax_pieces::Loss(row, ignored);
+  }
+  return {softmax, loss};
+}
+
+// (softmax - onehot(label)) * loss_grad along the last dim, 0 on ignored rows. On a piece
+// (localized __vocab_start, __global_shape) the one-hot lands only where the piece holds
+// the label; labels are checked against the global class count.
+Tensors c_softmax_with_cross_entropy_grad(const Tensors& inputs, const Attrs& attrs) {
+  softmax_pieces::CheckPaddleCommAttrs(attrs);
+  CheckArity(inputs, 3);
+  const Tensor& softmax = inputs[0];
+  if (softmax.shape.empty()) ThrowInvalid(InputField(0, "shape"), "softmax needs a class dim, got []");
+  Shape row_shape = softmax.shape;
+  row_shape.back() = 1;
+  for (size_t i : {size_t{1}, size_t{2}}) {
+    if (inputs[i].shape != row_shape) {
+      ThrowInvalid(InputField(i, "shape"), "must have shape " + ShapeToString(row_shape) + ", got " +
+                                               ShapeToString(inputs[i].shape));
+    }
+  }
+  const int64_t len = softmax.shape.back();
+  const int64_t start = attrs.Has(kLocalVocabStart) ? attrs.GetInt(kLocalVocabStart) : 0;
+  const int64_t classes = attrs.Has(kLocalGlobalShape) ? attrs.GetInts(kLocalGlobalShape).back() : len;
+  const int64_t ignore_index = attrs.GetInt("ignore_index");
+  Tensor grad = internal::Zeros(softmax.shape);
+  const int64_t rows = static_cast<int64_t>(inputs[1].data.size());
+  for (int64_t o = 0; o < rows; ++o) {
+    const int64_t id = IdOf(inputs[1].data[o], InputField(1, "data"));
+    if (id == ignore_index) continue;  // the row stays 0
+    if (id < 0 || id >= classes) {
+      ThrowInvalid(InputField(1, "data"),
+                   "label " + std::to_string(id) + " outside [0, " + std::to_string(classes) + ")");
+    }
+    const double g = inputs[2].data[o];
+    for (int64_t j = 0; j < len; ++j) {
+      const double onehot = start + j == id ? 1.0 : 0.0;
+      grad.data[o * len + j] = (softmax.data[o * len + j] - onehot) * g;
+    }
+  }
+  return {grad};
+}
+
+Tensors cross_entropy_with_softmax_grad(const Tensors& inputs, const Attrs& attrs) {
+  const plan::CrossEntropyPlan ce = plan::PlanCrossEntropyGrad(plan::ShapesOf(inputs), attrs);
+  const bool soft_label = ce.soft_label;
+  const bool use_softmax = ce.use_softmax;
+  const int64_t ignore_index = ce.ignore_index;
+  const Tensor& label = inputs[0];
+  const Tensor& softmax = inputs[1];
+  const Tensor& loss_grad = inputs[2];
+  AxisView view = internal::ViewAlong(softmax.shape, ce.axis);
+  Tensor input_grad = internal::Zeros(softmax.shape);
+  for (int64_t o = 0; o < view.outer; ++o) {
+    for (int64_t i = 0; i < view.inner; ++i) {
+      int64_t row = o * view.inner + i;  // position in loss_grad (and in a hard label)
+      double g = loss_grad.data[row];
+      if (soft_label) {
+        for (int64_t a = 0; a < view.len; ++a) {
+          int64_t at = view.At(o, a, i);
+          double p = softmax.data[at];
+          double l = label.data[at];
+          input_grad.data[at] = use_softmax ? g * (p - l) : -(g * l) / p;
+        }
+        continue;
+      }
+      int64_t id = IdOf(label.data[row], InputField(0, "data"));
+      if (id == ignore_index) continue;  // the row stays 0
+      if (id < 0 || id >= view.len) {
+        plan::ThrowIdOutside(InputField(0, "data"), "label", id, view.len);
+      }
+      for (int64_t a = 0; a < view.len; ++a) {
+        int64_t at = view.At(o, a, i);
+        double p = softmax.data[at];
+        if (use_softmax) {
+          input_grad.data[at] = g * (a == id ? p - 1.0 : p);
+        } else if (a == id) {
+          input_grad.data[at] = -g / p;
+        }
+      }
+    }
+  }
+  return {input_grad};
+}
+
+}  // namespace spmd::reference::ops
