@@ -6,7 +6,8 @@
 // or an error case
 //   {"op", "name", "attrs", "inputs", "error_field", "error_type"?}
 // where a tensor is {"shape", "dtype", "data"} and a non-finite value is written as the
-// string "inf", "-inf" or "nan". error_type defaults to "InvalidArgument".
+// string "inf", "-inf" or "nan". error_type defaults to "InvalidArgument"; error_field is
+// the error's field exactly (SpmdError::field(), what its message starts with).
 #include "reference/reference.h"
 
 #include <gtest/gtest.h>
@@ -146,8 +147,9 @@ TEST_P(ReferenceGolden, Matches) {
       ADD_FAILURE() << "expected " << type << " naming " << field << ", got a result";
     } catch (const SpmdError& e) {
       EXPECT_EQ(ToString(e.type()), type) << e.what();
-      EXPECT_NE(std::string(e.what()).find(field), std::string::npos)
-          << "message '" << e.what() << "' does not name " << field;
+      // The field the error names, whole: not a substring of the message (an error naming
+      // "attrs.axis" must not pass for a golden "axis", nor one quoting it mid-message).
+      EXPECT_EQ(e.field(), field) << "message '" << e.what() << "' does not name " << field;
     }
     return;
   }

@@ -6,6 +6,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/backend_checks.h"
 #include "kernels/cpu/kernels.h"
 #include "rules/half.h"
 #include "rules/error.h"
@@ -99,10 +100,9 @@ void ReduceTyped(T* acc, const T* in, int64_t count, ReduceOp op) {
   }
 }
 
+// Bool buffers reduce by or (max, any) or and (min, all, prod); sum and avg are refused
+// before (checks::CheckReducible).
 void ReduceBool(uint8_t* acc, const uint8_t* in, int64_t count, ReduceOp op) {
-  if (op == ReduceOp::kSum || op == ReduceOp::kAvg) {
-    ThrowUnsupported("op", std::string(ToString(op)) + " on bool");
-  }
   const bool is_or = op == ReduceOp::kMax || op == ReduceOp::kAny;
   for (int64_t i = 0; i < count; ++i) acc[i] = is_or ? (acc[i] | in[i]) : (acc[i] & in[i]);
 }
@@ -110,19 +110,12 @@ void ReduceBool(uint8_t* acc, const uint8_t* in, int64_t count, ReduceOp op) {
 }  // namespace
 
 Allocator& CpuBackend::AllocatorFor(Device device) {
-  if (!device.is_host()) {
-    ThrowInvalid("device", "the CPU backend allocates host memory, not " + ToString(device));
-  }
+  checks::CheckDeviceKind(device, DeviceKind::kHost, "device", "the CPU backend's allocator");
   return HostAllocator();
 }
 
 Tensors CpuBackend::RunKernel(std::string_view op, const TensorArgs& inputs, const Attrs& attrs) {
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].device().is_host()) {
-      ThrowInvalid("inputs[" + std::to_string(i) + "].device",
-                   "the CPU backend runs on host tensors, got one on " + ToString(inputs[i].device()));
-    }
-  }
+  (void)checks::CheckOnOneDevice(inputs, DeviceKind::kHost);
   return RunCpuKernel(op, inputs, attrs);
 }
 
@@ -131,10 +124,14 @@ void CpuBackend::Copy(void* dst, const void* src, size_t nbytes, Stream) {
 }
 
 void CpuBackend::CopyFromHost(void* dst, const void* host_src, size_t nbytes, Stream stream) {
+  if (nbytes == 0) return;
+  checks::CheckHostBuffer(host_src, "host_src");
   Copy(dst, host_src, nbytes, stream);
 }
 
 void CpuBackend::CopyToHost(void* host_dst, const void* src, size_t nbytes, Stream stream) {
+  if (nbytes == 0) return;
+  checks::CheckHostBuffer(host_dst, "host_dst");
   Copy(host_dst, src, nbytes, stream);
 }
 
@@ -204,7 +201,7 @@ void CpuBackend::Fill(void* dst, int64_t count, DType dtype, double value, Strea
 }
 
 void CpuBackend::Scale(void* buffer, int64_t count, DType dtype, int64_t n, bool divide, Stream) {
-  if (dtype == DType::kBool) ThrowUnsupported("dtype", "scaling a bool buffer");
+  checks::CheckScalable(dtype);
   VisitType(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     T* p = static_cast<T*>(buffer);
@@ -221,6 +218,7 @@ void CpuBackend::Scale(void* buffer, int64_t count, DType dtype, int64_t n, bool
 }
 
 void CpuBackend::Reduce(void* acc, const void* in, int64_t count, DType dtype, ReduceOp op, Stream) {
+  checks::CheckReducible(dtype, op);
   VisitType(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     if constexpr (std::is_same_v<T, uint8_t>) {

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/backend_checks.h"
 #include "kernels/cpu/kernels.h"
 #include "rules/error.h"
 #include "rules/exchange_ops.h"
@@ -62,29 +63,6 @@ Tensor FromFloat32(const Tensor& t, DType dtype) {
   return out;
 }
 
-// The 2-byte float dtype of the inputs, if any. Throws InvalidArgument ("inputs[i].dtype")
-// when a 2-byte float input meets another floating dtype.
-std::optional<DType> TwoByteDType(const TensorArgs& inputs) {
-  std::optional<DType> found;
-  size_t first = 0;
-  for (size_t i = 0; i < inputs.size() && !found; ++i) {
-    if (IsTwoByteFloat(inputs[i].dtype())) {
-      found = inputs[i].dtype();
-      first = i;
-    }
-  }
-  if (!found) return std::nullopt;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const DType d = inputs[i].dtype();
-    if (IsFloating(d) && d != *found) {
-      ThrowInvalid("inputs[" + std::to_string(i) + "].dtype",
-                   std::string(ToString(d)) + " mixed with " + std::string(ToString(*found)) +
-                       " of inputs[" + std::to_string(first) + "]");
-    }
-  }
-  return found;
-}
-
 }  // namespace
 
 Tensors RunCpuKernel(std::string_view op, const TensorArgs& inputs, const Attrs& attrs) {
@@ -92,7 +70,7 @@ Tensors RunCpuKernel(std::string_view op, const TensorArgs& inputs, const Attrs&
   if (fn == nullptr) {
     throw SpmdError(ErrorType::kUnknownOp, "op", "no op named '" + std::string(op) + "'");
   }
-  const std::optional<DType> narrow = TwoByteDType(inputs);
+  const std::optional<DType> narrow = checks::TwoByteDType(inputs);
   if (!narrow) return fn(inputs, attrs);
   // Computed in float32: the 2-byte inputs converted (exactly), the float32 kernel run,
   // its float32 outputs rounded once to the inputs' dtype. cast's output is exactly

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backend_checks.h"
 #include "kernels/cuda/allocator.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/pool_stats.h"
@@ -85,32 +86,27 @@ CudaPoolAllocator& PoolOf(int index) {
   std::lock_guard<std::mutex> lock(mutex);
   std::string why;
   const int count = DeviceCount(&why);
-  if (index < 0 || index >= count) {
-    ThrowInvalid("device", "cuda:" + std::to_string(index) + " is not a CUDA device of this process (" +
-                               std::to_string(count) + " visible" + (why.empty() ? "" : ": " + why) + ")");
-  }
+  checks::CheckDeviceIndex(Device::Cuda(index), DeviceKind::kCuda, count, "device", why);
   if (pools->size() < static_cast<size_t>(count)) pools->resize(count, nullptr);
   if ((*pools)[index] == nullptr) (*pools)[index] = new CudaPoolAllocator(index);
   return *(*pools)[index];
+}
+
+// The pool of `device`; InvalidArgument ("device") when it is not a CUDA device of this
+// process.
+CudaPoolAllocator& PoolOfDevice(Device device, const char* what) {
+  checks::CheckDeviceKind(device, DeviceKind::kCuda, "device", what);
+  return PoolOf(device.index);
 }
 
 }  // namespace
 
 Allocator& CudaAllocatorFor(int index) { return PoolOf(index); }
 
-PoolUsage MemoryUsage(Device device) {
-  if (device.kind != DeviceKind::kCuda) ThrowInvalid("device", "MemoryUsage of " + ToString(device));
-  return PoolOf(device.index).usage();
-}
+PoolUsage MemoryUsage(Device device) { return PoolOfDevice(device, "MemoryUsage").usage(); }
 
-void ResetPeakMemory(Device device) {
-  if (device.kind != DeviceKind::kCuda) ThrowInvalid("device", "ResetPeakMemory of " + ToString(device));
-  PoolOf(device.index).ResetPeak();
-}
+void ResetPeakMemory(Device device) { PoolOfDevice(device, "ResetPeakMemory").ResetPeak(); }
 
-void ReleaseCachedMemory(Device device) {
-  if (device.kind != DeviceKind::kCuda) ThrowInvalid("device", "ReleaseCachedMemory of " + ToString(device));
-  PoolOf(device.index).Trim();
-}
+void ReleaseCachedMemory(Device device) { PoolOfDevice(device, "ReleaseCachedMemory").Trim(); }
 
 }  // namespace spmd::kernels::cuda

@@ -7,6 +7,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/backend_checks.h"
 #include "kernels/cuda/allocator.h"
 #include "kernels/cuda/backend.h"
 #include "kernels/cuda/common.cuh"
@@ -90,9 +91,7 @@ __global__ void TruthKernel(const T* in, T* out, int64_t n) {
 }  // namespace
 
 Allocator& CudaBackend::AllocatorFor(Device device) {
-  if (device.kind != DeviceKind::kCuda) {
-    ThrowInvalid("device", "the CUDA backend allocates CUDA memory, not " + ToString(device));
-  }
+  checks::CheckDeviceKind(device, DeviceKind::kCuda, "device", "the CUDA backend's allocator");
   return CudaAllocatorFor(device.index);
 }
 
@@ -130,7 +129,7 @@ void CudaBackend::Copy(void* dst, const void* src, size_t nbytes, Stream stream)
 // by cudaMemcpyAsync itself, a pinned one is not, so the stream is synchronized.
 void CudaBackend::CopyFromHost(void* dst, const void* host_src, size_t nbytes, Stream stream) {
   if (nbytes == 0) return;
-  if (host_src == nullptr) ThrowInvalid("host_src", "null");
+  checks::CheckHostBuffer(host_src, "host_src");
   DeviceGuard guard(DeviceOf(dst, "dst"));
   cudaStream_t s = ToCuda(stream);
   SPMD_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, nbytes, cudaMemcpyHostToDevice, s));
@@ -139,7 +138,7 @@ void CudaBackend::CopyFromHost(void* dst, const void* host_src, size_t nbytes, S
 
 void CudaBackend::CopyToHost(void* host_dst, const void* src, size_t nbytes, Stream stream) {
   if (nbytes == 0) return;
-  if (host_dst == nullptr) ThrowInvalid("host_dst", "null");
+  checks::CheckHostBuffer(host_dst, "host_dst");
   DeviceGuard guard(DeviceOf(src, "src"));
   SPMD_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, nbytes, cudaMemcpyDeviceToHost, ToCuda(stream)));
 }
@@ -181,7 +180,7 @@ void CudaBackend::Fill(void* dst, int64_t count, DType dtype, double value, Stre
 }
 
 void CudaBackend::Scale(void* buffer, int64_t count, DType dtype, int64_t n, bool divide, Stream stream) {
-  if (dtype == DType::kBool) ThrowUnsupported("dtype", "scaling a bool buffer");
+  checks::CheckScalable(dtype);
   (void)ElementSize(dtype);  // Unsupported for a dtype outside the enum
   if (count <= 0) return;
   DeviceGuard guard(DeviceOf(buffer, "buffer"));
@@ -197,9 +196,7 @@ void CudaBackend::Scale(void* buffer, int64_t count, DType dtype, int64_t n, boo
 
 void CudaBackend::Reduce(void* acc, const void* in, int64_t count, DType dtype, ReduceOp op,
                          Stream stream) {
-  if (dtype == DType::kBool && (op == ReduceOp::kSum || op == ReduceOp::kAvg)) {
-    ThrowUnsupported("op", std::string(ToString(op)) + " on bool");
-  }
+  checks::CheckReducible(dtype, op);
   (void)ElementSize(dtype);
   if (count <= 0) return;
   DeviceGuard guard(DeviceOf(acc, "acc"));

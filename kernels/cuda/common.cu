@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/backend_checks.h"
+#include "kernels/cpu/internal.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/index_fault.h"
@@ -29,18 +31,8 @@ DeviceGuard::~DeviceGuard() {
 }
 
 Device CheckOnOneDevice(const TensorArgs& inputs) {
-  if (inputs.empty()) ThrowInvalid("inputs", "no inputs: a CUDA kernel runs on its inputs' device");
-  const Device device = inputs[0].device();
-  if (device.kind != DeviceKind::kCuda) {
-    ThrowInvalid("inputs[0].device", "a CUDA kernel runs on CUDA tensors, got one on " + ToString(device));
-  }
-  for (size_t i = 1; i < inputs.size(); ++i) {
-    if (inputs[i].device() != device) {
-      ThrowInvalid("inputs[" + std::to_string(i) + "].device",
-                   "is on " + ToString(inputs[i].device()) + ", inputs[0] on " + ToString(device));
-    }
-  }
-  return device;
+  cpu::internal::CheckArityAtLeast(inputs, 1);  // a CUDA kernel runs on its inputs' device
+  return *checks::CheckOnOneDevice(inputs, DeviceKind::kCuda);
 }
 
 namespace {
@@ -131,10 +123,7 @@ namespace {
 void CheckCudaDevice(Device device, const char* field) {
   std::string why;
   const int count = DeviceCount(&why);
-  if (device.kind != DeviceKind::kCuda || device.index < 0 || device.index >= count) {
-    ThrowInvalid(field, ToString(device) + " is not a CUDA device of this process (" +
-                            std::to_string(count) + " visible" + (why.empty() ? "" : ": " + why) + ")");
-  }
+  checks::CheckDeviceIndex(device, DeviceKind::kCuda, count, field, why);
 }
 
 }  // namespace
@@ -148,9 +137,7 @@ Stream NewStream(Device device) {
 }
 
 Tensor ToDevice(const Tensor& host, Device device, Stream stream) {
-  if (!host.device().is_host()) {
-    ThrowInvalid("host", "ToDevice copies a host tensor, got one on " + ToString(host.device()));
-  }
+  checks::CheckHostTensor(host, "host");
   CheckCudaDevice(device, "device");
   Backend& backend = EnableCuda();
   Tensor out = Tensor::Uninitialized(host.shape(), host.dtype(), backend.AllocatorFor(device), stream);

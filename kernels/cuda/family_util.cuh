@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/backend_checks.h"
 #include "kernels/cpu/internal.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/index_fault.h"
@@ -22,29 +23,14 @@ namespace spmd::kernels::cuda::detail {
 
 namespace ci = ::spmd::kernels::cpu::internal;
 
-// Every input on inputs[0]'s device; for a kernel registered with takes_half, also the
-// check RunCpuKernel makes before any kernel: a 2-byte float next to another floating
-// dtype is InvalidArgument naming that input's dtype.
+// Every input on inputs[0]'s device; for a kernel that takes 2-byte floats as they are
+// (HalfInputs::kNative: `takes_half`), also the check RunCpuKernel makes before any kernel
+// (kernels/backend_checks.h TwoByteDType): a 2-byte float next to another floating dtype is
+// InvalidArgument naming that input's dtype. (RunCudaKernel makes both checks before any
+// kernel; these are for a kernel called on its own.)
 inline void CheckInputs(const TensorArgs& inputs, bool takes_half) {
   if (!inputs.empty()) CheckOnOneDevice(inputs);
-  if (!takes_half) return;
-  size_t first = inputs.size();
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (IsTwoByteFloat(inputs[i].dtype())) {
-      first = i;
-      break;
-    }
-  }
-  if (first == inputs.size()) return;
-  const DType narrow = inputs[first].dtype();
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const DType d = inputs[i].dtype();
-    if (IsFloating(d) && d != narrow) {
-      ThrowInvalid(ci::InputField(i, "dtype"), std::string(ToString(d)) + " mixed with " +
-                                                   std::string(ToString(narrow)) + " of " +
-                                                   ci::InputField(first));
-    }
-  }
+  if (takes_half) (void)checks::TwoByteDType(inputs);
 }
 
 inline cudaStream_t StreamOf(const Tensor& t) { return ToCuda(t.stream()); }
@@ -75,18 +61,24 @@ inline int64_t Alignment(const void* p) {
   return u;
 }
 
-// Calls f(U{}) with U the unsigned type of `bytes` (1, 2, 4, 8; 16: uint4).
-template <typename F>
+// Calls f(U{}) with U the unsigned type of `bytes` (1, 2, 4, 8; 16: uint4), for units up to
+// kMaxBytes; else Unsupported ("dtype").
+template <int kMaxBytes = 16, typename F>
 void DispatchUnit(int64_t bytes, F&& f) {
   switch (bytes) {
     case 1: f(uint8_t{}); return;
     case 2: f(uint16_t{}); return;
     case 4: f(uint32_t{}); return;
     case 8: f(uint64_t{}); return;
-    case 16: f(uint4{}); return;
+    case 16:
+      if constexpr (kMaxBytes >= 16) {
+        f(uint4{});
+        return;
+      }
+      break;
     default: break;
   }
-  ThrowUnsupported("dtype", "no CUDA copy of " + std::to_string(bytes) + "-byte units");
+  ThrowUnsupported("dtype", "no CUDA kernel moves " + std::to_string(bytes) + "-byte units here");
 }
 
 template <typename U>
@@ -131,16 +123,12 @@ __global__ void FillKernel(U* p, int64_t n, U v) {
 inline void FillElements(std::byte* p, int64_t n, int64_t es, uint64_t pattern, cudaStream_t stream) {
   if (n <= 0) return;
   const LaunchConfig cfg = GridStride(n);
-  DispatchUnit(es, [&](auto u) {
+  DispatchUnit<8>(es, [&](auto u) {  // a pattern has 8 bytes at most
     using U = decltype(u);
-    if constexpr (sizeof(U) <= 8) {
-      U v;
-      std::memcpy(&v, &pattern, sizeof v);  // little-endian: the low bytes
-      FillKernel<U><<<cfg.grid, cfg.block, 0, stream>>>(reinterpret_cast<U*>(p), n, v);
-      SPMD_CUDA_CHECK_LAUNCH();
-    } else {
-      ThrowUnsupported("dtype", "no 16-byte fill");
-    }
+    U v;
+    std::memcpy(&v, &pattern, sizeof v);  // little-endian: the low bytes
+    FillKernel<U><<<cfg.grid, cfg.block, 0, stream>>>(reinterpret_cast<U*>(p), n, v);
+    SPMD_CUDA_CHECK_LAUNCH();
   });
 }
 

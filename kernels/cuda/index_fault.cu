@@ -1,5 +1,6 @@
 #include "kernels/cuda/index_fault.h"
 
+#include "kernels/backend_checks.h"
 #include "kernels/cuda/common.cuh"
 
 namespace spmd::kernels::cuda {
@@ -45,7 +46,7 @@ uint32_t* IndexFaultWord() {
 }
 
 uint32_t TakeIndexFaults(Device device) {
-  if (device.is_host()) ThrowInvalid("device", "index faults live on CUDA devices");
+  checks::CheckDeviceKind(device, DeviceKind::kCuda, "device", "TakeIndexFaults");
   DeviceGuard guard(device);
   SPMD_CUDA_CHECK(cudaDeviceSynchronize());
   uint32_t word = 0;

@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/backend_checks.h"
 #include "kernels/cpu/internal.h"
 #include "kernels/cuda/common.cuh"
 
@@ -21,29 +22,11 @@ namespace spmd::kernels::cuda {
 
 // ---- Host side ------------------------------------------------------------------------------
 
-// RunCpuKernel's first check, for the kernels that take 2-byte floats themselves (the others
-// get it from RunCudaKernel's widening): a bfloat16 / float16 input next to an input of
-// another floating dtype is InvalidArgument naming the first such input
-// ("inputs[i].dtype").
-inline void CheckTwoByteMix(const TensorArgs& inputs) {
-  size_t first = inputs.size();
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (IsTwoByteFloat(inputs[i].dtype())) {
-      first = i;
-      break;
-    }
-  }
-  if (first == inputs.size()) return;
-  const DType narrow = inputs[first].dtype();
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const DType d = inputs[i].dtype();
-    if (IsFloating(d) && d != narrow) {
-      ThrowInvalid("inputs[" + std::to_string(i) + "].dtype",
-                   std::string(ToString(d)) + " mixed with " + std::string(ToString(narrow)) +
-                       " of inputs[" + std::to_string(first) + "]");
-    }
-  }
-}
+// RunCpuKernel's first check (kernels/backend_checks.h TwoByteDType), for the kernels that
+// take 2-byte floats themselves (the others get it from RunCudaKernel's widening): a
+// bfloat16 / float16 input next to an input of another floating dtype is InvalidArgument
+// naming the first such input ("inputs[i].dtype").
+inline void CheckTwoByteMix(const TensorArgs& inputs) { (void)checks::TwoByteDType(inputs); }
 
 // True when the value inputs `which` hold a 2-byte float next to an int64 or bool value:
 // RunCpuKernel converts those to float32 (not to the 2-byte type), so such a call runs the

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/backend_checks.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/kernels.h"
 
@@ -107,10 +108,7 @@ class Runtime {
   // ---- devices and streams ----------------------------------------------------------------
 
   static void CheckDevice(Device device, const char* field) {
-    if (device.kind != DeviceKind::kSim || device.index < 0 || device.index >= kMaxSimDevices) {
-      ThrowInvalid(field, ToString(device) + " is not a sim device (sim:0 .. sim:" +
-                              std::to_string(kMaxSimDevices - 1) + ")");
-    }
+    checks::CheckDeviceIndex(device, DeviceKind::kSim, kMaxSimDevices, field);
   }
 
   DeviceState& DeviceLocked(int index) {
@@ -713,14 +711,7 @@ Tensors SimBackend::RunKernel(std::string_view op_view, const TensorArgs& inputs
     (void)RunCpuKernel(op, inputs, attrs);  // the kernel's arity check names "inputs"
     ThrowInvalid("inputs", "no input tensor: the outputs of '" + op + "' have no sim device");
   }
-  const Device device = inputs[0].device();
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].device().kind != DeviceKind::kSim || inputs[i].device() != device) {
-      ThrowInvalid("inputs[" + std::to_string(i) + "].device",
-                   "the sim backend runs on tensors of one sim device, got " +
-                       ToString(inputs[i].device()) + " beside " + ToString(device) + " of inputs[0]");
-    }
-  }
+  const Device device = *checks::CheckOnOneDevice(inputs, DeviceKind::kSim);
   const Stream stream = inputs[0].stream();
   std::vector<InputView> views;
   std::vector<Runtime::Range> ranges;
@@ -812,7 +803,7 @@ void SimBackend::Copy(void* dst, const void* src, size_t nbytes, Stream stream) 
 // ToDevice does; the destination is checked as device memory the stream writes.
 void SimBackend::CopyFromHost(void* dst, const void* host_src, size_t nbytes, Stream stream) {
   if (nbytes == 0) return;
-  if (host_src == nullptr) ThrowInvalid("host_src", "null");
+  checks::CheckHostBuffer(host_src, "host_src");
   const auto* p = static_cast<const std::byte*>(host_src);
   auto staged = std::make_shared<std::vector<std::byte>>(p, p + nbytes);
   Runtime::Get().Submit(stream, {{dst, nbytes, true, "dst"}}, "CopyFromHost",
@@ -821,7 +812,7 @@ void SimBackend::CopyFromHost(void* dst, const void* host_src, size_t nbytes, St
 
 void SimBackend::CopyToHost(void* host_dst, const void* src, size_t nbytes, Stream stream) {
   if (nbytes == 0) return;
-  if (host_dst == nullptr) ThrowInvalid("host_dst", "null");
+  checks::CheckHostBuffer(host_dst, "host_dst");
   Runtime::Get().Submit(stream, {{src, nbytes, false, "src"}}, "CopyToHost",
                         [=] { std::memcpy(host_dst, src, nbytes); });
 }
@@ -902,9 +893,7 @@ void SynchronizeDevice(Device device) {
 }
 
 Tensor ToDevice(const Tensor& host, Device device, Stream stream) {
-  if (!host.device().is_host()) {
-    ThrowInvalid("host", "ToDevice copies a host tensor, got one on " + ToString(host.device()));
-  }
+  checks::CheckHostTensor(host, "host");
   Runtime::CheckDevice(device, "device");
   Backend& backend = EnableSim();
   if (stream.handle == nullptr) stream = DefaultStream(device);
@@ -937,7 +926,7 @@ void CopyToHostAsync(void* host_dst, const Tensor& src) {
     ThrowInvalid("src", "CopyToHostAsync copies a sim tensor, got one on " + ToString(src.device()));
   }
   if (src.nbytes() == 0) return;
-  if (host_dst == nullptr) ThrowInvalid("host_dst", "null");
+  checks::CheckHostBuffer(host_dst, "host_dst");
   const std::byte* p = src.bytes();
   const size_t n = src.nbytes();
   Runtime::Get().Submit(src.stream(), {{p, n, false, "src"}}, "CopyToHostAsync",

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <set>
 
+#include "kernels/backend_checks.h"
 #include "rules/error.h"
 #include "runtime/diagnostics/flight_recorder.h"
 
@@ -230,10 +231,9 @@ void CheckBox(const BufferBox& box, const std::string& field) {
   }
 }
 
+// The backends' check (kernels/backend_checks.h), naming the call's op.
 void CheckOp(DType dtype, ReduceOp op, std::string_view what) {
-  if (dtype == DType::kBool && (op == ReduceOp::kSum || op == ReduceOp::kAvg)) {
-    ThrowUnsupported(std::string(what) + ".op", std::string(ToString(op)) + " on bool");
-  }
+  kernels::checks::CheckReducible(dtype, op, std::string(what) + ".op");
 }
 
 }  // namespace
