@@ -610,14 +610,23 @@ void RunCase(MpiCommunicator& comm, const Case& c, int64_t mib, int reps, bool n
     DistTensor out = c.to_mesh ? std::move(*once).Reshard(to_mesh, to, comm, &report)
                                : std::move(*once).Reshard(to, comm, &report);
   }
+  // The runtime's result lives until the next round's source exists (as a caller keeps a
+  // result while it makes the next input), then is dropped: not freed inside the timed run
+  // (a raw program frees nothing there), and the caching allocator hands the source and the
+  // result the same blocks every round, as a raw program keeps its buffers. Dropped inside
+  // the run, the two blocks swapped roles each round: the result landed in the block the
+  // peer had just read as the source, whose lines sat in the peer's cache, and at 1 MiB
+  // that receive took up to 15 us longer (a raw program swapping its buffers so: the same).
+  std::optional<DistTensor> result;
   std::vector<Variant> variants = {
       {[&] {
          ready = *source;
+         result.reset();
          comm_seconds_before = comm.counters().seconds;
        },
        [&] {
-         DistTensor out = c.to_mesh ? std::move(*ready).Reshard(to_mesh, to, comm)
-                                    : std::move(*ready).Reshard(to, comm);
+         result = c.to_mesh ? std::move(*ready).Reshard(to_mesh, to, comm)
+                            : std::move(*ready).Reshard(to, comm);
        },
        [&] { return comm.counters().seconds - comm_seconds_before; }},
   };
@@ -645,6 +654,7 @@ void RunCase(MpiCommunicator& comm, const Case& c, int64_t mib, int reps, bool n
   }
   const std::vector<Timing> t = TimeInterleaved(variants, reps);
   ready.reset();
+  result.reset();
   const Timing& runtime = t[0];
   const int64_t counted = MaxOverRanks(report.counted.received);
   if (WorldRank() != 0) return;
