@@ -610,18 +610,24 @@ void RunCase(MpiCommunicator& comm, const Case& c, int64_t mib, int reps, bool n
     DistTensor out = c.to_mesh ? std::move(*once).Reshard(to_mesh, to, comm, &report)
                                : std::move(*once).Reshard(to, comm, &report);
   }
-  // The runtime's result lives until the next round's source exists (as a caller keeps a
-  // result while it makes the next input), then is dropped: not freed inside the timed run
-  // (a raw program frees nothing there), and the caching allocator hands the source and the
-  // result the same blocks every round, as a raw program keeps its buffers. Dropped inside
-  // the run, the two blocks swapped roles each round: the result landed in the block the
-  // peer had just read as the source, whose lines sat in the peer's cache, and at 1 MiB
-  // that receive took up to 15 us longer (a raw program swapping its buffers so: the same).
+  // The runtime's result is dropped in the next round's prepare, not inside the timed run
+  // (a raw program frees nothing there), and in the order that gives every buffer the same
+  // block each round, as a raw program keeps its buffers: a result in a block of its own
+  // is dropped after the next source has been copied (which then takes the block the
+  // source freed), a result computed in place (in the source's block) before it. Dropped
+  // inside the run, a two-block step's source and result swapped blocks every round (the
+  // caching allocator reuses the block freed last): the result was received into the block
+  // the peer had just read, whose lines sat in the peer's cache, and a raw program made to
+  // swap its buffers so took 15-25 us longer at 1 MiB on 2 ranks.
   std::optional<DistTensor> result;
+  const std::byte* last_source = nullptr;  // the block the last source was copied into
   std::vector<Variant> variants = {
       {[&] {
+         const bool in_place = result && result->has_local() && result->local().bytes() == last_source;
+         if (in_place) result.reset();
          ready = *source;
          result.reset();
+         last_source = ready->has_local() ? ready->local().bytes() : nullptr;
          comm_seconds_before = comm.counters().seconds;
        },
        [&] {
