@@ -618,7 +618,7 @@ void RunCase(MpiCommunicator& comm, const Case& c, int64_t mib, int reps, bool n
   // inside the run, a two-block step's source and result swapped blocks every round (the
   // caching allocator reuses the block freed last): the result was received into the block
   // the peer had just read, whose lines sat in the peer's cache, and a raw program made to
-  // swap its buffers so took 15-25 us longer at 1 MiB on 2 ranks.
+  // swap its buffers so took 17-24 us longer at 1 MiB on 2 ranks.
   std::optional<DistTensor> result;
   const std::byte* last_source = nullptr;  // the block the last source was copied into
   std::vector<Variant> variants = {
