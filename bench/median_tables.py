@@ -11,6 +11,12 @@ the launches of each launch's own figure.
 
     for i in 1 2 3; do mpirun -np 8 ... build/bin/reshard_bench --sizes-mib 1,64 > run$i.md; done
     python3 bench/median_tables.py run1.md run2.md run3.md
+
+--compare BEFORE.md ... -- AFTER.md ...: one row per transition with the paired ratio of
+each set (the median over its launches), the launches' range, and the target judged on
+the after set: for two builds launched alternately in the same time window.
+
+    python3 bench/median_tables.py --compare main.*.md -- new.*.md
 """
 import statistics
 import sys
@@ -91,10 +97,54 @@ def main(paths):
             if paired is None or mib is None:
                 out.append("-")
             else:
-                limit = 1.10 if mib < 16 else 1.05
+                limit = limit_for(mib)
                 out.append(f"{'ok' if paired <= limit else 'over'} ({limit:.2f})")
         print("| " + " | ".join(out) + " |")
 
 
+def limit_for(mib):
+    return 1.10 if mib < 16 else 1.05
+
+
+def paired_by_row(paths):
+    """{(transition, mesh, MiB): [paired ratio per launch]} in first-seen order."""
+    out = {}
+    for path in paths:
+        header, body = rows(path)
+        if header is None or "paired ratio" not in header:
+            sys.exit(f"{path}: no table with a paired ratio")
+        i = header.index("paired ratio")
+        for cells in body:
+            v = number(cells[i])
+            if v is not None:
+                out.setdefault(tuple(cells[:3]), []).append(v)
+    return out
+
+
+def compare(before_paths, after_paths):
+    before, after = paired_by_row(before_paths), paired_by_row(after_paths)
+    print(f"paired ratio, median over launches: before {len(before_paths)}, after {len(after_paths)}\n")
+    print("| transition | mesh | MiB | before | before range | after | after range | target |")
+    print("|---|---|---|---|---|---|---|---|")
+
+    def cell(values):
+        return (f"{statistics.median(values):.2f}", f"{min(values):.2f}-{max(values):.2f}") if values else ("-", "-")
+
+    for key in list(dict.fromkeys(list(before) + list(after))):
+        b, a = before.get(key, []), after.get(key, [])
+        verdict = "-"
+        if a and number(key[2]) is not None:
+            limit = limit_for(number(key[2]))
+            verdict = f"{'ok' if statistics.median(a) <= limit else 'over'} ({limit:.2f})"
+        print("| " + " | ".join(list(key) + [*cell(b), *cell(a), verdict]) + " |")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    args = sys.argv[1:]
+    if args and args[0] == "--compare":
+        if "--" not in args[1:]:
+            sys.exit("usage: median_tables.py --compare BEFORE.md ... -- AFTER.md ...")
+        cut = args.index("--")
+        compare(args[1:cut], args[cut + 1:])
+    else:
+        main(args)

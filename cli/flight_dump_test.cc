@@ -426,6 +426,43 @@ TEST(FlightRecorder, PointToPointCompletesAtSynchronize) {
   }
 }
 
+// Synchronize marks exactly the sends / recvs started since the one before it completed,
+// whatever came between them (collectives, earlier rounds, the ring wrapping round): the
+// recorder's own state against a model of every call's state.
+RC_GTEST_PROP(FlightRecorder, SynchronizeCompletesExactlyTheOpenMessages, ()) {
+  const int64_t capacity = *rc::gen::inRange<int64_t>(1, 9);
+  const int ops = *rc::gen::inRange(1, 40);
+  FlightRecorder recorder(0, 2, capacity, "");
+  std::vector<FlightState> model;  // by call number - 1
+  const CollectiveDesc send{Collective::kSend, DType::kFloat64, ReduceOp::kSum, 1, {0, 1}, {2}, {}};
+  const CollectiveDesc recv{Collective::kRecv, DType::kFloat64, ReduceOp::kSum, 1, {0, 1}, {2}, {}};
+  const CollectiveDesc reduce{Collective::kAllReduce, DType::kFloat64, ReduceOp::kSum, -1, {0, 1}, {2}, {}};
+  for (int i = 0; i < ops; ++i) {
+    switch (*rc::gen::inRange(0, 5)) {
+      case 0:  // a collective: complete when it returns
+        recorder.Completed(recorder.Enqueued(reduce, i + 1, {}));
+        model.push_back(FlightState::kCompleted);
+        break;
+      case 1:
+      case 2:  // a send or a recv: started, open until the next Synchronize
+        recorder.Started(recorder.Enqueued(i % 2 == 0 ? send : recv, i + 1, {}));
+        model.push_back(FlightState::kStarted);
+        break;
+      default:  // Synchronize returned
+        recorder.CompletedPointToPoint();
+        for (FlightState& state : model) {
+          if (state == FlightState::kStarted) state = FlightState::kCompleted;
+        }
+    }
+  }
+  const FlightDump dump = ParseFlightDump(recorder.Format("x"), "x");
+  const int64_t kept = std::min<int64_t>(capacity, static_cast<int64_t>(model.size()));
+  RC_ASSERT(static_cast<int64_t>(dump.calls.size()) == kept);
+  for (const FlightCall& call : dump.calls) {
+    RC_ASSERT(call.state == model.at(call.n - 1));
+  }
+}
+
 // A message sent and never received is a divergence of its channel.
 TEST(FlightRecorder, NamesAMessageNeverReceived) {
   const std::string dir = FreshDir();

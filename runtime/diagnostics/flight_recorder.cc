@@ -256,7 +256,7 @@ int64_t FlightRecorder::Enqueued(const CollectiveDesc& desc, int64_t step, ByteC
     e.group = -1;
     std::atomic<int64_t>* per_peer = desc.kind == Collective::kSend ? sends_.get() : recvs_.get();
     e.seq = per_peer[desc.root].fetch_add(1) + 1;
-    ++open_p2p_;
+    if (open_p2p_++ == 0) first_open_p2p_ = n;
   } else {
     e.group = GroupIndex(desc.group);
     e.seq = e.group >= 0 ? groups_[e.group]->calls.fetch_add(1) + 1 : 0;
@@ -305,7 +305,11 @@ void FlightRecorder::CompletedPointToPoint() {
   open_p2p_ = 0;
   const int64_t now = NowUs();
   const int64_t last = recorded_.load();
-  for (int64_t n = std::max<int64_t>(1, last - capacity_ + 1); n <= last; ++n) {
+  // Only the entries from the first send / recv since the last call: every one before it
+  // was marked then. (Scanning the whole ring touched a cache line per entry at every
+  // Synchronize: 0.6 us on a send + recv of one element, more once a large transfer has
+  // evicted the ring from the caches.)
+  for (int64_t n = std::max<int64_t>(first_open_p2p_, last - capacity_ + 1); n <= last; ++n) {
     Entry& e = ring_[(n - 1) % capacity_];
     const auto kind = static_cast<Collective>(e.kind);
     if ((kind == Collective::kSend || kind == Collective::kRecv) &&

@@ -125,6 +125,7 @@ class FlightRecorder {
   int registry_slot_ = -1;
   mutable std::atomic<bool> final_dumped_{false};
   int64_t open_p2p_ = 0;  // send / recv recorded since the last CompletedPointToPoint
+  int64_t first_open_p2p_ = 1;  // the number of the first of them
 };
 
 }  // namespace spmd::runtime
