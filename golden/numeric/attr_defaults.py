@@ -113,3 +113,10 @@ UNARY_MATH_DEFAULTS = {
     "assign": {},
 }
 DEFAULTS.update(UNARY_MATH_DEFAULTS)
+
+# The binary math family (rules/binary_math_list.h): no attrs.
+BINARY_MATH_DEFAULTS = {op: {} for op in [
+    "elementwise_pow", "floor_divide", "remainder", "fmax", "fmin", "heaviside", "equal",
+    "not_equal", "greater_equal", "less_equal", "logical_and", "logical_or", "logical_xor",
+    "bitwise_and", "bitwise_or", "bitwise_xor"]}
+DEFAULTS.update(BINARY_MATH_DEFAULTS)
