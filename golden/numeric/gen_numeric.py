@@ -2448,8 +2448,8 @@ def gen_binary_math():
     # Branches and dtypes the random values may miss.
     bm_case("remainder", "signs", np.array([-7.0, 7.0, -7.0, 7.0, 6.0]), np.array([3.0, -3.0, -3.0, 3.0, -3.0]))
     bm_case("floor_divide", "signs", np.array([-7.0, 7.0, -7.0, 7.0]), np.array([2.0, -2.0, -2.0, 2.0]))
-    bm_case("fmax", "nan_ignored", np.array([np.nan, 1.0, np.nan]), np.array([2.0, np.nan, np.nan]))
-    bm_case("fmin", "nan_ignored", np.array([np.nan, 1.0, np.nan]), np.array([2.0, np.nan, np.nan]))
+    bm_case("fmax", "nan_ignored", np.array([np.nan, 1.0, 3.0]), np.array([2.0, np.nan, -1.0]))
+    bm_case("fmin", "nan_ignored", np.array([np.nan, 1.0, 3.0]), np.array([2.0, np.nan, -1.0]))
     bm_case("heaviside", "zero_takes_y", np.array([-1.5, 0.0, 0.0, 2.0]), np.array([0.5, 0.25, -3.0, 0.5]))
     bm_case("equal", "ties", np.array([1.0, 2.0, -0.0]), np.array([1.0, 2.5, 0.0]))
     bm_case("greater_equal", "ties", np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.5, 2.0]))
