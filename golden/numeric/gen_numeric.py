@@ -2353,6 +2353,8 @@ def gen_unary_math():
               "log1p": (-0.95, 3.0), "log2": (0.05, 4.0), "log10": (0.05, 40.0),
               "logit": (-0.5, 1.5)}
     for op in UNARY_MATH_DEFAULTS:
+        if op in _UNARY_MATH_LATER:
+            continue  # gen_unary_math_later: the cases before keep their random values
         lo, hi = domain.get(op, (-3.0, 3.0))
         x = um_vals(2, 3, lo=lo, hi=hi)
         if op == "reciprocal":
@@ -2465,6 +2467,32 @@ def gen_binary_math():
     error("equal", "one_input", {}, [bm_vals(3)], "inputs")
 
 
+# Ops added to the family later, with their own RNG. digamma from mpmath (arbitrary
+# precision; only this generator needs it), lgamma from Python's math.lgamma.
+_UNARY_MATH_LATER = ("acosh", "lgamma", "digamma")
+RNG10 = np.random.default_rng(20261204)
+
+
+def gen_unary_math_later():
+    import mpmath
+
+    fns = {"acosh": np.arccosh,
+           "lgamma": np.vectorize(math.lgamma, otypes=[float]),
+           "digamma": np.vectorize(lambda v: float(mpmath.digamma(v)), otypes=[float])}
+
+    def later_case(op, name, x):
+        case(op, name, {}, [x], [fns[op](np.asarray(x, dtype=np.float64))])
+
+    for op in _UNARY_MATH_LATER:
+        lo, hi = (1.05, 4.0) if op == "acosh" else (0.05, 4.0)
+        later_case(op, "basic", np.round(RNG10.uniform(lo, hi, size=(2, 3)), 2))
+        later_case(op, "3d", np.round(RNG10.uniform(lo, hi, size=(2, 1, 3)), 2))
+        later_case(op, "0d", np.array(np.round(RNG10.uniform(lo, hi), 2)))
+    later_case("acosh", "one", np.array([1.0, 10.0, 1e6]))
+    later_case("lgamma", "negative_and_large", np.array([-0.5, -1.5, -2.25, 30.5, 171.5]))
+    later_case("digamma", "negative_and_large", np.array([-0.5, -1.5, -2.25, 1.4616321449683622, 30.5, 1e5]))
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -2488,6 +2516,7 @@ def main():
     gen_adamw()  # RNG7
     gen_unary_math()  # RNG8
     gen_binary_math()  # RNG9
+    gen_unary_math_later()  # RNG10
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

@@ -121,7 +121,8 @@ _tril_triu.attr_names = ("diagonal", "lower=False")
 
 _UNARY = ["relu", "silu", "exp", "log", "tanh", "sigmoid", "sqrt", "abs",
           # the unary math family (rules/unary_math_list.h): Paddle's elementwise-unary rule
-          "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "atanh",
+          "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+          "lgamma", "digamma",
           "expm1", "log1p", "log2", "log10", "erf", "ceil", "floor", "round", "trunc",
           "sign", "reciprocal", "square", "logsigmoid", "softsign", "softplus", "mish",
           "swish", "relu6", "hardswish", "hardsigmoid", "leaky_relu", "elu", "celu", "selu",
