@@ -44,7 +44,7 @@ else
   # The first column of every table row of section 7, split on commas.
   listed=$(awk '/^## 7\./ {in7 = 1; next} /^## / {in7 = 0} in7 && /^\|/ {print}' "$semantics" |
            cut -d'|' -f2 | tr ',' '\n' | sed -E 's/^ +| +$//g' | sort -u)
-  for op in $(grep -ohE '^ *X\([a-z0-9_]+\)' rules/op_list.h rules/unary_math_list.h | sed -E 's/^ *X\((.*)\)/\1/'); do
+  for op in $(grep -ohE '^ *X\([a-z0-9_]+\)' rules/*_list.h | sed -E 's/^ *X\((.*)\)/\1/'); do
     grep -qxF "$op" <<<"$listed" || fail "$semantics section 7 has no row for the op '$op'"
   done
   # Section references: §N needs '## N.', §N.M needs '### N.M'.

@@ -34,6 +34,7 @@ SPMD_UNARY_MATH_LIBM(Sinh, sinh)
 SPMD_UNARY_MATH_LIBM(Cosh, cosh)
 SPMD_UNARY_MATH_LIBM(Tanh, tanh)
 SPMD_UNARY_MATH_LIBM(Asinh, asinh)
+SPMD_UNARY_MATH_LIBM(Acosh, acosh)
 SPMD_UNARY_MATH_LIBM(Atanh, atanh)
 SPMD_UNARY_MATH_LIBM(Exp, exp)
 SPMD_UNARY_MATH_LIBM(Expm1, expm1)
@@ -48,6 +49,29 @@ SPMD_UNARY_MATH_LIBM(Round, round)  // halves away from zero, as Paddle's std::r
 SPMD_UNARY_MATH_LIBM(Trunc, trunc)
 SPMD_UNARY_MATH_LIBM(Fabs, fabs)
 #undef SPMD_UNARY_MATH_LIBM
+
+// ln |Gamma(x)| and psi(x), in double for both T (rounded once to float): digamma's
+// recurrence cancels near its zero at 1.46, beyond float32's pointwise bound.
+SPMD_HOST_DEVICE inline double LgammaD(double v) { return ::lgamma(v); }
+// psi: the reflection psi(1 - x) - pi cot(pi x) below 0; the recurrence psi(x + 1) - 1 / x
+// up to x >= 10; then ln x - 1/(2x) - sum B_2k / (2k x^2k) to B_12. NaN at 0, -1, ....
+SPMD_HOST_DEVICE inline double DigammaD(double x) {
+  constexpr double kPi = 3.14159265358979323846;
+  if (x <= 0 && x == ::floor(x)) return ::nan("");
+  double r = 0;
+  if (x < 0) {
+    r = -kPi / ::tan(kPi * x);
+    x = 1 - x;
+  }
+  while (x < 10) {
+    r -= 1 / x;
+    x += 1;
+  }
+  const double f = 1 / (x * x);
+  const double series =
+      f * (1.0 / 12 - f * (1.0 / 120 - f * (1.0 / 252 - f * (1.0 / 240 - f * (1.0 / 132 - f * (691.0 / 32760))))));
+  return r + ::log(x) - 0.5 / x - series;
+}
 
 template <class T>
 SPMD_HOST_DEVICE inline T Max(T a, T b) { return a > b ? a : b; }
@@ -91,12 +115,15 @@ SPMD_UNARY_MATH_PLAIN(atan, Atan(x))
 SPMD_UNARY_MATH_PLAIN(sinh, Sinh(x))
 SPMD_UNARY_MATH_PLAIN(cosh, Cosh(x))
 SPMD_UNARY_MATH_PLAIN(asinh, Asinh(x))
+SPMD_UNARY_MATH_PLAIN(acosh, Acosh(x))
 SPMD_UNARY_MATH_PLAIN(atanh, Atanh(x))
 SPMD_UNARY_MATH_PLAIN(expm1, Expm1(x))
 SPMD_UNARY_MATH_PLAIN(log1p, Log1p(x))
 SPMD_UNARY_MATH_PLAIN(log2, Log2(x))
 SPMD_UNARY_MATH_PLAIN(log10, Log10(x))
 SPMD_UNARY_MATH_PLAIN(erf, Erf(x))
+SPMD_UNARY_MATH_PLAIN(lgamma, static_cast<T>(LgammaD(static_cast<double>(x))))
+SPMD_UNARY_MATH_PLAIN(digamma, static_cast<T>(DigammaD(static_cast<double>(x))))
 SPMD_UNARY_MATH_PLAIN(ceil, Ceil(x))
 SPMD_UNARY_MATH_PLAIN(floor, Floor(x))
 SPMD_UNARY_MATH_PLAIN(round, Round(x))  // decimals = 0 (rules/unary_math_attrs.h)

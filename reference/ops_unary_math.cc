@@ -31,6 +31,19 @@ Tensors Map(const char* op, const Tensors& inputs, const Attrs& attrs, F f) {
 double Sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
 double Softplus(double v) { return std::log(1.0 + std::exp(v)); }
 
+// psi(x): the recurrence psi(x) = psi(x + 1) - 1 / x up to x >= 20, then the asymptotic
+// series ln x - 1/(2x) - sum B_2k / (2k x^2k) to B_10 (next term below 1e-17); below 0
+// the reflection psi(1 - x) - pi cot(pi x); NaN at the poles 0, -1, -2, ....
+double Digamma(double x) {
+  if (x <= 0 && x == std::floor(x)) return std::numeric_limits<double>::quiet_NaN();
+  if (x < 0) return Digamma(1 - x) - std::numbers::pi / std::tan(std::numbers::pi * x);
+  double r = 0;
+  for (; x < 20; x += 1) r -= 1 / x;
+  const double f = 1 / (x * x);
+  return r + std::log(x) - 0.5 / x -
+         f * (1.0 / 12 - f * (1.0 / 120 - f * (1.0 / 252 - f * (1.0 / 240 - f * (1.0 / 132)))));
+}
+
 }  // namespace
 
 #define SPMD_MAP(name, expr) \
@@ -46,12 +59,15 @@ SPMD_MAP(atan, std::atan(x))
 SPMD_MAP(sinh, (std::exp(x) - std::exp(-x)) / 2)
 SPMD_MAP(cosh, (std::exp(x) + std::exp(-x)) / 2)
 SPMD_MAP(asinh, std::log(x + std::sqrt(x * x + 1)))
+SPMD_MAP(acosh, std::log(x + std::sqrt(x * x - 1)))
 SPMD_MAP(atanh, 0.5 * std::log((1 + x) / (1 - x)))
 SPMD_MAP(expm1, std::expm1(x))
 SPMD_MAP(log1p, std::log1p(x))
 SPMD_MAP(log2, std::log(x) / std::numbers::ln2)
 SPMD_MAP(log10, std::log(x) / std::numbers::ln10)
 SPMD_MAP(erf, std::erf(x))
+SPMD_MAP(lgamma, std::lgamma(x))  // ln |Gamma(x)|
+SPMD_MAP(digamma, Digamma(x))
 SPMD_MAP(ceil, std::ceil(x))
 SPMD_MAP(floor, std::floor(x))
 SPMD_MAP(round, x < 0 ? -std::floor(-x + 0.5) : std::floor(x + 0.5))  // halves away from 0

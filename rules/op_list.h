@@ -5,6 +5,7 @@
 // without a reference does not link. docs/OPS.md describes each op.
 #pragma once
 
+#include "rules/binary_math_list.h"
 #include "rules/unary_math_list.h"
 
 #define SPMD_FOR_EACH_OP(X) \
@@ -124,4 +125,6 @@
   /* optimizer steps */     \
   X(adamw)                  \
   /* the unary math family (rules/unary_math_list.h) */ \
-  SPMD_FOR_EACH_UNARY_MATH_OP(X)
+  SPMD_FOR_EACH_UNARY_MATH_OP(X) \
+  /* the binary math family (rules/binary_math_list.h) */ \
+  SPMD_FOR_EACH_BINARY_MATH_OP(X)

@@ -4,7 +4,7 @@
 // with its domain for the generated values, its attrs (Paddle's names and defaults), its
 // tolerance class and, where it has a derivative almost everywhere that is not zero, its
 // VJP as a graph of registered ops. The rounding ops and sign (piecewise constant: Paddle's
-// grads are zeros) have none.
+// grads are zeros) have none; digamma neither (its derivative, trigamma, is no op).
 #include <cmath>
 #include <numbers>
 #include <string>
@@ -83,6 +83,10 @@ OpDecl cosh() { return Math("cosh", kPointwise).Vjp(SLOPE(Call(g, "sinh", X())))
 OpDecl asinh() {
   return Math("asinh", kPointwise).Vjp(SLOPE(Call(g, "rsqrt", Scale(g, Call(g, "square", X()), 1, 1))));
 }
+OpDecl acosh() {  // 1 / sqrt(x^2 - 1)
+  return Math("acosh", kPointwise, ValueKind::kAboveOne)
+      .Vjp(SLOPE(Call(g, "rsqrt", Scale(g, Call(g, "square", X()), 1, -1))));
+}
 OpDecl atanh() {
   return Math("atanh", kPointwise, ValueKind::kUnit)
       .Vjp(SLOPE(Call(g, "reciprocal", Scale(g, Call(g, "square", X()), -1, 1))));
@@ -103,6 +107,10 @@ OpDecl erf() {  // 2 / sqrt(pi) exp(-x^2)
   return Math("erf", kPointwise)
       .Vjp(SLOPE(Scale(g, Call(g, "exp", Scale(g, Call(g, "square", X()), -1)), 2 * std::numbers::inv_sqrtpi)));
 }
+// lgamma's slope is digamma; digamma's (trigamma) is no registered op: no VJP. Both on
+// (0.1, 2), away from the poles at 0, -1, ....
+OpDecl lgamma() { return Math("lgamma", kPointwise, ValueKind::kPositive).Vjp(SLOPE(Call(g, "digamma", X()))); }
+OpDecl digamma() { return Math("digamma", kPointwise, ValueKind::kPositive); }
 OpDecl ceil() { return Math("ceil", kExact); }
 OpDecl floor() { return Math("floor", kExact); }
 OpDecl round() { return Math("round", kExact).Attr("decimals", AttrKind::kInt, int64_t{0}); }

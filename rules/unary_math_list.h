@@ -19,12 +19,15 @@
   X(sinh)                              \
   X(cosh)                              \
   X(asinh)                             \
+  X(acosh)                             \
   X(atanh)                             \
   X(expm1)                             \
   X(log1p)                             \
   X(log2)                              \
   X(log10)                             \
   X(erf)                               \
+  X(lgamma)                            \
+  X(digamma)                           \
   X(ceil)                              \
   X(floor)                             \
   X(round)                             \

@@ -110,6 +110,13 @@ UNARY_MATH_DEFAULTS = {
     "hardshrink": {"threshold": 0.5}, "softshrink": {"threshold": 0.5},
     "hardtanh": {"t_min": 0.0, "t_max": 24.0}, "thresholded_relu": {"threshold": 1.0, "value": 0.0},
     "stanh": {"scale_a": 0.67, "scale_b": 1.7159}, "tanh_shrink": {}, "logit": {"eps": 1e-6},
-    "assign": {},
+    "assign": {}, "acosh": {}, "lgamma": {}, "digamma": {},
 }
 DEFAULTS.update(UNARY_MATH_DEFAULTS)
+
+# The binary math family (rules/binary_math_list.h): no attrs.
+BINARY_MATH_DEFAULTS = {op: {} for op in [
+    "elementwise_pow", "floor_divide", "remainder", "fmax", "fmin", "heaviside", "equal",
+    "not_equal", "greater_equal", "less_equal", "logical_and", "logical_or", "logical_xor",
+    "bitwise_and", "bitwise_or", "bitwise_xor"]}
+DEFAULTS.update(BINARY_MATH_DEFAULTS)

@@ -29,7 +29,7 @@ import numpy as np
 
 # Every declared attr of every op with its default, checked against the declarations by
 # check_attr_defaults.py.
-from attr_defaults import DEFAULTS, REQUIRED, UNARY_MATH_DEFAULTS
+from attr_defaults import BINARY_MATH_DEFAULTS, DEFAULTS, REQUIRED, UNARY_MATH_DEFAULTS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RNG = np.random.default_rng(20240531)
@@ -2353,6 +2353,8 @@ def gen_unary_math():
               "log1p": (-0.95, 3.0), "log2": (0.05, 4.0), "log10": (0.05, 40.0),
               "logit": (-0.5, 1.5)}
     for op in UNARY_MATH_DEFAULTS:
+        if op in _UNARY_MATH_LATER:
+            continue  # gen_unary_math_later: the cases before keep their random values
         lo, hi = domain.get(op, (-3.0, 3.0))
         x = um_vals(2, 3, lo=lo, hi=hi)
         if op == "reciprocal":
@@ -2386,6 +2388,111 @@ def gen_unary_math():
     error("sin", "two_inputs", {}, [um_vals(3), um_vals(3)], "inputs")
 
 
+# ---- the binary math family (rules/binary_math_list.h) ---------------------------------------
+
+family("binary_math", list(BINARY_MATH_DEFAULTS))
+RNG9 = np.random.default_rng(20261203)
+
+# Each op from its definition (numpy): (function, output dtype).
+_BINARY_MATH = {
+    "elementwise_pow": (np.power, "float64"),
+    "floor_divide": (lambda x, y: np.floor(x / y), "float64"),
+    "remainder": (np.mod, "float64"),  # the divisor's sign, as Python's %
+    "fmax": (np.fmax, "float64"), "fmin": (np.fmin, "float64"),
+    "heaviside": (np.heaviside, "float64"),
+    "equal": (np.equal, "bool"), "not_equal": (np.not_equal, "bool"),
+    "greater_equal": (np.greater_equal, "bool"), "less_equal": (np.less_equal, "bool"),
+    "logical_and": (np.logical_and, "bool"), "logical_or": (np.logical_or, "bool"),
+    "logical_xor": (np.logical_xor, "bool"),
+    "bitwise_and": (np.bitwise_and, "int64"), "bitwise_or": (np.bitwise_or, "int64"),
+    "bitwise_xor": (np.bitwise_xor, "int64"),
+}
+
+
+def gen_binary_math():
+    def bm_vals(*shape, lo=-3.0, hi=3.0):
+        return np.round(RNG9.uniform(lo, hi, size=shape), 1)  # one decimal: ties for the comparisons
+
+    def bm_case(op, name, x, y, dtype=None):
+        fn, out_dtype = _BINARY_MATH[op]
+        in_dtype = dtype or ("int64" if out_dtype == "int64" else "float64")
+        xa, ya = np.asarray(x), np.asarray(y)
+        if in_dtype in ("int64", "bool"):
+            xa, ya = xa.astype(np.int64), ya.astype(np.int64)
+            if in_dtype == "bool":
+                xa, ya = xa.astype(bool), ya.astype(bool)
+        with np.errstate(all="ignore"):
+            out = fn(xa, ya)
+        if op.startswith("bitwise_") and in_dtype == "bool":
+            out_dtype = "bool"
+        case(op, name, {}, [T(xa, in_dtype), T(ya, in_dtype)], [T(out, out_dtype)])
+
+    for op, (_, out_dtype) in _BINARY_MATH.items():
+        if out_dtype == "int64":  # the bitwise ops: int64 values, negatives included
+            mk = lambda *s: RNG9.integers(-8, 16, size=s)
+        elif op == "elementwise_pow":
+            mk = lambda *s: bm_vals(*s, lo=0.1, hi=3.0)
+        else:
+            mk = bm_vals
+        x, y = mk(2, 3), mk(2, 3)
+        if op in ("floor_divide", "remainder"):
+            y = np.where(np.abs(y) < 0.25, 0.5, y)
+        if op.startswith("logical_"):
+            x, y = np.where(RNG9.uniform(size=(2, 3)) < 0.5, 0.0, x), np.where(RNG9.uniform(size=(2, 3)) < 0.5, 0.0, y)
+        bm_case(op, "basic", x, y)
+        xb, yb = mk(2, 1, 3), mk(4, 1)  # broadcast both ways
+        if op in ("floor_divide", "remainder"):
+            yb = np.where(np.abs(yb) < 0.25, -0.5, yb)
+        bm_case(op, "broadcast", xb, yb)
+        x0 = mk(3)
+        y0 = np.asarray(mk(1)[0] if op not in ("floor_divide", "remainder") else 1.5)
+        bm_case(op, "0d_y", x0, y0)
+    # Branches and dtypes the random values may miss.
+    bm_case("remainder", "signs", np.array([-7.0, 7.0, -7.0, 7.0, 6.0]), np.array([3.0, -3.0, -3.0, 3.0, -3.0]))
+    bm_case("floor_divide", "signs", np.array([-7.0, 7.0, -7.0, 7.0]), np.array([2.0, -2.0, -2.0, 2.0]))
+    bm_case("fmax", "nan_ignored", np.array([np.nan, 1.0, 3.0]), np.array([2.0, np.nan, -1.0]))
+    bm_case("fmin", "nan_ignored", np.array([np.nan, 1.0, 3.0]), np.array([2.0, np.nan, -1.0]))
+    bm_case("heaviside", "zero_takes_y", np.array([-1.5, 0.0, 0.0, 2.0]), np.array([0.5, 0.25, -3.0, 0.5]))
+    bm_case("equal", "ties", np.array([1.0, 2.0, -0.0]), np.array([1.0, 2.5, 0.0]))
+    bm_case("greater_equal", "ties", np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.5, 2.0]))
+    bm_case("less_equal", "int64", np.array([1, 2, 3]), np.array([[1], [2]]), "int64")
+    bm_case("logical_xor", "bool", np.array([0, 1, 0, 1]), np.array([0, 0, 1, 1]), "bool")
+    bm_case("bitwise_and", "bool", np.array([0, 1, 0, 1]), np.array([0, 0, 1, 1]), "bool")
+    bm_case("bitwise_xor", "bool", np.array([0, 1, 0, 1]), np.array([0, 0, 1, 1]), "bool")
+    bm_case("bitwise_or", "negative", np.array([-1, -8, 5]), np.array([0, 3, -6]), "int64")
+    bm_case("logical_and", "empty", np.zeros((2, 0)), np.zeros((1, 0)))
+    error("bitwise_and", "float_x", {}, [bm_vals(3), T([1, 2, 3], "int64")], "inputs[0].dtype")
+    error("bitwise_or", "float_y", {}, [T([1, 2, 3], "int64"), bm_vals(3)], "inputs[1].dtype")
+    error("fmax", "shapes", {}, [bm_vals(2, 3), bm_vals(4)], "inputs[1].shape")
+    error("equal", "one_input", {}, [bm_vals(3)], "inputs")
+
+
+# Ops added to the family later, with their own RNG. digamma from mpmath (arbitrary
+# precision; only this generator needs it), lgamma from Python's math.lgamma.
+_UNARY_MATH_LATER = ("acosh", "lgamma", "digamma")
+RNG10 = np.random.default_rng(20261204)
+
+
+def gen_unary_math_later():
+    import mpmath
+
+    fns = {"acosh": np.arccosh,
+           "lgamma": np.vectorize(math.lgamma, otypes=[float]),
+           "digamma": np.vectorize(lambda v: float(mpmath.digamma(v)), otypes=[float])}
+
+    def later_case(op, name, x):
+        case(op, name, {}, [x], [fns[op](np.asarray(x, dtype=np.float64))])
+
+    for op in _UNARY_MATH_LATER:
+        lo, hi = (1.05, 4.0) if op == "acosh" else (0.05, 4.0)
+        later_case(op, "basic", np.round(RNG10.uniform(lo, hi, size=(2, 3)), 2))
+        later_case(op, "3d", np.round(RNG10.uniform(lo, hi, size=(2, 1, 3)), 2))
+        later_case(op, "0d", np.array(np.round(RNG10.uniform(lo, hi), 2)))
+    later_case("acosh", "one", np.array([1.0, 10.0, 1e6]))
+    later_case("lgamma", "negative_and_large", np.array([-0.5, -1.5, -2.25, 30.5, 171.5]))
+    later_case("digamma", "negative_and_large", np.array([-0.5, -1.5, -2.25, 1.4616321449683622, 30.5, 1e5]))
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -2408,6 +2515,8 @@ def main():
     gen_block_attention()  # RNG6
     gen_adamw()  # RNG7
     gen_unary_math()  # RNG8
+    gen_binary_math()  # RNG9
+    gen_unary_math_later()  # RNG10
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

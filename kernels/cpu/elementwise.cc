@@ -13,6 +13,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/cpu/elementwise_map.h"
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/vector_math.h"
@@ -21,12 +22,14 @@
 namespace spmd::kernels::cpu {
 namespace {
 
+using internal::BinaryMap;
 using internal::BroadcastShapes;
 using internal::CheckArity;
 using internal::ComputeDType;
 using internal::DispatchFloat;
 using internal::ForEachRow;
 using internal::NewOutput;
+using internal::NoVec;
 using internal::PlanBroadcast;
 using internal::ValuesAs;
 
@@ -69,9 +72,9 @@ Tensors Unary(const TensorArgs& inputs, Make make, Vec vec = nullptr) {
   });
 }
 
-// The float32 loops of a binary op (kernels/cpu/simd.h) for BinaryMap: both operands
-// rows, and (where the op allows it exactly) a scalar right or left operand. NoVec: none.
-struct NoVec {};
+// The float32 loops of a binary op (kernels/cpu/simd.h) for BinaryMap
+// (kernels/cpu/elementwise_map.h): both operands rows, and (where the op allows it
+// exactly) a scalar right or left operand.
 struct AddVec {
   static void Rows(const float* x, const float* y, float* o, int64_t n) { simd::Add(x, y, o, n); }
   static void RightScalar(const float* x, float b, float* o, int64_t n) { simd::AddScalar(x, b, o, n); }
@@ -87,61 +90,6 @@ struct MultiplyVec {
   static void RightScalar(const float* x, float b, float* o, int64_t n) { simd::MultiplyScalar(x, b, o, n); }
   static void LeftScalar(float a, const float* y, float* o, int64_t n) { simd::MultiplyScalar(y, a, o, n); }
 };
-
-// out = f(x, y) with numpy broadcasting; T the compute dtype, Out the output element type.
-template <typename T, typename Out, typename F, typename Vec = NoVec>
-Tensor BinaryMap(const Tensor& xt, const Tensor& yt, F f, Vec = {}) {
-  constexpr bool kVec = std::is_same_v<T, float> && std::is_same_v<Out, float> &&
-                        !std::is_same_v<Vec, NoVec>;
-  Shape shape = BroadcastShapes({xt.shape(), yt.shape()});
-  ValuesAs<T> xv(xt);
-  ValuesAs<T> yv(yt);
-  Tensor out = NewOutput(shape, DTypeOf<Out>::value);
-  Out* __restrict o = out.data<Out>();
-  const T* __restrict x = xv.data();
-  const T* __restrict y = yv.data();
-  if (xt.shape() == yt.shape()) {
-    const int64_t n = out.numel();
-    if constexpr (kVec) {
-      Vec::Rows(x, y, o, n);
-    } else {
-      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
-    }
-    return out;
-  }
-  const internal::BroadcastLoop plan = PlanBroadcast(shape, {xt.shape(), yt.shape()});
-  const int64_t sx = plan.inner_stride(0);
-  const int64_t sy = plan.inner_stride(1);
-  ForEachRow(plan, [&](int64_t oo, const int64_t* off, int64_t len) {
-    const T* xp = x + off[0];
-    const T* yp = y + off[1];
-    Out* op = o + oo;
-    if (sx == 1 && sy == 1) {
-      if constexpr (kVec) {
-        Vec::Rows(xp, yp, op, len);
-      } else {
-        for (int64_t j = 0; j < len; ++j) op[j] = f(xp[j], yp[j]);
-      }
-    } else if (sx == 0 && sy == 1) {
-      const T a = xp[0];
-      if constexpr (kVec && requires { Vec::LeftScalar(a, yp, op, len); }) {
-        Vec::LeftScalar(a, yp, op, len);
-      } else {
-        for (int64_t j = 0; j < len; ++j) op[j] = f(a, yp[j]);
-      }
-    } else if (sx == 1 && sy == 0) {
-      const T b = yp[0];
-      if constexpr (kVec) {
-        Vec::RightScalar(xp, b, op, len);
-      } else {
-        for (int64_t j = 0; j < len; ++j) op[j] = f(xp[j], b);
-      }
-    } else {
-      for (int64_t j = 0; j < len; ++j) op[j] = f(xp[j * sx], yp[j * sy]);
-    }
-  });
-  return out;
-}
 
 // A binary op whose output is in the compute dtype.
 template <typename F, typename Vec = NoVec>

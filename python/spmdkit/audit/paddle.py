@@ -121,13 +121,18 @@ _tril_triu.attr_names = ("diagonal", "lower=False")
 
 _UNARY = ["relu", "silu", "exp", "log", "tanh", "sigmoid", "sqrt", "abs",
           # the unary math family (rules/unary_math_list.h): Paddle's elementwise-unary rule
-          "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "atanh",
+          "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+          "lgamma", "digamma",
           "expm1", "log1p", "log2", "log10", "erf", "ceil", "floor", "round", "trunc",
           "sign", "reciprocal", "square", "logsigmoid", "softsign", "softplus", "mish",
           "swish", "relu6", "hardswish", "hardsigmoid", "leaky_relu", "elu", "celu", "selu",
           "hardshrink", "softshrink", "hardtanh", "thresholded_relu", "stanh", "tanh_shrink",
           "logit", "assign"]
-_BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "greater_than", "less_than"]
+_BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "greater_than", "less_than",
+           # the binary math family (rules/binary_math_list.h): Paddle's elementwise rule
+           "elementwise_pow", "floor_divide", "remainder", "fmax", "fmin", "heaviside",
+           "equal", "not_equal", "greater_equal", "less_equal", "logical_and", "logical_or",
+           "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor"]
 _REDUCE = ["sum", "mean", "max", "min", "prod", "any", "all"]
 
 OPS: List[PaddleOp] = (
