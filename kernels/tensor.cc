@@ -37,6 +37,14 @@ void CheckShape(const Shape& shape, size_t element_size, const std::string& fiel
   }
 }
 
+struct Tensor::SharedBuffer {
+  std::atomic<int64_t> holders;  // tensors holding `data`
+  std::byte* data;
+  size_t nbytes;
+  Allocator* allocator;
+  Stream stream;
+};
+
 Tensor::Tensor() : Tensor(Shape{}, DType::kFloat64) {}
 
 Tensor::Tensor(Shape shape, DType dtype) : Tensor(std::move(shape), dtype, HostAllocator(), Stream{}) {
@@ -84,7 +92,8 @@ Tensor::Tensor(Tensor&& other) noexcept
       element_size_(other.element_size_),
       allocator_(other.allocator_),
       stream_(other.stream_),
-      data_(other.data_) {
+      data_(other.data_),
+      shared_(other.shared_.exchange(nullptr, std::memory_order_acq_rel)) {
   other.data_ = nullptr;
 }
 
@@ -98,6 +107,7 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept {
     allocator_ = other.allocator_;
     stream_ = other.stream_;
     data_ = other.data_;
+    shared_.store(other.shared_.exchange(nullptr, std::memory_order_acq_rel), std::memory_order_release);
     other.data_ = nullptr;
   }
   return *this;
@@ -106,9 +116,71 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept {
 Tensor::~Tensor() { Release(); }
 
 void Tensor::Release() noexcept {
-  if (data_ != nullptr) allocator_->Deallocate(data_, nbytes(), stream_);
+  SharedBuffer* shared = shared_.exchange(nullptr, std::memory_order_acq_rel);
+  if (shared != nullptr) {
+    if (shared->holders.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      shared->allocator->Deallocate(shared->data, shared->nbytes, shared->stream);
+      delete shared;
+    }
+  } else if (data_ != nullptr) {
+    allocator_->Deallocate(data_, nbytes(), stream_);
+  }
   data_ = nullptr;
 }
+
+void Tensor::Unshare() {
+  SharedBuffer* shared = shared_.load(std::memory_order_acquire);
+  if (shared == nullptr) return;
+  if (shared->holders.load(std::memory_order_acquire) == 1) {  // the other holders are gone
+    shared_.store(nullptr, std::memory_order_release);
+    delete shared;
+    return;
+  }
+  auto* own = static_cast<std::byte*>(allocator_->Allocate(nbytes(), stream_));
+  if (device().is_host()) {
+    std::memcpy(own, data_, nbytes());
+  } else {
+    BackendFor(device()).Copy(own, data_, nbytes(), stream_);
+  }
+  data_ = own;
+  shared_.store(nullptr, std::memory_order_release);
+  if (shared->holders.fetch_sub(1, std::memory_order_acq_rel) == 1) {  // they let go meanwhile
+    shared->allocator->Deallocate(shared->data, shared->nbytes, shared->stream);
+    delete shared;
+  }
+}
+
+Tensor Tensor::View(Shape shape) const {
+  CheckShape(shape, element_size_, "shape");
+  if (NumElements(shape) != numel_) {
+    ThrowInvalid("shape", ShapeToString(shape) + " does not hold the " + std::to_string(numel_) +
+                              " elements of " + ShapeToString(shape_));
+  }
+  // An empty tensor has no buffer to share.
+  if (data_ == nullptr || nbytes() == 0) return Tensor(std::move(shape), dtype_, *allocator_, stream_);
+  SharedBuffer* shared = shared_.load(std::memory_order_acquire);
+  if (shared == nullptr) {
+    auto* record = new SharedBuffer{{1}, data_, nbytes(), allocator_, stream_};
+    if (shared_.compare_exchange_strong(shared, record, std::memory_order_acq_rel)) {
+      shared = record;
+    } else {
+      delete record;  // another thread made this tensor shared first: `shared` is its record
+    }
+  }
+  shared->holders.fetch_add(1, std::memory_order_relaxed);
+  Tensor view(ViewOf{}, *this, std::move(shape));
+  view.shared_.store(shared, std::memory_order_release);
+  return view;
+}
+
+Tensor::Tensor(ViewOf, const Tensor& of, Shape shape)
+    : shape_(std::move(shape)),
+      dtype_(of.dtype_),
+      numel_(of.numel_),
+      element_size_(of.element_size_),
+      allocator_(of.allocator_),
+      stream_(of.stream_),
+      data_(of.data_) {}
 
 void Tensor::Reshape(Shape shape) {
   CheckShape(shape, element_size_, "shape");

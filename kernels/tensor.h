@@ -14,6 +14,12 @@
 // its work is ordered on (kernels/device.h; host tensors: the null stream): a Backend
 // (kernels/backend.h) enqueues work on a tensor's stream, and the buffer is freed in that
 // stream's order. Copies are deep (same allocator, device and stream), moves are cheap.
+// View() is the one way two tensors share a buffer (reshape-class kernels return the same
+// bytes under a new shape without copying them): a shared buffer is copy-on-write, so the
+// mutable accessors (bytes(), data<T>() on a non-const tensor) first give the writer a
+// buffer of its own while another tensor still holds the shared one, and no write through
+// one tensor is ever seen through another. A pointer taken from a mutable accessor is the
+// tensor's own until a View() of it is made: write through it before viewing, not after.
 // Typed host access (data<T>(), FromVector, ==) needs a host tensor: on a device tensor it
 // throws InvalidArgument ("device"); bytes() is the raw buffer on any device.
 // Invariant: the buffer holds exactly NumElements(shape) elements of dtype.
@@ -21,6 +27,7 @@
 // tensors to a kernel copies no buffer.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -118,7 +125,11 @@ class Tensor {
 
   // The raw buffer on device(): nbytes() contiguous bytes, row-major (nullptr only when
   // empty). On a device tensor this is a device address, for a Backend or a Communicator.
-  std::byte* bytes() { return data_; }
+  // The mutable accessor first gives the tensor a buffer of its own if it shares one (View).
+  std::byte* bytes() {
+    if (shared_.load(std::memory_order_acquire) != nullptr) [[unlikely]] Unshare();
+    return data_;
+  }
   const std::byte* bytes() const { return data_; }
 
   // Typed host access; throws InvalidArgument ("dtype") when T is not this tensor's type,
@@ -126,7 +137,7 @@ class Tensor {
   template <typename T>
   T* data() {
     CheckType(DTypeOf<T>::value);
-    return reinterpret_cast<T*>(data_);
+    return reinterpret_cast<T*>(bytes());
   }
   template <typename T>
   const T* data() const {
@@ -138,13 +149,32 @@ class Tensor {
   // are, row-major); InvalidArgument ("shape") otherwise.
   void Reshape(Shape shape);
 
+  // A tensor holding this tensor's elements under `shape` (same element count; the data
+  // row-major as they are) that shares its buffer instead of copying it: copy-on-write (see
+  // the top of this file), so each of the two reads the same bytes until one of them is
+  // written. InvalidArgument ("shape") when the counts differ.
+  Tensor View(Shape shape) const;
+
+  // Whether this tensor reads the same buffer as `other` (a View of it, or it of this).
+  bool SharesBufferWith(const Tensor& other) const {
+    return data_ != nullptr && data_ == other.data_;
+  }
+
   // Byte-wise equality of shape, dtype and contents (host tensors; InvalidArgument
   // ("device") for a device tensor).
   bool operator==(const Tensor& other) const;
 
  private:
   Tensor(Shape shape, DType dtype, Allocator& allocator, Stream stream);
+  // The record of a buffer that View() made shared: who holds it and how to free it.
+  struct SharedBuffer;
+  struct ViewOf {};
+  // A tensor reading `of`'s buffer under `shape`, not yet counted as one of its holders.
+  Tensor(ViewOf, const Tensor& of, Shape shape);
   void Release() noexcept;
+  // Gives the tensor a buffer of its own: a copy of the shared one while another tensor
+  // holds it too, else the same buffer, no longer marked shared.
+  void Unshare();
   // Throws unless the tensor is on the host and holds `want`.
   void CheckType(DType want) const;
 
@@ -155,6 +185,9 @@ class Tensor {
   Allocator* allocator_ = &HostAllocator();
   Stream stream_;
   std::byte* data_ = nullptr;  // from allocator_, nbytes() long
+  // Null while the tensor is the buffer's only owner (the common case: no record, no
+  // count); set, on both tensors, by View(). Atomic because View() of a const tensor sets it.
+  mutable std::atomic<SharedBuffer*> shared_{nullptr};
 };
 
 using Tensors = std::vector<Tensor>;

@@ -47,6 +47,16 @@ struct Node {
 
 namespace {
 
+// A copy of g whose shard shares g's buffer copy-on-write (kernels::Tensor::View) instead
+// of copying its bytes: a write through either first gives the writer a buffer of its
+// own, so neither ever sees the other's writes.
+DistTensor Shared(const DistTensor& g) {
+  if (!g.has_local()) return g;  // no buffer to copy
+  const kernels::Tensor& local = g.local();
+  return DistTensor::FromLocal(local.View(local.shape()), g.shape(), g.dtype(), g.mesh(),
+                               g.dist_attr(), g.process_id());
+}
+
 thread_local bool grad_enabled = true;
 std::atomic<uint64_t> next_sequence{0};
 
@@ -308,7 +318,8 @@ Variable Apply1(std::string_view op, const std::vector<Variable>& inputs, const 
 Variable Redistribute(const Variable& x, const DistAttr& to, Communicator& comm) {
   const Node& input = Checked(x.node_, "x");
   std::vector<DistTensor> outputs;
-  outputs.push_back(input.value->Reshard(to, comm));
+  // Already laid out as asked: the same values, sharing the buffer rather than copying it.
+  outputs.push_back(input.value->dist_attr() == to ? Shared(*input.value) : input.value->Reshard(to, comm));
   std::shared_ptr<GradFn> fn;
   if (grad_enabled && input.requires_grad) fn = Recorder::NewStep({x});
   return std::move(Recorder::Wrap(std::move(outputs), fn)[0]);
@@ -438,7 +449,7 @@ void RunVjp(GradFn& fn, std::vector<std::optional<DistTensor>>& cotangents, Comm
     if (cotangents[0] && fn.inputs[0]->requires_grad) {
       const DistAttr& source = fn.input_values[0]->dist_attr();
       const DistTensor& g = *cotangents[0];
-      deliver(0, g.dist_attr() == source ? DistTensor(g) : g.Reshard(WithoutPartial(source), comm));
+      deliver(0, g.dist_attr() == source ? Shared(g) : g.Reshard(WithoutPartial(source), comm));
     }
     return;
   }
@@ -515,7 +526,7 @@ void RunVjp(GradFn& fn, std::vector<std::optional<DistTensor>>& cotangents, Comm
     if (owned && !used_later) {
       deliver(i, std::move(const_cast<DistTensor&>(g)));  // storage owned by this function
     } else {
-      deliver(i, DistTensor(g));
+      deliver(i, Shared(g));
     }
   }
 }
@@ -632,6 +643,7 @@ DistTensor Gradient(const Variable& leaf, const DistAttr& to, Communicator& comm
   if (!node.grad) {
     return ConstantLike(value, to, 0.0);
   }
+  if (node.grad->dist_attr() == to) return Shared(*node.grad);  // no copy of the buffer
   return node.grad->Reshard(to, comm);
 }
 

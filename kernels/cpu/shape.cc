@@ -1,7 +1,9 @@
 // Shape ops (docs/OPS.md "Shape ops"). They only move values, so they work on bytes and
 // take any dtype; every output keeps x's dtype (the first input's for concat and stack,
-// whose inputs must then share it). Copies are contiguous blocks (memcpy) wherever the
-// layout allows; transpose goes through internal::PermuteBytes.
+// whose inputs must then share it). reshape, flatten, squeeze and unsqueeze copy nothing:
+// their output is a copy-on-write view of x's buffer (Tensor::View). The others copy
+// contiguous blocks (memcpy) wherever the layout allows; transpose goes through
+// internal::PermuteBytes.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -20,12 +22,9 @@ using internal::AxisView;
 using internal::CheckArity;
 using internal::NewOutput;
 
-// x with its data reinterpreted under `shape` (same element count, row-major).
-Tensor Reshaped(const Tensor& x, const Shape& shape) {
-  Tensor out = x;
-  out.Reshape(shape);
-  return out;
-}
+// x with its data reinterpreted under `shape` (same element count, row-major): a view
+// sharing x's buffer, copy-on-write (kernels/tensor.h), so no bytes are copied.
+Tensor Reshaped(const Tensor& x, const Shape& shape) { return x.View(shape); }
 
 // The elements [start, start + len) of x along `axis` (x.shape[axis] becomes len).
 Tensor TakeRange(const Tensor& x, int64_t axis, int64_t start, int64_t len) {
