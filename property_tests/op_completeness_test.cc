@@ -270,5 +270,36 @@ TEST(OpCompleteness, TheScansFindTheKnownOps) {
   EXPECT_EQ(cuda.count("max"), 1u);            // a template instance (reduction.cu)
 }
 
+// The tables are keyed by (op, phase): an op declaring an exchange has two phase entries
+// in the reference and CPU tables, distinct from each other and from its own kernel (a
+// slip in a generated entry, both phases on one function, shows here); an op without one
+// has none, and running one is an UnknownOp error naming the phase.
+TEST(OpCompleteness, PhasesAreFoundUnderTheirOpAndPhaseOnly) {
+  for (const std::string& name : ListedOps()) {
+    const bool exchanges = ExchangeOps().count(name) > 0;
+    const KernelRef stats(name, Phase::kStats), finish(name, Phase::kFinish);
+    for (const KernelRef& kernel : {stats, finish}) {
+      EXPECT_EQ(reference::FindReference(kernel) != nullptr, exchanges) << ToString(kernel);
+      EXPECT_EQ(kernels::FindCpuKernel(kernel) != nullptr, exchanges) << ToString(kernel);
+    }
+    if (!exchanges) continue;
+    EXPECT_NE(reference::FindReference(stats), reference::FindReference(finish)) << name;
+    EXPECT_NE(reference::FindReference(stats), reference::FindReference(name)) << name;
+    EXPECT_NE(reference::FindReference(finish), reference::FindReference(name)) << name;
+    EXPECT_NE(kernels::FindCpuKernel(stats), kernels::FindCpuKernel(finish)) << name;
+    EXPECT_NE(kernels::FindCpuKernel(stats), kernels::FindCpuKernel(name)) << name;
+    EXPECT_NE(kernels::FindCpuKernel(finish), kernels::FindCpuKernel(name)) << name;
+  }
+  const kernels::Tensor x(Shape{2}, DType::kFloat32);
+  try {
+    kernels::RunCpuKernel(KernelRef("matmul", Phase::kStats), {x, x}, Attrs{});
+    ADD_FAILURE() << "matmul's stats phase ran";
+  } catch (const SpmdError& e) {
+    EXPECT_EQ(e.type(), ErrorType::kUnknownOp);
+    EXPECT_EQ(e.field(), "op");
+    EXPECT_NE(std::string(e.what()).find("stats phase"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace spmd
