@@ -18,6 +18,7 @@
 #include "checker/vjp_eval.h"
 #include "rules/error.h"
 #include "rules/layout.h"
+#include "rules/phase.h"
 #include "rules/registry.h"
 
 namespace spmd::checker {
@@ -335,9 +336,9 @@ GradOutcome CheckGrad(const GradCase& c, const GradOracle& oracle) {
       // order) when that dim is sharded, as the soundness sweep and Dispatch do.
       int exchange_dim = ExchangedDim(*callee, RuleContext{global_in, attrs});
       if (exchange_dim >= 0 && rule.inputs[callee->exchange->input].dims[exchange_dim].empty()) exchange_dim = -1;
-      auto run = [&](const std::string& name, const Tensors& args, const Attrs& local_attrs) {
-        if (c.local_reference) return c.local_reference(name, args, local_attrs);
-        const reference::ReferenceFn fn = name == call.op ? registered : reference::FindReference(name);
+      auto run = [&](const KernelRef& kernel, const Tensors& args, const Attrs& local_attrs) {
+        if (c.local_reference) return c.local_reference(kernel, args, local_attrs);
+        const reference::ReferenceFn fn = kernel.phase ? reference::FindReference(kernel) : registered;
         if (fn == nullptr) throw std::logic_error(call.op + " declares an exchange without its phases");
         return fn(args, local_attrs);
       };
@@ -370,8 +371,8 @@ GradOutcome CheckGrad(const GradCase& c, const GradOracle& oracle) {
       std::vector<Tensor> stats(exchange_dim >= 0 ? coords.size() : 0);
       for (size_t r = 0; r < stats.size(); ++r) {
         try {
-          Tensors out = run(call.op + "@stats", rank_locals[r], rank_attrs[r]);
-          if (out.size() != 1) throw std::logic_error(call.op + "@stats must give one tensor");
+          Tensors out = run(KernelRef(call.op, Phase::kStats), rank_locals[r], rank_attrs[r]);
+          if (out.size() != 1) throw std::logic_error(call.op + "'s stats phase must give one tensor");
           stats[r] = std::move(out[0]);
         } catch (const SpmdError& e) {
           throw refused(c.mesh.process_ids()[r], std::string(ToString(e.type())) + " " + e.what());
@@ -395,7 +396,7 @@ GradOutcome CheckGrad(const GradCase& c, const GradOracle& oracle) {
             }
             Tensors finish_inputs = rank_locals[r];
             finish_inputs.push_back(std::move(gathered));
-            got = run(call.op + "@finish", finish_inputs, rank_attrs[r]);
+            got = run(KernelRef(call.op, Phase::kFinish), finish_inputs, rank_attrs[r]);
           } else {
             got = run(call.op, rank_locals[r], rank_attrs[r]);
           }

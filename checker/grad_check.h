@@ -23,13 +23,14 @@
 #include "checker/simulate.h"
 #include "reference/tensor.h"
 #include "rules/op_decl.h"
+#include "rules/phase.h"
 
 namespace spmd::checker {
 
-// A per-rank reference of a call op (tests inject faults): the op's name, the local
-// operands, the localized attrs.
+// A per-rank reference of a call op (tests inject faults): the op (or one phase of its
+// exchange), the local operands, the localized attrs.
 using LocalReference =
-    std::function<reference::Tensors(const std::string& op, const reference::Tensors&, const Attrs&)>;
+    std::function<reference::Tensors(const KernelRef& kernel, const reference::Tensors&, const Attrs&)>;
 
 struct GradCase {
   const OpDecl* op = nullptr;

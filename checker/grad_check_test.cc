@@ -73,8 +73,8 @@ TEST(GradCheck, ScaledGradientIsCaughtOnEveryOp) {
 // case: a refusal inside a backward is never skipped.
 TEST(GradCheck, RefusedCallIsAFailureOnEveryOp) {
   GradOptions options = Small();
-  options.local_reference = [](const std::string& op, const reference::Tensors&, const Attrs&) -> reference::Tensors {
-    ThrowUnsupported("inputs", op + " refuses these shards");
+  options.local_reference = [](const KernelRef& kernel, const reference::Tensors&, const Attrs&) -> reference::Tensors {
+    ThrowUnsupported("inputs", ToString(kernel) + " refuses these shards");
   };
   ExpectEveryOpCaught(RunGradCheck(options, nullptr), "reference refuses", true);
 }
@@ -99,8 +99,8 @@ TEST(GradCheck, UndeclaredAttrIsAFailureOnEveryOp) {
 // resolve (1e-6), caught by the tight comparison with the unsharded float64 VJP.
 TEST(GradCheck, TinyShardErrorIsCaughtOnEveryOp) {
   GradOptions options = Small();
-  options.local_reference = [](const std::string& op, const reference::Tensors& inputs, const Attrs& attrs) {
-    reference::Tensors out = reference::FindReference(op)(inputs, attrs);
+  options.local_reference = [](const KernelRef& kernel, const reference::Tensors& inputs, const Attrs& attrs) {
+    reference::Tensors out = reference::FindReference(kernel)(inputs, attrs);
     for (reference::Tensor& t : out) {
       if (!IsFloating(t.dtype)) continue;
       for (double& v : t.data) v *= 1 + 1e-7;

@@ -13,6 +13,7 @@
 #include "rules/error.h"
 #include "rules/layout.h"
 #include "rules/partial_split.h"
+#include "rules/phase.h"
 
 namespace spmd::checker {
 namespace {
@@ -254,19 +255,19 @@ void CheckSimulationSize(const std::vector<Shape>& inputs, const std::vector<Sha
   for (size_t o = 0; o < outputs.size(); ++o) add(outputs[o], "outputs[" + std::to_string(o) + "].shape");
 }
 
-// The local program of an op with an exchange (OpDecl::exchange) on every rank: phase 1
-// (`<op>@stats`), the all-gather of its output over the mesh axes that shard the exchanged
-// dim (members in Mesh::GroupOf order), phase 2 (`<op>@finish`). Fills `local`; returns a
+// The local program of an op with an exchange (OpDecl::exchange) on every rank: its
+// Phase::kStats, the all-gather of its output over the mesh axes that shard the exchanged
+// dim (members in Mesh::GroupOf order), its Phase::kFinish. Fills `local`; returns a
 // counterexample when a phase fails on some rank.
 std::optional<Counterexample> RunExchange(const OpDecl& op, const RuleContext& context, const Mesh& mesh,
                                           const std::vector<std::vector<int64_t>>& coords,
                                           const std::vector<DistAttr>& required,
                                           const std::vector<Tensors>& inputs, const std::vector<Attrs>& attrs,
                                           size_t outputs, std::vector<Tensors>& local) {
-  const reference::ReferenceFn stats_fn = reference::FindReference(op.name + "@stats");
-  const reference::ReferenceFn finish_fn = reference::FindReference(op.name + "@finish");
+  const reference::ReferenceFn stats_fn = reference::FindReference(KernelRef(op.name, Phase::kStats));
+  const reference::ReferenceFn finish_fn = reference::FindReference(KernelRef(op.name, Phase::kFinish));
   if (stats_fn == nullptr || finish_fn == nullptr) {
-    throw std::logic_error(op.name + " declares an exchange without its @stats / @finish phases");
+    throw std::logic_error(op.name + " declares an exchange without the references of its phases");
   }
   const int input = op.exchange->input;
   const int dim = ExchangedDim(op, context);
@@ -281,7 +282,7 @@ std::optional<Counterexample> RunExchange(const OpDecl& op, const RuleContext& c
   for (size_t r = 0; r < coords.size(); ++r) {
     try {
       Tensors out = stats_fn(inputs[r], attrs[r]);
-      if (out.size() != 1) throw std::logic_error(op.name + "@stats must give one tensor");
+      if (out.size() != 1) throw std::logic_error(op.name + "'s stats phase must give one tensor");
       stats[r] = std::move(out[0]);
     } catch (const SpmdError& e) {
       return failed(r, "stats", e);

@@ -42,6 +42,7 @@
 #include "rules/attrs.h"
 #include "rules/dist_attr.h"
 #include "rules/dtype.h"
+#include "rules/phase.h"
 
 namespace spmd::kernels {
 
@@ -54,12 +55,13 @@ class Backend {
   // Where new tensors of `device` come from.
   virtual Allocator& AllocatorFor(Device device) = 0;
 
-  // Runs `op`'s kernel on `inputs` (all on one device of this backend's kind; attrs as
+  // Runs the kernel of an op (a name) or of one phase of its exchange (KernelRef{op,
+  // phase}, rules/phase.h) on `inputs` (all on one device of this backend's kind; attrs as
   // CpuKernelFn documents them). Outputs are on the inputs' device and stream. Throws
-  // SpmdError(kUnknownOp, "op") for an unknown op, and SpmdError naming the field for
+  // SpmdError(kUnknownOp, "op") for an unknown op or phase, and SpmdError naming the field for
   // inputs or attrs the op cannot take (InvalidArgument "inputs[i].device" for an input
   // on another device).
-  virtual Tensors RunKernel(std::string_view op, const TensorArgs& inputs, const Attrs& attrs) = 0;
+  virtual Tensors RunKernel(const KernelRef& kernel, const TensorArgs& inputs, const Attrs& attrs) = 0;
 
   // dst[0, nbytes) = src[0, nbytes); the ranges may overlap (memmove).
   virtual void Copy(void* dst, const void* src, size_t nbytes, Stream stream) = 0;

@@ -7,6 +7,7 @@
 #include "reference/tensor.h"
 #include "rules/attrs.h"
 #include "rules/op_list.h"
+#include "rules/phase.h"
 #include "rules/row_exchange_ops.h"
 
 namespace spmd::reference {
@@ -20,7 +21,7 @@ namespace ops {
 SPMD_FOR_EACH_OP(SPMD_DECLARE_REFERENCE)
 #undef SPMD_DECLARE_REFERENCE
 // The phases of the ops with an exchange inside (OpDecl::exchange), found by FindReference
-// as `<op>@stats` and `<op>@finish`.
+// as KernelRef{op, Phase::kStats} and KernelRef{op, Phase::kFinish}.
 Tensors c_softmax_with_cross_entropy_stats(const Tensors& inputs, const Attrs& attrs);
 Tensors c_softmax_with_cross_entropy_finish(const Tensors& inputs, const Attrs& attrs);
 // The row reductions whose reduced axis may stay sharded (ops_norm_exchange.cc).
@@ -31,8 +32,8 @@ SPMD_FOR_EACH_ROW_EXCHANGE_OP(SPMD_DECLARE_EXCHANGE_PHASES)
 #undef SPMD_DECLARE_EXCHANGE_PHASES
 }  // namespace ops
 
-// Returns the reference of `op` (or of an exchange phase, `<op>@stats` / `<op>@finish`), or
-// nullptr when spmdkit has no such op.
-ReferenceFn FindReference(std::string_view op);
+// Returns the reference of an op (a name) or of one phase of its exchange
+// (KernelRef{op, phase}), or nullptr when spmdkit has no such op or phase.
+ReferenceFn FindReference(const KernelRef& kernel);
 
 }  // namespace spmd::reference

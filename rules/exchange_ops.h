@@ -1,5 +1,5 @@
 // The ops with an exchange inside (OpDecl::exchange): each has, besides its own kernel and
-// reference, the phases `<op>@stats` and `<op>@finish` (rules/op_decl.h, Exchange). The
+// reference, the phases KernelRef{op, Phase::kStats} and {op, Phase::kFinish}. The
 // phase tables of the reference, the CPU and the CUDA kernels are generated from this
 // list, so a missing phase does not link.
 #pragma once

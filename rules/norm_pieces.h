@@ -1,8 +1,8 @@
 // The arithmetic of a row reduction whose reduced axis is split into pieces held by
 // different ranks (softmax, log_softmax, layer_norm, rms_norm, cumsum with the reduced axis
-// sharded, OpDecl::exchange): each piece summarises every row in a few numbers (`@stats`),
-// the summaries are all-gathered, and each rank finishes its own piece from them
-// (`@finish`). Shared by the phases' float64 references (reference/) and their CPU kernels
+// sharded, OpDecl::exchange): each piece summarises every row in a few numbers (its
+// Phase::kStats), the summaries are all-gathered, and each rank finishes its own piece from
+// them (Phase::kFinish, rules/phase.h). Shared by the phases' float64 references (reference/) and their CPU kernels
 // (kernels/cpu/), so that the merge is written once; the ops' references themselves are
 // the plain single-device ones, which the checker compares the phases with.
 //

@@ -103,11 +103,11 @@ using DistCheck = std::function<void(const RuleContext&, const std::vector<DistA
 using VjpBuilder = std::function<VjpGraph(const RuleContext&)>;
 
 // An op whose local program exchanges data with its peers (Paddle's c_* ops, which hold a
-// collective inside): on each rank it runs the kernel `<op>@stats` on the local inputs (one
-// output tensor), all-gathers that tensor over the mesh axes that shard input `input`'s dim
-// `dim(context)` in the rule's required layout (the pieces stacked on a new leading dim,
-// in the order of the dim's pieces), then runs `<op>@finish` on the local inputs followed by
-// the gathered tensor. Unsharded, the gather would be of one piece, so Dispatch and the
+// collective inside): on each rank it runs its Phase::kStats kernel (KernelRef{op, phase},
+// rules/phase.h) on the local inputs (one tensor), all-gathers that tensor over the mesh
+// axes that shard input `input`'s dim `dim(context)` in the rule's required layout (pieces
+// stacked on a new leading dim in the dim's order), then its Phase::kFinish on the local
+// inputs and the gathered tensor. Unsharded, the gather would be of one piece, so Dispatch and the
 // checker run the op's own kernel / reference instead (the same values). The checker
 // simulates the gather; Dispatch runs it on the Communicator. The builder marks the dim's factor exchanged
 // in the rule's spec (EinsumSpec::exchanged), so outputs without it are whole. A dim < 0

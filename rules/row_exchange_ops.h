@@ -1,7 +1,7 @@
 // The row reductions whose reduced axis may stay sharded through an exchange
 // (OpDecl::exchange; the arithmetic in rules/norm_pieces.h): each has the phases
-// `<op>@stats` and `<op>@finish`. The reference, CPU and CUDA phase tables are generated
-// from this list, so a missing phase does not link.
+// Phase::kStats and kFinish (rules/phase.h). The reference, CPU and CUDA tables, keyed by
+// (op, phase), are generated from this list, so a missing phase does not link.
 #pragma once
 
 #define SPMD_FOR_EACH_ROW_EXCHANGE_OP(X) \

@@ -114,9 +114,9 @@ Allocator& CpuBackend::AllocatorFor(Device device) {
   return HostAllocator();
 }
 
-Tensors CpuBackend::RunKernel(std::string_view op, const TensorArgs& inputs, const Attrs& attrs) {
+Tensors CpuBackend::RunKernel(const KernelRef& kernel, const TensorArgs& inputs, const Attrs& attrs) {
   (void)checks::CheckOnOneDevice(inputs, DeviceKind::kHost);
-  return RunCpuKernel(op, inputs, attrs);
+  return RunCpuKernel(kernel, inputs, attrs);
 }
 
 void CpuBackend::Copy(void* dst, const void* src, size_t nbytes, Stream) {

@@ -14,7 +14,7 @@ class CpuBackend final : public Backend {
   DeviceKind kind() const override { return DeviceKind::kHost; }
   // InvalidArgument ("device") for a device that is not the host.
   Allocator& AllocatorFor(Device device) override;
-  Tensors RunKernel(std::string_view op, const TensorArgs& inputs, const Attrs& attrs) override;
+  Tensors RunKernel(const KernelRef& kernel, const TensorArgs& inputs, const Attrs& attrs) override;
   void Copy(void* dst, const void* src, size_t nbytes, Stream stream) override;
   void CopyFromHost(void* dst, const void* host_src, size_t nbytes, Stream stream) override;
   void CopyToHost(void* host_dst, const void* src, size_t nbytes, Stream stream) override;

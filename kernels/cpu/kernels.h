@@ -31,6 +31,7 @@
 #include "kernels/tensor.h"
 #include "rules/attrs.h"
 #include "rules/op_list.h"
+#include "rules/phase.h"
 #include "rules/row_exchange_ops.h"
 
 namespace spmd::kernels {
@@ -46,7 +47,7 @@ namespace cpu {
 SPMD_FOR_EACH_OP(SPMD_DECLARE_CPU_KERNEL)
 #undef SPMD_DECLARE_CPU_KERNEL
 // The phases of the ops with an exchange inside (OpDecl::exchange), found by FindCpuKernel
-// as `<op>@stats` and `<op>@finish`.
+// as KernelRef{op, Phase::kStats} and KernelRef{op, Phase::kFinish}.
 Tensors c_softmax_with_cross_entropy_stats(const TensorArgs& inputs, const Attrs& attrs);
 Tensors c_softmax_with_cross_entropy_finish(const TensorArgs& inputs, const Attrs& attrs);
 // The row reductions whose reduced axis may stay sharded (norm_exchange.cc).
@@ -57,31 +58,31 @@ SPMD_FOR_EACH_ROW_EXCHANGE_OP(SPMD_DECLARE_CPU_EXCHANGE_PHASES)
 #undef SPMD_DECLARE_CPU_EXCHANGE_PHASES
 }  // namespace cpu
 
-// Returns the CPU kernel of `op` (or of an exchange phase, `<op>@stats` / `<op>@finish`), or
-// nullptr when spmdkit has no such op. The kernel itself
+// Returns the CPU kernel of an op (a name) or of one phase of its exchange
+// (KernelRef{op, phase}), or nullptr when spmdkit has no such op or phase. The kernel itself
 // takes float64, float32, int64 and bool; RunCpuKernel adds the 2-byte floats.
-CpuKernelFn FindCpuKernel(std::string_view op);
+CpuKernelFn FindCpuKernel(const KernelRef& kernel);
 
-// True when `op` has a CPU kernel (every op of rules/op_list.h has one: the table is
+// True when the op (or phase) has a CPU kernel (every op of rules/op_list.h has one: the table is
 // generated from the list, so a missing kernel does not link).
-bool HasCpuKernel(std::string_view op);
+bool HasCpuKernel(const KernelRef& kernel);
 
-// Runs `op`'s CPU kernel. Throws SpmdError(kUnknownOp, "op") for an op spmdkit does not
-// have, and SpmdError naming the field for inputs or attrs the op cannot take.
+// Runs the CPU kernel of an op (a name) or of one phase of its exchange. Throws
+// SpmdError(kUnknownOp, "op") for an op or phase spmdkit does not have, and SpmdError naming the field for inputs or attrs the op cannot take.
 // bfloat16 / float16 inputs are computed in float32: converted exactly, the float32 kernel
 // run, its float32 outputs rounded once (to nearest even) to the inputs' 2-byte dtype;
 // other outputs (int64, bool, cast's attrs.dtype) are as the kernel gives them. A 2-byte
 // float input next to another floating dtype is InvalidArgument ("inputs[i].dtype").
-Tensors RunCpuKernel(std::string_view op, const TensorArgs& inputs, const Attrs& attrs);
+Tensors RunCpuKernel(const KernelRef& kernel, const TensorArgs& inputs, const Attrs& attrs);
 // The same on a braced list of the caller's tensors, RunCpuKernel(op, {x, y}, attrs), by
 // reference (an initializer_list conversion ranks first; nothing is copied).
-inline Tensors RunCpuKernel(std::string_view op,
+inline Tensors RunCpuKernel(const KernelRef& kernel,
                             std::initializer_list<std::reference_wrapper<const Tensor>> inputs,
                             const Attrs& attrs) {
   std::vector<const Tensor*> ptrs;
   ptrs.reserve(inputs.size());
   for (const Tensor& t : inputs) ptrs.push_back(&t);
-  return RunCpuKernel(op, TensorArgs(std::move(ptrs)), attrs);
+  return RunCpuKernel(kernel, TensorArgs(std::move(ptrs)), attrs);
 }
 
 }  // namespace spmd::kernels

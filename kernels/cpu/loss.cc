@@ -129,7 +129,7 @@ Tensors c_softmax_with_cross_entropy(const TensorArgs& inputs, const Attrs& attr
   });
 }
 
-// Phase 1 (c_softmax_with_cross_entropy@stats): the piece [__vocab_start, + C)'s statistics.
+// Phase::kStats of c_softmax_with_cross_entropy: the piece [__vocab_start, + C)'s statistics.
 Tensors c_softmax_with_cross_entropy_stats(const TensorArgs& inputs, const Attrs& attrs) {
   const int64_t rows = CheckCSoftmax(inputs, attrs, 2);
   const int64_t start = attrs.Has(kLocalVocabStart) ? attrs.GetInt(kLocalVocabStart) : 0;
@@ -141,7 +141,7 @@ Tensors c_softmax_with_cross_entropy_stats(const TensorArgs& inputs, const Attrs
   });
 }
 
-// Phase 2 (c_softmax_with_cross_entropy@finish): logits, label, the gathered float64
+// Phase::kFinish of c_softmax_with_cross_entropy: logits, label, the gathered float64
 // [P, ..., 4].
 Tensors c_softmax_with_cross_entropy_finish(const TensorArgs& inputs, const Attrs& attrs) {
   const int64_t rows = CheckCSoftmax(inputs, attrs, 3);

@@ -9,27 +9,34 @@
 #include "rules/error.h"
 #include "rules/exchange_ops.h"
 #include "rules/half.h"
+#include "rules/phase.h"
 
 namespace spmd::kernels {
 
 // Generated from the op list and the exchange list (rules/exchange_ops.h): an op or
 // phase without its CPU kernel does not link.
-CpuKernelFn FindCpuKernel(std::string_view op) {
-  static constexpr std::pair<std::string_view, CpuKernelFn> kTable[] = {
-#define SPMD_CPU_KERNEL_ENTRY(name) {#name, &cpu::name},
+CpuKernelFn FindCpuKernel(const KernelRef& kernel) {
+  struct Entry {
+    std::string_view op;
+    std::optional<Phase> phase;
+    CpuKernelFn fn;
+  };
+  static constexpr Entry kTable[] = {
+#define SPMD_CPU_KERNEL_ENTRY(name) {#name, std::nullopt, &cpu::name},
       SPMD_FOR_EACH_OP(SPMD_CPU_KERNEL_ENTRY)
 #undef SPMD_CPU_KERNEL_ENTRY
-#define SPMD_CPU_EXCHANGE_ENTRIES(name) {#name "@stats", &cpu::name##_stats}, {#name "@finish", &cpu::name##_finish},
+#define SPMD_CPU_EXCHANGE_ENTRIES(name) \
+  {#name, Phase::kStats, &cpu::name##_stats}, {#name, Phase::kFinish, &cpu::name##_finish},
       SPMD_FOR_EACH_EXCHANGE_OP(SPMD_CPU_EXCHANGE_ENTRIES)
 #undef SPMD_CPU_EXCHANGE_ENTRIES
   };
-  for (const auto& [name, fn] : kTable) {
-    if (name == op) return fn;
+  for (const Entry& e : kTable) {
+    if (e.op == kernel.op && e.phase == kernel.phase) return e.fn;
   }
   return nullptr;
 }
 
-bool HasCpuKernel(std::string_view op) { return FindCpuKernel(op) != nullptr; }
+bool HasCpuKernel(const KernelRef& kernel) { return FindCpuKernel(kernel) != nullptr; }
 
 namespace {
 
@@ -65,11 +72,9 @@ Tensor FromFloat32(const Tensor& t, DType dtype) {
 
 }  // namespace
 
-Tensors RunCpuKernel(std::string_view op, const TensorArgs& inputs, const Attrs& attrs) {
-  CpuKernelFn fn = FindCpuKernel(op);
-  if (fn == nullptr) {
-    throw SpmdError(ErrorType::kUnknownOp, "op", "no op named '" + std::string(op) + "'");
-  }
+Tensors RunCpuKernel(const KernelRef& kernel, const TensorArgs& inputs, const Attrs& attrs) {
+  CpuKernelFn fn = FindCpuKernel(kernel);
+  if (fn == nullptr) ThrowUnknownKernel(kernel);
   const std::optional<DType> narrow = checks::TwoByteDType(inputs);
   if (!narrow) return fn(inputs, attrs);
   // Computed in float32: the 2-byte inputs converted (exactly), the float32 kernel run,
@@ -88,7 +93,7 @@ Tensors RunCpuKernel(std::string_view op, const TensorArgs& inputs, const Attrs&
     }
   }
   Tensors outputs = fn(TensorArgs(std::move(args)), attrs);
-  if (op == "cast") return outputs;
+  if (kernel == KernelRef("cast")) return outputs;
   for (Tensor& t : outputs) {
     if (t.dtype() == DType::kFloat32) t = FromFloat32(t, *narrow);
   }

@@ -95,8 +95,8 @@ Allocator& CudaBackend::AllocatorFor(Device device) {
   return CudaAllocatorFor(device.index);
 }
 
-Tensors CudaBackend::RunKernel(std::string_view op, const TensorArgs& inputs, const Attrs& attrs) {
-  return RunCudaKernel(op, inputs, attrs);
+Tensors CudaBackend::RunKernel(const KernelRef& kernel, const TensorArgs& inputs, const Attrs& attrs) {
+  return RunCudaKernel(kernel, inputs, attrs);
 }
 
 void CudaBackend::Copy(void* dst, const void* src, size_t nbytes, Stream stream) {

@@ -19,7 +19,7 @@ class CudaBackend final : public Backend {
   // a usable CUDA device.
   Allocator& AllocatorFor(Device device) override;
   // RunCudaKernel (kernels/cuda/registry.h): inputs on one CUDA device.
-  Tensors RunKernel(std::string_view op, const TensorArgs& inputs, const Attrs& attrs) override;
+  Tensors RunKernel(const KernelRef& kernel, const TensorArgs& inputs, const Attrs& attrs) override;
   void Copy(void* dst, const void* src, size_t nbytes, Stream stream) override;
   void CopyFromHost(void* dst, const void* host_src, size_t nbytes, Stream stream) override;
   void CopyToHost(void* host_dst, const void* src, size_t nbytes, Stream stream) override;

@@ -12,18 +12,25 @@ namespace {
 
 // Generated from the op list (kernels/cuda/registry.h): an op without its CUDA kernel does
 // not link.
-constexpr std::pair<std::string_view, const CudaKernel*> kTable[] = {
-#define SPMD_CUDA_KERNEL_ENTRY(name) {#name, &ops::name},
+// Keyed by (op, phase): an op's own kernel has no phase.
+struct Entry {
+  std::string_view op;
+  std::optional<Phase> phase;
+  const CudaKernel* kernel;
+};
+const Entry kTable[] = {
+#define SPMD_CUDA_KERNEL_ENTRY(name) {#name, std::nullopt, &ops::name},
     SPMD_FOR_EACH_OP(SPMD_CUDA_KERNEL_ENTRY)
 #undef SPMD_CUDA_KERNEL_ENTRY
-#define SPMD_CUDA_PHASE_ENTRIES(name) {#name "@stats", &ops::name##_stats}, {#name "@finish", &ops::name##_finish},
+#define SPMD_CUDA_PHASE_ENTRIES(name) \
+  {#name, Phase::kStats, &ops::name##_stats}, {#name, Phase::kFinish, &ops::name##_finish},
     SPMD_FOR_EACH_EXCHANGE_OP(SPMD_CUDA_PHASE_ENTRIES)
 #undef SPMD_CUDA_PHASE_ENTRIES
 };
 
-const CudaKernel* Find(std::string_view op) {
-  for (const auto& [name, kernel] : kTable) {
-    if (name == op) return kernel;
+const CudaKernel* Find(const KernelRef& key) {
+  for (const Entry& e : kTable) {
+    if (e.op == key.op && e.phase == key.phase) return e.kernel;
   }
   return nullptr;
 }
@@ -54,16 +61,14 @@ std::optional<DType> TwoByteDType(const TensorArgs& inputs) {
 
 }  // namespace
 
-CudaKernelFn FindCudaKernel(std::string_view op) {
-  const CudaKernel* k = Find(op);
+CudaKernelFn FindCudaKernel(const KernelRef& kernel) {
+  const CudaKernel* k = Find(kernel);
   return k == nullptr ? nullptr : k->fn;
 }
 
-Tensors RunCudaKernel(std::string_view op, const TensorArgs& inputs, const Attrs& attrs) {
-  const CudaKernel* e = Find(op);
-  if (e == nullptr) {
-    throw SpmdError(ErrorType::kUnknownOp, "op", "no op named '" + std::string(op) + "'");
-  }
+Tensors RunCudaKernel(const KernelRef& kernel, const TensorArgs& inputs, const Attrs& attrs) {
+  const CudaKernel* e = Find(kernel);
+  if (e == nullptr) ThrowUnknownKernel(kernel);
   if (inputs.empty()) return e->fn(inputs, attrs);  // the kernel's arity check names "inputs"
   DeviceGuard guard(CheckOnOneDevice(inputs));
   const std::optional<DType> two_byte = TwoByteDType(inputs);
@@ -83,7 +88,7 @@ Tensors RunCudaKernel(std::string_view op, const TensorArgs& inputs, const Attrs
     }
   }
   Tensors outputs = e->fn(TensorArgs(std::move(args)), attrs);
-  if (op == "cast") return outputs;
+  if (kernel == KernelRef("cast")) return outputs;
   for (Tensor& t : outputs) {
     if (t.dtype() == DType::kFloat32) t = ConvertOnDevice(t, narrow);
   }

@@ -21,6 +21,7 @@
 #include "rules/attrs.h"
 #include "rules/exchange_ops.h"
 #include "rules/op_list.h"
+#include "rules/phase.h"
 
 namespace spmd::kernels::cuda {
 
@@ -44,8 +45,9 @@ struct CudaKernel {
 // host-staged ones in staged.cc), on one line that op_completeness_test reads on machines
 // without nvcc too:
 //   const CudaKernel ops::scatter{&Scatter, HalfInputs::kWidened};
-// The ops with an exchange inside (OpDecl::exchange) also have their phases, `<op>@stats`
-// as ops::<op>_stats and `<op>@finish` as ops::<op>_finish.
+// The ops with an exchange inside (OpDecl::exchange) also have their phases,
+// KernelRef{op, Phase::kStats} as ops::<op>_stats and KernelRef{op, Phase::kFinish} as
+// ops::<op>_finish.
 namespace ops {
 #define SPMD_DECLARE_CUDA_KERNEL(name) extern const CudaKernel name;
 SPMD_FOR_EACH_OP(SPMD_DECLARE_CUDA_KERNEL)
@@ -57,18 +59,18 @@ SPMD_FOR_EACH_EXCHANGE_OP(SPMD_DECLARE_CUDA_PHASES)
 #undef SPMD_DECLARE_CUDA_PHASES
 }  // namespace ops
 
-// The kernel of `op` (or of an exchange phase, `<op>@stats` / `<op>@finish`), or nullptr
-// when spmdkit has no such op: every op has one.
-CudaKernelFn FindCudaKernel(std::string_view op);
+// The kernel of an op (a name) or of one phase of its exchange (KernelRef{op, phase}), or
+// nullptr when spmdkit has no such op or phase: every op and phase has one.
+CudaKernelFn FindCudaKernel(const KernelRef& kernel);
 
-// Runs `op`'s CUDA kernel on device tensors, as RunCpuKernel runs the CPU one: SpmdError
-// (kUnknownOp, "op") for an op spmdkit does not have; InvalidArgument ("inputs[i].device")
+// Runs the CUDA kernel of an op or phase on device tensors, as RunCpuKernel runs the CPU
+// one: SpmdError(kUnknownOp, "op") for an op or phase spmdkit does not have; InvalidArgument ("inputs[i].device")
 // for inputs not all on one CUDA device, and, as RunCpuKernel, ("inputs[i].dtype") for a
 // 2-byte float input beside another floating dtype. The kernel runs with its inputs'
 // device current. bfloat16 / float16 inputs: kernels that take them natively
 // (HalfInputs::kNative) get them as they are; for the others they are widened to float32
 // on the device, the float32 kernel runs, and float32 outputs are rounded once to the
 // 2-byte dtype (what RunCpuKernel does on the host).
-Tensors RunCudaKernel(std::string_view op, const TensorArgs& inputs, const Attrs& attrs);
+Tensors RunCudaKernel(const KernelRef& kernel, const TensorArgs& inputs, const Attrs& attrs);
 
 }  // namespace spmd::kernels::cuda

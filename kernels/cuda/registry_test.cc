@@ -11,6 +11,7 @@
 #include "rules/error.h"
 #include "rules/exchange_ops.h"
 #include "rules/op_list.h"
+#include "rules/phase.h"
 
 namespace spmd::kernels::cuda {
 namespace {
@@ -21,13 +22,14 @@ TEST(CudaKernelTable, FindsEveryOpAndPhaseByItsName) {
 #define SPMD_TEST_FIND(name) EXPECT_EQ(FindCudaKernel(#name), ops::name.fn) << #name;
   SPMD_FOR_EACH_OP(SPMD_TEST_FIND)
 #undef SPMD_TEST_FIND
-#define SPMD_TEST_FIND_PHASES(name)                                                  \
-  EXPECT_EQ(FindCudaKernel(#name "@stats"), ops::name##_stats.fn) << #name "@stats"; \
-  EXPECT_EQ(FindCudaKernel(#name "@finish"), ops::name##_finish.fn) << #name "@finish";
+#define SPMD_TEST_FIND_PHASES(name)                                                                \
+  EXPECT_EQ(FindCudaKernel(KernelRef(#name, Phase::kStats)), ops::name##_stats.fn) << #name " stats";  \
+  EXPECT_EQ(FindCudaKernel(KernelRef(#name, Phase::kFinish)), ops::name##_finish.fn) << #name " finish"; \
+  EXPECT_NE(ops::name##_stats.fn, ops::name.fn) << #name;
   SPMD_FOR_EACH_EXCHANGE_OP(SPMD_TEST_FIND_PHASES)
 #undef SPMD_TEST_FIND_PHASES
   EXPECT_EQ(FindCudaKernel("no_such_op"), nullptr);
-  EXPECT_EQ(FindCudaKernel("matmul@stats"), nullptr);  // matmul has no exchange
+  EXPECT_EQ(FindCudaKernel(KernelRef("matmul", Phase::kStats)), nullptr);  // matmul has no exchange
   EXPECT_EQ(FindCudaKernel("Scatter"), nullptr);       // one name per op: the op's
 }
 
@@ -45,6 +47,18 @@ TEST(RunCudaKernel, UnknownOpsAreTypedErrors) {
   } catch (const SpmdError& e) {
     EXPECT_EQ(e.type(), ErrorType::kUnknownOp);
     EXPECT_EQ(e.field(), "op");
+  }
+}
+
+TEST(RunCudaKernel, APhaseOfAnOpWithoutAnExchangeIsATypedError) {
+  const Tensor x(Shape{2}, DType::kFloat32);
+  try {
+    RunCudaKernel(KernelRef("matmul", Phase::kFinish), TensorArgs(std::vector<const Tensor*>{&x}), Attrs{});
+    FAIL() << "no error";
+  } catch (const SpmdError& e) {
+    EXPECT_EQ(e.type(), ErrorType::kUnknownOp);
+    EXPECT_EQ(e.field(), "op");
+    EXPECT_NE(std::string(e.what()).find("finish phase"), std::string::npos) << e.what();
   }
 }
 

@@ -11,18 +11,19 @@
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/registry.h"
 #include "rules/exchange_ops.h"
+#include "rules/phase.h"
 
 namespace spmd::kernels::cuda {
 namespace {
 
-Tensors RunStaged(std::string_view op, const TensorArgs& inputs, const Attrs& attrs) {
+Tensors RunStaged(const KernelRef& kernel, const TensorArgs& inputs, const Attrs& attrs) {
   std::vector<Tensor> host;
   host.reserve(inputs.size());
   std::vector<const Tensor*> args;
   args.reserve(inputs.size());
   for (const Tensor& t : inputs) host.push_back(ToHost(t));
   for (const Tensor& t : host) args.push_back(&t);
-  Tensors outputs = RunCpuKernel(op, TensorArgs(std::move(args)), attrs);
+  Tensors outputs = RunCpuKernel(kernel, TensorArgs(std::move(args)), attrs);
   if (inputs.empty()) return outputs;
   Tensors on_device;
   on_device.reserve(outputs.size());
@@ -37,19 +38,23 @@ Tensors Staged(const TensorArgs& inputs, const Attrs& attrs) {
   return RunStaged(Op, inputs, attrs);
 }
 
+// One phase of an op's exchange (Dispatch runs the all-gather between them).
+template <const std::string_view& Op, Phase P>
+Tensors StagedPhase(const TensorArgs& inputs, const Attrs& attrs) {
+  return RunStaged(KernelRef(Op, P), inputs, attrs);
+}
+
 constexpr std::string_view kConv2d = "conv2d";
 constexpr std::string_view kConv2dGrad = "conv2d_grad";
 constexpr std::string_view kFlashAttention = "flash_attention";
 constexpr std::string_view kFlashAttnGrad = "flash_attn_grad";
 constexpr std::string_view kCSoftmax = "c_softmax_with_cross_entropy";
 constexpr std::string_view kCSoftmaxGrad = "c_softmax_with_cross_entropy_grad";
-// The exchange phases (Dispatch runs the all-gather between them); the row reductions
-// themselves have device kernels.
-#define SPMD_STAGED_PHASE_NAMES(name)                           \
-  constexpr std::string_view k_##name##_stats = #name "@stats"; \
-  constexpr std::string_view k_##name##_finish = #name "@finish";
-SPMD_FOR_EACH_EXCHANGE_OP(SPMD_STAGED_PHASE_NAMES)
-#undef SPMD_STAGED_PHASE_NAMES
+// The ops whose exchange phases are staged (all of rules/exchange_ops.h); the row
+// reductions themselves have device kernels.
+#define SPMD_STAGED_PHASE_OP_NAME(name) constexpr std::string_view k_##name = #name;
+SPMD_FOR_EACH_ROW_EXCHANGE_OP(SPMD_STAGED_PHASE_OP_NAME)
+#undef SPMD_STAGED_PHASE_OP_NAME
 
 }  // namespace
 
@@ -63,19 +68,19 @@ const CudaKernel ops::c_softmax_with_cross_entropy{&Staged<kCSoftmax>, HalfInput
 const CudaKernel ops::c_softmax_with_cross_entropy_grad{&Staged<kCSoftmaxGrad>, HalfInputs::kNative};
 // The exchange phases: one line per phase, as every kernel, so that op_completeness_test
 // reads them (rules/exchange_ops.h lists the ops).
-const CudaKernel ops::c_softmax_with_cross_entropy_stats{&Staged<k_c_softmax_with_cross_entropy_stats>, HalfInputs::kNative};
-const CudaKernel ops::c_softmax_with_cross_entropy_finish{&Staged<k_c_softmax_with_cross_entropy_finish>, HalfInputs::kNative};
-const CudaKernel ops::softmax_stats{&Staged<k_softmax_stats>, HalfInputs::kNative};
-const CudaKernel ops::softmax_finish{&Staged<k_softmax_finish>, HalfInputs::kNative};
-const CudaKernel ops::log_softmax_stats{&Staged<k_log_softmax_stats>, HalfInputs::kNative};
-const CudaKernel ops::log_softmax_finish{&Staged<k_log_softmax_finish>, HalfInputs::kNative};
-const CudaKernel ops::softmax_grad_stats{&Staged<k_softmax_grad_stats>, HalfInputs::kNative};
-const CudaKernel ops::softmax_grad_finish{&Staged<k_softmax_grad_finish>, HalfInputs::kNative};
-const CudaKernel ops::layer_norm_stats{&Staged<k_layer_norm_stats>, HalfInputs::kNative};
-const CudaKernel ops::layer_norm_finish{&Staged<k_layer_norm_finish>, HalfInputs::kNative};
-const CudaKernel ops::rms_norm_stats{&Staged<k_rms_norm_stats>, HalfInputs::kNative};
-const CudaKernel ops::rms_norm_finish{&Staged<k_rms_norm_finish>, HalfInputs::kNative};
-const CudaKernel ops::cumsum_stats{&Staged<k_cumsum_stats>, HalfInputs::kNative};
-const CudaKernel ops::cumsum_finish{&Staged<k_cumsum_finish>, HalfInputs::kNative};
+const CudaKernel ops::c_softmax_with_cross_entropy_stats{&StagedPhase<kCSoftmax, Phase::kStats>, HalfInputs::kNative};
+const CudaKernel ops::c_softmax_with_cross_entropy_finish{&StagedPhase<kCSoftmax, Phase::kFinish>, HalfInputs::kNative};
+const CudaKernel ops::softmax_stats{&StagedPhase<k_softmax, Phase::kStats>, HalfInputs::kNative};
+const CudaKernel ops::softmax_finish{&StagedPhase<k_softmax, Phase::kFinish>, HalfInputs::kNative};
+const CudaKernel ops::log_softmax_stats{&StagedPhase<k_log_softmax, Phase::kStats>, HalfInputs::kNative};
+const CudaKernel ops::log_softmax_finish{&StagedPhase<k_log_softmax, Phase::kFinish>, HalfInputs::kNative};
+const CudaKernel ops::softmax_grad_stats{&StagedPhase<k_softmax_grad, Phase::kStats>, HalfInputs::kNative};
+const CudaKernel ops::softmax_grad_finish{&StagedPhase<k_softmax_grad, Phase::kFinish>, HalfInputs::kNative};
+const CudaKernel ops::layer_norm_stats{&StagedPhase<k_layer_norm, Phase::kStats>, HalfInputs::kNative};
+const CudaKernel ops::layer_norm_finish{&StagedPhase<k_layer_norm, Phase::kFinish>, HalfInputs::kNative};
+const CudaKernel ops::rms_norm_stats{&StagedPhase<k_rms_norm, Phase::kStats>, HalfInputs::kNative};
+const CudaKernel ops::rms_norm_finish{&StagedPhase<k_rms_norm, Phase::kFinish>, HalfInputs::kNative};
+const CudaKernel ops::cumsum_stats{&StagedPhase<k_cumsum, Phase::kStats>, HalfInputs::kNative};
+const CudaKernel ops::cumsum_finish{&StagedPhase<k_cumsum, Phase::kFinish>, HalfInputs::kNative};
 
 }  // namespace spmd::kernels::cuda

@@ -670,11 +670,11 @@ struct InputView {
   DType dtype;
 };
 
-Tensors RunOnCopies(const std::string& op, const std::vector<InputView>& views, const Attrs& attrs) {
+Tensors RunOnCopies(const KernelRef& kernel, const std::vector<InputView>& views, const Attrs& attrs) {
   Tensors host;
   host.reserve(views.size());
   for (const InputView& v : views) host.push_back(HostCopy(v.p, v.shape, v.dtype));
-  return RunCpuKernel(op, host, attrs);
+  return RunCpuKernel(kernel, host, attrs);
 }
 
 }  // namespace
@@ -702,13 +702,14 @@ int64_t ParseCapacity(const char* text) {
 
 Allocator& SimBackend::AllocatorFor(Device device) { return Runtime::Get().AllocatorOf(device); }
 
-Tensors SimBackend::RunKernel(std::string_view op_view, const TensorArgs& inputs, const Attrs& attrs) {
-  const std::string op(op_view);
-  if (FindCpuKernel(op) == nullptr) {
-    throw SpmdError(ErrorType::kUnknownOp, "op", "no op named '" + op + "'");
-  }
+Tensors SimBackend::RunKernel(const KernelRef& kernel, const TensorArgs& inputs, const Attrs& attrs) {
+  // Owned copies for the queued work (a KernelRef borrows the caller's name).
+  const std::string name(kernel.op);
+  const std::optional<Phase> phase = kernel.phase;
+  const std::string op = ToString(kernel);  // for messages
+  if (FindCpuKernel(kernel) == nullptr) ThrowUnknownKernel(kernel);
   if (inputs.empty()) {
-    (void)RunCpuKernel(op, inputs, attrs);  // the kernel's arity check names "inputs"
+    (void)RunCpuKernel(kernel, inputs, attrs);  // the kernel's arity check names "inputs"
     ThrowInvalid("inputs", "no input tensor: the outputs of '" + op + "' have no sim device");
   }
   const Device device = *checks::CheckOnOneDevice(inputs, DeviceKind::kSim);
@@ -724,7 +725,7 @@ Tensors SimBackend::RunKernel(std::string_view op_view, const TensorArgs& inputs
   try {
     Tensors stand_ins;
     for (const Tensor& t : inputs) stand_ins.emplace_back(t.shape(), t.dtype());
-    shapes = RunCpuKernel(op, stand_ins, attrs);
+    shapes = RunCpuKernel(kernel, stand_ins, attrs);
   } catch (const SpmdError&) {
   }
   Runtime& rt = Runtime::Get();
@@ -740,7 +741,7 @@ Tensors SimBackend::RunKernel(std::string_view op_view, const TensorArgs& inputs
     const auto [s, position] = rt.Submit(stream, ranges, "'" + op + "' kernel (staged)", [=] {
       result->ran = true;
       try {
-        result->outputs = RunOnCopies(op, views, attrs);
+        result->outputs = RunOnCopies(KernelRef(name, phase), views, attrs);
       } catch (...) {
         result->error = std::current_exception();
       }
@@ -775,7 +776,7 @@ Tensors SimBackend::RunKernel(std::string_view op_view, const TensorArgs& inputs
                       "outputs[" + std::to_string(o) + "]"});
   }
   rt.Submit(stream, ranges, "'" + op + "' kernel", [=] {
-    Tensors got = RunOnCopies(op, views, attrs);
+    Tensors got = RunOnCopies(KernelRef(name, phase), views, attrs);
     if (got.size() != metas.size()) {
       throw std::logic_error("'" + op + "' gave " + std::to_string(got.size()) +
                              " outputs on the device data, " + std::to_string(metas.size()) +

@@ -42,7 +42,7 @@ class CountingBackend final : public Backend {
   kernels::Allocator& AllocatorFor(kernels::Device device) override {
     return cpu_.AllocatorFor(device);
   }
-  Tensors RunKernel(std::string_view op, const kernels::TensorArgs& inputs,
+  Tensors RunKernel(const KernelRef& op, const kernels::TensorArgs& inputs,
                     const Attrs& attrs) override {
     ++kernels;
     Tensors out = cpu_.RunKernel(op, inputs, attrs);

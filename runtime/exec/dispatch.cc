@@ -11,6 +11,7 @@
 #include "kernels/cpu/kernels.h"
 #include "rules/error.h"
 #include "rules/layout.h"
+#include "rules/phase.h"
 #include "rules/registry.h"
 #include "runtime/exec/rule_cache.h"
 
@@ -42,18 +43,19 @@ kernels::Backend& LocalBackend(const kernels::TensorArgs& locals) {
   return kernels::BackendFor(device);
 }
 
-// The local program of an op with an exchange inside (OpDecl::exchange): `<op>@stats` on
-// this rank's shards, an all-gather of its output over the mesh axes that shard the
+// The local program of an op with an exchange inside (OpDecl::exchange): its Phase::kStats
+// on this rank's shards, an all-gather of its output over the mesh axes that shard the
 // exchanged dim (members in Mesh::GroupOf order, the pieces stacked on a new leading dim),
-// then `<op>@finish` on the shards and the gathered tensor. Every member computes the same
+// then its Phase::kFinish on the shards and the gathered tensor. Every member computes the same
 // statistics' shape (the other dims are sharded alike within the group), so the counts
 // agree; a bad label is found by every member in the finish phase alike, so none waits.
 Tensors RunExchange(const OpDecl& op, const RuleContext& context, const Mesh& mesh,
                     const std::vector<int64_t>& coord, const std::vector<DistAttr>& required,
                     const kernels::TensorArgs& locals, const Attrs& attrs, Communicator& comm) {
   kernels::Backend& backend = LocalBackend(locals);
-  Tensors stats = backend.RunKernel(op.name + "@stats", locals, attrs);
-  if (stats.size() != 1) throw std::logic_error(op.name + "@stats must give one tensor");
+  const KernelRef stats_phase(op.name, Phase::kStats);
+  Tensors stats = backend.RunKernel(stats_phase, locals, attrs);
+  if (stats.size() != 1) throw std::logic_error(ToString(stats_phase) + " must give one tensor");
   const std::vector<int>& axes = required[op.exchange->input].dims[ExchangedDim(op, context)];
   const std::vector<int64_t> group = mesh.GroupOf(coord, axes);
   Shape shape = stats[0].shape();
@@ -69,7 +71,7 @@ Tensors RunExchange(const OpDecl& op, const RuleContext& context, const Mesh& me
   std::vector<const Tensor*> finish_inputs;
   for (const Tensor& t : locals) finish_inputs.push_back(&t);
   finish_inputs.push_back(&gathered);
-  return backend.RunKernel(op.name + "@finish", kernels::TensorArgs(std::move(finish_inputs)), attrs);
+  return backend.RunKernel(KernelRef(op.name, Phase::kFinish), kernels::TensorArgs(std::move(finish_inputs)), attrs);
 }
 
 // Dispatch on the caller's tensors, by pointer (none is copied).
