@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/backend_checks.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/registry.h"
 
@@ -35,30 +36,6 @@ const CudaKernel* Find(const KernelRef& key) {
   return nullptr;
 }
 
-// The 2-byte float dtype of the inputs, if any; InvalidArgument ("inputs[i].dtype") when a
-// 2-byte float input meets another floating dtype (RunCpuKernel's check, in its order:
-// before the kernel's own checks, over every input, value or not).
-std::optional<DType> TwoByteDType(const TensorArgs& inputs) {
-  std::optional<DType> found;
-  size_t first = 0;
-  for (size_t i = 0; i < inputs.size() && !found; ++i) {
-    if (IsTwoByteFloat(inputs[i].dtype())) {
-      found = inputs[i].dtype();
-      first = i;
-    }
-  }
-  if (!found) return std::nullopt;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const DType d = inputs[i].dtype();
-    if (IsFloating(d) && d != *found) {
-      ThrowInvalid("inputs[" + std::to_string(i) + "].dtype",
-                   std::string(ToString(d)) + " mixed with " + std::string(ToString(*found)) +
-                       " of inputs[" + std::to_string(first) + "]");
-    }
-  }
-  return found;
-}
-
 }  // namespace
 
 CudaKernelFn FindCudaKernel(const KernelRef& kernel) {
@@ -71,7 +48,7 @@ Tensors RunCudaKernel(const KernelRef& kernel, const TensorArgs& inputs, const A
   if (e == nullptr) ThrowUnknownKernel(kernel);
   if (inputs.empty()) return e->fn(inputs, attrs);  // the kernel's arity check names "inputs"
   DeviceGuard guard(CheckOnOneDevice(inputs));
-  const std::optional<DType> two_byte = TwoByteDType(inputs);
+  const std::optional<DType> two_byte = checks::TwoByteDType(inputs);
   if (!two_byte || e->half == HalfInputs::kNative) return e->fn(inputs, attrs);
   const DType narrow = *two_byte;
   // Widened to float32 on the device, the float32 kernel run, float32 outputs rounded once.
