@@ -52,8 +52,8 @@
 #include "io/placements.h"
 #include "kernels/backend.h"
 #include "kernels/tensor.h"
-#include "rules/layout.h"
-#include "rules/reshard.h"
+#include "rules/model/layout.h"
+#include "rules/reshard/reshard.h"
 #include "runtime/comm/mpi_communicator.h"
 #include "runtime/exec/reshard_executor.h"
 #ifdef SPMD_HAVE_NCCL

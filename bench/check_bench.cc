@@ -4,7 +4,7 @@
 
 #include "checker/simulate.h"
 #include "checker/sweep.h"
-#include "rules/registry.h"
+#include "rules/engine/registry.h"
 
 namespace {
 

@@ -18,13 +18,13 @@
 #include <utility>
 #include <vector>
 
-#include "rules/attrs.h"
-#include "rules/dist_attr.h"
+#include "rules/model/attrs.h"
+#include "rules/model/dist_attr.h"
 #include "io/infer_io.h"
-#include "rules/mesh.h"
-#include "rules/op_decl.h"
-#include "rules/registry.h"
-#include "rules/reshard.h"
+#include "rules/model/mesh.h"
+#include "rules/engine/op_decl.h"
+#include "rules/engine/registry.h"
+#include "rules/reshard/reshard.h"
 
 namespace {
 

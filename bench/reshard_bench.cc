@@ -57,9 +57,9 @@
 #include <vector>
 
 #include "kernels/tensor.h"
-#include "rules/dist_attr.h"
-#include "rules/layout.h"
-#include "rules/reshard.h"
+#include "rules/model/dist_attr.h"
+#include "rules/model/layout.h"
+#include "rules/reshard/reshard.h"
 #include "runtime/exec/dist_tensor.h"
 #include "runtime/comm/mpi_communicator.h"
 #include "runtime/exec/reshard_executor.h"

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "rules/dist_attr.h"
-#include "rules/registry.h"
+#include "rules/model/dist_attr.h"
+#include "rules/engine/registry.h"
 #include "kernels/allocator.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/simd.h"

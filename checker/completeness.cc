@@ -6,8 +6,8 @@
 
 #include "checker/simulate.h"
 #include "checker/sweep.h"
-#include "rules/error.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/engine/registry.h"
 
 namespace spmd::checker {
 namespace {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "rules/op_decl.h"
+#include "rules/engine/op_decl.h"
 
 namespace spmd::checker {
 

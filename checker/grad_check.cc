@@ -16,10 +16,10 @@
 #include "checker/shards.h"
 #include "checker/sweep.h"
 #include "checker/vjp_eval.h"
-#include "rules/error.h"
-#include "rules/layout.h"
-#include "rules/phase.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/model/layout.h"
+#include "rules/engine/phase.h"
+#include "rules/engine/registry.h"
 
 namespace spmd::checker {
 namespace {

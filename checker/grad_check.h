@@ -1,4 +1,4 @@
-// Sharded gradient check: an op's VJP graph (rules/vjp.h) run on a simulated mesh the way
+// Sharded gradient check: an op's VJP graph (rules/engine/vjp.h) run on a simulated mesh the way
 // the runtime runs it, against the unsharded float64 VJP and against central finite
 // differences of the float64 reference (docs/CHECKER.md, "Gradients on a simulated mesh").
 //
@@ -22,8 +22,8 @@
 #include "reference/reference.h"
 #include "checker/simulate.h"
 #include "reference/tensor.h"
-#include "rules/op_decl.h"
-#include "rules/phase.h"
+#include "rules/engine/op_decl.h"
+#include "rules/engine/phase.h"
 
 namespace spmd::checker {
 

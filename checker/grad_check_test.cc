@@ -9,8 +9,8 @@
 #include <cmath>
 #include <iostream>
 
-#include "rules/error.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/engine/registry.h"
 
 namespace spmd::checker {
 namespace {

@@ -5,7 +5,7 @@
 #include <random>
 
 #include "reference/tensor.h"
-#include "rules/op_decl.h"
+#include "rules/engine/op_decl.h"
 
 namespace spmd::checker {
 

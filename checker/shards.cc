@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "rules/partial_split.h"
+#include "rules/engine/partial_split.h"
 
 namespace spmd::checker {
 namespace {

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "reference/tensor.h"
-#include "rules/dist_attr.h"
-#include "rules/layout.h"
-#include "rules/mesh.h"
+#include "rules/model/dist_attr.h"
+#include "rules/model/layout.h"
+#include "rules/model/mesh.h"
 
 namespace spmd::checker {
 
@@ -33,7 +33,7 @@ std::vector<std::vector<int64_t>> MeshCoordinates(const Mesh& mesh);
 reference::Tensor SliceTensor(const reference::Tensor& t, const std::vector<Range>& ranges);
 
 // Gives each rank its shard of `global` under `attr`: the layout's box, of the addend of
-// its partial slot (rules/partial_split.h: unequal, sign-varying addends, so a dropped or
+// its partial slot (rules/engine/partial_split.h: unequal, sign-varying addends, so a dropped or
 // doubled share shows; 0/1 addends for a bool tensor).
 ShardedTensor ShardTensor(const reference::Tensor& global, const DistAttr& attr, const Mesh& mesh,
                           std::mt19937_64& rng);

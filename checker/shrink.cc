@@ -5,8 +5,8 @@
 #include <numeric>
 #include <optional>
 
-#include "rules/error.h"
-#include "rules/layout.h"
+#include "rules/model/error.h"
+#include "rules/model/layout.h"
 
 namespace spmd::checker {
 namespace {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "checker/sweep.h"
-#include "rules/error.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/engine/registry.h"
 
 namespace spmd::checker {
 namespace {

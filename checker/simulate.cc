@@ -10,10 +10,10 @@
 #include "checker/input_values.h"
 #include "checker/shards.h"
 #include "reference/reference.h"
-#include "rules/error.h"
-#include "rules/layout.h"
-#include "rules/partial_split.h"
-#include "rules/phase.h"
+#include "rules/model/error.h"
+#include "rules/model/layout.h"
+#include "rules/engine/partial_split.h"
+#include "rules/engine/phase.h"
 
 namespace spmd::checker {
 namespace {
@@ -52,7 +52,7 @@ Tensor MakeInput(const Shape& shape, InputValues values, Rng& rng) {
   return MakeInputValues(shape, values, rng.gen());
 }
 
-// The addends of `whole` for `partial` (rules/partial_split.h), one tensor per slot.
+// The addends of `whole` for `partial` (rules/engine/partial_split.h), one tensor per slot.
 std::vector<Tensor> SplitPartialTensor(const Tensor& whole, const PartialMap& partial,
                                        const Mesh& mesh, Rng& rng) {
   SplitOptions options;

@@ -17,7 +17,7 @@
 
 #include "reference/reference.h"
 #include "reference/tensor.h"
-#include "rules/op_decl.h"
+#include "rules/engine/op_decl.h"
 
 namespace spmd::checker {
 

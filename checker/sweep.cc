@@ -7,8 +7,8 @@
 #include <random>
 #include <thread>
 
-#include "rules/error.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/engine/registry.h"
 
 namespace spmd::checker {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "checker/simulate.h"
-#include "rules/op_decl.h"
+#include "rules/engine/op_decl.h"
 
 namespace spmd::checker {
 

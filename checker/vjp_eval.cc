@@ -3,8 +3,8 @@
 #include <string>
 
 #include "reference/reference.h"
-#include "rules/error.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/engine/registry.h"
 
 namespace spmd::checker {
 namespace {

@@ -1,4 +1,4 @@
-// Runs an op's VjpGraph (rules/vjp.h) with the float64 references: the oracle for
+// Runs an op's VjpGraph (rules/engine/vjp.h) with the float64 references: the oracle for
 // backward passes, as the references are for forward ones.
 #pragma once
 
@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "reference/tensor.h"
-#include "rules/op_decl.h"
-#include "rules/vjp.h"
+#include "rules/engine/op_decl.h"
+#include "rules/engine/vjp.h"
 
 namespace spmd::checker {
 

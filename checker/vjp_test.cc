@@ -20,10 +20,10 @@
 #include "checker/input_values.h"
 #include "checker/vjp_eval.h"
 #include "reference/reference.h"
-#include "rules/error.h"
-#include "rules/mesh.h"
-#include "rules/notation.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/model/mesh.h"
+#include "rules/engine/notation.h"
+#include "rules/engine/registry.h"
 
 namespace spmd::checker {
 namespace {
@@ -138,12 +138,12 @@ TEST(Vjp, EveryFilledSlotMatchesFiniteDifferences) {
     EXPECT_GT(checked, 0) << op.name << ": no example was valid at sizes 1..4";
     std::cout << op.name << ": " << checked << " cases\n";
   }
-  // The slots filled today (rules/vjps.h, docs/OPS.md "Backward passes"); fewer means one
+  // The slots filled today (each family file in rules/ops/, docs/OPS.md "Backward passes"); fewer means one
   // was dropped.
   EXPECT_GE(ops_with_vjp, 111);
 }
 
-// prod's values are near 1 (rules/ops_reduction.cc), so the generated cases never hold a
+// prod's values are near 1 (rules/ops/reduction.cc), so the generated cases never hold a
 // zero: here a slice without zeros, with one (its zero gets the product of the rest) and
 // with two (all 0), reduced along a dim, over all dims and at a 0-d x. The product is
 // linear in each element, so the finite differences are exact there too.

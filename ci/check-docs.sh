@@ -3,7 +3,7 @@
 # - README.md or docs/ point outside the repository (a `shared/` path), or any file does;
 # - a doc or a code comment cites an issue by number (a reader of the repository cannot
 #   see the tracker; say what was meant instead);
-# - docs/SEMANTICS.md's op table (section 7) misses an op of rules/op_list.h;
+# - docs/SEMANTICS.md's op table (section 7) misses an op of rules/engine/op_list.h;
 # - a `§N` or `§N.M` anywhere names a section docs/SEMANTICS.md does not have;
 # - a file names an upper-case .md file the repository does not have;
 # - an attrs column of docs/OPS.md or docs/SEMANTICS.md differs from the declarations
@@ -44,7 +44,7 @@ else
   # The first column of every table row of section 7, split on commas.
   listed=$(awk '/^## 7\./ {in7 = 1; next} /^## / {in7 = 0} in7 && /^\|/ {print}' "$semantics" |
            cut -d'|' -f2 | tr ',' '\n' | sed -E 's/^ +| +$//g' | sort -u)
-  for op in $(grep -ohE '^ *X\([a-z0-9_]+\)' rules/*_list.h | sed -E 's/^ *X\((.*)\)/\1/'); do
+  for op in $(grep -ohE '^ *X\([a-z0-9_]+\)' rules/engine/*_list.h | sed -E 's/^ *X\((.*)\)/\1/'); do
     grep -qxF "$op" <<<"$listed" || fail "$semantics section 7 has no row for the op '$op'"
   done
   # Section references: §N needs '## N.', §N.M needs '### N.M'.
@@ -98,7 +98,7 @@ else
     while IFS=$'\t' read -r where op cell; do
       seen[$op]=1
       if [ -z "${declared[$op]+x}" ]; then
-        fail "$where: '$op' in an attrs table is no op of rules/op_list.h"
+        fail "$where: '$op' in an attrs table is no op of rules/engine/op_list.h"
       elif [ "$cell" != "${declared[$op]}" ]; then
         other=""
         [[ "$cell" =~ ^as\ ([a-z0-9_]+)$ ]] && other=${BASH_REMATCH[1]}

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Enforces the include graph of docs/ARCHITECTURE.md: which top-level folder may include which.
-#   rules -> (nothing else); reference -> rules; kernels -> rules;
+#   rules -> (nothing else; inside it model <- reshard <- engine <- ops);
+#   reference -> rules; kernels -> rules;
 #   runtime -> rules, kernels; checker -> reference, rules;
 #   io (the JSON side) -> rules, checker, runtime; train -> rules, kernels, runtime;
 #   property_tests -> everything but cli; cli, bench and fuzz -> everything;
 #   examples (programs using the installed package) and python (the extension) -> everything.
 # Every top-level folder with sources is listed: a new layer must be added here. Only io/
 # may include nlohmann/json.hpp among the libraries (their tests may too). Inside runtime/,
-# its folders have their own graph (below).
+# its folders have their own graph (below), and so do rules/'s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 declare -A allowed=(
@@ -100,5 +101,35 @@ for dir in */; do
     bad=1
   fi
 done
+# Inside rules/: model -> (nothing else); reshard (the planner and its prices) -> model;
+# engine -> reshard, model (answers are priced); ops -> engine, reshard, model (tests may
+# include anything in rules/).
+declare -A rules_allowed=(
+  [model]="model"
+  [reshard]="reshard model"
+  [engine]="engine reshard model"
+  [ops]="ops engine reshard model"
+)
+for sub in "${!rules_allowed[@]}"; do
+  while IFS=: read -r file line include; do
+    case "$file" in *_test.cc | *_test_util.h) continue ;; esac
+    target=$(sed -E 's/.*#include *"rules\/([^/"]+)\/.*/\1/' <<<"$include")
+    if [ "$target" = "$include" ]; then
+      echo "$file:$line: $include is not in a folder of rules/"
+      bad=1
+    elif ! grep -qw "$target" <<<"${rules_allowed[$sub]}"; then
+      echo "$file:$line: rules/$sub/ may not include rules/$target/ ($include)"
+      bad=1
+    fi
+  done < <(grep -rn --include='*.h' --include='*.cc' --include='*.cu' '#include *"rules/' "rules/$sub" || true)
+done
+for dir in rules/*/; do
+  dir=$(basename "$dir")
+  [ -n "${rules_allowed[$dir]+x}" ] || { echo "rules/$dir/: a rules folder the include graph does not know"; bad=1; }
+done
+if [ -n "$(find rules -maxdepth 1 \( -name '*.cc' -o -name '*.h' \) | head -1)" ]; then
+  echo "rules/: sources belong in rules/model, reshard, engine or ops: $(find rules -maxdepth 1 \( -name '*.cc' -o -name '*.h' \) | tr '\n' ' ')"
+  bad=1
+fi
 [ $bad -eq 0 ] && echo "include graph: ok"
 exit $bad

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::cli {
 namespace {

@@ -17,7 +17,7 @@
 #include "checker/shrink.h"
 #include "checker/simulate.h"
 #include "checker/sweep.h"
-#include "rules/error.h"
+#include "rules/model/error.h"
 #include "io/case_json.h"
 #include "io/infer_io.h"
 
@@ -197,7 +197,7 @@ checker::GradCase GradCaseFromJson(const json& j) {
 
 int GradReplayCase(const std::string& text) {
   const checker::GradCase c = GradCaseFromJson(ReadJsonArg(text));
-  if (!c.op->vjp) ThrowUnsupported("op", c.op->name + " has no VJP (rules/vjps.h): no gradient to check");
+  if (!c.op->vjp) ThrowUnsupported("op", c.op->name + " has no VJP (its declaration in rules/ops/ attaches none): no gradient to check");
   const checker::GradOutcome outcome = checker::CheckGrad(c);
   std::printf("gradient of %s on mesh %s\n", c.op->name.c_str(), ToString(c.mesh).c_str());
   for (size_t i = 0; i < c.inputs.size(); ++i) {
@@ -438,7 +438,7 @@ int Check(const std::vector<std::string>& args) {
     if (grad.layouts < 0) ThrowInvalid("--grad-layouts", "must be >= 0");
     if (grad_only && !options.ops.empty()) {
       for (const OpDecl* op : checker::SelectOps(options.ops)) {
-        if (!op->vjp) ThrowUnsupported("--op", op->name + " has no VJP (rules/vjps.h): no gradient to check");
+        if (!op->vjp) ThrowUnsupported("--op", op->name + " has no VJP (its declaration in rules/ops/ attaches none): no gradient to check");
       }
     }
     grad.ops = options.ops;

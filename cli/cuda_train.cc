@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 #if defined(SPMD_HAVE_NCCL)
 #include <mpi.h>

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::cli {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 #include "io/infer_io.h"
 
 namespace spmd::cli {

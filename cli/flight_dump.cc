@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::cli {
 

@@ -23,7 +23,7 @@ using runtime::FlightState;
 using runtime::Group;
 
 // What a dump may claim (ParseFlightDump refuses more, naming the field): the world (the
-// largest mesh spmdkit handles, rules/mesh.h's kMaxMeshRanks), the ring's capacity (the
+// largest mesh spmdkit handles, rules/model/mesh.h's kMaxMeshRanks), the ring's capacity (the
 // largest SPMD_FLIGHT_RECORDER) and the length of one line (a group of the largest world
 // is under 400 KB).
 inline constexpr int64_t kMaxFlightWorld = int64_t{1} << 16;

@@ -21,7 +21,7 @@
 #include <set>
 #include <thread>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 #include "runtime/comm/thread_communicator.h"
 #include "runtime/diagnostics/flight_recorder.h"
 

@@ -2,7 +2,7 @@
 
 #include <iostream>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 #include "cli/flight_dump.h"
 
 namespace spmd::cli {

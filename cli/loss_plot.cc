@@ -7,7 +7,7 @@
 #include <iomanip>
 #include <sstream>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::cli {
 namespace {

@@ -26,7 +26,7 @@
 #include "cli/ops.h"
 #include "cli/plan.h"
 #include "io/infer_io.h"
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rules/registry.h"
+#include "rules/engine/registry.h"
 
 namespace spmd::cli {
 namespace {

@@ -1,4 +1,4 @@
-// `spmd ops`: every op's declared interface (rules/op_list.h, rules/ops_*.cc), printed from
+// `spmd ops`: every op's declared interface (rules/engine/op_list.h, rules/ops/<family>.cc), printed from
 // the declarations so that the docs and the numeric goldens' generator can be checked
 // against them.
 //   spmd ops --markdown   a table: | op | inputs -> outputs | attrs |, the attrs cell as
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "rules/op_decl.h"
+#include "rules/engine/op_decl.h"
 
 namespace spmd::cli {
 

@@ -9,15 +9,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rules/dist_attr.h"
-#include "rules/dtype.h"
-#include "rules/error.h"
-#include "rules/mesh.h"
+#include "rules/model/dist_attr.h"
+#include "rules/model/dtype.h"
+#include "rules/model/error.h"
+#include "rules/model/mesh.h"
 #include "io/placements.h"
 #include "io/cost_model_json.h"
 #include "io/plan_json.h"
-#include "rules/reshard.h"
-#include "rules/reshard_print.h"
+#include "rules/reshard/reshard.h"
+#include "rules/reshard/reshard_print.h"
 
 namespace spmd::cli {
 namespace {

@@ -1,4 +1,4 @@
-// `spmd plan`: the reshard plan for (mesh, shape, from, to) (SEMANTICS.md §8, rules/reshard.h).
+// `spmd plan`: the reshard plan for (mesh, shape, from, to) (SEMANTICS.md §8, rules/reshard/reshard.h).
 #pragma once
 
 #include <string>

@@ -44,7 +44,7 @@
 #include "cli/cuda_train.h"
 #include "cli/loss_plot.h"
 #include "cli/train_verify.h"
-#include "rules/error.h"
+#include "rules/model/error.h"
 #include "runtime/comm/launch.h"
 #include "kernels/sim/sim.h"
 #include "runtime/comm/mpi_communicator.h"

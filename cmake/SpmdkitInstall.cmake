@@ -8,7 +8,7 @@
 #   lib/libspmd_*.a                        the static libraries (position-independent)
 #   include/spmdkit/<folder>/<name>.h      the headers, one folder per layer, so that the
 #                                          include lines users write are those of this
-#                                          repository (#include "rules/registry.h"): the
+#                                          repository (#include "rules/engine/registry.h"): the
 #                                          targets put include/spmdkit on the include path
 #   bin/spmd                               the command-line tool
 #   lib/cmake/spmdkit/                     spmdkitConfig.cmake and the exported targets

@@ -5,7 +5,7 @@
 #include <variant>
 
 #include "io/infer_io.h"
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::io {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "checker/simulate.h"
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::io {
 namespace {

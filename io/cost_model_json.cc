@@ -3,7 +3,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::io {
 

@@ -1,4 +1,4 @@
-// The JSON form of the reshard time model (rules/reshard_cost.h): what
+// The JSON form of the reshard time model (rules/reshard/reshard_cost.h): what
 // bench/alphabeta_bench.cc writes and `spmd plan --cost-model FILE` reads.
 //
 //   {"source": "measured 2026-12-03, ...",
@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rules/reshard_cost.h"
+#include "rules/reshard/reshard_cost.h"
 
 namespace spmd::io {
 

@@ -7,7 +7,7 @@
 #include <limits>
 #include <string>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::io {
 namespace {

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/infer_io.h"
-#include "rules/op_list.h"
+#include "rules/engine/op_list.h"
 
 namespace spmd::io {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "io/infer_io.h"
 #include "io/placements.h"
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::io {
 namespace {

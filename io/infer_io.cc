@@ -11,8 +11,8 @@
 #include <string_view>
 #include <utility>
 
-#include "rules/error.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/engine/registry.h"
 
 namespace spmd::io {
 namespace {

@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rules/dist_attr.h"
-#include "rules/error.h"
-#include "rules/op_decl.h"
+#include "rules/model/dist_attr.h"
+#include "rules/model/error.h"
+#include "rules/engine/op_decl.h"
 
 namespace spmd::io {
 

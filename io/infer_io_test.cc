@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "checker/simulate.h"
-#include "rules/error.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/engine/registry.h"
 
 namespace spmd::io {
 namespace {

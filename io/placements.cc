@@ -1,6 +1,6 @@
 #include "io/placements.h"
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::io {
 

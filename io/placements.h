@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "rules/dist_attr.h"
+#include "rules/model/dist_attr.h"
 
 namespace spmd::io {
 

@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rules/reshard.h"
+#include "rules/reshard/reshard.h"
 
 namespace spmd::io {
 

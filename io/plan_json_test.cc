@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "rules/reshard.h"
+#include "rules/reshard/reshard.h"
 
 namespace spmd::io {
 namespace {

@@ -3,7 +3,7 @@
 #include <atomic>
 
 #include "kernels/cpu/cpu_backend.h"
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::kernels {
 namespace {

@@ -6,7 +6,7 @@
 // (the Rescale step, avg's division), elementwise reductions of two buffers for every reduce
 // op, and truth conversion for any / all. Buffers are raw addresses on the backend's device
 // (Tensor::bytes(), or what a Communicator was handed); element types are those of
-// rules/dtype.h.
+// rules/model/dtype.h.
 //
 // Ordering contract (what callers may rely on, and all they may rely on):
 // - Every call enqueues its work on `stream` (a stream of this backend's device) after the
@@ -39,10 +39,10 @@
 #include "kernels/allocator.h"
 #include "kernels/device.h"
 #include "kernels/tensor.h"
-#include "rules/attrs.h"
-#include "rules/dist_attr.h"
-#include "rules/dtype.h"
-#include "rules/phase.h"
+#include "rules/model/attrs.h"
+#include "rules/model/dist_attr.h"
+#include "rules/model/dtype.h"
+#include "rules/engine/phase.h"
 
 namespace spmd::kernels {
 
@@ -56,7 +56,7 @@ class Backend {
   virtual Allocator& AllocatorFor(Device device) = 0;
 
   // Runs the kernel of an op (a name) or of one phase of its exchange (KernelRef{op,
-  // phase}, rules/phase.h) on `inputs` (all on one device of this backend's kind; attrs as
+  // phase}, rules/engine/phase.h) on `inputs` (all on one device of this backend's kind; attrs as
   // CpuKernelFn documents them). Outputs are on the inputs' device and stream. Throws
   // SpmdError(kUnknownOp, "op") for an unknown op or phase, and SpmdError naming the field for
   // inputs or attrs the op cannot take (InvalidArgument "inputs[i].device" for an input

@@ -12,9 +12,9 @@
 
 #include "kernels/device.h"
 #include "kernels/tensor.h"
-#include "rules/dist_attr.h"
-#include "rules/dtype.h"
-#include "rules/error.h"
+#include "rules/model/dist_attr.h"
+#include "rules/model/dtype.h"
+#include "rules/model/error.h"
 
 namespace spmd::kernels::checks {
 

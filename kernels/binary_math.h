@@ -1,10 +1,10 @@
-// The formulas of the binary math family (rules/binary_math_list.h), one functor
+// The formulas of the binary math family (rules/engine/binary_math_list.h), one functor
 // `NAME_fn<T>` per op, shared by the CPU kernels (kernels/cpu/binary_math.cc) and the CUDA
 // kernels (kernels/cuda/binary_math.cu) so that both compute the same expression in T.
 // Each functor has its kind and operator()(T x, T y) (host and device):
 // - kArithmetic: T float or double (the compute dtype), out T;
 // - kBool: T float or double, out bool (comparisons, logical ops);
-// - kBitwise: T int64_t or bool (rules/binary_math_dtypes.h), out T.
+// - kBitwise: T int64_t or bool (rules/ops/binary_math_dtypes.h), out T.
 // The float64 references (reference/ops_binary_math.cc) are written separately.
 #pragma once
 
@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "rules/half.h"  // SPMD_HOST_DEVICE
+#include "rules/model/half.h"  // SPMD_HOST_DEVICE
 
 namespace spmd::kernels::binary_math {
 

@@ -1,4 +1,4 @@
-// What the CPU and CUDA kernels share around the op plans of rules/*_plan.h: the inputs'
+// What the CPU and CUDA kernels share around the op plans of rules/ops/*_plan.h: the inputs'
 // shapes and dtypes in the form the plans take, and the split of x into a split plan's
 // pieces (each backend brings its own copy of one range). Header-only.
 #pragma once
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/tensor.h"
-#include "rules/shape_plan.h"
+#include "rules/ops/shape_plan.h"
 
 namespace spmd::kernels {
 

@@ -4,7 +4,7 @@
 // runtime hands to a Communicator: `bytes()` is one contiguous buffer of `nbytes()` bytes
 // on the tensor's device that MPI, NCCL or the simulated NCCL use. Element types:
 //   float64 -> double, float32 -> float, int64 -> int64_t, bool -> bool (one byte, 0 or 1),
-//   bfloat16 -> BFloat16, float16 -> Float16 (rules/half.h: 2-byte storage, convert to
+//   bfloat16 -> BFloat16, float16 -> Float16 (rules/model/half.h: 2-byte storage, convert to
 //   float to compute).
 // The dtype set is open: a new DType needs a size in ElementSize() and, where typed
 // access is wanted, a DTypeOf<> specialisation.
@@ -39,15 +39,15 @@
 
 #include "kernels/allocator.h"
 #include "kernels/device.h"
-#include "rules/dtype.h"
-#include "rules/error.h"
-#include "rules/half.h"
+#include "rules/model/dtype.h"
+#include "rules/model/error.h"
+#include "rules/model/half.h"
 
 namespace spmd::kernels {
 
 using Shape = std::vector<int64_t>;
 
-// Bytes per element of `dtype` (rules/dtype.h).
+// Bytes per element of `dtype` (rules/model/dtype.h).
 using spmd::ElementSize;
 
 // The product of the dims ([] gives 1). Assumes a checked shape (CheckShape).

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::kernels {
 namespace {

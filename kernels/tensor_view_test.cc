@@ -13,7 +13,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/tensor.h"
-#include "rules/attrs.h"
+#include "rules/model/attrs.h"
 
 namespace spmd::kernels {
 namespace {

@@ -1,4 +1,4 @@
-// The formulas of the unary math family (rules/unary_math_list.h), one functor `NAME_fn<T>`
+// The formulas of the unary math family (rules/engine/unary_math_list.h), one functor `NAME_fn<T>`
 // per op, shared by the CPU kernels (kernels/cpu/unary_math.cc) and the CUDA kernels
 // (kernels/cuda/unary_math.cu) so that both compute the same expression in T (float or
 // double). Each functor has Make(attrs) (host: reads the normalised attrs) and
@@ -14,8 +14,8 @@
 #include <cmath>
 #include <limits>
 
-#include "rules/attrs.h"
-#include "rules/half.h"  // SPMD_HOST_DEVICE
+#include "rules/model/attrs.h"
+#include "rules/model/half.h"  // SPMD_HOST_DEVICE
 
 namespace spmd::kernels::unary_math {
 
@@ -126,7 +126,7 @@ SPMD_UNARY_MATH_PLAIN(lgamma, static_cast<T>(LgammaD(static_cast<double>(x))))
 SPMD_UNARY_MATH_PLAIN(digamma, static_cast<T>(DigammaD(static_cast<double>(x))))
 SPMD_UNARY_MATH_PLAIN(ceil, Ceil(x))
 SPMD_UNARY_MATH_PLAIN(floor, Floor(x))
-SPMD_UNARY_MATH_PLAIN(round, Round(x))  // decimals = 0 (rules/unary_math_attrs.h)
+SPMD_UNARY_MATH_PLAIN(round, Round(x))  // decimals = 0 (rules/ops/unary_math_attrs.h)
 SPMD_UNARY_MATH_PLAIN(trunc, Trunc(x))
 SPMD_UNARY_MATH_PLAIN(sign, x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0)))
 SPMD_UNARY_MATH_PLAIN(reciprocal, T(1) / x)

@@ -19,9 +19,9 @@
 #include "checker/shards.h"
 #include "kernels/cpu/kernels.h"
 #include "property_tests/generators.h"
-#include "rules/counter_rng.h"
-#include "rules/layout.h"
-#include "rules/registry.h"
+#include "rules/ops/counter_rng.h"
+#include "rules/model/layout.h"
+#include "rules/engine/registry.h"
 
 namespace spmd::prop {
 namespace {

@@ -15,8 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rules/error.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/engine/registry.h"
 
 namespace spmd::prop {
 namespace {

@@ -26,10 +26,10 @@
 
 #include <rapidcheck.h>
 
-#include "rules/attrs.h"
-#include "rules/dist_attr.h"
-#include "rules/mesh.h"
-#include "rules/op_decl.h"
+#include "rules/model/attrs.h"
+#include "rules/model/dist_attr.h"
+#include "rules/model/mesh.h"
+#include "rules/engine/op_decl.h"
 
 namespace spmd::prop {
 

@@ -40,9 +40,9 @@
 #include "property_tests/gpu_test_util.h"
 #include "property_tests/tolerance.h"
 #include "reference/reference.h"
-#include "rules/error.h"
-#include "rules/half.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/model/half.h"
+#include "rules/engine/registry.h"
 
 namespace spmd {
 namespace {

@@ -38,7 +38,7 @@
 #include "property_tests/generators.h"
 #include "property_tests/gpu_test_util.h"
 #include "property_tests/tolerance.h"
-#include "rules/layout.h"
+#include "rules/model/layout.h"
 #include "runtime/testing/communicator_cases.h"
 #include "runtime/exec/dispatch.h"
 #include "runtime/exec/dist_tensor.h"

@@ -17,9 +17,9 @@
 #include "kernels/tensor.h"
 #include "property_tests/tolerance.h"
 #include "reference/reference.h"
-#include "rules/error.h"
-#include "rules/half.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/model/half.h"
+#include "rules/engine/registry.h"
 
 namespace spmd::gpu_test {
 

@@ -21,7 +21,7 @@
 // - float64 run: |kernel - ref| <= 1e-12 |ref| + 1e-12 (NaN matches NaN, inf the same inf).
 // - float32 run: the bound of the op's tolerance class (declared on the op; below).
 //
-// float32 error model, one bound per tolerance class (rules/tolerance.h; the ops below are
+// float32 error model, one bound per tolerance class (rules/model/tolerance.h; the ops below are
 // the ones declaring each class today; property_tests/tolerance.h has the other dtypes).
 // u = 2^-24 (float's unit roundoff). K is the number of terms one output element
 // depends on, from shapes and declared attrs only: the most of x's elements per element
@@ -110,10 +110,10 @@
 #include "kernels/tensor.h"
 #include "property_tests/tolerance.h"
 #include "reference/reference.h"
-#include "rules/error.h"
-#include "rules/half.h"
-#include "rules/local_attrs.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/model/half.h"
+#include "rules/engine/local_attrs.h"
+#include "rules/engine/registry.h"
 
 namespace spmd {
 namespace {

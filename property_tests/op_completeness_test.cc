@@ -1,13 +1,13 @@
-// Every op of rules/op_list.h has every piece an op needs, and a test failure names the
+// Every op of rules/engine/op_list.h has every piece an op needs, and a test failure names the
 // op and the piece. The pieces (README "Adding an op"):
-//   declaration        rules/ops_*.cc, under its own name, with examples
+//   declaration        rules/ops/<family>.cc, under its own name, with examples
 //   tolerance class    `.Tolerance(...)` in the declaration
 //   reference          reference/ops_*.cc, answering the declaration's first example
 //   CPU kernel         kernels/cpu/*.cc, answering the same example
 //   CUDA kernel        kernels/cuda/<family>.cu (or staged.cc), `const CudaKernel ops::NAME`,
 //                      read from the sources, so a machine without nvcc names it too
-//   exchange phases    Phase::kStats / kFinish (rules/phase.h) for an op declaring an
-//                      exchange: listed in rules/exchange_ops.h, with their reference, CPU
+//   exchange phases    Phase::kStats / kFinish (rules/engine/phase.h) for an op declaring an
+//                      exchange: listed in rules/ops/exchange_ops.h, with their reference, CPU
 //                      and CUDA kernels (ops::<op>_stats / ops::<op>_finish)
 //   numeric goldens    a case with "op": NAME in golden/numeric/*.jsonl
 //   rule goldens       a case with "op": NAME in golden/rules/*.jsonl
@@ -34,12 +34,12 @@
 #include "checker/input_values.h"
 #include "kernels/cpu/kernels.h"
 #include "reference/reference.h"
-#include "rules/error.h"
-#include "rules/exchange_ops.h"
-#include "rules/half.h"
-#include "rules/op_list.h"
-#include "rules/phase.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/ops/exchange_ops.h"
+#include "rules/model/half.h"
+#include "rules/engine/op_list.h"
+#include "rules/engine/phase.h"
+#include "rules/engine/registry.h"
 
 namespace spmd {
 namespace {
@@ -91,8 +91,8 @@ std::map<std::string, int> CudaKernelDefinitions(const fs::path& dir) {
       if (std::regex_search(line, m, kApplied) && macros.count(m[2].str())) {
         std::string family = m[1].str();
         for (char& c : family) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        std::ifstream list(dir.parent_path().parent_path() / "rules" / (family + "_list.h"));
-        if (!list) ADD_FAILURE() << file << " applies SPMD_FOR_EACH_" << m[1].str() << "_OP, but rules/" << family << "_list.h is missing";
+        std::ifstream list(dir.parent_path().parent_path() / "rules" / "engine" / (family + "_list.h"));
+        if (!list) ADD_FAILURE() << file << " applies SPMD_FOR_EACH_" << m[1].str() << "_OP, but rules/engine/" << family << "_list.h is missing";
         std::string text((std::istreambuf_iterator<char>(list)), std::istreambuf_iterator<char>());
         for (auto it = std::sregex_iterator(text.begin(), text.end(), kListed); it != std::sregex_iterator(); ++it) {
           ++defined[(*it)[1].str()];
@@ -218,14 +218,14 @@ TEST(OpCompleteness, EveryRegisteredOpHasEveryPiece) {
     if (op.name != name) missing.push_back("declaration: declare::" + name + "() declares '" + op.name + "'");
     if (!op.einsum && !op.dimtrans) missing.push_back("declaration: neither an einsum nor a DimTrans rule");
     if (!op.examples) missing.push_back("declaration: no examples (.Examples)");
-    if (!op.tolerance) missing.push_back("tolerance class (.Tolerance in rules/ops_*.cc)");
+    if (!op.tolerance) missing.push_back("tolerance class (.Tolerance in rules/ops/<family>.cc)");
     if (reference::FindReference(name) == nullptr) missing.push_back("reference (reference/ops_*.cc)");
     if (kernels::FindCpuKernel(name) == nullptr) missing.push_back("CPU kernel (kernels/cpu)");
     expected_cuda.insert(name);
     if (const std::string e = OneCudaKernel(cuda, name, "the op"); !e.empty()) missing.push_back(e);
     if (op.exchange.has_value() != (ExchangeOps().count(name) > 0)) {
-      missing.push_back(op.exchange ? "exchange phases: declares an exchange, not listed in rules/exchange_ops.h"
-                                    : "declaration: listed in rules/exchange_ops.h, declares no exchange");
+      missing.push_back(op.exchange ? "exchange phases: declares an exchange, not listed in rules/ops/exchange_ops.h"
+                                    : "declaration: listed in rules/ops/exchange_ops.h, declares no exchange");
     }
     if (ExchangeOps().count(name)) {
       for (const Phase phase : kPhases) {
@@ -250,8 +250,8 @@ TEST(OpCompleteness, EveryRegisteredOpHasEveryPiece) {
   }
   for (const auto& [name, count] : cuda) {
     if (!expected_cuda.count(name)) {
-      ADD_FAILURE() << "kernels/cuda defines ops::" << name << ", which is no op of rules/op_list.h "
-                    << "nor a phase of rules/exchange_ops.h";
+      ADD_FAILURE() << "kernels/cuda defines ops::" << name << ", which is no op of rules/engine/op_list.h "
+                    << "nor a phase of rules/ops/exchange_ops.h";
     }
   }
 }

@@ -1,5 +1,5 @@
 // The reference and the CPU kernel of every op whose validation is written once in a plan
-// header (rules/*_plan.h, rules/norm_pieces.h) agree on accept / refuse, and on the error's
+// header (rules/ops/*_plan.h, rules/ops/norm_pieces.h) agree on accept / refuse, and on the error's
 // type and field, over the op's declared examples and mutations of them: every input shape
 // with a dim dropped, added, grown or emptied, an input dropped or added, and every attr
 // pushed to other values of its kind. (validation_agreement_test.cc does the same for
@@ -18,10 +18,10 @@
 #include "kernels/cpu/kernels.h"
 #include "property_tests/verdict.h"
 #include "reference/reference.h"
-#include "rules/error.h"
-#include "rules/mesh.h"
-#include "rules/op_decl.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/model/mesh.h"
+#include "rules/engine/op_decl.h"
+#include "rules/engine/registry.h"
 
 namespace spmd {
 namespace {
@@ -134,7 +134,7 @@ void ExpectAgreement(const std::string& op_name, const Case& c, int* refused, bo
                          << ": reference " << ref.Describe() << ", CPU kernel " << kernel.Describe();
 }
 
-// The ops whose checks live in the plans of rules/softmax_plan.h, norm_plan.h,
+// The ops whose checks live in the plans of rules/ops/softmax_plan.h, norm_plan.h,
 // embedding_plan.h, loss_plan.h, contraction_plan.h, fused_plan.h, reduction_plan.h and
 // elementwise_plan.h.
 const char* const kPlannedOps[] = {

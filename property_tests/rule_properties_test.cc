@@ -34,8 +34,8 @@
 #include <vector>
 
 #include "property_tests/generators.h"
-#include "rules/error.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/engine/registry.h"
 
 namespace spmd::prop {
 namespace {

@@ -56,12 +56,12 @@
 #include "kernels/tensor.h"
 #include "property_tests/tolerance.h"
 #include "reference/reference.h"
-#include "rules/error.h"
-#include "rules/half.h"
-#include "rules/layout.h"
-#include "rules/partial_split.h"
-#include "rules/registry.h"
-#include "rules/reshard.h"
+#include "rules/model/error.h"
+#include "rules/model/half.h"
+#include "rules/model/layout.h"
+#include "rules/engine/partial_split.h"
+#include "rules/engine/registry.h"
+#include "rules/reshard/reshard.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/exec/dispatch.h"
 #include "runtime/exec/dist_tensor.h"
@@ -306,7 +306,7 @@ std::vector<double> ValuesOf(const Tensor& t) {
   return v;
 }
 
-// Addends for every partial slot (rules/partial_split.h). `integer`: integer addends
+// Addends for every partial slot (rules/engine/partial_split.h). `integer`: integer addends
 // (exact in every dtype); else real ones (float64 only).
 std::vector<std::vector<double>> SplitPartial(const std::vector<double>& whole,
                                               const PartialMap& partial, const Mesh& mesh,

@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "rules/layout.h"
+#include "rules/model/layout.h"
 #include "runtime/comm/mpi_communicator.h"
 #include "runtime/testing/mpi_test_main.h"
 #include "train/cfg.h"

@@ -19,7 +19,7 @@
 #include "checker/sweep.h"
 #include "io/case_json.h"
 #include "property_tests/generators.h"
-#include "rules/registry.h"
+#include "rules/engine/registry.h"
 
 namespace spmd::prop {
 namespace {

@@ -9,8 +9,8 @@
 #include <utility>
 #include <variant>
 
-#include "rules/attention_shape.h"
-#include "rules/block_attention_shape.h"
+#include "rules/ops/attention_shape.h"
+#include "rules/ops/block_attention_shape.h"
 
 namespace spmd::prop {
 namespace {

@@ -1,6 +1,6 @@
 // Tolerances for comparing a run of an op with its float64 reference, shared by the
 // kernel properties and the runtime properties. The op's declaration gives its tolerance
-// class (rules/tolerance.h); this file holds each class's bound, in units of the unit
+// class (rules/model/tolerance.h); this file holds each class's bound, in units of the unit
 // roundoff u of the precision the kernel computes in (the derivation is in the header of
 // property_tests/kernel_properties_test.cc).
 //
@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "reference/reference.h"
-#include "rules/attrs.h"
-#include "rules/op_decl.h"
-#include "rules/tolerance.h"
+#include "rules/model/attrs.h"
+#include "rules/engine/op_decl.h"
+#include "rules/model/tolerance.h"
 
 namespace spmd::prop {
 

@@ -1,6 +1,6 @@
 // The per-dtype plumbing of the tolerance model (property_tests/tolerance.h): unit
 // roundoffs, compute vs storage precision, and rounding to a dtype. The narrow floats are
-// checked as soon as rules/dtype.h knows them ("bfloat16", "float16"); until then those
+// checked as soon as rules/model/dtype.h knows them ("bfloat16", "float16"); until then those
 // tests are skipped, visibly.
 #include "property_tests/tolerance.h"
 

@@ -1,5 +1,5 @@
 // The rule, the reference and the CPU kernel validate a request once, the same way (the
-// shared helpers of rules/shape_util.h and the op plans of rules/*_plan.h): on every einsum
+// shared helpers of rules/engine/shape_util.h and the op plans of rules/ops/*_plan.h): on every einsum
 // equation below, and on every example of the shape, indexing, scatter, sort, random,
 // sum / mean, softmax_grad, normalisation, embedding and softmax cross entropy ops with its
 // attrs and shapes mutated, they all accept, or all refuse with the same error type and
@@ -20,10 +20,10 @@
 #include "kernels/cpu/kernels.h"
 #include "property_tests/verdict.h"
 #include "reference/reference.h"
-#include "rules/error.h"
-#include "rules/notation.h"
-#include "rules/registry.h"
-#include "rules/shape_util.h"
+#include "rules/model/error.h"
+#include "rules/engine/notation.h"
+#include "rules/engine/registry.h"
+#include "rules/engine/shape_util.h"
 
 namespace spmd {
 namespace {

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "rules/error.h"
-#include "rules/op_decl.h"
+#include "rules/model/error.h"
+#include "rules/engine/op_decl.h"
 
 namespace spmd::agreement {
 

@@ -8,7 +8,7 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
-#include "rules/attention_shape.h"
+#include "rules/ops/attention_shape.h"
 
 namespace spmd::reference::ops {
 namespace {

@@ -1,8 +1,8 @@
-// The binary math family (rules/binary_math_list.h; docs/OPS.md "Binary math"): each op's
+// The binary math family (rules/engine/binary_math_list.h; docs/OPS.md "Binary math"): each op's
 // float64 definition, one line each, written from the definitions (not from the kernels'
 // shared formulas in kernels/binary_math.h): out[i] = f(x[i], y[i]) with numpy
 // broadcasting. Arithmetic ops give float64, comparisons and logical ops bool, bitwise
-// ops int64 (bool for two bool inputs; rules/binary_math_dtypes.h).
+// ops int64 (bool for two bool inputs; rules/ops/binary_math_dtypes.h).
 //
 // Inside namespace ops, floor/remainder/... are ops: math is always std::.
 #include <cmath>
@@ -10,7 +10,7 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
-#include "rules/binary_math_dtypes.h"
+#include "rules/ops/binary_math_dtypes.h"
 
 namespace spmd::reference::ops {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
-#include "rules/block_attention_shape.h"
+#include "rules/ops/block_attention_shape.h"
 
 namespace spmd::reference::ops {
 namespace {

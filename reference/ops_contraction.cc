@@ -6,8 +6,8 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
-#include "rules/contraction_plan.h"
-#include "rules/shape_util.h"
+#include "rules/ops/contraction_plan.h"
+#include "rules/engine/shape_util.h"
 
 namespace spmd::reference::ops {
 namespace {
@@ -62,7 +62,7 @@ struct MatmulPlan {
 };
 
 // The offsets of matmul's terms for the shapes that plan::PlanMatmulShapes checked and
-// planned (rules/contraction_plan.h): the reference walks x and y by their own row-major
+// planned (rules/ops/contraction_plan.h): the reference walks x and y by their own row-major
 // strides.
 MatmulPlan OffsetsOf(const Tensor& x, const Tensor& y, const plan::MatmulShapes& s, bool trans_x,
                      bool trans_y) {
@@ -99,7 +99,7 @@ MatmulPlan OffsetsOf(const Tensor& x, const Tensor& y, const plan::MatmulShapes&
 
 // ---- einsum ----
 
-using shape::EinsumEquation;  // the parser is shared with the rule (rules/shape_util.h)
+using shape::EinsumEquation;  // the parser is shared with the rule (rules/engine/shape_util.h)
 
 }  // namespace
 

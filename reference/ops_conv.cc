@@ -4,7 +4,7 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
-#include "rules/conv_shape.h"
+#include "rules/ops/conv_shape.h"
 
 namespace spmd::reference::ops {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
-#include "rules/elementwise_plan.h"
+#include "rules/ops/elementwise_plan.h"
 
 namespace spmd::reference::ops {
 namespace {
@@ -163,7 +163,7 @@ Tensors clip(const Tensors& inputs, const Attrs& attrs) {
 // smallest normal exponent `emin` and largest finite value `max_finite`: the quantum of
 // v's binade (fixed below 2^emin: subnormals), a division by it (exact: a power of two),
 // nearbyint, and infinity past the largest finite value. Written from the format's
-// parameters, not from the kernels' bit conversions (rules/half.h) that it checks.
+// parameters, not from the kernels' bit conversions (rules/model/half.h) that it checks.
 namespace {
 double RoundToFormat(double v, int precision, int emin, double max_finite) {
   if (!std::isfinite(v) || v == 0) return v;

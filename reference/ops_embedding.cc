@@ -6,7 +6,7 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
-#include "rules/embedding_plan.h"
+#include "rules/ops/embedding_plan.h"
 
 namespace spmd::reference::ops {
 namespace {

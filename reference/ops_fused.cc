@@ -6,8 +6,8 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
-#include "rules/contraction_plan.h"
-#include "rules/fused_plan.h"
+#include "rules/ops/contraction_plan.h"
+#include "rules/ops/fused_plan.h"
 
 namespace spmd::reference::ops {
 namespace {

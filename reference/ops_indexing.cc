@@ -7,7 +7,7 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
-#include "rules/indexing_plan.h"
+#include "rules/ops/indexing_plan.h"
 
 namespace spmd::reference::ops {
 namespace {

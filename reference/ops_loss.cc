@@ -9,9 +9,9 @@
 #include "reference/reference.h"
 #include "reference/softmax_rows.h"
 #include "reference/util.h"
-#include "rules/local_attrs.h"
-#include "rules/loss_plan.h"
-#include "rules/softmax_pieces.h"
+#include "rules/engine/local_attrs.h"
+#include "rules/ops/loss_plan.h"
+#include "rules/ops/softmax_pieces.h"
 
 namespace spmd::reference::ops {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
-#include "rules/norm_plan.h"
+#include "rules/ops/norm_plan.h"
 
 namespace spmd::reference::ops {
 namespace {

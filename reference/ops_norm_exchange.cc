@@ -1,6 +1,6 @@
 // The exchange phases (OpDecl::exchange) of the row reductions whose reduced axis may stay
 // sharded: softmax, log_softmax, layer_norm, rms_norm and cumsum. The stats phase summarises
-// every row of the local piece (rules/norm_pieces.h), the checker all-gathers the
+// every row of the local piece (rules/ops/norm_pieces.h), the checker all-gathers the
 // summaries over the axis's mesh axes, and the finish phase gives the piece's outputs from
 // the local inputs and the gathered [pieces, rows..., k]. The ops' own references
 // (ops_norm.cc, ops_reduction.cc) stay the plain single-device definitions that the
@@ -11,7 +11,7 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
-#include "rules/norm_pieces.h"
+#include "rules/ops/norm_pieces.h"
 
 namespace spmd::reference::ops {
 namespace {

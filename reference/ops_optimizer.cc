@@ -1,12 +1,12 @@
 // Optimizer steps (docs/OPS.md "Optimizer steps"): adamw, the formulas of
-// rules/adamw_plan.h in float64, one element at a time.
+// rules/ops/adamw_plan.h in float64, one element at a time.
 #include <cmath>
 #include <utility>
 #include <vector>
 
 #include "reference/reference.h"
 #include "reference/util.h"
-#include "rules/adamw_plan.h"
+#include "rules/ops/adamw_plan.h"
 
 namespace spmd::reference::ops {
 

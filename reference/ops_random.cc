@@ -7,9 +7,9 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
-#include "rules/counter_rng.h"
-#include "rules/dropout_attrs.h"
-#include "rules/shape_plan.h"
+#include "rules/ops/counter_rng.h"
+#include "rules/ops/dropout_attrs.h"
+#include "rules/ops/shape_plan.h"
 
 namespace spmd::reference::ops {
 

@@ -6,7 +6,7 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
-#include "rules/reduction_plan.h"
+#include "rules/ops/reduction_plan.h"
 
 namespace spmd::reference::ops {
 namespace {
@@ -27,7 +27,7 @@ struct ReducePlan {
 };
 
 // The reference's own output offsets of the dims that the shared plan
-// (plan::PlanReduceShape, rules/reduction_plan.h) checked and chose.
+// (plan::PlanReduceShape, rules/ops/reduction_plan.h) checked and chose.
 ReducePlan OffsetsOf(const Shape& x_shape, const plan::ReduceShape& r) {
   ReducePlan plan;
   plan.out_shape = r.out_shape;

@@ -5,7 +5,7 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
-#include "rules/shape_plan.h"
+#include "rules/ops/shape_plan.h"
 
 namespace spmd::reference::ops {
 namespace {

@@ -5,7 +5,7 @@
 #include "reference/reference.h"
 #include "reference/softmax_rows.h"
 #include "reference/util.h"
-#include "rules/softmax_plan.h"
+#include "rules/ops/softmax_plan.h"
 
 namespace spmd::reference::ops {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
-#include "rules/sort_plan.h"
+#include "rules/ops/sort_plan.h"
 
 namespace spmd::reference::ops {
 namespace {

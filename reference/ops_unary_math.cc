@@ -1,4 +1,4 @@
-// The unary math family (rules/unary_math_list.h; docs/OPS.md "Unary math"): each op's
+// The unary math family (rules/engine/unary_math_list.h; docs/OPS.md "Unary math"): each op's
 // float64 definition, one line each, written from the definitions (not from the kernels'
 // shared formulas in kernels/unary_math.h): out[i] = f(x[i]), x's shape, float64.
 //
@@ -10,7 +10,7 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
-#include "rules/unary_math_attrs.h"
+#include "rules/ops/unary_math_attrs.h"
 
 namespace spmd::reference::ops {
 namespace {

@@ -5,10 +5,10 @@
 #include <string_view>
 
 #include "reference/tensor.h"
-#include "rules/attrs.h"
-#include "rules/op_list.h"
-#include "rules/phase.h"
-#include "rules/row_exchange_ops.h"
+#include "rules/model/attrs.h"
+#include "rules/engine/op_list.h"
+#include "rules/engine/phase.h"
+#include "rules/ops/row_exchange_ops.h"
 
 namespace spmd::reference {
 

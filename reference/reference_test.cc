@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::reference {
 namespace {

@@ -3,12 +3,12 @@
 #include <utility>
 
 #include "reference/reference.h"
-#include "rules/exchange_ops.h"
-#include "rules/phase.h"
+#include "rules/ops/exchange_ops.h"
+#include "rules/engine/phase.h"
 
 namespace spmd::reference {
 
-// Generated from the op list and the exchange list (rules/exchange_ops.h): an op or
+// Generated from the op list and the exchange list (rules/ops/exchange_ops.h): an op or
 // phase without its reference does not link.
 ReferenceFn FindReference(const KernelRef& kernel) {
   struct Entry {

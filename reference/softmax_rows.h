@@ -7,7 +7,7 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
-#include "rules/attrs.h"
+#include "rules/model/attrs.h"
 
 namespace spmd::reference::ops::rows {
 

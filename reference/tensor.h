@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "rules/dtype.h"
+#include "rules/model/dtype.h"
 
 namespace spmd::reference {
 

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "reference/tensor.h"
-#include "rules/error.h"
-#include "rules/local_attrs.h"
-#include "rules/shape_util.h"
+#include "rules/model/error.h"
+#include "rules/engine/local_attrs.h"
+#include "rules/engine/shape_util.h"
 
 namespace spmd::reference::internal {
 
@@ -126,7 +126,7 @@ inline int64_t Dot(const std::vector<int64_t>& index, const Shape& strides) {
   return offset;
 }
 
-// Localized attrs (rules/local_attrs.h): set by an op's localizer when the checker runs a
+// Localized attrs (rules/engine/local_attrs.h): set by an op's localizer when the checker runs a
 // reference on one shard, never by callers. Absent on a whole-tensor call.
 using spmd::kLocalCount;
 using spmd::kLocalExact;
@@ -143,7 +143,7 @@ inline void CheckOutputCount(int64_t n) {
 }
 
 // Returns `axis` in [0, rank); negative counts from the end. Throws naming `field`.
-// (The shared validation of rules/shape_util.h.)
+// (The shared validation of rules/engine/shape_util.h.)
 inline int64_t NormalizeAxis(int64_t axis, int64_t rank, const std::string& field) {
   return shape::NormalizeAxis(axis, rank, field);
 }
@@ -181,7 +181,7 @@ inline AxisView ViewAlong(const Shape& shape, int64_t axis) {
 // numpy broadcasting of several shapes (right-aligned; each dim equal or 1). Throws
 // naming `inputs[i].shape` of the first input that does not fit the others before it.
 inline Shape BroadcastShapes(const std::vector<Shape>& shapes) {
-  return shape::BroadcastShapes(shapes);  // the shared validation of rules/shape_util.h
+  return shape::BroadcastShapes(shapes);  // the shared validation of rules/engine/shape_util.h
 }
 
 // The flat offset in a tensor of `in_shape` read at output multi-index `out_index` under

@@ -8,11 +8,11 @@
 #include <utility>
 
 #include "kernels/backend.h"
-#include "rules/error.h"
-#include "rules/layout.h"
-#include "rules/op_decl.h"
-#include "rules/registry.h"
-#include "rules/vjp.h"
+#include "rules/model/error.h"
+#include "rules/model/layout.h"
+#include "rules/engine/op_decl.h"
+#include "rules/engine/registry.h"
+#include "rules/engine/vjp.h"
 #include "runtime/exec/dispatch.h"
 
 namespace spmd::train {

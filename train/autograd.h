@@ -6,7 +6,7 @@
 // it records the call: the op, its attrs, its input Variables and its output values.
 // `Backward(loss, comm)` walks the recorded calls from `loss` back to the leaves, in
 // reverse creation order, and runs each op's backward, which is data declared next to its
-// rule (OpDecl::vjp, rules/vjp.h): a small graph of calls to registered ops. Each of those
+// rule (OpDecl::vjp, rules/engine/vjp.h): a small graph of calls to registered ops. Each of those
 // calls goes through Dispatch too, so gradients are sharded by the same proven rules and
 // the planner inserts the reshards they need. Nothing per op is written here.
 //
@@ -41,10 +41,10 @@
 #include <string_view>
 #include <vector>
 
-#include "rules/attrs.h"
-#include "rules/dist_attr.h"
-#include "rules/dtype.h"
-#include "rules/mesh.h"
+#include "rules/model/attrs.h"
+#include "rules/model/dist_attr.h"
+#include "rules/model/dtype.h"
+#include "rules/model/mesh.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/exec/dist_tensor.h"
 

@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "rules/error.h"
-#include "rules/notation.h"
+#include "rules/model/error.h"
+#include "rules/engine/notation.h"
 #include "runtime/comm/thread_communicator.h"
 
 namespace spmd::train {

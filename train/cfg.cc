@@ -3,9 +3,9 @@
 #include <utility>
 
 #include "kernels/backend.h"
-#include "rules/error.h"
-#include "rules/layout.h"
-#include "rules/notation.h"
+#include "rules/model/error.h"
+#include "rules/model/layout.h"
+#include "rules/engine/notation.h"
 #include "runtime/exec/dispatch.h"
 #include "train/device.h"
 #include "train/gpt.h"

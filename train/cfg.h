@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "kernels/device.h"
-#include "rules/mesh.h"
+#include "rules/model/mesh.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/exec/dist_tensor.h"
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "rules/error.h"
-#include "rules/layout.h"
+#include "rules/model/error.h"
+#include "rules/model/layout.h"
 #include "runtime/comm/thread_communicator.h"
 
 namespace spmd::train {

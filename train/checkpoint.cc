@@ -26,8 +26,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "rules/error.h"
-#include "rules/layout.h"
+#include "rules/model/error.h"
+#include "rules/model/layout.h"
 #include "train/device.h"
 
 namespace spmd::train {

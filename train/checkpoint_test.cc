@@ -23,7 +23,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 #include "runtime/exec/dist_tensor.h"
 #include "runtime/comm/thread_communicator.h"
 #include "train/gpt.h"

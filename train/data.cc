@@ -12,8 +12,8 @@
 #include <cstring>
 #include <vector>
 
-#include "rules/counter_rng.h"
-#include "rules/error.h"
+#include "rules/ops/counter_rng.h"
+#include "rules/model/error.h"
 
 namespace spmd::train {
 

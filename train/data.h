@@ -13,7 +13,7 @@
 // inputs and their next-token labels) never crosses from one to the other.
 //
 // Batches: row r of step s starts at an offset drawn uniformly over the split's windows by
-// a counter-based hash of (seed, split, s, r) (rules/counter_rng.h), so every rank builds
+// a counter-based hash of (seed, split, s, r) (rules/ops/counter_rng.h), so every rank builds
 // the same global batch with no communication and keeps its shard (Layout::Tokens), and a
 // run resumed at step s draws what the uninterrupted run drew.
 //

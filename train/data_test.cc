@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 #include "runtime/comm/thread_communicator.h"
 #include "train/data.h"
 #include "train/layout.h"

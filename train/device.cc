@@ -7,7 +7,7 @@
 #include <mutex>
 #include <utility>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::train {
 

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "rules/layout.h"
+#include "rules/model/layout.h"
 #include "train/cfg.h"
 #include "train/device_train_test_util.h"
 

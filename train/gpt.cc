@@ -4,9 +4,9 @@
 #include <optional>
 #include <utility>
 
-#include "rules/counter_rng.h"
-#include "rules/error.h"
-#include "rules/notation.h"
+#include "rules/ops/counter_rng.h"
+#include "rules/model/error.h"
+#include "rules/engine/notation.h"
 #include "runtime/exec/dispatch.h"
 #include "train/device.h"
 #include "train/precision.h"

@@ -17,7 +17,7 @@
 //
 // Dropout (config.dropout > 0), where GPT-2 puts its residual dropout: on the embedding
 // sum and on each row-parallel layer's output before the residual add. Each site draws
-// the op's counter-based mask (rules/counter_rng.h) at global element indices, with a
+// the op's counter-based mask (rules/ops/counter_rng.h) at global element indices, with a
 // seed hashed from (config.seed, step, micro-batch, site): every step and site drops
 // other elements, and every layout drops the same ones as one device.
 #pragma once

@@ -14,7 +14,7 @@
 
 #include <functional>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 #include "runtime/testing/sim_device_communicator.h"
 #include "train/device_sim.h"
 #include "train/join_check.h"

@@ -5,8 +5,8 @@
 #include <utility>
 #include <vector>
 
-#include "rules/error.h"
-#include "rules/mesh_spec.h"
+#include "rules/model/error.h"
+#include "rules/model/mesh_spec.h"
 
 namespace spmd::train {
 

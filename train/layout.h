@@ -34,8 +34,8 @@
 #include <optional>
 #include <string>
 
-#include "rules/dist_attr.h"
-#include "rules/mesh.h"
+#include "rules/model/dist_attr.h"
+#include "rules/model/mesh.h"
 
 namespace spmd::train {
 
@@ -99,7 +99,7 @@ class Layout {
 };
 
 // Parses "dp=2,tp=2" into a named mesh (InvalidArgument "mesh" on bad text):
-// ParseMeshSpec (rules/mesh.h), the parser the launcher agrees on.
+// ParseMeshSpec (rules/model/mesh.h), the parser the launcher agrees on.
 Mesh ParseNamedMesh(const std::string& text);
 
 }  // namespace spmd::train

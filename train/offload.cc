@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 #include "train/device.h"
 
 namespace spmd::train {

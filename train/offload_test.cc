@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "kernels/sim/sim.h"
-#include "rules/error.h"
-#include "rules/layout.h"
+#include "rules/model/error.h"
+#include "rules/model/layout.h"
 #include "runtime/testing/sim_device_communicator.h"
 #include "runtime/comm/thread_communicator.h"
 #include "train/checkpoint.h"

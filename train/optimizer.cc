@@ -6,9 +6,9 @@
 #include <type_traits>
 #include <utility>
 
-#include "rules/error.h"
-#include "rules/notation.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/engine/notation.h"
+#include "rules/engine/registry.h"
 #include "runtime/exec/dispatch.h"
 #include "train/device.h"
 
@@ -181,7 +181,7 @@ DistTensor AdamW::Update(size_t i, const DistTensor& param, const DistTensor& gr
                          Communicator& comm) {
   const int64_t t = ++steps_[i];
   if (home_) home_->Fetch(i, m_[i], v_[i]);
-  // One fused op (rules/adamw_plan.h): the moments and the parameter in one pass.
+  // One fused op (rules/ops/adamw_plan.h): the moments and the parameter in one pass.
   const Attrs attrs = MakeAttrs({{"lr", lr_},
                                  {"beta1", beta1_},
                                  {"beta2", beta2_},

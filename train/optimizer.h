@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "rules/dist_attr.h"
+#include "rules/model/dist_attr.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/exec/dist_tensor.h"
 #include "train/autograd.h"

@@ -19,9 +19,9 @@
 #include <sstream>
 #include <vector>
 
-#include "rules/error.h"
-#include "rules/notation.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/engine/notation.h"
+#include "rules/engine/registry.h"
 #include "runtime/exec/dispatch.h"
 #include "runtime/comm/thread_communicator.h"
 

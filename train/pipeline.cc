@@ -5,7 +5,7 @@
 #include <map>
 #include <sstream>
 
-#include "rules/notation.h"
+#include "rules/engine/notation.h"
 #include "train/device.h"
 
 namespace spmd::train {

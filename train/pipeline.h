@@ -32,8 +32,8 @@
 #include <utility>
 #include <vector>
 
-#include "rules/error.h"
-#include "rules/mesh.h"
+#include "rules/model/error.h"
+#include "rules/model/mesh.h"
 #include "runtime/comm/communicator.h"
 #include "train/gpt.h"
 #include "train/layout.h"

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "rules/dist_attr.h"
+#include "rules/model/dist_attr.h"
 #include "runtime/comm/thread_communicator.h"
 #include "train/trainer.h"
 

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "rules/error.h"
-#include "rules/notation.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/engine/notation.h"
+#include "rules/engine/registry.h"
 #include "runtime/exec/dispatch.h"
 
 namespace spmd::train {

@@ -21,7 +21,7 @@
 #include <string>
 #include <string_view>
 
-#include "rules/dtype.h"
+#include "rules/model/dtype.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/exec/dist_tensor.h"
 #include "train/autograd.h"

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 #include "runtime/comm/thread_communicator.h"
 #include "train/gpt.h"
 #include "train/layout.h"

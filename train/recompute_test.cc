@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 #include "runtime/comm/thread_communicator.h"
 #include "train/autograd.h"
 #include "train/gpt.h"

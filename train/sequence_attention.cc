@@ -8,10 +8,10 @@
 #include <utility>
 
 #include "kernels/backend.h"
-#include "rules/error.h"
-#include "rules/layout.h"
-#include "rules/notation.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/model/layout.h"
+#include "rules/engine/notation.h"
+#include "rules/engine/registry.h"
 #include "runtime/exec/dispatch.h"
 #include "train/device.h"
 

@@ -4,7 +4,7 @@
 // q, k, v and the output are [B, S, H, Dh] (batch, sequence, heads, head dim; the layout
 // gpt.cc has right after splitting the heads, before its transpose), all four with the
 // same dist attr: the sequence dim sharded over exactly the mesh axis `axis` (uneven
-// lengths included: the layout's own split, rules/layout.h), the head dim not sharded,
+// lengths included: the layout's own split, rules/model/layout.h), the head dim not sharded,
 // nothing partial; the batch and the heads may be sharded over other axes (they are
 // independent here). The ranks along `axis` (Mesh::GroupOf) cooperate; everything else is
 // local. Two strategies:

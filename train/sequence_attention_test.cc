@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "rules/error.h"
-#include "rules/layout.h"
-#include "rules/notation.h"
+#include "rules/model/error.h"
+#include "rules/model/layout.h"
+#include "rules/engine/notation.h"
 #include "runtime/exec/dispatch.h"
 #include "runtime/testing/sim_device_communicator.h"
 #include "runtime/comm/thread_communicator.h"

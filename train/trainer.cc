@@ -6,9 +6,9 @@
 #include <string>
 #include <utility>
 
-#include "rules/counter_rng.h"
-#include "rules/error.h"
-#include "rules/notation.h"
+#include "rules/ops/counter_rng.h"
+#include "rules/model/error.h"
+#include "rules/engine/notation.h"
 #include "train/data.h"
 #include "train/device.h"
 

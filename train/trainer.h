@@ -25,7 +25,7 @@
 #include "runtime/exec/dist_tensor.h"
 #include "train/gpt.h"
 #include "train/layout.h"
-#include "rules/error.h"
+#include "rules/model/error.h"
 #include "train/offload.h"
 #include "train/optimizer.h"
 #include "train/precision.h"

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "kernels/cpu/kernels.h"
-#include "rules/dist_attr.h"
-#include "rules/registry.h"
+#include "rules/model/dist_attr.h"
+#include "rules/engine/registry.h"
 #include "runtime/exec/dispatch.h"
 #include "runtime/comm/thread_communicator.h"
 

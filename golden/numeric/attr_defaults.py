@@ -1,5 +1,5 @@
 """Every declared attr of every op with its default, as gen_numeric.py fills the "attrs" of
-each case: the declarations' (rules/ops_*.cc) written out once more, because the goldens are
+each case: the declarations' (rules/ops/<family>.cc) written out once more, because the goldens are
 computed independently of the C++ code. check_attr_defaults.py fails when they differ from
 the declarations (`spmd ops --json`). Kept apart from gen_numeric.py so that the check needs
 no numpy."""
@@ -97,7 +97,7 @@ DEFAULTS = {
               "step": 1},
 }
 
-# The unary math family (rules/unary_math_list.h).
+# The unary math family (rules/engine/unary_math_list.h).
 UNARY_MATH_DEFAULTS = {
     "sin": {}, "cos": {}, "tan": {}, "asin": {}, "acos": {}, "atan": {}, "sinh": {}, "cosh": {},
     "asinh": {}, "atanh": {}, "expm1": {}, "log1p": {}, "log2": {}, "log10": {}, "erf": {},
@@ -114,7 +114,7 @@ UNARY_MATH_DEFAULTS = {
 }
 DEFAULTS.update(UNARY_MATH_DEFAULTS)
 
-# The binary math family (rules/binary_math_list.h): no attrs.
+# The binary math family (rules/engine/binary_math_list.h): no attrs.
 BINARY_MATH_DEFAULTS = {op: {} for op in [
     "elementwise_pow", "floor_divide", "remainder", "fmax", "fmin", "heaviside", "equal",
     "not_equal", "greater_equal", "less_equal", "logical_and", "logical_or", "logical_xor",

@@ -13,7 +13,7 @@ with full precision (repr); a non-finite value is the string "inf", "-inf" or "n
 type of the attr kind (bool, int, float such as 1.0, string, list of ints). Cases named
 localized_* also carry a localized attr ("__count", "__vocab_start", "__exact", dropout's
 "__offset" and "__global_shape"; see
-rules/op_decl.h): what the checker sets when it runs a reference on one shard.
+rules/engine/op_decl.h): what the checker sets when it runs a reference on one shard.
 error_type defaults to "InvalidArgument".
 
 The expected values come from numpy (np.matmul, np.einsum, np.cumsum, np.logaddexp, ...),
@@ -2295,7 +2295,7 @@ def gen_adamw():
     error(op, "moment2_shape", {}, [p, g, m, vals7(3, 2)], "inputs[3].shape")
 
 
-# ---- the unary math family (rules/unary_math_list.h) ----------------------------------------
+# ---- the unary math family (rules/engine/unary_math_list.h) ----------------------------------------
 
 family("unary_math", list(UNARY_MATH_DEFAULTS))
 RNG8 = np.random.default_rng(20261207)
@@ -2388,7 +2388,7 @@ def gen_unary_math():
     error("sin", "two_inputs", {}, [um_vals(3), um_vals(3)], "inputs")
 
 
-# ---- the binary math family (rules/binary_math_list.h) ---------------------------------------
+# ---- the binary math family (rules/engine/binary_math_list.h) ---------------------------------------
 
 family("binary_math", list(BINARY_MATH_DEFAULTS))
 RNG9 = np.random.default_rng(20261203)

@@ -5,7 +5,7 @@
 // flash_attn_grad: per batch entry and head, P = exp(Q K^T / sqrt(d) + mask - lse) and
 // dP = dO V^T as GEMMs, dS = P (dP - rowsum(dO O)), then dQ = dS K, dK = dS^T Q (both
 // scaled by 1 / sqrt(d)) and dV = P^T dO as GEMMs accumulating over a key head's q heads.
-// The shape plan and its validation are the reference's (rules/attention_shape.h).
+// The shape plan and its validation are the reference's (rules/ops/attention_shape.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -15,7 +15,7 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/internal.h"
-#include "rules/attention_shape.h"
+#include "rules/ops/attention_shape.h"
 
 namespace spmd::kernels::cpu {
 namespace {

@@ -1,8 +1,8 @@
-// CPU kernels of the binary math family (rules/binary_math_list.h), generated from the
+// CPU kernels of the binary math family (rules/engine/binary_math_list.h), generated from the
 // list: each runs its functor of kernels/binary_math.h through the elementwise ops'
 // broadcasting map (kernels/cpu/elementwise_map.h). Arithmetic and bool-valued ops compute
 // in the compute dtype of x and y (float32 or float64; int64 and bool values converted, as
-// every elementwise kernel); the bitwise ops in int64 or bool (rules/binary_math_dtypes.h).
+// every elementwise kernel); the bitwise ops in int64 or bool (rules/ops/binary_math_dtypes.h).
 #include <cstdint>
 #include <utility>
 
@@ -10,8 +10,8 @@
 #include "kernels/cpu/elementwise_map.h"
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/kernels.h"
-#include "rules/binary_math_dtypes.h"
-#include "rules/binary_math_list.h"
+#include "rules/ops/binary_math_dtypes.h"
+#include "rules/engine/binary_math_list.h"
 
 namespace spmd::kernels::cpu {
 namespace {

@@ -3,14 +3,14 @@
 // rescale and the block's exp-weighted sum (forward), or each visible pair's P and dS
 // added into the three gradients (backward), in the compute dtype. Row loops, not GEMMs:
 // a ring step's block is small next to the communication it overlaps. The shape plan, the
-// masks and their validation are the reference's (rules/block_attention_shape.h).
+// masks and their validation are the reference's (rules/ops/block_attention_shape.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "kernels/cpu/internal.h"
-#include "rules/block_attention_shape.h"
+#include "rules/ops/block_attention_shape.h"
 
 namespace spmd::kernels::cpu {
 namespace {

@@ -13,8 +13,8 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/permute.h"
-#include "rules/contraction_plan.h"
-#include "rules/shape_util.h"
+#include "rules/ops/contraction_plan.h"
+#include "rules/engine/shape_util.h"
 
 namespace spmd::kernels::cpu {
 namespace {
@@ -28,7 +28,7 @@ using internal::MatrixView;
 using internal::NewOutput;
 using internal::ValuesAs;
 
-// matmul's shapes and strides: plan::MatmulShapes (rules/contraction_plan.h, checked
+// matmul's shapes and strides: plan::MatmulShapes (rules/ops/contraction_plan.h, checked
 // and planned once for the reference and the kernels), with the CPU kernel's batch walk.
 // Example: x [2, 1, 3, 4] (trans_x), y [5, 3, 6] -> out [2, 5, 4, 6], k = 3.
 struct MatmulPlan : plan::MatmulShapes {
@@ -118,7 +118,7 @@ Tensor RunMatmul(const Tensor& xt, const Tensor& yt, const MatmulPlan& plan) {
 
 // ---- einsum ----
 
-using shape::EinsumEquation;  // the parser is shared with the rule (rules/shape_util.h)
+using shape::EinsumEquation;  // the parser is shared with the rule (rules/engine/shape_util.h)
 
 // An intermediate einsum operand: row-major data whose dims are `letters`.
 template <typename T>

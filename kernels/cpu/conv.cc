@@ -1,13 +1,13 @@
 // conv2d and conv2d_grad (docs/OPS.md "Paddle's other registered ops"): im2col and GEMMs
 // per batch entry and group (internal::Gemm: OpenBLAS where built with it); conv2d_grad
 // scatters the columns' gradient back into x's (col2im). The shape plan and its validation
-// are the reference's (rules/conv_shape.h).
+// are the reference's (rules/ops/conv_shape.h).
 #include <utility>
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/internal.h"
-#include "rules/conv_shape.h"
+#include "rules/ops/conv_shape.h"
 
 namespace spmd::kernels::cpu {
 namespace {

@@ -8,8 +8,8 @@
 
 #include "kernels/backend_checks.h"
 #include "kernels/cpu/kernels.h"
-#include "rules/half.h"
-#include "rules/error.h"
+#include "rules/model/half.h"
+#include "rules/model/error.h"
 
 namespace spmd::kernels {
 namespace {

@@ -17,7 +17,7 @@
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/vector_math.h"
-#include "rules/elementwise_plan.h"
+#include "rules/ops/elementwise_plan.h"
 
 namespace spmd::kernels::cpu {
 namespace {
@@ -319,7 +319,7 @@ Tensors clip(const TensorArgs& inputs, const Attrs& attrs) {
 // reference does (through double, then rounded); int64 truncates toward zero and refuses
 // values int64 cannot hold (NaN, +-inf, |v| >= 2^63: InvalidArgument "inputs[0].data",
 // where the float64 reference would keep them); bool is v != 0; bfloat16 and float16 are
-// rounded once from the double value (rules/half.h). A 2-byte float x reaches this kernel
+// rounded once from the double value (rules/model/half.h). A 2-byte float x reaches this kernel
 // as float32 (RunCpuKernel converts it, exactly).
 Tensors cast(const TensorArgs& inputs, const Attrs& attrs) {
   const std::optional<DType> dtype = plan::PlanCastDType(attrs);

@@ -11,7 +11,7 @@
 
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/rows.h"
-#include "rules/embedding_plan.h"
+#include "rules/ops/embedding_plan.h"
 
 namespace spmd::kernels::cpu {
 namespace {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "kernels/cpu/internal.h"
-#include "rules/contraction_plan.h"
-#include "rules/fused_plan.h"
+#include "rules/ops/contraction_plan.h"
+#include "rules/ops/fused_plan.h"
 
 namespace spmd::kernels::cpu {
 using internal::NewOutput;

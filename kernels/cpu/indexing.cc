@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/internal.h"
-#include "rules/indexing_plan.h"
+#include "rules/ops/indexing_plan.h"
 
 namespace spmd::kernels::cpu {
 namespace {

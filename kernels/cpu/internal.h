@@ -14,9 +14,9 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/tensor.h"
-#include "rules/error.h"
-#include "rules/local_attrs.h"
-#include "rules/shape_util.h"
+#include "rules/model/error.h"
+#include "rules/engine/local_attrs.h"
+#include "rules/engine/shape_util.h"
 
 namespace spmd::kernels::cpu::internal {
 
@@ -41,7 +41,7 @@ inline void CheckArityAtLeast(const TensorArgs& inputs, size_t n) {
 }
 
 // Returns `axis` in [0, rank); negative counts from the end. Throws naming `field`.
-// (The shared validation of rules/shape_util.h.)
+// (The shared validation of rules/engine/shape_util.h.)
 inline int64_t NormalizeAxis(int64_t axis, int64_t rank, const std::string& field) {
   return shape::NormalizeAxis(axis, rank, field);
 }
@@ -202,7 +202,7 @@ class ValuesAs {
 // numpy broadcasting of several shapes; throws naming inputs[i].shape of the first input
 // that does not fit the ones before it (as the references do).
 inline Shape BroadcastShapes(const std::vector<Shape>& shapes) {
-  return shape::BroadcastShapes(shapes);  // the shared validation of rules/shape_util.h
+  return shape::BroadcastShapes(shapes);  // the shared validation of rules/engine/shape_util.h
 }
 
 // Inputs broadcast to an output, with the dims collapsed: size-1 output dims dropped and

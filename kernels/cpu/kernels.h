@@ -1,11 +1,11 @@
-// CPU kernels: the local compute of every op in rules/op_list.h, in float32 and float64.
+// CPU kernels: the local compute of every op in rules/engine/op_list.h, in float32 and float64.
 //
 // A kernel runs one op on one rank's local tensors (or on whole tensors: the same thing on
 // one device). It computes what the float64 reference (reference/) computes, written for
 // speed and kept separate from it so that the oracle and the kernels do not share bugs.
 // No communication and no rule logic live here; attrs that depend on the shard (the
-// localized attrs of rules/local_attrs.h: __count, __vocab_start, __exact, and rewritten
-// attrs such as triu's diagonal) come from the op's localizer (rules/op_decl.h).
+// localized attrs of rules/engine/local_attrs.h: __count, __vocab_start, __exact, and rewritten
+// attrs such as triu's diagonal) come from the op's localizer (rules/engine/op_decl.h).
 //
 // Dtypes (kernels/README.md has the details):
 // - The compute dtype is the dtype of the op's floating value inputs: float32 or float64.
@@ -29,10 +29,10 @@
 #include <vector>
 
 #include "kernels/tensor.h"
-#include "rules/attrs.h"
-#include "rules/op_list.h"
-#include "rules/phase.h"
-#include "rules/row_exchange_ops.h"
+#include "rules/model/attrs.h"
+#include "rules/engine/op_list.h"
+#include "rules/engine/phase.h"
+#include "rules/ops/row_exchange_ops.h"
 
 namespace spmd::kernels {
 
@@ -63,7 +63,7 @@ SPMD_FOR_EACH_ROW_EXCHANGE_OP(SPMD_DECLARE_CPU_EXCHANGE_PHASES)
 // takes float64, float32, int64 and bool; RunCpuKernel adds the 2-byte floats.
 CpuKernelFn FindCpuKernel(const KernelRef& kernel);
 
-// True when the op (or phase) has a CPU kernel (every op of rules/op_list.h has one: the table is
+// True when the op (or phase) has a CPU kernel (every op of rules/engine/op_list.h has one: the table is
 // generated from the list, so a missing kernel does not link).
 bool HasCpuKernel(const KernelRef& kernel);
 

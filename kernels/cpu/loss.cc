@@ -13,9 +13,9 @@
 #include "kernels/cpu/rows.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/vector_math.h"
-#include "rules/local_attrs.h"
-#include "rules/loss_plan.h"
-#include "rules/softmax_pieces.h"
+#include "rules/engine/local_attrs.h"
+#include "rules/ops/loss_plan.h"
+#include "rules/ops/softmax_pieces.h"
 
 namespace spmd::kernels::cpu {
 namespace {

@@ -13,7 +13,7 @@
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/vector_math.h"
-#include "rules/norm_plan.h"
+#include "rules/ops/norm_plan.h"
 
 namespace spmd::kernels::cpu {
 namespace {

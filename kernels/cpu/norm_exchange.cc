@@ -1,6 +1,6 @@
 // The exchange phases (OpDecl::exchange) of softmax, log_softmax, layer_norm, rms_norm and
 // cumsum, whose reduced axis may stay sharded: the stats phase summarises every row of the
-// local piece in the compute dtype and keeps the summary in float64 (rules/norm_pieces.h),
+// local piece in the compute dtype and keeps the summary in float64 (rules/ops/norm_pieces.h),
 // Dispatch all-gathers it over the axis's mesh axes, and the finish phase gives the piece's
 // outputs from the local inputs and the gathered float64 [pieces, rows..., k]. The same
 // checks, in the same order, as the float64 phases in reference/ops_norm_exchange.cc.
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/internal.h"
-#include "rules/norm_pieces.h"
+#include "rules/ops/norm_pieces.h"
 
 namespace spmd::kernels::cpu {
 namespace {

@@ -1,12 +1,12 @@
 // Optimizer steps (docs/OPS.md "Optimizer steps"): adamw in one pass over the four
 // inputs, in the compute dtype, each term in the order train::AdamW's chain of ops used
 // (so float64 results equal the chain's). The plan and its validation are the
-// reference's (rules/adamw_plan.h).
+// reference's (rules/ops/adamw_plan.h).
 #include <cmath>
 #include <vector>
 
 #include "kernels/cpu/internal.h"
-#include "rules/adamw_plan.h"
+#include "rules/ops/adamw_plan.h"
 
 namespace spmd::kernels::cpu {
 namespace {

@@ -1,4 +1,4 @@
-// dropout's CPU kernel: the mask of rules/counter_rng.h drawn at each element's GLOBAL
+// dropout's CPU kernel: the mask of rules/ops/counter_rng.h drawn at each element's GLOBAL
 // linear index, so a shard (with the localized __offset and __global_shape) draws the
 // numbers of the same elements of the global tensor. The kernel walks rows of the last
 // dim: a row's global indices are consecutive from its first one.
@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "kernels/cpu/internal.h"
-#include "rules/counter_rng.h"
-#include "rules/dropout_attrs.h"
-#include "rules/shape_plan.h"
+#include "rules/ops/counter_rng.h"
+#include "rules/ops/dropout_attrs.h"
+#include "rules/ops/shape_plan.h"
 
 namespace spmd::kernels::cpu {
 

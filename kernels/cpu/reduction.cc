@@ -14,7 +14,7 @@
 
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/permute.h"
-#include "rules/reduction_plan.h"
+#include "rules/ops/reduction_plan.h"
 
 namespace spmd::kernels::cpu {
 namespace {

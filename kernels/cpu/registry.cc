@@ -6,14 +6,14 @@
 
 #include "kernels/backend_checks.h"
 #include "kernels/cpu/kernels.h"
-#include "rules/error.h"
-#include "rules/exchange_ops.h"
-#include "rules/half.h"
-#include "rules/phase.h"
+#include "rules/model/error.h"
+#include "rules/ops/exchange_ops.h"
+#include "rules/model/half.h"
+#include "rules/engine/phase.h"
 
 namespace spmd::kernels {
 
-// Generated from the op list and the exchange list (rules/exchange_ops.h): an op or
+// Generated from the op list and the exchange list (rules/ops/exchange_ops.h): an op or
 // phase without its CPU kernel does not link.
 CpuKernelFn FindCpuKernel(const KernelRef& kernel) {
   struct Entry {

@@ -13,7 +13,7 @@
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/vector_math.h"
-#include "rules/op_plan.h"
+#include "rules/engine/op_plan.h"
 
 namespace spmd::kernels::cpu::rows {
 

@@ -13,7 +13,7 @@
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/permute.h"
 #include "kernels/plan_args.h"
-#include "rules/shape_plan.h"
+#include "rules/ops/shape_plan.h"
 
 namespace spmd::kernels::cpu {
 namespace {

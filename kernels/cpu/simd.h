@@ -13,7 +13,7 @@
 //   ones in the last bit or so (ExpF within 2 ulp, ErfF within 4e-7 absolute either way).
 // - SoftmaxRows, SoftmaxGradRows, LayerNormRows, LayerNormGradRows: row sums in vector
 //   lanes (another summation order than the scalar loops; float32 error of the same size,
-//   inside the ops' tolerance classes of rules/tolerance.h).
+//   inside the ops' tolerance classes of rules/model/tolerance.h).
 #pragma once
 
 #include <cstdint>

@@ -13,7 +13,7 @@
 #include "kernels/cpu/rows.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/vector_math.h"
-#include "rules/softmax_plan.h"
+#include "rules/ops/softmax_plan.h"
 
 namespace spmd::kernels::cpu {
 namespace {

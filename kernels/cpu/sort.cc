@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/internal.h"
-#include "rules/sort_plan.h"
+#include "rules/ops/sort_plan.h"
 
 namespace spmd::kernels::cpu {
 namespace {

@@ -1,4 +1,4 @@
-// CPU kernels of the unary math family (rules/unary_math_list.h), generated from the list:
+// CPU kernels of the unary math family (rules/engine/unary_math_list.h), generated from the list:
 // each runs its functor of kernels/unary_math.h over the elements in the compute dtype of
 // x (float32 or float64; int64 and bool values converted, as every elementwise kernel).
 #include <utility>
@@ -6,8 +6,8 @@
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/unary_math.h"
-#include "rules/unary_math_attrs.h"
-#include "rules/unary_math_list.h"
+#include "rules/ops/unary_math_attrs.h"
+#include "rules/engine/unary_math_list.h"
 
 namespace spmd::kernels::cpu {
 namespace {

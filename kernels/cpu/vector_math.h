@@ -9,7 +9,7 @@
 // - ErfF: within 4e-7 of erf(x) everywhere (measured: 3.3e-7); below |x| = 0.5 a Taylor
 //   series, within 2.5e-7 relative (measured: 1.9e-7, about 3 ulp); above, Abramowitz and
 //   Stegun's formula 7.1.26 (its own error 1.5e-7) with ExpF. The float32 kernels that use
-//   it (gelu, gelu_grad) stay inside their tolerance class (rules/tolerance.h: pointwise,
+//   it (gelu, gelu_grad) stay inside their tolerance class (rules/model/tolerance.h: pointwise,
 //   (168 |ref| + 17) u).
 #pragma once
 

@@ -1,5 +1,5 @@
-// CUDA kernels of the binary math family (rules/binary_math_list.h), generated from the
-// list: the CPU kernels' checks (kernels/cpu/internal.h, rules/binary_math_dtypes.h, in
+// CUDA kernels of the binary math family (rules/engine/binary_math_list.h), generated from the
+// list: the CPU kernels' checks (kernels/cpu/internal.h, rules/ops/binary_math_dtypes.h, in
 // their order), then the elementwise map engine (kernels/cuda/elementwise_map.cuh, the one
 // the elementwise ops use: broadcasting, vector loads) over the op's functor
 // (kernels/binary_math.h, the expression the CPU computes). Arithmetic and bool-valued ops
@@ -13,8 +13,8 @@
 #include "kernels/cuda/elementwise_map.cuh"
 #include "kernels/cuda/family_util.cuh"
 #include "kernels/cuda/registry.h"
-#include "rules/binary_math_dtypes.h"
-#include "rules/binary_math_list.h"
+#include "rules/ops/binary_math_dtypes.h"
+#include "rules/engine/binary_math_list.h"
 
 namespace spmd::kernels::cuda {
 namespace {

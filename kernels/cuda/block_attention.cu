@@ -6,7 +6,7 @@
 // one thread per query row for q_grad (a sum over the keys), one per key row for k_grad
 // and v_grad (sums over the queries); each recomputes the pair's P and dS. float32 and
 // float64; 2-byte floats are widened by RunCudaKernel. The shapes, masks and errors are
-// the plan of rules/block_attention_shape.h; at most kMaxSegments segment starts per block
+// the plan of rules/ops/block_attention_shape.h; at most kMaxSegments segment starts per block
 // (Unsupported "attrs.q_starts" / "attrs.k_starts" beyond: they travel as a kernel
 // argument).
 #include <cmath>
@@ -19,7 +19,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/math_util.cuh"
 #include "kernels/cuda/registry.h"
-#include "rules/block_attention_shape.h"
+#include "rules/ops/block_attention_shape.h"
 
 namespace spmd::kernels::cuda {
 namespace {

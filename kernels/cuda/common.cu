@@ -9,7 +9,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/index_fault.h"
-#include "rules/elementwise_plan.h"
+#include "rules/ops/elementwise_plan.h"
 
 namespace spmd::kernels::cuda {
 

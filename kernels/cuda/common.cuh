@@ -10,9 +10,9 @@
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/tensor.h"
-#include "rules/dtype.h"
-#include "rules/error.h"
-#include "rules/half.h"
+#include "rules/model/dtype.h"
+#include "rules/model/error.h"
+#include "rules/model/half.h"
 
 namespace spmd::kernels::cuda {
 
@@ -116,7 +116,7 @@ void DispatchFloating(DType dtype, const std::string& field, bool half, F&& f) {
   ThrowUnsupported(field, "dtype " + std::string(ToString(dtype)) + " has no CUDA kernel here");
 }
 
-// Calls f(T{}) for any dtype of rules/dtype.h (the byte-moving kernels).
+// Calls f(T{}) for any dtype of rules/model/dtype.h (the byte-moving kernels).
 template <typename F>
 void DispatchAny(DType dtype, const std::string& field, F&& f) {
   switch (dtype) {

@@ -21,7 +21,7 @@
 #include "kernels/cuda/math_util.cuh"
 #include "kernels/cuda/permute.h"
 #include "kernels/cuda/registry.h"
-#include "rules/shape_util.h"
+#include "rules/engine/shape_util.h"
 
 namespace spmd::kernels::cuda {
 namespace {

@@ -4,7 +4,7 @@
 //   saturating to +-FLT_MAX or +-inf as round-to-nearest gives; int64 truncating toward
 //   zero (only for values CastFitsInt64 accepts: the caller refuses the others); bool
 //   v != 0 (NaN is true); bfloat16 / float16 rounded once from the double value
-//   (rules/half.h). A 2-byte source is its exact float32 value.
+//   (rules/model/half.h). A 2-byte source is its exact float32 value.
 // - ValueAs<C>(v): how an elementwise kernel reads a value input in its compute type C
 //   (the CPU's ValuesAs: a plain conversion, int64 -> float rounding once; bool 0 / 1; a
 //   2-byte float its float32 value), and ConditionOf(v): where's condition (v != 0).
@@ -16,8 +16,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "rules/dtype.h"
-#include "rules/half.h"
+#include "rules/model/dtype.h"
+#include "rules/model/half.h"
 
 namespace spmd::kernels::cuda {
 
@@ -76,7 +76,7 @@ SPMD_HOST_DEVICE inline D CastElement(S v) {
   } else if constexpr (std::is_same_v<D, BFloat16>) {
     return BFloat16::FromBits(DoubleToBFloat16Bits(AsDouble(v)));
   } else {
-    static_assert(std::is_same_v<D, Float16>, "CastElement: an element type of rules/dtype.h");
+    static_assert(std::is_same_v<D, Float16>, "CastElement: an element type of rules/model/dtype.h");
     return Float16::FromBits(DoubleToFloat16Bits(AsDouble(v)));
   }
 }

@@ -16,7 +16,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/tensor.h"
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::kernels::cuda {
 namespace {

@@ -47,7 +47,7 @@ Tensor ToDevice(const Tensor& host, Device device, Stream stream = {});
 Tensor ToHost(const Tensor& tensor);
 
 // `t` (on a CUDA device) converted to `to` on t's device and stream, from t's allocator:
-// cast's conversion rules (kernels/cpu/elementwise.cc; rules/half.h for the 2-byte
+// cast's conversion rules (kernels/cpu/elementwise.cc; rules/model/half.h for the 2-byte
 // floats), for every pair of dtypes. A floating value int64 cannot hold (NaN, inf,
 // |v| >= 2^63) converted to int64 is InvalidArgument ("inputs[0].data"), as cast refuses
 // it: that check waits for the device. RunCudaKernel widens 2-byte floats with it.

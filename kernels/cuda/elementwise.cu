@@ -36,7 +36,7 @@
 #include "kernels/cuda/elementwise_map.cuh"
 #include "kernels/cuda/registry.h"
 #include "kernels/cuda/strided.h"
-#include "rules/elementwise_plan.h"
+#include "rules/ops/elementwise_plan.h"
 
 namespace spmd::kernels::cuda {
 namespace {

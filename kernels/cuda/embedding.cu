@@ -15,8 +15,8 @@
 #include "kernels/cuda/math_util.cuh"
 #include "kernels/cuda/registry.h"
 #include "kernels/cuda/rows.cuh"
-#include "rules/embedding_plan.h"
-#include "rules/local_attrs.h"
+#include "rules/ops/embedding_plan.h"
+#include "rules/engine/local_attrs.h"
 
 namespace spmd::kernels::cuda {
 namespace {

@@ -21,7 +21,7 @@
 #include "kernels/cuda/family_test_util.h"
 #include "kernels/cuda/index_fault.h"
 #include "kernels/cuda/registry.h"
-#include "rules/local_attrs.h"
+#include "rules/engine/local_attrs.h"
 
 namespace spmd::kernels::cuda {
 namespace {

@@ -14,9 +14,9 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/index_map.h"
 #include "kernels/tensor.h"
-#include "rules/error.h"
-#include "rules/op_decl.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/engine/op_decl.h"
+#include "rules/engine/registry.h"
 
 namespace spmd::kernels::cuda::family_test {
 

@@ -12,8 +12,8 @@
 
 #include "kernels/cuda/family_util.cuh"
 #include "kernels/cuda/registry.h"
-#include "rules/contraction_plan.h"
-#include "rules/fused_plan.h"
+#include "rules/ops/contraction_plan.h"
+#include "rules/ops/fused_plan.h"
 
 namespace spmd::kernels::cuda {
 namespace {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "kernels/cpu/internal.h"
-#include "rules/error.h"
-#include "rules/shape_util.h"
+#include "rules/model/error.h"
+#include "rules/engine/shape_util.h"
 
 namespace spmd::kernels::cuda {
 namespace {

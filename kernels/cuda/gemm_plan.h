@@ -3,7 +3,7 @@
 // executing a plan with a naive column-major GEMM on the host gives what the CPU kernels
 // give) and the device code only follows them.
 //
-// The chain: matmul's shapes -> plan::MatmulShapes (rules/contraction_plan.h) ->
+// The chain: matmul's shapes -> plan::MatmulShapes (rules/ops/contraction_plan.h) ->
 // a Product (row-major index math: C_e = A_e . B_e for every batch entry e, any unit-stride
 // layout per operand, a stride per batch dim and operand, 0 where it broadcasts) ->
 // PlanProduct -> GemmCalls (what cublasGemmStridedBatchedEx_64 takes: column-major,
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "kernels/tensor.h"
-#include "rules/contraction_plan.h"
+#include "rules/ops/contraction_plan.h"
 
 namespace spmd::kernels::cuda {
 
@@ -76,7 +76,7 @@ GemmPlan PlanProduct(const Product& p);
 
 // ---- matmul, bmm, matmul_grad -------------------------------------------------------------
 
-// matmul's shapes and index plan: plan::MatmulShapes (rules/contraction_plan.h, the
+// matmul's shapes and index plan: plan::MatmulShapes (rules/ops/contraction_plan.h, the
 // checks and strides written once for the reference and the CPU and CUDA kernels).
 using plan::MatmulShapes;
 // plan::PlanMatmulShapes with the kernels' limit on the output's size (CheckOutputShape).
@@ -132,11 +132,11 @@ struct EinsumPlan {
   int result = 0;  // the term holding the output (an input when no step is needed)
   Shape out_shape;
   // Per input, the shape the steps read it as: its own, less the size-1 dims that
-  // broadcast against another operand (rules/shape_util.h PlanEinsum; the data are the
+  // broadcast against another operand (rules/engine/shape_util.h PlanEinsum; the data are the
   // same, row-major, as the CPU kernel reads them).
   std::vector<Shape> input_shapes;
 };
-// Parses and checks as the CPU kernel does (rules/shape_util.h: same errors, same order;
+// Parses and checks as the CPU kernel does (rules/engine/shape_util.h: same errors, same order;
 // Unsupported "outputs" when the output or an intermediate exceeds the kernels' limit).
 // `shapes` has one entry per input (the caller checks there is at least one).
 EinsumPlan PlanEinsum(const std::string& equation, const std::vector<Shape>& shapes);

@@ -15,7 +15,7 @@
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/gpu_test_util.h"
 #include "kernels/cuda/permute.h"
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::kernels::cuda {
 namespace {

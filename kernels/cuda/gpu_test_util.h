@@ -15,7 +15,7 @@
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/cuda.h"
 #include "kernels/tensor.h"
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::kernels::cuda::testing {
 

@@ -14,9 +14,9 @@
 #include <cstring>
 #include <vector>
 
-#include "rules/counter_rng.h"
-#include "rules/dtype.h"
-#include "rules/half.h"  // SPMD_HOST_DEVICE, BFloat16, Float16
+#include "rules/ops/counter_rng.h"
+#include "rules/model/dtype.h"
+#include "rules/model/half.h"  // SPMD_HOST_DEVICE, BFloat16, Float16
 
 namespace spmd::kernels::cuda {
 

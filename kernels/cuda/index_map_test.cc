@@ -20,10 +20,10 @@
 #include "kernels/cuda/index_fault.h"
 #include "kernels/cuda/index_map.h"
 #include "kernels/cuda/registry.h"
-#include "rules/error.h"
-#include "rules/local_attrs.h"
-#include "rules/op_decl.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/engine/local_attrs.h"
+#include "rules/engine/op_decl.h"
+#include "rules/engine/registry.h"
 
 namespace spmd::kernels::cuda {
 namespace {

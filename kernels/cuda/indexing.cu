@@ -14,7 +14,7 @@
 
 #include "kernels/cuda/family_util.cuh"
 #include "kernels/cuda/registry.h"
-#include "rules/indexing_plan.h"
+#include "rules/ops/indexing_plan.h"
 
 namespace spmd::kernels::cuda {
 namespace {

@@ -14,7 +14,7 @@
 #include "kernels/cuda/math_util.cuh"
 #include "kernels/cuda/registry.h"
 #include "kernels/cuda/rows.cuh"
-#include "rules/loss_plan.h"
+#include "rules/ops/loss_plan.h"
 
 namespace spmd::kernels::cuda {
 namespace {

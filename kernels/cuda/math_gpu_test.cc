@@ -41,10 +41,10 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/registry.h"
-#include "rules/error.h"
-#include "rules/half.h"
-#include "rules/local_attrs.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/model/half.h"
+#include "rules/engine/local_attrs.h"
+#include "rules/engine/registry.h"
 
 namespace spmd::kernels::cuda {
 namespace {

@@ -36,7 +36,7 @@
 #include "kernels/cuda/math_util.cuh"
 #include "kernels/cuda/registry.h"
 #include "kernels/cuda/rows.cuh"
-#include "rules/norm_plan.h"
+#include "rules/ops/norm_plan.h"
 
 namespace spmd::kernels::cuda {
 namespace {

@@ -1,7 +1,7 @@
 // Optimizer steps on a CUDA device (docs/OPS.md "Optimizer steps"): adamw, one thread per
 // element, the CPU kernel's arithmetic (kernels/cpu/optimizer.cc) in float32 or float64
 // (2-byte floats are widened by RunCudaKernel). The plan and its errors are
-// rules/adamw_plan.h's.
+// rules/ops/adamw_plan.h's.
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -10,7 +10,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/math_util.cuh"
 #include "kernels/cuda/registry.h"
-#include "rules/adamw_plan.h"
+#include "rules/ops/adamw_plan.h"
 
 namespace spmd::kernels::cuda {
 namespace {

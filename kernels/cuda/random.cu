@@ -1,7 +1,7 @@
 // CUDA kernels of the random family (the ops of kernels/cpu/random.cc): dropout and
-// fused_dropout_add (whose second output is Paddle's seed_offset, [seed, 0]). The mask is rules/counter_rng.h's, drawn at each element's GLOBAL
+// fused_dropout_add (whose second output is Paddle's seed_offset, [seed, 0]). The mask is rules/ops/counter_rng.h's, drawn at each element's GLOBAL
 // linear index (from the localized __offset / __global_shape, read and checked by
-// rules/dropout_attrs.h as on the CPU), so a shard on the device drops exactly the
+// rules/ops/dropout_attrs.h as on the CPU), so a shard on the device drops exactly the
 // elements the CPU kernel drops for the same seed. Values are computed as the CPU computes
 // them (in double, one division, rounded once to the compute dtype), so out and mask equal
 // the CPU kernel's bit for bit. float32 / float64; 2-byte floats through RunCudaKernel's
@@ -13,9 +13,9 @@
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/family_util.cuh"
 #include "kernels/cuda/registry.h"
-#include "rules/counter_rng.h"
-#include "rules/dropout_attrs.h"
-#include "rules/shape_plan.h"
+#include "rules/ops/counter_rng.h"
+#include "rules/ops/dropout_attrs.h"
+#include "rules/ops/shape_plan.h"
 
 namespace spmd::kernels::cuda {
 namespace {

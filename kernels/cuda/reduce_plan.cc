@@ -4,7 +4,7 @@
 #include <string>
 
 #include "kernels/cpu/internal.h"
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::kernels::cuda {
 namespace {

@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "kernels/tensor.h"
-#include "rules/reduction_plan.h"
+#include "rules/ops/reduction_plan.h"
 
 namespace spmd::kernels::cuda {
 
-// Which dims a reduction removes: rules/reduction_plan.h (checked and planned once for the
+// Which dims a reduction removes: rules/ops/reduction_plan.h (checked and planned once for the
 // references and the kernels).
 using plan::PlanReduceShape;
 using plan::ReduceShape;

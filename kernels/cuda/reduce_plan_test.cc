@@ -17,8 +17,8 @@
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/permute.h"
-#include "rules/error.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/engine/registry.h"
 
 namespace spmd::kernels::cuda {
 namespace {

@@ -1,4 +1,4 @@
-// The CUDA kernels' table: one kernel per op of rules/op_list.h, generated from the list
+// The CUDA kernels' table: one kernel per op of rules/engine/op_list.h, generated from the list
 // (the families of kernels/cpu, one .cu file each, define them). Plain C++.
 //
 // A CUDA kernel has the CPU kernel's contract (kernels/cpu/kernels.h: attrs normalised plus
@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "kernels/tensor.h"
-#include "rules/attrs.h"
-#include "rules/exchange_ops.h"
-#include "rules/op_list.h"
-#include "rules/phase.h"
+#include "rules/model/attrs.h"
+#include "rules/ops/exchange_ops.h"
+#include "rules/engine/op_list.h"
+#include "rules/engine/phase.h"
 
 namespace spmd::kernels::cuda {
 
@@ -40,7 +40,7 @@ struct CudaKernel {
 };
 
 // Every op's CUDA kernel, named as the op (the CPU kernel of `scatter` is cpu::scatter, its
-// CUDA kernel ops::scatter), declared from rules/op_list.h, so an op without one does not
+// CUDA kernel ops::scatter), declared from rules/engine/op_list.h, so an op without one does not
 // link. Each is defined at the bottom of its family's file (kernels/cuda/<family>.cu; the
 // host-staged ones in staged.cc), on one line that op_completeness_test reads on machines
 // without nvcc too:

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "kernels/cuda/cuda.h"
-#include "rules/error.h"
-#include "rules/exchange_ops.h"
-#include "rules/op_list.h"
-#include "rules/phase.h"
+#include "rules/model/error.h"
+#include "rules/ops/exchange_ops.h"
+#include "rules/engine/op_list.h"
+#include "rules/engine/phase.h"
 
 namespace spmd::kernels::cuda {
 namespace {

@@ -13,7 +13,7 @@
 #include "kernels/cpu/internal.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/math_util.cuh"
-#include "rules/op_plan.h"
+#include "rules/engine/op_plan.h"
 
 namespace spmd::kernels::cuda::rows {
 

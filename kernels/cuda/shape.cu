@@ -1,5 +1,5 @@
 // CUDA kernels of the shape family (the ops of kernels/cpu/shape.cc): the plans of
-// rules/shape_plan.h (the rule's, the reference's and the CPU kernel's validation and
+// rules/ops/shape_plan.h (the rule's, the reference's and the CPU kernel's validation and
 // shapes), then device copies: reshape / flatten / squeeze / unsqueeze one cudaMemcpyAsync under the new
 // shape; split / unbind / concat / stack / slice / tile / expand / expand_as copy plans
 // (kernels/cuda/index_map.h: a single contiguous run becomes a cudaMemcpyAsync, the rest a
@@ -14,7 +14,7 @@
 #include "kernels/cuda/permute.h"
 #include "kernels/cuda/registry.h"
 #include "kernels/plan_args.h"
-#include "rules/shape_plan.h"
+#include "rules/ops/shape_plan.h"
 
 namespace spmd::kernels::cuda {
 namespace {

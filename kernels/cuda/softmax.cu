@@ -16,7 +16,7 @@
 #include "kernels/cuda/math_util.cuh"
 #include "kernels/cuda/registry.h"
 #include "kernels/cuda/rows.cuh"
-#include "rules/softmax_plan.h"
+#include "rules/ops/softmax_plan.h"
 
 namespace spmd::kernels::cuda {
 namespace {

@@ -12,7 +12,7 @@
 #include "kernels/cuda/cub_sort.cuh"
 #include "kernels/cuda/family_util.cuh"
 #include "kernels/cuda/registry.h"
-#include "rules/sort_plan.h"
+#include "rules/ops/sort_plan.h"
 
 namespace spmd::kernels::cuda {
 namespace {

@@ -10,8 +10,8 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/registry.h"
-#include "rules/exchange_ops.h"
-#include "rules/phase.h"
+#include "rules/ops/exchange_ops.h"
+#include "rules/engine/phase.h"
 
 namespace spmd::kernels::cuda {
 namespace {
@@ -50,7 +50,7 @@ constexpr std::string_view kFlashAttention = "flash_attention";
 constexpr std::string_view kFlashAttnGrad = "flash_attn_grad";
 constexpr std::string_view kCSoftmax = "c_softmax_with_cross_entropy";
 constexpr std::string_view kCSoftmaxGrad = "c_softmax_with_cross_entropy_grad";
-// The ops whose exchange phases are staged (all of rules/exchange_ops.h); the row
+// The ops whose exchange phases are staged (all of rules/ops/exchange_ops.h); the row
 // reductions themselves have device kernels.
 #define SPMD_STAGED_PHASE_OP_NAME(name) constexpr std::string_view k_##name = #name;
 SPMD_FOR_EACH_ROW_EXCHANGE_OP(SPMD_STAGED_PHASE_OP_NAME)
@@ -67,7 +67,7 @@ const CudaKernel ops::flash_attn_grad{&Staged<kFlashAttnGrad>, HalfInputs::kNati
 const CudaKernel ops::c_softmax_with_cross_entropy{&Staged<kCSoftmax>, HalfInputs::kNative};
 const CudaKernel ops::c_softmax_with_cross_entropy_grad{&Staged<kCSoftmaxGrad>, HalfInputs::kNative};
 // The exchange phases: one line per phase, as every kernel, so that op_completeness_test
-// reads them (rules/exchange_ops.h lists the ops).
+// reads them (rules/ops/exchange_ops.h lists the ops).
 const CudaKernel ops::c_softmax_with_cross_entropy_stats{&StagedPhase<kCSoftmax, Phase::kStats>, HalfInputs::kNative};
 const CudaKernel ops::c_softmax_with_cross_entropy_finish{&StagedPhase<kCSoftmax, Phase::kFinish>, HalfInputs::kNative};
 const CudaKernel ops::softmax_stats{&StagedPhase<k_softmax, Phase::kStats>, HalfInputs::kNative};

@@ -15,7 +15,7 @@
 #include <optional>
 #include <vector>
 
-#include "rules/half.h"  // SPMD_HOST_DEVICE
+#include "rules/model/half.h"  // SPMD_HOST_DEVICE
 
 namespace spmd::kernels::cuda {
 

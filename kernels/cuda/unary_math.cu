@@ -1,5 +1,5 @@
-// CUDA kernels of the unary math family (rules/unary_math_list.h), generated from the list:
-// the CPU kernels' checks (kernels/cpu/internal.h, rules/unary_math_attrs.h, in their
+// CUDA kernels of the unary math family (rules/engine/unary_math_list.h), generated from the list:
+// the CPU kernels' checks (kernels/cpu/internal.h, rules/ops/unary_math_attrs.h, in their
 // order), then one grid-stride pass of the op's functor (kernels/unary_math.h, the same
 // expression the CPU computes) in the compute dtype: float32 or float64, int64 and bool
 // values converted as the CPU's ValuesAs does (LoadAs). 2-byte floats reach them widened to
@@ -10,8 +10,8 @@
 #include "kernels/cuda/family_util.cuh"
 #include "kernels/cuda/registry.h"
 #include "kernels/unary_math.h"
-#include "rules/unary_math_attrs.h"
-#include "rules/unary_math_list.h"
+#include "rules/ops/unary_math_attrs.h"
+#include "rules/engine/unary_math_list.h"
 
 namespace spmd::kernels::cuda {
 namespace {

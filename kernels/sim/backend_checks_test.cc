@@ -12,7 +12,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/sim/sim.h"
-#include "rules/half.h"
+#include "rules/model/half.h"
 
 namespace spmd::kernels {
 namespace {

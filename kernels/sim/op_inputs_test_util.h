@@ -1,4 +1,4 @@
-// Inputs for running an op on its declaration's examples (rules/op_decl.h): values of
+// Inputs for running an op on its declaration's examples (rules/engine/op_decl.h): values of
 // each input's kind, and the attrs of a one-rank run. Shared by the sim device's tests
 // (kernels/sim/sim_test.cc, runtime/testing/sim_device_communicator_test.cc). Test-only.
 #pragma once
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "kernels/tensor.h"
-#include "rules/error.h"
-#include "rules/op_decl.h"
+#include "rules/model/error.h"
+#include "rules/engine/op_decl.h"
 
 namespace spmd::kernels::sim::testing {
 

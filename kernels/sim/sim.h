@@ -37,7 +37,7 @@
 #include "kernels/backend.h"
 #include "kernels/device.h"
 #include "kernels/tensor.h"
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::kernels::sim {
 

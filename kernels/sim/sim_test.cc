@@ -15,9 +15,9 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/kernels.h"
-#include "rules/op_decl.h"
+#include "rules/engine/op_decl.h"
 #include "kernels/sim/op_inputs_test_util.h"
-#include "rules/registry.h"
+#include "rules/engine/registry.h"
 
 namespace spmd::kernels::sim {
 namespace {

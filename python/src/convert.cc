@@ -4,7 +4,7 @@
 #include <string>
 
 #include "io/placements.h"
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::python {
 namespace {

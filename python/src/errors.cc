@@ -3,7 +3,7 @@
 #include <exception>
 #include <string>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::python {
 namespace {

@@ -23,10 +23,10 @@
 #include "io/plan_json.h"
 #include "python/src/convert.h"
 #include "python/src/errors.h"
-#include "rules/error.h"
-#include "rules/registry.h"
-#include "rules/reshard.h"
-#include "rules/reshard_print.h"
+#include "rules/model/error.h"
+#include "rules/engine/registry.h"
+#include "rules/reshard/reshard.h"
+#include "rules/reshard/reshard_print.h"
 
 namespace spmd::python {
 namespace {

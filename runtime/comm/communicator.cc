@@ -10,7 +10,7 @@
 #include <set>
 
 #include "kernels/backend_checks.h"
-#include "rules/error.h"
+#include "rules/model/error.h"
 #include "runtime/diagnostics/flight_recorder.h"
 
 namespace spmd::runtime {

@@ -67,9 +67,9 @@
 
 #include "kernels/backend.h"
 #include "kernels/device.h"
-#include "rules/dist_attr.h"
-#include "rules/dtype.h"
-#include "rules/half.h"
+#include "rules/model/dist_attr.h"
+#include "rules/model/dtype.h"
+#include "rules/model/half.h"
 
 namespace spmd::runtime {
 
@@ -89,7 +89,7 @@ enum class Collective {
 inline constexpr int kNumCollectives = 8;
 std::string_view ToString(Collective kind);  // "all_gather", "reduce_scatter", ...
 
-// Size of one element in bytes (rules/dtype.h; bool: 1, bfloat16 and float16: 2).
+// Size of one element in bytes (rules/model/dtype.h; bool: 1, bfloat16 and float16: 2).
 using spmd::ElementSize;
 
 template <class T>

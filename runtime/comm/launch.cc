@@ -21,7 +21,7 @@
 #include <sstream>
 #include <thread>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 extern char** environ;
 

@@ -34,8 +34,8 @@
 #include <string>
 #include <string_view>
 
-#include "rules/mesh.h"
-#include "rules/mesh_spec.h"
+#include "rules/model/mesh.h"
+#include "rules/model/mesh_spec.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/mpi_communicator.h"
 
@@ -58,7 +58,7 @@ std::string_view ToString(LaunchEnv::Source source);  // "mpirun", "rendezvous",
 // rank without SPMD_RENDEZVOUS, or SPMD_RANK / SPMD_WORLD_SIZE that disagree with mpirun's.
 LaunchEnv ReadLaunchEnv(const std::function<const char*(const char*)>& get = nullptr);
 
-// Parses "dp=2,tp=2" into a mesh with those axis names (rules/mesh.h).
+// Parses "dp=2,tp=2" into a mesh with those axis names (rules/model/mesh.h).
 using spmd::ParseMeshSpec;
 
 // Collective over every rank of `comm`'s world: throws the same InvalidArgument ("mesh")

@@ -9,7 +9,7 @@
 #include <map>
 #include <mutex>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 #include "runtime/comm/thread_communicator.h"
 
 namespace spmd::runtime {

@@ -14,7 +14,7 @@
 #include <numeric>
 #include <thread>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::runtime {
 namespace {

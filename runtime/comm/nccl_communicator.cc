@@ -15,7 +15,7 @@
 
 #include "kernels/cuda/cuda.h"
 #include "runtime/comm/collective_check.h"
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::runtime {
 

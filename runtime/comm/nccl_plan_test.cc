@@ -24,7 +24,7 @@
 #include <random>
 #include <thread>
 
-#include "rules/half.h"
+#include "rules/model/half.h"
 #include "runtime/comm/collective_check.h"
 #include "runtime/comm/nccl_plan.h"
 #include "runtime/comm/planned_communicator.h"

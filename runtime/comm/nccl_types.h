@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "rules/dtype.h"
+#include "rules/model/dtype.h"
 #include "runtime/comm/communicator.h"
 
 namespace spmd::runtime::nccl {

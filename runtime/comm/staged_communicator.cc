@@ -8,7 +8,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/sim/sim.h"
-#include "rules/dtype.h"
+#include "rules/model/dtype.h"
 
 namespace spmd::runtime {
 namespace {

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 #include "runtime/testing/communicator_cases.h"
 
 namespace spmd::runtime {

@@ -10,7 +10,7 @@
 #include <ctime>
 #include <mutex>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::runtime {
 

@@ -12,7 +12,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "rules/registry.h"
+#include "rules/engine/registry.h"
 #include "runtime/comm/thread_communicator.h"
 #include "runtime/exec/dispatch.h"
 #include "runtime/exec/dist_tensor.h"

@@ -9,10 +9,10 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/kernels.h"
-#include "rules/error.h"
-#include "rules/layout.h"
-#include "rules/phase.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/model/layout.h"
+#include "rules/engine/phase.h"
+#include "rules/engine/registry.h"
 #include "runtime/exec/rule_cache.h"
 
 namespace spmd::runtime {

@@ -18,7 +18,7 @@
 //    partial until someone reshards them.
 //
 // Global output shapes (needed by localizers before the kernel runs, and by the result)
-// come from the declaration, InferOutputShapes (rules/op_decl.h): an einsum factor's size
+// come from the declaration, InferOutputShapes (rules/engine/op_decl.h): an einsum factor's size
 // or the DimTrans output shape (Dispatch takes them, with the rule and the normalised
 // attrs, from one InferForwardWithShapes call). No kernel runs to learn them. Every
 // kernel output is checked against the layout: its local shape must be
@@ -35,8 +35,8 @@
 #include <string_view>
 #include <vector>
 
-#include "rules/attrs.h"
-#include "rules/op_decl.h"
+#include "rules/model/attrs.h"
+#include "rules/engine/op_decl.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/exec/dist_tensor.h"
 #include "runtime/exec/reshard_executor.h"

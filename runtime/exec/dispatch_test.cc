@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "kernels/cpu/kernels.h"
-#include "rules/error.h"
-#include "rules/local_attrs.h"
-#include "rules/registry.h"
+#include "rules/model/error.h"
+#include "rules/engine/local_attrs.h"
+#include "rules/engine/registry.h"
 #include "runtime/comm/thread_communicator.h"
 #include "runtime/testing/runtime_test_util.h"
 

@@ -8,8 +8,8 @@
 #include <utility>
 
 #include "kernels/backend.h"
-#include "rules/error.h"
-#include "rules/layout.h"
+#include "rules/model/error.h"
+#include "rules/model/layout.h"
 
 namespace spmd::runtime {
 namespace {

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "kernels/tensor.h"
-#include "rules/dist_attr.h"
-#include "rules/mesh.h"
+#include "rules/model/dist_attr.h"
+#include "rules/model/mesh.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/exec/reshard_executor.h"
 

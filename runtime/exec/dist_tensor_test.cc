@@ -7,7 +7,7 @@
 #include <numeric>
 #include <vector>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 #include "runtime/comm/thread_communicator.h"
 #include "runtime/testing/runtime_test_util.h"
 

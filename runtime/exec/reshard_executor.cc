@@ -12,8 +12,8 @@
 #include <utility>
 #include <variant>
 
-#include "rules/error.h"
-#include "rules/layout.h"
+#include "rules/model/error.h"
+#include "rules/model/layout.h"
 
 namespace spmd::runtime {
 namespace {

@@ -1,5 +1,5 @@
-// The reshard executor: runs the steps of a ReshardPlan (rules/reshard.h) on one rank with
-// a Communicator, each step exactly as its contract in rules/reshard_step.h says.
+// The reshard executor: runs the steps of a ReshardPlan (rules/reshard/reshard.h) on one rank with
+// a Communicator, each step exactly as its contract in rules/reshard/reshard_step.h says.
 //
 // Every rank of the plan's meshes calls ExecutePlan with the same plan (plans are
 // deterministic, so ranks that planned on their own agree); ranks in neither mesh may call
@@ -35,7 +35,7 @@
 //
 // Bytes: the communicator counts, per rank and step, exactly the plan's StepBytesOf(...),
 // uneven reductions included: both count the whole elements of the same algorithms
-// (rules/reshard_bytes.h, communicator.h); and the backend's transport (what it hands MPI,
+// (rules/reshard/reshard_bytes.h, communicator.h); and the backend's transport (what it hands MPI,
 // or copies between threads, counted where it does) moves exactly those bytes too. The
 // tests check transport == counted == planned on every rank and step.
 #pragma once
@@ -47,8 +47,8 @@
 #include <vector>
 
 #include "kernels/tensor.h"
-#include "rules/layout.h"
-#include "rules/reshard.h"
+#include "rules/model/layout.h"
+#include "rules/reshard/reshard.h"
 #include "runtime/comm/communicator.h"
 
 namespace spmd::runtime {
@@ -57,7 +57,7 @@ using Shape = std::vector<int64_t>;
 
 // ---- Boxes and strided copies ---------------------------------------------------------------
 
-// Boxes (Box, BoxAt, Intersect, Volume, RelativeTo) are rules/layout.h's; strided box
+// Boxes (Box, BoxAt, Intersect, Volume, RelativeTo) are rules/model/layout.h's; strided box
 // copies are the Backend's (kernels/backend.h, CopyBox).
 // The part `box` (local coordinates of `t`) of `t` as a new tensor.
 kernels::Tensor SliceBox(const kernels::Tensor& t, const Box& box);

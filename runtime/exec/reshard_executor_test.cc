@@ -11,8 +11,8 @@
 #include <numeric>
 #include <vector>
 
-#include "rules/dist_attr.h"
-#include "rules/reshard_print.h"
+#include "rules/model/dist_attr.h"
+#include "rules/reshard/reshard_print.h"
 #include "runtime/comm/thread_communicator.h"
 #include "runtime/exec/dist_tensor.h"
 #include "runtime/testing/runtime_test_util.h"
@@ -82,7 +82,7 @@ std::vector<ReshardReport> RoundTrip(int64_t world, const Mesh& mesh, const Tens
 }
 
 TEST(Executor, TwoPartialAxesToReplicatedIsOneAllReduceAtTheBound) {
-  // The worked example of rules/reshard.h: [1024, 512] float32 on 2x2, (P, P) -> (R, R).
+  // The worked example of rules/reshard/reshard.h: [1024, 512] float32 on 2x2, (P, P) -> (R, R).
   const Mesh mesh({2, 2});
   const Tensor global = Iota({1024, 512}, DType::kFloat32);
   const auto reports = RoundTrip(4, mesh, global, Parse("[P(sum), P(sum)]", 2), Parse("[R, R]", 2));

@@ -8,7 +8,7 @@
 #include <utility>
 #include <variant>
 
-#include "rules/registry.h"
+#include "rules/engine/registry.h"
 
 namespace spmd::runtime {
 namespace {

@@ -21,9 +21,9 @@
 #include <memory>
 #include <vector>
 
-#include "rules/attrs.h"
-#include "rules/mesh.h"
-#include "rules/op_decl.h"
+#include "rules/model/attrs.h"
+#include "rules/model/mesh.h"
+#include "rules/engine/op_decl.h"
 #include "runtime/exec/dist_tensor.h"
 
 namespace spmd::runtime {

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "kernels/cpu/kernels.h"
-#include "rules/half.h"
-#include "rules/registry.h"
-#include "rules/reshard.h"
+#include "rules/model/half.h"
+#include "rules/engine/registry.h"
+#include "rules/reshard/reshard.h"
 #include "runtime/comm/thread_communicator.h"
 #include "runtime/exec/dispatch.h"
 #include "runtime/exec/dist_tensor.h"

@@ -9,7 +9,7 @@
 #include <ostream>
 #include <sstream>
 
-#include "rules/error.h"
+#include "rules/model/error.h"
 
 namespace spmd::runtime::testing {
 namespace {

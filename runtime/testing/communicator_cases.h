@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "rules/mesh.h"
+#include "rules/model/mesh.h"
 #include "runtime/comm/communicator.h"
 
 namespace spmd::runtime::testing {

@@ -14,7 +14,7 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/sim/sim.h"
-#include "rules/registry.h"
+#include "rules/engine/registry.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/exec/dispatch.h"
 #include "runtime/exec/dist_tensor.h"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/tensor.h"
-#include "rules/dist_attr.h"
+#include "rules/model/dist_attr.h"
 #include "runtime/comm/communicator.h"
 
 namespace spmd::runtime::testing {

@@ -13,7 +13,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/sim/op_inputs_test_util.h"
 #include "kernels/sim/sim.h"
-#include "rules/registry.h"
+#include "rules/engine/registry.h"
 #include "runtime/comm/thread_communicator.h"
 #include "runtime/exec/dispatch.h"
 #include "runtime/exec/dist_tensor.h"

@@ -36,7 +36,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         rules = IsolatedRules(args.framework)
     except FrameworkMissing as e:
-        # The CLI's typed-error form (rules/error.h): type, field, message.
+        # The CLI's typed-error form (rules/model/error.h): type, field, message.
         print(f"spmd audit: Unsupported: {args.framework}: {e}", file=sys.stderr)
         if args.json:
             print(json.dumps({"error": {"type": "Unsupported", "message": f"{args.framework}: {e}"}}))

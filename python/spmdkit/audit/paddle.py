@@ -120,7 +120,7 @@ def _tril_triu(specs, attrs):
 _tril_triu.attr_names = ("diagonal", "lower=False")
 
 _UNARY = ["relu", "silu", "exp", "log", "tanh", "sigmoid", "sqrt", "abs",
-          # the unary math family (rules/unary_math_list.h): Paddle's elementwise-unary rule
+          # the unary math family (rules/engine/unary_math_list.h): Paddle's elementwise-unary rule
           "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
           "lgamma", "digamma",
           "expm1", "log1p", "log2", "log10", "erf", "ceil", "floor", "round", "trunc",
@@ -129,7 +129,7 @@ _UNARY = ["relu", "silu", "exp", "log", "tanh", "sigmoid", "sqrt", "abs",
           "hardshrink", "softshrink", "hardtanh", "thresholded_relu", "stanh", "tanh_shrink",
           "logit", "assign"]
 _BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "greater_than", "less_than",
-           # the binary math family (rules/binary_math_list.h): Paddle's elementwise rule
+           # the binary math family (rules/engine/binary_math_list.h): Paddle's elementwise rule
            "elementwise_pow", "floor_divide", "remainder", "fmax", "fmin", "heaviside",
            "equal", "not_equal", "greater_equal", "less_equal", "logical_and", "logical_or",
            "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor"]

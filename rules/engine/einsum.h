@@ -1,0 +1,117 @@
+// The einsum engine (SEMANTICS.md §4, DECISIONS.md): per operand, one factor id per dim
+// (Shardy-style integer ids, so there is no limit on the number of factors); operands
+// sharing an id share that factor; kBroadcastDim is a size-1 broadcast dim that is never
+// sharded. The spec carries every factor's size, so it also gives the output shapes.
+//
+// Worked example (SEMANTICS.md §4 step 6): matmul `mk,kn->mn` on mesh 2x3 with
+// x = [1, 0], y = [-1, -1]: walk x: m <- [1], k <- [0]; walk y: nothing claims.
+// Required x = [1, 0], y = [0, -1]; out = [1, -1], k is absent from out and mapped to
+// axis 0, so out is partial {0: sum}.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rules/model/dist_attr.h"
+#include "rules/model/mesh.h"
+
+namespace spmd {
+
+// Which partial inputs an op keeps instead of reducing them first (DECISIONS.md).
+enum class PartialAcceptance {
+  kNone,         // every partial input is reduced (the default)
+  kSumOfAll,     // add/subtract: axis a stays partial(sum) on every (linear) input when
+                 // one is partial(sum) there and none partial otherwise (R -> P)
+  kLinearFirst,  // divide: partial(sum) of input 0 stays; the others are reduced
+  kMultilinear,  // multiply/matmul/einsum: partial(sum) stays in the first operand having it
+  kSameOp,       // reductions: partial with `accepted_op` stays (sum on sum, max on max)
+  kAnyOp,        // shape ops that only move elements: every partial stays
+};
+
+// A factor: an index into EinsumSpec::factor_sizes.
+using FactorId = int32_t;
+// The id of a size-1 broadcast dim: it belongs to no factor and is never sharded.
+inline constexpr FactorId kBroadcastDim = -1;
+// One operand's notation: a factor id per dim.
+using Notation = std::vector<FactorId>;
+
+// A rule as a value: the notation of every operand plus what the op adds.
+struct EinsumSpec {
+  std::vector<Notation> inputs;
+  std::vector<Notation> outputs;
+  std::vector<int64_t> factor_sizes;  // per factor id; kUnsized until bound to input shapes
+  std::vector<FactorId> forced_replicated;  // factors the local kernel needs whole
+  // Factors whose pieces the op's own exchange combines (OpDecl::exchange): they may stay
+  // sharded, and an output without them is whole on their axes, not partial.
+  std::vector<FactorId> exchanged;
+  // Inputs whose values the op never reads, only their global shape (expand_as's y): the
+  // forward requires them as given (dims mapping and partial, so nothing is moved for them),
+  // their factors claim no mesh axis and their partials do not reach the outputs; the
+  // reverse answers them replicated. Their factors must appear in no other operand.
+  std::vector<int> unread_inputs;
+  // Factors that follow another (follower, leader): the follower's dims take the leader's
+  // axis list, kept only when the list's size product divides both factors' sizes
+  // (flash_attention's grouped heads: k's heads follow q's, so a shard of q's heads meets
+  // exactly its own k heads). A follower appears in no other pair as a leader.
+  std::vector<std::pair<FactorId, FactorId>> tied;
+  // kSumOfAll: the inputs the op is linear in (empty: all); the others never keep a partial
+  // (where's condition).
+  std::vector<int> linear_inputs;
+  // Outputs the op computes from its attrs alone, the same on every rank (a generator's
+  // seed and offset, an unset output): replicated and never partial. Their factors must be
+  // forced replicated or theirs alone.
+  std::vector<int> whole_outputs;
+  ReduceOp reduce = ReduceOp::kSum;  // reduce op of partial outputs from absent factors
+  PartialAcceptance accept = PartialAcceptance::kNone;
+  ReduceOp accepted_op = ReduceOp::kSum;  // for kSameOp
+
+  // A factor size that BindFactorSizes takes from the first input dim of the factor.
+  static constexpr int64_t kUnsized = -1;
+
+  // Adds a factor of `size` (kUnsized: taken from the inputs) and returns its id.
+  FactorId AddFactor(int64_t size = kUnsized);
+  int num_factors() const { return static_cast<int>(factor_sizes.size()); }
+
+  // Prints `ab,bc->ac R(b) [sum]`: factors 0..25 as the letters a..z, later ones as
+  // `{f26}`, a broadcast dim as `1`.
+  std::string ToString() const;
+  // The printed name of factor `id`: `a`, ..., `z`, `{f26}`, ...; `1` for kBroadcastDim.
+  static std::string FactorName(FactorId id);
+  // Prints one notation as ToString does.
+  static std::string NotationString(const Notation& notation);
+};
+
+// Returns whether `notation` holds factor `id`.
+bool Contains(const Notation& notation, FactorId id);
+
+struct InferResult {
+  std::vector<DistAttr> inputs;   // required input dist attrs (forward) / inferred (reverse)
+  std::vector<DistAttr> outputs;
+  bool operator==(const InferResult&) const = default;
+};
+
+// Binds the notation to the input shapes: one factor id per dim, every factor has one size
+// over all inputs (an unsized factor takes its first input dim's size), broadcast dims
+// have size 1. Throws SpmdError(kInvalidArgument, "inputs[i].shape") on a mismatch, and
+// std::logic_error for a declaration bug (a bad id, or an output factor left unsized).
+void BindFactorSizes(EinsumSpec& spec, const std::vector<std::vector<int64_t>>& shapes);
+
+// The output shapes of a bound spec: each output dim has its factor's size (1 for a
+// broadcast dim).
+std::vector<std::vector<int64_t>> EinsumOutputShapes(const EinsumSpec& spec);
+
+// Forward inference. Assumes the inputs are valid dist attrs of the notation's ranks.
+InferResult InferEinsumForward(const EinsumSpec& spec, const Mesh& mesh,
+                               const std::vector<DistAttr>& inputs);
+// The same on the caller's dist attrs by address (nothing is copied).
+InferResult InferEinsumForward(const EinsumSpec& spec, const Mesh& mesh,
+                               const std::vector<const DistAttr*>& inputs);
+
+// Reverse inference from the outputs' dist attrs (their partial maps are ignored).
+// Throws SpmdError(kConflict, "outputs[i].dims_mapping") when the outputs disagree.
+InferResult InferEinsumReverse(const EinsumSpec& spec, const Mesh& mesh,
+                               const std::vector<DistAttr>& outputs);
+
+}  // namespace spmd

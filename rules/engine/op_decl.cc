@@ -1,0 +1,285 @@
+#include "rules/engine/op_decl.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "rules/model/error.h"
+
+namespace spmd {
+namespace {
+
+const char* KindName(AttrKind kind) {
+  switch (kind) {
+    case AttrKind::kBool: return "a bool";
+    case AttrKind::kInt: return "an int";
+    case AttrKind::kFloat: return "a float";
+    case AttrKind::kString: return "a string";
+    case AttrKind::kInts: return "a list of ints";
+    case AttrKind::kFloats: return "a list of floats";
+  }
+  return "a value";
+}
+
+// Converts `value` to `kind` where the conversion loses nothing.
+// `name` is the attr as given; the field ("attrs.NAME") is built only on failure.
+AttrValue ConvertAttr(const AttrValue& value, AttrKind kind, const std::string& name) {
+  auto fail = [&]() -> AttrValue {
+    ThrowInvalid("attrs." + name, std::string("expected ") + KindName(kind));
+  };
+  switch (kind) {
+    case AttrKind::kBool:
+      if (auto* b = std::get_if<bool>(&value)) return *b;
+      return fail();
+    case AttrKind::kInt:
+      if (auto* i = std::get_if<int64_t>(&value)) return *i;
+      return fail();
+    case AttrKind::kFloat:
+      if (auto* f = std::get_if<double>(&value)) {
+        if (!std::isfinite(*f)) ThrowInvalid("attrs." + name, "must be finite");
+        return *f;
+      }
+      if (auto* i = std::get_if<int64_t>(&value)) return static_cast<double>(*i);
+      return fail();
+    case AttrKind::kString:
+      if (auto* s = std::get_if<std::string>(&value)) return *s;
+      return fail();
+    case AttrKind::kInts:
+      if (auto* v = std::get_if<std::vector<int64_t>>(&value)) return *v;
+      if (auto* i = std::get_if<int64_t>(&value)) return std::vector<int64_t>{*i};
+      if (auto* f = std::get_if<std::vector<double>>(&value); f && f->empty()) {
+        return std::vector<int64_t>{};
+      }
+      return fail();
+    case AttrKind::kFloats:
+      if (auto* v = std::get_if<std::vector<double>>(&value)) return *v;
+      if (auto* v = std::get_if<std::vector<int64_t>>(&value)) {
+        return std::vector<double>(v->begin(), v->end());
+      }
+      if (auto* f = std::get_if<double>(&value)) return std::vector<double>{*f};
+      return fail();
+  }
+  return fail();
+}
+
+std::string InputField(size_t i) { return "inputs[" + std::to_string(i) + "]"; }
+std::string OutputField(size_t i) { return "outputs[" + std::to_string(i) + "]"; }
+
+constexpr size_t kMaxRank = 16;
+
+// Returns whether CheckShape accepts `shape` (the same tests, building no text).
+bool ShapeOk(const Shape& shape) {
+  if (shape.size() > kMaxRank) return false;
+  int64_t numel = 1;
+  for (const int64_t size : shape) {
+    if (size < 0 || (size > 0 && numel > (int64_t{1} << 62) / size)) return false;
+    numel *= std::max<int64_t>(size, 1);
+  }
+  return true;
+}
+
+void CheckShape(const Shape& shape, const std::string& field) {
+  if (shape.size() > kMaxRank) {
+    ThrowInvalid(field + ".shape", "rank " + std::to_string(shape.size()) + " exceeds " +
+                                       std::to_string(kMaxRank));
+  }
+  int64_t numel = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] > 0 && numel > (int64_t{1} << 62) / shape[d]) {
+      ThrowInvalid(field + ".shape", "more than 2^62 elements");
+    }
+    numel *= std::max<int64_t>(shape[d], 1);
+    if (shape[d] < 0) {
+      ThrowInvalid(field + ".shape[" + std::to_string(d) + "]",
+                   "size " + std::to_string(shape[d]) + " is negative (dynamic sizes are not "
+                   "accepted by rules; D5)");
+    }
+  }
+}
+
+std::string ShapeText(const Shape& shape) {
+  std::string text = "[";
+  for (size_t d = 0; d < shape.size(); ++d) text += (d ? "," : "") + std::to_string(shape[d]);
+  return text + "]";
+}
+
+void CheckArity(const OpDecl& op, size_t count) {
+  if (op.variadic_inputs ? count == 0 : count != op.inputs.size()) {
+    std::string want = op.variadic_inputs ? "at least 1" : std::to_string(op.inputs.size());
+    ThrowInvalid("inputs", op.name + " takes " + want + " inputs, got " + std::to_string(count));
+  }
+}
+
+}  // namespace
+
+Attrs OpDecl::NormalizeAttrs(const Attrs& given) const {
+  Attrs normalized;
+  std::vector<bool> seen(attrs.size(), false);
+  for (const auto& [name, value] : given.values()) {
+    size_t k = 0;
+    for (; k < attrs.size(); ++k) {
+      bool match = attrs[k].name == name;
+      for (const std::string& alias : attrs[k].aliases) match = match || alias == name;
+      if (match) break;
+    }
+    if (name.rfind("__", 0) == 0) ThrowInvalid("attrs." + name, "is set by localization only");
+    if (k == attrs.size()) ThrowInvalid("attrs." + name, "is not an attribute of " + this->name);
+    if (seen[k]) ThrowInvalid("attrs." + name, "given twice (under an alias)");
+    seen[k] = true;
+    normalized.Set(attrs[k].name, ConvertAttr(value, attrs[k].kind, name));
+  }
+  for (size_t k = 0; k < attrs.size(); ++k) {
+    if (seen[k]) continue;
+    if (!attrs[k].default_value) ThrowInvalid("attrs." + attrs[k].name, "is required");
+    normalized.Set(attrs[k].name, *attrs[k].default_value);
+  }
+  return normalized;
+}
+
+std::vector<InputValues> OpDecl::InputValueKinds(const RuleContext& context) const {
+  if (values) return values(context);
+  return std::vector<InputValues>(context.input_shapes.size());
+}
+
+std::optional<EinsumSpec> BuildEinsumSpec(const OpDecl& op, const std::vector<Shape>& shapes,
+                                          const Attrs& normalized_attrs) {
+  if (!op.einsum) return std::nullopt;
+  RuleContext context{shapes, normalized_attrs};
+  EinsumSpec spec = op.einsum(context);
+  BindFactorSizes(spec, shapes);
+  return spec;
+}
+
+namespace {
+
+// The output shapes of a built rule, each checked as an input shape is (sizes >= 0, at
+// most 2^62 elements), so that whatever the rule accepts has outputs a kernel can hold.
+std::vector<Shape> CheckedOutputShapes(std::vector<Shape> shapes) {
+  for (size_t o = 0; o < shapes.size(); ++o) {
+    if (!ShapeOk(shapes[o])) CheckShape(shapes[o], OutputField(o));
+  }
+  return shapes;
+}
+
+ForwardInference RunForward(const OpDecl& op, const Mesh& mesh,
+                            const std::vector<TensorArg>& inputs, const Attrs& attrs) {
+  CheckArity(op, inputs.size());
+  // The fast checks build no field names; a failing input goes through the naming checks,
+  // which throw exactly as before (shape first, then dist attr).
+  std::vector<Shape> shapes;
+  shapes.reserve(inputs.size());
+  const int mesh_ndim = mesh.ndim();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const int rank = static_cast<int>(inputs[i].shape.size());
+    if (!ShapeOk(inputs[i].shape)) CheckShape(inputs[i].shape, InputField(i));
+    if (!IsValid(inputs[i].dist, mesh_ndim, rank)) {
+      Validate(inputs[i].dist, mesh, rank, InputField(i));
+    }
+    shapes.push_back(inputs[i].shape);
+  }
+  ForwardInference forward;
+  forward.normalized = op.NormalizeAttrs(attrs);
+  RuleContext context{shapes, forward.normalized};
+  // The dist attrs are copied only for a declaration's own hooks, which take a vector.
+  auto copied_dists = [&] {
+    std::vector<DistAttr> dists;
+    dists.reserve(inputs.size());
+    for (const TensorArg& input : inputs) dists.push_back(input.dist);
+    return dists;
+  };
+  if (op.dimtrans) {
+    const DimTransSpec spec = op.dimtrans(context);  // validates shapes and attrs first
+    forward.output_shapes = CheckedOutputShapes({spec.output_shape});
+    if (op.dist_check) op.dist_check(context, copied_dists());
+    forward.rule = InferDimTransForward(spec, mesh, inputs[0].dist);
+    return forward;
+  }
+  EinsumSpec spec = op.einsum(context);
+  BindFactorSizes(spec, shapes);
+  forward.output_shapes = CheckedOutputShapes(EinsumOutputShapes(spec));
+  if (op.dist_check || op.forward_override) {
+    const std::vector<DistAttr> dists = copied_dists();
+    if (op.dist_check) op.dist_check(context, dists);
+    forward.rule = op.forward_override ? op.forward_override(context, mesh, dists)
+                                       : InferEinsumForward(spec, mesh, dists);
+    return forward;
+  }
+  std::vector<const DistAttr*> dists;
+  dists.reserve(inputs.size());
+  for (const TensorArg& input : inputs) dists.push_back(&input.dist);
+  forward.rule = InferEinsumForward(spec, mesh, dists);
+  return forward;
+}
+
+}  // namespace
+
+std::vector<Shape> InferOutputShapes(const OpDecl& op, const std::vector<Shape>& input_shapes,
+                                     const Attrs& normalized_attrs) {
+  CheckArity(op, input_shapes.size());
+  for (size_t i = 0; i < input_shapes.size(); ++i) CheckShape(input_shapes[i], InputField(i));
+  const RuleContext context{input_shapes, normalized_attrs};
+  if (op.dimtrans) return CheckedOutputShapes({op.dimtrans(context).output_shape});
+  EinsumSpec spec = op.einsum(context);
+  BindFactorSizes(spec, input_shapes);
+  return CheckedOutputShapes(EinsumOutputShapes(spec));
+}
+
+InferResult InferForward(const OpDecl& op, const Mesh& mesh, const std::vector<TensorArg>& inputs,
+                         const Attrs& attrs) {
+  return std::move(RunForward(op, mesh, inputs, attrs).rule);
+}
+
+ForwardInference InferForwardWithShapes(const OpDecl& op, const Mesh& mesh,
+                                        const std::vector<TensorArg>& inputs,
+                                        const Attrs& attrs) {
+  return RunForward(op, mesh, inputs, attrs);
+}
+
+InferResult InferReverse(const OpDecl& op, const Mesh& mesh,
+                         const std::vector<Shape>& input_shapes,
+                         const std::vector<TensorArg>& outputs, const Attrs& attrs) {
+  CheckArity(op, input_shapes.size());
+  for (size_t i = 0; i < input_shapes.size(); ++i) CheckShape(input_shapes[i], InputField(i));
+  const Attrs normalized = op.NormalizeAttrs(attrs);
+  RuleContext context{input_shapes, normalized};
+
+  // The outputs the inputs give: a reverse request describes those outputs, so each given
+  // output must have exactly their shape (rank and sizes), not only their rank.
+  std::vector<Shape> expected;
+  std::vector<size_t> ranks;
+  std::optional<EinsumSpec> spec;
+  std::optional<DimTransSpec> dimtrans;
+  if (op.dimtrans) {
+    dimtrans = op.dimtrans(context);
+    ranks.push_back(dimtrans->outputs.size());
+    expected = CheckedOutputShapes({dimtrans->output_shape});
+  } else {
+    spec = op.einsum(context);
+    BindFactorSizes(*spec, input_shapes);
+    for (const Notation& notation : spec->outputs) ranks.push_back(notation.size());
+    expected = CheckedOutputShapes(EinsumOutputShapes(*spec));
+  }
+  if (outputs.size() != ranks.size()) {
+    ThrowInvalid("outputs", op.name + " has " + std::to_string(ranks.size()) +
+                                " outputs here, got " + std::to_string(outputs.size()));
+  }
+  std::vector<DistAttr> dists;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    CheckShape(outputs[o].shape, OutputField(o));
+    if (outputs[o].shape.size() != ranks[o]) {
+      ThrowInvalid(OutputField(o) + ".shape", "rank " + std::to_string(outputs[o].shape.size()) +
+                                                  ", the rule gives rank " + std::to_string(ranks[o]));
+    }
+    if (outputs[o].shape != expected[o]) {
+      ThrowInvalid(OutputField(o) + ".shape",
+                   ShapeText(outputs[o].shape) + ", but these inputs give " + op.name +
+                       " an output of shape " + ShapeText(expected[o]));
+    }
+    Validate(outputs[o].dist, mesh, static_cast<int>(ranks[o]), OutputField(o));
+    dists.push_back(outputs[o].dist);
+  }
+  if (dimtrans) return InferDimTransReverse(*dimtrans, mesh, dists[0]);
+  return InferEinsumReverse(*spec, mesh, dists);
+}
+
+}  // namespace spmd

@@ -1,0 +1,215 @@
+// Contractions: matmul, bmm, einsum and matmul_grad. Factors absent from an output make
+// it partial(sum).
+#include <algorithm>
+#include <cctype>
+
+#include "rules/ops/contraction_plan.h"
+#include "rules/model/error.h"
+#include "rules/engine/notation.h"
+#include "rules/engine/registry.h"
+#include "rules/ops/vjp_util.h"
+
+// The VJPs of this file's ops (rules/engine/vjp.h), attached below with
+// `.Vjp(vjps::Name)`.
+namespace spmd::vjps {
+namespace {
+
+using notation::Ints;
+using notation::MakeAttrs;
+using Ref = VjpRef;
+
+// Contractions: matmul_grad (bmm is matmul on rank 3).
+VjpGraph Matmul(const RuleContext& c) {
+  VjpGraph g;
+  Attrs attrs;
+  for (const char* name : {"trans_x", "trans_y"}) {
+    if (c.attrs.Has(name)) attrs.Set(name, c.attrs.GetBool(name));
+  }
+  const Ref grads = g.Add("matmul_grad", {Ref::Input(0), Ref::Input(1), Ref::OutputGrad(0)}, attrs);
+  g.input_grads = {Ref::Call(grads.index, 0), Ref::Call(grads.index, 1)};
+  return g;
+}
+
+// einsum: per operand, the einsum of the cotangent with the other operands.
+// Operand i's gradient is the einsum of the cotangent with the other operands, giving
+// operand i's letters (the planned equation: `...` spelled out as letters). A dim of
+// operand i stays out of that einsum's output, and comes back by broadcasting (reshape to
+// 1, expand), when no other term has its letter at its size: a letter only in operand i
+// (summed there), or one the other terms have only at size 1. A dim that broadcast in the
+// forward (size 1, the letter larger elsewhere) is summed by that einsum.
+VjpGraph Einsum(const RuleContext& c) {
+  VjpGraph g;
+  const shape::EinsumPlan plan = shape::PlanEinsum(c.attrs.GetString("equation"), c.input_shapes);
+  const shape::EinsumEquation& eq = plan.eq;
+  for (size_t i = 0; i < eq.operands.size(); ++i) {
+    // The largest size of each letter over the cotangent and the other operands.
+    std::vector<int64_t> seen(128, -1);
+    auto see = [&](const std::string& letters, const Shape& sizes) {
+      for (size_t d = 0; d < letters.size(); ++d) {
+        int64_t& s = seen[static_cast<unsigned char>(letters[d])];
+        s = std::max(s, sizes[d]);
+      }
+    };
+    see(eq.output, plan.SizesOf(eq.output));
+    std::vector<Ref> operands{Ref::OutputGrad(0)};
+    std::string terms = eq.output;
+    for (size_t j = 0; j < eq.operands.size(); ++j) {
+      if (j == i) continue;
+      terms += "," + eq.operands[j];
+      see(eq.operands[j], c.input_shapes[j]);
+      operands.push_back(Ref::Input(j));
+    }
+    const std::string& mine = eq.operands[i];
+    std::string target;
+    Shape kept = c.input_shapes[i];
+    for (size_t d = 0; d < mine.size(); ++d) {
+      const int64_t size = c.input_shapes[i][d];
+      if (!plan.broadcast[i][d] && seen[static_cast<unsigned char>(mine[d])] == size) {
+        target.push_back(mine[d]);
+      } else {
+        kept[d] = 1;
+      }
+    }
+    const Ref grad = g.Add("einsum", operands, MakeAttrs({{"equation", terms + "->" + target}}));
+    g.input_grads.push_back(target == mine ? grad : ExpandReduced(g, grad, kept, c.input_shapes[i]));
+  }
+  return g;
+}
+
+}  // namespace
+}  // namespace spmd::vjps
+
+namespace spmd::declare {
+namespace {
+
+using notation::FromSignatures;
+using notation::MakeAttrs;
+
+// matmul's notation: batch letters (upper case, broadcast like elementwise), then
+// `mk` / `kn` (`km` / `nk` when transposed); a 1-D operand is just `k`.
+// Example: x [2, 1, 8, 4], y [3, 4, 5] -> x `AB` batch from [2, 1] vs [3]: `A1mk`,
+// y `Bkn`, out `ABmn`.
+std::vector<std::string> MatmulLetters(const RuleContext& c) {
+  const Shape& x = c.input_shapes[0];
+  const Shape& y = c.input_shapes[1];
+  // The shapes' checks (plan::PlanMatmulShapes, shared with the reference and the kernels).
+  (void)plan::PlanMatmulShapes(x, y, c.attrs.GetBool("trans_x"), c.attrs.GetBool("trans_y"));
+  const bool trans_x = c.attrs.GetBool("trans_x") && x.size() > 1;
+  const bool trans_y = c.attrs.GetBool("trans_y") && y.size() > 1;
+  const Shape x_batch(x.begin(), x.end() - std::min<size_t>(2, x.size()));
+  const Shape y_batch(y.begin(), y.end() - std::min<size_t>(2, y.size()));
+  const std::vector<std::string> batch = notation::ElementwiseLetters({x_batch, y_batch});
+  auto upper = [](std::string s) {
+    for (char& ch : s) ch = ch == '1' ? '1' : static_cast<char>(std::toupper(ch));
+    return s;
+  };
+  return {upper(batch[0]) + (x.size() == 1 ? "k" : (trans_x ? "km" : "mk")),
+          upper(batch[1]) + (y.size() == 1 ? "k" : (trans_y ? "nk" : "kn")),
+          upper(batch[2]) + (x.size() > 1 ? "m" : "") + (y.size() > 1 ? "n" : "")};
+}
+
+EinsumSpec Matmul(const RuleContext& c) {
+  const std::vector<std::string> letters = MatmulLetters(c);
+  EinsumSpec spec = notation::FromLetters({letters[0], letters[1]}, {letters[2]});
+  spec.accept = PartialAcceptance::kMultilinear;
+  return spec;
+}
+
+// einsum's equation (rules/engine/shape_util.h, shared with the reference and the kernel):
+// explicit `ij,jk->ik`, or implicit (letters seen once, sorted), `...` expanded to letters
+// of its own; an operand dim that broadcasts (size 1, the letter larger elsewhere) is a
+// broadcast dim `1`. Example: `...ij,jk` with [2, 5, 3] and [1, 4] is `Aij,1k->Aik`.
+EinsumSpec ParseEquation(const std::string& equation, const std::vector<Shape>& shapes) {
+  const shape::EinsumPlan plan = shape::PlanEinsum(equation, shapes);
+  std::vector<std::string> operands = plan.eq.operands;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    for (size_t d = 0; d < operands[i].size(); ++d) {
+      if (plan.broadcast[i][d]) operands[i][d] = '1';
+    }
+  }
+  EinsumSpec spec = notation::FromLetters(operands, {plan.eq.output});
+  spec.accept = PartialAcceptance::kMultilinear;
+  return spec;
+}
+
+}  // namespace
+
+OpDecl matmul() {
+  return OpBuilder("matmul").Inputs({"x", "y"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Vjp(vjps::Matmul)
+      .Attr("trans_x", AttrKind::kBool, false)
+      .Attr("trans_y", AttrKind::kBool, false)
+      .Einsum(Matmul)
+      .Examples(FromSignatures({{{"mk", "kn"}},
+                                {{"bmk", "kn"}},
+                                {{"k", "kn"}},
+                                {{"mk", "k"}},
+                                {{"b1mk", "cbkn"}},
+                                {{"km", "nk"}, MakeAttrs({{"trans_x", true}, {"trans_y", true}})}}));
+}
+
+OpDecl bmm() {
+  return OpBuilder("bmm").Inputs({"x", "y"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Vjp(vjps::Matmul)
+      .Einsum([](const RuleContext& c) {
+    (void)plan::PlanBmm(c.input_shapes);
+    EinsumSpec spec = notation::FromLetters({"bmk", "bkn"}, {"bmn"});
+    spec.accept = PartialAcceptance::kMultilinear;
+    return spec;
+  }).Examples(FromSignatures({{{"bmk", "bkn"}}}));
+}
+
+OpDecl einsum() {
+  return OpBuilder("einsum").VariadicInputs("operands").Outputs({"out"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Vjp(vjps::Einsum)
+      .Attr("equation", AttrKind::kString, std::nullopt)
+      .Einsum([](const RuleContext& c) {
+        return ParseEquation(c.attrs.GetString("equation"), c.input_shapes);
+      })
+      .Examples(FromSignatures({
+          {{"ij", "jk"}, MakeAttrs({{"equation", std::string("ij,jk->ik")}})},
+          {{"bij", "bjk"}, MakeAttrs({{"equation", std::string("bij,bjk->bik")}})},
+          {{"ijk", "ik"}, MakeAttrs({{"equation", std::string("ijk,ik->j")}})},
+          {{"ij"}, MakeAttrs({{"equation", std::string("ij->ji")}})},
+          {{"ij", "jk", "kl"}, MakeAttrs({{"equation", std::string("ij,jk,kl")}})},
+          // Broadcasting (low ranks: each example multiplies the sweep's layouts): an
+          // ellipsis whose size-1 dim broadcasts, a size-1 letter, an implicit output after
+          // the ellipsis dims.
+          {{"bk", "1kn"}, MakeAttrs({{"equation", std::string("...j,...jk->...k")}})},
+          {{"i1", "jk"}, MakeAttrs({{"equation", std::string("ij,jk->ik")}})},
+          {{"ac", "c"}, MakeAttrs({{"equation", std::string("...c,c")}})}}));
+}
+
+// x_grad = out_grad . y^T lacks n; y_grad = x^T . out_grad lacks m (and the batch when y
+// was broadcast): both come out partial(sum) on those factors' axes.
+OpDecl matmul_grad() {
+  return OpBuilder("matmul_grad").Inputs({"x", "y", "out_grad"}).Outputs({"x_grad", "y_grad"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Attr("trans_x", AttrKind::kBool, false)
+      .Attr("trans_y", AttrKind::kBool, false)
+      .Einsum([](const RuleContext& c) {
+        (void)plan::PlanMatmulGrad(c.input_shapes, c.attrs);
+        const std::vector<std::string> fwd = MatmulLetters(c);
+        return notation::FromLetters({fwd[0], fwd[1], fwd[2]}, {fwd[0], fwd[1]});
+      })
+      .Examples(FromSignatures({{{"mk", "kn", "mn"}},
+                                {{"bmk", "kn", "bmn"}},
+                                {{"mk", "nk", "mn"}, MakeAttrs({{"trans_y", true}})}}));
+}
+
+// Paddle's bmm_grad: matmul_grad for x [b, m, k], y [b, k, n], out_grad [b, m, n]. x_grad
+// lacks n and y_grad lacks m: each is partial(sum) on the other's contracted factor.
+OpDecl bmm_grad() {
+  return OpBuilder("bmm_grad").Inputs({"x", "y", "out_grad"}).Outputs({"x_grad", "y_grad"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Einsum([](const RuleContext& c) {
+        (void)plan::PlanBmmGrad(c.input_shapes);
+        return notation::FromLetters({"bmk", "bkn", "bmn"}, {"bmk", "bkn"});
+      })
+      .Examples(FromSignatures({{{"bmk", "bkn", "bmn"}}}));
+}
+
+}  // namespace spmd::declare

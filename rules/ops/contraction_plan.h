@@ -1,0 +1,157 @@
+// The plans of the contractions (rules/ops/contraction.cc) and of bmm_grad
+// (rules/ops/fused.cc): matmul, bmm, matmul_grad and bmm_grad's attr reads, typed
+// validation and shapes, with matmul's index plan (each operand's matrix strides and batch
+// dims), written once for the references (reference/ops_contraction.cc, ops_fused.cc), the
+// CPU kernels (kernels/cpu/contraction.cc, fused.cc) and the CUDA kernels
+// (kernels/cuda/contraction.cu, fused.cu, gemm_plan.cc). Header-only; no value arithmetic.
+// The kernels add their own limit on the output's size (kernels/cpu/internal.h).
+//
+// Example: x [2, 1, 3, 4] (trans_x), y [5, 3, 6] -> out [2, 5, 4, 6], m 4, k 3, n 6.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rules/model/attrs.h"
+#include "rules/model/error.h"
+#include "rules/engine/op_plan.h"
+#include "rules/engine/shape_util.h"
+
+namespace spmd::plan {
+
+// X_eff (m x k) element (i, p) at i * x_stride_m + p * x_stride_k in one batch entry of x
+// (x_matrix elements); Y_eff (k x n) likewise; batch the broadcast of x_batch and y_batch.
+struct MatmulShapes {
+  Shape out_shape;
+  Shape batch;             // the broadcast batch shape
+  Shape x_batch, y_batch;  // each operand's own batch dims
+  int64_t m = 1, n = 1, k = 1;
+  int64_t x_stride_m = 0, x_stride_k = 0, y_stride_k = 0, y_stride_n = 0;
+  int64_t x_matrix = 1, y_matrix = 1;
+};
+
+// matmul's shapes: rank >= 1 (InvalidArgument inputs[i].shape), the contracted dims equal
+// (inputs[1].shape), the batch dims broadcast (shape::BroadcastShapes).
+inline MatmulShapes PlanMatmulShapes(const Shape& xs, const Shape& ys, bool trans_x, bool trans_y) {
+  const auto rx = static_cast<int64_t>(xs.size());
+  const auto ry = static_cast<int64_t>(ys.size());
+  if (rx == 0) ThrowInvalid(shape::InputField(0, "shape"), "matmul needs rank >= 1, got []");
+  if (ry == 0) ThrowInvalid(shape::InputField(1, "shape"), "matmul needs rank >= 1, got []");
+  MatmulShapes s;
+  int64_t kx = 0, ky = 0;
+  if (rx == 1) {
+    s.m = 1;
+    kx = xs[0];
+    s.x_stride_m = 0;
+    s.x_stride_k = 1;
+    s.x_matrix = kx;
+  } else {
+    const int64_t rows = xs[rx - 2], cols = xs[rx - 1];
+    s.m = trans_x ? cols : rows;
+    kx = trans_x ? rows : cols;
+    s.x_stride_m = trans_x ? 1 : cols;
+    s.x_stride_k = trans_x ? cols : 1;
+    s.x_matrix = rows * cols;
+    s.x_batch.assign(xs.begin(), xs.end() - 2);
+  }
+  if (ry == 1) {
+    s.n = 1;
+    ky = ys[0];
+    s.y_stride_k = 1;
+    s.y_stride_n = 0;
+    s.y_matrix = ky;
+  } else {
+    const int64_t rows = ys[ry - 2], cols = ys[ry - 1];
+    s.n = trans_y ? rows : cols;
+    ky = trans_y ? cols : rows;
+    s.y_stride_k = trans_y ? 1 : cols;
+    s.y_stride_n = trans_y ? cols : 1;
+    s.y_matrix = rows * cols;
+    s.y_batch.assign(ys.begin(), ys.end() - 2);
+  }
+  if (kx != ky) {
+    ThrowInvalid(shape::InputField(1, "shape"), "contracted dim " + std::to_string(ky) + " of " +
+                                                    shape::ShapeString(ys) + " != " + std::to_string(kx) +
+                                                    " of x " + shape::ShapeString(xs));
+  }
+  s.k = kx;
+  s.batch = shape::BroadcastShapes({s.x_batch, s.y_batch});
+  s.out_shape = s.batch;
+  if (rx >= 2) s.out_shape.push_back(s.m);
+  if (ry >= 2) s.out_shape.push_back(s.n);
+  return s;
+}
+
+// matmul (x, y; trans_x, trans_y).
+inline MatmulShapes PlanMatmul(const Shapes& shapes, const Attrs& attrs) {
+  const bool trans_x = attrs.GetBool("trans_x");
+  const bool trans_y = attrs.GetBool("trans_y");
+  CheckArity(shapes, 2);
+  return PlanMatmulShapes(shapes[0], shapes[1], trans_x, trans_y);
+}
+
+// matmul_grad (x, y, out_grad; trans_x, trans_y): out_grad has matmul's output shape.
+inline MatmulShapes PlanMatmulGrad(const Shapes& shapes, const Attrs& attrs) {
+  const bool trans_x = attrs.GetBool("trans_x");
+  const bool trans_y = attrs.GetBool("trans_y");
+  CheckArity(shapes, 3);
+  MatmulShapes s = PlanMatmulShapes(shapes[0], shapes[1], trans_x, trans_y);
+  if (shapes[2] != s.out_shape) {
+    ThrowInvalid(shape::InputField(2, "shape"), "out_grad " + shape::ShapeString(shapes[2]) +
+                                                    " != matmul output " + shape::ShapeString(s.out_shape));
+  }
+  return s;
+}
+
+// bmm (x [b, m, k], y [b, k, n]) -> [b, m, n].
+inline MatmulShapes PlanBmm(const Shapes& shapes) {
+  CheckArity(shapes, 2);
+  const Shape& x = shapes[0];
+  const Shape& y = shapes[1];
+  if (x.size() != 3) ThrowInvalid(shape::InputField(0, "shape"), "bmm needs [b, m, k], got " + shape::ShapeString(x));
+  if (y.size() != 3) ThrowInvalid(shape::InputField(1, "shape"), "bmm needs [b, k, n], got " + shape::ShapeString(y));
+  if (x[0] != y[0] || x[2] != y[1]) {
+    ThrowInvalid(shape::InputField(1, "shape"),
+                 shape::ShapeString(y) + " does not fit x " + shape::ShapeString(x) + " as [b, k, n]");
+  }
+  return PlanMatmulShapes(x, y, false, false);
+}
+
+// bmm_grad (x [b, m, k], y [b, k, n], out_grad [b, m, n]) -> x_grad, y_grad: matmul_grad's
+// without transposes.
+inline MatmulShapes PlanBmmGrad(const Shapes& shapes) {
+  CheckArity(shapes, 3);
+  for (size_t i = 0; i < 3; ++i) {
+    if (shapes[i].size() != 3) {
+      ThrowInvalid(shape::InputField(i, "shape"), "bmm_grad needs rank 3, got " + shape::ShapeString(shapes[i]));
+    }
+  }
+  const Shape& x = shapes[0];
+  const Shape& y = shapes[1];
+  if (y[0] != x[0] || y[1] != x[2]) {
+    ThrowInvalid(shape::InputField(1, "shape"),
+                 shape::ShapeString(y) + " does not fit x " + shape::ShapeString(x) + " as [b, k, n]");
+  }
+  const Shape out{x[0], x[1], y[2]};
+  if (shapes[2] != out) {
+    ThrowInvalid(shape::InputField(2, "shape"),
+                 "out_grad " + shape::ShapeString(shapes[2]) + " != bmm output " + shape::ShapeString(out));
+  }
+  return PlanMatmulShapes(x, y, false, false);
+}
+
+// einsum contracted pairwise, left to right (the CPU kernel and the CUDA plan): the letters
+// still needed after operand i, the output's and those of the operands after i. A letter
+// in none of them is summed out of the running term once operand i is in.
+inline std::vector<std::string> EinsumLettersNeededAfter(const shape::EinsumEquation& eq) {
+  std::vector<std::string> needed_after(eq.operands.size());
+  std::string needed = eq.output;
+  for (size_t i = eq.operands.size(); i-- > 0;) {
+    needed_after[i] = needed;
+    needed += eq.operands[i];
+  }
+  return needed_after;
+}
+
+}  // namespace spmd::plan

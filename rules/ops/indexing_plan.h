@@ -1,0 +1,208 @@
+// The indexing and scatter ops' plans (docs/OPS.md "Paddle's other registered ops"):
+// one_hot, roll, pad, swiglu, index_select, gather, gather_nd, scatter, scatter_nd_add.
+// Written once for their rules (rules/ops/indexing.cc, rules/ops/scatter.cc), float64
+// references (reference/ops_indexing.cc, ops_scatter.cc), CPU kernels
+// (kernels/cpu/indexing.cc, scatter.cc) and CUDA kernels (kernels/cuda/indexing.cu,
+// scatter.cu): attr reads, validation of shapes and attrs (error type and field) and the
+// output shapes. The ids' values are not planned: each backend reads and checks them its
+// own way (the CPU ones refuse a bad id, the CUDA ones record an index fault).
+// Header-only; no value arithmetic.
+//
+// Example: gather x [5, 4] with a 0-d index on axis 1 -> out [5]; gather_nd x [4, 6, 2]
+// with index [3, 2] -> depth 2, rows 3, slice 2, out [3, 2].
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rules/model/attrs.h"
+#include "rules/model/dtype.h"
+#include "rules/model/error.h"
+#include "rules/engine/local_attrs.h"
+#include "rules/ops/shape_plan.h"
+#include "rules/engine/shape_util.h"
+
+namespace spmd::indexing_plan {
+
+using Dims = std::vector<int64_t>;
+
+// ---- one_hot ----
+
+struct OneHotPlan {
+  int64_t classes = 0;
+  Dims out;  // x's shape + [classes]
+};
+
+inline OneHotPlan PlanOneHot(const Dims& x, const Attrs& attrs) {
+  OneHotPlan p;
+  p.classes = attrs.GetInt("num_classes");
+  if (p.classes < 1) ThrowInvalid("attrs.num_classes", "num_classes must be >= 1");
+  p.out = x;
+  p.out.push_back(p.classes);
+  return p;
+}
+
+// ---- roll ----
+
+// roll along the listed axes (the shifts of a repeated axis add up), or along the
+// flattened x when none is listed. The shifts stay as given: each backend takes them
+// modulo the sizes itself.
+struct RollPlan {
+  bool flat = false;      // no axis: x rolls as one [numel] line by shifts[0]
+  std::vector<int64_t> axes;  // normalised, one per shift
+};
+
+inline RollPlan PlanRoll(const Dims& x, const Attrs& attrs) {
+  const std::vector<int64_t>& shifts = attrs.GetInts("shifts");
+  const std::vector<int64_t>& axes = attrs.GetInts("axis");
+  RollPlan p;
+  if (axes.empty()) {
+    if (shifts.size() != 1) ThrowInvalid("attrs.shifts", "needs one shift when axis is empty");
+    p.flat = true;
+    return p;
+  }
+  if (shifts.size() != axes.size()) ThrowInvalid("attrs.shifts", "needs one shift per axis");
+  for (int64_t a : axes) {
+    p.axes.push_back(shape::NormalizeAxis(a, static_cast<int64_t>(x.size()), "attrs.axis"));
+  }
+  return p;
+}
+
+// ---- pad ----
+
+// paddings: (before, after) per dim of x, each >= 0. An int64 x needs a pad_value within
+// int64's range (its dtype is what the rule does not see: pass nothing there).
+inline Dims PlanPad(const Dims& x, const Attrs& attrs, const DType* dtype = nullptr) {
+  const std::vector<int64_t>& paddings = attrs.GetInts("paddings");
+  const double value = attrs.GetFloat("pad_value");
+  if (paddings.size() != 2 * x.size()) {
+    ThrowInvalid("attrs.paddings", "needs two entries (before, after) per dim of x");
+  }
+  Dims out = x;
+  for (size_t d = 0; d < x.size(); ++d) {
+    const int64_t before = paddings[2 * d], after = paddings[2 * d + 1];
+    if (before < 0 || after < 0) ThrowInvalid("attrs.paddings", "paddings must be >= 0");
+    if (__builtin_add_overflow(out[d], before, &out[d]) || __builtin_add_overflow(out[d], after, &out[d])) {
+      ThrowInvalid("attrs.paddings", "the padded size overflows");
+    }
+  }
+  if (dtype != nullptr && *dtype == DType::kInt64 && !(std::fabs(value) < 9.0e18)) {
+    ThrowInvalid("attrs.pad_value", "out of int64 range");
+  }
+  return out;
+}
+
+// ---- index_select, gather ----
+
+// x viewed as [outer, rows, inner] around `axis`; out as [outer, K, inner] with K the ids
+// (one id and no K dim for gather's 0-d index). Localized (kLocalVocabStart): x holds rows
+// [start, start + rows) of the global x along axis; other ids give zero blocks.
+struct SelectPlan {
+  int64_t axis = 0;
+  bool drop_dim = false;  // a 0-d index
+  bool sharded = false;
+  int64_t start = 0;
+  Dims out;
+};
+
+inline int64_t LocalRowStart(const Attrs& attrs) {
+  const int64_t start = attrs.Has(kLocalVocabStart) ? attrs.GetInt(kLocalVocabStart) : 0;
+  if (start < 0) ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "negative row offset");
+  return start;
+}
+
+inline SelectPlan PlanSelect(const Dims& x, const Dims& index, const Attrs& attrs, bool allow_0d) {
+  if (x.empty()) ThrowInvalid(shape::InputField(0, "shape"), "x must have rank >= 1");
+  SelectPlan p;
+  p.axis = shape::NormalizeAxis(attrs.GetInt("axis"), static_cast<int64_t>(x.size()), "attrs.axis");
+  p.drop_dim = index.empty();
+  if (index.size() > 1 || (p.drop_dim && !allow_0d)) {
+    ThrowInvalid(shape::InputField(1, "shape"), "index " + shape::ShapeString(index) + " must be " +
+                                                    (allow_0d ? "0-D or 1-D" : "1-D"));
+  }
+  p.sharded = attrs.Has(kLocalVocabStart);
+  p.start = LocalRowStart(attrs);
+  p.out = x;
+  if (p.drop_dim) {
+    p.out.erase(p.out.begin() + p.axis);
+  } else {
+    p.out[p.axis] = index[0];
+  }
+  return p;
+}
+
+inline SelectPlan PlanIndexSelect(const Dims& x, const Dims& index, const Attrs& attrs) {
+  return PlanSelect(x, index, attrs, false);
+}
+
+inline SelectPlan PlanGather(const Dims& x, const Dims& index, const Attrs& attrs) {
+  return PlanSelect(x, index, attrs, true);
+}
+
+// ---- gather_nd, scatter_nd_add ----
+
+// index [..., depth] addresses x's first `depth` dims: x viewed as [slices, slice] with
+// slices = prod(x[:depth]), one index row (rows = prod(index[:-1])) picks one slice.
+struct NdPlan {
+  int64_t depth = 0, rows = 0, slices = 0, slice = 0;
+  Dims gathered;  // index[:-1] + x[depth:]: gather_nd's out, scatter_nd_add's updates
+};
+
+inline NdPlan PlanNd(const Dims& x, const Dims& index) {
+  if (index.empty()) ThrowInvalid(shape::InputField(1, "shape"), "index must have rank >= 1");
+  NdPlan p;
+  p.depth = index.back();
+  if (p.depth < 0 || p.depth > static_cast<int64_t>(x.size())) {
+    ThrowInvalid(shape::InputField(1, "shape"), "index " + shape::ShapeString(index) +
+                                                    " addresses more dims than x " + shape::ShapeString(x));
+  }
+  p.gathered.assign(index.begin(), index.end() - 1);
+  p.gathered.insert(p.gathered.end(), x.begin() + p.depth, x.end());
+  p.rows = p.slices = p.slice = 1;
+  for (size_t d = 0; d + 1 < index.size(); ++d) p.rows *= index[d];
+  for (int64_t d = 0; d < static_cast<int64_t>(x.size()); ++d) (d < p.depth ? p.slices : p.slice) *= x[d];
+  return p;
+}
+
+inline NdPlan PlanGatherNd(const Dims& x, const Dims& index) { return PlanNd(x, index); }
+
+inline NdPlan PlanScatterNdAdd(const Dims& x, const Dims& index, const Dims& updates) {
+  const NdPlan p = PlanNd(x, index);
+  if (updates != p.gathered) {
+    ThrowInvalid(shape::InputField(2, "shape"), "updates " + shape::ShapeString(updates) + " must be " +
+                                                    shape::ShapeString(p.gathered));
+  }
+  return p;
+}
+
+// ---- scatter ----
+
+// x's rows (dim 0) listed by a 1-D index get the rows of updates [K, x[1:]...], added or
+// overwritten. Localized (kLocalVocabStart) as index_select.
+struct ScatterPlan {
+  bool overwrite = false;
+  bool sharded = false;
+  int64_t start = 0;
+  int64_t rows = 0;  // x[0]
+};
+
+inline ScatterPlan PlanScatter(const Dims& x, const Dims& index, const Dims& updates, const Attrs& attrs) {
+  ScatterPlan p;
+  p.overwrite = attrs.GetBool("overwrite");
+  if (x.empty()) ThrowInvalid(shape::InputField(0, "shape"), "x must have rank >= 1");
+  if (index.size() != 1) ThrowInvalid(shape::InputField(1, "shape"), "index must be 1-D");
+  Dims expected = x;
+  expected[0] = index[0];
+  if (updates != expected) {
+    ThrowInvalid(shape::InputField(2, "shape"), "updates " + shape::ShapeString(updates) + " must be " +
+                                                    shape::ShapeString(expected));
+  }
+  p.sharded = attrs.Has(kLocalVocabStart);
+  p.start = LocalRowStart(attrs);
+  p.rows = x[0];
+  return p;
+}
+
+}  // namespace spmd::indexing_plan

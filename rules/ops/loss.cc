@@ -1,0 +1,241 @@
+// The softmax cross entropies: cross_entropy_with_softmax and its grad (checked by their
+// plans, rules/ops/loss_plan.h; the class axis forced replicated), and Paddle's
+// vocabulary-parallel c_softmax_with_cross_entropy (its class axis exchanged) and its grad.
+#include "rules/model/error.h"
+#include "rules/ops/loss_plan.h"
+#include "rules/engine/notation.h"
+#include "rules/engine/registry.h"
+#include "rules/ops/vjp_util.h"
+
+// The VJPs of this file's ops (rules/engine/vjp.h), attached below with
+// `.Vjp(vjps::Name)`.
+namespace spmd::vjps {
+namespace {
+
+using notation::Ints;
+using notation::MakeAttrs;
+using Ref = VjpRef;
+
+// loss = -sum(label log p) along the axis, p = softmax(logits) (or the logits themselves
+// without use_softmax). softmax_out's cotangent g0 adds softmax_grad(p, g0) (or g0).
+VjpGraph CrossEntropyWithSoftmax(const RuleContext& c) {
+  VjpGraph g;
+  const int rank = static_cast<int>(c.input_shapes[0].size());
+  const int64_t axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
+  const bool use_softmax = c.attrs.GetBool("use_softmax");
+  const Ref through_softmax_out =
+      use_softmax ? g.Add("softmax_grad", {Ref::Output(0), Ref::OutputGrad(0)}, MakeAttrs({{"axis", axis}}))
+                  : Ref::OutputGrad(0);
+  const Ref loss_grad = Ref::OutputGrad(1);  // the loss's shape: the axis kept as 1
+  if (!c.attrs.GetBool("soft_label")) {
+    Attrs attrs;
+    for (const char* name : {"soft_label", "use_softmax", "numeric_stable_mode"}) attrs.Set(name, c.attrs.GetBool(name));
+    attrs.Set("ignore_index", c.attrs.GetInt("ignore_index"));
+    attrs.Set("axis", axis);
+    const Ref through_loss =
+        g.Add("cross_entropy_with_softmax_grad", {Ref::Input(1), Ref::Output(0), loss_grad}, attrs);
+    g.input_grads = {g.Add("add", {through_loss, through_softmax_out}), std::nullopt};
+    return g;
+  }
+  // Soft label l: d loss / d logits = g (p sum(l) - l) with softmax, -g l / p without;
+  // d loss / d l = -g log p.
+  Ref through_loss;
+  Ref log_p;
+  if (use_softmax) {
+    const Ref total = g.Add("sum", {Ref::Input(1)}, MakeAttrs({{"axis", Ints{axis}}, {"keep_dim", true}}));
+    const Ref residual = g.Add("subtract", {g.Add("multiply", {Ref::Output(0), total}), Ref::Input(1)});
+    through_loss = g.Add("multiply", {loss_grad, residual});
+    log_p = g.Add("log_softmax", {Ref::Input(0)}, MakeAttrs({{"axis", axis}}));
+  } else {
+    through_loss = g.Add("multiply", {ScaleBy(g, loss_grad, -1), g.Add("divide", {Ref::Input(1), Ref::Input(0)})});
+    log_p = g.Add("log", {Ref::Input(0)});
+  }
+  g.input_grads = {g.Add("add", {through_loss, through_softmax_out}),
+                   g.Add("multiply", {ScaleBy(g, loss_grad, -1), log_p})};
+  return g;
+}
+
+// c_softmax_with_cross_entropy: c_softmax_with_cross_entropy_grad(softmax, label, g_loss)
+// (local on a class piece) + softmax_grad(softmax, g_softmax) along the last dim; the label
+// gets none.
+VjpGraph CSoftmaxWithCrossEntropy(const RuleContext& c) {
+  VjpGraph g;
+  const int64_t last = static_cast<int64_t>(c.input_shapes[0].size()) - 1;
+  Attrs attrs;
+  for (const char* name : {"ignore_index", "ring_id", "rank", "nranks"}) attrs.Set(name, c.attrs.GetInt(name));
+  const Ref through_loss =
+      g.Add("c_softmax_with_cross_entropy_grad", {Ref::Output(0), Ref::Input(1), Ref::OutputGrad(1)}, attrs);
+  const Ref through_softmax =
+      g.Add("softmax_grad", {Ref::Output(0), Ref::OutputGrad(0)}, MakeAttrs({{"axis", last}}));
+  g.input_grads = {g.Add("add", {through_loss, through_softmax}), std::nullopt};
+  return g;
+}
+
+}  // namespace
+}  // namespace spmd::vjps
+
+namespace spmd::declare {
+namespace {
+
+using notation::FromSignatures;
+using notation::MakeAttrs;
+
+// The attrs of Paddle's c_softmax ops: ignore_index, and ring_id, rank, nranks (Paddle's
+// communicator and piece; range-checked only, softmax_pieces::CheckPaddleCommAttrs).
+OpBuilder& CSoftmaxAttrs(OpBuilder& op) {
+  return op.Attr("ignore_index", AttrKind::kInt, int64_t{-100})
+      .Attr("ring_id", AttrKind::kInt, int64_t{0})
+      .Attr("rank", AttrKind::kInt, int64_t{0})
+      .Attr("nranks", AttrKind::kInt, int64_t{0});
+}
+
+// The class axis last: `letters` names every dim of a [..., C] tensor, `rows` the same with
+// the class dim `1` (a [..., 1] label or loss).
+struct ClassLastLetters {
+  std::string letters, rows;
+};
+ClassLastLetters ClassLast(const RuleContext& c, const char* what) {
+  const int rank = static_cast<int>(c.input_shapes[0].size());
+  if (rank == 0) ThrowInvalid("inputs[0].shape", std::string(what) + " needs a class dim");
+  const std::string letters = notation::Letters(rank);
+  return {letters, letters.substr(0, rank - 1) + "1"};
+}
+
+}  // namespace
+
+// Paddle's c_softmax_with_cross_entropy(logits, label): the vocabulary-parallel softmax
+// cross entropy, with the collective inside the op. logits `..c` (the class axis last),
+// label `..1` of ids -> softmax `..c`, loss `..1`. The class factor is exchanged: it may
+// stay sharded, each rank summarises its piece of every row, the summaries are all-gathered
+// over the class axis's mesh axes (OpDecl::exchange), and the loss comes out whole, not
+// partial. Paddle's ring_id, rank and nranks name the communicator and the piece; spmdkit
+// takes both from the layout, so they are checked for range only. The localizer gives a
+// piece its first class.
+OpDecl c_softmax_with_cross_entropy() {
+  return CSoftmaxAttrs(OpBuilder("c_softmax_with_cross_entropy").Inputs({"logits", "label"}))
+      .Outputs({"softmax", "loss"})
+      .Tolerance(ToleranceClass::kCrossEntropy)
+      .Einsum([](const RuleContext& c) {
+        const auto [letters, rows] = ClassLast(c, "logits");
+        return notation::FromLetters({letters, rows}, {letters, rows});
+      })
+      .ExchangeAlong(0, [](const RuleContext& c) { return static_cast<int>(c.input_shapes[0].size()) - 1; })
+      .Vjp(vjps::CSoftmaxWithCrossEntropy)
+      .Values([](const RuleContext& c) {
+        return std::vector<InputValues>{{}, {ValueKind::kIndex, c.input_shapes[0].back()}};
+      })
+      .Localize([](const LocalContext& c) {  // a piece holds classes [start, start + C)
+        return c.attrs.With(kLocalVocabStart, c.input_offsets[0].back());
+      })
+      .Examples(FromSignatures({{{"abc", "ab1"}},
+                                {{"ac", "a1"}, MakeAttrs({{"ignore_index", int64_t{1}}})}}));
+}
+
+// Paddle's c_softmax_with_cross_entropy_grad(softmax, label, loss_grad): the logits'
+// gradient of the vocabulary-parallel cross entropy, (softmax - onehot(label)) * loss_grad,
+// 0 on rows whose label is ignore_index. softmax `..c`, label and loss_grad `..1` ->
+// logits_grad `..c`. Each element needs only its own class and the row's label, so the
+// class axis may stay sharded with no exchange: the localizer gives a piece its first class
+// and a piece without the label subtracts nothing; the global softmax's shape lets a piece
+// refuse a label past the last class. ring_id, rank, nranks as the forward.
+OpDecl c_softmax_with_cross_entropy_grad() {
+  return CSoftmaxAttrs(OpBuilder("c_softmax_with_cross_entropy_grad").Inputs({"softmax", "label", "loss_grad"}))
+      .Outputs({"logits_grad"})
+      .Tolerance(ToleranceClass::kPointwise)
+      .Einsum([](const RuleContext& c) {
+        const auto [letters, rows] = ClassLast(c, "softmax");
+        return notation::FromLetters({letters, rows, rows}, {letters});
+      })
+      .Values([](const RuleContext& c) {
+        return std::vector<InputValues>{
+            {ValueKind::kPositive}, {ValueKind::kIndex, c.input_shapes[0].back()}, {}};
+      })
+      .Localize([](const LocalContext& c) {  // classes [start, start + C) of the global softmax
+        return c.attrs.With(kLocalVocabStart, c.input_offsets[0].back())
+            .With(kLocalGlobalShape, c.global_inputs[0]);
+      })
+      .Examples(FromSignatures({{{"abc", "ab1", "ab1"}},
+                                {{"ac", "a1", "a1"}, MakeAttrs({{"ignore_index", int64_t{1}}})}}));
+}
+
+// logits `abc` (class axis c) -> softmax_out `abc`, loss `ab1`; a hard label is `ab1`,
+// a soft one `abc`. The class axis is forced replicated (D8).
+OpDecl cross_entropy_with_softmax() {
+  return OpBuilder("cross_entropy_with_softmax").Inputs({"logits", "label"})
+      .Tolerance(ToleranceClass::kCrossEntropy)
+      .Vjp(vjps::CrossEntropyWithSoftmax)
+      .Outputs({"softmax_out", "loss"})
+      .Attr("soft_label", AttrKind::kBool, false)
+      .Attr("use_softmax", AttrKind::kBool, true)
+      .Attr("numeric_stable_mode", AttrKind::kBool, true)
+      .Attr("ignore_index", AttrKind::kInt, int64_t{-100})
+      .Attr("axis", AttrKind::kInt, int64_t{-1})
+      .Einsum([](const RuleContext& c) {
+        const plan::CrossEntropyPlan ce = plan::PlanCrossEntropy(c.input_shapes, c.attrs);
+        const int axis = ce.axis;
+        const std::string letters = notation::Letters(static_cast<int>(c.input_shapes[0].size()));
+        std::string reduced = letters;
+        reduced[axis] = '1';
+        return notation::FromLetters({letters, ce.soft_label ? letters : reduced}, {letters, reduced},
+                                     letters.substr(axis, 1));
+      })
+      .Values([](const RuleContext& c) {
+        const Shape& logits = c.input_shapes[0];
+        const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"),
+                                                 static_cast<int>(logits.size()), "attrs.axis");
+        const ValueKind probabilities =
+            c.attrs.GetBool("use_softmax") ? ValueKind::kReal : ValueKind::kPositive;
+        if (c.attrs.GetBool("soft_label")) {
+          return std::vector<InputValues>{{probabilities}, {ValueKind::kPositive}};
+        }
+        return std::vector<InputValues>{{probabilities}, {ValueKind::kIndex, logits[axis]}};
+      })
+      .Examples(FromSignatures({{{"abc", "ab1"}},
+                                {{"ac", "a1"}, MakeAttrs({{"ignore_index", int64_t{1}}})},
+                                {{"abc", "abc"}, MakeAttrs({{"soft_label", true}})},
+                                {{"1ab", "1ab"}, MakeAttrs({{"soft_label", true}, {"axis", int64_t{1}}})}}));
+}
+
+// Paddle's cross_entropy_with_softmax_grad: the loss's gradient with respect to the
+// logits, from the label, the forward's softmax_out and the loss's cotangent (softmax_out's
+// own cotangent is not an input: the VJP adds softmax_grad for it). Hard label,
+// use_softmax: (softmax - onehot(label)) loss_grad; without softmax: -loss_grad / softmax
+// at the label, 0 elsewhere; a row whose label is ignore_index gets 0. Soft label:
+// (softmax - label) loss_grad, or -label loss_grad / softmax (Paddle's formulas: they
+// assume labels summing to 1). softmax `abc` (class axis c), label `ab1` or `abc`,
+// loss_grad `ab1` -> input_grad `abc`; the class axis is forced replicated.
+OpDecl cross_entropy_with_softmax_grad() {
+  return OpBuilder("cross_entropy_with_softmax_grad").Inputs({"label", "softmax", "loss_grad"})
+      .Outputs({"input_grad"})
+      .Tolerance(ToleranceClass::kPointwise)
+      .Attr("soft_label", AttrKind::kBool, false)
+      .Attr("use_softmax", AttrKind::kBool, true)
+      .Attr("numeric_stable_mode", AttrKind::kBool, true)
+      .Attr("ignore_index", AttrKind::kInt, int64_t{-100})
+      .Attr("axis", AttrKind::kInt, int64_t{-1})
+      .Einsum([](const RuleContext& c) {
+        const plan::CrossEntropyPlan ce = plan::PlanCrossEntropyGrad(c.input_shapes, c.attrs);
+        const int axis = ce.axis;
+        const std::string letters = notation::Letters(static_cast<int>(c.input_shapes[1].size()));
+        std::string reduced = letters;
+        reduced[axis] = '1';
+        return notation::FromLetters({ce.soft_label ? letters : reduced, letters, reduced}, {letters},
+                                     letters.substr(axis, 1));
+      })
+      .Values([](const RuleContext& c) {
+        const Shape& softmax = c.input_shapes[1];
+        const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"),
+                                                 static_cast<int>(softmax.size()), "attrs.axis");
+        const InputValues label = c.attrs.GetBool("soft_label")
+                                      ? InputValues{ValueKind::kPositive}
+                                      : InputValues{ValueKind::kIndex, softmax[axis]};
+        return std::vector<InputValues>{label, {ValueKind::kPositive}, {}};
+      })
+      .Examples(FromSignatures(
+          {{{"a1", "ac", "a1"}, MakeAttrs({{"ignore_index", int64_t{1}}})},
+           {{"1", "c", "1"}, MakeAttrs({{"use_softmax", false}})},
+           {{"c", "c", "1"}, MakeAttrs({{"soft_label", true}})},
+           {{"ab", "ab", "1b"}, MakeAttrs({{"soft_label", true}, {"use_softmax", false}, {"axis", int64_t{0}}})}}));
+}
+
+}  // namespace spmd::declare

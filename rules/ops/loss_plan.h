@@ -1,0 +1,78 @@
+// The plans of the softmax cross entropy (rules/ops/loss.cc): attr reads, typed validation
+// and output shapes of cross_entropy_with_softmax and its grad, written once for the rules,
+// the references (reference/ops_loss.cc), the CPU kernels (kernels/cpu/loss.cc) and the CUDA
+// kernels (kernels/cuda/loss.cu). Header-only; no value arithmetic.
+//
+// Example: logits [4, 10], axis -1, a hard label [4, 1] -> softmax [4, 10], loss [4, 1].
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "rules/model/attrs.h"
+#include "rules/model/error.h"
+#include "rules/engine/op_plan.h"
+#include "rules/engine/shape_util.h"
+
+namespace spmd::plan {
+
+// The class axis of logits (softmax for the grad) and the loss shape (the class dim 1).
+struct CrossEntropyPlan {
+  bool soft_label = false;
+  bool use_softmax = true;
+  int64_t ignore_index = -100;
+  int axis = 0;
+  Shape loss_shape;
+};
+
+namespace internal {
+inline CrossEntropyPlan ReadCrossEntropyAttrs(const Attrs& attrs) {
+  CrossEntropyPlan p;
+  p.soft_label = attrs.GetBool("soft_label");
+  p.use_softmax = attrs.GetBool("use_softmax");
+  (void)attrs.GetBool("numeric_stable_mode");  // the stable form is always used
+  p.ignore_index = attrs.GetInt("ignore_index");
+  p.axis = static_cast<int>(attrs.GetInt("axis"));
+  return p;
+}
+inline void ClassAxis(const Shape& probs, size_t at, const std::string& what, CrossEntropyPlan& p) {
+  if (probs.empty()) ThrowInvalid(shape::InputField(at, "shape"), what + " need a class dim, got []");
+  p.axis = shape::NormalizeAxis(p.axis, static_cast<int64_t>(probs.size()), "attrs.axis");
+  p.loss_shape = probs;
+  p.loss_shape[p.axis] = 1;
+}
+// The label (input `label`): the probabilities' shape when soft, the loss shape when hard.
+inline void CheckLabel(const CrossEntropyPlan& p, const Shapes& shapes, int label, const Shape& probs) {
+  const Shape& want = p.soft_label ? probs : p.loss_shape;
+  if (shapes[label] != want) {
+    ThrowInvalid(shape::InputField(label, "shape"), std::string(p.soft_label ? "soft" : "hard") +
+                                                        " label must have shape " + shape::ShapeString(want) +
+                                                        ", got " + shape::ShapeString(shapes[label]));
+  }
+}
+}  // namespace internal
+
+// cross_entropy_with_softmax (logits, label) -> softmax (logits' shape), loss: a soft
+// label has logits' shape, a hard one the loss shape.
+inline CrossEntropyPlan PlanCrossEntropy(const Shapes& shapes, const Attrs& attrs) {
+  CrossEntropyPlan p = internal::ReadCrossEntropyAttrs(attrs);
+  CheckArity(shapes, 2);
+  internal::ClassAxis(shapes[0], 0, "logits", p);
+  internal::CheckLabel(p, shapes, 1, shapes[0]);
+  return p;
+}
+
+// cross_entropy_with_softmax_grad (label, softmax, loss_grad) -> input_grad (softmax's shape).
+inline CrossEntropyPlan PlanCrossEntropyGrad(const Shapes& shapes, const Attrs& attrs) {
+  CrossEntropyPlan p = internal::ReadCrossEntropyAttrs(attrs);
+  CheckArity(shapes, 3);
+  internal::ClassAxis(shapes[1], 1, "softmax", p);
+  internal::CheckLabel(p, shapes, 0, shapes[1]);
+  if (shapes[2] != p.loss_shape) {
+    ThrowInvalid(shape::InputField(2, "shape"), "loss_grad must have shape " + shape::ShapeString(p.loss_shape) +
+                                                    ", got " + shape::ShapeString(shapes[2]));
+  }
+  return p;
+}
+
+}  // namespace spmd::plan

@@ -1,0 +1,301 @@
+// The arithmetic of a row reduction whose reduced axis is split into pieces held by
+// different ranks (softmax, log_softmax, layer_norm, rms_norm, cumsum with the reduced axis
+// sharded, OpDecl::exchange): each piece summarises every row in a few numbers (its
+// Phase::kStats), the summaries are all-gathered, and each rank finishes its own piece from
+// them (Phase::kFinish, rules/engine/phase.h). Shared by the phases' float64 references (reference/) and their CPU kernels
+// (kernels/cpu/), so that the merge is written once; the ops' references themselves are
+// the plain single-device ones, which the checker compares the phases with.
+//
+// A piece's summary is computed in the kernel's dtype T and kept in float64 (the gathered
+// tensor is float64 whatever the inputs' dtype, as c_softmax_with_cross_entropy's).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "rules/model/attrs.h"
+#include "rules/model/error.h"
+#include "rules/engine/local_attrs.h"
+#include "rules/engine/op_plan.h"
+#include "rules/engine/shape_util.h"
+
+namespace spmd::norm_pieces {
+
+// ---- shapes, checked once for the references and the kernels -----------------------------
+
+// The shape of a piece's summary: `shape` without dim `axis` (none when axis < 0), then k.
+inline std::vector<int64_t> SummaryShape(const std::vector<int64_t>& shape, int64_t axis, int64_t k) {
+  std::vector<int64_t> out;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d != axis) out.push_back(shape[d]);
+  }
+  out.push_back(k);
+  return out;
+}
+
+// The number of pieces in the gathered summaries, the finish phase's input `index` of
+// shape `gathered` holding `numel` values: [pieces, rows..., k] of `rows` rows. Throws
+// InvalidArgument ("inputs[index].shape") otherwise.
+inline int64_t GatheredPieces(const std::vector<int64_t>& gathered, int64_t numel, size_t index,
+                              int64_t rows, int64_t k) {
+  const int64_t pieces = gathered.empty() ? 0 : gathered[0];
+  if (pieces < 1 || numel != pieces * rows * k) {
+    ThrowInvalid(shape::InputField(index, "shape"),
+                 "the gathered statistics must be [pieces, rows, " + std::to_string(k) + "], got " +
+                     shape::ShapeString(gathered));
+  }
+  return pieces;
+}
+
+// softmax / log_softmax / cumsum on a piece: the arity (the op's, plus the gathered tensor
+// in the finish phase) and attrs.axis, as the ops check them. Returns the axis (-1 on a
+// 0-d x).
+inline int64_t PlanAxisPiece(const std::vector<std::vector<int64_t>>& shapes, const Attrs& attrs, size_t arity) {
+  plan::CheckArity(shapes, arity);
+  return shape::NormalizeAxisOrScalar(attrs.GetInt("axis"), static_cast<int64_t>(shapes[0].size()), "attrs.axis");
+}
+
+// softmax_grad on a piece: out and out_grad of one shape, along attrs.axis.
+inline int64_t PlanSoftmaxGradPiece(const std::vector<std::vector<int64_t>>& shapes, const Attrs& attrs,
+                                    size_t arity) {
+  plan::CheckArity(shapes, arity);
+  if (shapes[1] != shapes[0]) {
+    ThrowInvalid(shape::InputField(1, "shape"),
+                 "out_grad " + shape::ShapeString(shapes[1]) + " != out " + shape::ShapeString(shapes[0]));
+  }
+  return PlanAxisPiece(shapes, attrs, arity);
+}
+
+// cumsum on a piece: the axis, refusing flatten (the exchange runs along an axis; the rule
+// exchanges nothing with flatten), and the piece's first position along the axis
+// (localized __offset; 0 unsharded).
+struct CumsumPiecePlan {
+  int64_t axis = -1;  // -1 on a 0-d x
+  int64_t first = 0;
+};
+inline CumsumPiecePlan PlanCumsumPiece(const std::vector<std::vector<int64_t>>& shapes, const Attrs& attrs,
+                                       size_t arity) {
+  (void)attrs.GetBool("exclusive");
+  (void)attrs.GetBool("reverse");
+  if (attrs.GetBool("flatten")) ThrowInvalid("attrs.flatten", "cumsum's exchange phases run along an axis");
+  CumsumPiecePlan piece{PlanAxisPiece(shapes, attrs, arity), 0};
+  if (attrs.Has(kLocalOffset) && piece.axis >= 0) {
+    const std::vector<int64_t>& offset = attrs.GetInts(kLocalOffset);
+    if (offset.size() != shapes[0].size()) ThrowInvalid(std::string("attrs.") + kLocalOffset, "must have x's rank");
+    piece.first = offset[piece.axis];
+  }
+  return piece;
+}
+
+// layer_norm / rms_norm on a piece: x split at begin_norm_axis into rows and the piece's
+// normalised elements; only dim begin_norm_axis may be a piece (the later ones are whole,
+// as the rule requires), so the piece's elements are the contiguous run of the flattened
+// normalised dims starting at offset[begin] * inner. The parameters (inputs 1..params) are
+// whole: [n] of the global x (localized __global_shape; x's own shape unsharded). The
+// caller has checked the arity; `shapes` are the inputs' shapes.
+struct NormPiece {
+  int64_t begin = 0;
+  int64_t rows = 1;
+  int64_t n = 1;                     // the piece's normalised elements per row
+  int64_t first = 0;                 // their position in the flattened normalised dims
+  std::vector<int64_t> stats_shape;  // x.shape[:begin]
+};
+inline NormPiece PlanNormPiece(const std::vector<std::vector<int64_t>>& shapes, const Attrs& attrs,
+                               size_t params) {
+  (void)attrs.GetFloat("epsilon");
+  const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
+  const std::vector<int64_t>& x = shapes[0];
+  const auto rank = static_cast<int64_t>(x.size());
+  NormPiece piece;
+  piece.begin = shape::NormalizeAxis(begin_norm_axis, rank, "attrs.begin_norm_axis");
+  const std::vector<int64_t> global =
+      attrs.Has(kLocalGlobalShape) ? attrs.GetInts(kLocalGlobalShape) : x;
+  const std::vector<int64_t> offset =
+      attrs.Has(kLocalOffset) ? attrs.GetInts(kLocalOffset) : std::vector<int64_t>(x.size(), 0);
+  if (global.size() != x.size() || offset.size() != x.size()) {
+    ThrowInvalid(std::string("attrs.") + kLocalGlobalShape, "must have x's rank");
+  }
+  int64_t inner = 1, global_n = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d < piece.begin) {
+      piece.rows *= x[d];
+      piece.stats_shape.push_back(x[d]);
+      continue;
+    }
+    global_n *= global[d];
+    if (d > piece.begin) {
+      if (x[d] != global[d]) {
+        ThrowInvalid(shape::InputField(0, "shape"), "only dim begin_norm_axis may be a piece of the normalised dims");
+      }
+      inner *= x[d];
+    }
+  }
+  if (global_n == 0) {
+    ThrowInvalid(shape::InputField(0, "shape"),
+                 "normalising over an empty set of elements of " + shape::ShapeString(global));
+  }
+  piece.n = x[piece.begin] * inner;
+  piece.first = offset[piece.begin] * inner;
+  if (piece.first < 0 || piece.first + piece.n > global_n) {
+    ThrowInvalid(std::string("attrs.") + kLocalOffset, "the piece lies outside the normalised dims");
+  }
+  for (size_t p = 1; p <= params; ++p) {
+    if (shapes[p] != std::vector<int64_t>{global_n}) {
+      ThrowInvalid(shape::InputField(p, "shape"),
+                   "expected [" + std::to_string(global_n) + "], got " + shape::ShapeString(shapes[p]));
+    }
+  }
+  return piece;
+}
+
+// ---- softmax / log_softmax: the piece's max and sum of exp(x - max) ----------------------
+
+inline constexpr int64_t kSoftmaxStats = 2;
+
+// Summarises `len` values at x[0], x[stride], ...: {max (-inf when empty), sum exp(x - max)}.
+template <typename T>
+void SoftmaxStats(const T* x, int64_t len, int64_t stride, double* stats) {
+  T max = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < len; ++j) max = x[j * stride] > max ? x[j * stride] : max;
+  T sum = 0;
+  for (int64_t j = 0; j < len; ++j) sum += std::exp(x[j * stride] - max);
+  stats[0] = static_cast<double>(max);
+  stats[1] = static_cast<double>(sum);
+}
+
+struct SoftmaxRow {
+  double max;  // the whole row's max
+  double sum;  // the whole row's sum of exp(x - max)
+};
+
+// The whole row from `pieces` summaries (piece p's at stats[p * piece_stride]): each
+// piece's sum is rescaled to the row's max; empty pieces add nothing.
+inline SoftmaxRow CombineSoftmax(const double* stats, int64_t pieces, int64_t piece_stride) {
+  SoftmaxRow row{-std::numeric_limits<double>::infinity(), 0.0};
+  for (int64_t p = 0; p < pieces; ++p) {
+    const double m = stats[p * piece_stride];
+    row.max = m > row.max ? m : row.max;
+  }
+  for (int64_t p = 0; p < pieces; ++p) {
+    const double* s = stats + p * piece_stride;
+    if (s[1] > 0.0) row.sum += s[1] * std::exp(s[0] - row.max);
+  }
+  return row;
+}
+
+// ---- softmax_grad: the piece's part of the row's dot product sum(out_grad * out) ----------
+
+inline constexpr int64_t kDotStats = 1;
+
+template <typename T>
+void DotStats(const T* out, const T* out_grad, int64_t len, int64_t stride, double* stats) {
+  T dot = 0;
+  for (int64_t j = 0; j < len; ++j) dot += out_grad[j * stride] * out[j * stride];
+  stats[0] = static_cast<double>(dot);
+}
+
+inline double CombineDot(const double* stats, int64_t pieces, int64_t piece_stride) {
+  double dot = 0.0;
+  for (int64_t p = 0; p < pieces; ++p) dot += stats[p * piece_stride];
+  return dot;
+}
+
+// ---- layer_norm: count, mean and M2 (the sum of squared deviations from the mean) ---------
+
+inline constexpr int64_t kMomentStats = 3;
+
+// Summarises `n` contiguous values: {n, mean, M2}, two passes (no E[x^2] - E[x]^2
+// cancellation); {0, 0, 0} when empty.
+template <typename T>
+void MomentStats(const T* x, int64_t n, double* stats) {
+  T mean = 0;
+  for (int64_t j = 0; j < n; ++j) mean += x[j];
+  mean = n > 0 ? mean / static_cast<T>(static_cast<double>(n)) : T(0);
+  T m2 = 0;
+  for (int64_t j = 0; j < n; ++j) m2 += (x[j] - mean) * (x[j] - mean);
+  stats[0] = static_cast<double>(n);
+  stats[1] = static_cast<double>(mean);
+  stats[2] = static_cast<double>(m2);
+}
+
+struct Moments {
+  double count;
+  double mean;
+  double m2;
+};
+
+// The whole row's moments from `pieces` summaries, merged pairwise in piece order (Chan,
+// Golub and LeVeque): the mean moves by the count-weighted difference and M2 gains the
+// between-piece term, so no piece's squares are subtracted from another's.
+inline Moments CombineMoments(const double* stats, int64_t pieces, int64_t piece_stride) {
+  Moments all{0.0, 0.0, 0.0};
+  for (int64_t p = 0; p < pieces; ++p) {
+    const double* s = stats + p * piece_stride;
+    const double count = s[0];
+    if (count <= 0.0) continue;
+    const double total = all.count + count;
+    const double delta = s[1] - all.mean;
+    all.mean += delta * (count / total);
+    all.m2 += s[2] + delta * delta * (all.count * count / total);
+    all.count = total;
+  }
+  return all;
+}
+
+// ---- rms_norm: count and sum of squares ---------------------------------------------------
+
+inline constexpr int64_t kSquareStats = 2;
+
+template <typename T>
+void SquareStats(const T* x, int64_t n, double* stats) {
+  T sq = 0;
+  for (int64_t j = 0; j < n; ++j) sq += x[j] * x[j];
+  stats[0] = static_cast<double>(n);
+  stats[1] = static_cast<double>(sq);
+}
+
+struct Squares {
+  double count;
+  double sum;
+};
+
+inline Squares CombineSquares(const double* stats, int64_t pieces, int64_t piece_stride) {
+  Squares all{0.0, 0.0};
+  for (int64_t p = 0; p < pieces; ++p) {
+    all.count += stats[p * piece_stride];
+    all.sum += stats[p * piece_stride + 1];
+  }
+  return all;
+}
+
+// ---- cumsum: the piece's first position along the axis and its total ----------------------
+
+inline constexpr int64_t kPrefixStats = 2;
+
+template <typename T>
+void PrefixStats(const T* x, int64_t len, int64_t stride, int64_t first, double* stats) {
+  T total = 0;
+  for (int64_t j = 0; j < len; ++j) total += x[j * stride];
+  stats[0] = static_cast<double>(first);
+  stats[1] = static_cast<double>(total);
+}
+
+// What the pieces before the piece starting at `first` add to its running sums: the totals
+// of the pieces that start before it (after it when `reverse`: the sum runs from the end).
+// Pieces are told apart by their first position, so the gather's order does not matter; an
+// empty piece adds 0 wherever it claims to start.
+inline double PrefixBefore(const double* stats, int64_t pieces, int64_t piece_stride, int64_t first,
+                           bool reverse) {
+  double prefix = 0.0;
+  const double own = static_cast<double>(first);
+  for (int64_t p = 0; p < pieces; ++p) {
+    const double* s = stats + p * piece_stride;
+    if (reverse ? s[0] > own : s[0] < own) prefix += s[1];
+  }
+  return prefix;
+}
+
+}  // namespace spmd::norm_pieces

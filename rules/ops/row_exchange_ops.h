@@ -1,0 +1,8 @@
+// The row reductions whose reduced axis may stay sharded through an exchange
+// (OpDecl::exchange; the arithmetic in rules/ops/norm_pieces.h): each has the phases
+// Phase::kStats and kFinish (rules/engine/phase.h). The reference, CPU and CUDA tables, keyed by
+// (op, phase), are generated from this list, so a missing phase does not link.
+#pragma once
+
+#define SPMD_FOR_EACH_ROW_EXCHANGE_OP(X) \
+  X(softmax) X(log_softmax) X(softmax_grad) X(layer_norm) X(rms_norm) X(cumsum)

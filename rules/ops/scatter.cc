@@ -1,0 +1,195 @@
+// Index-driven reads and writes with Paddle's names, attrs and argument orders: gather_nd,
+// scatter, scatter_nd_add. The dims an index addresses are read (or written) across
+// shards, so they are forced replicated, except scatter's row dim, which stays sharded:
+// a shard holding x's rows [start, start + n) applies only the updates that land there
+// (the localizer passes the shard's first row), and out keeps x's row sharding.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rules/model/error.h"
+#include "rules/ops/indexing_plan.h"
+#include "rules/engine/notation.h"
+#include "rules/engine/registry.h"
+#include "rules/ops/vjp_util.h"
+
+// The VJPs of this file's ops (rules/engine/vjp.h), attached below with
+// `.Vjp(vjps::Name)`.
+namespace spmd::vjps {
+namespace {
+
+using notation::Ints;
+using notation::MakeAttrs;
+using Ref = VjpRef;
+
+// gather_nd: scatter_nd_add of the cotangent into zeros; scatter_nd_add: x gets the
+// cotangent, updates gather_nd of it. The index gets none.
+// gather_nd: x gets every row's cotangent added at its tuple (repeats add up), the index
+// none.
+VjpGraph GatherNd(const RuleContext&) {
+  VjpGraph g;
+  g.input_grads = {g.Add("scatter_nd_add", {Zeros(g, Ref::Input(0)), Ref::Input(1), Ref::OutputGrad(0)}),
+                   std::nullopt};
+  return g;
+}
+
+// scatter_nd_add: x gets g, updates the rows of g at their tuples, the index none.
+VjpGraph ScatterNdAdd(const RuleContext&) {
+  VjpGraph g;
+  g.input_grads = {Ref::OutputGrad(0), std::nullopt, g.Add("gather_nd", {Ref::OutputGrad(0), Ref::Input(1)})};
+  return g;
+}
+
+// scatter: x gets the cotangent with the named rows zeroed; updates the named rows
+// (overwrite: only the last update to a row, found by scattering the positions).
+// scatter: the rows the index names come from the updates in both modes, so x gets g with
+// those rows zeroed (a scatter of zeros). Accumulate mode: update i gets g's row index[i].
+// Overwrite mode: only the last update to a row reaches out, so the others get 0 (Paddle's
+// kernel gives every one the row). The winner is found with the updates' positions
+// 1..N (a cumsum of ones, in float64 so that every position is exact): scatter them into
+// a zero x, read back each update's row, and an update whose row holds a later position
+// lost.
+VjpGraph Scatter(const RuleContext& c) {
+  VjpGraph g;
+  const Ref index = Ref::Input(1);
+  const Ref x_grad = g.Add("scatter", {Ref::OutputGrad(0), index, Zeros(g, Ref::Input(2))},
+                           MakeAttrs({{"overwrite", true}}));
+  const Ref rows = g.Add("gather", {Ref::OutputGrad(0), index}, MakeAttrs({{"axis", int64_t{0}}}));
+  if (!c.attrs.GetBool("overwrite")) {
+    g.input_grads = {x_grad, std::nullopt, rows};
+    return g;
+  }
+  const auto wide = [&g](Ref t) { return g.Add("cast", {t}, MakeAttrs({{"dtype", std::string("float64")}})); };
+  const Ref position = g.Add("cumsum", {wide(Filled(g, Ref::Input(2), 1))}, MakeAttrs({{"axis", int64_t{0}}}));
+  const Ref winners = g.Add("scatter", {wide(Zeros(g, Ref::Input(0))), index, position},
+                            MakeAttrs({{"overwrite", true}}));
+  const Ref winner = g.Add("gather", {winners, index}, MakeAttrs({{"axis", int64_t{0}}}));
+  const Ref lost = g.Add("greater_than", {winner, position});
+  g.input_grads = {x_grad, std::nullopt, Drop(g, lost, rows)};
+  return g;
+}
+
+}  // namespace
+}  // namespace spmd::vjps
+
+namespace spmd::declare {
+namespace {
+
+using notation::Letters;
+using notation::MakeAttrs;
+
+int Rank(const RuleContext& c, size_t i) { return static_cast<int>(c.input_shapes[i].size()); }
+
+// Ids of an index into x's first `depth` dims: in [0, the smallest of those dims), so that
+// every column is in range (the generators have one bound per input).
+InputValues DepthIds(const Shape& x, int depth) {
+  int64_t bound = 0;
+  for (int d = 0; d < depth; ++d) bound = d == 0 ? x[d] : std::min(bound, x[d]);
+  return {ValueKind::kIndex, depth == 0 ? 1 : bound};
+}
+
+// A batch of index rows for an example: `count`, or 0 when an addressed dim of x is empty.
+int64_t Rows(const Shape& x, int depth, int64_t count) {
+  for (int d = 0; d < depth; ++d) {
+    if (x[d] == 0) return 0;
+  }
+  return count;
+}
+
+}  // namespace
+
+// gather_nd(x, index): index `..., K` holds K-tuples addressing x's first K dims; out =
+// index.shape[:-1] + x.shape[K:], each row the slice x[tuple]. x `ab|cd` (K = 2), index
+// `pqk`, out `pqcd`, R(a, b, k): the addressed dims and the tuple dim are read whole.
+OpDecl gather_nd() {
+  return OpBuilder("gather_nd").Inputs({"x", "index"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::GatherNd)
+      .Einsum([](const RuleContext& c) {
+        const int depth = static_cast<int>(indexing_plan::PlanGatherNd(c.input_shapes[0], c.input_shapes[1]).depth);
+        const int x_rank = Rank(c, 0);
+        const int batch = Rank(c, 1) - 1;
+        const std::string x = Letters(x_rank);
+        const std::string b = Letters(batch, static_cast<char>('a' + x_rank));
+        const std::string k(1, static_cast<char>('a' + x_rank + batch));
+        if (x_rank + batch + 1 > 26) ThrowUnsupported("inputs", "more than 26 dims in all");
+        return notation::FromLetters({x, b + k}, {b + x.substr(static_cast<size_t>(depth))},
+                                     x.substr(0, static_cast<size_t>(depth)) + k);
+      })
+      .Values([](const RuleContext& c) {
+        const int depth = c.input_shapes[1].empty() ? 0 : static_cast<int>(c.input_shapes[1].back());
+        return std::vector<InputValues>{{}, DepthIds(c.input_shapes[0], std::min(depth, Rank(c, 0)))};
+      })
+      .Examples([](const SizePalette& p) {
+        const Shape x3 = {p[0], p[1], p[2]};
+        const Shape x2 = {p[0], p[1]};
+        return std::vector<Example>{{{x3, {Rows(x3, 2, p[3]), 2}}, Attrs()},
+                                    {{x2, {Rows(x2, 1, p[2]), p[3], 1}}, Attrs()},
+                                    {{x2, {Rows(x2, 2, 3), 2}}, Attrs()}};
+      });
+}
+
+// scatter(x, index, updates, overwrite): index 1-D of N row ids of x, updates `N` rows
+// of x's row shape. overwrite: out[index[i]] = updates[i] (a repeated id: the last
+// wins); else the rows named are zeroed, then every update added to its row. x `ab`,
+// index `n`, updates `nb`, out `ab`, R(n); x's rows may stay sharded (localized).
+OpDecl scatter() {
+  return OpBuilder("scatter").Inputs({"x", "index", "updates"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Vjp(vjps::Scatter)
+      .Attr("overwrite", AttrKind::kBool, true)
+      .Einsum([](const RuleContext& c) {
+        indexing_plan::PlanScatter(c.input_shapes[0], c.input_shapes[1], c.input_shapes[2], c.attrs);
+        const std::string x = Letters(Rank(c, 0));
+        const std::string n(1, static_cast<char>('a' + Rank(c, 0)));
+        return notation::FromLetters({x, n, n + x.substr(1)}, {x}, n);
+      })
+      .Values([](const RuleContext& c) {
+        const int64_t rows = c.input_shapes[0].empty() ? 0 : c.input_shapes[0][0];
+        return std::vector<InputValues>{{}, {ValueKind::kIndex, rows}, {}};
+      })
+      .Localize([](const LocalContext& c) {
+        return c.attrs.With(kLocalVocabStart, c.input_offsets[0][0]);
+      })
+      .Examples([](const SizePalette& p) {
+        const int64_t n = p[0] == 0 ? 0 : p[2];
+        return std::vector<Example>{
+            {{{p[0], p[1]}, {n}, {n, p[1]}}, Attrs()},
+            {{{p[0], p[1], p[3]}, {n}, {n, p[1], p[3]}}, MakeAttrs({{"overwrite", false}})}};
+      });
+}
+
+// scatter_nd_add(x, index, updates): index `..., K` of K-tuples into x's first K dims,
+// updates index.shape[:-1] + x.shape[K:]; out = x plus each update added at its tuple.
+// x `ab|c`, index `pk`, updates `pc`, out `abc`, R(a, b, p, k): a batch shard would add
+// x once per shard.
+OpDecl scatter_nd_add() {
+  return OpBuilder("scatter_nd_add").Inputs({"x", "index", "updates"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Vjp(vjps::ScatterNdAdd)
+      .Einsum([](const RuleContext& c) {
+        const int depth = static_cast<int>(
+            indexing_plan::PlanScatterNdAdd(c.input_shapes[0], c.input_shapes[1], c.input_shapes[2]).depth);
+        const int x_rank = Rank(c, 0);
+        const int batch = Rank(c, 1) - 1;
+        if (x_rank + batch + 1 > 26) ThrowUnsupported("inputs", "more than 26 dims in all");
+        const std::string x = Letters(x_rank);
+        const std::string b = Letters(batch, static_cast<char>('a' + x_rank));
+        const std::string k(1, static_cast<char>('a' + x_rank + batch));
+        const std::string tail = x.substr(static_cast<size_t>(depth));
+        return notation::FromLetters({x, b + k, b + tail}, {x}, x.substr(0, static_cast<size_t>(depth)) + b + k);
+      })
+      .Values([](const RuleContext& c) {
+        const int depth = c.input_shapes[1].empty() ? 0 : static_cast<int>(c.input_shapes[1].back());
+        return std::vector<InputValues>{{}, DepthIds(c.input_shapes[0], std::min(depth, Rank(c, 0))), {}};
+      })
+      .Examples([](const SizePalette& p) {
+        const Shape x3 = {p[0], p[1], p[2]};
+        const int64_t n = Rows(x3, 2, p[3]);
+        const int64_t m = Rows(x3, 1, 2);
+        return std::vector<Example>{{{x3, {n, 2}, {n, p[2]}}, Attrs()},
+                                    {{x3, {m, 3, 1}, {m, 3, p[1], p[2]}}, Attrs()}};
+      });
+}
+
+}  // namespace spmd::declare

@@ -1,0 +1,88 @@
+// The arithmetic of a softmax cross entropy whose class axis is split into pieces held by
+// different ranks (c_softmax_with_cross_entropy): each piece summarises every row in four
+// numbers, the pieces' summaries are gathered, and each rank finishes its own piece from
+// them. Shared by the op's float64 phases (reference/) and its CPU kernel phases
+// (kernels/cpu/), so that the distributed computation is written once; the op's reference
+// itself is the plain single-device softmax cross entropy, which the checker compares it
+// with.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "rules/model/attrs.h"
+#include "rules/model/error.h"
+
+namespace spmd::softmax_pieces {
+
+// The attrs of Paddle's c_softmax ops besides ignore_index: ring_id, rank and nranks name
+// Paddle's communicator and piece; spmdkit takes both from the layout, so they are checked
+// for range only (InvalidArgument naming the attr).
+inline void CheckPaddleCommAttrs(const Attrs& attrs) {
+  (void)attrs.GetInt("ignore_index");
+  if (attrs.GetInt("ring_id") < 0) ThrowInvalid("attrs.ring_id", "must be >= 0");
+  const int64_t rank = attrs.GetInt("rank");
+  const int64_t nranks = attrs.GetInt("nranks");
+  if (nranks < 0) ThrowInvalid("attrs.nranks", "must be >= 0");
+  if (rank < 0 || (nranks > 0 && rank >= nranks)) {
+    ThrowInvalid("attrs.rank", "must be in [0, nranks) (0 when nranks is 0)");
+  }
+}
+
+// A row's summary of one piece: the piece's max logit (-inf for an empty piece), the sum
+// of exp(logit - max) over the piece, the label's logit if the piece holds the label (else
+// 0), and whether it does (1 or 0).
+inline constexpr int64_t kStats = 4;
+
+// Summarises one row of a piece: `len` logits at x[0], x[stride], ...; the piece holds the
+// classes [start, start + len); `label` is the row's class, `ignored` when it is the
+// ignore_index (then no piece holds it).
+template <typename T>
+void PieceStats(const T* x, int64_t len, int64_t stride, int64_t label, int64_t start, bool ignored,
+                T* stats) {
+  T max = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < len; ++j) max = x[j * stride] > max ? x[j * stride] : max;
+  T sum = 0;
+  for (int64_t j = 0; j < len; ++j) sum += std::exp(x[j * stride] - max);
+  const bool holds = !ignored && label >= start && label - start < len;
+  stats[0] = max;
+  stats[1] = sum;
+  stats[2] = holds ? x[(label - start) * stride] : T(0);
+  stats[3] = holds ? T(1) : T(0);
+}
+
+// The whole row from its pieces' summaries (piece p's at stats[p * piece_stride]), combined
+// in piece order: the row's max, the sum of exp(logit - max), the label's logit and the
+// number of pieces that held the label.
+template <typename T>
+struct Row {
+  T max;
+  T sum;
+  T target;
+  int64_t holders;
+};
+
+template <typename T>
+Row<T> Combine(const T* stats, int64_t pieces, int64_t piece_stride) {
+  Row<T> row{-std::numeric_limits<T>::infinity(), T(0), T(0), 0};
+  for (int64_t p = 0; p < pieces; ++p) {
+    const T m = stats[p * piece_stride];
+    row.max = m > row.max ? m : row.max;
+  }
+  for (int64_t p = 0; p < pieces; ++p) {
+    const T* s = stats + p * piece_stride;
+    if (s[1] > T(0)) row.sum += s[1] * std::exp(s[0] - row.max);  // empty pieces add nothing
+    row.target += s[2];
+    row.holders += s[3] > T(0) ? 1 : 0;
+  }
+  return row;
+}
+
+// The loss of a row: log(sum) + max - target (0 for an ignored row).
+template <typename T>
+T Loss(const Row<T>& row, bool ignored) {
+  return ignored ? T(0) : std::log(row.sum) + row.max - row.target;
+}
+
+}  // namespace spmd::softmax_pieces

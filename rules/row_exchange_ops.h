@@ -1,8 +1,0 @@
-// The row reductions whose reduced axis may stay sharded through an exchange
-// (OpDecl::exchange; the arithmetic in rules/norm_pieces.h): each has the phases
-// Phase::kStats and kFinish (rules/phase.h). The reference, CPU and CUDA tables, keyed by
-// (op, phase), are generated from this list, so a missing phase does not link.
-#pragma once
-
-#define SPMD_FOR_EACH_ROW_EXCHANGE_OP(X) \
-  X(softmax) X(log_softmax) X(softmax_grad) X(layer_norm) X(rms_norm) X(cumsum)
