@@ -221,7 +221,9 @@ Tensor RunEinsum(const TensorArgs& inputs, const EinsumEquation& spec,
     ValuesAs<T> v(inputs[i]);
     Term<T> t;
     t.letters = spec.operands[i];
-    t.shape = inputs[i].shape();
+    // The shape of the kept letters: a dropped broadcast dim (size 1) leaves the data as it
+    // is but must leave the shape too, or the letters and the dims no longer line up.
+    t.shape = ShapeOf<T>(t.letters, size);
     t.data.assign(v.data(), v.data() + inputs[i].numel());
     return t;
   };

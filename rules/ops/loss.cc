@@ -3,6 +3,7 @@
 // vocabulary-parallel c_softmax_with_cross_entropy (its class axis exchanged) and its grad.
 #include "rules/model/error.h"
 #include "rules/ops/loss_plan.h"
+#include "rules/ops/softmax_pieces.h"
 #include "rules/engine/notation.h"
 #include "rules/engine/registry.h"
 #include "rules/ops/vjp_util.h"
@@ -95,6 +96,7 @@ struct ClassLastLetters {
   std::string letters, rows;
 };
 ClassLastLetters ClassLast(const RuleContext& c, const char* what) {
+  softmax_pieces::CheckPaddleCommAttrs(c.attrs);  // the reference's and kernels' order: attrs first
   const int rank = static_cast<int>(c.input_shapes[0].size());
   if (rank == 0) ThrowInvalid("inputs[0].shape", std::string(what) + " needs a class dim");
   const std::string letters = notation::Letters(rank);
