@@ -1,13 +1,13 @@
 // The rule, the reference and the CPU kernel validate a request once, the same way (the
-// shared helpers of rules/engine/shape_util.h and the op plans of rules/ops/*_plan.h): on every einsum
-// equation below, and on every example of the shape, indexing, scatter, sort, random,
-// sum / mean, softmax_grad, normalisation, embedding and softmax cross entropy ops with its
-// attrs and shapes mutated, they all accept, or all refuse with the same error type and
-// field. Without the shared parser the rule accepted "ij, jk->ik" that the others
-// refused, and called "i.j" InvalidArgument where the reference said Unsupported; without
-// the plans the rule refused a 0-d concat naming inputs[0].shape where the others named
-// attrs.axis, squeeze's rule refused a repeated axis the others accepted, and layer_norm's
-// rule refused a negative begin_norm_axis the others normalised.
+// shared helpers of rules/engine/shape_util.h and the op plans of rules/ops/*_plan.h): on
+// every einsum equation below, and on every example of every registered op with its attrs
+// and shapes mutated (the planned families first, with their own edge cases), they all
+// accept, or all refuse with the same error type and field. Without the shared parser the
+// rule accepted "ij, jk->ik" that the others refused, and called "i.j" InvalidArgument
+// where the reference said Unsupported; without the plans the rule refused a 0-d concat
+// naming inputs[0].shape where the others named attrs.axis, squeeze's rule refused a
+// repeated axis the others accepted, and layer_norm's rule refused a negative
+// begin_norm_axis the others normalised.
 #include <cstring>
 #include <optional>
 #include <stdexcept>
