@@ -67,16 +67,7 @@ namespace {
 // [..., 1] of ids; the attrs Paddle passes (ring_id, rank, nranks) are checked for range
 // only: spmdkit takes the piece from the layout.
 void CheckCSoftmaxInputs(const Tensors& inputs, const Attrs& attrs, size_t arity) {
-  softmax_pieces::CheckPaddleCommAttrs(attrs);
-  CheckArity(inputs, arity);
-  const Tensor& logits = inputs[0];
-  if (logits.shape.empty()) ThrowInvalid(InputField(0, "shape"), "logits need a class dim, got []");
-  Shape label_shape = logits.shape;
-  label_shape.back() = 1;
-  if (inputs[1].shape != label_shape) {
-    ThrowInvalid(InputField(1, "shape"), "label must have shape " + ShapeToString(label_shape) +
-                                             ", got " + ShapeToString(inputs[1].shape));
-  }
+  (void)plan::PlanCSoftmax(plan::ShapesOf(inputs), attrs, arity, {1});
 }
 
 }  // namespace
@@ -160,18 +151,8 @@ Tensors c_softmax_with_cross_entropy_finish(const Tensors& inputs, const Attrs& 
 // (localized __vocab_start, __global_shape) the one-hot lands only where the piece holds
 // the label; labels are checked against the global class count.
 Tensors c_softmax_with_cross_entropy_grad(const Tensors& inputs, const Attrs& attrs) {
-  softmax_pieces::CheckPaddleCommAttrs(attrs);
-  CheckArity(inputs, 3);
+  (void)plan::PlanCSoftmax(plan::ShapesOf(inputs), attrs, 3, {1, 2});
   const Tensor& softmax = inputs[0];
-  if (softmax.shape.empty()) ThrowInvalid(InputField(0, "shape"), "softmax needs a class dim, got []");
-  Shape row_shape = softmax.shape;
-  row_shape.back() = 1;
-  for (size_t i : {size_t{1}, size_t{2}}) {
-    if (inputs[i].shape != row_shape) {
-      ThrowInvalid(InputField(i, "shape"), "must have shape " + ShapeToString(row_shape) + ", got " +
-                                               ShapeToString(inputs[i].shape));
-    }
-  }
   const int64_t len = softmax.shape.back();
   const int64_t start = attrs.Has(kLocalVocabStart) ? attrs.GetInt(kLocalVocabStart) : 0;
   const int64_t classes = attrs.Has(kLocalGlobalShape) ? attrs.GetInts(kLocalGlobalShape).back() : len;

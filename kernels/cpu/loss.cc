@@ -37,26 +37,11 @@ using rows::ViewFromAxisAttr;
 
 namespace {
 
-// inputs[0] is [..., C] and each of `rows_of` is [..., 1]. Returns the rows.
-int64_t CheckClassRows(const TensorArgs& inputs, std::initializer_list<size_t> rows_of) {
-  if (inputs[0].rank() == 0) ThrowInvalid(InputField(0, "shape"), "needs a class dim, got []");
-  Shape row_shape = inputs[0].shape();
-  row_shape.back() = 1;
-  for (size_t i : rows_of) {
-    if (inputs[i].shape() != row_shape) {
-      ThrowInvalid(InputField(i, "shape"), "must have shape " + ShapeToString(row_shape) + ", got " +
-                                               ShapeToString(inputs[i].shape()));
-    }
-  }
-  return inputs[1].numel();
-}
 
 // The checks of c_softmax_with_cross_entropy and its phases (as the reference's): the
 // attrs, logits [..., C], label [..., 1]. Returns the rows.
 int64_t CheckCSoftmax(const TensorArgs& inputs, const Attrs& attrs, size_t arity) {
-  softmax_pieces::CheckPaddleCommAttrs(attrs);
-  CheckArity(inputs, arity);
-  return CheckClassRows(inputs, {1});
+  return plan::PlanCSoftmax(plan::ShapesOf(inputs), attrs, arity, {1});
 }
 
 // Every row's four numbers (softmax_pieces::PieceStats) of the piece starting at `start`,
@@ -167,9 +152,7 @@ Tensors c_softmax_with_cross_entropy_finish(const TensorArgs& inputs, const Attr
 // (softmax - onehot(label)) * loss_grad along the last dim, 0 on ignored rows; on a piece
 // (localized __vocab_start, __global_shape) the one-hot lands where the piece holds the label.
 Tensors c_softmax_with_cross_entropy_grad(const TensorArgs& inputs, const Attrs& attrs) {
-  softmax_pieces::CheckPaddleCommAttrs(attrs);
-  CheckArity(inputs, 3);
-  const int64_t rows = CheckClassRows(inputs, {1, 2});
+  const int64_t rows = plan::PlanCSoftmax(plan::ShapesOf(inputs), attrs, 3, {1, 2});
   const int64_t len = inputs[0].shape().back();
   const int64_t start = attrs.Has(kLocalVocabStart) ? attrs.GetInt(kLocalVocabStart) : 0;
   const int64_t classes = attrs.Has(kLocalGlobalShape) ? attrs.GetInts(kLocalGlobalShape).back() : len;

@@ -1,9 +1,10 @@
 // The softmax cross entropies: cross_entropy_with_softmax and its grad (checked by their
 // plans, rules/ops/loss_plan.h; the class axis forced replicated), and Paddle's
 // vocabulary-parallel c_softmax_with_cross_entropy (its class axis exchanged) and its grad.
+#include <initializer_list>
+
 #include "rules/model/error.h"
 #include "rules/ops/loss_plan.h"
-#include "rules/ops/softmax_pieces.h"
 #include "rules/engine/notation.h"
 #include "rules/engine/registry.h"
 #include "rules/ops/vjp_util.h"
@@ -95,10 +96,9 @@ OpBuilder& CSoftmaxAttrs(OpBuilder& op) {
 struct ClassLastLetters {
   std::string letters, rows;
 };
-ClassLastLetters ClassLast(const RuleContext& c, const char* what) {
-  softmax_pieces::CheckPaddleCommAttrs(c.attrs);  // the reference's and kernels' order: attrs first
+ClassLastLetters ClassLast(const RuleContext& c, size_t arity, std::initializer_list<size_t> rows_of) {
+  (void)plan::PlanCSoftmax(c.input_shapes, c.attrs, arity, rows_of);
   const int rank = static_cast<int>(c.input_shapes[0].size());
-  if (rank == 0) ThrowInvalid("inputs[0].shape", std::string(what) + " needs a class dim");
   const std::string letters = notation::Letters(rank);
   return {letters, letters.substr(0, rank - 1) + "1"};
 }
@@ -118,7 +118,7 @@ OpDecl c_softmax_with_cross_entropy() {
       .Outputs({"softmax", "loss"})
       .Tolerance(ToleranceClass::kCrossEntropy)
       .Einsum([](const RuleContext& c) {
-        const auto [letters, rows] = ClassLast(c, "logits");
+        const auto [letters, rows] = ClassLast(c, 2, {1});
         return notation::FromLetters({letters, rows}, {letters, rows});
       })
       .ExchangeAlong(0, [](const RuleContext& c) { return static_cast<int>(c.input_shapes[0].size()) - 1; })
@@ -145,7 +145,7 @@ OpDecl c_softmax_with_cross_entropy_grad() {
       .Outputs({"logits_grad"})
       .Tolerance(ToleranceClass::kPointwise)
       .Einsum([](const RuleContext& c) {
-        const auto [letters, rows] = ClassLast(c, "softmax");
+        const auto [letters, rows] = ClassLast(c, 3, {1, 2});
         return notation::FromLetters({letters, rows, rows}, {letters});
       })
       .Values([](const RuleContext& c) {

@@ -4,15 +4,19 @@
 // kernels (kernels/cuda/loss.cu). Header-only; no value arithmetic.
 //
 // Example: logits [4, 10], axis -1, a hard label [4, 1] -> softmax [4, 10], loss [4, 1].
+// And Paddle's vocabulary-parallel c_softmax_with_cross_entropy, its grad and its phases
+// (PlanCSoftmax).
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "rules/model/attrs.h"
 #include "rules/model/error.h"
 #include "rules/engine/op_plan.h"
 #include "rules/engine/shape_util.h"
+#include "rules/ops/softmax_pieces.h"
 
 namespace spmd::plan {
 
@@ -73,6 +77,28 @@ inline CrossEntropyPlan PlanCrossEntropyGrad(const Shapes& shapes, const Attrs& 
                                                     ", got " + shape::ShapeString(shapes[2]));
   }
   return p;
+}
+
+// c_softmax_with_cross_entropy (logits, label[, gathered statistics]) and its grad (softmax,
+// label, loss_grad): Paddle's ring_id, rank and nranks checked for range, `arity` inputs,
+// input 0 of [..., C] (the class dim last) and each input of `rows_of` of [..., 1]. Returns
+// the number of rows. The same checks for the rule, the references and the kernels.
+inline int64_t PlanCSoftmax(const Shapes& shapes, const Attrs& attrs, size_t arity,
+                            std::initializer_list<size_t> rows_of) {
+  softmax_pieces::CheckPaddleCommAttrs(attrs);
+  CheckArity(shapes, arity);
+  if (shapes[0].empty()) ThrowInvalid(shape::InputField(0, "shape"), "needs a class dim, got []");
+  Shape row_shape = shapes[0];
+  row_shape.back() = 1;
+  for (size_t i : rows_of) {
+    if (shapes[i] != row_shape) {
+      ThrowInvalid(shape::InputField(i, "shape"), "must have shape " + shape::ShapeString(row_shape) +
+                                                      ", got " + shape::ShapeString(shapes[i]));
+    }
+  }
+  int64_t rows = 1;
+  for (int64_t d : row_shape) rows *= d;
+  return rows;
 }
 
 }  // namespace spmd::plan
