@@ -19,6 +19,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) == 2 and argv[0] == "--worker":
         return worker(argv[1])
+    if argv and argv[0] == "paddle-tests":
+        from spmdkit.audit.paddle_tests import main as paddle_tests
+        return paddle_tests(argv[1:])
     p = argparse.ArgumentParser(prog="spmd audit", description="Audits another framework's SPMD rules with spmdkit's checker and planner.")
     p.add_argument("framework", choices=["paddle", "dtensor"])
     p.add_argument("--cases", type=int, default=50, help="cases per op (default 50)")

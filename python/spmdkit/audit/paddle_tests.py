@@ -1,0 +1,543 @@
+"""`spmd audit paddle-tests --tests DIR`: Paddle's own SPMD rule unit tests as a held-out
+corpus (docs/AUDIT.md, "The held-out corpus").
+
+Paddle's rule tests (PaddlePaddle/Paddle, test/auto_parallel/spmd_rules/test_*_rule.py) build
+DistTensorSpec inputs on a ProcessMesh, call `get_phi_spmd_rule(name).infer_forward(...)` or
+`.infer_backward(...)` and assert the dims mappings. This module runs each test file under
+the installed paddle with the rule lookup wrapped, so that every call is recorded with
+Paddle's answer (`record`, in a worker process per file: a rule that kills its process costs
+that file's later calls only), then translates each recorded forward call to a spmdkit
+request and judges it (`judge_case`) with the audit's checker and planner (`core`).
+
+The test files' assertions are made no-ops while recording: the answer under test is the
+installed Paddle's own, and a test asserting a newer Paddle's answer would otherwise stop
+before its later calls. A test that fails under the installed Paddle (a newer API) still
+yields the calls it made before failing.
+
+Categories per recorded call:
+  agree            spmdkit's answer lays out every input and output as Paddle's does
+  equal            both sound, different layouts, the same bytes moved
+  spmdkit better   both sound and spmdkit moves fewer bytes, or Paddle's answer is unsound
+  disagree         spmdkit refuses a case Paddle answers, answers with another arity, moves
+                   more bytes than Paddle's sound answer, or is itself unsound
+  not judged       the reason: a rule name spmdkit lacks, a reverse (infer_backward) call,
+                   Paddle's rule raised, or a call not expressible in spmdkit's terms
+Agreement = (agree + equal + spmdkit better) / judged.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence
+
+# ----------------------------------------------------------------------------- recording
+# (runs under paddle, in a worker process: `python -m spmdkit.audit.paddle_tests --record FILE`)
+
+_ASSERTS = ("assertEqual", "assertEquals", "assertNotEqual", "assertTrue", "assertFalse",
+            "assertListEqual", "assertTupleEqual", "assertSetEqual", "assertDictEqual",
+            "assertIn", "assertNotIn", "assertIs", "assertIsNot", "assertIsNone",
+            "assertIsNotNone", "assertGreater", "assertGreaterEqual", "assertLess",
+            "assertLessEqual", "assertAlmostEqual", "assertCountEqual", "assertSequenceEqual")
+
+
+def _partial_of(attr) -> Dict[int, str]:
+    """{mesh axis: reduce type} of a TensorDistAttr (only its printed form names the type)."""
+    from spmdkit.audit.paddle import _PARTIAL_RE, PADDLE_REDUCE
+    if not attr._is_partial():
+        return {}
+    found = {int(d): k for d, k in _PARTIAL_RE.findall(str(attr))}
+    return {int(d): PADDLE_REDUCE.get(found.get(int(d), "SUM"), "sum") for d in attr._partial_dims()}
+
+
+def _install_recorder(calls: List[dict]):
+    """Wraps paddle's rule lookup and DistTensorSpec (whose partial status Python cannot read
+    back: it is taken from the TensorDistAttr the spec is built from)."""
+    import unittest
+
+    from paddle.base import core
+    from paddle.distributed.auto_parallel.static import dist_attribute
+    from spmdkit.audit.paddle import PaddleRules
+
+    reader = PaddleRules.read
+    base_spec = dist_attribute.DistTensorSpec
+
+    class RecordedSpec(base_spec):
+        def __init__(self, *args):
+            super().__init__(*args)
+            src = args[0] if args else None
+            if isinstance(src, base_spec):
+                self._spmd_partial = dict(getattr(src, "_spmd_partial", {}))
+            elif len(args) > 1 and hasattr(args[1], "_is_partial"):
+                self._spmd_partial = _partial_of(args[1])
+            else:
+                self._spmd_partial = {}
+
+    def describe(arg):
+        if isinstance(arg, base_spec):
+            dims = arg.dims_mapping() if callable(arg.dims_mapping) else arg.dims_mapping
+            shape = arg.shape() if callable(arg.shape) else arg.shape
+            mapping = [list(m) if isinstance(m, (list, tuple)) else int(m) for m in dims]
+            return {"tensor": {"shape": [int(s) for s in shape],
+                               "mesh": [int(s) for s in arg.process_mesh().shape],
+                               "dims_mapping": mapping,
+                               "partial": {str(a): o for a, o in getattr(arg, "_spmd_partial", {}).items()}}}
+        if isinstance(arg, (list, tuple)):
+            if any(isinstance(a, base_spec) for a in arg):
+                return {"tensors": [describe(a) for a in arg]}
+            return {"value": [describe(a)["value"] for a in arg]}
+        if isinstance(arg, dict):
+            return {"value": {str(k): describe(v)["value"] for k, v in arg.items()}}
+        if isinstance(arg, (bool, int, float, str)) or arg is None:
+            return {"value": arg}
+        return {"value": repr(arg)}
+
+    def read_all(obj):
+        if isinstance(obj, (list, tuple)):
+            return [read_all(o) for o in obj]
+        layout = reader(None, obj)
+        return {"dims_mapping": layout["dims_mapping"],
+                "partial": {str(a): o for a, o in layout["partial"].items()}}
+
+    class RecordedRule:
+        def __init__(self, name, rule):
+            self._name, self._rule = name, rule
+
+        def _call(self, direction, args):
+            case = {"rule": self._name, "direction": direction, "args": [describe(a) for a in args],
+                    "test": _current_test[0]}
+            try:
+                result = getattr(self._rule, direction)(*args)
+            except BaseException as e:
+                case["raised"] = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+                calls.append(case)
+                raise
+            case["answer"] = {"inputs": read_all(result[0]), "outputs": read_all(result[1])}
+            calls.append(case)
+            return result
+
+        def infer_forward(self, *args):
+            return self._call("infer_forward", args)
+
+        def infer_backward(self, *args):
+            return self._call("infer_backward", args)
+
+    original = core.get_phi_spmd_rule
+
+    def get_phi_spmd_rule(name):
+        return RecordedRule(name, original(name))
+
+    core.get_phi_spmd_rule = get_phi_spmd_rule
+    dist_attribute.DistTensorSpec = RecordedSpec
+    for name in _ASSERTS:
+        setattr(unittest.TestCase, name, lambda self, *a, **k: None)
+
+
+_current_test = [""]
+
+
+def record(path: str) -> dict:
+    """Runs one test file with the recorder installed: {"calls", "tests", "failed"}."""
+    import importlib.util
+    import unittest
+
+    calls: List[dict] = []
+    _install_recorder(calls)
+    failed, tests = [], 0
+    spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        return {"calls": calls, "tests": 0, "failed": [f"import: {type(e).__name__}: {e}"]}
+    suite = unittest.defaultTestLoader.loadTestsFromModule(module)
+
+    def flatten(s):
+        for t in s:
+            if isinstance(t, unittest.TestSuite):
+                yield from flatten(t)
+            else:
+                yield t
+
+    for test in flatten(suite):
+        tests += 1
+        _current_test[0] = test.id().split(".", 1)[-1]
+        result = unittest.TestResult()
+        test.run(result)
+        for _, trace in result.errors + result.failures:
+            failed.append(f"{_current_test[0]}: {trace.strip().splitlines()[-1][:200]}")
+    return {"calls": calls, "tests": tests, "failed": failed}
+
+
+def record_dir(tests_dir: str, python: Optional[str] = None) -> List[dict]:
+    """Records every test_*.py under tests_dir, one worker process per file:
+    [{"file", "calls", "tests", "failed"}]."""
+    python = python or sys.executable
+    files = sorted(glob.glob(os.path.join(tests_dir, "test_*.py")))
+    out = []
+    for path in files:
+        proc = subprocess.run([python, "-m", "spmdkit.audit.paddle_tests", "--record", path],
+                              capture_output=True, text=True)
+        lines = [l for l in proc.stdout.splitlines() if l.startswith("{\"calls\"")]
+        if lines:
+            rec = json.loads(lines[-1])
+        else:
+            rec = {"calls": [], "tests": 0,
+                   "failed": [f"the worker exited with status {proc.returncode}: "
+                              f"{(proc.stderr.strip().splitlines() or [''])[-1][:200]}"]}
+        rec["file"] = os.path.basename(path)
+        out.append(rec)
+    return out
+
+
+# ----------------------------------------------------------------------------- translating
+
+
+class NotJudged(Exception):
+    """The recorded call has no spmdkit counterpart; the message says why."""
+
+
+def _paddle_to_spmdkit() -> Dict[str, tuple]:
+    """Paddle rule name -> (spmdkit op, [argument builders]) from the live audit's table."""
+    from spmdkit.audit.paddle import OPS
+    table: Dict[str, tuple] = {}
+    for op in OPS:
+        for name in op.paddle_names:
+            table.setdefault(name, (op.name, op.signatures))
+    return table
+
+
+# Paddle rule names whose spmdkit op takes another name or attrs another way.
+def _tril_triu_attrs(values):
+    # Paddle: (x, diagonal, lower); spmdkit: tril / triu with diagonal.
+    diagonal, lower = (values + [0, True])[:2]
+    return ("tril" if lower else "triu"), {"diagonal": diagonal}
+
+
+@dataclass
+class Case:
+    """One recorded forward call, translated: spmdkit's request and Paddle's answer."""
+    file: str
+    test: str
+    rule: str
+    op: str
+    mesh: List[int]
+    shapes: List[List[int]]
+    layouts: List[dict]
+    attrs: dict
+    paddle_inputs: List[dict] = field(default_factory=list)
+    paddle_outputs: List[dict] = field(default_factory=list)
+    paddle_raised: str = ""
+
+
+def _layout(t: dict) -> dict:
+    return {"dims_mapping": t["dims_mapping"], "partial": {int(a): o for a, o in t["partial"].items()}}
+
+
+def _tensors(args) -> List[Optional[dict]]:
+    """The tensor arguments in order (a tensor list flattened)."""
+    out = []
+    for a in args:
+        if "tensor" in a:
+            out.append(a["tensor"])
+        elif "tensors" in a:
+            out.extend(t["tensor"] for t in a["tensors"])
+    return out
+
+
+def translate(call: dict, file: str = "") -> Case:
+    """A recorded call -> a Case; NotJudged with the reason when it has none."""
+    from spmdkit import _core
+    import spmdkit
+
+    rule = call["rule"]
+    if call["direction"] != "infer_forward":
+        raise NotJudged("reverse inference (infer_backward): spmdkit infers forward only")
+    args = call["args"]
+    tensors = _tensors(args)
+    values = [a["value"] for a in args if "value" in a]
+    if any(isinstance(v, dict) for v in values):
+        raise NotJudged("attrs passed as a dict (the pre-phi rule API)")
+    if not tensors:
+        raise NotJudged("no tensor argument")
+    table = _paddle_to_spmdkit()
+    op, attrs = None, {}
+    if rule == "tril_triu":
+        op, attrs = _tril_triu_attrs(values)
+    elif rule in table:
+        op, signatures = table[rule]
+        names = max((getattr(s, "attr_names", ()) for s in signatures), key=len)
+        special = {"fused_rotary_position_embedding", "flash_attention"}
+        if op in special:
+            names = getattr(signatures[0], "attr_names", ())
+            # Optional tensors Paddle passes as 0-d placeholders: spmdkit leaves them out.
+            keep = 5 if op == "fused_rotary_position_embedding" else 3
+            while len(tensors) > keep and not tensors[-1]["shape"]:
+                tensors.pop()
+            if op == "flash_attention" and len(tensors) == 5 and not tensors[3]["shape"]:
+                raise NotJudged("flash_attention with attn_mask but no fixed_seed_offset")
+        if len(values) > len(names):
+            raise NotJudged(f"{len(values)} attrs, spmdkit's mapping of {rule} names {len(names)}")
+        attrs = {n.split("=")[0]: v for n, v in zip(names, values)}
+    elif rule in spmdkit.ops():
+        op = rule
+        specs = _core.attr_specs(op)
+        if len(values) > len(specs):
+            raise NotJudged(f"{len(values)} attrs, spmdkit's {op} declares {len(specs)}")
+        attrs = {s["name"]: v for s, v in zip(specs, values)}
+    else:
+        raise NotJudged(f"no spmdkit op for Paddle's rule {rule!r}")
+    meshes = {tuple(t["mesh"]) for t in tensors if t["mesh"]}
+    if len(meshes) > 1:
+        raise NotJudged("inputs on different meshes")
+    mesh = list(meshes.pop()) if meshes else [1]
+    case = Case(file, call.get("test", ""), rule, op, mesh, [t["shape"] for t in tensors],
+                [_layout(t) for t in tensors], attrs)
+    if "raised" in call:
+        case.paddle_raised = call["raised"]
+    else:
+        case.paddle_inputs = [_layout(l) for l in _flat(call["answer"]["inputs"])]
+        case.paddle_outputs = [_layout(l) for l in _flat(call["answer"]["outputs"])]
+    return case
+
+
+def _flat(obj) -> List[dict]:
+    out = []
+    for o in obj:
+        out.extend(_flat(o) if isinstance(o, list) else [o])
+    return out
+
+
+# ----------------------------------------------------------------------------- judging
+
+AGREE, EQUAL, BETTER, DISAGREE, NOT_JUDGED = "agree", "equal", "spmdkit better", "disagree", "not judged"
+
+
+@dataclass
+class Judgement:
+    category: str
+    kind: str = ""          # the disagreement's or the not-judged reason's kind
+    detail: str = ""
+
+
+def _norm(l: dict) -> tuple:
+    m = tuple(tuple(x) if isinstance(x, list) else x for x in l["dims_mapping"])
+    return m, tuple(sorted((int(a), o) for a, o in l["partial"].items()))
+
+
+def _adapt(case: Case, ins: List[dict], outs: List[dict]):
+    """Paddle's extra tensors that spmdkit's op does not have: the live audit's adapters
+    (rope's position_ids, flash_attention's optionals and unset softmax)."""
+    from spmdkit.audit.paddle import TABLE
+    spec = TABLE.get(case.op)
+    adapt = getattr(spec.signatures[0], "adapt", None) if spec else None
+    if adapt is not None and len(ins) >= len(case.shapes):
+        ins, outs = adapt(len(case.shapes), ins, outs, case.attrs)
+        outs = [o if isinstance(o, dict) else _unset() for o in outs]
+    return ins, outs
+
+
+def _unset() -> dict:
+    return {"dims_mapping": [], "partial": {}}
+
+
+def judge_case(case: Case) -> Judgement:
+    import spmdkit
+    from spmdkit.audit.cases import Request
+    from spmdkit.audit.core import Answer, judge, reshard_bytes, spmdkit_answer
+
+    req = Request(case.op, case.mesh, case.shapes, case.layouts, case.attrs)
+    try:
+        ours = spmdkit_answer(req)
+        our_error = ""
+    except spmdkit.SpmdError as e:
+        ours, our_error = None, f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+    if case.paddle_raised:
+        if ours is None:
+            return Judgement(AGREE, "both refuse", f"Paddle: {case.paddle_raised}; spmdkit: {our_error}")
+        return Judgement(NOT_JUDGED, "Paddle's rule raises", case.paddle_raised)
+    if ours is None:
+        return Judgement(DISAGREE, "spmdkit refuses", our_error)
+    ins, outs = case.paddle_inputs, case.paddle_outputs
+    if len(ins) != len(ours.inputs) or len(outs) != len(ours.outputs):
+        ins, outs = _adapt(case, ins, outs)
+    if len(ins) != len(ours.inputs) or len(outs) != len(ours.outputs):
+        return Judgement(DISAGREE, "arity",
+                         f"Paddle: {len(ins)} inputs, {len(outs)} outputs; spmdkit: "
+                         f"{len(ours.inputs)} inputs, {len(ours.outputs)} outputs")
+    if all(_norm(a) == _norm(b) for a, b in zip(ins + outs, ours.inputs + ours.outputs)):
+        return Judgement(AGREE)
+    theirs = Answer(ins, outs)
+    mine = judge(req, ours)
+    if mine.verdict == "UNSOUND":
+        return Judgement(DISAGREE, "spmdkit unsound", mine.reason)
+    v = judge(req, theirs)
+    if v.verdict == "UNSOUND":
+        return Judgement(BETTER, "Paddle unsound", v.reason)
+    if v.verdict != "SOUND" or mine.verdict != "SOUND":
+        return Judgement(NOT_JUDGED, "not checkable", f"Paddle {v.verdict}, spmdkit {mine.verdict}: "
+                                                      f"{v.reason or mine.reason}")
+    try:
+        b_theirs, b_ours = reshard_bytes(req, theirs), reshard_bytes(req, ours)
+    except spmdkit.SpmdError as e:
+        return Judgement(NOT_JUDGED, "not priced", str(e))
+    detail = f"Paddle {b_theirs} B, spmdkit {b_ours} B"
+    if b_ours < b_theirs:
+        return Judgement(BETTER, "fewer bytes", detail)
+    if b_ours > b_theirs:
+        return Judgement(DISAGREE, "spmdkit moves more", detail)
+    return Judgement(EQUAL, "same bytes", detail)
+
+
+def layout_text(l: dict) -> str:
+    p = "".join(f" P{a}:{o}" for a, o in sorted(l["partial"].items()))
+    return f"{l['dims_mapping']}{p}"
+
+
+@dataclass
+class Row:
+    op: str
+    counts: Dict[str, int] = field(default_factory=dict)
+
+
+def evaluate(records: List[dict]) -> List[dict]:
+    """Every recorded call of every file, translated and judged: a list of
+    {"file", "rule", "op", "category", "kind", "detail", "case"}."""
+    import spmdkit
+    from spmdkit.audit.cases import Request
+    from spmdkit.audit.core import spmdkit_answer
+
+    results = []
+    for rec in records:
+        for call in rec["calls"]:
+            entry = {"file": rec["file"], "rule": call["rule"], "test": call.get("test", "")}
+            try:
+                case = translate(call, rec["file"])
+            except NotJudged as e:
+                entry.update(op=call["rule"], category=NOT_JUDGED, kind=_kind(str(e)), detail=str(e))
+                results.append(entry)
+                continue
+            try:
+                j = judge_case(case)
+            except Exception as e:  # a translation spmdkit's checker cannot take
+                j = Judgement(NOT_JUDGED, "not expressible", f"{type(e).__name__}: {e}")
+            req = Request(case.op, case.mesh, case.shapes, case.layouts, case.attrs)
+            example = {"request": req.infer_line(),
+                       "paddle": (case.paddle_raised or
+                                  {"inputs": [layout_text(l) for l in case.paddle_inputs],
+                                   "outputs": [layout_text(l) for l in case.paddle_outputs]})}
+            try:
+                ours = spmdkit_answer(req)
+                example["spmdkit"] = {"inputs": [layout_text(l) for l in ours.inputs],
+                                      "outputs": [layout_text(l) for l in ours.outputs]}
+            except spmdkit.SpmdError as e:
+                example["spmdkit"] = f"{type(e).__name__}: {e}"
+            entry.update(op=case.op, category=j.category, kind=j.kind, detail=j.detail, case=example)
+            results.append(entry)
+    return results
+
+
+def _kind(reason: str) -> str:
+    if reason.startswith("no spmdkit op"):
+        return "rule spmdkit lacks"
+    if reason.startswith("reverse"):
+        return "reverse inference"
+    return "not expressible"
+
+
+CATEGORIES = [AGREE, EQUAL, BETTER, DISAGREE, NOT_JUDGED]
+
+
+def summary(results: List[dict]) -> dict:
+    per_op: Dict[str, Dict[str, int]] = {}
+    for r in results:
+        per_op.setdefault(r["op"], {c: 0 for c in CATEGORIES})[r["category"]] += 1
+    total = {c: sum(p[c] for p in per_op.values()) for c in CATEGORIES}
+    judged = sum(total[c] for c in CATEGORIES if c != NOT_JUDGED)
+    good = total[AGREE] + total[EQUAL] + total[BETTER]
+    ops_judged = sorted(op for op, p in per_op.items() if sum(p[c] for c in CATEGORIES if c != NOT_JUDGED))
+    return {"per_op": per_op, "total": total, "judged": judged,
+            "agreement": (good / judged) if judged else 0.0, "ops_judged": ops_judged}
+
+
+def render(records: List[dict], results: List[dict], version: str) -> str:
+    s = summary(results)
+    lines = [f"Paddle {version} rule tests: {len(records)} files, "
+             f"{sum(r['tests'] for r in records)} tests "
+             f"({sum(1 for r in records for _ in r['failed'])} failing under this Paddle), "
+             f"{len(results)} recorded calls\n",
+             "| op | agree | equal | spmdkit better | disagree | not judged |",
+             "|---|---|---|---|---|---|"]
+    for op in sorted(s["per_op"]):
+        p = s["per_op"][op]
+        lines.append(f"| {op} | " + " | ".join(str(p[c]) for c in CATEGORIES) + " |")
+    t = s["total"]
+    lines.append("| **total** | " + " | ".join(str(t[c]) for c in CATEGORIES) + " |")
+    lines.append(f"\nagreement: {s['agreement'] * 100:.1f}% of {s['judged']} judged calls "
+                 f"over {len(s['ops_judged'])} ops "
+                 f"((agree + equal + spmdkit better) / judged)")
+    seen = set()
+    examples = []
+    for r in results:
+        if r["category"] == DISAGREE and (r["op"], r["kind"]) not in seen:
+            seen.add((r["op"], r["kind"]))
+            examples.append(f"- {r['op']} ({r['kind']}; {r['file']} {r['test']}): {r['detail']}\n"
+                            f"  request: {r['case']['request']}\n"
+                            f"  Paddle:  {r['case']['paddle']}\n  spmdkit: {r['case']['spmdkit']}")
+    if examples:
+        lines.append("\n## Disagreements (one example per op and kind)\n")
+        lines.extend(examples)
+    reasons: Dict[str, int] = {}
+    for r in results:
+        if r["category"] == NOT_JUDGED:
+            key = r["kind"] if r["kind"] != "rule spmdkit lacks" else f"rule spmdkit lacks: {r['rule']}"
+            reasons[key] = reasons.get(key, 0) + 1
+    if reasons:
+        lines.append("\n## Not judged, by reason\n")
+        lines.extend(f"- {k}: {v}" for k, v in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """`python -m spmdkit.audit paddle-tests --tests DIR [--json]`."""
+    import argparse
+
+    from spmdkit.audit.core import EXIT_NOT_IMPORTABLE, EXIT_OK, EXIT_USAGE
+    p = argparse.ArgumentParser(prog="spmd audit paddle-tests",
+                                description="Runs Paddle's own SPMD rule tests, records every rule call "
+                                            "and judges spmdkit's answer against Paddle's.")
+    p.add_argument("--tests", required=True, help="a folder of Paddle's test_*_rule.py files")
+    p.add_argument("--json", action="store_true", help="every judged call as one JSON object")
+    args = p.parse_args(argv)
+    if not os.path.isdir(args.tests) or not glob.glob(os.path.join(args.tests, "test_*.py")):
+        print(f"spmd audit: InvalidArgument: --tests: no test_*.py in {args.tests!r}", file=sys.stderr)
+        return EXIT_USAGE
+    probe = subprocess.run([sys.executable, "-c", "import paddle; print(paddle.__version__)"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        print("spmd audit: Unsupported: paddle: paddle is not importable; install it with "
+              "`pip install paddlepaddle`", file=sys.stderr)
+        return EXIT_NOT_IMPORTABLE
+    version = probe.stdout.strip().splitlines()[-1]
+    records = record_dir(args.tests)
+    results = evaluate(records)
+    if args.json:
+        print(json.dumps({"paddle": version, "files": records, "results": results,
+                          "summary": summary(results)}, sort_keys=True))
+    else:
+        print(render(records, results, version))
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--record":
+        out = os.dup(1)
+        os.dup2(2, 1)        # Paddle prints C++ traces on stdout
+        result = record(sys.argv[2])
+        os.write(out, (json.dumps(result) + "\n").encode())
+        sys.exit(0)
+    sys.exit(main())
