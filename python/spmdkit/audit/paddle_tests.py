@@ -312,6 +312,9 @@ def translate(call: dict, file: str = "") -> Case:
         if len(t["dims_mapping"]) != len(t["shape"]):
             raise NotJudged(f"input {i}: a dims mapping of {len(t['dims_mapping'])} entries on a "
                             f"rank-{len(t['shape'])} shape")
+        used = {a for m in t["dims_mapping"] for a in (m if isinstance(m, list) else [m]) if a >= 0}
+        if used & {int(a) for a in t["partial"]}:
+            raise NotJudged(f"input {i}: a mesh axis both shards a dim and is partial")
         if any(d < 0 for d in t["shape"]):
             raise NotJudged(f"input {i}: a dynamic (-1) dim in shape {t['shape']}")
     meshes = {tuple(t["mesh"]) for t in tensors if t["mesh"]}
@@ -356,14 +359,14 @@ def _norm(l: dict) -> tuple:
 
 
 def _adapt(case: Case, ins: List[dict], outs: List[dict]):
-    """Paddle's extra tensors that spmdkit's op does not have: the live audit's adapters
-    (rope's position_ids, flash_attention's optionals and unset softmax)."""
-    from spmdkit.audit.paddle import TABLE
-    spec = TABLE.get(case.op)
-    adapt = getattr(spec.signatures[0], "adapt", None) if spec else None
-    if adapt is not None and len(ins) >= len(case.shapes):
-        ins, outs = adapt(len(case.shapes), ins, outs, case.attrs)
-        outs = [o if isinstance(o, dict) else _unset() for o in outs]
+    """Paddle's extra tensors that spmdkit's op does not have (as the live audit's adapters
+    in `paddle.py` do): the optional inputs Paddle lays out too (rope's position_ids,
+    flash_attention's fixed_seed_offset and attn_mask), and flash_attention's softmax,
+    which Paddle lays out even when return_softmax is false and spmdkit leaves unset."""
+    if case.op in ("fused_rotary_position_embedding", "flash_attention") and len(ins) > len(case.shapes):
+        ins = ins[:len(case.shapes)]
+    if case.op == "flash_attention" and not case.attrs.get("return_softmax", False) and len(outs) > 1:
+        outs = [outs[0], _unset()] + outs[2:]
     return ins, outs
 
 
@@ -374,7 +377,7 @@ def _unset() -> dict:
 # Paddle's errors that are not its rule's verdict on the case: the rule name is not
 # registered in this Paddle, or its Python binding cannot take an argument the test passes
 # (a newer Paddle's call form).
-_NOT_A_VERDICT = ("spmd_rule_map_", "infer_spmd(): argument")
+_NOT_A_VERDICT = ("spmd_rule_map_", "infer_spmd(): argument", "paddle::get failed")
 
 # spmdkit's typed errors on cases Paddle's own kernels refuse too (the rule is not asked to
 # validate them in Paddle; spmdkit's is): the error's field, per op. Counted as not judged
