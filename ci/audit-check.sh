@@ -22,5 +22,5 @@ if [ -x build/bin/spmd ]; then
 else
   "$venv/bin/python" -m spmdkit.audit paddle --cases "$cases" || status=$?
 fi
-"$venv/bin/python" -m pytest -q -rs python/tests/test_audit.py || status=$?
+"$venv/bin/python" -m pytest -q -rs python/tests/test_audit.py python/tests/test_paddle_tests.py || status=$?
 exit $status

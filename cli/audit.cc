@@ -19,12 +19,15 @@ constexpr int kExitUnavailable = 3;
 
 int Usage(std::ostream& out, int code) {
   out << "usage: spmd audit paddle|dtensor [--cases N] [--op NAME]... [--seed S] [--json]\n"
+         "       spmd audit paddle-tests --tests DIR [--json]\n"
          "  runs the framework's own SPMD rules on generated cases (meshes of 1 to 3 axes,\n"
          "  uneven and size-1 dims, partial inputs), judges every answer with spmdkit's\n"
          "  checker and prices the sound ones against spmdkit's rule with the planner;\n"
          "  prints a table per op and one replayable counterexample per op with UNSOUND\n"
          "  answers (docs/AUDIT.md). Needs a Python that imports spmdkit and the framework:\n"
          "  $SPMD_PYTHON, else build/python-venv/bin/python, else python3.\n"
+         "  paddle-tests runs Paddle's own rule unit tests (test_*_rule.py in DIR) with every\n"
+         "  rule call recorded and judges spmdkit's answer to each against Paddle's.\n"
          "  exit 0: audited; 2: bad arguments; 3: spmdkit or the framework not importable\n";
   return code;
 }
@@ -87,9 +90,9 @@ std::string FindAuditPython(const std::string& self_exe) {
 int Audit(const std::vector<std::string>& args) {
   if (args.empty()) return Usage(std::cerr, kExitUsage);
   if (args[0] == "--help" || args[0] == "-h") return Usage(std::cout, 0);
-  if (args[0] != "paddle" && args[0] != "dtensor") {
+  if (args[0] != "paddle" && args[0] != "dtensor" && args[0] != "paddle-tests") {
     return Report(ErrorType::kInvalidArgument, "framework",
-                  "expected paddle or dtensor, got '" + args[0] + "'", kExitUsage);
+                  "expected paddle, dtensor or paddle-tests, got '" + args[0] + "'", kExitUsage);
   }
   char self[4096];
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);

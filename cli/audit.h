@@ -1,4 +1,4 @@
-// `spmd audit paddle|dtensor`: another framework's sharding rules judged by spmdkit's
+// `spmd audit paddle|dtensor|paddle-tests`: another framework's sharding rules judged by spmdkit's
 // checker and priced by its planner. The audit itself is Python (spmdkit.audit, it drives the
 // framework's own rule objects); this command finds a Python that can import it and runs it.
 #pragma once

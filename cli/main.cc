@@ -39,6 +39,7 @@ int Usage(std::ostream& out, int code) {
          "       spmd plan --mesh 2x4 --shape 1024,512 --from '[S(0), P(sum)]' --to '[R, S(1)]'\n"
          "                 [--dtype float32] [--json] (spmd plan --help for more)\n"
          "       spmd audit paddle|dtensor [--cases N] [--op NAME]... [--json]\n"
+         "       spmd audit paddle-tests --tests DIR [--json]\n"
          "                 (spmd audit --help for more)\n"
          "       spmd hangs DIR (the flight records of a job that hung or failed)\n"
          "       spmd ops --markdown | --json (every op's inputs, outputs and attrs)\n"

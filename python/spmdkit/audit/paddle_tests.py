@@ -54,7 +54,7 @@ def _partial_of(attr) -> Dict[int, str]:
     return {int(d): PADDLE_REDUCE.get(found.get(int(d), "SUM"), "sum") for d in attr._partial_dims()}
 
 
-def _install_recorder(calls: List[dict]):
+def _install_recorder(calls: List[dict], emit=None):
     """Wraps paddle's rule lookup and DistTensorSpec (whose partial status Python cannot read
     back: it is taken from the TensorDistAttr the spec is built from)."""
     import unittest
@@ -113,6 +113,8 @@ def _install_recorder(calls: List[dict]):
         def _call(self, direction, args):
             case = {"rule": self._name, "direction": direction, "args": [describe(a) for a in args],
                     "test": _current_test[0]}
+            if emit:
+                emit({"pending": case})     # a rule that kills the process is still recorded
             try:
                 if self._rule is None:      # looked up at the first call: a rule name this
                     self._rule = original(self._name)   # Paddle lacks is recorded, not lost
@@ -120,9 +122,13 @@ def _install_recorder(calls: List[dict]):
             except BaseException as e:
                 case["raised"] = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
                 calls.append(case)
+                if emit:
+                    emit({"call": case})
                 raise
             case["answer"] = {"inputs": read_all(result[0]), "outputs": read_all(result[1])}
             calls.append(case)
+            if emit:
+                emit({"call": case})
             return result
 
         def infer_forward(self, *args):
@@ -145,13 +151,15 @@ def _install_recorder(calls: List[dict]):
 _current_test = [""]
 
 
-def record(path: str) -> dict:
-    """Runs one test file with the recorder installed: {"calls", "tests", "failed"}."""
+def record(path: str, emit=None) -> dict:
+    """Runs one test file with the recorder installed: {"calls", "tests", "failed"}; `emit`,
+    when given, receives each call as it is made ({"pending": call}) and answered
+    ({"call": call})."""
     import importlib.util
     import unittest
 
     calls: List[dict] = []
-    _install_recorder(calls)
+    _install_recorder(calls, emit)
     failed, tests = [], 0
     spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
     module = importlib.util.module_from_spec(spec)
@@ -187,13 +195,27 @@ def record_dir(tests_dir: str, python: Optional[str] = None) -> List[dict]:
     for path in files:
         proc = subprocess.run([python, "-m", "spmdkit.audit.paddle_tests", "--record", path],
                               capture_output=True, text=True)
-        lines = [l for l in proc.stdout.splitlines() if l.startswith("{\"calls\"")]
-        if lines:
-            rec = json.loads(lines[-1])
-        else:
-            rec = {"calls": [], "tests": 0,
-                   "failed": [f"the worker exited with status {proc.returncode}: "
-                              f"{(proc.stderr.strip().splitlines() or [''])[-1][:200]}"]}
+        rec = {"calls": [], "tests": 0, "failed": []}
+        pending = None
+        for line in proc.stdout.splitlines():
+            if not line.startswith("{"):
+                continue
+            msg = json.loads(line)
+            if "pending" in msg:
+                pending = msg["pending"]
+            elif "call" in msg:
+                rec["calls"].append(msg["call"])
+                pending = None
+            elif "done" in msg:
+                rec["tests"], rec["failed"] = msg["done"]["tests"], msg["done"]["failed"]
+        if proc.returncode != 0:
+            # The worker died (Paddle 3.3.1 segfaults on some calls): the call under way is
+            # recorded as raised; the file's later calls are lost and it is reported failing.
+            if pending is not None:
+                pending["raised"] = f"FrameworkCrash: the rule killed its process (status {proc.returncode})"
+                rec["calls"].append(pending)
+            rec["failed"].append(f"the worker exited with status {proc.returncode}: "
+                                 f"{(proc.stderr.strip().splitlines() or [''])[-1][:200]}")
         rec["file"] = os.path.basename(path)
         out.append(rec)
     return out
@@ -375,9 +397,9 @@ def _unset() -> dict:
 
 
 # Paddle's errors that are not its rule's verdict on the case: the rule name is not
-# registered in this Paddle, or its Python binding cannot take an argument the test passes
-# (a newer Paddle's call form).
-_NOT_A_VERDICT = ("spmd_rule_map_", "infer_spmd(): argument", "paddle::get failed")
+# registered in this Paddle, its Python binding cannot take an argument the test passes
+# (a newer Paddle's call form), or the rule killed its process.
+_NOT_A_VERDICT = ("spmd_rule_map_", "infer_spmd(): argument", "paddle::get failed", "FrameworkCrash")
 
 # spmdkit's typed errors on cases Paddle's own kernels refuse too (the rule is not asked to
 # validate them in Paddle; spmdkit's is): the error's field, per op. Counted as not judged
@@ -434,7 +456,7 @@ def judge_case(case: Case) -> Judgement:
         ours, our_error = None, f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
     if case.paddle_raised:
         if any(m in case.paddle_raised for m in _NOT_A_VERDICT):
-            return Judgement(NOT_JUDGED, "call this Paddle cannot take", case.paddle_raised)
+            return Judgement(NOT_JUDGED, "no verdict from this Paddle", case.paddle_raised)
         if ours is None:
             return Judgement(AGREE, "both refuse", f"Paddle: {case.paddle_raised}; spmdkit: {our_error}")
         return Judgement(NOT_JUDGED, "Paddle's rule raises", case.paddle_raised)
@@ -634,7 +656,11 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--record":
         out = os.dup(1)
         os.dup2(2, 1)        # Paddle prints C++ traces on stdout
-        result = record(sys.argv[2])
-        os.write(out, (json.dumps(result) + "\n").encode())
+
+        def emit(msg):
+            os.write(out, (json.dumps(msg) + "\n").encode())
+
+        result = record(sys.argv[2], emit)
+        emit({"done": {"tests": result["tests"], "failed": result["failed"]}})
         sys.exit(0)
     sys.exit(main())
