@@ -238,13 +238,6 @@ def _paddle_to_spmdkit() -> Dict[str, tuple]:
     return table
 
 
-# Paddle rule names whose spmdkit op takes another name or attrs another way.
-def _tril_triu_attrs(values):
-    # Paddle: (x, diagonal, lower); spmdkit: tril / triu with diagonal.
-    diagonal, lower = (values + [0, True])[:2]
-    return ("tril" if lower else "triu"), {"diagonal": diagonal}
-
-
 @dataclass
 class Case:
     """One recorded forward call, translated: spmdkit's request and Paddle's answer."""
@@ -304,15 +297,17 @@ def translate(call: dict, file: str = "") -> Case:
     if not tensors:
         raise NotJudged("no tensor argument")
     table = _paddle_to_spmdkit()
-    op, attrs = None, {}
-    if rule == "tril_triu":
-        op, attrs = _tril_triu_attrs(values)
-    elif rule in table:
-        op, signatures = table[rule]
-        names = max((getattr(s, "attr_names", ()) for s in signatures), key=len)
-        special = {"fused_rotary_position_embedding", "flash_attention"}
-        if op in special:
-            names = getattr(signatures[0], "attr_names", ())
+    if rule in spmdkit.ops() or rule in table:
+        # A spmdkit op of the rule's own name is that op (its declared attrs in order, or
+        # the live audit's argument list where it maps the name to the same op); else the
+        # live audit's mapping of the Paddle name.
+        op, signatures = table[rule] if rule in table else (rule, [])
+        if rule in spmdkit.ops() and op != rule:
+            op, signatures = rule, []
+        names = (max((getattr(s, "attr_names", ()) for s in signatures), key=len) if signatures
+                 else tuple(s["name"] for s in _core.attr_specs(op)))
+        if op in ("fused_rotary_position_embedding", "flash_attention"):
+            names = getattr(signatures[0], "attr_names", names) if signatures else names
             # Optional tensors Paddle passes as 0-d placeholders: spmdkit leaves them out.
             keep = 5 if op == "fused_rotary_position_embedding" else 3
             while len(tensors) > keep and not tensors[-1]["shape"]:
@@ -320,14 +315,8 @@ def translate(call: dict, file: str = "") -> Case:
             if op == "flash_attention" and len(tensors) == 5 and not tensors[3]["shape"]:
                 raise NotJudged("flash_attention with attn_mask but no fixed_seed_offset")
         if len(values) > len(names):
-            raise NotJudged(f"{len(values)} attrs, spmdkit's mapping of {rule} names {len(names)}")
+            raise NotJudged(f"{len(values)} attrs, spmdkit's {op} takes {len(names)}")
         attrs = {n.split("=")[0]: v for n, v in zip(names, values)}
-    elif rule in spmdkit.ops():
-        op = rule
-        specs = _core.attr_specs(op)
-        if len(values) > len(specs):
-            raise NotJudged(f"{len(values)} attrs, spmdkit's {op} declares {len(specs)}")
-        attrs = {s["name"]: v for s, v in zip(specs, values)}
     else:
         raise NotJudged(f"no spmdkit op for Paddle's rule {rule!r}")
     for i, t in enumerate(tensors):
