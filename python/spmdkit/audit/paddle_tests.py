@@ -280,6 +280,9 @@ def translate(call: dict, file: str = "") -> Case:
     rule = call["rule"]
     if call["direction"] != "infer_forward":
         raise NotJudged("reverse inference (infer_backward): spmdkit infers forward only")
+    table = _paddle_to_spmdkit()
+    if rule not in spmdkit.ops() and rule not in table:
+        raise NotJudged(f"no spmdkit op for Paddle's rule {rule!r}")
     args = call["args"]
     tensors = _tensors(args)
     # Absent optional inputs: trailing ones are left out of spmdkit's request (and of
@@ -296,29 +299,25 @@ def translate(call: dict, file: str = "") -> Case:
         raise NotJudged("attrs passed as a dict (the pre-phi rule API)")
     if not tensors:
         raise NotJudged("no tensor argument")
-    table = _paddle_to_spmdkit()
-    if rule in spmdkit.ops() or rule in table:
-        # A spmdkit op of the rule's own name is that op (its declared attrs in order, or
-        # the live audit's argument list where it maps the name to the same op); else the
-        # live audit's mapping of the Paddle name.
-        op, signatures = table[rule] if rule in table else (rule, [])
-        if rule in spmdkit.ops() and op != rule:
-            op, signatures = rule, []
-        names = (max((getattr(s, "attr_names", ()) for s in signatures), key=len) if signatures
-                 else tuple(s["name"] for s in _core.attr_specs(op)))
-        if op in ("fused_rotary_position_embedding", "flash_attention"):
-            names = getattr(signatures[0], "attr_names", names) if signatures else names
-            # Optional tensors Paddle passes as 0-d placeholders: spmdkit leaves them out.
-            keep = 5 if op == "fused_rotary_position_embedding" else 3
-            while len(tensors) > keep and not tensors[-1]["shape"]:
-                tensors.pop()
-            if op == "flash_attention" and len(tensors) == 5 and not tensors[3]["shape"]:
-                raise NotJudged("flash_attention with attn_mask but no fixed_seed_offset")
-        if len(values) > len(names):
-            raise NotJudged(f"{len(values)} attrs, spmdkit's {op} takes {len(names)}")
-        attrs = {n.split("=")[0]: v for n, v in zip(names, values)}
-    else:
-        raise NotJudged(f"no spmdkit op for Paddle's rule {rule!r}")
+    # A spmdkit op of the rule's own name is that op (its declared attrs in order, or
+    # the live audit's argument list where it maps the name to the same op); else the
+    # live audit's mapping of the Paddle name.
+    op, signatures = table[rule] if rule in table else (rule, [])
+    if rule in spmdkit.ops() and op != rule:
+        op, signatures = rule, []
+    names = (max((getattr(s, "attr_names", ()) for s in signatures), key=len) if signatures
+             else tuple(s["name"] for s in _core.attr_specs(op)))
+    if op in ("fused_rotary_position_embedding", "flash_attention"):
+        names = getattr(signatures[0], "attr_names", names) if signatures else names
+        # Optional tensors Paddle passes as 0-d placeholders: spmdkit leaves them out.
+        keep = 5 if op == "fused_rotary_position_embedding" else 3
+        while len(tensors) > keep and not tensors[-1]["shape"]:
+            tensors.pop()
+        if op == "flash_attention" and len(tensors) == 5 and not tensors[3]["shape"]:
+            raise NotJudged("flash_attention with attn_mask but no fixed_seed_offset")
+    if len(values) > len(names):
+        raise NotJudged(f"{len(values)} attrs, spmdkit's {op} takes {len(names)}")
+    attrs = {n.split("=")[0]: v for n, v in zip(names, values)}
     for i, t in enumerate(tensors):
         if len(t["dims_mapping"]) != len(t["shape"]):
             raise NotJudged(f"input {i}: a dims mapping of {len(t['dims_mapping'])} entries on a "
@@ -504,12 +503,6 @@ def judge_case(case: Case) -> Judgement:
 def layout_text(l: dict) -> str:
     p = "".join(f" P{a}:{o}" for a, o in sorted(l["partial"].items()))
     return f"{l['dims_mapping']}{p}"
-
-
-@dataclass
-class Row:
-    op: str
-    counts: Dict[str, int] = field(default_factory=dict)
 
 
 def evaluate(records: List[dict]) -> List[dict]:
