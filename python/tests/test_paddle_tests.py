@@ -122,6 +122,13 @@ def test_categories(run):
                    ("add", pt.BETTER, "fewer bytes")]
 
 
+def _paddle_version():
+    from importlib.metadata import version
+    return version("paddlepaddle")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("paddle") is not None and _paddle_version() != "3.3.1",
+                    reason="the crash is Paddle 3.3.1's (softmax's rule segfaults on an axis out of range)")
 def test_a_rule_that_kills_its_process_costs_the_file_its_later_calls(run):
     records, results = run
     crash = records["test_crash_rule.py"]
