@@ -112,7 +112,7 @@
 #include "reference/reference.h"
 #include "rules/model/error.h"
 #include "rules/model/half.h"
-#include "rules/engine/local_attrs.h"
+#include "rules/model/attrs.h"
 #include "rules/engine/registry.h"
 
 namespace spmd {
@@ -727,7 +727,7 @@ void ExpectNear(const KTensor& got, const ref::Tensor& want, const std::string& 
   }
 }
 
-// mean over a sharded reduced dim: each shard divides by the global count (__count), so the
+// mean over a sharded reduced dim: each shard divides by the global count (local.count), so the
 // shards' outputs sum to the global mean (D7).
 TEST(KernelLocalized, MeanShardsSumToGlobalMean) {
   const OpDecl& op = *FindOp("mean");
@@ -740,7 +740,7 @@ TEST(KernelLocalized, MeanShardsSumToGlobalMean) {
       const ref::Tensor shard = Rows(x, 1, begin, end);
       const Attrs local = Localize(op, attrs, {x.shape}, {shard.shape}, {{0, begin, 0}},
                                    {global[0].shape}, {global[0].shape});
-      ASSERT_EQ(local.GetInt(kLocalCount), 6);
+      ASSERT_EQ(local.local().count.value_or(-1), 6);
       const KTensors out = AgreeAndRun("mean", {shard}, local);
       ASSERT_EQ(out.size(), 1u);
       const std::vector<double> v = ValuesOf(out[0]);
@@ -767,13 +767,13 @@ TEST(KernelLocalized, MeanAllShardsSumToGlobalMean) {
   EXPECT_NEAR(total, global[0].data[0], 1e-12);
   // An empty shard with a global count gives 0, not an error.
   const ref::Tensor empty = Rows(x, 0, 0, 0);
-  const KTensors out = AgreeAndRun("mean_all", {empty}, attrs.With(kLocalCount, int64_t{15}));
+  const KTensors out = AgreeAndRun("mean_all", {empty}, attrs.WithLocal({.count = 15}));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(ValuesOf(out[0])[0], 0.0);
 }
 
 // lookup_table_v2 with the vocabulary sharded: each shard reads its own rows and zeros
-// elsewhere (__vocab_start), so the shards' outputs sum to the global lookup.
+// elsewhere (local.vocab_start), so the shards' outputs sum to the global lookup.
 TEST(KernelLocalized, LookupVocabShardsSumToGlobalLookup) {
   const OpDecl& op = *FindOp("lookup_table_v2");
   const Attrs attrs = op.NormalizeAttrs(Attrs());
@@ -788,7 +788,7 @@ TEST(KernelLocalized, LookupVocabShardsSumToGlobalLookup) {
     const ref::Tensor shard = Rows(weight, 0, begin, end);
     const Attrs local = Localize(op, attrs, {ids.shape, weight.shape}, {ids.shape, shard.shape},
                                  {{0, 0}, {begin, 0}}, {global[0].shape}, {global[0].shape});
-    ASSERT_EQ(local.GetInt(kLocalVocabStart), begin);
+    ASSERT_EQ(local.local().vocab_start.value_or(-1), begin);
     const KTensors out = AgreeAndRun("lookup_table_v2", {ids, shard}, local);
     ASSERT_EQ(out.size(), 1u);
     const std::vector<double> v = ValuesOf(out[0]);
@@ -796,34 +796,34 @@ TEST(KernelLocalized, LookupVocabShardsSumToGlobalLookup) {
   }
   for (size_t i = 0; i < total.size(); ++i) EXPECT_EQ(total[i], global[0].data[i]);
   // A negative start is refused alike.
-  EXPECT_EQ(Verdict("lookup_table_v2", {ids, weight}, attrs.With(kLocalVocabStart, int64_t{-1}),
+  EXPECT_EQ(Verdict("lookup_table_v2", {ids, weight}, attrs.WithLocal({.vocab_start = -1}),
                     DType::kFloat64),
             "");
 }
 
-// reshape with __exact: the localized target is literal, so a 0 is an empty shard's dim.
+// reshape with local.exact: the localized target is literal, so a 0 is an empty shard's dim.
 TEST(KernelLocalized, ReshapeExactTakesZeroLiterally) {
   const OpDecl& op = *FindOp("reshape");
   const Attrs attrs = op.NormalizeAttrs(Attrs().With("shape", std::vector<int64_t>{6, -1}));
   ref::Tensor shard = Real({6, 0}, 14);
   const Attrs local = Localize(op, attrs, {{6, 8}}, {shard.shape}, {{0, 8}}, {{6, 8}}, {{0, 6}});
-  ASSERT_TRUE(local.GetBool(kLocalExact));
+  ASSERT_TRUE(local.local().exact.value_or(false));
   const KTensors out = AgreeAndRun("reshape", {shard}, local);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].shape(), (Shape{0, 6}));
-  // Without __exact the 0 copies x's dim 0 (6): [6, 6] does not hold 0 elements.
+  // Without local.exact the 0 copies x's dim 0 (6): [6, 6] does not hold 0 elements.
   EXPECT_EQ(Verdict("reshape", {shard}, attrs.With("shape", std::vector<int64_t>{0, 6}),
                     DType::kFloat64),
             "");
   // A non-empty shard: [2, 8] -> [2, 2, 4].
   ref::Tensor rows = Real({2, 8}, 15);
   const KTensors split = AgreeAndRun(
-      "reshape", {rows}, attrs.With("shape", std::vector<int64_t>{2, 2, 4}).With(kLocalExact, true));
+      "reshape", {rows}, attrs.With("shape", std::vector<int64_t>{2, 2, 4}).WithLocal({.exact = true}));
   ASSERT_EQ(split.size(), 1u);
   ExpectNear(split[0], ref::Tensor{{2, 2, 4}, rows.data, DType::kFloat64}, "reshape");
 }
 
-// squeeze with __exact: exactly the dims the localizer names go, even where a shard has a
+// squeeze with local.exact: exactly the dims the localizer names go, even where a shard has a
 // size-1 dim that the global tensor does not.
 TEST(KernelLocalized, SqueezeExactRemovesOnlyNamedDims) {
   const OpDecl& op = *FindOp("squeeze");
@@ -833,18 +833,18 @@ TEST(KernelLocalized, SqueezeExactRemovesOnlyNamedDims) {
   const KTensors out = AgreeAndRun("squeeze", {shard}, local);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].shape(), (Shape{1, 3}));
-  // An empty list with __exact removes nothing; a listed dim that is not 1 is refused alike.
+  // An empty list with local.exact removes nothing; a listed dim that is not 1 is refused alike.
   const KTensors none = AgreeAndRun("squeeze", {shard},
-                                    attrs.With("axis", std::vector<int64_t>{}).With(kLocalExact, true));
+                                    attrs.With("axis", std::vector<int64_t>{}).WithLocal({.exact = true}));
   ASSERT_EQ(none.size(), 1u);
   EXPECT_EQ(none[0].shape(), shard.shape);
   EXPECT_EQ(Verdict("squeeze", {shard},
-                    attrs.With("axis", std::vector<int64_t>{1}).With(kLocalExact, true),
+                    attrs.With("axis", std::vector<int64_t>{1}).WithLocal({.exact = true}),
                     DType::kFloat64),
             "");
 }
 
-// expand / expand_as with __exact: the localized target is the shard's output shape.
+// expand / expand_as with local.exact: the localized target is the shard's output shape.
 TEST(KernelLocalized, ExpandToTheShardsShape) {
   for (const char* name : {"expand", "expand_as"}) {
     const OpDecl& op = *FindOp(name);

@@ -7,7 +7,10 @@
 // where the reference said Unsupported; without the plans the rule refused a 0-d concat
 // naming inputs[0].shape where the others named attrs.axis, squeeze's rule refused a
 // repeated axis the others accepted, and layer_norm's rule refused a negative
-// begin_norm_axis the others normalised.
+// begin_norm_axis the others normalised. Where the build has the CUDA backend and a device
+// is present, the CUDA kernel is a fourth party (run as the CPU kernel is, on device copies
+// of the same inputs); elsewhere ValidationAgreement.CudaKernelParty says why it did not run.
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -20,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/kernels.h"
+#include "kernels/sim/op_inputs_test_util.h"
 #include "property_tests/verdict.h"
 #include "reference/reference.h"
 #include "rules/model/error.h"
@@ -27,12 +31,73 @@
 #include "rules/engine/registry.h"
 #include "rules/engine/shape_util.h"
 
+#ifdef SPMD_HAVE_CUDA
+#include "kernels/cuda/cuda.h"
+#include "kernels/cuda/registry.h"
+#endif
+
 namespace spmd {
 namespace {
 
 using agreement::Numel;
 using agreement::Run;
 using agreement::Verdict;
+
+// The CUDA kernel as a party: available where this build has the CUDA backend and a CUDA
+// device is present at run time; else the reason it is not.
+struct CudaParty {
+  bool available = false;
+  std::string why;
+};
+const CudaParty& Cuda() {
+  static const CudaParty party = [] {
+    CudaParty p;
+#ifdef SPMD_HAVE_CUDA
+    std::string reason;
+    if (kernels::cuda::DeviceCount(&reason) > 0) {
+      kernels::cuda::EnableCuda();
+      p.available = true;
+    } else {
+      p.why = "no CUDA device: " + reason;
+    }
+#else
+    p.why = "this build has no CUDA backend (no nvcc when configured, or SPMD_WITH_CUDA=OFF)";
+#endif
+    return p;
+  }();
+  return party;
+}
+
+enum class KernelParty { kCpu, kCuda };
+
+// Runs the op's kernel of `party` on `inputs` (host tensors): the CPU kernel on them, the CUDA
+// kernel on device copies of them (its outputs copied back, so that a failed launch shows).
+// One path for both parties; only where the tensors live and which table runs differ.
+Verdict RunKernelParty(KernelParty party, const std::string& op, const kernels::Tensors& inputs,
+                       const Attrs& attrs) {
+  return Run([&] {
+    kernels::Tensors placed;
+    if (party == KernelParty::kCuda) {
+#ifdef SPMD_HAVE_CUDA
+      for (const kernels::Tensor& t : inputs) placed.push_back(kernels::cuda::ToDevice(t, kernels::Device::Cuda(0)));
+#else
+      throw std::logic_error("the CUDA party runs only where the build has the CUDA backend");
+#endif
+    }
+    const kernels::Tensors& args = party == KernelParty::kCuda ? placed : inputs;
+    std::vector<const kernels::Tensor*> ptrs;
+    for (const kernels::Tensor& t : args) ptrs.push_back(&t);
+    if (party == KernelParty::kCpu) {
+      kernels::RunCpuKernel(op, kernels::TensorArgs(std::move(ptrs)), attrs);
+      return;
+    }
+#ifdef SPMD_HAVE_CUDA
+    for (const kernels::Tensor& out : kernels::cuda::RunCudaKernel(op, kernels::TensorArgs(std::move(ptrs)), attrs)) {
+      (void)kernels::cuda::ToHost(out);
+    }
+#endif
+  });
+}
 
 void ExpectAgreement(const std::string& equation, const std::vector<Shape>& shapes) {
   SCOPED_TRACE("equation '" + equation + "'");
@@ -51,13 +116,13 @@ void ExpectAgreement(const std::string& equation, const std::vector<Shape>& shap
   }
   const Verdict rule = Run([&] { InferForward(op, Mesh({2}), args, attrs); });
   const Verdict ref = Run([&] { reference::FindReference("einsum")(ref_inputs, attrs); });
-  const Verdict kernel = Run([&] {
-    std::vector<const kernels::Tensor*> ptrs;
-    for (const kernels::Tensor& t : kernel_inputs) ptrs.push_back(&t);
-    kernels::RunCpuKernel("einsum", kernels::TensorArgs(std::move(ptrs)), attrs);
-  });
+  const Verdict kernel = RunKernelParty(KernelParty::kCpu, "einsum", kernel_inputs, attrs);
   EXPECT_EQ(rule, ref) << "rule " << rule.Describe() << ", reference " << ref.Describe();
   EXPECT_EQ(rule, kernel) << "rule " << rule.Describe() << ", kernel " << kernel.Describe();
+  if (Cuda().available) {
+    const Verdict cuda = RunKernelParty(KernelParty::kCuda, "einsum", kernel_inputs, attrs);
+    EXPECT_EQ(rule, cuda) << "rule " << rule.Describe() << ", CUDA kernel " << cuda.Describe();
+  }
 }
 
 TEST(ValidationAgreement, EinsumEquations) {
@@ -126,7 +191,7 @@ std::vector<DType> InputDTypes(const OpDecl& op, const Request& request) {
   return dtypes;
 }
 
-// Returns how many requests all three accepted.
+// Returns how many requests all the parties accepted.
 int ExpectOpAgreement(const OpDecl& op, const Request& request) {
   SCOPED_TRACE(op.name + " " + request.Describe());
   std::vector<TensorArg> args;
@@ -147,16 +212,22 @@ int ExpectOpAgreement(const OpDecl& op, const Request& request) {
   }
   const Verdict rule = Run([&] { InferForward(op, Mesh({2}), args, request.attrs); });
   const Verdict ref = Run([&] { reference::FindReference(op.name)(ref_inputs, request.attrs); });
-  const Verdict kernel = Run([&] {
-    std::vector<const kernels::Tensor*> ptrs;
-    for (const kernels::Tensor& t : kernel_inputs) ptrs.push_back(&t);
-    kernels::RunCpuKernel(op.name, kernels::TensorArgs(std::move(ptrs)), request.attrs);
-  });
+  const Verdict kernel = RunKernelParty(KernelParty::kCpu, op.name, kernel_inputs, request.attrs);
   EXPECT_EQ(ref, kernel) << "reference " << ref.Describe() << ", kernel " << kernel.Describe();
   if (!NamesData(ref) && !NamesData(kernel)) {
     EXPECT_EQ(rule, ref) << "rule " << rule.Describe() << ", reference " << ref.Describe();
   }
-  return rule.accepted && ref.accepted && kernel.accepted ? 1 : 0;
+  bool cuda_accepted = true;
+  if (Cuda().available) {
+    // A CUDA kernel reads no values on the host (kernels/cuda/registry.h), so a refusal
+    // naming the data is the CPU's alone.
+    const Verdict cuda = RunKernelParty(KernelParty::kCuda, op.name, kernel_inputs, request.attrs);
+    if (!NamesData(kernel)) {
+      EXPECT_EQ(kernel, cuda) << "CPU kernel " << kernel.Describe() << ", CUDA kernel " << cuda.Describe();
+    }
+    cuda_accepted = cuda.accepted;
+  }
+  return rule.accepted && ref.accepted && kernel.accepted && cuda_accepted ? 1 : 0;
 }
 
 // The example, then one attr or one shape changed at a time: attrs to values around the
@@ -318,6 +389,145 @@ TEST(ValidationAgreement, EveryOpUnderMutation) {
   }
   EXPECT_EQ(ops, static_cast<int>(AllOps().size())) << "every op declares examples";
   EXPECT_GT(accepted, 0);
+  RecordProperty("cuda_party", Cuda().available ? "ran" : "not run: " + Cuda().why);
+}
+
+// The fourth party of the tests above, on its own: skipped, with the reason, where the build
+// has no CUDA backend or no device is present; else the CUDA kernel accepts a request the
+// CPU kernel accepts and refuses one the CPU kernel refuses, naming the same field.
+TEST(ValidationAgreement, CudaKernelParty) {
+  if (!Cuda().available) GTEST_SKIP() << "the CUDA kernel is not a party here: " << Cuda().why;
+  const OpDecl& op = *FindOp("matmul");
+  const Attrs attrs = op.NormalizeAttrs(Attrs());
+  for (const std::vector<Shape>& shapes : {std::vector<Shape>{{2, 3}, {3, 4}}, std::vector<Shape>{{2, 3}, {4, 4}}}) {
+    kernels::Tensors inputs;
+    for (const Shape& shape : shapes) {
+      inputs.push_back(kernels::Tensor::FromVector(shape, std::vector<double>(static_cast<size_t>(Numel(shape)), 0.5)));
+    }
+    const Verdict cpu = RunKernelParty(KernelParty::kCpu, op.name, inputs, attrs);
+    const Verdict cuda = RunKernelParty(KernelParty::kCuda, op.name, inputs, attrs);
+    EXPECT_EQ(cpu, cuda) << "CPU kernel " << cpu.Describe() << ", CUDA kernel " << cuda.Describe();
+  }
+}
+
+// ---- the localized part: an op reads only the fields it declares ----
+
+// A value of `field` for a run whose first input has shape `x` (offset 1 in every dim of a
+// global shape 2 larger: a consistent block).
+Localized OneField(LocalField field, const Shape& x) {
+  Localized local;
+  switch (field) {
+    case LocalField::kCount: local.count = 7; break;
+    case LocalField::kVocabStart: local.vocab_start = 1; break;
+    case LocalField::kExact: local.exact = true; break;
+    case LocalField::kOffset: local.offset = std::vector<int64_t>(x.size(), 1); break;
+    case LocalField::kGlobalShape: {
+      Shape global = x;
+      for (int64_t& d : global) d += 2;
+      local.global_shape = global;
+      break;
+    }
+  }
+  return local;
+}
+
+// What the reference and the CPU kernel give for one request: their verdicts and outputs.
+struct Outcome {
+  Verdict reference, kernel;
+  std::vector<reference::Tensor> reference_out;
+  std::vector<std::vector<double>> kernel_out;
+  // Equal verdicts, shapes and values bit for bit (a NaN equals the same NaN).
+  bool operator==(const Outcome& o) const {
+    auto same = [](const std::vector<double>& a, const std::vector<double>& b) {
+      return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
+    };
+    if (!(reference == o.reference && kernel == o.kernel)) return false;
+    if (reference_out.size() != o.reference_out.size() || kernel_out.size() != o.kernel_out.size()) return false;
+    for (size_t i = 0; i < reference_out.size(); ++i) {
+      if (reference_out[i].shape != o.reference_out[i].shape || !same(reference_out[i].data, o.reference_out[i].data)) {
+        return false;
+      }
+    }
+    for (size_t i = 0; i < kernel_out.size(); ++i) {
+      if (!same(kernel_out[i], o.kernel_out[i])) return false;
+    }
+    return true;
+  }
+};
+
+Outcome RunOnce(const OpDecl& op, const kernels::Tensors& inputs, const Attrs& attrs) {
+  Outcome out;
+  reference::Tensors ref_inputs;
+  for (const kernels::Tensor& t : inputs) {
+    reference::Tensor r;
+    r.shape = t.shape();
+    r.dtype = t.dtype();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      switch (t.dtype()) {
+        case DType::kInt64: r.data.push_back(static_cast<double>(t.data<int64_t>()[i])); break;
+        case DType::kBool: r.data.push_back(t.data<bool>()[i] ? 1.0 : 0.0); break;
+        default: r.data.push_back(t.data<double>()[i]); break;
+      }
+    }
+    ref_inputs.push_back(std::move(r));
+  }
+  out.reference = Run([&] { out.reference_out = reference::FindReference(op.name)(ref_inputs, attrs); });
+  out.kernel = Run([&] {
+    std::vector<const kernels::Tensor*> ptrs;
+    for (const kernels::Tensor& t : inputs) ptrs.push_back(&t);
+    for (const kernels::Tensor& t : kernels::RunCpuKernel(op.name, kernels::TensorArgs(std::move(ptrs)), attrs)) {
+      std::vector<double> values;
+      if (t.dtype() == DType::kFloat64) values.assign(t.data<double>(), t.data<double>() + t.numel());
+      out.kernel_out.push_back(std::move(values));
+    }
+  });
+  return out;
+}
+
+// Every op on its examples (random values of each input's kind): setting a localized field
+// the op does not declare (OpDecl::localized) changes neither the reference's nor the CPU
+// kernel's answer. So an op whose plan, reference or kernel reads a field declares it, and
+// the localizer (which may set only declared fields) is the one place a shard's run gets it.
+TEST(ValidationAgreement, UndeclaredLocalFieldsAreIgnored) {
+  int runs = 0;
+  for (const OpDecl& op : AllOps()) {
+    if (!op.examples) continue;
+    for (const Example& example : op.examples(SizePalette{{4, 6, 3, 5}})) {
+      Attrs attrs;
+      try {
+        attrs = op.NormalizeAttrs(example.attrs);
+      } catch (const SpmdError&) {
+        continue;
+      }
+      const kernels::Tensors inputs =
+          kernels::sim::testing::MakeInputs(op, example.shapes, attrs, DType::kFloat64, /*seed=*/7);
+      const Outcome whole = RunOnce(op, inputs, attrs);
+      const Shape x = example.shapes.empty() ? Shape{} : example.shapes[0];
+      for (LocalField field : kAllLocalFields) {
+        if (std::find(op.localized.begin(), op.localized.end(), field) != op.localized.end()) continue;
+        SCOPED_TRACE(op.name + " with " + LocalFieldName(field) + " set, undeclared");
+        ++runs;
+        EXPECT_TRUE(RunOnce(op, inputs, attrs.WithLocal(OneField(field, x))) == whole);
+      }
+    }
+  }
+  EXPECT_GT(runs, 0);
+}
+
+// The localizer of a declaration sets only the fields it lists: one that sets another is a
+// declaration bug, refused at the first shard it localizes.
+TEST(ValidationAgreement, LocalizerSetsOnlyDeclaredFields) {
+  const Localizer checked = CheckedLocalizer("mean", {LocalField::kOffset}, [](const LocalContext& c) {
+    return c.attrs.WithLocal({.count = 3});
+  });
+  const Attrs none;
+  const std::vector<Shape> shapes = {{4}};
+  const LocalContext context{none, shapes, shapes, shapes, shapes, shapes};
+  EXPECT_THROW(checked(context), std::logic_error);
+  const Localizer declared = CheckedLocalizer("mean", {LocalField::kCount}, [](const LocalContext& c) {
+    return c.attrs.WithLocal({.count = 3});
+  });
+  EXPECT_EQ(declared(context).local().count, std::optional<int64_t>(3));
 }
 
 }  // namespace

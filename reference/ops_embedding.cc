@@ -23,7 +23,7 @@ Tensors lookup_table_v2(const Tensors& inputs, const Attrs& attrs) {
   const Tensor& ids = inputs[0];
   const Tensor& weight = inputs[1];
   const int64_t padding_idx = p.padding_idx;
-  const bool sharded = p.id_limit < 0;  // a __vocab_start: ids outside this shard read zeros
+  const bool sharded = p.id_limit < 0;  // a local.vocab_start: ids outside this shard read zeros
   const int64_t start = p.start;
   const int64_t vocab = p.vocab;
   const int64_t hidden = p.hidden;
@@ -97,7 +97,7 @@ Tensors embedding_grad(const Tensors& inputs, const Attrs& attrs) {
   const Tensor& weight = inputs[1];
   const Tensor& out_grad = inputs[2];
   const int64_t padding_idx = p.padding_idx;
-  const bool sharded = p.id_limit < 0;  // a __vocab_start: ids outside this shard are skipped
+  const bool sharded = p.id_limit < 0;  // a local.vocab_start: ids outside this shard are skipped
   const int64_t start = p.start;
   const int64_t vocab = p.vocab;
   const int64_t hidden = p.hidden;

@@ -9,7 +9,7 @@
 #include "reference/reference.h"
 #include "reference/softmax_rows.h"
 #include "reference/util.h"
-#include "rules/engine/local_attrs.h"
+#include "rules/model/attrs.h"
 #include "rules/ops/loss_plan.h"
 #include "rules/ops/softmax_pieces.h"
 
@@ -95,13 +95,13 @@ Tensors c_softmax_with_cross_entropy(const Tensors& inputs, const Attrs& attrs) 
   return {softmax, loss};
 }
 
-// Phase 1 on a piece (classes [__vocab_start, + C)): every row's four numbers,
+// Phase 1 on a piece (classes [local.vocab_start, + C)): every row's four numbers,
 // softmax_pieces::PieceStats, as [..., 4].
 Tensors c_softmax_with_cross_entropy_stats(const Tensors& inputs, const Attrs& attrs) {
   CheckCSoftmaxInputs(inputs, attrs, 2);
   const Tensor& logits = inputs[0];
   const int64_t ignore_index = attrs.GetInt("ignore_index");
-  const int64_t start = attrs.Has(kLocalVocabStart) ? attrs.GetInt(kLocalVocabStart) : 0;
+  const int64_t start = attrs.local().vocab_start.value_or(0);
   const int64_t len = logits.shape.back();
   Shape stats_shape = logits.shape;
   stats_shape.back() = softmax_pieces::kStats;
@@ -148,14 +148,14 @@ Tensors c_softmax_with_cross_entropy_finish(const Tensors& inputs, const Attrs& 
 }
 
 // (softmax - onehot(label)) * loss_grad along the last dim, 0 on ignored rows. On a piece
-// (localized __vocab_start, __global_shape) the one-hot lands only where the piece holds
+// (localized local.vocab_start, local.global_shape) the one-hot lands only where the piece holds
 // the label; labels are checked against the global class count.
 Tensors c_softmax_with_cross_entropy_grad(const Tensors& inputs, const Attrs& attrs) {
   (void)plan::PlanCSoftmax(plan::ShapesOf(inputs), attrs, 3, {1, 2});
   const Tensor& softmax = inputs[0];
   const int64_t len = softmax.shape.back();
-  const int64_t start = attrs.Has(kLocalVocabStart) ? attrs.GetInt(kLocalVocabStart) : 0;
-  const int64_t classes = attrs.Has(kLocalGlobalShape) ? attrs.GetInts(kLocalGlobalShape).back() : len;
+  const int64_t start = attrs.local().vocab_start.value_or(0);
+  const int64_t classes = attrs.local().global_shape.has_value() ? attrs.local().global_shape->back() : len;
   const int64_t ignore_index = attrs.GetInt("ignore_index");
   Tensor grad = internal::Zeros(softmax.shape);
   const int64_t rows = static_cast<int64_t>(inputs[1].data.size());

@@ -204,7 +204,7 @@ namespace {
 
 // cumsum on a piece: the axis view, refusing flatten (the exchange runs along an axis; the
 // rule exchanges nothing with flatten), and the piece's first position along the axis
-// (localized __offset; 0 unsharded).
+// (localized local.offset; 0 unsharded).
 struct CumsumPiece {
   AxisPiece axis;
   int64_t first = 0;

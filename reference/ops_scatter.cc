@@ -54,7 +54,7 @@ Tensors gather_nd(const Tensors& inputs, const Attrs&) {
 }
 
 // out = x; overwrite: out[index[i]] = updates[i] in order; else the rows named are zeroed
-// and then every update added to its row. Localized (__vocab_start): x holds rows
+// and then every update added to its row. Localized (local.vocab_start): x holds rows
 // [start, start + rows); updates for other rows are skipped.
 Tensors scatter(const Tensors& inputs, const Attrs& attrs) {
   CheckArity(inputs, 3);

@@ -125,6 +125,27 @@ Attrs ParseAttrs(const json& j) {
   return attrs;
 }
 
+// A case's "local": the localized part a localizer would set (rules/model/attrs.h).
+Localized ParseLocal(const json& j) {
+  Localized local;
+  for (const auto& [name, v] : j.items()) {
+    if (name == "count") {
+      local.count = v.get<int64_t>();
+    } else if (name == "vocab_start") {
+      local.vocab_start = v.get<int64_t>();
+    } else if (name == "exact") {
+      local.exact = v.get<bool>();
+    } else if (name == "offset") {
+      local.offset = v.get<std::vector<int64_t>>();
+    } else if (name == "global_shape") {
+      local.global_shape = v.get<std::vector<int64_t>>();
+    } else {
+      throw std::runtime_error("bad localized field " + name);
+    }
+  }
+  return local;
+}
+
 std::string ShapeString(const Shape& s) { return json(s).dump(); }
 
 class ReferenceGolden : public ::testing::TestWithParam<GoldenCase> {};
@@ -136,6 +157,7 @@ TEST_P(ReferenceGolden, Matches) {
   ReferenceFn fn = FindReference(op);
   ASSERT_NE(fn, nullptr) << "no reference for op " << op;
   Attrs attrs = ParseAttrs(c.line.at("attrs"));
+  if (c.line.contains("local")) attrs = attrs.WithLocal(ParseLocal(c.line.at("local")));
   Tensors inputs;
   for (const json& t : c.line.at("inputs")) inputs.push_back(ParseTensor(t));
 

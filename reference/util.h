@@ -13,7 +13,7 @@
 
 #include "reference/tensor.h"
 #include "rules/model/error.h"
-#include "rules/engine/local_attrs.h"
+#include "rules/model/attrs.h"
 #include "rules/engine/shape_util.h"
 
 namespace spmd::reference::internal {
@@ -125,12 +125,6 @@ inline int64_t Dot(const std::vector<int64_t>& index, const Shape& strides) {
   for (size_t d = 0; d < index.size(); ++d) offset += index[d] * strides[d];
   return offset;
 }
-
-// Localized attrs (rules/engine/local_attrs.h): set by an op's localizer when the checker runs a
-// reference on one shard, never by callers. Absent on a whole-tensor call.
-using spmd::kLocalCount;
-using spmd::kLocalExact;
-using spmd::kLocalVocabStart;
 
 // The most output tensors one reference call may return (split_with_num, unbind).
 inline constexpr int64_t kMaxOutputs = int64_t{1} << 16;

@@ -3,17 +3,17 @@
 
 Writes one JSONL file per op family next to this script. Each line is one case:
 
-  value case: {"op", "name", "attrs", "inputs", "outputs"}
-  error case: {"op", "name", "attrs", "inputs", "error_field"[, "error_type"]}
+  value case: {"op", "name", "attrs"[, "local"], "inputs", "outputs"}
+  error case: {"op", "name", "attrs"[, "local"], "inputs", "error_field"[, "error_type"]}
 
 A tensor is {"shape": [..], "dtype": "float64" | "float32" | "int64" | "bool",
 "data": [..] (row-major)}. int64 / bool data are JSON integers; float data are written
 with full precision (repr); a non-finite value is the string "inf", "-inf" or "nan".
 "attrs" holds every attr the op declares (docs/OPS.md), defaults filled in, with the JSON
 type of the attr kind (bool, int, float such as 1.0, string, list of ints). Cases named
-localized_* also carry a localized attr ("__count", "__vocab_start", "__exact", dropout's
-"__offset" and "__global_shape"; see
-rules/engine/op_decl.h): what the checker sets when it runs a reference on one shard.
+localized_* also carry "local": the localized part (rules/model/attrs.h, `Localized`: "count",
+"vocab_start", "exact", "offset", "global_shape"), what an op's localizer sets when one rank
+runs the op on its shards; a case's attrs dict below gives it under the key "local".
 error_type defaults to "InvalidArgument".
 
 The expected values come from numpy (np.matmul, np.einsum, np.cumsum, np.logaddexp, ...),
@@ -39,7 +39,7 @@ def full_attrs(op, given):
     """Every declared attr of `op`, `given` over the defaults, typed by the attr kind."""
     declared = DEFAULTS[op]
     for name in given:
-        if name not in declared and not name.startswith("__"):
+        if name not in declared:
             raise KeyError(f"{op} declares no attr {name}")
     out = {}
     for name, default in declared.items():
@@ -56,10 +56,13 @@ def full_attrs(op, given):
         elif isinstance(kind, list):
             value = [int(v) for v in value]
         out[name] = value
-    for name, value in given.items():
-        if name.startswith("__"):  # localized attrs: int or bool
-            out[name] = value
     return out
+
+
+def split_local(attrs):
+    """The named attrs and the localized part (None when absent) of a case's attrs."""
+    attrs = dict(attrs)
+    return attrs, attrs.pop("local", None)
 
 
 # ---------------------------------------------------------------- tensors and cases
@@ -101,16 +104,22 @@ def family(name, ops):
 
 
 def case(op, name, attrs, inputs, outputs):
-    FAMILIES[FAMILY_OF[op]].append({
-        "op": op, "name": name, "attrs": full_attrs(op, attrs),
-        "inputs": [as_t(x).to_json() for x in inputs],
-        "outputs": [as_t(x).to_json() for x in outputs]})
+    attrs, local = split_local(attrs)
+    line = {"op": op, "name": name, "attrs": full_attrs(op, attrs)}
+    if local is not None:
+        line["local"] = local
+    line["inputs"] = [as_t(x).to_json() for x in inputs]
+    line["outputs"] = [as_t(x).to_json() for x in outputs]
+    FAMILIES[FAMILY_OF[op]].append(line)
 
 
 def error(op, name, attrs, inputs, field, error_type="InvalidArgument"):
-    line = {"op": op, "name": name, "attrs": full_attrs(op, attrs),
-            "inputs": [as_t(x).to_json() if not isinstance(x, dict) else x for x in inputs],
-            "error_field": field}
+    attrs, local = split_local(attrs)
+    line = {"op": op, "name": name, "attrs": full_attrs(op, attrs)}
+    if local is not None:
+        line["local"] = local
+    line["inputs"] = [as_t(x).to_json() if not isinstance(x, dict) else x for x in inputs]
+    line["error_field"] = field
     if error_type != "InvalidArgument":
         line["error_type"] = error_type
     FAMILIES[FAMILY_OF[op]].append(line)
@@ -490,13 +499,13 @@ def gen_reduction():
 
     # Localized mean (D7): a shard divides its local sum by the global count.
     x = vals(2, 3)
-    case("mean", "localized_count", {"axis": [1], "__count": 6}, [x], [np.sum(x, axis=1) / 6.0])
-    case("mean", "localized_empty_shard", {"axis": [0], "__count": 4}, [vals(0, 3)],
+    case("mean", "localized_count", {"axis": [1], "local": {"count": 6}}, [x], [np.sum(x, axis=1) / 6.0])
+    case("mean", "localized_empty_shard", {"axis": [0], "local": {"count": 4}}, [vals(0, 3)],
          [np.zeros(3)])
-    error("mean", "localized_zero_count", {"axis": [1], "__count": 0}, [vals(2, 0)],
+    error("mean", "localized_zero_count", {"axis": [1], "local": {"count": 0}}, [vals(2, 0)],
           "inputs[0].shape")
-    case("mean_all", "localized_count", {"__count": 10}, [x], [np.array(np.sum(x) / 10.0)])
-    case("mean_all", "localized_empty_shard", {"__count": 10}, [vals(0, 3)], [np.array(0.0)])
+    case("mean_all", "localized_count", {"local": {"count": 10}}, [x], [np.array(np.sum(x) / 10.0)])
+    case("mean_all", "localized_empty_shard", {"local": {"count": 10}}, [vals(0, 3)], [np.array(0.0)])
 
     x = T(bools(2, 3).array, "bool")
     case("any", "bool_input", {"axis": [0]}, [x], [T(np.any(x.array != 0, axis=0), "bool")])
@@ -695,7 +704,7 @@ def gen_norm():
     for (i, j), v in np.ndenumerate(ids):
         if 2 <= v < 5:
             expect[i, j] = shard[v - 2]
-    case("lookup_table_v2", "localized_vocab_start", {"__vocab_start": 2},
+    case("lookup_table_v2", "localized_vocab_start", {"local": {"vocab_start": 2}},
          [T(ids, "int64"), shard], [expect])
     error("lookup_table_v2", "id_too_large", {}, [T(np.array([1, 5]), "int64"), weight],
           "inputs[0].data")
@@ -818,9 +827,9 @@ def gen_shape():
     case("squeeze", "empty_dims", {}, [vals(0, 1)], [np.zeros((0,))])
     # Localized: exactly the listed dims go (a shard's other size-1 dims stay).
     xl = vals(1, 1, 3)
-    case("squeeze", "localized_exact", {"axis": [0], "__exact": True}, [xl], [xl.reshape(1, 3)])
-    case("squeeze", "localized_exact_none", {"axis": [], "__exact": True}, [xl], [xl])
-    error("squeeze", "localized_exact_not_1", {"axis": [2], "__exact": True}, [xl],
+    case("squeeze", "localized_exact", {"axis": [0], "local": {"exact": True}}, [xl], [xl.reshape(1, 3)])
+    case("squeeze", "localized_exact_none", {"axis": [], "local": {"exact": True}}, [xl], [xl])
+    error("squeeze", "localized_exact_not_1", {"axis": [2], "local": {"exact": True}}, [xl],
           "attrs.axis")
     error("squeeze", "axis_out_of_range", {"axis": [3]}, [xs], "attrs.axis")
 
@@ -1049,7 +1058,7 @@ def gen_paddle_ops_cases():
     # A shard holding rows [2, 4) of axis 1: the other ids read zeros.
     local = np.take(xs, idx, axis=1)
     local[:, [1, 3], :] = 0.0
-    case("index_select", "localized_row_shard", {"axis": 1, "__vocab_start": 2},
+    case("index_select", "localized_row_shard", {"axis": 1, "local": {"vocab_start": 2}},
          [xs[:, 2:4, :], T(idx, "int64")], [local])
     error("index_select", "id_out_of_range", {}, [xs, T(np.array([3]), "int64")],
           "inputs[1].data")
@@ -1212,7 +1221,7 @@ def gen_scatter_cases():
          [np_scatter(x1, np.array([4, 4]), u1, False)])
     # A shard holding rows [2, 4): the updates of rows 0 and 3 on the one it holds.
     full = np_scatter(xs, idx, upd, False)
-    case("scatter", "localized_row_shard", {"overwrite": False, "__vocab_start": 2},
+    case("scatter", "localized_row_shard", {"overwrite": False, "local": {"vocab_start": 2}},
          [xs[2:4], T(idx, "int64"), upd], [full[2:4]])
     error("scatter", "id_out_of_range", {}, [xs, T(np.array([4]), "int64"), vals(1, 3)], "inputs[1].data")
     error("scatter", "index_2d", {}, [xs, T(np.zeros((1, 1)), "int64"), vals(1, 3)], "inputs[1].shape")
@@ -1295,8 +1304,8 @@ def gen_fused_cases():
         seed_offset = T(np.array([full["seed"], 0]), "int64")
         case("fused_dropout_add", label, attrs, [x, y], [as_t(out).array + y, seed_offset])
     out, mask = np_dropout(x, 0.5, 5)
-    case("fused_dropout_add", "localized_offset", {"p": 0.5, "seed": 5, "__offset": [1, 2],
-                                                   "__global_shape": [4, 6]},
+    case("fused_dropout_add", "localized_offset", {"p": 0.5, "seed": 5, "local": {"offset": [1, 2],
+                                                   "global_shape": [4, 6]}},
          [x[1:3, 2:5], y[1:3, 2:5]], [(as_t(out).array + y)[1:3, 2:5], T(np.array([5, 0]), "int64")])
     error("fused_dropout_add", "shape_mismatch", {}, [x, vals(6)], "inputs[1].shape")
     error("fused_dropout_add", "p_above_1", {"p": 1.5}, [x, y], "attrs.p")
@@ -1374,7 +1383,7 @@ def gen_grads():
     # Localized: the weight shard holds global rows [2, 5); other ids add nothing here.
     ids = np.array([[0, 3, 4], [2, 6, 3]])
     og = vals(2, 3, 4)
-    case("embedding_grad", "localized_vocab_start", {"__vocab_start": 2},
+    case("embedding_grad", "localized_vocab_start", {"local": {"vocab_start": 2}},
          [T(ids, "int64"), vals(3, 4), og], [np_embedding_grad(ids, (3, 4), og, start=2)])
     error("embedding_grad", "id_too_large", {},
           [T(np.array([1, 5]), "int64"), weight, vals(2, 4)], "inputs[0].data")
@@ -1476,17 +1485,17 @@ def gen_random():
     case("dropout", "empty_0x3", {"seed": 2}, [np.zeros((0, 3))], np_dropout(np.zeros((0, 3)), 0.5, 2))
     # Localized: the block [1:3, 2:5] of a [4, 6] tensor draws the global tensor's numbers.
     full = np_dropout(x, 0.5, 5)
-    case("dropout", "localized_offset", {"p": 0.5, "seed": 5, "__offset": [1, 2],
-                                         "__global_shape": [4, 6]},
+    case("dropout", "localized_offset", {"p": 0.5, "seed": 5, "local": {"offset": [1, 2],
+                                         "global_shape": [4, 6]}},
          [x[1:3, 2:5]], [full[0][1:3, 2:5], T(full[1].array[1:3, 2:5], "bool")])
     error("dropout", "p_above_1", {"p": 1.5}, [x], "attrs.p")
     error("dropout", "p_negative", {"p": -0.25}, [x], "attrs.p")
     error("dropout", "unknown_mode", {"mode": "scale"}, [x], "attrs.mode")
-    error("dropout", "offset_rank", {"__offset": [1], "__global_shape": [4, 6]}, [x[1:3, 2:5]],
-          "attrs.__offset")
-    error("dropout", "block_outside", {"__offset": [3, 2], "__global_shape": [4, 6]},
-          [x[1:3, 2:5]], "attrs.__offset")
-    error("dropout", "offset_without_shape", {"__offset": [0, 0]}, [x], "attrs.__global_shape")
+    error("dropout", "offset_rank", {"local": {"offset": [1], "global_shape": [4, 6]}}, [x[1:3, 2:5]],
+          "local.offset")
+    error("dropout", "block_outside", {"local": {"offset": [3, 2], "global_shape": [4, 6]}},
+          [x[1:3, 2:5]], "local.offset")
+    error("dropout", "offset_without_shape", {"local": {"offset": [0, 0]}}, [x], "local.global_shape")
     error("dropout", "two_inputs", {}, [x, x], "inputs")
 
 
@@ -1687,8 +1696,8 @@ def gen_attention():
     # Localized: rows [1, 3) of a 4-row q, causal against 5 keys.
     q4 = vals3(2, 4, 2, 4)
     full = np_flash_attention(q4, k, v, causal=True)
-    case("flash_attention", "localized_rows", {"causal": True, "__offset": [0, 1, 0, 0],
-                                               "__global_shape": [2, 4, 2, 4]},
+    case("flash_attention", "localized_rows", {"causal": True, "local": {"offset": [0, 1, 0, 0],
+                                               "global_shape": [2, 4, 2, 4]}},
          [q4[:, 1:3], k, v], [full[0][:, 1:3], full[1], full[2][:, :, 1:3], full[3]])
     error("flash_attention", "seed_not_an_integer", {}, [q, k, v, T(np.array([1.5, 2.0]))], "inputs[3]")
     error("flash_attention", "two_inputs", {}, [q, k], "inputs")
@@ -1792,9 +1801,9 @@ def gen_c_softmax():
          [grad(p, label, g, 1)])
     piece = p[:, 1:4]
     label = np.array([[0], [3], [6], [2]])
-    case(op, "localized_piece", {"__vocab_start": 2, "__global_shape": [4, 7]},
+    case(op, "localized_piece", {"local": {"vocab_start": 2, "global_shape": [4, 7]}},
          [piece, T(label, "int64"), g], [grad(piece, label, g, start=2)])
-    error(op, "localized_label_past_global", {"__vocab_start": 2, "__global_shape": [4, 7]},
+    error(op, "localized_label_past_global", {"local": {"vocab_start": 2, "global_shape": [4, 7]}},
           [piece, T(np.array([[0], [7], [1], [1]]), "int64"), g], "inputs[1].data")
     error(op, "label_past_classes", {}, [p, T(np.array([[0], [5], [1], [1]]), "int64"), g],
           "inputs[1].data")
@@ -2108,8 +2117,8 @@ def gen_attention_grad():
     local = np_flash_attn_grad(q4[:, 1:3], k, v, out4[:, 1:3], lse4[:, :, 1:3], g4[:, 1:3],
                                causal=True, row_offset=1, global_sq=4)
     assert np.allclose(local[0], full[0][:, 1:3])
-    case(op, "localized_rows", {"causal": True, "__offset": [0, 1, 0, 0],
-                                "__global_shape": [2, 4, 2, 4]},
+    case(op, "localized_rows", {"causal": True, "local": {"offset": [0, 1, 0, 0],
+                                "global_shape": [2, 4, 2, 4]}},
          [q4[:, 1:3], k, v, out4[:, 1:3], lse4[:, :, 1:3], none_seed, none_mask, g4[:, 1:3]],
          local)
     out, _, lse = np_attention(q, k, v)

@@ -66,7 +66,7 @@ void RotateInto(const std::byte* x, std::byte* out, const AxisView& v, int64_t s
 }
 
 // index_select / gather: x viewed as [outer, rows, inner]; out as [outer, K, inner] with
-// K the ids (one id and no K dim for a 0-d index). Localized (kLocalVocabStart): x holds
+// K the ids (one id and no K dim for a 0-d index). Localized (local.vocab_start): x holds
 // rows [start, start + rows) of the global x along axis; other ids give zero blocks.
 Tensors Select(const TensorArgs& inputs, const Attrs& attrs, bool allow_0d) {
   CheckArity(inputs, 2);

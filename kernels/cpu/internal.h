@@ -15,7 +15,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/tensor.h"
 #include "rules/model/error.h"
-#include "rules/engine/local_attrs.h"
+#include "rules/model/attrs.h"
 #include "rules/engine/shape_util.h"
 
 namespace spmd::kernels::cpu::internal {

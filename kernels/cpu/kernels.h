@@ -3,9 +3,9 @@
 // A kernel runs one op on one rank's local tensors (or on whole tensors: the same thing on
 // one device). It computes what the float64 reference (reference/) computes, written for
 // speed and kept separate from it so that the oracle and the kernels do not share bugs.
-// No communication and no rule logic live here; attrs that depend on the shard (the
-// localized attrs of rules/engine/local_attrs.h: __count, __vocab_start, __exact, and rewritten
-// attrs such as triu's diagonal) come from the op's localizer (rules/engine/op_decl.h).
+// No communication and no rule logic live here; what depends on the shard (the localized
+// part Attrs::local() of rules/model/attrs.h: local.count, local.vocab_start, local.exact, ...,
+// and rewritten attrs such as triu's diagonal) comes from the op's localizer (rules/engine/op_decl.h).
 //
 // Dtypes (kernels/README.md has the details):
 // - The compute dtype is the dtype of the op's floating value inputs: float32 or float64.

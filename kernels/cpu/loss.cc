@@ -13,7 +13,7 @@
 #include "kernels/cpu/rows.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/vector_math.h"
-#include "rules/engine/local_attrs.h"
+#include "rules/model/attrs.h"
 #include "rules/ops/loss_plan.h"
 #include "rules/ops/softmax_pieces.h"
 
@@ -114,11 +114,11 @@ Tensors c_softmax_with_cross_entropy(const TensorArgs& inputs, const Attrs& attr
   });
 }
 
-// Phase::kStats of c_softmax_with_cross_entropy: the piece [__vocab_start, + C)'s statistics.
+// Phase::kStats of c_softmax_with_cross_entropy: the piece [local.vocab_start, + C)'s statistics.
 Tensors c_softmax_with_cross_entropy_stats(const TensorArgs& inputs, const Attrs& attrs) {
   const int64_t rows = CheckCSoftmax(inputs, attrs, 2);
-  const int64_t start = attrs.Has(kLocalVocabStart) ? attrs.GetInt(kLocalVocabStart) : 0;
-  if (start < 0) ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "negative class offset");
+  const int64_t start = attrs.local().vocab_start.value_or(0);
+  if (start < 0) ThrowInvalid(std::string(LocalFieldName(LocalField::kVocabStart)), "negative class offset");
   const Ids ids(inputs[1], InputField(1, "data"));
   return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -150,12 +150,12 @@ Tensors c_softmax_with_cross_entropy_finish(const TensorArgs& inputs, const Attr
 }
 
 // (softmax - onehot(label)) * loss_grad along the last dim, 0 on ignored rows; on a piece
-// (localized __vocab_start, __global_shape) the one-hot lands where the piece holds the label.
+// (localized local.vocab_start, local.global_shape) the one-hot lands where the piece holds the label.
 Tensors c_softmax_with_cross_entropy_grad(const TensorArgs& inputs, const Attrs& attrs) {
   const int64_t rows = plan::PlanCSoftmax(plan::ShapesOf(inputs), attrs, 3, {1, 2});
   const int64_t len = inputs[0].shape().back();
-  const int64_t start = attrs.Has(kLocalVocabStart) ? attrs.GetInt(kLocalVocabStart) : 0;
-  const int64_t classes = attrs.Has(kLocalGlobalShape) ? attrs.GetInts(kLocalGlobalShape).back() : len;
+  const int64_t start = attrs.local().vocab_start.value_or(0);
+  const int64_t classes = attrs.local().global_shape.has_value() ? attrs.local().global_shape->back() : len;
   const int64_t ignore_index = attrs.GetInt("ignore_index");
   const std::string label_field = InputField(1, "data");
   const Ids ids(inputs[1], label_field);

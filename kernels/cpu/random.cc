@@ -1,5 +1,5 @@
 // dropout's CPU kernel: the mask of rules/ops/counter_rng.h drawn at each element's GLOBAL
-// linear index, so a shard (with the localized __offset and __global_shape) draws the
+// linear index, so a shard (with the localized local.offset and local.global_shape) draws the
 // numbers of the same elements of the global tensor. The kernel walks rows of the last
 // dim: a row's global indices are consecutive from its first one.
 #include <cstdint>

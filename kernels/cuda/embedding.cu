@@ -16,7 +16,7 @@
 #include "kernels/cuda/registry.h"
 #include "kernels/cuda/rows.cuh"
 #include "rules/ops/embedding_plan.h"
-#include "rules/engine/local_attrs.h"
+#include "rules/model/attrs.h"
 
 namespace spmd::kernels::cuda {
 namespace {

@@ -21,7 +21,7 @@
 #include "kernels/cuda/family_test_util.h"
 #include "kernels/cuda/index_fault.h"
 #include "kernels/cuda/registry.h"
-#include "rules/engine/local_attrs.h"
+#include "rules/model/attrs.h"
 
 namespace spmd::kernels::cuda {
 namespace {
@@ -184,7 +184,7 @@ Request GenRequest(const std::string& op) {
     const bool zero_d = *rc::gen::inRange(0, 4) == 0;
     r.inputs = {x, GenIds(zero_d ? Shape{} : Shape{*rc::gen::inRange<int64_t>(0, 6)}, -1, d + 2)};
     a.Set("axis", axis);
-    if (*rc::gen::arbitrary<bool>()) r.attrs.Set(kLocalVocabStart, *rc::gen::inRange<int64_t>(0, 3));
+    if (*rc::gen::arbitrary<bool>()) r.attrs.mutable_local().vocab_start = *rc::gen::inRange<int64_t>(0, 3);
   } else if (op == "gather_nd") {
     const Tensor x = RandomTensor(GenShape(0, 3, 4), dt);
     Shape is = GenShape(0, 2, 3);
@@ -197,7 +197,7 @@ Request GenRequest(const std::string& op) {
     s[0] = *rc::gen::inRange<int64_t>(0, 7);
     r.inputs = {x, GenIds({s[0]}, -1, x.shape()[0] + 2), RandomTensor(s, f)};
     a.Set("overwrite", *rc::gen::arbitrary<bool>());
-    if (*rc::gen::arbitrary<bool>()) r.attrs.Set(kLocalVocabStart, *rc::gen::inRange<int64_t>(0, 3));
+    if (*rc::gen::arbitrary<bool>()) r.attrs.mutable_local().vocab_start = *rc::gen::inRange<int64_t>(0, 3);
   } else if (op == "scatter_nd_add") {
     const DType f = GenFloat();
     const Tensor x = RandomTensor(GenShape(0, 3, 3), f);
@@ -250,12 +250,13 @@ Request GenRequest(const std::string& op) {
         offset.push_back(*rc::gen::inRange<int64_t>(0, 3));
         global.push_back(d + offset.back() + *rc::gen::inRange<int64_t>(0, 2));
       }
-      r.attrs.Set(kLocalOffset, offset);
-      r.attrs.Set(kLocalGlobalShape, global);
+      r.attrs.mutable_local().offset = offset;
+      r.attrs.mutable_local().global_shape = global;
     }
   }
   Attrs normalized = Norm(op, a);
   for (const auto& [name, value] : r.attrs.values()) normalized.Set(name, value);
+  normalized.mutable_local() = r.attrs.local();
   r.attrs = normalized;
   return r;
 }
@@ -379,6 +380,7 @@ class CudaFamiliesGpuLarge : public ::testing::Test {
     r.inputs = std::move(inputs);
     r.attrs = Norm(op, given);
     for (const auto& [name, value] : local.values()) r.attrs.Set(name, value);
+    r.attrs.mutable_local() = local.local();
     const bool ok = rc::check(op, [&] { CheckAgainstCpu(r, Stream{}); });
     EXPECT_TRUE(ok) << op;
   }
@@ -428,8 +430,8 @@ TEST_F(CudaFamiliesGpuLarge, ManyDimsLongLinesAndDuplicates) {
     d.Set("p", 0.4);
     d.Set("seed", int64_t{12345});
     Attrs dn = Norm("dropout", d);
-    dn.Set(kLocalOffset, std::vector<int64_t>{64, 0});
-    dn.Set(kLocalGlobalShape, std::vector<int64_t>{2048, 1024});
+    dn.mutable_local().offset = std::vector<int64_t>{64, 0};
+    dn.mutable_local().global_shape = std::vector<int64_t>{2048, 1024};
     r = {"dropout", {GenValues({1024, 1024}, DType::kFloat32)}, dn};
     CheckAgainstCpu(r, Stream{});
   });

@@ -21,7 +21,7 @@
 #include "kernels/cuda/index_map.h"
 #include "kernels/cuda/registry.h"
 #include "rules/model/error.h"
-#include "rules/engine/local_attrs.h"
+#include "rules/model/attrs.h"
 #include "rules/engine/op_decl.h"
 #include "rules/engine/registry.h"
 
@@ -342,7 +342,7 @@ RC_GTEST_PROP(CudaIndexMaps, SelectMatchesCpuAndFaultsWhereCpuRefuses, ()) {
   a.Set("axis", axis);
   const std::string op = gather ? "gather" : "index_select";
   Attrs attrs = Norm(op, a);
-  if (sharded) attrs.Set(kLocalVocabStart, start);
+  if (sharded) attrs.mutable_local().vocab_start = start;
   const CpuResult cpu = RunCpu(op, {x, ids}, attrs);
   if (RefusedMix(cpu)) return;
 
@@ -488,7 +488,7 @@ RC_GTEST_PROP(CudaIndexMaps, ScatterMatchesCpuWithDuplicates, ()) {
   Attrs a;
   a.Set("overwrite", overwrite);
   Attrs attrs = Norm("scatter", a);
-  if (sharded) attrs.Set(kLocalVocabStart, start);
+  if (sharded) attrs.mutable_local().vocab_start = start;
   const CpuResult cpu = RunCpu("scatter", {x, index, updates}, attrs);
   const int64_t rows = xs[0], k = index.numel();
   std::vector<int64_t> keys(static_cast<size_t>(k)), order(static_cast<size_t>(k));
@@ -679,8 +679,8 @@ RC_GTEST_PROP(CudaRandomMaps, DropoutOnAShardMatchesCpu, ()) {
   a.Set("seed", *rc::gen::inRange<int64_t>(-5, 1000));
   Attrs attrs = Norm("dropout", a);
   if (sharded) {
-    attrs.Set(kLocalOffset, offset);
-    attrs.Set(kLocalGlobalShape, global);
+    attrs.mutable_local().offset = offset;
+    attrs.mutable_local().global_shape = global;
   }
   const CpuResult cpu = RunCpu("dropout", {x}, attrs);
   RC_ASSERT(!cpu.error);

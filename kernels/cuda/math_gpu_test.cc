@@ -43,7 +43,7 @@
 #include "kernels/cuda/registry.h"
 #include "rules/model/error.h"
 #include "rules/model/half.h"
-#include "rules/engine/local_attrs.h"
+#include "rules/model/attrs.h"
 #include "rules/engine/registry.h"
 
 namespace spmd::kernels::cuda {
@@ -433,7 +433,7 @@ TEST_F(MathGpu, ReductionsMatchTheCpuKernels) {
     }
     Attrs attrs = Normalized(op, given);
     if ((op == "mean" || op == "mean_all") && Pick(rng, 0, 4) == 0) {
-      attrs.Set(kLocalCount, int64_t{Pick(rng, 1, 50)});  // a shard's global count
+      attrs.mutable_local().count = int64_t{Pick(rng, 1, 50)};  // a shard's global count
     }
     const std::string what = Label(op, c, dtype, {x.shape()});
     const Outcome r = RunBoth(op, {x}, attrs);
@@ -725,7 +725,7 @@ TEST_F(MathGpu, LookupTableAndEmbeddingGradMatchTheCpuKernels) {
     const int64_t padding = Pick(rng, 0, 2) == 0 ? Pick(rng, 0, std::max<int>(static_cast<int>(vocab) - 1, 0)) : -1;
     given.Set("padding_idx", padding);
     Attrs attrs = Normalized("lookup_table_v2", given);
-    if (sharded) attrs.Set(kLocalVocabStart, start);
+    if (sharded) attrs.mutable_local().vocab_start = start;
     const std::string what = Label("lookup_table_v2", c, dtype, {id_shape, weight.shape()});
     const Outcome r = RunBoth("lookup_table_v2", {ids, weight}, attrs);
     if (r.ok) ExpectMatch(r, nullptr, true, what);
@@ -734,7 +734,7 @@ TEST_F(MathGpu, LookupTableAndEmbeddingGradMatchTheCpuKernels) {
     g_shape.push_back(hidden);
     const Tensor g = Random(g_shape, dtype, rng);
     Attrs grad_attrs = Normalized("embedding_grad", given);
-    if (sharded) grad_attrs.Set(kLocalVocabStart, start);
+    if (sharded) grad_attrs.mutable_local().vocab_start = start;
     const Outcome rg = RunBoth("embedding_grad", {ids, weight, g}, grad_attrs);
     if (rg.ok) {
       const double k = static_cast<double>(std::max<int64_t>(1, NumElements(id_shape)));

@@ -1,6 +1,6 @@
 // CUDA kernels of the random family (the ops of kernels/cpu/random.cc): dropout and
 // fused_dropout_add (whose second output is Paddle's seed_offset, [seed, 0]). The mask is rules/ops/counter_rng.h's, drawn at each element's GLOBAL
-// linear index (from the localized __offset / __global_shape, read and checked by
+// linear index (from the localized local.offset / local.global_shape, read and checked by
 // rules/ops/dropout_attrs.h as on the CPU), so a shard on the device drops exactly the
 // elements the CPU kernel drops for the same seed. Values are computed as the CPU computes
 // them (in double, one division, rounded once to the compute dtype), so out and mask equal

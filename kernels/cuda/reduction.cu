@@ -29,7 +29,7 @@
 #include "kernels/cuda/permute.h"
 #include "kernels/cuda/reduce_plan.h"
 #include "kernels/cuda/registry.h"
-#include "rules/engine/local_attrs.h"
+#include "rules/model/attrs.h"
 
 namespace spmd::kernels::cuda {
 namespace {

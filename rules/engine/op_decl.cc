@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <utility>
 
 #include "rules/model/error.h"
@@ -112,7 +113,24 @@ void CheckArity(const OpDecl& op, size_t count) {
 
 }  // namespace
 
+Localizer CheckedLocalizer(const std::string& op, std::vector<LocalField> fields, Localizer fn) {
+  if (!fn) return fn;
+  return [op, fields = std::move(fields), fn = std::move(fn)](const LocalContext& c) {
+    Attrs local = fn(c);
+    for (LocalField field : kAllLocalFields) {
+      if (local.local().Has(field) && std::find(fields.begin(), fields.end(), field) == fields.end()) {
+        throw std::logic_error("the localizer of " + op + " sets " + LocalFieldName(field) +
+                               ", which its declaration does not list");
+      }
+    }
+    return local;
+  };
+}
+
 Attrs OpDecl::NormalizeAttrs(const Attrs& given) const {
+  for (LocalField field : kAllLocalFields) {
+    if (given.local().Has(field)) ThrowInvalid(LocalFieldName(field), "is set by localization only");
+  }
   Attrs normalized;
   std::vector<bool> seen(attrs.size(), false);
   for (const auto& [name, value] : given.values()) {
@@ -122,7 +140,6 @@ Attrs OpDecl::NormalizeAttrs(const Attrs& given) const {
       for (const std::string& alias : attrs[k].aliases) match = match || alias == name;
       if (match) break;
     }
-    if (name.rfind("__", 0) == 0) ThrowInvalid("attrs." + name, "is set by localization only");
     if (k == attrs.size()) ThrowInvalid("attrs." + name, "is not an attribute of " + this->name);
     if (seen[k]) ThrowInvalid("attrs." + name, "given twice (under an alias)");
     seen[k] = true;

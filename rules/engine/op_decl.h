@@ -21,7 +21,6 @@
 #include "rules/model/dtype.h"
 #include "rules/engine/dimtrans.h"
 #include "rules/engine/einsum.h"
-#include "rules/engine/local_attrs.h"
 #include "rules/model/tolerance.h"
 #include "rules/engine/vjp.h"
 
@@ -130,6 +129,10 @@ struct OpDecl {
   DistCheck dist_check;              // optional, forward only
   ValuesBuilder values;              // optional: every input kReal when absent
   Localizer localize;                // optional: attrs unchanged on a shard when absent
+  // The fields of the localized part (Attrs::local()) that `localize` sets and the op's plan,
+  // reference and kernels read; no other field is set (the builder's wrapper refuses it) or
+  // read (ValidationAgreement.UndeclaredLocalFieldsAreIgnored).
+  std::vector<LocalField> localized;
   ExampleBuilder examples;           // shapes and attrs the checker uses
   // Which kind of computation the op is, for the bound on a float run against the
   // reference (rules/model/tolerance.h). Every op declares one; the completeness test fails
@@ -144,7 +147,8 @@ struct OpDecl {
   // Returns the attrs with every declared attr present (defaults filled, aliases resolved,
   // kinds converted: int -> float, int -> ints, ints -> floats). Throws
   // SpmdError(kInvalidArgument, "attrs.NAME") for an undeclared name, a wrong kind, or a
-  // missing required attr.
+  // missing required attr, and SpmdError(kInvalidArgument, "local.FIELD") for a set field of
+  // the localized part (only a localizer sets it, after normalisation).
   Attrs NormalizeAttrs(const Attrs& given) const;
 };
 
@@ -153,6 +157,10 @@ struct OpDecl {
 inline int ExchangedDim(const OpDecl& op, const RuleContext& context) {
   return op.exchange ? op.exchange->dim(context) : -1;
 }
+
+// `fn` wrapped so that a localized field it sets and `fields` does not list throws
+// std::logic_error (a declaration bug, not a caller's). Empty when `fn` is.
+Localizer CheckedLocalizer(const std::string& op, std::vector<LocalField> fields, Localizer fn);
 
 // A small builder so that a declaration reads as one expression.
 class OpBuilder {
@@ -192,7 +200,10 @@ class OpBuilder {
     decl_.examples = std::move(fn);
     return *this;
   }
-  OpBuilder& Localize(Localizer fn) {
+  // `fn` rewrites the attrs for one shard and sets the localized fields `fields` (none
+  // when it only rewrites named attrs, as expand's target shape).
+  OpBuilder& Localize(std::vector<LocalField> fields, Localizer fn) {
+    decl_.localized = std::move(fields);
     decl_.localize = std::move(fn);
     return *this;
   }
@@ -219,6 +230,7 @@ class OpBuilder {
   // The builder is a temporary of one declaration expression: converting moves out. An
   // exchange marks its dim's factor exchanged in every spec the rule builds.
   operator OpDecl() {
+    decl_.localize = CheckedLocalizer(decl_.name, decl_.localized, std::move(decl_.localize));
     if (decl_.exchange && decl_.einsum) {
       decl_.einsum = [einsum = std::move(decl_.einsum), exchange = *decl_.exchange](const RuleContext& c) {
         EinsumSpec spec = einsum(c);

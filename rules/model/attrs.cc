@@ -40,4 +40,32 @@ Attrs Attrs::With(const std::string& name, AttrValue value) const {
   return copy;
 }
 
+Attrs Attrs::WithLocal(Localized local) const {
+  Attrs copy = *this;
+  copy.local_ = std::move(local);
+  return copy;
+}
+
+const char* LocalFieldName(LocalField field) {
+  switch (field) {
+    case LocalField::kCount: return "local.count";
+    case LocalField::kVocabStart: return "local.vocab_start";
+    case LocalField::kExact: return "local.exact";
+    case LocalField::kOffset: return "local.offset";
+    case LocalField::kGlobalShape: return "local.global_shape";
+  }
+  return "local";
+}
+
+bool Localized::Has(LocalField field) const {
+  switch (field) {
+    case LocalField::kCount: return count.has_value();
+    case LocalField::kVocabStart: return vocab_start.has_value();
+    case LocalField::kExact: return exact.has_value();
+    case LocalField::kOffset: return offset.has_value();
+    case LocalField::kGlobalShape: return global_shape.has_value();
+  }
+  return false;
+}
+
 }  // namespace spmd

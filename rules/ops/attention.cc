@@ -15,7 +15,7 @@
 
 #include "rules/ops/attention_shape.h"
 #include "rules/model/error.h"
-#include "rules/engine/local_attrs.h"
+#include "rules/model/attrs.h"
 #include "rules/engine/notation.h"
 #include "rules/engine/registry.h"
 #include "rules/ops/vjp_util.h"
@@ -187,7 +187,7 @@ std::vector<InputValues> SeedIsIndex(const RuleContext& c, size_t seed) {
 
 // q's rows [offset, offset + sq) of the global q, for the causal mask.
 Attrs LocalizeRows(const LocalContext& c) {
-  return c.attrs.With(kLocalOffset, c.input_offsets[0]).With(kLocalGlobalShape, c.global_inputs[0]);
+  return c.attrs.WithLocal({.offset = c.input_offsets[0], .global_shape = c.global_inputs[0]});
 }
 
 }  // namespace
@@ -203,7 +203,7 @@ OpDecl flash_attention() {
       .Attr("rng_name", AttrKind::kString, std::string(""))
       .Einsum(FlashAttention)
       .Values([](const RuleContext& c) { return SeedIsIndex(c, 3); })
-      .Localize(LocalizeRows)
+      .Localize({LocalField::kOffset, LocalField::kGlobalShape}, LocalizeRows)
       // Two examples (three to five 4-D inputs multiply the sweep's layouts). Causal with
       // fewer query rows than keys, a mask broadcasting over the heads, the probabilities
       // returned, v's head dim differing from q's; grouped heads with a seed and a whole
@@ -232,7 +232,7 @@ OpDecl flash_attn_grad() {
       .Attr("causal", AttrKind::kBool, false)
       .Einsum(FlashAttnGrad)
       .Values([](const RuleContext& c) { return SeedIsIndex(c, 5); })
-      .Localize(LocalizeRows)
+      .Localize({LocalField::kOffset, LocalField::kGlobalShape}, LocalizeRows)
       // The forward's first example: causal, fewer rows than keys, v's head dim differing
       // from q's, a mask broadcasting over the heads. One example: eight inputs multiply
       // the sweep's layouts.

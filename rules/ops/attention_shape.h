@@ -16,7 +16,6 @@
 
 #include "rules/model/attrs.h"
 #include "rules/model/error.h"
-#include "rules/engine/local_attrs.h"
 #include "rules/engine/shape_util.h"
 
 namespace spmd::attention {
@@ -29,7 +28,7 @@ struct FlashAttentionPlan {
   bool has_mask = false;         // input 4 given (not 0-d)
   std::vector<int64_t> mask_shape;  // [b or 1, heads or 1, sq or 1, sk or 1]
   // The q rows this call holds: global rows [row_offset, row_offset + sq) of global_sq
-  // (localized __offset / __global_shape; the whole q when absent). The causal mask is
+  // (localized local.offset / local.global_shape; the whole q when absent). The causal mask is
   // aligned to the bottom right: global row i sees keys j <= i + sk - global_sq.
   int64_t row_offset = 0, global_sq = 0;
   std::vector<int64_t> out_shape, softmax_shape, lse_shape;
@@ -106,13 +105,13 @@ inline FlashAttentionPlan Plan(const std::vector<std::vector<int64_t>>& shapes, 
   p.causal = attrs.GetBool("causal");
   p.return_softmax = !grad && attrs.GetBool("return_softmax");
   p.global_sq = p.sq;
-  if (attrs.Has(kLocalOffset) || attrs.Has(kLocalGlobalShape)) {
-    const std::string field = std::string("attrs.") + kLocalOffset;
-    if (!attrs.Has(kLocalOffset) || !attrs.Has(kLocalGlobalShape)) {
-      ThrowInvalid(field, "__offset and __global_shape come together");
+  if (attrs.local().offset.has_value() || attrs.local().global_shape.has_value()) {
+    const std::string field = std::string(LocalFieldName(LocalField::kOffset));
+    if (!attrs.local().offset.has_value() || !attrs.local().global_shape.has_value()) {
+      ThrowInvalid(field, "local.offset and local.global_shape come together");
     }
-    const std::vector<int64_t>& offset = attrs.GetInts(kLocalOffset);
-    const std::vector<int64_t>& global = attrs.GetInts(kLocalGlobalShape);
+    const std::vector<int64_t>& offset = *attrs.local().offset;
+    const std::vector<int64_t>& global = *attrs.local().global_shape;
     if (offset.size() != 4 || global.size() != 4 || offset[1] < 0 || global[1] < 0 ||
         offset[1] > global[1] - p.sq) {
       ThrowInvalid(field, "q's rows [" + std::to_string(offset.size() == 4 ? offset[1] : -1) +
@@ -140,7 +139,7 @@ inline FlashAttentionPlan Plan(const std::vector<std::vector<int64_t>>& shapes, 
 // or [2]; a mask not 0-d or not broadcasting to [batch, heads, sq, sk]), "attrs.dropout"
 // (outside [0, 1]: InvalidArgument; above 0 in training: Unsupported, spmdkit draws no
 // attention dropout), "attrs.causal" (more query rows than keys: the first rows would see
-// no key), "attrs.__offset" (a localized block outside q).
+// no key), "local.offset" (a localized block outside q).
 inline FlashAttentionPlan PlanFlashAttention(const std::vector<std::vector<int64_t>>& shapes,
                                              const Attrs& attrs) {
   if (shapes.size() < 3 || shapes.size() > 5) {

@@ -11,7 +11,6 @@
 
 #include "rules/model/attrs.h"
 #include "rules/model/error.h"
-#include "rules/engine/local_attrs.h"
 #include "rules/engine/shape_util.h"
 
 namespace spmd::dropout {
@@ -45,20 +44,20 @@ inline DropoutAttrs ReadDropoutAttrs(const Attrs& attrs) {
 }
 
 // Where a tensor of `local` shape sits in the global tensor whose mask it draws: the
-// localized __offset and __global_shape (both absent: the tensor is the whole one).
+// localized local.offset and local.global_shape (both absent: the tensor is the whole one).
 struct DropoutLayout {
   std::vector<int64_t> offset;        // per dim, the global index of the local element 0
   std::vector<int64_t> global_shape;
 };
 
-// Throws SpmdError(kInvalidArgument) naming attrs.__offset or attrs.__global_shape when
+// Throws SpmdError(kInvalidArgument) naming local.offset or local.global_shape when
 // only one is given, a length is not the rank, an offset is negative or the local block
 // does not fit in the global shape (so every global index is below 2^62).
 inline DropoutLayout ReadDropoutLayout(const Attrs& attrs, const std::vector<int64_t>& local) {
-  const std::string offset_field = std::string("attrs.") + kLocalOffset;
-  const std::string global_field = std::string("attrs.") + kLocalGlobalShape;
+  const std::string offset_field = std::string(LocalFieldName(LocalField::kOffset));
+  const std::string global_field = std::string(LocalFieldName(LocalField::kGlobalShape));
   DropoutLayout layout;
-  const bool has_offset = attrs.Has(kLocalOffset), has_global = attrs.Has(kLocalGlobalShape);
+  const bool has_offset = attrs.local().offset.has_value(), has_global = attrs.local().global_shape.has_value();
   if (!has_offset && !has_global) {
     layout.offset.assign(local.size(), 0);
     layout.global_shape = local;
@@ -66,8 +65,8 @@ inline DropoutLayout ReadDropoutLayout(const Attrs& attrs, const std::vector<int
   }
   if (!has_offset) ThrowInvalid(offset_field, "missing while " + global_field + " is given");
   if (!has_global) ThrowInvalid(global_field, "missing while " + offset_field + " is given");
-  layout.offset = attrs.GetInts(kLocalOffset);
-  layout.global_shape = attrs.GetInts(kLocalGlobalShape);
+  layout.offset = *attrs.local().offset;
+  layout.global_shape = *attrs.local().global_shape;
   if (layout.offset.size() != local.size()) {
     ThrowInvalid(offset_field, "has " + std::to_string(layout.offset.size()) + " entries for rank " +
                                    std::to_string(local.size()));

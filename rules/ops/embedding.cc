@@ -86,8 +86,9 @@ OpDecl lookup_table_v2() {
       .Values([](const RuleContext& c) {
         return std::vector<InputValues>{{ValueKind::kIndex, c.input_shapes[1][0]}, {}};
       })
-      .Localize([](const LocalContext& c) {  // a shard holds rows [start, start + rows)
-        return c.attrs.With(kLocalVocabStart, c.input_offsets[1][0]);
+      // a shard holds rows [start, start + rows)
+      .Localize({LocalField::kVocabStart}, [](const LocalContext& c) {
+        return c.attrs.WithLocal({.vocab_start = c.input_offsets[1][0]});
       })
       .Examples(FromSignatures({{{"ab", "vh"}}, {{"a", "vh"}, MakeAttrs({{"padding_idx", int64_t{0}}})}}))
       .CheckDist([](const RuleContext& c, const std::vector<DistAttr>& inputs) {
@@ -128,7 +129,7 @@ OpDecl c_embedding() {
         ids.hit_end = std::min(end, bound);
         return std::vector<InputValues>{{}, ids};
       })
-      .Localize([](const LocalContext& c) {  // a shard holds rows [start + offset, ...)
+      .Localize({}, [](const LocalContext& c) {  // a shard holds rows [start + offset, ...)
         return c.attrs.With("start_index", c.attrs.GetInt("start_index") + c.input_offsets[0][0]);
       })
       .Vjp(vjps::CEmbedding)
@@ -158,7 +159,7 @@ OpDecl c_embedding_grad() {
         ids.hit_end = end;
         return std::vector<InputValues>{{}, ids, {}};
       })
-      .Localize([](const LocalContext& c) {  // a shard holds rows [start + offset, ...)
+      .Localize({}, [](const LocalContext& c) {  // a shard holds rows [start + offset, ...)
         return c.attrs.With("start_index", c.attrs.GetInt("start_index") + c.input_offsets[0][0]);
       })
       .Examples([](const SizePalette& p) {
@@ -186,8 +187,9 @@ OpDecl embedding_grad() {
       .Values([](const RuleContext& c) {
         return std::vector<InputValues>{{ValueKind::kIndex, c.input_shapes[1][0]}, {}, {}};
       })
-      .Localize([](const LocalContext& c) {  // a shard holds rows [start, start + rows)
-        return c.attrs.With(kLocalVocabStart, c.input_offsets[1][0]);
+      // a shard holds rows [start, start + rows)
+      .Localize({LocalField::kVocabStart}, [](const LocalContext& c) {
+        return c.attrs.WithLocal({.vocab_start = c.input_offsets[1][0]});
       })
       .Examples([](const SizePalette& p) {
         // With padding, a case whose ids are all padding has a zero gradient on every

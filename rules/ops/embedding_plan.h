@@ -12,7 +12,6 @@
 
 #include "rules/model/attrs.h"
 #include "rules/model/error.h"
-#include "rules/engine/local_attrs.h"
 #include "rules/engine/op_plan.h"
 #include "rules/engine/shape_util.h"
 
@@ -52,12 +51,12 @@ inline void CheckRowsGrad(const Shapes& shapes, EmbeddingPlan& p) {
   }
   p.out_shape = {p.vocab, p.hidden};
 }
-// lookup_table_v2's localized __vocab_start: this shard holds rows [start, start + V);
+// lookup_table_v2's localized local.vocab_start: this shard holds rows [start, start + V);
 // without it every id must be a row of the weight.
 inline void ReadVocabStart(const Attrs& attrs, EmbeddingPlan& p) {
-  const bool sharded = attrs.Has(kLocalVocabStart);
-  p.start = sharded ? attrs.GetInt(kLocalVocabStart) : 0;
-  if (p.start < 0) ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "negative row offset");
+  const bool sharded = attrs.local().vocab_start.has_value();
+  p.start = sharded ? *attrs.local().vocab_start : 0;
+  if (p.start < 0) ThrowInvalid(std::string(LocalFieldName(LocalField::kVocabStart)), "negative row offset");
   p.id_limit = sharded ? -1 : p.vocab;
 }
 inline int64_t ReadStartIndex(const Attrs& attrs) {

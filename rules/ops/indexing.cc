@@ -150,7 +150,7 @@ EinsumSpec Selection(const RuleContext& c, int axis, bool drop_dim) {
 }
 
 Attrs LocalizeSelection(const LocalContext& c, int64_t axis) {
-  return c.attrs.With(kLocalVocabStart, c.input_offsets[0][static_cast<size_t>(axis)]);
+  return c.attrs.WithLocal({.vocab_start = c.input_offsets[0][static_cast<size_t>(axis)]});
 }
 
 // The index length of an example: `count`, or 0 when the selected axis has no rows.
@@ -231,7 +231,7 @@ OpDecl index_select() {
         return Selection(c, static_cast<int>(plan.axis), false);
       })
       .Values(SelectionValues)
-      .Localize([](const LocalContext& c) {
+      .Localize({LocalField::kVocabStart}, [](const LocalContext& c) {
         const int64_t rank = static_cast<int64_t>(c.global_inputs[0].size());
         return LocalizeSelection(c, shape::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis"));
       })
@@ -255,7 +255,7 @@ OpDecl gather() {
         return Selection(c, static_cast<int>(plan.axis), plan.drop_dim);
       })
       .Values(SelectionValues)
-      .Localize([](const LocalContext& c) {
+      .Localize({LocalField::kVocabStart}, [](const LocalContext& c) {
         const int64_t rank = static_cast<int64_t>(c.global_inputs[0].size());
         return LocalizeSelection(c, shape::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis"));
       })

@@ -20,7 +20,6 @@
 #include "rules/model/attrs.h"
 #include "rules/model/dtype.h"
 #include "rules/model/error.h"
-#include "rules/engine/local_attrs.h"
 #include "rules/ops/shape_plan.h"
 #include "rules/engine/shape_util.h"
 
@@ -97,7 +96,7 @@ inline Dims PlanPad(const Dims& x, const Attrs& attrs, const DType* dtype = null
 // ---- index_select, gather ----
 
 // x viewed as [outer, rows, inner] around `axis`; out as [outer, K, inner] with K the ids
-// (one id and no K dim for gather's 0-d index). Localized (kLocalVocabStart): x holds rows
+// (one id and no K dim for gather's 0-d index). Localized (local.vocab_start): x holds rows
 // [start, start + rows) of the global x along axis; other ids give zero blocks.
 struct SelectPlan {
   int64_t axis = 0;
@@ -108,8 +107,8 @@ struct SelectPlan {
 };
 
 inline int64_t LocalRowStart(const Attrs& attrs) {
-  const int64_t start = attrs.Has(kLocalVocabStart) ? attrs.GetInt(kLocalVocabStart) : 0;
-  if (start < 0) ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "negative row offset");
+  const int64_t start = attrs.local().vocab_start.value_or(0);
+  if (start < 0) ThrowInvalid(std::string(LocalFieldName(LocalField::kVocabStart)), "negative row offset");
   return start;
 }
 
@@ -122,7 +121,7 @@ inline SelectPlan PlanSelect(const Dims& x, const Dims& index, const Attrs& attr
     ThrowInvalid(shape::InputField(1, "shape"), "index " + shape::ShapeString(index) + " must be " +
                                                     (allow_0d ? "0-D or 1-D" : "1-D"));
   }
-  p.sharded = attrs.Has(kLocalVocabStart);
+  p.sharded = attrs.local().vocab_start.has_value();
   p.start = LocalRowStart(attrs);
   p.out = x;
   if (p.drop_dim) {
@@ -180,7 +179,7 @@ inline NdPlan PlanScatterNdAdd(const Dims& x, const Dims& index, const Dims& upd
 // ---- scatter ----
 
 // x's rows (dim 0) listed by a 1-D index get the rows of updates [K, x[1:]...], added or
-// overwritten. Localized (kLocalVocabStart) as index_select.
+// overwritten. Localized (local.vocab_start) as index_select.
 struct ScatterPlan {
   bool overwrite = false;
   bool sharded = false;
@@ -199,7 +198,7 @@ inline ScatterPlan PlanScatter(const Dims& x, const Dims& index, const Dims& upd
     ThrowInvalid(shape::InputField(2, "shape"), "updates " + shape::ShapeString(updates) + " must be " +
                                                     shape::ShapeString(expected));
   }
-  p.sharded = attrs.Has(kLocalVocabStart);
+  p.sharded = attrs.local().vocab_start.has_value();
   p.start = LocalRowStart(attrs);
   p.rows = x[0];
   return p;

@@ -126,8 +126,9 @@ OpDecl c_softmax_with_cross_entropy() {
       .Values([](const RuleContext& c) {
         return std::vector<InputValues>{{}, {ValueKind::kIndex, c.input_shapes[0].back()}};
       })
-      .Localize([](const LocalContext& c) {  // a piece holds classes [start, start + C)
-        return c.attrs.With(kLocalVocabStart, c.input_offsets[0].back());
+      // a piece holds classes [start, start + C)
+      .Localize({LocalField::kVocabStart}, [](const LocalContext& c) {
+        return c.attrs.WithLocal({.vocab_start = c.input_offsets[0].back()});
       })
       .Examples(FromSignatures({{{"abc", "ab1"}},
                                 {{"ac", "a1"}, MakeAttrs({{"ignore_index", int64_t{1}}})}}));
@@ -152,9 +153,9 @@ OpDecl c_softmax_with_cross_entropy_grad() {
         return std::vector<InputValues>{
             {ValueKind::kPositive}, {ValueKind::kIndex, c.input_shapes[0].back()}, {}};
       })
-      .Localize([](const LocalContext& c) {  // classes [start, start + C) of the global softmax
-        return c.attrs.With(kLocalVocabStart, c.input_offsets[0].back())
-            .With(kLocalGlobalShape, c.global_inputs[0]);
+      // classes [start, start + C) of the global softmax
+      .Localize({LocalField::kVocabStart, LocalField::kGlobalShape}, [](const LocalContext& c) {
+        return c.attrs.WithLocal({.vocab_start = c.input_offsets[0].back(), .global_shape = c.global_inputs[0]});
       })
       .Examples(FromSignatures({{{"abc", "ab1", "ab1"}},
                                 {{"ac", "a1", "a1"}, MakeAttrs({{"ignore_index", int64_t{1}}})}}));

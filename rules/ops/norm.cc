@@ -144,7 +144,7 @@ int NormExchangedDim(const RuleContext& c) {
 // A piece of layer_norm / rms_norm reads its slice of the whole scale and bias: x's global
 // offset and shape.
 Attrs NormPiece(const LocalContext& c) {
-  return c.attrs.With(kLocalOffset, c.input_offsets[0]).With(kLocalGlobalShape, c.global_inputs[0]);
+  return c.attrs.WithLocal({.offset = c.input_offsets[0], .global_shape = c.global_inputs[0]});
 }
 
 // layer_norm_grad / rms_norm_grad: x `abcd` with begin 2, the parameters `N` (the flattened
@@ -192,7 +192,7 @@ OpDecl layer_norm() {
       .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
       .Einsum([](const RuleContext& c) { return Normalization(c, 2, 2); })
       .ExchangeAlong(0, NormExchangedDim)
-      .Localize(NormPiece)
+      .Localize({LocalField::kOffset, LocalField::kGlobalShape}, NormPiece)
       .Examples(NormExamples(2));
 }
 
@@ -204,7 +204,7 @@ OpDecl rms_norm() {
       .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
       .Einsum([](const RuleContext& c) { return Normalization(c, 1, 1); })
       .ExchangeAlong(0, NormExchangedDim)
-      .Localize(NormPiece)
+      .Localize({LocalField::kOffset, LocalField::kGlobalShape}, NormPiece)
       .Examples(NormExamples(1));
 }
 

@@ -18,7 +18,6 @@
 
 #include "rules/model/attrs.h"
 #include "rules/model/error.h"
-#include "rules/engine/local_attrs.h"
 #include "rules/engine/op_plan.h"
 #include "rules/engine/shape_util.h"
 
@@ -71,7 +70,7 @@ inline int64_t PlanSoftmaxGradPiece(const std::vector<std::vector<int64_t>>& sha
 
 // cumsum on a piece: the axis, refusing flatten (the exchange runs along an axis; the rule
 // exchanges nothing with flatten), and the piece's first position along the axis
-// (localized __offset; 0 unsharded).
+// (localized local.offset; 0 unsharded).
 struct CumsumPiecePlan {
   int64_t axis = -1;  // -1 on a 0-d x
   int64_t first = 0;
@@ -82,9 +81,9 @@ inline CumsumPiecePlan PlanCumsumPiece(const std::vector<std::vector<int64_t>>& 
   (void)attrs.GetBool("reverse");
   if (attrs.GetBool("flatten")) ThrowInvalid("attrs.flatten", "cumsum's exchange phases run along an axis");
   CumsumPiecePlan piece{PlanAxisPiece(shapes, attrs, arity), 0};
-  if (attrs.Has(kLocalOffset) && piece.axis >= 0) {
-    const std::vector<int64_t>& offset = attrs.GetInts(kLocalOffset);
-    if (offset.size() != shapes[0].size()) ThrowInvalid(std::string("attrs.") + kLocalOffset, "must have x's rank");
+  if (attrs.local().offset.has_value() && piece.axis >= 0) {
+    const std::vector<int64_t>& offset = *attrs.local().offset;
+    if (offset.size() != shapes[0].size()) ThrowInvalid(LocalFieldName(LocalField::kOffset), "must have x's rank");
     piece.first = offset[piece.axis];
   }
   return piece;
@@ -94,7 +93,7 @@ inline CumsumPiecePlan PlanCumsumPiece(const std::vector<std::vector<int64_t>>& 
 // normalised elements; only dim begin_norm_axis may be a piece (the later ones are whole,
 // as the rule requires), so the piece's elements are the contiguous run of the flattened
 // normalised dims starting at offset[begin] * inner. The parameters (inputs 1..params) are
-// whole: [n] of the global x (localized __global_shape; x's own shape unsharded). The
+// whole: [n] of the global x (localized local.global_shape; x's own shape unsharded). The
 // caller has checked the arity; `shapes` are the inputs' shapes.
 struct NormPiece {
   int64_t begin = 0;
@@ -112,11 +111,11 @@ inline NormPiece PlanNormPiece(const std::vector<std::vector<int64_t>>& shapes, 
   NormPiece piece;
   piece.begin = shape::NormalizeAxis(begin_norm_axis, rank, "attrs.begin_norm_axis");
   const std::vector<int64_t> global =
-      attrs.Has(kLocalGlobalShape) ? attrs.GetInts(kLocalGlobalShape) : x;
+      attrs.local().global_shape.value_or(x);
   const std::vector<int64_t> offset =
-      attrs.Has(kLocalOffset) ? attrs.GetInts(kLocalOffset) : std::vector<int64_t>(x.size(), 0);
+      attrs.local().offset.value_or(std::vector<int64_t>(x.size(), 0));
   if (global.size() != x.size() || offset.size() != x.size()) {
-    ThrowInvalid(std::string("attrs.") + kLocalGlobalShape, "must have x's rank");
+    ThrowInvalid(std::string(LocalFieldName(LocalField::kGlobalShape)), "must have x's rank");
   }
   int64_t inner = 1, global_n = 1;
   for (int64_t d = 0; d < rank; ++d) {
@@ -140,7 +139,7 @@ inline NormPiece PlanNormPiece(const std::vector<std::vector<int64_t>>& shapes, 
   piece.n = x[piece.begin] * inner;
   piece.first = offset[piece.begin] * inner;
   if (piece.first < 0 || piece.first + piece.n > global_n) {
-    ThrowInvalid(std::string("attrs.") + kLocalOffset, "the piece lies outside the normalised dims");
+    ThrowInvalid(std::string(LocalFieldName(LocalField::kOffset)), "the piece lies outside the normalised dims");
   }
   for (size_t p = 1; p <= params; ++p) {
     if (shapes[p] != std::vector<int64_t>{global_n}) {

@@ -89,8 +89,8 @@ OpDecl dropout() {
       .Attr("seed", AttrKind::kInt, int64_t{0})
       .Attr("fix_seed", AttrKind::kBool, false)
       .Einsum(Notation)
-      .Localize([](const LocalContext& c) {
-        return c.attrs.With(kLocalOffset, c.input_offsets[0]).With(kLocalGlobalShape, c.global_inputs[0]);
+      .Localize({LocalField::kOffset, LocalField::kGlobalShape}, [](const LocalContext& c) {
+        return c.attrs.WithLocal({.offset = c.input_offsets[0], .global_shape = c.global_inputs[0]});
       })
       .Examples(FromSignatures(
           {{{"ab"}, MakeAttrs({{"p", 0.5}, {"seed", int64_t{7}}})},
@@ -127,8 +127,8 @@ OpDecl fused_dropout_add() {
         spec.whole_outputs.push_back(1);
         return spec;
       })
-      .Localize([](const LocalContext& c) {
-        return c.attrs.With(kLocalOffset, c.input_offsets[0]).With(kLocalGlobalShape, c.global_inputs[0]);
+      .Localize({LocalField::kOffset, LocalField::kGlobalShape}, [](const LocalContext& c) {
+        return c.attrs.WithLocal({.offset = c.input_offsets[0], .global_shape = c.global_inputs[0]});
       })
       .Examples(FromSignatures(
           {{{"ab", "ab"}, MakeAttrs({{"p", 0.5}, {"seed", int64_t{11}}})},

@@ -256,7 +256,7 @@ OpDecl sum() {
 // A shard's mean divides by the global count of reduced elements (D7).
 Attrs LocalizeMean(const LocalContext& c) {
   const int64_t in = NumElements(c.global_inputs[0]), out = NumElements(c.global_outputs[0]);
-  return c.attrs.With(kLocalCount, out == 0 ? int64_t{0} : in / out);
+  return c.attrs.WithLocal({.count = out == 0 ? int64_t{0} : in / out});
 }
 
 // A mean over no elements has no value to fill a non-empty output with: refused by the
@@ -270,7 +270,8 @@ OpDecl mean() {
   OpDecl op = SumLike("mean", ReduceOp::kSum, PartialAcceptance::kSameOp);  // linear (D7)
   op.tolerance = ToleranceClass::kSumOfProducts;
   op.vjp = vjps::Mean;
-  op.localize = LocalizeMean;
+  op.localized = {LocalField::kCount};
+  op.localize = CheckedLocalizer(op.name, op.localized, LocalizeMean);
   op.einsum = [sum = op.einsum](const RuleContext& c) { return CheckMeanCount(sum(c), c); };
   return op;
 }
@@ -338,7 +339,7 @@ OpDecl mean_all() {
     (void)plan::PlanMeanAll(c.input_shapes, c.attrs);
     const int rank = static_cast<int>(c.input_shapes[0].size());
     return Reduction(rank, std::vector<bool>(rank, true), false);
-  }).Localize(LocalizeMean).Examples(FromSignatures({{{"abc"}}, {{"a"}}}));
+  }).Localize({LocalField::kCount}, LocalizeMean).Examples(FromSignatures({{{"abc"}}, {{"a"}}}));
 }
 
 OpDecl logsumexp() {
@@ -437,7 +438,8 @@ OpDecl cumsum() {
         const int rank = static_cast<int>(c.input_shapes[0].size());
         return notation::NormalizeAxisOrScalar(c.attrs.GetInt("axis"), rank, "attrs.axis");
       })
-      .Localize([](const LocalContext& c) { return c.attrs.With(kLocalOffset, c.input_offsets[0]); })
+      .Localize({LocalField::kOffset},
+                [](const LocalContext& c) { return c.attrs.WithLocal({.offset = c.input_offsets[0]}); })
       .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"axis", int64_t{1}}})},
                                 {{"ab"}, MakeAttrs({{"axis", int64_t{0}}, {"exclusive", true}, {"reverse", true}})},
                                 {{"ab"}, MakeAttrs({{"flatten", true}})}}));

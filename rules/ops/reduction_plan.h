@@ -14,7 +14,6 @@
 
 #include "rules/model/attrs.h"
 #include "rules/model/error.h"
-#include "rules/engine/local_attrs.h"
 #include "rules/engine/op_plan.h"
 #include "rules/engine/shape_util.h"
 
@@ -66,7 +65,7 @@ inline ReduceShape PlanSquaredL2Norm(const Shapes& shapes, const Attrs& attrs) {
   return PlanReduceShape(shapes[0], attrs.GetInts("axis"), attrs.GetBool("keep_dim"), reduce_all);
 }
 
-// mean and mean_all: the divisor is the localized global count on a shard (__count), else
+// mean and mean_all: the divisor is the localized global count on a shard (local.count), else
 // the number of reduced elements, which must not be 0 while there is an output to fill.
 struct MeanPlan {
   ReduceShape reduce;
@@ -75,7 +74,7 @@ struct MeanPlan {
 
 namespace internal {
 inline int64_t MeanDivisor(const Attrs& attrs, int64_t local_count, int64_t out_elements, const Shape& x) {
-  const int64_t count = attrs.Has(kLocalCount) ? attrs.GetInt(kLocalCount) : local_count;
+  const int64_t count = attrs.local().count.value_or(local_count);
   if (count <= 0 && out_elements > 0) {
     ThrowInvalid(shape::InputField(0, "shape"), "mean over an empty set of elements of " + shape::ShapeString(x));
   }

@@ -148,8 +148,8 @@ OpDecl scatter() {
         const int64_t rows = c.input_shapes[0].empty() ? 0 : c.input_shapes[0][0];
         return std::vector<InputValues>{{}, {ValueKind::kIndex, rows}, {}};
       })
-      .Localize([](const LocalContext& c) {
-        return c.attrs.With(kLocalVocabStart, c.input_offsets[0][0]);
+      .Localize({LocalField::kVocabStart}, [](const LocalContext& c) {
+        return c.attrs.WithLocal({.vocab_start = c.input_offsets[0][0]});
       })
       .Examples([](const SizePalette& p) {
         const int64_t n = p[0] == 0 ? 0 : p[2];

@@ -368,7 +368,7 @@ InferResult ConcatCost(const RuleContext& c, const Mesh& mesh, const std::vector
 // The shard's sizes are literal: a 0 there is an empty shard, not Paddle's "copy the dim".
 Localizer LocalOutputShape(const char* attr) {
   return [attr](const LocalContext& c) {
-    return c.attrs.With(attr, c.local_outputs[0]).With(kLocalExact, true);
+    return c.attrs.With(attr, c.local_outputs[0]).WithLocal({.exact = true});
   };
 }
 
@@ -383,7 +383,7 @@ OpDecl reshape() {
         const Shape& src = c.input_shapes[0];
         return Reshape(src, shape_plan::PlanReshape(src, c.attrs));
       })
-      .Localize(LocalOutputShape("shape"))
+      .Localize({LocalField::kExact}, LocalOutputShape("shape"))
       .Examples([](const SizePalette& p) {
         auto reshape = [](Shape x, Ints target) {
           return Example{{std::move(x)}, MakeAttrs({{"shape", std::move(target)}})};
@@ -450,7 +450,7 @@ OpDecl squeeze() {
         spec.accept = PartialAcceptance::kAnyOp;
         return spec;
       })
-      .Localize([](const LocalContext& c) {
+      .Localize({LocalField::kExact}, [](const LocalContext& c) {
         // A shard's dim may have size 1 where the global one does not: name the dims.
         const Shape& x = c.global_inputs[0];
         const auto& axis = c.attrs.GetInts("axis");
@@ -460,7 +460,7 @@ OpDecl squeeze() {
           for (int64_t a : axis) listed = listed || a == d || a + static_cast<int64_t>(x.size()) == d;
           if (listed && x[d] == 1) exact.push_back(d);
         }
-        return c.attrs.With("axis", exact).With(kLocalExact, true);
+        return c.attrs.With("axis", exact).WithLocal({.exact = true});
       })
       .Examples(FromSignatures({{{"a1c"}, MakeAttrs({{"axis", Ints{1}}})},
                                 {{"1b1"}},
@@ -717,7 +717,7 @@ OpDecl expand() {
       .Einsum([](const RuleContext& c) {
         return Expand(c.input_shapes[0], shape_plan::PlanExpand(c.input_shapes[0], c.attrs));
       })
-      .Localize(LocalOutputShape("shape"))
+      .Localize({LocalField::kExact}, LocalOutputShape("shape"))
       .Examples([](const SizePalette& p) {
         return std::vector<Example>{
             {{{1, p[1]}}, MakeAttrs({{"shape", Ints{p[0], p[1]}}})},
@@ -739,7 +739,7 @@ OpDecl expand_as() {
         spec.unread_inputs.push_back(1);
         return spec;
       })
-      .Localize(LocalOutputShape("target_shape"))
+      .Localize({LocalField::kExact}, LocalOutputShape("target_shape"))
       .Examples(FromSignatures({{{"1b", "ab"}}, {{"b", "ab"}}}));
 }
 
@@ -759,7 +759,7 @@ OpBuilder Triangle(const char* name, VjpBuilder vjp) {
         spec.accept = PartialAcceptance::kAnyOp;  // a mask: every reduce op of 0s is 0
         return spec;
       })
-      .Localize([](const LocalContext& c) {
+      .Localize({}, [](const LocalContext& c) {
         const Shape& offset = c.input_offsets[0];
         const size_t rows = offset.size() - 2, cols = offset.size() - 1;
         return c.attrs.With("diagonal", c.attrs.GetInt("diagonal") + offset[rows] - offset[cols]);

@@ -22,7 +22,6 @@
 #include "rules/model/attrs.h"
 #include "rules/model/dtype.h"
 #include "rules/model/error.h"
-#include "rules/engine/local_attrs.h"
 #include "rules/engine/shape_util.h"
 
 namespace spmd::shape_plan {
@@ -53,7 +52,7 @@ inline void CheckElements(const Dims& shape, const std::string& field) {
 }
 
 // A localized shape attr (a shard's shape) is literal: 0 is an empty dim, not "copy".
-inline bool LocalExact(const Attrs& attrs) { return attrs.Has(kLocalExact) && attrs.GetBool(kLocalExact); }
+inline bool LocalExact(const Attrs& attrs) { return attrs.local().exact.value_or(false); }
 
 // As shape::NormalizeAxis, but a 0-d x accepts 0 and -1 (Paddle's scalar case) and gets 0:
 // x is then seen as [1] along that axis. (shape::NormalizeAxisOrScalar returns -1 there:

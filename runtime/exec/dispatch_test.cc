@@ -11,7 +11,7 @@
 
 #include "kernels/cpu/kernels.h"
 #include "rules/model/error.h"
-#include "rules/engine/local_attrs.h"
+#include "rules/model/attrs.h"
 #include "rules/engine/registry.h"
 #include "runtime/comm/thread_communicator.h"
 #include "runtime/testing/runtime_test_util.h"
@@ -63,7 +63,7 @@ TEST(Dispatch, MatmulLeavesThePartialSumPending) {
 
 TEST(Dispatch, ReshardsInputsAndLocalizesAttrs) {
   // triu on a row-sharded input keeps the rows sharded and shifts the diagonal per shard;
-  // mean over a sharded dim divides by the global count (__count).
+  // mean over a sharded dim divides by the global count (local.count).
   const Mesh mesh({2, 2});
   const Tensor x = Values({5, 6});
   const Attrs triu_attrs = Attrs().With("diagonal", int64_t{1});
@@ -78,13 +78,36 @@ TEST(Dispatch, ReshardsInputsAndLocalizesAttrs) {
         const DistTensor t = Dispatch("triu", {dx}, triu_attrs, comm, &report)[0];
         ExpectNear(*t.ToGlobal(comm), triu);
         const DistTensor m = Dispatch("mean", {dx}, mean_attrs, comm, &report)[0];
-        EXPECT_TRUE(report.local_attrs.Has(kLocalCount));
+        EXPECT_TRUE(report.local_attrs.local().count.has_value());
         ExpectNear(*m.ToGlobal(comm), mean);
         // A partial input that the rule does not accept is reduced first.
         const DistTensor p = DistTensor::ShardTensor(x, mesh, Parse("[P(sum), R]", 2), comm.rank());
         const DistTensor e = Dispatch("exp", {p}, Attrs(), comm, &report)[0];
         EXPECT_TRUE(report.resharded[0]);
         EXPECT_FALSE(e.dist_attr().IsPartial());
+      },
+      Quick());
+}
+
+TEST(Dispatch, RefusesALocalizedPartFromTheCallerEvenAfterTheSameRequestWasCached) {
+  // The rule cache compares whole Attrs (named attrs and localized part): the request
+  // without a localized part, answered and cached, never answers the one with it, which
+  // NormalizeAttrs refuses naming the field.
+  const Mesh mesh({2});
+  const Tensor x = Values({4, 6});
+  const Attrs mean_attrs = Attrs().With("axis", std::vector<int64_t>{0});
+  RunRanks(
+      2,
+      [&](Communicator& comm) {
+        const DistTensor dx = DistTensor::ShardTensor(x, mesh, Parse("[S(0)]", 2), comm.rank());
+        (void)Dispatch("mean", {dx}, mean_attrs, comm);
+        (void)Dispatch("mean", {dx}, mean_attrs, comm);
+        try {
+          (void)Dispatch("mean", {dx}, mean_attrs.WithLocal({.count = 3}), comm);
+          ADD_FAILURE() << "a caller's localized count was accepted";
+        } catch (const SpmdError& e) {
+          EXPECT_EQ(e.field(), "local.count") << e.what();
+        }
       },
       Quick());
 }
