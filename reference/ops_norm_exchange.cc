@@ -1,5 +1,5 @@
 // The exchange phases (OpDecl::exchange) of the row reductions whose reduced axis may stay
-// sharded: softmax, log_softmax, layer_norm, rms_norm and cumsum. The stats phase summarises
+// sharded: softmax, log_softmax, logsumexp, layer_norm, rms_norm and cumsum. The stats phase summarises
 // every row of the local piece (rules/ops/norm_pieces.h), the checker all-gathers the
 // summaries over the axis's mesh axes, and the finish phase gives the piece's outputs from
 // the local inputs and the gathered [pieces, rows..., k]. The ops' own references
@@ -257,6 +257,64 @@ Tensors cumsum_finish(const Tensors& inputs, const Attrs& attrs) {
         }
       }
     }
+  }
+  return {out};
+}
+
+}  // namespace spmd::reference::ops
+
+namespace spmd::reference::ops {
+namespace {
+
+// logsumexp on a piece: the reduction (norm_pieces::PlanLogsumexpPiece) and, per output
+// element, the piece's x elements it reduces, in x's order.
+struct LogsumexpPiece {
+  plan::ReduceShape reduce;
+  std::vector<std::vector<double>> values;  // per output element
+};
+LogsumexpPiece CheckLogsumexpPiece(const Tensors& inputs, const Attrs& attrs, size_t arity) {
+  LogsumexpPiece p;
+  p.reduce = norm_pieces::PlanLogsumexpPiece(plan::ShapesOf(inputs), attrs, arity);
+  const Tensor& x = inputs[0];
+  // The output's strides over x's kept dims (a reduced dim adds nothing).
+  Shape kept;
+  for (size_t d = 0; d < x.shape.size(); ++d) kept.push_back(p.reduce.reduced[d] ? 1 : x.shape[d]);
+  Shape to_out = internal::Strides(kept);
+  for (size_t d = 0; d < x.shape.size(); ++d) {
+    if (p.reduce.reduced[d]) to_out[d] = 0;
+  }
+  p.values.resize(static_cast<size_t>(NumElements(p.reduce.out_shape)));
+  for (int64_t i = 0; i < NumElements(x.shape); ++i) {
+    p.values[internal::Dot(internal::Unravel(i, x.shape), to_out)].push_back(x.data[i]);
+  }
+  return p;
+}
+
+}  // namespace
+
+// x -> per output element {max, sum of exp(x - max)} over the piece's reduced elements,
+// [out_shape..., 2].
+Tensors logsumexp_stats(const Tensors& inputs, const Attrs& attrs) {
+  const LogsumexpPiece p = CheckLogsumexpPiece(inputs, attrs, 1);
+  Shape shape = p.reduce.out_shape;
+  shape.push_back(norm_pieces::kSoftmaxStats);
+  Tensor stats = internal::Zeros(shape);
+  for (size_t o = 0; o < p.values.size(); ++o) {
+    norm_pieces::SoftmaxStats(p.values[o].data(), static_cast<int64_t>(p.values[o].size()), 1,
+                              stats.data.data() + o * norm_pieces::kSoftmaxStats);
+  }
+  return {stats};
+}
+
+// x, gathered -> max + log(sum) of the whole reduced set, from every piece's summary.
+Tensors logsumexp_finish(const Tensors& inputs, const Attrs& attrs) {
+  const plan::ReduceShape reduce = norm_pieces::PlanLogsumexpPiece(plan::ShapesOf(inputs), attrs, 2);
+  const int64_t rows = NumElements(reduce.out_shape);
+  const int64_t k = norm_pieces::kSoftmaxStats;
+  const int64_t pieces = GatheredPieces(inputs, rows, k);
+  Tensor out = internal::Zeros(reduce.out_shape);
+  for (int64_t r = 0; r < rows; ++r) {
+    out.data[r] = norm_pieces::LogsumexpOf(norm_pieces::CombineSoftmax(inputs[1].data.data() + r * k, pieces, rows * k));
   }
   return {out};
 }

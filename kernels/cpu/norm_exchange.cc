@@ -1,5 +1,5 @@
-// The exchange phases (OpDecl::exchange) of softmax, log_softmax, layer_norm, rms_norm and
-// cumsum, whose reduced axis may stay sharded: the stats phase summarises every row of the
+// The exchange phases (OpDecl::exchange) of softmax, log_softmax, logsumexp, layer_norm,
+// rms_norm and cumsum, whose reduced axis may stay sharded: the stats phase summarises every row of the
 // local piece in the compute dtype and keeps the summary in float64 (rules/ops/norm_pieces.h),
 // Dispatch all-gathers it over the axis's mesh axes, and the finish phase gives the piece's
 // outputs from the local inputs and the gathered float64 [pieces, rows..., k]. The same
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/internal.h"
+#include "kernels/cpu/permute.h"
 #include "rules/ops/norm_pieces.h"
 
 namespace spmd::kernels::cpu {
@@ -312,6 +313,53 @@ Tensors cumsum_finish(const TensorArgs& inputs, const Attrs& attrs) {
           }
         }
       }
+    }
+    return TensorList(std::move(out));
+  });
+}
+
+// logsumexp's stats: x permuted so that the reduced dims come last (x itself when they
+// already do), then per output element the piece's {max, sum of exp(x - max)} over its
+// reduced elements, [out_shape..., 2].
+Tensors logsumexp_stats(const TensorArgs& inputs, const Attrs& attrs) {
+  const plan::ReduceShape reduce = norm_pieces::PlanLogsumexpPiece(plan::ShapesOf(inputs), attrs, 1);
+  const Shape& shape = inputs[0].shape();
+  std::vector<int64_t> perm;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (reduce.reduced[d] == (pass == 1)) perm.push_back(static_cast<int64_t>(d));
+    }
+  }
+  const int64_t rows = NumElements(reduce.out_shape);
+  const int64_t len = reduce.count;
+  return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> x(inputs[0]);
+    const std::vector<T> arranged = internal::Permuted(x.data(), shape, perm);
+    Shape stats_shape = reduce.out_shape;
+    stats_shape.push_back(norm_pieces::kSoftmaxStats);
+    Tensor stats = NewOutput(stats_shape, DType::kFloat64);
+    double* st = stats.data<double>();
+    for (int64_t r = 0; r < rows; ++r) {
+      norm_pieces::SoftmaxStats(arranged.data() + (len > 0 ? r * len : 0), len, 1,
+                                st + r * norm_pieces::kSoftmaxStats);
+    }
+    return TensorList(std::move(stats));
+  });
+}
+
+Tensors logsumexp_finish(const TensorArgs& inputs, const Attrs& attrs) {
+  const plan::ReduceShape reduce = norm_pieces::PlanLogsumexpPiece(plan::ShapesOf(inputs), attrs, 2);
+  const int64_t rows = NumElements(reduce.out_shape);
+  const int64_t k = norm_pieces::kSoftmaxStats;
+  const int64_t pieces = GatheredPieces(inputs, rows, k);
+  return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    Tensor out = NewOutput(reduce.out_shape, DTypeOf<T>::value);
+    T* o = out.data<T>();
+    const double* gathered = inputs[1].data<double>();
+    for (int64_t r = 0; r < rows; ++r) {
+      o[r] = static_cast<T>(norm_pieces::LogsumexpOf(norm_pieces::CombineSoftmax(gathered + r * k, pieces, rows * k)));
     }
     return TensorList(std::move(out));
   });

@@ -1,5 +1,5 @@
 // The arithmetic of a row reduction whose reduced axis is split into pieces held by
-// different ranks (softmax, log_softmax, layer_norm, rms_norm, cumsum with the reduced axis
+// different ranks (softmax, log_softmax, logsumexp, layer_norm, rms_norm, cumsum with the reduced axis
 // sharded, OpDecl::exchange): each piece summarises every row in a few numbers (its
 // Phase::kStats), the summaries are all-gathered, and each rank finishes its own piece from
 // them (Phase::kFinish, rules/engine/phase.h). Shared by the phases' float64 references (reference/) and their CPU kernels
@@ -21,6 +21,7 @@
 #include "rules/engine/local_attrs.h"
 #include "rules/engine/op_plan.h"
 #include "rules/engine/shape_util.h"
+#include "rules/ops/reduction_plan.h"
 
 namespace spmd::norm_pieces {
 
@@ -184,6 +185,25 @@ inline SoftmaxRow CombineSoftmax(const double* stats, int64_t pieces, int64_t pi
     if (s[1] > 0.0) row.sum += s[1] * std::exp(s[0] - row.max);
   }
   return row;
+}
+
+// ---- logsumexp: softmax's statistics over every reduced element of an output element ------
+
+// logsumexp on a piece: the arity (the op's, plus the gathered tensor in the finish phase)
+// and the reduction the op's own plan gives (plan::PlanReduce: axis, keepdim, reduce_all).
+// The summary is [out_shape..., kSoftmaxStats]: one max and sum of exp(x - max) per output
+// element over the piece's reduced elements.
+inline plan::ReduceShape PlanLogsumexpPiece(const std::vector<std::vector<int64_t>>& shapes, const Attrs& attrs,
+                                            size_t arity) {
+  plan::CheckArity(shapes, arity);
+  return plan::PlanReduceShape(shapes[0], attrs.GetInts("axis"), attrs.GetBool("keepdim"),
+                               attrs.GetBool("reduce_all"));
+}
+
+// The whole logsumexp from the combined row: max + log(sum); the max itself when it is not
+// finite (-inf: nothing, or only -inf, was reduced; +inf), as the op's reference gives it.
+inline double LogsumexpOf(const SoftmaxRow& row) {
+  return std::isfinite(row.max) ? row.max + std::log(row.sum) : row.max;
 }
 
 // ---- softmax_grad: the piece's part of the row's dot product sum(out_grad * out) ----------

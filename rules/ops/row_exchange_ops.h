@@ -5,4 +5,4 @@
 #pragma once
 
 #define SPMD_FOR_EACH_ROW_EXCHANGE_OP(X) \
-  X(softmax) X(log_softmax) X(softmax_grad) X(layer_norm) X(rms_norm) X(cumsum)
+  X(softmax) X(log_softmax) X(softmax_grad) X(logsumexp) X(layer_norm) X(rms_norm) X(cumsum)
