@@ -84,5 +84,9 @@ const CudaKernel ops::rms_norm_stats{&StagedPhase<k_rms_norm, Phase::kStats>, Ha
 const CudaKernel ops::rms_norm_finish{&StagedPhase<k_rms_norm, Phase::kFinish>, HalfInputs::kNative};
 const CudaKernel ops::cumsum_stats{&StagedPhase<k_cumsum, Phase::kStats>, HalfInputs::kNative};
 const CudaKernel ops::cumsum_finish{&StagedPhase<k_cumsum, Phase::kFinish>, HalfInputs::kNative};
+const CudaKernel ops::cross_entropy_with_softmax_stats{&StagedPhase<k_cross_entropy_with_softmax, Phase::kStats>,
+                                                        HalfInputs::kNative};
+const CudaKernel ops::cross_entropy_with_softmax_finish{&StagedPhase<k_cross_entropy_with_softmax, Phase::kFinish>,
+                                                         HalfInputs::kNative};
 
 }  // namespace spmd::kernels::cuda

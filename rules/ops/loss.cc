@@ -1,5 +1,6 @@
-// The softmax cross entropies: cross_entropy_with_softmax and its grad (checked by their
-// plans, rules/ops/loss_plan.h; the class axis forced replicated), and Paddle's
+// The softmax cross entropies: cross_entropy_with_softmax (its class axis exchanged with
+// use_softmax) and its grad (checked by their plans, rules/ops/loss_plan.h; the grad's class
+// axis forced replicated), and Paddle's
 // vocabulary-parallel c_softmax_with_cross_entropy (its class axis exchanged) and its grad.
 #include <initializer_list>
 
@@ -160,8 +161,23 @@ OpDecl c_softmax_with_cross_entropy_grad() {
                                 {{"ac", "a1", "a1"}, MakeAttrs({{"ignore_index", int64_t{1}}})}}));
 }
 
+namespace {
+
+// cross_entropy_with_softmax's exchanged dim: the class axis with use_softmax (each piece
+// sends c_softmax_with_cross_entropy's four numbers per row, softmax_pieces.h); -1 without
+// (the axis is forced replicated).
+int CrossEntropyExchangedDim(const RuleContext& c) {
+  const plan::CrossEntropyPlan ce = plan::PlanCrossEntropy(c.input_shapes, c.attrs);
+  return ce.use_softmax ? ce.axis : -1;
+}
+
+}  // namespace
+
 // logits `abc` (class axis c) -> softmax_out `abc`, loss `ab1`; a hard label is `ab1`,
-// a soft one `abc`. The class axis is forced replicated (D8).
+// a soft one `abc`. With use_softmax the class axis is exchanged (it may stay sharded: the
+// vocabulary-parallel softmax of c_softmax_with_cross_entropy, along any axis and with soft
+// labels too; the localizer gives a piece its first class); without, it is forced
+// replicated (D8).
 OpDecl cross_entropy_with_softmax() {
   return OpBuilder("cross_entropy_with_softmax").Inputs({"logits", "label"})
       .Tolerance(ToleranceClass::kCrossEntropy)
@@ -179,7 +195,13 @@ OpDecl cross_entropy_with_softmax() {
         std::string reduced = letters;
         reduced[axis] = '1';
         return notation::FromLetters({letters, ce.soft_label ? letters : reduced}, {letters, reduced},
-                                     letters.substr(axis, 1));
+                                     ce.use_softmax ? "" : letters.substr(axis, 1));
+      })
+      .ExchangeAlong(0, CrossEntropyExchangedDim)
+      .Localize([](const LocalContext& c) {  // a piece holds classes [start, start + C)
+        const int rank = static_cast<int>(c.global_inputs[0].size());
+        const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
+        return c.attrs.With(kLocalVocabStart, c.input_offsets[0][axis]);
       })
       .Values([](const RuleContext& c) {
         const Shape& logits = c.input_shapes[0];
@@ -195,7 +217,8 @@ OpDecl cross_entropy_with_softmax() {
       .Examples(FromSignatures({{{"abc", "ab1"}},
                                 {{"ac", "a1"}, MakeAttrs({{"ignore_index", int64_t{1}}})},
                                 {{"abc", "abc"}, MakeAttrs({{"soft_label", true}})},
-                                {{"1ab", "1ab"}, MakeAttrs({{"soft_label", true}, {"axis", int64_t{1}}})}}));
+                                {{"1ab", "1ab"}, MakeAttrs({{"soft_label", true}, {"axis", int64_t{1}}})},
+                                {{"abc", "a1c"}, MakeAttrs({{"axis", int64_t{1}}})}}));
 }
 
 // Paddle's cross_entropy_with_softmax_grad: the loss's gradient with respect to the

@@ -14,6 +14,7 @@
 
 #include "rules/model/attrs.h"
 #include "rules/model/error.h"
+#include "rules/engine/local_attrs.h"
 #include "rules/engine/op_plan.h"
 #include "rules/engine/shape_util.h"
 #include "rules/ops/softmax_pieces.h"
@@ -99,6 +100,24 @@ inline int64_t PlanCSoftmax(const Shapes& shapes, const Attrs& attrs, size_t ari
   int64_t rows = 1;
   for (int64_t d : row_shape) rows *= d;
   return rows;
+}
+
+// cross_entropy_with_softmax's exchange phases (logits, label[, gathered statistics]): the
+// op's checks on its first two inputs, use_softmax (without it the rule exchanges nothing),
+// and the piece's first class along the class axis (the localized offset, as
+// c_softmax_with_cross_entropy's; 0 on a whole axis).
+struct CrossEntropyPiece {
+  CrossEntropyPlan ce;
+  int64_t start = 0;
+};
+inline CrossEntropyPiece PlanCrossEntropyPiece(const Shapes& shapes, const Attrs& attrs, size_t arity) {
+  CheckArity(shapes, arity);
+  CrossEntropyPiece p;
+  p.ce = PlanCrossEntropy(Shapes(shapes.begin(), shapes.begin() + 2), attrs);
+  if (!p.ce.use_softmax) ThrowInvalid("attrs.use_softmax", "the exchange phases run with use_softmax only");
+  p.start = attrs.Has(kLocalVocabStart) ? attrs.GetInt(kLocalVocabStart) : 0;
+  if (p.start < 0) ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "negative class offset");
+  return p;
 }
 
 }  // namespace spmd::plan
