@@ -281,15 +281,16 @@ Tensors cross_entropy_with_softmax_grad(const Tensors& inputs, const Attrs& attr
       }
       int64_t id = IdOf(label.data[row], InputField(0, "data"));
       if (id == ignore_index) continue;  // the row stays 0
-      if (id < 0 || id >= view.len) {
-        plan::ThrowIdOutside(InputField(0, "data"), "label", id, view.len);
+      if (id < 0 || id >= ce.classes) {
+        plan::ThrowIdOutside(InputField(0, "data"), "label", id, ce.classes);
       }
+      const int64_t local = id - ce.class_start;  // the label's place in this piece
       for (int64_t a = 0; a < view.len; ++a) {
         int64_t at = view.At(o, a, i);
         double p = softmax.data[at];
         if (use_softmax) {
-          input_grad.data[at] = g * (a == id ? p - 1.0 : p);
-        } else if (a == id) {
+          input_grad.data[at] = g * (a == local ? p - 1.0 : p);
+        } else if (a == local) {
           input_grad.data[at] = -g / p;
         }
       }

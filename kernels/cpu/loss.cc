@@ -274,20 +274,22 @@ Tensors cross_entropy_with_softmax_grad(const TensorArgs& inputs, const Attrs& a
         const int64_t row = r * v.inner + i;
         const int64_t id = ids[row];
         if (id == ignore_index) continue;  // the row stays 0
-        if (id < 0 || id >= v.len) {
-          plan::ThrowIdOutside(label_field, "label", id, v.len);
+        if (id < 0 || id >= ce.classes) {
+          plan::ThrowIdOutside(label_field, "label", id, ce.classes);
         }
         const T gr = g[row];
-        const int64_t at_label = (r * v.len + id) * v.inner + i;
+        const int64_t local = id - ce.class_start;  // the label's place in this piece
+        const bool holds = local >= 0 && local < v.len;
+        const int64_t at_label = (r * v.len + (holds ? local : 0)) * v.inner + i;
         if (!use_softmax) {
-          o[at_label] = -gr / p[at_label];
+          if (holds) o[at_label] = -gr / p[at_label];
           continue;
         }
         for (int64_t a = 0; a < v.len; ++a) {
           const int64_t at = (r * v.len + a) * v.inner + i;
           o[at] = p[at] * gr;
         }
-        o[at_label] = (p[at_label] - T(1)) * gr;
+        if (holds) o[at_label] = (p[at_label] - T(1)) * gr;
       }
     }
     return TensorList(std::move(input_grad));

@@ -1,6 +1,6 @@
 // The softmax cross entropies: cross_entropy_with_softmax (its class axis exchanged with
 // use_softmax) and its grad (checked by their plans, rules/ops/loss_plan.h; the grad's class
-// axis forced replicated), and Paddle's
+// axis may stay sharded, a piece told its first class), and Paddle's
 // vocabulary-parallel c_softmax_with_cross_entropy (its class axis exchanged) and its grad.
 #include <initializer_list>
 
@@ -228,7 +228,11 @@ OpDecl cross_entropy_with_softmax() {
 // at the label, 0 elsewhere; a row whose label is ignore_index gets 0. Soft label:
 // (softmax - label) loss_grad, or -label loss_grad / softmax (Paddle's formulas: they
 // assume labels summing to 1). softmax `abc` (class axis c), label `ab1` or `abc`,
-// loss_grad `ab1` -> input_grad `abc`; the class axis is forced replicated.
+// loss_grad `ab1` -> input_grad `abc`. Each element needs only its own class and the row's
+// label, so the class axis may stay sharded with no exchange (as
+// c_softmax_with_cross_entropy_grad's): the localizer gives a piece its first class and the
+// global shape, a piece without the label adds no one-hot term, and a label is checked
+// against the global class count.
 OpDecl cross_entropy_with_softmax_grad() {
   return OpBuilder("cross_entropy_with_softmax_grad").Inputs({"label", "softmax", "loss_grad"})
       .Outputs({"input_grad"})
@@ -244,8 +248,12 @@ OpDecl cross_entropy_with_softmax_grad() {
         const std::string letters = notation::Letters(static_cast<int>(c.input_shapes[1].size()));
         std::string reduced = letters;
         reduced[axis] = '1';
-        return notation::FromLetters({ce.soft_label ? letters : reduced, letters, reduced}, {letters},
-                                     letters.substr(axis, 1));
+        return notation::FromLetters({ce.soft_label ? letters : reduced, letters, reduced}, {letters});
+      })
+      .Localize([](const LocalContext& c) {  // classes [start, start + C) of the global softmax
+        const int rank = static_cast<int>(c.global_inputs[1].size());
+        const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
+        return c.attrs.With(kLocalVocabStart, c.input_offsets[1][axis]).With(kLocalGlobalShape, c.global_inputs[1]);
       })
       .Values([](const RuleContext& c) {
         const Shape& softmax = c.input_shapes[1];

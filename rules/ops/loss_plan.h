@@ -28,6 +28,11 @@ struct CrossEntropyPlan {
   int64_t ignore_index = -100;
   int axis = 0;
   Shape loss_shape;
+  // The grad on a piece of the class axis (PlanCrossEntropyGrad): the piece's first class
+  // and the global class count (localized offset and global shape; 0 and the softmax's
+  // class dim on a whole axis).
+  int64_t class_start = 0;
+  int64_t classes = 0;
 };
 
 namespace internal {
@@ -76,6 +81,19 @@ inline CrossEntropyPlan PlanCrossEntropyGrad(const Shapes& shapes, const Attrs& 
   if (shapes[2] != p.loss_shape) {
     ThrowInvalid(shape::InputField(2, "shape"), "loss_grad must have shape " + shape::ShapeString(p.loss_shape) +
                                                     ", got " + shape::ShapeString(shapes[2]));
+  }
+  const Shape& softmax = shapes[1];
+  p.classes = softmax[p.axis];
+  if (attrs.Has(kLocalGlobalShape)) {
+    const std::vector<int64_t>& global = attrs.GetInts(kLocalGlobalShape);
+    if (global.size() != softmax.size()) {
+      ThrowInvalid(std::string("attrs.") + kLocalGlobalShape, "must have softmax's rank");
+    }
+    p.classes = global[p.axis];
+  }
+  p.class_start = attrs.Has(kLocalVocabStart) ? attrs.GetInt(kLocalVocabStart) : 0;
+  if (p.class_start < 0 || p.class_start + softmax[p.axis] > p.classes) {
+    ThrowInvalid(std::string("attrs.") + kLocalVocabStart, "the piece lies outside the class axis");
   }
   return p;
 }
