@@ -320,3 +320,83 @@ Tensors logsumexp_finish(const Tensors& inputs, const Attrs& attrs) {
 }
 
 }  // namespace spmd::reference::ops
+
+namespace spmd::reference::ops {
+namespace {
+
+// layer_norm_grad (centered: x, scale, bias, mean, variance, out_grad) and rms_norm_grad
+// (x, scale, invvar, out_grad) on a piece: every row's mean and inv.
+struct NormGradRows {
+  norm_pieces::NormGradPiece piece;
+  std::vector<double> mean, inv;
+};
+NormGradRows CheckNormGradPiece(const Tensors& inputs, const Attrs& attrs, bool centered, size_t arity) {
+  NormGradRows r;
+  const size_t params = centered ? 2 : 1;
+  r.piece = norm_pieces::PlanNormGradPiece(plan::ShapesOf(inputs), attrs, params, arity);
+  const double epsilon = attrs.GetFloat("epsilon");
+  for (int64_t o = 0; o < r.piece.split.outer; ++o) {
+    r.mean.push_back(centered ? inputs[3].data[o] : 0.0);
+    r.inv.push_back(centered ? 1.0 / std::sqrt(inputs[4].data[o] + epsilon) : inputs[2].data[o]);
+  }
+  return r;
+}
+
+// Every row's {sum(dxhat), sum(dxhat xhat)} over the piece, [x.shape[:begin], 2].
+Tensors NormGradStatsPhase(const Tensors& inputs, const Attrs& attrs, bool centered) {
+  const NormGradRows r = CheckNormGradPiece(inputs, attrs, centered, centered ? 6 : 4);
+  const int64_t n = r.piece.split.n;
+  Shape shape = r.piece.split.stats_shape;
+  shape.push_back(norm_pieces::kGradStats);
+  Tensor stats = internal::Zeros(shape);
+  const Tensor& g = inputs[centered ? 5 : 3];
+  for (int64_t o = 0; o < r.piece.split.outer; ++o) {
+    norm_pieces::GradRowStats(inputs[0].data.data() + o * n, inputs[1].data.data(), g.data.data() + o * n,
+                              r.mean[o], r.inv[o], n, stats.data.data() + o * norm_pieces::kGradStats);
+  }
+  return {stats};
+}
+
+// The piece's x_grad from the whole rows' means, and its slice of the parameters'
+// gradients over the local rows.
+Tensors NormGradFinishPhase(const Tensors& inputs, const Attrs& attrs, bool centered) {
+  const size_t own = centered ? 6 : 4;
+  const NormGradRows r = CheckNormGradPiece(inputs, attrs, centered, own + 1);
+  const int64_t n = r.piece.split.n;
+  const int64_t rows = r.piece.split.outer;
+  const int64_t k = norm_pieces::kGradStats;
+  const int64_t pieces = GatheredPieces(inputs, rows, k);
+  const Tensor& x = inputs[0];
+  const Tensor& scale = inputs[1];
+  const Tensor& g = inputs[own - 1];
+  Tensor x_grad = internal::Zeros(x.shape);
+  Tensor scale_grad = internal::Zeros({n});
+  Tensor bias_grad = internal::Zeros({n});
+  for (int64_t o = 0; o < rows; ++o) {
+    const norm_pieces::GradMeans m =
+        norm_pieces::CombineGrad(inputs[own].data.data() + o * k, pieces, rows * k, r.piece.global_n, centered);
+    for (int64_t j = 0; j < n; ++j) {
+      const double gv = g.data[o * n + j];
+      const double xhat = (x.data[o * n + j] - r.mean[o]) * r.inv[o];
+      const double dxhat = gv * scale.data[j];
+      x_grad.data[o * n + j] = (dxhat - m.dxhat - xhat * m.dxhat_xhat) * r.inv[o];
+      scale_grad.data[j] += gv * xhat;
+      bias_grad.data[j] += gv;
+    }
+  }
+  if (!centered) return {x_grad, scale_grad};
+  return {x_grad, scale_grad, bias_grad};
+}
+
+}  // namespace
+
+Tensors layer_norm_grad_stats(const Tensors& inputs, const Attrs& attrs) { return NormGradStatsPhase(inputs, attrs, true); }
+Tensors layer_norm_grad_finish(const Tensors& inputs, const Attrs& attrs) {
+  return NormGradFinishPhase(inputs, attrs, true);
+}
+Tensors rms_norm_grad_stats(const Tensors& inputs, const Attrs& attrs) { return NormGradStatsPhase(inputs, attrs, false); }
+Tensors rms_norm_grad_finish(const Tensors& inputs, const Attrs& attrs) {
+  return NormGradFinishPhase(inputs, attrs, false);
+}
+
+}  // namespace spmd::reference::ops

@@ -84,6 +84,10 @@ const CudaKernel ops::rms_norm_stats{&StagedPhase<k_rms_norm, Phase::kStats>, Ha
 const CudaKernel ops::rms_norm_finish{&StagedPhase<k_rms_norm, Phase::kFinish>, HalfInputs::kNative};
 const CudaKernel ops::cumsum_stats{&StagedPhase<k_cumsum, Phase::kStats>, HalfInputs::kNative};
 const CudaKernel ops::cumsum_finish{&StagedPhase<k_cumsum, Phase::kFinish>, HalfInputs::kNative};
+const CudaKernel ops::layer_norm_grad_stats{&StagedPhase<k_layer_norm_grad, Phase::kStats>, HalfInputs::kNative};
+const CudaKernel ops::layer_norm_grad_finish{&StagedPhase<k_layer_norm_grad, Phase::kFinish>, HalfInputs::kNative};
+const CudaKernel ops::rms_norm_grad_stats{&StagedPhase<k_rms_norm_grad, Phase::kStats>, HalfInputs::kNative};
+const CudaKernel ops::rms_norm_grad_finish{&StagedPhase<k_rms_norm_grad, Phase::kFinish>, HalfInputs::kNative};
 const CudaKernel ops::cross_entropy_with_softmax_stats{&StagedPhase<k_cross_entropy_with_softmax, Phase::kStats>,
                                                         HalfInputs::kNative};
 const CudaKernel ops::cross_entropy_with_softmax_finish{&StagedPhase<k_cross_entropy_with_softmax, Phase::kFinish>,
