@@ -1,5 +1,6 @@
 // The exchange phases (OpDecl::exchange) of the row reductions whose reduced axis may stay
-// sharded: softmax, log_softmax, logsumexp, layer_norm, rms_norm and cumsum. The stats phase summarises
+// sharded: softmax, log_softmax, logsumexp, layer_norm, rms_norm, cumsum, layer_norm_grad and
+// rms_norm_grad. The stats phase summarises
 // every row of the local piece (rules/ops/norm_pieces.h), the checker all-gathers the
 // summaries over the axis's mesh axes, and the finish phase gives the piece's outputs from
 // the local inputs and the gathered [pieces, rows..., k]. The ops' own references

@@ -1,5 +1,5 @@
 // The exchange phases (OpDecl::exchange) of softmax, log_softmax, logsumexp, layer_norm,
-// rms_norm and cumsum, whose reduced axis may stay sharded: the stats phase summarises every row of the
+// rms_norm, cumsum, layer_norm_grad and rms_norm_grad, whose reduced axis may stay sharded: the stats phase summarises every row of the
 // local piece in the compute dtype and keeps the summary in float64 (rules/ops/norm_pieces.h),
 // Dispatch all-gathers it over the axis's mesh axes, and the finish phase gives the piece's
 // outputs from the local inputs and the gathered float64 [pieces, rows..., k]. The same
