@@ -364,10 +364,13 @@ bool OutputsConflict(const OpDecl& op, const std::vector<Shape>& shapes,
   std::map<int, FactorId> owner;
   for (size_t o = 0; o < outputs.size() && o < spec.outputs.size(); ++o) {
     for (size_t d = 0; d < spec.outputs[o].size(); ++d) {
-      const FactorId letter = spec.outputs[o][d];
+      FactorId letter = spec.outputs[o][d];
       const AxisList& axes = outputs[o].dist.dims[d];
       if (letter == kBroadcastDim || Contains(spec.forced_replicated, letter) || axes.empty()) {
         continue;  // forced-replicated factors claim nothing in reverse
+      }
+      for (const auto& [follower, leader] : spec.tied) {
+        if (letter == follower) letter = leader;  // a follower claims its leader's list
       }
       auto [it, added] = lists.emplace(letter, axes);
       if (!added && it->second != axes) return true;
@@ -384,7 +387,7 @@ bool OutputsConflict(const OpDecl& op, const std::vector<Shape>& shapes,
 // then forward on the reverse's inputs. Asserted:
 //  1. reverse answers, or throws an SpmdError of type Conflict; any other error on a
 //     well-formed request fails. A Conflict must be real: only an einsum op can have one,
-//     and only when, under its notation, the outputs give one factor two different
+//     and only when, under its notation (a tied follower counted as its leader), the outputs give one factor two different
 //     non-empty axis lists or one mesh axis to two factors (`1` dims and forced-replicated
 //     factors do not count);
 //  2. the reverse's answer is valid (as in ValidAnswersAreValid) and carries no partial

@@ -11,6 +11,7 @@
 #include "reference/util.h"
 #include "rules/model/attrs.h"
 #include "rules/ops/loss_plan.h"
+#include "rules/ops/norm_pieces.h"
 #include "rules/ops/softmax_pieces.h"
 
 namespace spmd::reference::ops {
@@ -56,6 +57,86 @@ Tensors cross_entropy_with_softmax(const Tensors& inputs, const Attrs& attrs) {
         plan::ThrowIdOutside(InputField(1, "data"), "label", id, view.len);
       }
       loss.data[at] = -std::log(softmax_out.data[view.At(o, id, i)]);
+    }
+  }
+  return {softmax_out, loss};
+}
+
+// ---- cross_entropy_with_softmax's exchange phases (use_softmax; the class axis a piece) ----
+
+namespace {
+
+// The phases' inputs: the plan (norm_pieces' and loss_plan's checks) and the view of the
+// logits along the class axis.
+struct CrossEntropyPieceView {
+  plan::CrossEntropyPiece piece;
+  AxisView view;
+  int64_t rows() const { return view.outer * view.inner; }
+};
+CrossEntropyPieceView CheckCrossEntropyPiece(const Tensors& inputs, const Attrs& attrs, size_t arity) {
+  CrossEntropyPieceView p;
+  p.piece = plan::PlanCrossEntropyPiece(plan::ShapesOf(inputs), attrs, arity);
+  p.view = internal::ViewAlong(inputs[0].shape, p.piece.ce.axis);
+  return p;
+}
+
+}  // namespace
+
+// logits, label -> every row's four numbers over the piece (softmax_pieces::PieceStats for
+// a hard label, SoftPieceStats for a soft one), [logits' shape without the class axis, 4].
+Tensors cross_entropy_with_softmax_stats(const Tensors& inputs, const Attrs& attrs) {
+  const CrossEntropyPieceView p = CheckCrossEntropyPiece(inputs, attrs, 2);
+  const AxisView& v = p.view;
+  const Tensor& x = inputs[0];
+  const Tensor& label = inputs[1];
+  Tensor stats = internal::Zeros(norm_pieces::SummaryShape(x.shape, p.piece.ce.axis, softmax_pieces::kStats));
+  for (int64_t o = 0; o < v.outer; ++o) {
+    for (int64_t i = 0; i < v.inner; ++i) {
+      const int64_t r = o * v.inner + i;
+      const int64_t at = v.len > 0 ? v.At(o, 0, i) : 0;
+      double* st = stats.data.data() + r * softmax_pieces::kStats;
+      if (p.piece.ce.soft_label) {
+        softmax_pieces::SoftPieceStats(x.data.data() + at, label.data.data() + at, v.len, v.inner, st);
+        continue;
+      }
+      const int64_t id = IdOf(label.data[r], InputField(1, "data"));
+      softmax_pieces::PieceStats(x.data.data() + at, v.len, v.inner, id, p.piece.start,
+                                 id == p.piece.ce.ignore_index, st);
+    }
+  }
+  return {stats};
+}
+
+// logits, label, gathered -> the piece's softmax_out and every row's whole loss.
+Tensors cross_entropy_with_softmax_finish(const Tensors& inputs, const Attrs& attrs) {
+  const CrossEntropyPieceView p = CheckCrossEntropyPiece(inputs, attrs, 3);
+  const AxisView& v = p.view;
+  const int64_t k = softmax_pieces::kStats;
+  const Tensor& gathered = inputs[2];
+  const int64_t pieces = norm_pieces::GatheredPieces(gathered.shape, static_cast<int64_t>(gathered.data.size()), 2,
+                                                     p.rows(), k);
+  const Tensor& x = inputs[0];
+  Tensor softmax_out = internal::Zeros(x.shape);
+  Tensor loss = internal::Zeros(p.piece.ce.loss_shape);
+  for (int64_t o = 0; o < v.outer; ++o) {
+    for (int64_t i = 0; i < v.inner; ++i) {
+      const int64_t r = o * v.inner + i;
+      const auto row = softmax_pieces::Combine(gathered.data.data() + r * k, pieces, p.rows() * k);
+      if (p.piece.ce.soft_label) {
+        loss.data[r] = softmax_pieces::SoftLoss(row, softmax_pieces::SoftLabelTotal(gathered.data.data() + r * k,
+                                                                                   pieces, p.rows() * k));
+      } else {
+        const int64_t id = IdOf(inputs[1].data[r], InputField(1, "data"));
+        const bool ignored = id == p.piece.ce.ignore_index;
+        if (!ignored && row.holders != 1) {
+          ThrowInvalid(InputField(1, "data"), "label " + std::to_string(id) + " is outside the class axis");
+        }
+        loss.data[r] = softmax_pieces::Loss(row, ignored);
+      }
+      for (int64_t a = 0; a < v.len; ++a) {
+        const int64_t at = v.At(o, a, i);
+        softmax_out.data[at] = std::exp(x.data[at] - row.max) / row.sum;
+      }
     }
   }
   return {softmax_out, loss};
@@ -200,15 +281,16 @@ Tensors cross_entropy_with_softmax_grad(const Tensors& inputs, const Attrs& attr
       }
       int64_t id = IdOf(label.data[row], InputField(0, "data"));
       if (id == ignore_index) continue;  // the row stays 0
-      if (id < 0 || id >= view.len) {
-        plan::ThrowIdOutside(InputField(0, "data"), "label", id, view.len);
+      if (id < 0 || id >= ce.classes) {
+        plan::ThrowIdOutside(InputField(0, "data"), "label", id, ce.classes);
       }
+      const int64_t local = id - ce.class_start;  // the label's place in this piece
       for (int64_t a = 0; a < view.len; ++a) {
         int64_t at = view.At(o, a, i);
         double p = softmax.data[at];
         if (use_softmax) {
-          input_grad.data[at] = g * (a == id ? p - 1.0 : p);
-        } else if (a == id) {
+          input_grad.data[at] = g * (a == local ? p - 1.0 : p);
+        } else if (a == local) {
           input_grad.data[at] = -g / p;
         }
       }

@@ -1,5 +1,6 @@
 // The exchange phases (OpDecl::exchange) of the row reductions whose reduced axis may stay
-// sharded: softmax, log_softmax, layer_norm, rms_norm and cumsum. The stats phase summarises
+// sharded: softmax, log_softmax, logsumexp, layer_norm, rms_norm, cumsum, layer_norm_grad and
+// rms_norm_grad. The stats phase summarises
 // every row of the local piece (rules/ops/norm_pieces.h), the checker all-gathers the
 // summaries over the axis's mesh axes, and the finish phase gives the piece's outputs from
 // the local inputs and the gathered [pieces, rows..., k]. The ops' own references
@@ -259,6 +260,144 @@ Tensors cumsum_finish(const Tensors& inputs, const Attrs& attrs) {
     }
   }
   return {out};
+}
+
+}  // namespace spmd::reference::ops
+
+namespace spmd::reference::ops {
+namespace {
+
+// logsumexp on a piece: the reduction (norm_pieces::PlanLogsumexpPiece) and, per output
+// element, the piece's x elements it reduces, in x's order.
+struct LogsumexpPiece {
+  plan::ReduceShape reduce;
+  std::vector<std::vector<double>> values;  // per output element
+};
+LogsumexpPiece CheckLogsumexpPiece(const Tensors& inputs, const Attrs& attrs, size_t arity) {
+  LogsumexpPiece p;
+  p.reduce = norm_pieces::PlanLogsumexpPiece(plan::ShapesOf(inputs), attrs, arity);
+  const Tensor& x = inputs[0];
+  // The output's strides over x's kept dims (a reduced dim adds nothing).
+  Shape kept;
+  for (size_t d = 0; d < x.shape.size(); ++d) kept.push_back(p.reduce.reduced[d] ? 1 : x.shape[d]);
+  Shape to_out = internal::Strides(kept);
+  for (size_t d = 0; d < x.shape.size(); ++d) {
+    if (p.reduce.reduced[d]) to_out[d] = 0;
+  }
+  p.values.resize(static_cast<size_t>(NumElements(p.reduce.out_shape)));
+  for (int64_t i = 0; i < NumElements(x.shape); ++i) {
+    p.values[internal::Dot(internal::Unravel(i, x.shape), to_out)].push_back(x.data[i]);
+  }
+  return p;
+}
+
+}  // namespace
+
+// x -> per output element {max, sum of exp(x - max)} over the piece's reduced elements,
+// [out_shape..., 2].
+Tensors logsumexp_stats(const Tensors& inputs, const Attrs& attrs) {
+  const LogsumexpPiece p = CheckLogsumexpPiece(inputs, attrs, 1);
+  Shape shape = p.reduce.out_shape;
+  shape.push_back(norm_pieces::kSoftmaxStats);
+  Tensor stats = internal::Zeros(shape);
+  for (size_t o = 0; o < p.values.size(); ++o) {
+    norm_pieces::SoftmaxStats(p.values[o].data(), static_cast<int64_t>(p.values[o].size()), 1,
+                              stats.data.data() + o * norm_pieces::kSoftmaxStats);
+  }
+  return {stats};
+}
+
+// x, gathered -> max + log(sum) of the whole reduced set, from every piece's summary.
+Tensors logsumexp_finish(const Tensors& inputs, const Attrs& attrs) {
+  const plan::ReduceShape reduce = norm_pieces::PlanLogsumexpPiece(plan::ShapesOf(inputs), attrs, 2);
+  const int64_t rows = NumElements(reduce.out_shape);
+  const int64_t k = norm_pieces::kSoftmaxStats;
+  const int64_t pieces = GatheredPieces(inputs, rows, k);
+  Tensor out = internal::Zeros(reduce.out_shape);
+  for (int64_t r = 0; r < rows; ++r) {
+    out.data[r] = norm_pieces::LogsumexpOf(norm_pieces::CombineSoftmax(inputs[1].data.data() + r * k, pieces, rows * k));
+  }
+  return {out};
+}
+
+}  // namespace spmd::reference::ops
+
+namespace spmd::reference::ops {
+namespace {
+
+// layer_norm_grad (centered: x, scale, bias, mean, variance, out_grad) and rms_norm_grad
+// (x, scale, invvar, out_grad) on a piece: every row's mean and inv.
+struct NormGradRows {
+  norm_pieces::NormGradPiece piece;
+  std::vector<double> mean, inv;
+};
+NormGradRows CheckNormGradPiece(const Tensors& inputs, const Attrs& attrs, bool centered, size_t arity) {
+  NormGradRows r;
+  const size_t params = centered ? 2 : 1;
+  r.piece = norm_pieces::PlanNormGradPiece(plan::ShapesOf(inputs), attrs, params, arity);
+  const double epsilon = attrs.GetFloat("epsilon");
+  for (int64_t o = 0; o < r.piece.split.outer; ++o) {
+    r.mean.push_back(centered ? inputs[3].data[o] : 0.0);
+    r.inv.push_back(centered ? 1.0 / std::sqrt(inputs[4].data[o] + epsilon) : inputs[2].data[o]);
+  }
+  return r;
+}
+
+// Every row's {sum(dxhat), sum(dxhat xhat)} over the piece, [x.shape[:begin], 2].
+Tensors NormGradStatsPhase(const Tensors& inputs, const Attrs& attrs, bool centered) {
+  const NormGradRows r = CheckNormGradPiece(inputs, attrs, centered, centered ? 6 : 4);
+  const int64_t n = r.piece.split.n;
+  Shape shape = r.piece.split.stats_shape;
+  shape.push_back(norm_pieces::kGradStats);
+  Tensor stats = internal::Zeros(shape);
+  const Tensor& g = inputs[centered ? 5 : 3];
+  for (int64_t o = 0; o < r.piece.split.outer; ++o) {
+    norm_pieces::GradRowStats(inputs[0].data.data() + o * n, inputs[1].data.data(), g.data.data() + o * n,
+                              r.mean[o], r.inv[o], n, stats.data.data() + o * norm_pieces::kGradStats);
+  }
+  return {stats};
+}
+
+// The piece's x_grad from the whole rows' means, and its slice of the parameters'
+// gradients over the local rows.
+Tensors NormGradFinishPhase(const Tensors& inputs, const Attrs& attrs, bool centered) {
+  const size_t own = centered ? 6 : 4;
+  const NormGradRows r = CheckNormGradPiece(inputs, attrs, centered, own + 1);
+  const int64_t n = r.piece.split.n;
+  const int64_t rows = r.piece.split.outer;
+  const int64_t k = norm_pieces::kGradStats;
+  const int64_t pieces = GatheredPieces(inputs, rows, k);
+  const Tensor& x = inputs[0];
+  const Tensor& scale = inputs[1];
+  const Tensor& g = inputs[own - 1];
+  Tensor x_grad = internal::Zeros(x.shape);
+  Tensor scale_grad = internal::Zeros({n});
+  Tensor bias_grad = internal::Zeros({n});
+  for (int64_t o = 0; o < rows; ++o) {
+    const norm_pieces::GradMeans m =
+        norm_pieces::CombineGrad(inputs[own].data.data() + o * k, pieces, rows * k, r.piece.global_n, centered);
+    for (int64_t j = 0; j < n; ++j) {
+      const double gv = g.data[o * n + j];
+      const double xhat = (x.data[o * n + j] - r.mean[o]) * r.inv[o];
+      const double dxhat = gv * scale.data[j];
+      x_grad.data[o * n + j] = (dxhat - m.dxhat - xhat * m.dxhat_xhat) * r.inv[o];
+      scale_grad.data[j] += gv * xhat;
+      bias_grad.data[j] += gv;
+    }
+  }
+  if (!centered) return {x_grad, scale_grad};
+  return {x_grad, scale_grad, bias_grad};
+}
+
+}  // namespace
+
+Tensors layer_norm_grad_stats(const Tensors& inputs, const Attrs& attrs) { return NormGradStatsPhase(inputs, attrs, true); }
+Tensors layer_norm_grad_finish(const Tensors& inputs, const Attrs& attrs) {
+  return NormGradFinishPhase(inputs, attrs, true);
+}
+Tensors rms_norm_grad_stats(const Tensors& inputs, const Attrs& attrs) { return NormGradStatsPhase(inputs, attrs, false); }
+Tensors rms_norm_grad_finish(const Tensors& inputs, const Attrs& attrs) {
+  return NormGradFinishPhase(inputs, attrs, false);
 }
 
 }  // namespace spmd::reference::ops

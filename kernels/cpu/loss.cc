@@ -15,6 +15,7 @@
 #include "kernels/cpu/vector_math.h"
 #include "rules/model/attrs.h"
 #include "rules/ops/loss_plan.h"
+#include "rules/ops/norm_pieces.h"
 #include "rules/ops/softmax_pieces.h"
 
 namespace spmd::kernels::cpu {
@@ -273,23 +274,137 @@ Tensors cross_entropy_with_softmax_grad(const TensorArgs& inputs, const Attrs& a
         const int64_t row = r * v.inner + i;
         const int64_t id = ids[row];
         if (id == ignore_index) continue;  // the row stays 0
-        if (id < 0 || id >= v.len) {
-          plan::ThrowIdOutside(label_field, "label", id, v.len);
+        if (id < 0 || id >= ce.classes) {
+          plan::ThrowIdOutside(label_field, "label", id, ce.classes);
         }
         const T gr = g[row];
-        const int64_t at_label = (r * v.len + id) * v.inner + i;
+        const int64_t local = id - ce.class_start;  // the label's place in this piece
+        const bool holds = local >= 0 && local < v.len;
+        const int64_t at_label = (r * v.len + (holds ? local : 0)) * v.inner + i;
         if (!use_softmax) {
-          o[at_label] = -gr / p[at_label];
+          if (holds) o[at_label] = -gr / p[at_label];
           continue;
         }
         for (int64_t a = 0; a < v.len; ++a) {
           const int64_t at = (r * v.len + a) * v.inner + i;
           o[at] = p[at] * gr;
         }
-        o[at_label] = (p[at_label] - T(1)) * gr;
+        if (holds) o[at_label] = (p[at_label] - T(1)) * gr;
       }
     }
     return TensorList(std::move(input_grad));
+  });
+}
+
+// ---- cross_entropy_with_softmax's exchange phases (use_softmax; the class axis a piece) ----
+// The same checks, in the same order, as the float64 phases in reference/ops_loss.cc; the
+// statistics are computed in T and kept in float64, as c_softmax_with_cross_entropy's.
+
+namespace {
+
+struct CrossEntropyPieceView {
+  plan::CrossEntropyPiece piece;
+  AxisView view;
+  int64_t rows() const { return view.outer * view.inner; }
+  DType dtype;  // the compute dtype: the logits', and a soft label's
+};
+CrossEntropyPieceView CheckCrossEntropyPiece(const TensorArgs& inputs, const Attrs& attrs, size_t arity) {
+  CrossEntropyPieceView p;
+  p.piece = plan::PlanCrossEntropyPiece(plan::ShapesOf(inputs), attrs, arity);
+  p.view = internal::ViewAlong(inputs[0].shape(), p.piece.ce.axis);
+  p.dtype = p.piece.ce.soft_label ? ComputeDType(inputs, {0, 1}) : ComputeDType(inputs, {0});
+  return p;
+}
+
+}  // namespace
+
+Tensors cross_entropy_with_softmax_stats(const TensorArgs& inputs, const Attrs& attrs) {
+  const CrossEntropyPieceView p = CheckCrossEntropyPiece(inputs, attrs, 2);
+  const AxisView& v = p.view;
+  const bool soft = p.piece.ce.soft_label;
+  const std::string label_field = InputField(1, "data");
+  return DispatchFloat(p.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> x(inputs[0]);
+    Tensor stats = NewOutput(norm_pieces::SummaryShape(inputs[0].shape(), p.piece.ce.axis, softmax_pieces::kStats),
+                             DType::kFloat64);
+    double* st = stats.data<double>();
+    if (soft) {
+      ValuesAs<T> label(inputs[1]);
+      for (int64_t o = 0; o < v.outer; ++o) {
+        for (int64_t i = 0; i < v.inner; ++i) {
+          const int64_t r = o * v.inner + i;
+          const int64_t at = v.len > 0 ? (o * v.len) * v.inner + i : 0;
+          T row[softmax_pieces::kStats];
+          softmax_pieces::SoftPieceStats(x.data() + at, label.data() + at, v.len, v.inner, row);
+          for (int64_t k = 0; k < softmax_pieces::kStats; ++k) st[r * softmax_pieces::kStats + k] = row[k];
+        }
+      }
+      return TensorList(std::move(stats));
+    }
+    const Ids ids(inputs[1], label_field);
+    for (int64_t o = 0; o < v.outer; ++o) {
+      for (int64_t i = 0; i < v.inner; ++i) {
+        const int64_t r = o * v.inner + i;
+        const int64_t at = v.len > 0 ? (o * v.len) * v.inner + i : 0;
+        T row[softmax_pieces::kStats];
+        softmax_pieces::PieceStats(x.data() + at, v.len, v.inner, ids[r], p.piece.start,
+                                   ids[r] == p.piece.ce.ignore_index, row);
+        for (int64_t k = 0; k < softmax_pieces::kStats; ++k) st[r * softmax_pieces::kStats + k] = row[k];
+      }
+    }
+    return TensorList(std::move(stats));
+  });
+}
+
+Tensors cross_entropy_with_softmax_finish(const TensorArgs& inputs, const Attrs& attrs) {
+  const CrossEntropyPieceView p = CheckCrossEntropyPiece(inputs, attrs, 3);
+  const AxisView& v = p.view;
+  const int64_t k = softmax_pieces::kStats;
+  const Tensor& gathered = inputs[2];
+  if (gathered.dtype() != DType::kFloat64) {
+    ThrowInvalid(InputField(2, "dtype"), "the gathered statistics must be float64, got " +
+                                             std::string(ToString(gathered.dtype())));
+  }
+  const int64_t pieces = norm_pieces::GatheredPieces(gathered.shape(), gathered.numel(), 2, p.rows(), k);
+  const bool soft = p.piece.ce.soft_label;
+  const std::string label_field = InputField(1, "data");
+  return DispatchFloat(p.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> xv(inputs[0]);
+    const T* x = xv.data();
+    Tensor softmax_out = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
+    Tensor loss = NewOutput(p.piece.ce.loss_shape, DTypeOf<T>::value);
+    T* out = softmax_out.data<T>();
+    T* lo = loss.data<T>();
+    const double* g = gathered.data<double>();
+    std::vector<int64_t> ids;
+    if (!soft) {
+      const Ids read(inputs[1], label_field);
+      for (int64_t r = 0; r < p.rows(); ++r) ids.push_back(read[r]);
+    }
+    for (int64_t o = 0; o < v.outer; ++o) {
+      for (int64_t i = 0; i < v.inner; ++i) {
+        const int64_t r = o * v.inner + i;
+        const auto row = softmax_pieces::Combine(g + r * k, pieces, p.rows() * k);
+        if (soft) {
+          lo[r] = static_cast<T>(softmax_pieces::SoftLoss(row, softmax_pieces::SoftLabelTotal(g + r * k, pieces, p.rows() * k)));
+        } else {
+          const bool ignored = ids[r] == p.piece.ce.ignore_index;
+          if (!ignored && row.holders != 1) {
+            ThrowInvalid(label_field, "label " + std::to_string(ids[r]) + " is outside the class axis");
+          }
+          lo[r] = static_cast<T>(softmax_pieces::Loss(row, ignored));
+        }
+        const T max = static_cast<T>(row.max);
+        const T inv = static_cast<T>(1.0 / row.sum);
+        for (int64_t a = 0; a < v.len; ++a) {
+          const int64_t at = (o * v.len + a) * v.inner + i;
+          out[at] = std::exp(x[at] - max) * inv;
+        }
+      }
+    }
+    return TensorList(std::move(softmax_out), std::move(loss));
   });
 }
 

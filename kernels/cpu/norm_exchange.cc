@@ -1,5 +1,5 @@
-// The exchange phases (OpDecl::exchange) of softmax, log_softmax, layer_norm, rms_norm and
-// cumsum, whose reduced axis may stay sharded: the stats phase summarises every row of the
+// The exchange phases (OpDecl::exchange) of softmax, log_softmax, logsumexp, layer_norm,
+// rms_norm, cumsum, layer_norm_grad and rms_norm_grad, whose reduced axis may stay sharded: the stats phase summarises every row of the
 // local piece in the compute dtype and keeps the summary in float64 (rules/ops/norm_pieces.h),
 // Dispatch all-gathers it over the axis's mesh axes, and the finish phase gives the piece's
 // outputs from the local inputs and the gathered float64 [pieces, rows..., k]. The same
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/internal.h"
+#include "kernels/cpu/permute.h"
 #include "rules/ops/norm_pieces.h"
 
 namespace spmd::kernels::cpu {
@@ -315,6 +316,156 @@ Tensors cumsum_finish(const TensorArgs& inputs, const Attrs& attrs) {
     }
     return TensorList(std::move(out));
   });
+}
+
+// logsumexp's stats: x permuted so that the reduced dims come last (x itself when they
+// already do), then per output element the piece's {max, sum of exp(x - max)} over its
+// reduced elements, [out_shape..., 2].
+Tensors logsumexp_stats(const TensorArgs& inputs, const Attrs& attrs) {
+  const plan::ReduceShape reduce = norm_pieces::PlanLogsumexpPiece(plan::ShapesOf(inputs), attrs, 1);
+  const Shape& shape = inputs[0].shape();
+  std::vector<int64_t> perm;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (reduce.reduced[d] == (pass == 1)) perm.push_back(static_cast<int64_t>(d));
+    }
+  }
+  const int64_t rows = NumElements(reduce.out_shape);
+  const int64_t len = reduce.count;
+  return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> x(inputs[0]);
+    const std::vector<T> arranged = internal::Permuted(x.data(), shape, perm);
+    Shape stats_shape = reduce.out_shape;
+    stats_shape.push_back(norm_pieces::kSoftmaxStats);
+    Tensor stats = NewOutput(stats_shape, DType::kFloat64);
+    double* st = stats.data<double>();
+    for (int64_t r = 0; r < rows; ++r) {
+      norm_pieces::SoftmaxStats(arranged.data() + (len > 0 ? r * len : 0), len, 1,
+                                st + r * norm_pieces::kSoftmaxStats);
+    }
+    return TensorList(std::move(stats));
+  });
+}
+
+Tensors logsumexp_finish(const TensorArgs& inputs, const Attrs& attrs) {
+  const plan::ReduceShape reduce = norm_pieces::PlanLogsumexpPiece(plan::ShapesOf(inputs), attrs, 2);
+  const int64_t rows = NumElements(reduce.out_shape);
+  const int64_t k = norm_pieces::kSoftmaxStats;
+  const int64_t pieces = GatheredPieces(inputs, rows, k);
+  return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    Tensor out = NewOutput(reduce.out_shape, DTypeOf<T>::value);
+    T* o = out.data<T>();
+    const double* gathered = inputs[1].data<double>();
+    for (int64_t r = 0; r < rows; ++r) {
+      o[r] = static_cast<T>(norm_pieces::LogsumexpOf(norm_pieces::CombineSoftmax(gathered + r * k, pieces, rows * k)));
+    }
+    return TensorList(std::move(out));
+  });
+}
+
+// ---- layer_norm_grad / rms_norm_grad: the piece's row sums, then its x_grad and its slice of
+// the parameters' gradients (the scale is the piece's slice: the rule ties the parameters'
+// factor to the exchanged dim).
+
+namespace {
+
+template <bool kCentered>
+struct NormGradInputs {
+  static constexpr size_t kOwn = kCentered ? 6 : 4;
+  static constexpr size_t kStat = kCentered ? 3 : 2;  // mean, or invvar
+};
+
+template <bool kCentered>
+norm_pieces::NormGradPiece CheckNormGradPiece(const TensorArgs& inputs, const Attrs& attrs, size_t arity) {
+  return norm_pieces::PlanNormGradPiece(plan::ShapesOf(inputs), attrs, kCentered ? 2 : 1, arity);
+}
+
+// Row o's mean and inv, in T.
+template <typename T, bool kCentered>
+void RowMoments(const T* stat, const T* variance, int64_t o, T epsilon, T& mean, T& inv) {
+  mean = kCentered ? stat[o] : T(0);
+  inv = kCentered ? T(1) / std::sqrt(variance[o] + epsilon) : stat[o];
+}
+
+template <bool kCentered>
+Tensors NormGradStats(const TensorArgs& inputs, const Attrs& attrs) {
+  using In = NormGradInputs<kCentered>;
+  const norm_pieces::NormGradPiece p = CheckNormGradPiece<kCentered>(inputs, attrs, In::kOwn);
+  const int64_t n = p.split.n;
+  const DType dtype = kCentered ? ComputeDType(inputs, {0, 1, 2, 3, 4, 5}) : ComputeDType(inputs, {0, 1, 2, 3});
+  return DispatchFloat(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> x(inputs[0]), scale(inputs[1]), stat(inputs[In::kStat]), variance(inputs[kCentered ? 4 : 2]),
+        g(inputs[In::kOwn - 1]);
+    const T epsilon = static_cast<T>(attrs.GetFloat("epsilon"));
+    Shape shape = p.split.stats_shape;
+    shape.push_back(norm_pieces::kGradStats);
+    Tensor stats = NewOutput(shape, DType::kFloat64);
+    for (int64_t o = 0; o < p.split.outer; ++o) {
+      T mean, inv;
+      RowMoments<T, kCentered>(stat.data(), variance.data(), o, epsilon, mean, inv);
+      norm_pieces::GradRowStats(x.data() + o * n, scale.data(), g.data() + o * n, mean, inv, n,
+                                stats.data<double>() + o * norm_pieces::kGradStats);
+    }
+    return TensorList(std::move(stats));
+  });
+}
+
+template <bool kCentered>
+Tensors NormGradFinish(const TensorArgs& inputs, const Attrs& attrs) {
+  using In = NormGradInputs<kCentered>;
+  const norm_pieces::NormGradPiece p = CheckNormGradPiece<kCentered>(inputs, attrs, In::kOwn + 1);
+  const int64_t n = p.split.n;
+  const int64_t rows = p.split.outer;
+  const int64_t k = norm_pieces::kGradStats;
+  const int64_t pieces = GatheredPieces(inputs, rows, k);
+  const DType dtype = kCentered ? ComputeDType(inputs, {0, 1, 2, 3, 4, 5}) : ComputeDType(inputs, {0, 1, 2, 3});
+  return DispatchFloat(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> x(inputs[0]), scale(inputs[1]), stat(inputs[In::kStat]), variance(inputs[kCentered ? 4 : 2]),
+        g(inputs[In::kOwn - 1]);
+    const T epsilon = static_cast<T>(attrs.GetFloat("epsilon"));
+    Tensor x_grad = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
+    Tensor scale_grad = NewOutput({n}, DTypeOf<T>::value, /*zero=*/true);
+    Tensor bias_grad = NewOutput({kCentered ? n : 0}, DTypeOf<T>::value, /*zero=*/true);
+    T* dx = x_grad.data<T>();
+    T* ds = scale_grad.data<T>();
+    T* db = bias_grad.data<T>();
+    const double* gathered = inputs[In::kOwn].template data<double>();
+    for (int64_t o = 0; o < rows; ++o) {
+      const norm_pieces::GradMeans m = norm_pieces::CombineGrad(gathered + o * k, pieces, rows * k, p.global_n, kCentered);
+      const T mean_dxhat = static_cast<T>(m.dxhat);
+      const T mean_dxhat_xhat = static_cast<T>(m.dxhat_xhat);
+      T mean, inv;
+      RowMoments<T, kCentered>(stat.data(), variance.data(), o, epsilon, mean, inv);
+      for (int64_t j = 0; j < n; ++j) {
+        const T gv = g.data()[o * n + j];
+        const T xhat = (x.data()[o * n + j] - mean) * inv;
+        const T dxhat = gv * scale.data()[j];
+        dx[o * n + j] = (dxhat - mean_dxhat - xhat * mean_dxhat_xhat) * inv;
+        ds[j] += gv * xhat;
+        if constexpr (kCentered) db[j] += gv;
+      }
+    }
+    if constexpr (kCentered) {
+      return TensorList(std::move(x_grad), std::move(scale_grad), std::move(bias_grad));
+    } else {
+      return TensorList(std::move(x_grad), std::move(scale_grad));
+    }
+  });
+}
+
+}  // namespace
+
+Tensors layer_norm_grad_stats(const TensorArgs& inputs, const Attrs& attrs) { return NormGradStats<true>(inputs, attrs); }
+Tensors layer_norm_grad_finish(const TensorArgs& inputs, const Attrs& attrs) {
+  return NormGradFinish<true>(inputs, attrs);
+}
+Tensors rms_norm_grad_stats(const TensorArgs& inputs, const Attrs& attrs) { return NormGradStats<false>(inputs, attrs); }
+Tensors rms_norm_grad_finish(const TensorArgs& inputs, const Attrs& attrs) {
+  return NormGradFinish<false>(inputs, attrs);
 }
 
 }  // namespace spmd::kernels::cpu

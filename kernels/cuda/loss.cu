@@ -165,7 +165,8 @@ Tensors CrossEntropy(const TensorArgs& inputs, const Attrs& attrs) {
 template <typename V>
 __global__ void CrossEntropyGradKernel(const int64_t* ids, const V* soft, const V* p,
                                        const V* loss_grad, V* out, int64_t outer, int64_t len,
-                                       int64_t inner, bool use_softmax, int64_t ignore_index) {
+                                       int64_t inner, bool use_softmax, int64_t ignore_index,
+                                       int64_t class_start) {
   using T = Compute<V>;
   const int64_t total = outer * len * inner;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -184,12 +185,13 @@ __global__ void CrossEntropyGradKernel(const int64_t* ids, const V* soft, const 
       value = use_softmax ? (pv - l) * g : -(l * g) / pv;
     } else {
       const int64_t id = ids[row];
+      const int64_t a_global = a + class_start;  // this element's class
       if (id == ignore_index) {
         value = T(0);
       } else if (!use_softmax) {
-        value = a == id ? -g / pv : T(0);
+        value = a_global == id ? -g / pv : T(0);
       } else {
-        value = a == id ? (pv - T(1)) * g : pv * g;
+        value = a_global == id ? (pv - T(1)) * g : pv * g;
       }
     }
     out[e] = V(value);
@@ -219,7 +221,7 @@ Tensors CrossEntropyGrad(const TensorArgs& inputs, const Attrs& attrs) {
   if (ce.soft_label) {
     soft = &temps.As(label_t, dtype);
   } else {
-    ids = CheckedIds(label_t, {InputField(0, "data"), "label", v.len, true, ce.ignore_index},
+    ids = CheckedIds(label_t, {InputField(0, "data"), "label", ce.classes, true, ce.ignore_index},
                      inputs[0], ctx.stream);
   }
   const int64_t total = input_grad.numel();
@@ -229,7 +231,7 @@ Tensors CrossEntropyGrad(const TensorArgs& inputs, const Attrs& attrs) {
     CrossEntropyGradKernel<V><<<GridFor(total, kBlock), kBlock, 0, ctx.stream>>>(
         ce.soft_label ? nullptr : DataOf<int64_t>(ids), ce.soft_label ? DataOf<V>(*soft) : nullptr,
         DataOf<V>(p), DataOf<V>(g), DataOf<V>(input_grad), v.outer, v.len, v.inner,
-        ce.use_softmax, ce.ignore_index);
+        ce.use_softmax, ce.ignore_index, ce.class_start);
     SPMD_CUDA_CHECK_LAUNCH();
   });
   return TensorList(std::move(input_grad));

@@ -76,11 +76,21 @@ const CudaKernel ops::log_softmax_stats{&StagedPhase<k_log_softmax, Phase::kStat
 const CudaKernel ops::log_softmax_finish{&StagedPhase<k_log_softmax, Phase::kFinish>, HalfInputs::kNative};
 const CudaKernel ops::softmax_grad_stats{&StagedPhase<k_softmax_grad, Phase::kStats>, HalfInputs::kNative};
 const CudaKernel ops::softmax_grad_finish{&StagedPhase<k_softmax_grad, Phase::kFinish>, HalfInputs::kNative};
+const CudaKernel ops::logsumexp_stats{&StagedPhase<k_logsumexp, Phase::kStats>, HalfInputs::kNative};
+const CudaKernel ops::logsumexp_finish{&StagedPhase<k_logsumexp, Phase::kFinish>, HalfInputs::kNative};
 const CudaKernel ops::layer_norm_stats{&StagedPhase<k_layer_norm, Phase::kStats>, HalfInputs::kNative};
 const CudaKernel ops::layer_norm_finish{&StagedPhase<k_layer_norm, Phase::kFinish>, HalfInputs::kNative};
 const CudaKernel ops::rms_norm_stats{&StagedPhase<k_rms_norm, Phase::kStats>, HalfInputs::kNative};
 const CudaKernel ops::rms_norm_finish{&StagedPhase<k_rms_norm, Phase::kFinish>, HalfInputs::kNative};
 const CudaKernel ops::cumsum_stats{&StagedPhase<k_cumsum, Phase::kStats>, HalfInputs::kNative};
 const CudaKernel ops::cumsum_finish{&StagedPhase<k_cumsum, Phase::kFinish>, HalfInputs::kNative};
+const CudaKernel ops::layer_norm_grad_stats{&StagedPhase<k_layer_norm_grad, Phase::kStats>, HalfInputs::kNative};
+const CudaKernel ops::layer_norm_grad_finish{&StagedPhase<k_layer_norm_grad, Phase::kFinish>, HalfInputs::kNative};
+const CudaKernel ops::rms_norm_grad_stats{&StagedPhase<k_rms_norm_grad, Phase::kStats>, HalfInputs::kNative};
+const CudaKernel ops::rms_norm_grad_finish{&StagedPhase<k_rms_norm_grad, Phase::kFinish>, HalfInputs::kNative};
+const CudaKernel ops::cross_entropy_with_softmax_stats{&StagedPhase<k_cross_entropy_with_softmax, Phase::kStats>,
+                                                        HalfInputs::kNative};
+const CudaKernel ops::cross_entropy_with_softmax_finish{&StagedPhase<k_cross_entropy_with_softmax, Phase::kFinish>,
+                                                         HalfInputs::kNative};
 
 }  // namespace spmd::kernels::cuda

@@ -1,5 +1,6 @@
-// The softmax cross entropies: cross_entropy_with_softmax and its grad (checked by their
-// plans, rules/ops/loss_plan.h; the class axis forced replicated), and Paddle's
+// The softmax cross entropies: cross_entropy_with_softmax (its class axis exchanged with
+// use_softmax) and its grad (checked by their plans, rules/ops/loss_plan.h; the grad's class
+// axis may stay sharded, a piece told its first class), and Paddle's
 // vocabulary-parallel c_softmax_with_cross_entropy (its class axis exchanged) and its grad.
 #include <initializer_list>
 
@@ -161,8 +162,23 @@ OpDecl c_softmax_with_cross_entropy_grad() {
                                 {{"ac", "a1", "a1"}, MakeAttrs({{"ignore_index", int64_t{1}}})}}));
 }
 
+namespace {
+
+// cross_entropy_with_softmax's exchanged dim: the class axis with use_softmax (each piece
+// sends c_softmax_with_cross_entropy's four numbers per row, softmax_pieces.h); -1 without
+// (the axis is forced replicated).
+int CrossEntropyExchangedDim(const RuleContext& c) {
+  const plan::CrossEntropyPlan ce = plan::PlanCrossEntropy(c.input_shapes, c.attrs);
+  return ce.use_softmax ? ce.axis : -1;
+}
+
+}  // namespace
+
 // logits `abc` (class axis c) -> softmax_out `abc`, loss `ab1`; a hard label is `ab1`,
-// a soft one `abc`. The class axis is forced replicated (D8).
+// a soft one `abc`. With use_softmax the class axis is exchanged (it may stay sharded: the
+// vocabulary-parallel softmax of c_softmax_with_cross_entropy, along any axis and with soft
+// labels too; the localizer gives a piece its first class); without, it is forced
+// replicated (D8).
 OpDecl cross_entropy_with_softmax() {
   return OpBuilder("cross_entropy_with_softmax").Inputs({"logits", "label"})
       .Tolerance(ToleranceClass::kCrossEntropy)
@@ -180,7 +196,13 @@ OpDecl cross_entropy_with_softmax() {
         std::string reduced = letters;
         reduced[axis] = '1';
         return notation::FromLetters({letters, ce.soft_label ? letters : reduced}, {letters, reduced},
-                                     letters.substr(axis, 1));
+                                     ce.use_softmax ? "" : letters.substr(axis, 1));
+      })
+      .ExchangeAlong(0, CrossEntropyExchangedDim)
+      .Localize({LocalField::kVocabStart}, [](const LocalContext& c) {  // a piece holds classes [start, start + C)
+        const int rank = static_cast<int>(c.global_inputs[0].size());
+        const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
+        return c.attrs.WithLocal({.vocab_start = c.input_offsets[0][axis]});
       })
       .Values([](const RuleContext& c) {
         const Shape& logits = c.input_shapes[0];
@@ -196,7 +218,8 @@ OpDecl cross_entropy_with_softmax() {
       .Examples(FromSignatures({{{"abc", "ab1"}},
                                 {{"ac", "a1"}, MakeAttrs({{"ignore_index", int64_t{1}}})},
                                 {{"abc", "abc"}, MakeAttrs({{"soft_label", true}})},
-                                {{"1ab", "1ab"}, MakeAttrs({{"soft_label", true}, {"axis", int64_t{1}}})}}));
+                                {{"1ab", "1ab"}, MakeAttrs({{"soft_label", true}, {"axis", int64_t{1}}})},
+                                {{"abc", "a1c"}, MakeAttrs({{"axis", int64_t{1}}})}}));
 }
 
 // Paddle's cross_entropy_with_softmax_grad: the loss's gradient with respect to the
@@ -206,7 +229,11 @@ OpDecl cross_entropy_with_softmax() {
 // at the label, 0 elsewhere; a row whose label is ignore_index gets 0. Soft label:
 // (softmax - label) loss_grad, or -label loss_grad / softmax (Paddle's formulas: they
 // assume labels summing to 1). softmax `abc` (class axis c), label `ab1` or `abc`,
-// loss_grad `ab1` -> input_grad `abc`; the class axis is forced replicated.
+// loss_grad `ab1` -> input_grad `abc`. Each element needs only its own class and the row's
+// label, so the class axis may stay sharded with no exchange (as
+// c_softmax_with_cross_entropy_grad's): the localizer gives a piece its first class and the
+// global shape, a piece without the label adds no one-hot term, and a label is checked
+// against the global class count.
 OpDecl cross_entropy_with_softmax_grad() {
   return OpBuilder("cross_entropy_with_softmax_grad").Inputs({"label", "softmax", "loss_grad"})
       .Outputs({"input_grad"})
@@ -222,8 +249,12 @@ OpDecl cross_entropy_with_softmax_grad() {
         const std::string letters = notation::Letters(static_cast<int>(c.input_shapes[1].size()));
         std::string reduced = letters;
         reduced[axis] = '1';
-        return notation::FromLetters({ce.soft_label ? letters : reduced, letters, reduced}, {letters},
-                                     letters.substr(axis, 1));
+        return notation::FromLetters({ce.soft_label ? letters : reduced, letters, reduced}, {letters});
+      })
+      .Localize({LocalField::kVocabStart, LocalField::kGlobalShape}, [](const LocalContext& c) {  // classes [start, start + C) of the global softmax
+        const int rank = static_cast<int>(c.global_inputs[1].size());
+        const int axis = notation::NormalizeAxis(c.attrs.GetInt("axis"), rank, "attrs.axis");
+        return c.attrs.WithLocal({.vocab_start = c.input_offsets[1][axis], .global_shape = c.global_inputs[1]});
       })
       .Values([](const RuleContext& c) {
         const Shape& softmax = c.input_shapes[1];

@@ -27,6 +27,11 @@ struct CrossEntropyPlan {
   int64_t ignore_index = -100;
   int axis = 0;
   Shape loss_shape;
+  // The grad on a piece of the class axis (PlanCrossEntropyGrad): the piece's first class
+  // and the global class count (localized offset and global shape; 0 and the softmax's
+  // class dim on a whole axis).
+  int64_t class_start = 0;
+  int64_t classes = 0;
 };
 
 namespace internal {
@@ -76,6 +81,19 @@ inline CrossEntropyPlan PlanCrossEntropyGrad(const Shapes& shapes, const Attrs& 
     ThrowInvalid(shape::InputField(2, "shape"), "loss_grad must have shape " + shape::ShapeString(p.loss_shape) +
                                                     ", got " + shape::ShapeString(shapes[2]));
   }
+  const Shape& softmax = shapes[1];
+  p.classes = softmax[p.axis];
+  if (attrs.local().global_shape) {
+    const std::vector<int64_t>& global = *attrs.local().global_shape;
+    if (global.size() != softmax.size()) {
+      ThrowInvalid(LocalFieldName(LocalField::kGlobalShape), "must have softmax's rank");
+    }
+    p.classes = global[p.axis];
+  }
+  p.class_start = attrs.local().vocab_start.value_or(0);
+  if (p.class_start < 0 || p.class_start + softmax[p.axis] > p.classes) {
+    ThrowInvalid(LocalFieldName(LocalField::kVocabStart), "the piece lies outside the class axis");
+  }
   return p;
 }
 
@@ -99,6 +117,24 @@ inline int64_t PlanCSoftmax(const Shapes& shapes, const Attrs& attrs, size_t ari
   int64_t rows = 1;
   for (int64_t d : row_shape) rows *= d;
   return rows;
+}
+
+// cross_entropy_with_softmax's exchange phases (logits, label[, gathered statistics]): the
+// op's checks on its first two inputs, use_softmax (without it the rule exchanges nothing),
+// and the piece's first class along the class axis (the localized offset, as
+// c_softmax_with_cross_entropy's; 0 on a whole axis).
+struct CrossEntropyPiece {
+  CrossEntropyPlan ce;
+  int64_t start = 0;
+};
+inline CrossEntropyPiece PlanCrossEntropyPiece(const Shapes& shapes, const Attrs& attrs, size_t arity) {
+  CheckArity(shapes, arity);
+  CrossEntropyPiece p;
+  p.ce = PlanCrossEntropy(Shapes(shapes.begin(), shapes.begin() + 2), attrs);
+  if (!p.ce.use_softmax) ThrowInvalid("attrs.use_softmax", "the exchange phases run with use_softmax only");
+  p.start = attrs.local().vocab_start.value_or(0);
+  if (p.start < 0) ThrowInvalid(LocalFieldName(LocalField::kVocabStart), "negative class offset");
+  return p;
 }
 
 }  // namespace spmd::plan

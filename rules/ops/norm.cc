@@ -149,9 +149,12 @@ Attrs NormPiece(const LocalContext& c) {
 
 // layer_norm_grad / rms_norm_grad: x `abcd` with begin 2, the parameters `N` (the flattened
 // normalised size), the forward's statistics `ab`, out_grad `abcd` -> x_grad `abcd` and one
-// `N` gradient per parameter. c, d and N are forced replicated (a row's gradient needs the
-// whole row); the rows a, b may stay sharded, and since the parameters' gradients sum over
-// them, those come out partial(sum) on the rows' mesh axes.
+// `N` gradient per parameter. c, the first normalised dim, is exchanged (each piece's row
+// sums of dxhat and dxhat xhat are gathered) and N follows it (EinsumSpec::tied: sharded
+// with c when the axes divide both sizes, so a piece holds the slice of the parameters and
+// of their gradients that matches its slice of the row); d is forced replicated. The rows
+// a, b may stay sharded, and since the parameters' gradients sum over them, those come out
+// partial(sum) on the rows' mesh axes.
 EinsumSpec NormalizationGrad(const RuleContext& c, size_t params, size_t statistics) {
   const int rank = static_cast<int>(c.input_shapes[0].size());
   const int64_t begin = plan::PlanNormGrad(c.input_shapes, c.attrs, params, statistics).begin;
@@ -162,7 +165,9 @@ EinsumSpec NormalizationGrad(const RuleContext& c, size_t params, size_t statist
   inputs.push_back(letters);
   std::vector<std::string> outputs{letters};
   outputs.insert(outputs.end(), params, "N");
-  return notation::FromLetters(inputs, outputs, letters.substr(begin) + "N");
+  EinsumSpec spec = notation::FromLetters(inputs, outputs, letters.substr(begin + 1));
+  spec.tied.push_back({spec.inputs[1][0], spec.inputs[0][begin]});  // N follows c
+  return spec;
 }
 
 // Grad examples: x `abc` with begin 1 and 2, the parameters, the statistics x.shape[:begin]
@@ -223,6 +228,8 @@ OpDecl layer_norm_grad() {
       .Attr("epsilon", AttrKind::kFloat, 1e-5)
       .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
       .Einsum([](const RuleContext& c) { return NormalizationGrad(c, 2, 2); })
+      .ExchangeAlong(0, NormExchangedDim)
+      .Localize({LocalField::kOffset, LocalField::kGlobalShape}, NormPiece)
       .Values([](const RuleContext&) {  // a variance is >= 0
         return std::vector<InputValues>{{}, {}, {}, {}, {ValueKind::kPositive}, {}};
       })
@@ -241,6 +248,8 @@ OpDecl rms_norm_grad() {
       .Attr("epsilon", AttrKind::kFloat, 1e-6)
       .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
       .Einsum([](const RuleContext& c) { return NormalizationGrad(c, 1, 1); })
+      .ExchangeAlong(0, NormExchangedDim)
+      .Localize({LocalField::kOffset, LocalField::kGlobalShape}, NormPiece)
       .Values([](const RuleContext&) {  // an inverse root is > 0
         return std::vector<InputValues>{{}, {}, {ValueKind::kPositive}, {}};
       })

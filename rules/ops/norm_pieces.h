@@ -1,5 +1,5 @@
 // The arithmetic of a row reduction whose reduced axis is split into pieces held by
-// different ranks (softmax, log_softmax, layer_norm, rms_norm, cumsum with the reduced axis
+// different ranks (softmax, log_softmax, logsumexp, layer_norm, rms_norm, cumsum with the reduced axis
 // sharded, OpDecl::exchange): each piece summarises every row in a few numbers (its
 // Phase::kStats), the summaries are all-gathered, and each rank finishes its own piece from
 // them (Phase::kFinish, rules/engine/phase.h). Shared by the phases' float64 references (reference/) and their CPU kernels
@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -20,6 +21,8 @@
 #include "rules/model/error.h"
 #include "rules/engine/op_plan.h"
 #include "rules/engine/shape_util.h"
+#include "rules/ops/norm_plan.h"
+#include "rules/ops/reduction_plan.h"
 
 namespace spmd::norm_pieces {
 
@@ -185,6 +188,25 @@ inline SoftmaxRow CombineSoftmax(const double* stats, int64_t pieces, int64_t pi
   return row;
 }
 
+// ---- logsumexp: softmax's statistics over every reduced element of an output element ------
+
+// logsumexp on a piece: the arity (the op's, plus the gathered tensor in the finish phase)
+// and the reduction the op's own plan gives (plan::PlanReduce: axis, keepdim, reduce_all).
+// The summary is [out_shape..., kSoftmaxStats]: one max and sum of exp(x - max) per output
+// element over the piece's reduced elements.
+inline plan::ReduceShape PlanLogsumexpPiece(const std::vector<std::vector<int64_t>>& shapes, const Attrs& attrs,
+                                            size_t arity) {
+  plan::CheckArity(shapes, arity);
+  return plan::PlanReduceShape(shapes[0], attrs.GetInts("axis"), attrs.GetBool("keepdim"),
+                               attrs.GetBool("reduce_all"));
+}
+
+// The whole logsumexp from the combined row: max + log(sum); the max itself when it is not
+// finite (-inf: nothing, or only -inf, was reduced; +inf), as the op's reference gives it.
+inline double LogsumexpOf(const SoftmaxRow& row) {
+  return std::isfinite(row.max) ? row.max + std::log(row.sum) : row.max;
+}
+
 // ---- softmax_grad: the piece's part of the row's dot product sum(out_grad * out) ----------
 
 inline constexpr int64_t kDotStats = 1;
@@ -242,6 +264,69 @@ inline Moments CombineMoments(const double* stats, int64_t pieces, int64_t piece
     all.count = total;
   }
   return all;
+}
+
+// ---- layer_norm_grad / rms_norm_grad: the piece's parts of the row sums of dxhat and dxhat xhat
+
+// layer_norm_grad / rms_norm_grad on a piece: the op's own checks on its inputs (all but
+// the gathered tensor of the finish phase; the scale is the piece's slice, as the rule ties
+// the parameters' factor to the exchanged dim), and the whole row's normalised count,
+// prod(global x.shape[begin:]) (localized local.global_shape; the piece's own unsharded).
+struct NormGradPiece {
+  plan::NormSplit split;
+  int64_t global_n = 1;
+};
+inline NormGradPiece PlanNormGradPiece(const std::vector<std::vector<int64_t>>& shapes, const Attrs& attrs,
+                                       size_t params, size_t arity) {
+  plan::CheckArity(shapes, arity);
+  const size_t own = 2 + 2 * params;  // x, the parameters, the statistics, out_grad
+  NormGradPiece p;
+  p.split = plan::PlanNormGrad(plan::Shapes(shapes.begin(), shapes.begin() + static_cast<std::ptrdiff_t>(own)), attrs,
+                               params, params);
+  p.global_n = p.split.n;
+  if (attrs.local().global_shape) {
+    const std::vector<int64_t>& global = *attrs.local().global_shape;
+    if (global.size() != shapes[0].size()) ThrowInvalid(LocalFieldName(LocalField::kGlobalShape), "must have x's rank");
+    p.global_n = 1;
+    for (size_t d = static_cast<size_t>(p.split.begin); d < global.size(); ++d) p.global_n *= global[d];
+  }
+  if (p.global_n < p.split.n || p.global_n < 1) {
+    ThrowInvalid(LocalFieldName(LocalField::kGlobalShape), "the piece is larger than the normalised dims");
+  }
+  return p;
+}
+
+inline constexpr int64_t kGradStats = 2;  // sum(dxhat), sum(dxhat xhat)
+
+// One row of a piece: xhat = (x - mean) inv, dxhat = g scale; adds the row's sums to
+// stats[0..1] and, when scale_grad is given, g xhat and g to the parameters' gradients.
+template <typename T>
+void GradRowStats(const T* x, const T* scale, const T* g, T mean, T inv, int64_t n, double* stats) {
+  T sum_dxhat = 0, sum_dxhat_xhat = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const T xhat = (x[j] - mean) * inv;
+    const T dxhat = g[j] * scale[j];
+    sum_dxhat += dxhat;
+    sum_dxhat_xhat += dxhat * xhat;
+  }
+  stats[0] = static_cast<double>(sum_dxhat);
+  stats[1] = static_cast<double>(sum_dxhat_xhat);
+}
+
+// The whole row's means of dxhat (0 for rms_norm_grad, not centered) and dxhat xhat.
+struct GradMeans {
+  double dxhat;
+  double dxhat_xhat;
+};
+inline GradMeans CombineGrad(const double* stats, int64_t pieces, int64_t piece_stride, int64_t global_n,
+                             bool centered) {
+  double s0 = 0.0, s1 = 0.0;
+  for (int64_t p = 0; p < pieces; ++p) {
+    s0 += stats[p * piece_stride];
+    s1 += stats[p * piece_stride + 1];
+  }
+  const double n = static_cast<double>(global_n);
+  return {centered ? s0 / n : 0.0, s1 / n};
 }
 
 // ---- rms_norm: count and sum of squares ---------------------------------------------------

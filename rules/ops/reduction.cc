@@ -1,6 +1,7 @@
 // Reductions: the output drops (or keeps as `1`) the reduced letters. Sum-like ones leave
-// the output partial with their own reduce op (D3, D7); logsumexp and p_norm need the
-// reduced factors whole (D2); argmax needs its axis whole; cumsum exchanges its axis.
+// the output partial with their own reduce op (D3, D7); p_norm needs the reduced factors
+// whole (D2); logsumexp exchanges its largest reduced dim and needs the others whole;
+// argmax needs its axis whole; cumsum exchanges its axis.
 #include <algorithm>
 #include <cmath>
 
@@ -240,10 +241,27 @@ OpBuilder SumLike(const char* name, ReduceOp reduce, PartialAcceptance accept) {
                                 {{"ab"}, MakeAttrs({{"reduce_all", true}})}}));
 }
 
-void ForceReducedReplicated(EinsumSpec& spec) {
-  for (FactorId f : spec.inputs[0]) {
-    if (!Contains(spec.outputs[0], f)) spec.forced_replicated.push_back(f);
+void ForceReducedReplicated(EinsumSpec& spec, int exchanged_dim = -1) {
+  for (size_t d = 0; d < spec.inputs[0].size(); ++d) {
+    const FactorId f = spec.inputs[0][d];
+    if (!Contains(spec.outputs[0], f) && static_cast<int>(d) != exchanged_dim) spec.forced_replicated.push_back(f);
   }
+}
+
+// logsumexp's exchanged dim: its largest reduced dim (the first of equal size), which may
+// stay sharded (each piece sends its max and sum of exp(x - max) per output element); the
+// other reduced dims are forced replicated, as one gather runs over one dim's mesh axes.
+// -1 when nothing is reduced (a 0-d x).
+int LogsumexpExchangedDim(const RuleContext& c) {
+  const Shape& x = c.input_shapes[0];
+  const int rank = static_cast<int>(x.size());
+  const std::vector<bool> reduced =
+      ReducedDims(c.attrs.GetInts("axis"), c.attrs.GetBool("reduce_all"), rank, "attrs.axis");
+  int best = -1;
+  for (int d = 0; d < rank; ++d) {
+    if (reduced[d] && (best < 0 || x[d] > x[best])) best = d;
+  }
+  return best;
 }
 
 }  // namespace
@@ -355,11 +373,13 @@ OpDecl logsumexp() {
             rank, ReducedDims(c.attrs.GetInts("axis"), c.attrs.GetBool("reduce_all"), rank,
                               "attrs.axis"),
             c.attrs.GetBool("keepdim"));
-        ForceReducedReplicated(spec);
+        ForceReducedReplicated(spec, LogsumexpExchangedDim(c));
         return spec;
       })
+      .ExchangeAlong(0, LogsumexpExchangedDim)
       .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"axis", Ints{1}}})},
-                                {{"ab"}, MakeAttrs({{"keepdim", true}})}}));
+                                {{"ab"}, MakeAttrs({{"keepdim", true}})},
+                                {{"abc"}, MakeAttrs({{"axis", Ints{-1, 0}}})}}));
 }
 
 OpDecl p_norm() {

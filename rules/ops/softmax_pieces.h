@@ -1,5 +1,6 @@
 // The arithmetic of a softmax cross entropy whose class axis is split into pieces held by
-// different ranks (c_softmax_with_cross_entropy): each piece summarises every row in four
+// different ranks (c_softmax_with_cross_entropy, and cross_entropy_with_softmax with
+// use_softmax, its class axis exchanged): each piece summarises every row in four
 // numbers, the pieces' summaries are gathered, and each rank finishes its own piece from
 // them. Shared by the op's float64 phases (reference/) and its CPU kernel phases
 // (kernels/cpu/), so that the distributed computation is written once; the op's reference
@@ -83,6 +84,40 @@ Row<T> Combine(const T* stats, int64_t pieces, int64_t piece_stride) {
 template <typename T>
 T Loss(const Row<T>& row, bool ignored) {
   return ignored ? T(0) : std::log(row.sum) + row.max - row.target;
+}
+
+// ---- soft labels (cross_entropy_with_softmax with soft_label) ------------------------------
+//
+// The same four numbers with a soft label: the piece's max and sum of exp(logit - max) as
+// PieceStats gives them, then sum(label * logit) in place of the label's logit and
+// sum(label) in place of the holder flag. Combine then sums the first into Row::target; the
+// label's total is SoftLabelTotal. The row's loss is -sum(label * log softmax) =
+// sum(label) (max + log(sum)) - sum(label * logit).
+template <typename T>
+void SoftPieceStats(const T* x, const T* label, int64_t len, int64_t stride, T* stats) {
+  PieceStats(x, len, stride, int64_t{0}, int64_t{0}, /*ignored=*/true, stats);
+  T dot = 0, total = 0;
+  for (int64_t j = 0; j < len; ++j) {
+    dot += label[j * stride] * x[j * stride];
+    total += label[j * stride];
+  }
+  stats[2] = dot;
+  stats[3] = total;
+}
+
+template <typename T>
+T SoftLabelTotal(const T* stats, int64_t pieces, int64_t piece_stride) {
+  T total = 0;
+  for (int64_t p = 0; p < pieces; ++p) total += stats[p * piece_stride + 3];
+  return total;
+}
+
+// The soft-label loss of a row from its combined Row and its label total (0 for a row of
+// no classes).
+template <typename T>
+T SoftLoss(const Row<T>& row, T label_total) {
+  if (!(row.sum > T(0))) return T(0);
+  return label_total * (row.max + std::log(row.sum)) - row.target;
 }
 
 }  // namespace spmd::softmax_pieces
