@@ -356,7 +356,7 @@ InferResult Finish(const Context& cx, const Inputs& inputs, FactorMap map) {
   std::vector<PartialMap> kept = AcceptedPartials(spec, inputs, axis_used, numels);
 
   // Step 4b: a partial axis of an input that the op does not keep, that no factor uses and
-  // that no input keeps, goes to a free factor (one no mesh axis shards, neither forced
+  // that no input keeps, goes to a free factor (one no mesh axis of size above 1 shards, neither forced
   // replicated nor exchanged nor tied, at least as large as the axis, in every output but
   // the whole ones): the
   // inputs partial there are reduce-scattered onto it ((n-1)/n of an all-reduce's
@@ -377,8 +377,10 @@ InferResult Finish(const Context& cx, const Inputs& inputs, FactorMap map) {
       int64_t best_gain = 0;
       bool best_even = false;
       for (FactorId f = 0; f < spec.num_factors(); ++f) {
+        // A factor sharded only on size-1 axes holds its whole dim: it is free too, and
+        // takes `a` after them.
         if (cx.canon[f] != f || cx.forced[f] || cx.exchanged[f] || is_tied[f] ||
-            !map.Of(f).empty() || spec.factor_sizes[f] < n) {
+            cx.AxesProduct(map.Of(f)) != 1 || spec.factor_sizes[f] < n) {
           continue;
         }
         bool everywhere = true;  // whole outputs (attrs alone make them) take no partial
@@ -400,7 +402,9 @@ InferResult Finish(const Context& cx, const Inputs& inputs, FactorMap map) {
         }
       }
       if (best < 0) continue;
-      owned.push_back(AxisList{a});
+      AxisList list = map.Of(best);
+      list.push_back(a);
+      owned.push_back(std::move(list));
       if (map.axes[best] == nullptr) map.claim_order.push_back(best);
       map.axes[best] = &owned.back();
       axis_used[a] = true;
@@ -461,8 +465,18 @@ int64_t Price(const Context& cx, const Inputs& inputs, const InferResult& answer
         if (attr == required) b = priced;
       }
       if (b < 0) {
-        b = ReshardLowerBound(cx.mesh, In(inputs, i), cx.mesh, required, cx.InputShape(i),
-                              DType::kFloat32);
+        const DistAttr& given = In(inputs, i);
+        if (!given.partial.empty() && given.partial == required.partial) {
+          // Partial to partial has no derived bound (0): with the same partial map kept,
+          // each addend moves its dims as a whole tensor would, so that move is the price.
+          DistAttr from = given, to = required;
+          from.partial.clear();
+          to.partial.clear();
+          b = ReshardLowerBound(cx.mesh, from, cx.mesh, to, cx.InputShape(i), DType::kFloat32);
+        } else {
+          b = ReshardLowerBound(cx.mesh, given, cx.mesh, required, cx.InputShape(i),
+                                DType::kFloat32);
+        }
         memo[i].emplace_back(required, b);
       }
       bytes += b;
@@ -510,6 +524,24 @@ InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs
     first.Claim(f, *options[f].front());
     contested = contested || options[f].size() > 1;
   }
+  // A claim on an axis where an input is partial contests that partial: an op that keeps
+  // partials may move fewer bytes leaving the axis to the partial (its factor replicated).
+  std::vector<bool> partial_axis(mesh.ndim(), false);
+  if (spec.accept != PartialAcceptance::kNone) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (cx.unread[i]) continue;
+      for (const auto& [axis, op] : In(inputs, i).partial) partial_axis[axis] = true;
+    }
+  }
+  auto touches_partial = [&](const AxisList& list) {
+    for (int axis : list) {
+      if (partial_axis[axis]) return true;
+    }
+    return false;
+  };
+  for (FactorId f : order) {
+    for (const AxisList* list : options[f]) contested = contested || touches_partial(*list);
+  }
   {
     std::vector<bool> used(mesh.ndim(), false);
     for (FactorId f : first.claim_order) {
@@ -533,6 +565,9 @@ InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs
   std::vector<bool> contested_factor(spec.num_factors(), false);
   for (FactorId f : order) {
     if (options[f].size() > 1) contested_factor[f] = true;
+    for (const AxisList* list : options[f]) {
+      if (touches_partial(*list)) contested_factor[f] = true;
+    }
     for (FactorId g : order) {
       if (g == f) continue;
       for (const AxisList* a : options[f]) {
@@ -558,11 +593,12 @@ InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs
   std::function<void(size_t)> walk = [&](size_t k) {
     if (k == order.size()) {
       // Only maximal choices: a factor left without a list none of whose lists would fit
-      // (leaving an axis idle never saves a byte of the inputs').
+      // (leaving an axis idle never saves a byte of the inputs'), unless the list holds a
+      // partial axis (left to the partial input, which then keeps it).
       for (size_t j = 0; j < order.size(); ++j) {
         if (pick[j] != 0) continue;
         for (const AxisList* list : options[order[j]]) {
-          bool fits = true;
+          bool fits = !touches_partial(*list);
           for (int axis : *list) fits = fits && axis_count[axis] == 0;
           if (fits) return;
         }

@@ -10,6 +10,7 @@
 #include "rules/model/layout.h"
 #include "rules/engine/notation.h"
 #include "rules/engine/registry.h"
+#include "rules/reshard/reshard_bytes.h"
 #include "rules/ops/shape_plan.h"
 #include "rules/ops/vjp_util.h"
 
@@ -340,22 +341,103 @@ InferResult ConcatCost(const RuleContext& c, const Mesh& mesh, const std::vector
     }
   }
   // Place the axes of each dim in the order the first input holding them has, then by axis.
-  DistAttr merged = DistAttr::Replicated(rank);
+  // axis_dim[a]: the dim mesh axis a shards, -1 none, kSumPartial partial(sum) on every input.
+  constexpr int kSumPartial = -2;
+  auto layout = [&](const std::vector<int>& axis_dim) {
+    DistAttr merged = DistAttr::Replicated(rank);
+    for (int a = 0; a < mesh.ndim(); ++a) {
+      if (axis_dim[a] >= 0) merged.dims[axis_dim[a]].push_back(a);
+    }
+    for (int d = 0; d < rank; ++d) {
+      auto position = [&](int axis) {
+        for (const DistAttr& attr : in) {
+          auto it = std::find(attr.dims[d].begin(), attr.dims[d].end(), axis);
+          if (it != attr.dims[d].end()) return static_cast<int>(it - attr.dims[d].begin());
+        }
+        return kMaxMeshAxes;
+      };
+      std::stable_sort(merged.dims[d].begin(), merged.dims[d].end(),
+                       [&](int x, int y) { return position(x) < position(y); });
+    }
+    merged.partial = kept;
+    for (int a = 0; a < mesh.ndim(); ++a) {
+      if (axis_dim[a] == kSumPartial) merged.partial[a] = ReduceOp::kSum;
+    }
+    return merged;
+  };
+  DistAttr merged = layout(chosen);
+  // The cost rule's proxy can miss: every other placement of the mesh axes of size above 1
+  // (each on one non-concat dim at least its size, or on none, or, where some input is
+  // partial(sum), every partial there is a sum and no input shards a dim on it,
+  // partial(sum) on every input: the ops
+  // are linear, and a whole input takes it as R -> P, a local step; the kept partials stay)
+  // is priced by the planner's lower bound on the inputs' moves, and a strictly cheaper one
+  // replaces it (DECISIONS.md). At most kMaxPlacements are priced.
+  constexpr int64_t kMaxPlacements = 256;
+  std::vector<int> movable;
+  std::vector<bool> sum_partial(mesh.ndim(), false);
+  int64_t placements = 1;
   for (int a = 0; a < mesh.ndim(); ++a) {
-    if (chosen[a] >= 0) merged.dims[chosen[a]].push_back(a);
-  }
-  for (int d = 0; d < rank; ++d) {
-    auto position = [&](int axis) {
+    if (mesh.axis_size(a) > 1 && kept.count(a) == 0) {
+      bool some = false, all_sum = true;
       for (const DistAttr& attr : in) {
-        auto it = std::find(attr.dims[d].begin(), attr.dims[d].end(), axis);
-        if (it != attr.dims[d].end()) return static_cast<int>(it - attr.dims[d].begin());
+        all_sum = all_sum && attr.DimOfAxis(a) < 0;  // S -> P would defer the bytes
+        auto it = attr.partial.find(a);
+        if (it == attr.partial.end()) continue;
+        some = true;
+        all_sum = all_sum && it->second == ReduceOp::kSum;
       }
-      return kMaxMeshAxes;
-    };
-    std::stable_sort(merged.dims[d].begin(), merged.dims[d].end(),
-                     [&](int x, int y) { return position(x) < position(y); });
+      sum_partial[a] = some && all_sum;
+      movable.push_back(a);
+      placements *= rank + (sum_partial[a] ? 2 : 1);
+    }
+    if (placements > kMaxPlacements) break;
   }
-  merged.partial = kept;
+  if (placements <= kMaxPlacements && !movable.empty()) {
+    auto price = [&](const DistAttr& to) -> int64_t {
+      int64_t bytes = 0;
+      for (size_t i = 0; i < in.size(); ++i) {
+        if (in[i] == to) continue;
+        DistAttr from = in[i], target = to;
+        if (!from.partial.empty() && from.partial == target.partial) {
+          from.partial.clear();  // partial to partial: the addends move as whole tensors
+          target.partial.clear();
+        }
+        bytes += ReshardLowerBound(mesh, from, mesh, target, c.input_shapes[i], DType::kFloat32);
+      }
+      return bytes;
+    };
+    try {
+      int64_t best_bytes = price(merged);
+      std::vector<int> pick(mesh.ndim(), -1);
+      for (int64_t code = 0; code < placements && best_bytes > 0; ++code) {
+        int64_t rest = code;
+        bool ok = true;
+        for (int a : movable) {
+          const int options = rank + (sum_partial[a] ? 2 : 1);
+          int d = static_cast<int>(rest % options) - 1;
+          rest /= options;
+          if (d == rank) d = kSumPartial;
+          pick[a] = d;
+          if (d >= 0 && (d == concat_axis || c.input_shapes[0][d] < mesh.axis_size(a))) ok = false;
+        }
+        if (!ok) continue;
+        DistAttr candidate = layout(pick);
+        int64_t bytes = -1;
+        try {
+          bytes = price(candidate);
+        } catch (const SpmdError&) {
+          continue;  // a layout the bound cannot price is not a candidate
+        }
+        if (bytes < best_bytes) {
+          best_bytes = bytes;
+          merged = std::move(candidate);
+        }
+      }
+    } catch (const SpmdError&) {
+      // The cost rule's answer the bound cannot price: it stands.
+    }
+  }
   InferResult result;
   result.inputs.assign(in.size(), merged);
   DistAttr out = merged;
