@@ -368,8 +368,8 @@ InferResult ConcatCost(const RuleContext& c, const Mesh& mesh, const std::vector
   DistAttr merged = layout(chosen);
   // The cost rule's proxy can miss: every other placement of the mesh axes of size above 1
   // (each on one non-concat dim at least its size, or on none, or, where some input is
-  // partial(sum), every partial there is a sum and no input shards a dim on it,
-  // partial(sum) on every input: the ops
+  // partial(sum), every partial there is a sum, no input shards a dim on it and no dim can
+  // take it, partial(sum) on every input: the ops
   // are linear, and a whole input takes it as R -> P, a local step; the kept partials stay)
   // is priced by the planner's lower bound on the inputs' moves, and a strictly cheaper one
   // replaces it (DECISIONS.md). At most kMaxPlacements are priced.
@@ -387,7 +387,13 @@ InferResult ConcatCost(const RuleContext& c, const Mesh& mesh, const std::vector
         some = true;
         all_sum = all_sum && it->second == ReduceOp::kSum;
       }
-      sum_partial[a] = some && all_sum;
+      // Kept only where no dim can take the axis: a reduce-scatter onto a free dim leaves
+      // the output whole, where a kept partial defers a whole all-reduce to its consumer.
+      bool free_dim = false;
+      for (int d = 0; d < rank; ++d) {
+        free_dim = free_dim || (d != concat_axis && c.input_shapes[0][d] >= mesh.axis_size(a));
+      }
+      sum_partial[a] = some && all_sum && !free_dim;
       movable.push_back(a);
       placements *= rank + (sum_partial[a] ? 2 : 1);
     }
