@@ -813,19 +813,55 @@ OpDecl expand() {
       });
 }
 
+namespace {
+EinsumSpec ExpandAsNotation(const RuleContext& c) {
+  EinsumSpec spec = Expand(c.input_shapes[0],
+                           shape_plan::PlanExpandAs(c.input_shapes[0], c.input_shapes[1], c.attrs));
+  Notation y;  // y's values are not read: its own factors, kept as given
+  for (size_t d = 0; d < c.input_shapes[1].size(); ++d) y.push_back(spec.AddFactor());
+  spec.inputs.push_back(y);
+  spec.unread_inputs.push_back(1);
+  return spec;
+}
+}  // namespace
+
 OpDecl expand_as() {
   return OpBuilder("expand_as").Inputs({"x", "y"}).Outputs({"out"})
       .Tolerance(ToleranceClass::kExact)
       .Vjp(vjps::Expand)
       .Attr("target_shape", AttrKind::kInts, std::vector<int64_t>{})
-      .Einsum([](const RuleContext& c) {
-        EinsumSpec spec = Expand(c.input_shapes[0],
-                                 shape_plan::PlanExpandAs(c.input_shapes[0], c.input_shapes[1], c.attrs));
-        Notation y;  // y's values are not read: its own factors, kept as given
-        for (size_t d = 0; d < c.input_shapes[1].size(); ++d) y.push_back(spec.AddFactor());
-        spec.inputs.push_back(y);
-        spec.unread_inputs.push_back(1);
-        return spec;
+      .Einsum(ExpandAsNotation)
+      .Forward([](const RuleContext& c, const Mesh& mesh, const std::vector<DistAttr>& in) {
+        EinsumSpec spec = ExpandAsNotation(c);
+        BindFactorSizes(spec, c.input_shapes);
+        InferResult best = InferEinsumForward(spec, mesh, in);
+        // The output laid out as y (Paddle's answer): x takes y's dims where its own dim is
+        // not broadcast and is whole elsewhere (a local expand fills any shard); x's
+        // partials are reduced. It replaces the notation's answer when the planner's
+        // bound on moving x is strictly smaller (an expanded dim can then keep an axis
+        // that x's size-1 dim held: an all-to-all, not a broadcast of x).
+        const Shape& x = c.input_shapes[0];
+        const Shape& y = c.input_shapes[1];
+        const size_t lead = y.size() - x.size();
+        DistAttr follow = DistAttr::Replicated(static_cast<int>(x.size()));
+        for (size_t d = 0; d < x.size(); ++d) {
+          if (x[d] == y[lead + d]) follow.dims[d] = in[1].dims[lead + d];
+        }
+        try {
+          auto bytes = [&](const DistAttr& to) {
+            return in[0] == to ? int64_t{0}
+                               : ReshardLowerBound(mesh, in[0], mesh, to, x, DType::kFloat32);
+          };
+          if (bytes(follow) < bytes(best.inputs[0])) {
+            DistAttr out = in[1];
+            out.partial.clear();
+            best.inputs[0] = std::move(follow);
+            best.outputs = {std::move(out)};
+          }
+        } catch (const SpmdError&) {
+          // A layout the bound cannot price: the notation's answer stands.
+        }
+        return best;
       })
       .Localize(LocalOutputShape("target_shape"))
       .Examples(FromSignatures({{{"1b", "ab"}}, {{"b", "ab"}}}));
