@@ -1,6 +1,7 @@
 #include "rules/engine/einsum.h"
 
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <stdexcept>
 #include <utility>
@@ -490,9 +491,12 @@ int64_t Price(const Context& cx, const Inputs& inputs, const InferResult& answer
 // At most this many choices of claims are priced; beyond it the first-claim choice stands.
 constexpr int kMaxPricedChoices = 64;
 
+// Steps 1-3: the claims, and among contested ones the cheapest choice. Returns the answer
+// and the factor map it was read from.
 template <typename Inputs>
-InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs& inputs) {
-  const Context cx(spec, mesh, inputs.size());
+std::pair<InferResult, FactorMap> ChooseClaims(const Context& cx, const Inputs& inputs) {
+  const EinsumSpec& spec = cx.spec;
+  const Mesh& mesh = cx.mesh;
   // Steps 1-2: the claims. A forced-replicated factor claims nothing (it ends replicated,
   // so it must not keep an axis from a factor that can use it); a claim whose axes all have
   // size 1 (a sharding that holds the whole dim) comes after every other claim. Each
@@ -557,7 +561,8 @@ InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs
     }
   }
   InferResult best = Finish(cx, inputs, first);
-  if (!contested || !cx.sized) return best;
+  FactorMap best_map = first;
+  if (!contested || !cx.sized) return {std::move(best), std::move(best_map)};
 
   // Contested axes and factors: every choice (per contested factor one of its lists, or
   // none; no mesh axis twice) is priced, and the cheapest wins; the first-claim choice wins
@@ -582,11 +587,11 @@ InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs
   int64_t choices = 1;
   for (FactorId f : order) {
     if (contested_factor[f]) choices *= static_cast<int64_t>(options[f].size()) + 1;
-    if (choices > kMaxPricedChoices) return best;
+    if (choices > kMaxPricedChoices) return {std::move(best), std::move(best_map)};
   }
   PriceMemo memo;
   int64_t best_price = Price(cx, inputs, best, memo);
-  if (best_price <= 0) return best;  // unpriceable, or nothing moves: nothing is cheaper
+  if (best_price <= 0) return {std::move(best), std::move(best_map)};  // unpriceable, or nothing moves: nothing is cheaper
   std::vector<int> pick(order.size(), 0);  // per factor of `order`: 0 none, k list k-1
   std::vector<int> axis_count(mesh.ndim(), 0);
   // Depth-first over the factors of `order`.
@@ -612,6 +617,7 @@ InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs
       if (price >= 0 && price < best_price) {
         best_price = price;
         best = std::move(answer);
+        best_map = map;
       }
       return;
     }
@@ -635,7 +641,86 @@ InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs
     }
   };
   walk(0);
+  return {std::move(best), std::move(best_map)};
+}
+
+// Step 3b: a mesh axis that some input holds but the answer leaves idle (its factor is
+// forced replicated, or lost a contest) is offered to each free factor (not forced,
+// exchanged or tied, on no axis of size above 1, at least the axis's size, in a read input
+// and in every output but the whole ones, so no output turns partial); the
+// cheapest answer by the planner's bound wins, the current one on ties. Axes in mesh order.
+template <typename Inputs>
+InferResult GiveIdleAxes(const Context& cx, const Inputs& inputs, InferResult best, FactorMap map) {
+  const EinsumSpec& spec = cx.spec;
+  const Mesh& mesh = cx.mesh;
+  std::vector<bool> used(mesh.ndim(), false), held(mesh.ndim(), false);
+  auto mark = [&](const DistAttr& attr, std::vector<bool>& marks) {
+    for (const AxisList& list : attr.dims) {
+      for (int axis : list) marks[axis] = true;
+    }
+  };
+  for (const DistAttr& attr : best.inputs) mark(attr, used);
+  for (const DistAttr& attr : best.outputs) {
+    mark(attr, used);
+    for (const auto& [axis, op] : attr.partial) used[axis] = true;
+  }
+  for (const DistAttr& attr : best.inputs) {
+    for (const auto& [axis, op] : attr.partial) used[axis] = true;
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!cx.unread[i]) mark(In(inputs, i), held);
+  }
+  std::vector<int> idle;
+  for (int a = 0; a < mesh.ndim(); ++a) {
+    if (held[a] && !used[a] && mesh.axis_size(a) > 1) idle.push_back(a);
+  }
+  if (idle.empty()) return best;
+  PriceMemo memo;
+  int64_t best_price = Price(cx, inputs, best, memo);
+  if (best_price <= 0) return best;  // unpriceable, or nothing moves
+  std::vector<bool> is_tied(spec.num_factors(), false);
+  for (const auto& [follower, leader] : spec.tied) is_tied[follower] = is_tied[leader] = true;
+  std::deque<AxisList> owned;  // the maps point into it
+  for (int a : idle) {
+    const int64_t n = mesh.axis_size(a);
+    FactorMap chosen = map;
+    for (FactorId f = 0; f < spec.num_factors(); ++f) {
+      if (cx.canon[f] != f || cx.forced[f] || cx.exchanged[f] || is_tied[f] ||
+          cx.AxesProduct(map.Of(f)) != 1 || spec.factor_sizes[f] < n) {
+        continue;
+      }
+      bool everywhere = true, read = false;
+      for (size_t o = 0; o < spec.outputs.size(); ++o) {
+        if (Contains(spec.whole_outputs, static_cast<int>(o))) continue;
+        everywhere = everywhere && cx.Has(spec.outputs[o], f);
+      }
+      for (size_t i = 0; i < inputs.size(); ++i) read = read || (!cx.unread[i] && cx.Has(spec.inputs[i], f));
+      if (!everywhere || !read) continue;
+      AxisList list = map.Of(f);
+      list.push_back(a);
+      owned.push_back(std::move(list));
+      FactorMap candidate = map;
+      if (candidate.axes[f] == nullptr) candidate.claim_order.push_back(f);
+      candidate.axes[f] = &owned.back();
+      InferResult answer = Finish(cx, inputs, candidate);
+      const int64_t price = Price(cx, inputs, answer, memo);
+      if (price >= 0 && price < best_price) {
+        best_price = price;
+        best = std::move(answer);
+        chosen = std::move(candidate);
+      }
+    }
+    map = std::move(chosen);
+  }
   return best;
+}
+
+template <typename Inputs>
+InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs& inputs) {
+  const Context cx(spec, mesh, inputs.size());
+  auto [best, map] = ChooseClaims(cx, inputs);
+  if (!cx.sized) return std::move(best);
+  return GiveIdleAxes(cx, inputs, std::move(best), std::move(map));
 }
 
 }  // namespace

@@ -278,5 +278,20 @@ TEST(EinsumChoices, APartialKeptThroughAMovePricesTheMove) {
   EXPECT_EQ(r.inputs[1], in[1]);
 }
 
+TEST(EinsumChoices, AnAxisLeftIdleByAForcedFactorGoesToAFreeOne) {
+  // softmax-like `ab->ab R(b)` on mesh 4: x shards b (forced replicated) on axis 0. Moving
+  // the axis to a (an all-to-all, 3/16 of x per rank) beats gathering b (3/4 of x).
+  EinsumSpec spec = notation::FromLetters({"ab"}, {"ab"}, "b");
+  BindFactorSizes(spec, {{8, 8}});
+  InferResult r = InferEinsumForward(spec, Mesh({4}), {Dims({{}, {0}})});
+  EXPECT_EQ(r.inputs[0], Dims({{0}, {}}));
+  EXPECT_EQ(r.outputs[0], Dims({{0}, {}}));
+  // A factor missing from the output would turn it partial: not a taker (a reduction).
+  EinsumSpec reduce = notation::FromLetters({"ab"}, {"b"}, "b");
+  BindFactorSizes(reduce, {{8, 8}});
+  r = InferEinsumForward(reduce, Mesh({4}), {Dims({{}, {0}})});
+  EXPECT_EQ(r.inputs[0], Dims({{}, {}}));
+}
+
 }  // namespace
 }  // namespace spmd
