@@ -509,6 +509,9 @@ OpDecl flatten() {
         for (int d = start; d <= stop; ++d) {
           if (src[d] != 1) range.push_back(DimTrans::InputDim(d));
         }
+        if (range.empty()) {  // a range of size-1 dims: its sharding carries (dimtrans.cc)
+          for (int d = start; d <= stop; ++d) range.push_back(DimTrans::InputDim(d));
+        }
         spec.outputs.push_back(DimTrans::Flatten(std::move(range)));
         for (int d = stop + 1; d < rank; ++d) spec.outputs.push_back(DimTrans::InputDim(d));
         return spec;
