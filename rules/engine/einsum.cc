@@ -644,8 +644,9 @@ std::pair<InferResult, FactorMap> ChooseClaims(const Context& cx, const Inputs& 
   return {std::move(best), std::move(best_map)};
 }
 
-// Step 3b: a mesh axis that some input holds but the answer leaves idle (its factor is
-// forced replicated, or lost a contest) is offered to each free factor (not forced,
+// Step 3b: a mesh axis of size above 1 that the answer leaves idle (its factor is forced
+// replicated or lost a contest, or no input uses it: slicing onto it can make another
+// input's move cheaper) is offered to each free factor (not forced,
 // exchanged or tied, on no axis of size above 1, at least the axis's size, in a read input
 // and in every output but the whole ones, so no output turns partial); the
 // cheapest answer by the planner's bound wins, the current one on ties. Axes in mesh order.
@@ -653,7 +654,7 @@ template <typename Inputs>
 InferResult GiveIdleAxes(const Context& cx, const Inputs& inputs, InferResult best, FactorMap map) {
   const EinsumSpec& spec = cx.spec;
   const Mesh& mesh = cx.mesh;
-  std::vector<bool> used(mesh.ndim(), false), held(mesh.ndim(), false);
+  std::vector<bool> used(mesh.ndim(), false);
   auto mark = [&](const DistAttr& attr, std::vector<bool>& marks) {
     for (const AxisList& list : attr.dims) {
       for (int axis : list) marks[axis] = true;
@@ -667,12 +668,9 @@ InferResult GiveIdleAxes(const Context& cx, const Inputs& inputs, InferResult be
   for (const DistAttr& attr : best.inputs) {
     for (const auto& [axis, op] : attr.partial) used[axis] = true;
   }
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!cx.unread[i]) mark(In(inputs, i), held);
-  }
   std::vector<int> idle;
   for (int a = 0; a < mesh.ndim(); ++a) {
-    if (held[a] && !used[a] && mesh.axis_size(a) > 1) idle.push_back(a);
+    if (!used[a] && mesh.axis_size(a) > 1) idle.push_back(a);
   }
   if (idle.empty()) return best;
   PriceMemo memo;

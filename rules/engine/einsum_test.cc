@@ -267,14 +267,15 @@ TEST(EinsumChoices, AClaimOnAPartialAxisYieldsWhenKeepingThePartialIsCheaper) {
 
 TEST(EinsumChoices, APartialKeptThroughAMovePricesTheMove) {
   // matmul `mk,kn->mn` on mesh 2x4x2: m (x) and n (y) contest axis 1; y is partial on
-  // axis 0 and kept. Keeping n leaves y as given and gathers x (2 elements); keeping m
-  // gathers y's 12 elements, which a bound of 0 for partial to partial used to hide.
+  // axis 0 and kept. Keeping n leaves y as given and moves x's m (2 elements) to the idle
+  // axis 2; keeping m gathers y's 12 elements, which a bound of 0 for partial to partial
+  // used to hide.
   EinsumSpec spec = notation::FromLetters({"mk", "kn"}, {"mn"});
   spec.accept = PartialAcceptance::kMultilinear;
   BindFactorSizes(spec, {{2, 1}, {1, 12}});
   const std::vector<DistAttr> in = {Dims({{1}, {}}), Dims({{}, {1}}, {{0, ReduceOp::kSum}})};
   InferResult r = InferEinsumForward(spec, Mesh({2, 4, 2}), in);
-  EXPECT_EQ(r.inputs[0], Dims({{}, {}}));
+  EXPECT_EQ(r.inputs[0], Dims({{2}, {}}));
   EXPECT_EQ(r.inputs[1], in[1]);
 }
 
