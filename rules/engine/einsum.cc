@@ -649,7 +649,7 @@ std::pair<InferResult, FactorMap> ChooseClaims(const Context& cx, const Inputs& 
 // input's move cheaper) is offered to each free factor (not forced,
 // exchanged or tied, on no axis of size above 1, at least the axis's size, in a read input
 // and in every output but the whole ones, so no output turns partial); the
-// cheapest answer by the planner's bound wins, the current one on ties. Axes in mesh order.
+// cheapest answer by the planner's bound wins, the current one on ties. Axes in mesh order; at most 64 candidates.
 template <typename Inputs>
 InferResult GiveIdleAxes(const Context& cx, const Inputs& inputs, InferResult best, FactorMap map) {
   const EinsumSpec& spec = cx.spec;
@@ -679,6 +679,7 @@ InferResult GiveIdleAxes(const Context& cx, const Inputs& inputs, InferResult be
   std::vector<bool> is_tied(spec.num_factors(), false);
   for (const auto& [follower, leader] : spec.tied) is_tied[follower] = is_tied[leader] = true;
   std::deque<AxisList> owned;  // the maps point into it
+  int budget = kMaxPricedChoices;  // candidates priced at most (specs of hundreds of factors)
   for (int a : idle) {
     const int64_t n = mesh.axis_size(a);
     FactorMap chosen = map;
@@ -694,6 +695,7 @@ InferResult GiveIdleAxes(const Context& cx, const Inputs& inputs, InferResult be
       }
       for (size_t i = 0; i < inputs.size(); ++i) read = read || (!cx.unread[i] && cx.Has(spec.inputs[i], f));
       if (!everywhere || !read) continue;
+      if (budget-- <= 0) return best;
       AxisList list = map.Of(f);
       list.push_back(a);
       owned.push_back(std::move(list));

@@ -399,7 +399,10 @@ InferResult ConcatCost(const RuleContext& c, const Mesh& mesh, const std::vector
     }
     if (placements > kMaxPlacements) break;
   }
-  if (placements <= kMaxPlacements && !movable.empty()) {
+  // Each placement prices every input: bounded for concat's hundreds of inputs.
+  constexpr int64_t kMaxPricedMoves = 2048;
+  if (placements <= kMaxPlacements && !movable.empty() &&
+      placements * static_cast<int64_t>(in.size()) <= kMaxPricedMoves) {
     auto price = [&](const DistAttr& to) -> int64_t {
       int64_t bytes = 0;
       for (size_t i = 0; i < in.size(); ++i) {
@@ -839,16 +842,18 @@ OpDecl expand_as() {
         BindFactorSizes(spec, c.input_shapes);
         InferResult best = InferEinsumForward(spec, mesh, in);
         // The output laid out as y (Paddle's answer): x takes y's dims where its own dim is
-        // not broadcast and is whole elsewhere (a local expand fills any shard); x's
-        // partials are reduced. It replaces the notation's answer when the planner's
+        // not broadcast nor of size 1 (a `1` dim of the notation) and is whole elsewhere
+        // (a local expand fills any shard); x's partials are reduced. It replaces the notation's answer when the planner's
         // bound on moving x is strictly smaller (an expanded dim can then keep an axis
         // that x's size-1 dim held: an all-to-all, not a broadcast of x).
         const Shape& x = c.input_shapes[0];
         const Shape& y = c.input_shapes[1];
+        // Only where y's shape is the output's (target_shape may name another).
+        if (shape_plan::PlanExpandAs(x, y, c.attrs) != y || y.size() < x.size()) return best;
         const size_t lead = y.size() - x.size();
         DistAttr follow = DistAttr::Replicated(static_cast<int>(x.size()));
         for (size_t d = 0; d < x.size(); ++d) {
-          if (x[d] == y[lead + d]) follow.dims[d] = in[1].dims[lead + d];
+          if (x[d] == y[lead + d] && x[d] != 1) follow.dims[d] = in[1].dims[lead + d];
         }
         try {
           auto bytes = [&](const DistAttr& to) {
