@@ -583,14 +583,12 @@ void CheckEinsumAnswer(const OpDecl& op, const ForwardRequest& request, const In
   }
 
   // 5: a factor keeps one of its claims (the cheapest wins a contest: docs/DECISIONS.md),
-  // takes its leader's list (a tied follower), takes one mesh axis a partial input held and
-  // nothing else uses (a reduce-scatter onto a free factor), or is cleared.
+  // takes its leader's list (a tied follower), takes one mesh axis after an empty claim or
+  // one of size-1 axes (a reduce-scatter onto a free factor, or an idle axis), or is cleared.
   if (op.forward_override) return;
   std::map<FactorId, std::vector<AxisList>> claims;
-  std::set<int> partial_axes;
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     if (unread(i)) continue;
-    for (const auto& [axis, reduce] : request.inputs[i].dist.partial) partial_axes.insert(axis);
     for (size_t d = 0; d < spec.inputs[i].size(); ++d) {
       const FactorId letter = spec.inputs[i][d];
       const AxisList& given = request.inputs[i].dist.dims[d];
@@ -612,7 +610,14 @@ void CheckEinsumAnswer(const OpDecl& op, const ForwardRequest& request, const In
       auto it = merged.find(lead->second);
       explained = it != merged.end() && it->second == axes;
     }
-    explained = explained || (axes.size() == 1 && partial_axes.count(axes[0]) > 0);
+    // Or one axis appended to an empty claim or one of size-1 axes (a reduce-scatter onto
+    // a free factor, or an idle axis offered to it: §4 steps 3b and 4).
+    if (!explained && request.mesh.axis_size(axes.back()) > 1) {
+      const AxisList prefix(axes.begin(), axes.end() - 1);
+      bool whole = true;
+      for (int axis : prefix) whole = whole && request.mesh.axis_size(axis) == 1;
+      explained = whole && (prefix.empty() || std::find(own.begin(), own.end(), prefix) != own.end());
+    }
     if (!explained) {
       RC_FAIL("factor '" + EinsumSpec::FactorName(letter) +
               "' is sharded on axes none of its claims gave" + context);

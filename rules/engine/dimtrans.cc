@@ -123,12 +123,17 @@ std::optional<Inherited> Inherit(const DimTrans& t, const std::vector<int64_t>& 
       if (lead.kind() != DimTrans::Kind::kInputDim) return std::nullopt;
       Inherited result{lead.input_dim(), in.dims[lead.input_dim()],
                        {shape[lead.input_dim()]}};
+      bool all_one = shape[lead.input_dim()] == 1;
       for (size_t p = 1; p < t.parts().size(); ++p) {
         const DimTrans& part = t.parts()[p];
         if (part.kind() != DimTrans::Kind::kInputDim) continue;
+        all_one = all_one && shape[part.input_dim()] == 1;
         const AxisList& more = in.dims[part.input_dim()];
         result.axes.insert(result.axes.end(), more.begin(), more.end());
       }
+      // Size-1 dims merged into a size-1 dim: its one element sits on the first shard of
+      // any sharding, before and after, so the axes carry over whatever their sizes.
+      if (all_one) result.must_divide.clear();
       return result;
     }
     case DimTrans::Kind::kSplit: {

@@ -1,6 +1,7 @@
 #include "rules/engine/einsum.h"
 
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <stdexcept>
 #include <utility>
@@ -356,7 +357,7 @@ InferResult Finish(const Context& cx, const Inputs& inputs, FactorMap map) {
   std::vector<PartialMap> kept = AcceptedPartials(spec, inputs, axis_used, numels);
 
   // Step 4b: a partial axis of an input that the op does not keep, that no factor uses and
-  // that no input keeps, goes to a free factor (one no mesh axis shards, neither forced
+  // that no input keeps, goes to a free factor (one no mesh axis of size above 1 shards, neither forced
   // replicated nor exchanged nor tied, at least as large as the axis, in every output but
   // the whole ones): the
   // inputs partial there are reduce-scattered onto it ((n-1)/n of an all-reduce's
@@ -377,8 +378,10 @@ InferResult Finish(const Context& cx, const Inputs& inputs, FactorMap map) {
       int64_t best_gain = 0;
       bool best_even = false;
       for (FactorId f = 0; f < spec.num_factors(); ++f) {
+        // A factor sharded only on size-1 axes holds its whole dim: it is free too, and
+        // takes `a` after them.
         if (cx.canon[f] != f || cx.forced[f] || cx.exchanged[f] || is_tied[f] ||
-            !map.Of(f).empty() || spec.factor_sizes[f] < n) {
+            cx.AxesProduct(map.Of(f)) != 1 || spec.factor_sizes[f] < n) {
           continue;
         }
         bool everywhere = true;  // whole outputs (attrs alone make them) take no partial
@@ -400,7 +403,9 @@ InferResult Finish(const Context& cx, const Inputs& inputs, FactorMap map) {
         }
       }
       if (best < 0) continue;
-      owned.push_back(AxisList{a});
+      AxisList list = map.Of(best);
+      list.push_back(a);
+      owned.push_back(std::move(list));
       if (map.axes[best] == nullptr) map.claim_order.push_back(best);
       map.axes[best] = &owned.back();
       axis_used[a] = true;
@@ -461,8 +466,18 @@ int64_t Price(const Context& cx, const Inputs& inputs, const InferResult& answer
         if (attr == required) b = priced;
       }
       if (b < 0) {
-        b = ReshardLowerBound(cx.mesh, In(inputs, i), cx.mesh, required, cx.InputShape(i),
-                              DType::kFloat32);
+        const DistAttr& given = In(inputs, i);
+        if (!given.partial.empty() && given.partial == required.partial) {
+          // Partial to partial has no derived bound (0): with the same partial map kept,
+          // each addend moves its dims as a whole tensor would, so that move is the price.
+          DistAttr from = given, to = required;
+          from.partial.clear();
+          to.partial.clear();
+          b = ReshardLowerBound(cx.mesh, from, cx.mesh, to, cx.InputShape(i), DType::kFloat32);
+        } else {
+          b = ReshardLowerBound(cx.mesh, given, cx.mesh, required, cx.InputShape(i),
+                                DType::kFloat32);
+        }
         memo[i].emplace_back(required, b);
       }
       bytes += b;
@@ -476,9 +491,12 @@ int64_t Price(const Context& cx, const Inputs& inputs, const InferResult& answer
 // At most this many choices of claims are priced; beyond it the first-claim choice stands.
 constexpr int kMaxPricedChoices = 64;
 
+// Steps 1-3: the claims, and among contested ones the cheapest choice. Returns the answer
+// and the factor map it was read from.
 template <typename Inputs>
-InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs& inputs) {
-  const Context cx(spec, mesh, inputs.size());
+std::pair<InferResult, FactorMap> ChooseClaims(const Context& cx, const Inputs& inputs) {
+  const EinsumSpec& spec = cx.spec;
+  const Mesh& mesh = cx.mesh;
   // Steps 1-2: the claims. A forced-replicated factor claims nothing (it ends replicated,
   // so it must not keep an axis from a factor that can use it); a claim whose axes all have
   // size 1 (a sharding that holds the whole dim) comes after every other claim. Each
@@ -510,6 +528,24 @@ InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs
     first.Claim(f, *options[f].front());
     contested = contested || options[f].size() > 1;
   }
+  // A claim on an axis where an input is partial contests that partial: an op that keeps
+  // partials may move fewer bytes leaving the axis to the partial (its factor replicated).
+  std::vector<bool> partial_axis(mesh.ndim(), false);
+  if (spec.accept != PartialAcceptance::kNone) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (cx.unread[i]) continue;
+      for (const auto& [axis, op] : In(inputs, i).partial) partial_axis[axis] = true;
+    }
+  }
+  auto touches_partial = [&](const AxisList& list) {
+    for (int axis : list) {
+      if (partial_axis[axis]) return true;
+    }
+    return false;
+  };
+  for (FactorId f : order) {
+    for (const AxisList* list : options[f]) contested = contested || touches_partial(*list);
+  }
   {
     std::vector<bool> used(mesh.ndim(), false);
     for (FactorId f : first.claim_order) {
@@ -525,7 +561,8 @@ InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs
     }
   }
   InferResult best = Finish(cx, inputs, first);
-  if (!contested || !cx.sized) return best;
+  FactorMap best_map = first;
+  if (!contested || !cx.sized) return {std::move(best), std::move(best_map)};
 
   // Contested axes and factors: every choice (per contested factor one of its lists, or
   // none; no mesh axis twice) is priced, and the cheapest wins; the first-claim choice wins
@@ -533,6 +570,9 @@ InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs
   std::vector<bool> contested_factor(spec.num_factors(), false);
   for (FactorId f : order) {
     if (options[f].size() > 1) contested_factor[f] = true;
+    for (const AxisList* list : options[f]) {
+      if (touches_partial(*list)) contested_factor[f] = true;
+    }
     for (FactorId g : order) {
       if (g == f) continue;
       for (const AxisList* a : options[f]) {
@@ -547,22 +587,23 @@ InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs
   int64_t choices = 1;
   for (FactorId f : order) {
     if (contested_factor[f]) choices *= static_cast<int64_t>(options[f].size()) + 1;
-    if (choices > kMaxPricedChoices) return best;
+    if (choices > kMaxPricedChoices) return {std::move(best), std::move(best_map)};
   }
   PriceMemo memo;
   int64_t best_price = Price(cx, inputs, best, memo);
-  if (best_price <= 0) return best;  // unpriceable, or nothing moves: nothing is cheaper
+  if (best_price <= 0) return {std::move(best), std::move(best_map)};  // unpriceable, or nothing moves: nothing is cheaper
   std::vector<int> pick(order.size(), 0);  // per factor of `order`: 0 none, k list k-1
   std::vector<int> axis_count(mesh.ndim(), 0);
   // Depth-first over the factors of `order`.
   std::function<void(size_t)> walk = [&](size_t k) {
     if (k == order.size()) {
       // Only maximal choices: a factor left without a list none of whose lists would fit
-      // (leaving an axis idle never saves a byte of the inputs').
+      // (leaving an axis idle never saves a byte of the inputs'), unless the list holds a
+      // partial axis (left to the partial input, which then keeps it).
       for (size_t j = 0; j < order.size(); ++j) {
         if (pick[j] != 0) continue;
         for (const AxisList* list : options[order[j]]) {
-          bool fits = true;
+          bool fits = !touches_partial(*list);
           for (int axis : *list) fits = fits && axis_count[axis] == 0;
           if (fits) return;
         }
@@ -576,6 +617,7 @@ InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs
       if (price >= 0 && price < best_price) {
         best_price = price;
         best = std::move(answer);
+        best_map = map;
       }
       return;
     }
@@ -599,7 +641,86 @@ InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs
     }
   };
   walk(0);
+  return {std::move(best), std::move(best_map)};
+}
+
+// Step 3b: a mesh axis of size above 1 that the answer leaves idle (its factor is forced
+// replicated or lost a contest, or no input uses it: slicing onto it can make another
+// input's move cheaper) is offered to each free factor (not forced,
+// exchanged or tied, on no axis of size above 1, at least the axis's size, in a read input
+// and in every output but the whole ones, so no output turns partial); the
+// cheapest answer by the planner's bound wins, the current one on ties. Axes in mesh order; at most 64 candidates.
+template <typename Inputs>
+InferResult GiveIdleAxes(const Context& cx, const Inputs& inputs, InferResult best, FactorMap map) {
+  const EinsumSpec& spec = cx.spec;
+  const Mesh& mesh = cx.mesh;
+  std::vector<bool> used(mesh.ndim(), false);
+  auto mark = [&](const DistAttr& attr, std::vector<bool>& marks) {
+    for (const AxisList& list : attr.dims) {
+      for (int axis : list) marks[axis] = true;
+    }
+  };
+  for (const DistAttr& attr : best.inputs) mark(attr, used);
+  for (const DistAttr& attr : best.outputs) {
+    mark(attr, used);
+    for (const auto& [axis, op] : attr.partial) used[axis] = true;
+  }
+  for (const DistAttr& attr : best.inputs) {
+    for (const auto& [axis, op] : attr.partial) used[axis] = true;
+  }
+  std::vector<int> idle;
+  for (int a = 0; a < mesh.ndim(); ++a) {
+    if (!used[a] && mesh.axis_size(a) > 1) idle.push_back(a);
+  }
+  if (idle.empty()) return best;
+  PriceMemo memo;
+  int64_t best_price = Price(cx, inputs, best, memo);
+  if (best_price <= 0) return best;  // unpriceable, or nothing moves
+  std::vector<bool> is_tied(spec.num_factors(), false);
+  for (const auto& [follower, leader] : spec.tied) is_tied[follower] = is_tied[leader] = true;
+  std::deque<AxisList> owned;  // the maps point into it
+  int budget = kMaxPricedChoices;  // candidates priced at most (specs of hundreds of factors)
+  for (int a : idle) {
+    const int64_t n = mesh.axis_size(a);
+    FactorMap chosen = map;
+    for (FactorId f = 0; f < spec.num_factors(); ++f) {
+      if (cx.canon[f] != f || cx.forced[f] || cx.exchanged[f] || is_tied[f] ||
+          cx.AxesProduct(map.Of(f)) != 1 || spec.factor_sizes[f] < n) {
+        continue;
+      }
+      bool everywhere = true, read = false;
+      for (size_t o = 0; o < spec.outputs.size(); ++o) {
+        if (Contains(spec.whole_outputs, static_cast<int>(o))) continue;
+        everywhere = everywhere && cx.Has(spec.outputs[o], f);
+      }
+      for (size_t i = 0; i < inputs.size(); ++i) read = read || (!cx.unread[i] && cx.Has(spec.inputs[i], f));
+      if (!everywhere || !read) continue;
+      if (budget-- <= 0) return best;
+      AxisList list = map.Of(f);
+      list.push_back(a);
+      owned.push_back(std::move(list));
+      FactorMap candidate = map;
+      if (candidate.axes[f] == nullptr) candidate.claim_order.push_back(f);
+      candidate.axes[f] = &owned.back();
+      InferResult answer = Finish(cx, inputs, candidate);
+      const int64_t price = Price(cx, inputs, answer, memo);
+      if (price >= 0 && price < best_price) {
+        best_price = price;
+        best = std::move(answer);
+        chosen = std::move(candidate);
+      }
+    }
+    map = std::move(chosen);
+  }
   return best;
+}
+
+template <typename Inputs>
+InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs& inputs) {
+  const Context cx(spec, mesh, inputs.size());
+  auto [best, map] = ChooseClaims(cx, inputs);
+  if (!cx.sized) return std::move(best);
+  return GiveIdleAxes(cx, inputs, std::move(best), std::move(map));
 }
 
 }  // namespace

@@ -237,5 +237,62 @@ TEST(EinsumChoices, ATiedFactorFollowsItsLeaderWhenTheAxesDivideBoth) {
   EXPECT_EQ(infer(3).inputs[1], Dims({{}}));
 }
 
+TEST(EinsumChoices, AFactorOnSizeOneAxesIsFreeForAPartial) {
+  // `ab->ab` on mesh 3x1: a is sharded on axis 1 of size 1 (it holds the whole dim), so
+  // x's partial on axis 0 is reduce-scattered onto a after it, not all-reduced.
+  EinsumSpec spec = notation::FromLetters({"ab"}, {"ab"});
+  BindFactorSizes(spec, {{4, 1}});
+  InferResult r = InferEinsumForward(spec, Mesh({3, 1}), {Dims({{1}, {}}, {{0, ReduceOp::kSum}})});
+  EXPECT_EQ(r.inputs[0], Dims({{1, 0}, {}}));
+  EXPECT_EQ(r.outputs[0], Dims({{1, 0}, {}}));
+}
+
+TEST(EinsumChoices, AClaimOnAPartialAxisYieldsWhenKeepingThePartialIsCheaper) {
+  // Multilinear `abc,c->abc` on mesh 3: x (42 elements) is partial(sum) on axis 0 and y
+  // (3) shards c on it. Reducing x moves far more than gathering y: y's claim yields and
+  // x keeps its partial.
+  EinsumSpec spec = notation::FromLetters({"abc", "c"}, {"abc"});
+  spec.accept = PartialAcceptance::kMultilinear;
+  BindFactorSizes(spec, {{7, 2, 3}, {3}});
+  const std::vector<DistAttr> in = {Dims({{}, {}, {}}, {{0, ReduceOp::kSum}}), Dims({{0}})};
+  InferResult r = InferEinsumForward(spec, Mesh({3}), in);
+  EXPECT_EQ(r.inputs[0], in[0]);
+  EXPECT_EQ(r.inputs[1], Dims({{}}));
+  EXPECT_EQ(r.outputs[0], Dims({{}, {}, {}}, {{0, ReduceOp::kSum}}));
+  // With no partial acceptance the claim stands (the partial is reduced either way).
+  spec.accept = PartialAcceptance::kNone;
+  r = InferEinsumForward(spec, Mesh({3}), in);
+  EXPECT_EQ(r.inputs[1], Dims({{0}}));
+}
+
+TEST(EinsumChoices, APartialKeptThroughAMovePricesTheMove) {
+  // matmul `mk,kn->mn` on mesh 2x4x2: m (x) and n (y) contest axis 1; y is partial on
+  // axis 0 and kept. Keeping n leaves y as given and moves x's m (2 elements) to the idle
+  // axis 2; keeping m gathers y's 12 elements, which a bound of 0 for partial to partial
+  // used to hide.
+  EinsumSpec spec = notation::FromLetters({"mk", "kn"}, {"mn"});
+  spec.accept = PartialAcceptance::kMultilinear;
+  BindFactorSizes(spec, {{2, 1}, {1, 12}});
+  const std::vector<DistAttr> in = {Dims({{1}, {}}), Dims({{}, {1}}, {{0, ReduceOp::kSum}})};
+  InferResult r = InferEinsumForward(spec, Mesh({2, 4, 2}), in);
+  EXPECT_EQ(r.inputs[0], Dims({{2}, {}}));
+  EXPECT_EQ(r.inputs[1], in[1]);
+}
+
+TEST(EinsumChoices, AnAxisLeftIdleByAForcedFactorGoesToAFreeOne) {
+  // softmax-like `ab->ab R(b)` on mesh 4: x shards b (forced replicated) on axis 0. Moving
+  // the axis to a (an all-to-all, 3/16 of x per rank) beats gathering b (3/4 of x).
+  EinsumSpec spec = notation::FromLetters({"ab"}, {"ab"}, "b");
+  BindFactorSizes(spec, {{8, 8}});
+  InferResult r = InferEinsumForward(spec, Mesh({4}), {Dims({{}, {0}})});
+  EXPECT_EQ(r.inputs[0], Dims({{0}, {}}));
+  EXPECT_EQ(r.outputs[0], Dims({{0}, {}}));
+  // A factor missing from the output would turn it partial: not a taker (a reduction).
+  EinsumSpec reduce = notation::FromLetters({"ab"}, {"b"}, "b");
+  BindFactorSizes(reduce, {{8, 8}});
+  r = InferEinsumForward(reduce, Mesh({4}), {Dims({{}, {0}})});
+  EXPECT_EQ(r.inputs[0], Dims({{}, {}}));
+}
+
 }  // namespace
 }  // namespace spmd

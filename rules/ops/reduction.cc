@@ -396,6 +396,14 @@ OpDecl p_norm() {
         const int rank = static_cast<int>(c.input_shapes[0].size());
         EinsumSpec spec = Reduction(rank, p.reduce.reduced, c.attrs.GetBool("keepdim"));
         ForceReducedReplicated(spec);
+        // A reduced dim of size 1 may stay sharded: one shard holds its element and the
+        // others an empty slice, whose norm is 0 for porder > 0 (the sum of no |x|^p, to
+        // the 1/p), so the output is partial(sum) there (Paddle's answer, 0 bytes, where
+        // replicating the dim broadcasts x). porder < 0 makes that norm infinite: forced.
+        if (p.porder > 0) {
+          std::erase_if(spec.forced_replicated,
+                        [&](FactorId f) { return c.input_shapes[0][f] == 1; });
+        }
         return spec;
       })
       .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"axis", int64_t{1}}})},

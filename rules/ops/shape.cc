@@ -10,6 +10,7 @@
 #include "rules/model/layout.h"
 #include "rules/engine/notation.h"
 #include "rules/engine/registry.h"
+#include "rules/reshard/reshard_bytes.h"
 #include "rules/ops/shape_plan.h"
 #include "rules/ops/vjp_util.h"
 
@@ -340,22 +341,112 @@ InferResult ConcatCost(const RuleContext& c, const Mesh& mesh, const std::vector
     }
   }
   // Place the axes of each dim in the order the first input holding them has, then by axis.
-  DistAttr merged = DistAttr::Replicated(rank);
+  // axis_dim[a]: the dim mesh axis a shards, -1 none, kSumPartial partial(sum) on every input.
+  constexpr int kSumPartial = -2;
+  auto layout = [&](const std::vector<int>& axis_dim) {
+    DistAttr merged = DistAttr::Replicated(rank);
+    for (int a = 0; a < mesh.ndim(); ++a) {
+      if (axis_dim[a] >= 0) merged.dims[axis_dim[a]].push_back(a);
+    }
+    for (int d = 0; d < rank; ++d) {
+      auto position = [&](int axis) {
+        for (const DistAttr& attr : in) {
+          auto it = std::find(attr.dims[d].begin(), attr.dims[d].end(), axis);
+          if (it != attr.dims[d].end()) return static_cast<int>(it - attr.dims[d].begin());
+        }
+        return kMaxMeshAxes;
+      };
+      std::stable_sort(merged.dims[d].begin(), merged.dims[d].end(),
+                       [&](int x, int y) { return position(x) < position(y); });
+    }
+    merged.partial = kept;
+    for (int a = 0; a < mesh.ndim(); ++a) {
+      if (axis_dim[a] == kSumPartial) merged.partial[a] = ReduceOp::kSum;
+    }
+    return merged;
+  };
+  DistAttr merged = layout(chosen);
+  // The cost rule's proxy can miss: every other placement of the mesh axes of size above 1
+  // (each on one non-concat dim at least its size, or on none, or, where some input is
+  // partial(sum), every partial there is a sum, no input shards a dim on it and no dim can
+  // take it, partial(sum) on every input: the ops
+  // are linear, and a whole input takes it as R -> P, a local step; the kept partials stay)
+  // is priced by the planner's lower bound on the inputs' moves, and a strictly cheaper one
+  // replaces it (DECISIONS.md). At most kMaxPlacements are priced.
+  constexpr int64_t kMaxPlacements = 256;
+  std::vector<int> movable;
+  std::vector<bool> sum_partial(mesh.ndim(), false);
+  int64_t placements = 1;
   for (int a = 0; a < mesh.ndim(); ++a) {
-    if (chosen[a] >= 0) merged.dims[chosen[a]].push_back(a);
-  }
-  for (int d = 0; d < rank; ++d) {
-    auto position = [&](int axis) {
+    if (mesh.axis_size(a) > 1 && kept.count(a) == 0) {
+      bool some = false, all_sum = true;
       for (const DistAttr& attr : in) {
-        auto it = std::find(attr.dims[d].begin(), attr.dims[d].end(), axis);
-        if (it != attr.dims[d].end()) return static_cast<int>(it - attr.dims[d].begin());
+        all_sum = all_sum && attr.DimOfAxis(a) < 0;  // S -> P would defer the bytes
+        auto it = attr.partial.find(a);
+        if (it == attr.partial.end()) continue;
+        some = true;
+        all_sum = all_sum && it->second == ReduceOp::kSum;
       }
-      return kMaxMeshAxes;
-    };
-    std::stable_sort(merged.dims[d].begin(), merged.dims[d].end(),
-                     [&](int x, int y) { return position(x) < position(y); });
+      // Kept only where no dim can take the axis: a reduce-scatter onto a free dim leaves
+      // the output whole, where a kept partial defers a whole all-reduce to its consumer.
+      bool free_dim = false;
+      for (int d = 0; d < rank; ++d) {
+        free_dim = free_dim || (d != concat_axis && c.input_shapes[0][d] >= mesh.axis_size(a));
+      }
+      sum_partial[a] = some && all_sum && !free_dim;
+      movable.push_back(a);
+      placements *= rank + (sum_partial[a] ? 2 : 1);
+    }
+    if (placements > kMaxPlacements) break;
   }
-  merged.partial = kept;
+  // Each placement prices every input: bounded for concat's hundreds of inputs.
+  constexpr int64_t kMaxPricedMoves = 2048;
+  if (placements <= kMaxPlacements && !movable.empty() &&
+      placements * static_cast<int64_t>(in.size()) <= kMaxPricedMoves) {
+    auto price = [&](const DistAttr& to) -> int64_t {
+      int64_t bytes = 0;
+      for (size_t i = 0; i < in.size(); ++i) {
+        if (in[i] == to) continue;
+        DistAttr from = in[i], target = to;
+        if (!from.partial.empty() && from.partial == target.partial) {
+          from.partial.clear();  // partial to partial: the addends move as whole tensors
+          target.partial.clear();
+        }
+        bytes += ReshardLowerBound(mesh, from, mesh, target, c.input_shapes[i], DType::kFloat32);
+      }
+      return bytes;
+    };
+    try {
+      int64_t best_bytes = price(merged);
+      std::vector<int> pick(mesh.ndim(), -1);
+      for (int64_t code = 0; code < placements && best_bytes > 0; ++code) {
+        int64_t rest = code;
+        bool ok = true;
+        for (int a : movable) {
+          const int options = rank + (sum_partial[a] ? 2 : 1);
+          int d = static_cast<int>(rest % options) - 1;
+          rest /= options;
+          if (d == rank) d = kSumPartial;
+          pick[a] = d;
+          if (d >= 0 && (d == concat_axis || c.input_shapes[0][d] < mesh.axis_size(a))) ok = false;
+        }
+        if (!ok) continue;
+        DistAttr candidate = layout(pick);
+        int64_t bytes = -1;
+        try {
+          bytes = price(candidate);
+        } catch (const SpmdError&) {
+          continue;  // a layout the bound cannot price is not a candidate
+        }
+        if (bytes < best_bytes) {
+          best_bytes = bytes;
+          merged = std::move(candidate);
+        }
+      }
+    } catch (const SpmdError&) {
+      // The cost rule's answer the bound cannot price: it stands.
+    }
+  }
   InferResult result;
   result.inputs.assign(in.size(), merged);
   DistAttr out = merged;
@@ -420,6 +511,9 @@ OpDecl flatten() {
         std::vector<DimTrans> range;
         for (int d = start; d <= stop; ++d) {
           if (src[d] != 1) range.push_back(DimTrans::InputDim(d));
+        }
+        if (range.empty()) {  // a range of size-1 dims: its sharding carries (dimtrans.cc)
+          for (int d = start; d <= stop; ++d) range.push_back(DimTrans::InputDim(d));
         }
         spec.outputs.push_back(DimTrans::Flatten(std::move(range)));
         for (int d = stop + 1; d < rank; ++d) spec.outputs.push_back(DimTrans::InputDim(d));
@@ -725,19 +819,57 @@ OpDecl expand() {
       });
 }
 
+namespace {
+EinsumSpec ExpandAsNotation(const RuleContext& c) {
+  EinsumSpec spec = Expand(c.input_shapes[0],
+                           shape_plan::PlanExpandAs(c.input_shapes[0], c.input_shapes[1], c.attrs));
+  Notation y;  // y's values are not read: its own factors, kept as given
+  for (size_t d = 0; d < c.input_shapes[1].size(); ++d) y.push_back(spec.AddFactor());
+  spec.inputs.push_back(y);
+  spec.unread_inputs.push_back(1);
+  return spec;
+}
+}  // namespace
+
 OpDecl expand_as() {
   return OpBuilder("expand_as").Inputs({"x", "y"}).Outputs({"out"})
       .Tolerance(ToleranceClass::kExact)
       .Vjp(vjps::Expand)
       .Attr("target_shape", AttrKind::kInts, std::vector<int64_t>{})
-      .Einsum([](const RuleContext& c) {
-        EinsumSpec spec = Expand(c.input_shapes[0],
-                                 shape_plan::PlanExpandAs(c.input_shapes[0], c.input_shapes[1], c.attrs));
-        Notation y;  // y's values are not read: its own factors, kept as given
-        for (size_t d = 0; d < c.input_shapes[1].size(); ++d) y.push_back(spec.AddFactor());
-        spec.inputs.push_back(y);
-        spec.unread_inputs.push_back(1);
-        return spec;
+      .Einsum(ExpandAsNotation)
+      .Forward([](const RuleContext& c, const Mesh& mesh, const std::vector<DistAttr>& in) {
+        EinsumSpec spec = ExpandAsNotation(c);
+        BindFactorSizes(spec, c.input_shapes);
+        InferResult best = InferEinsumForward(spec, mesh, in);
+        // The output laid out as y (Paddle's answer): x takes y's dims where its own dim is
+        // not broadcast nor of size 1 (a `1` dim of the notation) and is whole elsewhere
+        // (a local expand fills any shard); x's partials are reduced. It replaces the notation's answer when the planner's
+        // bound on moving x is strictly smaller (an expanded dim can then keep an axis
+        // that x's size-1 dim held: an all-to-all, not a broadcast of x).
+        const Shape& x = c.input_shapes[0];
+        const Shape& y = c.input_shapes[1];
+        // Only where y's shape is the output's (target_shape may name another).
+        if (shape_plan::PlanExpandAs(x, y, c.attrs) != y || y.size() < x.size()) return best;
+        const size_t lead = y.size() - x.size();
+        DistAttr follow = DistAttr::Replicated(static_cast<int>(x.size()));
+        for (size_t d = 0; d < x.size(); ++d) {
+          if (x[d] == y[lead + d] && x[d] != 1) follow.dims[d] = in[1].dims[lead + d];
+        }
+        try {
+          auto bytes = [&](const DistAttr& to) {
+            return in[0] == to ? int64_t{0}
+                               : ReshardLowerBound(mesh, in[0], mesh, to, x, DType::kFloat32);
+          };
+          if (bytes(follow) < bytes(best.inputs[0])) {
+            DistAttr out = in[1];
+            out.partial.clear();
+            best.inputs[0] = std::move(follow);
+            best.outputs = {std::move(out)};
+          }
+        } catch (const SpmdError&) {
+          // A layout the bound cannot price: the notation's answer stands.
+        }
+        return best;
       })
       .Localize({LocalField::kExact}, LocalOutputShape("target_shape"))
       .Examples(FromSignatures({{{"1b", "ab"}}, {{"b", "ab"}}}));
