@@ -307,6 +307,8 @@ TEST(StrategyTest, TensorAndSequenceParallelBytesMeetMegatron) {
     // to another dim (an all-to-all where Megatron gathers; DECISIONS.md).
     const double megatron_tp = (4 * 2 + 2) * 2 * f * a + f * logits;
     EXPECT_LE(sent(tp, runtime::Collective::kAllReduce), (4 * 2 + 2) * 2 * f * a + slack);
+    EXPECT_GT(sent(tp, runtime::Collective::kAllReduce), 0);  // tensor parallel still reduces its row-parallel outputs
+    EXPECT_GT(sent(sp, runtime::Collective::kReduceScatter), 0);
     EXPECT_LE(tp_total, megatron_tp + slack);
     EXPECT_LE(sent(sp, runtime::Collective::kReduceScatter), 2 * (2 * 2 + 1) * f * a + slack);
     EXPECT_LE(sp_total, megatron_tp + 5 * slack);
