@@ -351,8 +351,11 @@ void MpiCommunicator::Run(const Call& call) {
   if (d.kind == Collective::kSend || d.kind == Collective::kRecv) {
     const int peer = static_cast<int>(d.root);
     const int count = ToInt(d.counts[0], ToString(d.kind));
-    Pending pending;
+    if (open_ == pending_.size()) pending_.emplace_back();
+    Pending& pending = pending_[open_];
     pending.call = call;
+    pending.count = 0;
+    pending.header.reset();
     if (options().check_collectives) {
       pending.header = std::make_unique<std::array<int64_t, 3>>(
           std::array<int64_t, 3>{static_cast<int64_t>(d.dtype), d.counts[0], call.step});
@@ -389,7 +392,7 @@ void MpiCommunicator::Run(const Call& call) {
       Handed(0, TypeBytes(wire, wire_count));
     }
     if (subarray) Check(MPI_Type_free(&wire), call, "MPI_Type_free");
-    pending_.push_back(std::move(pending));
+    ++open_;  // posted: Synchronize waits for it
     return;
   }
 
@@ -493,12 +496,11 @@ void MpiCommunicator::Run(const Call& call) {
 }
 
 void MpiCommunicator::DoSynchronize() {
-  // Swapped out first (a failed wait aborts the job, but the list must not be walked
-  // twice); both lists keep their capacity, so a warm Synchronize allocates nothing.
-  std::vector<Pending>& pending = completing_;
-  pending.clear();
-  pending.swap(pending_);
-  for (Pending& p : pending) {
+  // Marked closed first (a failed wait ends the job, but the list must not be walked twice).
+  const size_t open = open_;
+  open_ = 0;
+  for (size_t k = 0; k < open; ++k) {
+    Pending& p = pending_[k];
     const CollectiveDesc& d = p.call.desc;
     if (p.header != nullptr && d.kind == Collective::kRecv) {
       Wait(&p.requests[0], 1, p.call, "waiting for the sender");  // sets it to MPI_REQUEST_NULL
@@ -512,7 +514,6 @@ void MpiCommunicator::DoSynchronize() {
     Wait(p.requests.data(), p.count, p.call,
          d.kind == Collective::kSend ? "waiting for the receiver" : "waiting for the sender");
   }
-  pending.clear();
 }
 
 int GuardedMain(int argc, char** argv, const std::function<int(MpiCommunicator&)>& body) {

@@ -118,8 +118,11 @@ class MpiCommunicator final : public Communicator {
     int count = 0;
     std::unique_ptr<std::array<int64_t, 3>> header;
   };
+  // The open messages are pending_[0, open_); the entries past them are kept from earlier
+  // steps and reused (their vectors keep their capacity), so a warm message allocates
+  // nothing here.
   std::vector<Pending> pending_;
-  std::vector<Pending> completing_;  // DoSynchronize's list, kept for its capacity
+  size_t open_ = 0;
   ByteCount transport_;
   // Reused by the calls that need room of their own (the truth values of any / all), so
   // that a call allocates nothing once warm.
