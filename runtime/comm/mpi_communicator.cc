@@ -250,10 +250,8 @@ void MpiCommunicator::Check(int mpi_error, const Call& call, const char* what) {
   AbortJob(Describe(call) + ": " + what + " failed: " + std::string(text, length));
 }
 
-void MpiCommunicator::Wait(std::vector<MPI_Request>& requests, const Call& call, const char* what) {
-  Blocking(call, what, [&] {
-    return MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
-  });
+void MpiCommunicator::Wait(MPI_Request* requests, int count, const Call& call, const char* what) {
+  Blocking(call, what, [&] { return MPI_Waitall(count, requests, MPI_STATUSES_IGNORE); });
 }
 
 void MpiCommunicator::Blocking(const Call& call, const char* what, const std::function<int()>& mpi_call) {
@@ -353,16 +351,18 @@ void MpiCommunicator::Run(const Call& call) {
   if (d.kind == Collective::kSend || d.kind == Collective::kRecv) {
     const int peer = static_cast<int>(d.root);
     const int count = ToInt(d.counts[0], ToString(d.kind));
-    Pending pending{call, {}, nullptr};
+    if (open_ == pending_.size()) pending_.emplace_back();
+    Pending& pending = pending_[open_];
+    pending.call = call;
+    pending.count = 0;
+    pending.header.reset();
     if (options().check_collectives) {
       pending.header = std::make_unique<std::array<int64_t, 3>>(
           std::array<int64_t, 3>{static_cast<int64_t>(d.dtype), d.counts[0], call.step});
-      pending.requests.emplace_back();
+      MPI_Request* header = &pending.requests[pending.count++];
       Check(d.kind == Collective::kSend
-                ? MPI_Isend(pending.header->data(), 3, MPI_INT64_T, peer, kHeaderTag, world_,
-                            &pending.requests.back())
-                : MPI_Irecv(pending.header->data(), 3, MPI_INT64_T, peer, kHeaderTag, world_,
-                            &pending.requests.back()),
+                ? MPI_Isend(pending.header->data(), 3, MPI_INT64_T, peer, kHeaderTag, world_, header)
+                : MPI_Irecv(pending.header->data(), 3, MPI_INT64_T, peer, kHeaderTag, world_, header),
             call, "posting the header");
     }
     // A box of rank >= 1 holding elements travels as one subarray datatype: MPI reads or
@@ -381,12 +381,10 @@ void MpiCommunicator::Run(const Call& call) {
       Check(MPI_Type_commit(&wire), call, "MPI_Type_commit");
       wire_count = 1;
     }
-    pending.requests.emplace_back();
+    MPI_Request* data = &pending.requests[pending.count++];
     Check(d.kind == Collective::kSend
-              ? MPI_Isend(call.send, wire_count, wire, peer, kDataTag, world_,
-                          &pending.requests.back())
-              : MPI_Irecv(call.recv, wire_count, wire, peer, kDataTag, world_,
-                          &pending.requests.back()),
+              ? MPI_Isend(call.send, wire_count, wire, peer, kDataTag, world_, data)
+              : MPI_Irecv(call.recv, wire_count, wire, peer, kDataTag, world_, data),
           call, d.kind == Collective::kSend ? "MPI_Isend" : "MPI_Irecv");
     if (d.kind == Collective::kSend) {
       Handed(TypeBytes(wire, wire_count), 0);
@@ -394,7 +392,7 @@ void MpiCommunicator::Run(const Call& call) {
       Handed(0, TypeBytes(wire, wire_count));
     }
     if (subarray) Check(MPI_Type_free(&wire), call, "MPI_Type_free");
-    pending_.push_back(std::move(pending));
+    ++open_;  // posted: Synchronize waits for it
     return;
   }
 
@@ -498,14 +496,14 @@ void MpiCommunicator::Run(const Call& call) {
 }
 
 void MpiCommunicator::DoSynchronize() {
-  std::vector<Pending> pending;
-  pending.swap(pending_);
-  for (Pending& p : pending) {
+  // Marked closed first (a failed wait ends the job, but the list must not be walked twice).
+  const size_t open = open_;
+  open_ = 0;
+  for (size_t k = 0; k < open; ++k) {
+    Pending& p = pending_[k];
     const CollectiveDesc& d = p.call.desc;
     if (p.header != nullptr && d.kind == Collective::kRecv) {
-      std::vector<MPI_Request> header(1, p.requests.front());
-      Wait(header, p.call, "waiting for the sender");
-      p.requests.front() = MPI_REQUEST_NULL;
+      Wait(&p.requests[0], 1, p.call, "waiting for the sender");  // sets it to MPI_REQUEST_NULL
       const auto& h = *p.header;
       if (h[0] != static_cast<int64_t>(d.dtype) || h[1] != d.counts[0]) {
         AbortJob(Describe(p.call) + ": mismatch: rank " + std::to_string(d.root) + " sends " +
@@ -513,8 +511,8 @@ void MpiCommunicator::DoSynchronize() {
                  " at its step " + std::to_string(h[2]));
       }
     }
-    Wait(p.requests, p.call, d.kind == Collective::kSend ? "waiting for the receiver"
-                                                         : "waiting for the sender");
+    Wait(p.requests.data(), p.count, p.call,
+         d.kind == Collective::kSend ? "waiting for the receiver" : "waiting for the sender");
   }
 }
 

@@ -86,7 +86,10 @@ class MpiCommunicator final : public Communicator {
   // The cached communicator of `group` (rank order = group order).
   MPI_Comm GroupComm(const Call& call);
   // Completes `requests` (MPI_Waitall) under the watchdog.
-  void Wait(std::vector<MPI_Request>& requests, const Call& call, const char* what);
+  void Wait(MPI_Request* requests, int count, const Call& call, const char* what);
+  void Wait(std::vector<MPI_Request>& requests, const Call& call, const char* what) {
+    Wait(requests.data(), static_cast<int>(requests.size()), call, what);
+  }
   // Runs one blocking MPI call (it returns its MPI error code) under the watchdog: armed
   // with the call's deadline before, disarmed after; then Check.
   void Blocking(const Call& call, const char* what, const std::function<int()>& mpi_call);
@@ -109,10 +112,17 @@ class MpiCommunicator final : public Communicator {
   // {dtype, count, step} header travels first (requests[0]).
   struct Pending {
     Call call;
-    std::vector<MPI_Request> requests;
+    // The header's (when checked) then the data's; in place, so a message allocates
+    // nothing for them.
+    std::array<MPI_Request, 2> requests{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    int count = 0;
     std::unique_ptr<std::array<int64_t, 3>> header;
   };
+  // The open messages are pending_[0, open_); the entries past them are kept from earlier
+  // steps and reused (their vectors keep their capacity), so a warm message allocates
+  // nothing here.
   std::vector<Pending> pending_;
+  size_t open_ = 0;
   ByteCount transport_;
   // Reused by the calls that need room of their own (the truth values of any / all), so
   // that a call allocates nothing once warm.

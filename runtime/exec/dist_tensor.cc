@@ -201,7 +201,8 @@ DistTensor DistTensor::ReshardBuffer(std::optional<Tensor> local, const Mesh& to
   if (to_mesh == mesh_ && to == attr_) {
     return DistTensor(shape_, dtype_, mesh_, attr_, process_id_, std::move(local));
   }
-  const std::shared_ptr<const ReshardPlan> plan = CachedPlan(mesh_, attr_, to_mesh, to, shape_, dtype_);
+  const std::shared_ptr<const PreparedPlan> plan =
+      CachedPreparedPlan(mesh_, attr_, to_mesh, to, shape_, dtype_);
   std::optional<Tensor> result = ExecutePlan(*plan, std::move(local), comm, report);
   return DistTensor(shape_, dtype_, to_mesh, to, process_id_, std::move(result));
 }

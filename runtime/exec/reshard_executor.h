@@ -43,7 +43,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "kernels/tensor.h"
@@ -95,10 +97,43 @@ std::optional<kernels::Tensor> ExecutePlan(const ReshardPlan& plan,
                                            std::optional<kernels::Tensor> local,
                                            Communicator& comm, ReshardReport* report = nullptr);
 
+// What the executor works out from a plan on one rank (coordinates, groups, chunk sizes,
+// boxes, the send_recv pieces it sends and receives): a function of the plan and the rank
+// only, defined in reshard_executor.cc.
+struct RankPrep;
+
+// A plan with each rank's RankPrep, made on that rank's first call and shared by later
+// ones (thread-safe: the ranks of a ThreadCommunicator share one process).
+class PreparedPlan {
+ public:
+  explicit PreparedPlan(ReshardPlan plan);
+  ~PreparedPlan();
+  PreparedPlan(const PreparedPlan&) = delete;
+  PreparedPlan& operator=(const PreparedPlan&) = delete;
+
+  const ReshardPlan plan;
+  std::shared_ptr<const RankPrep> For(int64_t rank) const;
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::unordered_map<int64_t, std::shared_ptr<const RankPrep>> by_rank_;
+};
+
+// ExecutePlan of prepared.plan, with this rank's preparation from `prepared` (made once):
+// the same messages and results, without redoing the per-rank work on every call.
+std::optional<kernels::Tensor> ExecutePlan(const PreparedPlan& prepared,
+                                           std::optional<kernels::Tensor> local,
+                                           Communicator& comm, ReshardReport* report = nullptr);
+
 // PlanReshard behind a cache shared by every thread of the process (plans are pure
-// functions of their request; the cache holds at most a few thousand plans). CachedPlan
-// hands out the cached plan itself (immutable, kept alive by the pointer even when the
-// cache is cleared), so a warm call copies nothing; CachedPlanReshard returns a copy.
+// functions of their request; the cache holds at most a few thousand plans).
+// CachedPreparedPlan hands out the cached plan itself with its per-rank preparations
+// (immutable but for those, kept alive by the pointer even when the cache is cleared), so
+// a warm call copies and recomputes nothing; CachedPlan the same plan alone;
+// CachedPlanReshard a copy.
+std::shared_ptr<const PreparedPlan> CachedPreparedPlan(const Mesh& from_mesh, const DistAttr& from,
+                                                      const Mesh& to_mesh, const DistAttr& to,
+                                                      const Shape& shape, DType dtype);
 std::shared_ptr<const ReshardPlan> CachedPlan(const Mesh& from_mesh, const DistAttr& from,
                                               const Mesh& to_mesh, const DistAttr& to,
                                               const Shape& shape, DType dtype);
