@@ -111,6 +111,7 @@ UNARY_MATH_DEFAULTS = {
     "hardtanh": {"t_min": 0.0, "t_max": 24.0}, "thresholded_relu": {"threshold": 1.0, "value": 0.0},
     "stanh": {"scale_a": 0.67, "scale_b": 1.7159}, "tanh_shrink": {}, "logit": {"eps": 1e-6},
     "assign": {}, "acosh": {}, "lgamma": {}, "digamma": {},
+    "erfinv": {}, "conj": {}, "fill": {"value": 0.0}, "logical_not": {}, "bitwise_not": {},
 }
 DEFAULTS.update(UNARY_MATH_DEFAULTS)
 
@@ -118,5 +119,5 @@ DEFAULTS.update(UNARY_MATH_DEFAULTS)
 BINARY_MATH_DEFAULTS = {op: {} for op in [
     "elementwise_pow", "floor_divide", "remainder", "fmax", "fmin", "heaviside", "equal",
     "not_equal", "greater_equal", "less_equal", "logical_and", "logical_or", "logical_xor",
-    "bitwise_and", "bitwise_or", "bitwise_xor"]}
+    "bitwise_and", "bitwise_or", "bitwise_xor", "trunc_divide"]}
 DEFAULTS.update(BINARY_MATH_DEFAULTS)
