@@ -2552,6 +2552,37 @@ def gen_math_dtypes():
     error("trunc_divide", "shapes", {}, [np.zeros((2, 3)), np.zeros((4,))], "inputs[1].shape")
 
 
+# ---- the extrema family (rules/ops/extrema.cc) -------------------------------------------------------
+
+family("extrema", ["amax", "amin", "argmin"])
+RNG12 = np.random.default_rng(20261206)
+
+
+def gen_extrema():
+    def ex_vals(*shape):
+        return np.round(RNG12.uniform(-3, 3, size=shape), 1)  # one decimal: some ties
+
+    for op, fn in (("amax", np.max), ("amin", np.min)):
+        x = ex_vals(2, 3, 4)
+        case(op, "axis1", {"axis": [1]}, [x], [fn(x, axis=1)])
+        case(op, "axes_keep", {"axis": [0, -1], "keep_dim": True}, [x], [fn(x, axis=(0, 2), keepdims=True)])
+        case(op, "all", {"reduce_all": True}, [x[0]], [fn(x[0])])
+        case(op, "ties", {"axis": [1]}, [np.array([[1.0, 3.0, 3.0], [-2.0, -2.0, 0.5]])],
+             [fn(np.array([[1.0, 3.0, 3.0], [-2.0, -2.0, 0.5]]), axis=1)])
+        error(op, "axis_twice", {"axis": [1, -2]}, [ex_vals(2, 3, 4)], "attrs.axis")
+    x = ex_vals(3, 4)
+    case("argmin", "last_axis", {}, [x], [T(np.argmin(x, axis=-1), "int64")])
+    x3 = ex_vals(2, 3, 4)
+    case("argmin", "axis1_keepdims", {"axis": 1, "keepdims": True}, [x3], [T(np.argmin(x3, axis=1)[:, None, :], "int64")])
+    case("argmin", "flatten", {"flatten": True}, [x], [T(np.array([np.argmin(x)]), "int64")])
+    case("argmin", "first_of_ties", {"axis": 0}, [np.array([[2.0, -1.0], [0.5, -1.0], [0.5, 4.0]])],
+         [T(np.array([1, 0]), "int64")])
+    case("argmin", "int64", {}, [T(np.array([[3, -7, -7, 2]]), "int64")], [T(np.array([1]), "int64")])
+    case("argmin", "0d", {}, [np.array(1.5)], [T(np.array(0), "int64")])
+    error("argmin", "empty_axis", {"axis": 1}, [np.zeros((2, 0))], "inputs[0].shape")
+    error("argmin", "dtype", {"dtype": "int32"}, [x], "attrs.dtype")
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -2577,6 +2608,7 @@ def main():
     gen_binary_math()  # RNG9
     gen_unary_math_later()  # RNG10
     gen_math_dtypes()  # RNG11
+    gen_extrema()  # RNG12
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

@@ -133,7 +133,7 @@ _BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "great
            "elementwise_pow", "floor_divide", "trunc_divide", "remainder", "fmax", "fmin", "heaviside",
            "equal", "not_equal", "greater_equal", "less_equal", "logical_and", "logical_or",
            "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor"]
-_REDUCE = ["sum", "mean", "max", "min", "prod", "any", "all"]
+_REDUCE = ["sum", "mean", "max", "min", "prod", "any", "all", "amax", "amin"]
 
 OPS: List[PaddleOp] = (
     [PaddleOp(n, [n], [_a()]) for n in _UNARY]
@@ -152,6 +152,8 @@ OPS: List[PaddleOp] = (
        PaddleOp("p_norm", ["p_norm"], [_a("porder", "axis", "epsilon", "keepdim", "asvector")]),
        PaddleOp("argmax", ["argmax"], [_a("axis", "keepdims", "flatten", "dtype"),
                                               _a("axis", "keepdims", "flatten")]),
+       PaddleOp("argmin", ["argmin"], [_a("axis", "keepdims", "flatten", "dtype"),
+                                        _a("axis", "keepdims", "flatten")]),
        PaddleOp("cumsum", ["cumsum"], [_a("axis", "flatten", "exclusive", "reverse")]),
        PaddleOp("softmax", ["softmax"], [_a("axis")]),
        PaddleOp("log_softmax", ["log_softmax"], [_a("axis")]),
