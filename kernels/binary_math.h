@@ -31,6 +31,8 @@ SPMD_BINARY_MATH_LIBM2(Fmin, fmin)
 #undef SPMD_BINARY_MATH_LIBM2
 SPMD_HOST_DEVICE inline float Floor(float v) { return ::floorf(v); }
 SPMD_HOST_DEVICE inline double Floor(double v) { return ::floor(v); }
+SPMD_HOST_DEVICE inline float Trunc(float v) { return ::truncf(v); }
+SPMD_HOST_DEVICE inline double Trunc(double v) { return ::trunc(v); }
 
 // Python's modulo (Paddle's remainder): fmod, moved to the divisor's sign.
 template <class T>
@@ -51,6 +53,7 @@ SPMD_HOST_DEVICE inline T Modulo(T x, T y) {
 
 SPMD_BINARY_MATH_FN(elementwise_pow, kArithmetic, Pow(x, y))
 SPMD_BINARY_MATH_FN(floor_divide, kArithmetic, Floor(x / y))
+SPMD_BINARY_MATH_FN(trunc_divide, kArithmetic, Trunc(x / y))
 SPMD_BINARY_MATH_FN(remainder, kArithmetic, Modulo(x, y))
 SPMD_BINARY_MATH_FN(fmax, kArithmetic, Fmax(x, y))
 SPMD_BINARY_MATH_FN(fmin, kArithmetic, Fmin(x, y))

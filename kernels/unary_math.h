@@ -1,8 +1,11 @@
 // The formulas of the unary math family (rules/engine/unary_math_list.h), one functor `NAME_fn<T>`
 // per op, shared by the CPU kernels (kernels/cpu/unary_math.cc) and the CUDA kernels
-// (kernels/cuda/unary_math.cu) so that both compute the same expression in T (float or
-// double). Each functor has Make(attrs) (host: reads the normalised attrs) and
-// operator()(T x) (host and device). The float64 references (reference/ops_unary_math.cc)
+// (kernels/cuda/unary_math.cu) so that both compute the same expression in T. Each functor
+// has its kind, Make(attrs) (host: reads the normalised attrs) and operator()(T x) (host
+// and device) returning Out:
+// - kFloat: T float or double (the compute dtype), Out T (every op but the two below);
+// - kBool: T float or double, Out bool (logical_not);
+// - kBitwise: T int64_t or bool (rules/ops/unary_math_attrs.h), Out T (bitwise_not). The float64 references (reference/ops_unary_math.cc)
 // are written separately from the definitions, not from these.
 //
 // The math calls go to the C library's float and double functions (sinf / sin, ...), which
@@ -12,12 +15,16 @@
 #include <math.h>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "rules/model/attrs.h"
 #include "rules/model/half.h"  // SPMD_HOST_DEVICE
 
 namespace spmd::kernels::unary_math {
+
+enum class Kind { kFloat, kBool, kBitwise };
 
 // ---- float / double overloads of the C library's functions ------------------------------
 
@@ -73,6 +80,43 @@ SPMD_HOST_DEVICE inline double DigammaD(double x) {
   return r + ::log(x) - 0.5 / x - series;
 }
 
+// erf^-1(x), in double for both T (rounded once to float): Giles' single-precision
+// approximation ("Approximating the erfinv function", 2010), then three Newton steps on
+// erf(y) = x (each squares the relative error). +-inf at +-1, NaN outside [-1, 1].
+SPMD_HOST_DEVICE inline double ErfinvD(double x) {
+  if (!(x >= -1 && x <= 1)) return ::nan("");
+  if (x == 1 || x == -1) return x * ::exp(1000.0);  // +-inf
+  double w = -::log((1 - x) * (1 + x));
+  double p;
+  if (w < 5) {
+    w -= 2.5;
+    p = 2.81022636e-08;
+    p = 3.43273939e-07 + p * w;
+    p = -3.5233877e-06 + p * w;
+    p = -4.39150654e-06 + p * w;
+    p = 0.00021858087 + p * w;
+    p = -0.00125372503 + p * w;
+    p = -0.00417768164 + p * w;
+    p = 0.246640727 + p * w;
+    p = 1.50140941 + p * w;
+  } else {
+    w = ::sqrt(w) - 3;
+    p = -0.000200214257;
+    p = 0.000100950558 + p * w;
+    p = 0.00134934322 + p * w;
+    p = -0.00367342844 + p * w;
+    p = 0.00573950773 + p * w;
+    p = -0.0076224613 + p * w;
+    p = 0.00943887047 + p * w;
+    p = 1.00167406 + p * w;
+    p = 2.83297682 + p * w;
+  }
+  double y = p * x;
+  constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
+  for (int i = 0; i < 3; ++i) y -= (::erf(y) - x) / (kTwoOverSqrtPi * ::exp(-y * y));
+  return y;
+}
+
 template <class T>
 SPMD_HOST_DEVICE inline T Max(T a, T b) { return a > b ? a : b; }
 template <class T>
@@ -84,6 +128,8 @@ SPMD_HOST_DEVICE inline T Min(T a, T b) { return a < b ? a : b; }
 #define SPMD_UNARY_MATH_PLAIN(name, expr)                      \
   template <class T>                                          \
   struct name##_fn {                                          \
+    static constexpr Kind kKind = Kind::kFloat;                \
+    using Out = T;                                            \
     static name##_fn Make(const Attrs&) { return {}; }        \
     SPMD_HOST_DEVICE T operator()(T x) const { return expr; } \
   };
@@ -91,6 +137,8 @@ SPMD_HOST_DEVICE inline T Min(T a, T b) { return a < b ? a : b; }
 #define SPMD_UNARY_MATH_ONE(name, attr, expr)                                   \
   template <class T>                                                           \
   struct name##_fn {                                                           \
+    static constexpr Kind kKind = Kind::kFloat;                                \
+    using Out = T;                                                             \
     T a;                                                                       \
     static name##_fn Make(const Attrs& s) { return {static_cast<T>(s.GetFloat(attr))}; } \
     SPMD_HOST_DEVICE T operator()(T x) const { return expr; }                  \
@@ -99,6 +147,8 @@ SPMD_HOST_DEVICE inline T Min(T a, T b) { return a < b ? a : b; }
 #define SPMD_UNARY_MATH_TWO(name, attr_a, attr_b, expr)                         \
   template <class T>                                                           \
   struct name##_fn {                                                           \
+    static constexpr Kind kKind = Kind::kFloat;                                \
+    using Out = T;                                                             \
     T a, b;                                                                    \
     static name##_fn Make(const Attrs& s) {                                    \
       return {static_cast<T>(s.GetFloat(attr_a)), static_cast<T>(s.GetFloat(attr_b))}; \
@@ -153,10 +203,16 @@ SPMD_UNARY_MATH_TWO(stanh, "scale_a", "scale_b", b * Tanh(a * x))
 SPMD_UNARY_MATH_PLAIN(tanh_shrink, x - Tanh(x))
 SPMD_UNARY_MATH_PLAIN(assign, x)
 
+SPMD_UNARY_MATH_PLAIN(erfinv, static_cast<T>(ErfinvD(static_cast<double>(x))))
+SPMD_UNARY_MATH_PLAIN(conj, x)  // real values: the identity
+SPMD_UNARY_MATH_ONE(fill, "value", ((void)x, a))  // every element the value, x's read nowhere
+
 // logit(x) = log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps > 0; with eps = 0 a
 // value outside [0, 1] gives NaN (Paddle's kernel).
 template <class T>
 struct logit_fn {
+  static constexpr Kind kKind = Kind::kFloat;
+  using Out = T;
   T eps;
   static logit_fn Make(const Attrs& s) { return {static_cast<T>(s.GetFloat("eps"))}; }
   SPMD_HOST_DEVICE T operator()(T x) const {
@@ -166,6 +222,30 @@ struct logit_fn {
     }
     const T c = Min(Max(x, eps), T(1) - eps);
     return Log(c / (T(1) - c));
+  }
+};
+
+// logical_not: x == 0, in the compute dtype (any input dtype), out bool.
+template <class T>
+struct logical_not_fn {
+  static constexpr Kind kKind = Kind::kBool;
+  using Out = bool;
+  static logical_not_fn Make(const Attrs&) { return {}; }
+  SPMD_HOST_DEVICE bool operator()(T x) const { return x == T(0); }
+};
+
+// bitwise_not: ~x in int64 (two's complement: -x - 1), !x for bool.
+template <class T>
+struct bitwise_not_fn {
+  static constexpr Kind kKind = Kind::kBitwise;
+  using Out = T;
+  static bitwise_not_fn Make(const Attrs&) { return {}; }
+  SPMD_HOST_DEVICE T operator()(T x) const {
+    if constexpr (std::is_same_v<T, bool>) {
+      return !x;
+    } else {
+      return static_cast<T>(~x);
+    }
   }
 };
 

@@ -55,6 +55,7 @@ double Modulo(double x, double y) {
 
 SPMD_ARITH(elementwise_pow, std::pow(x, y))
 SPMD_ARITH(floor_divide, std::floor(x / y))
+SPMD_ARITH(trunc_divide, std::trunc(x / y))  // toward zero
 SPMD_ARITH(remainder, Modulo(x, y))
 SPMD_ARITH(fmax, std::isnan(y) || x > y ? x : y)  // NaN only where both are
 SPMD_ARITH(fmin, std::isnan(y) || x < y ? x : y)

@@ -5,8 +5,10 @@
 // Inside namespace ops, sin/cos/floor/... are ops: math is always std::.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <numbers>
+#include <string_view>
 
 #include "reference/reference.h"
 #include "reference/util.h"
@@ -15,14 +17,17 @@
 namespace spmd::reference::ops {
 namespace {
 
-// out[i] = f(x[i]) after the family's attr checks.
+// out[i] = f(x[i]) after the family's attr checks, `dtype` out (float64 but for
+// logical_not's bool and bitwise_not's int64 / bool: rules/ops/unary_math_attrs.h).
 template <typename F>
 Tensors Map(const char* op, const Tensors& inputs, const Attrs& attrs, F f) {
   internal::CheckArity(inputs, 1);
   unary_math::CheckAttrs(op, attrs);
   Tensor out;
   out.shape = inputs[0].shape;
-  out.dtype = DType::kFloat64;
+  out.dtype = unary_math::IsBitwise(op) ? unary_math::BitwiseDType(op, inputs[0].dtype)
+              : std::string_view(op) == "logical_not" ? DType::kBool
+                                                      : DType::kFloat64;
   out.data.reserve(inputs[0].data.size());
   for (double v : inputs[0].data) out.data.push_back(f(v));
   return {out};
@@ -42,6 +47,30 @@ double Digamma(double x) {
   const double f = 1 / (x * x);
   return r + std::log(x) - 0.5 / x -
          f * (1.0 / 12 - f * (1.0 / 120 - f * (1.0 / 252 - f * (1.0 / 240 - f * (1.0 / 132)))));
+}
+
+// erf^-1(x) by bisection to the last bit: of erf on [-6, 6] for |x| <= 0.5; of erfc on
+// [0, 27] for |x| > 0.5 (1 - |x| is exact there, and erfc keeps its relative accuracy
+// where erf(y) rounds to 1); +-inf at +-1, NaN outside [-1, 1].
+double Erfinv(double x) {
+  if (!(x >= -1 && x <= 1)) return std::numeric_limits<double>::quiet_NaN();
+  if (x == 1 || x == -1) return x * std::numeric_limits<double>::infinity();
+  const bool tail = std::fabs(x) > 0.5;
+  const double target = tail ? 1 - std::fabs(x) : x;
+  double lo = tail ? 0 : -6, hi = tail ? 27 : 6;
+  for (int i = 0; i < 2000; ++i) {
+    const double mid = lo + (hi - lo) / 2;
+    if (mid == lo || mid == hi) break;
+    const bool below = tail ? std::erfc(mid) > target : std::erf(mid) < target;
+    (below ? lo : hi) = mid;
+  }
+  const double y = lo + (hi - lo) / 2;
+  return tail && x < 0 ? -y : y;
+}
+
+// ~v of an int64 value as a double; for bool (0 or 1) the negation.
+double BitwiseNot(double v, DType dtype) {
+  return dtype == DType::kBool ? (v == 0 ? 1.0 : 0.0) : static_cast<double>(~static_cast<int64_t>(v));
 }
 
 }  // namespace
@@ -66,6 +95,7 @@ SPMD_MAP(log1p, std::log1p(x))
 SPMD_MAP(log2, std::log(x) / std::numbers::ln2)
 SPMD_MAP(log10, std::log(x) / std::numbers::ln10)
 SPMD_MAP(erf, std::erf(x))
+SPMD_MAP(erfinv, Erfinv(x))
 SPMD_MAP(lgamma, std::lgamma(x))  // ln |Gamma(x)|
 SPMD_MAP(digamma, Digamma(x))
 SPMD_MAP(ceil, std::ceil(x))
@@ -94,6 +124,10 @@ SPMD_MAP(thresholded_relu, x > A("threshold") ? x : A("value"))
 SPMD_MAP(stanh, A("scale_b") * std::tanh(A("scale_a") * x))
 SPMD_MAP(tanh_shrink, x - std::tanh(x))
 SPMD_MAP(assign, x)
+SPMD_MAP(conj, x)  // real values
+SPMD_MAP(fill, ((void)x, A("value")))
+SPMD_MAP(logical_not, x == 0 ? 1.0 : 0.0)
+SPMD_MAP(bitwise_not, BitwiseNot(x, in[0].dtype))
 // eps > 0: x clamped to [eps, 1 - eps]; eps = 0: NaN outside [0, 1] (Paddle's kernel).
 SPMD_MAP(logit, A("eps") == 0 && (x < 0 || x > 1)
                     ? std::numeric_limits<double>::quiet_NaN()

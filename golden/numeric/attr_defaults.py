@@ -31,6 +31,8 @@ DEFAULTS = {
     "p_norm": {"porder": 2.0, "axis": -1, "epsilon": 1e-12, "keepdim": False,
                "asvector": False},
     "argmax": {"axis": -1, "keepdims": False, "flatten": False, "dtype": "int64"},
+    "amax": _REDUCE, "amin": _REDUCE,
+    "argmin": {"axis": -1, "keepdims": False, "flatten": False, "dtype": "int64"},
     "cumsum": {"axis": -1, "flatten": False, "exclusive": False, "reverse": False},
     "softmax": {"axis": -1}, "log_softmax": {"axis": -1}, "softmax_grad": {"axis": -1},
     "layer_norm": {"epsilon": 1e-5, "begin_norm_axis": 1},
@@ -111,6 +113,7 @@ UNARY_MATH_DEFAULTS = {
     "hardtanh": {"t_min": 0.0, "t_max": 24.0}, "thresholded_relu": {"threshold": 1.0, "value": 0.0},
     "stanh": {"scale_a": 0.67, "scale_b": 1.7159}, "tanh_shrink": {}, "logit": {"eps": 1e-6},
     "assign": {}, "acosh": {}, "lgamma": {}, "digamma": {},
+    "erfinv": {}, "conj": {}, "fill": {"value": 0.0}, "logical_not": {}, "bitwise_not": {},
 }
 DEFAULTS.update(UNARY_MATH_DEFAULTS)
 
@@ -118,5 +121,5 @@ DEFAULTS.update(UNARY_MATH_DEFAULTS)
 BINARY_MATH_DEFAULTS = {op: {} for op in [
     "elementwise_pow", "floor_divide", "remainder", "fmax", "fmin", "heaviside", "equal",
     "not_equal", "greater_equal", "less_equal", "logical_and", "logical_or", "logical_xor",
-    "bitwise_and", "bitwise_or", "bitwise_xor"]}
+    "bitwise_and", "bitwise_or", "bitwise_xor", "trunc_divide"]}
 DEFAULTS.update(BINARY_MATH_DEFAULTS)

@@ -2362,7 +2362,7 @@ def gen_unary_math():
               "log1p": (-0.95, 3.0), "log2": (0.05, 4.0), "log10": (0.05, 40.0),
               "logit": (-0.5, 1.5)}
     for op in UNARY_MATH_DEFAULTS:
-        if op in _UNARY_MATH_LATER:
+        if op in _UNARY_MATH_LATER or op in _UNARY_MATH_DTYPES:
             continue  # gen_unary_math_later: the cases before keep their random values
         lo, hi = domain.get(op, (-3.0, 3.0))
         x = um_vals(2, 3, lo=lo, hi=hi)
@@ -2415,6 +2415,7 @@ _BINARY_MATH = {
     "logical_xor": (np.logical_xor, "bool"),
     "bitwise_and": (np.bitwise_and, "int64"), "bitwise_or": (np.bitwise_or, "int64"),
     "bitwise_xor": (np.bitwise_xor, "int64"),
+    "trunc_divide": (lambda x, y: np.trunc(x / y), "float64"),  # toward zero
 }
 
 
@@ -2437,6 +2438,8 @@ def gen_binary_math():
         case(op, name, {}, [T(xa, in_dtype), T(ya, in_dtype)], [T(out, out_dtype)])
 
     for op, (_, out_dtype) in _BINARY_MATH.items():
+        if op in _BINARY_MATH_LATER:
+            continue  # gen_math_dtypes: the cases before keep their random values
         if out_dtype == "int64":  # the bitwise ops: int64 values, negatives included
             mk = lambda *s: RNG9.integers(-8, 16, size=s)
         elif op == "elementwise_pow":
@@ -2502,6 +2505,93 @@ def gen_unary_math_later():
     later_case("digamma", "negative_and_large", np.array([-0.5, -1.5, -2.25, 1.4616321449683622, 30.5, 1e5]))
 
 
+# The family ops added with bool and integer dtypes (and erfinv, conj, fill; trunc_divide
+# in the binary family), with their own RNG. erfinv from mpmath.
+_UNARY_MATH_DTYPES = ("erfinv", "conj", "fill", "logical_not", "bitwise_not")
+_BINARY_MATH_LATER = ("trunc_divide",)
+RNG11 = np.random.default_rng(20261205)
+
+
+def gen_math_dtypes():
+    import mpmath
+
+    def dt_case(op, name, x, out, attrs=None, in_dtype="float64", out_dtype="float64"):
+        case(op, name, attrs or {}, [T(np.asarray(x), in_dtype)], [T(np.asarray(out), out_dtype)])
+
+    erfinv = np.vectorize(lambda v: float(mpmath.erfinv(v)), otypes=[float])
+    for name, x in (("basic", RNG11.uniform(-0.99, 0.99, size=(2, 3))),
+                    ("3d", RNG11.uniform(-0.99, 0.99, size=(2, 1, 3))),
+                    ("0d", np.array(RNG11.uniform(-0.99, 0.99)))):
+        x = np.round(x, 3)
+        dt_case("erfinv", name, x, erfinv(x))
+        dt_case("conj", name, x, x)
+        dt_case("fill", name, x, np.full_like(x, 0.0))
+    dt_case("erfinv", "tails", np.array([-1.0, -0.999999, 0.0, 1e-10, 0.999999, 1.0]),
+            np.array([-np.inf, float(mpmath.erfinv(-0.999999)), 0.0, float(mpmath.erfinv(1e-10)),
+                      float(mpmath.erfinv(0.999999)), np.inf]))
+    dt_case("fill", "value", np.array([[1.5, -2.0], [np.nan, 4.0]]), np.full((2, 2), -2.5), {"value": -2.5})
+    dt_case("fill", "empty", np.zeros((2, 0)), np.zeros((2, 0)), {"value": 3.0})
+    dt_case("conj", "int64", np.array([3, -4, 0]), np.array([3.0, -4.0, 0.0]), in_dtype="int64")
+    # logical_not: x == 0, any input dtype, bool out.
+    xl = np.where(RNG11.uniform(size=(2, 3)) < 0.5, 0.0, np.round(RNG11.uniform(-3, 3, size=(2, 3)), 1))
+    dt_case("logical_not", "basic", xl, xl == 0, out_dtype="bool")
+    dt_case("logical_not", "bool", np.array([True, False, True]), np.array([False, True, False]),
+            in_dtype="bool", out_dtype="bool")
+    dt_case("logical_not", "int64", np.array([[0, 5], [-1, 0]]), np.array([[True, False], [False, True]]),
+            in_dtype="int64", out_dtype="bool")
+    dt_case("logical_not", "0d", np.array(0.0), np.array(True), out_dtype="bool")
+    # bitwise_not: ~x on int64 (negatives included), not on bool.
+    xi = RNG11.integers(-8, 16, size=(2, 3))
+    dt_case("bitwise_not", "basic", xi, np.invert(xi), in_dtype="int64", out_dtype="int64")
+    dt_case("bitwise_not", "extremes", np.array([0, -1, 2**40, -2**40]),
+            np.invert(np.array([0, -1, 2**40, -2**40], dtype=np.int64)), in_dtype="int64", out_dtype="int64")
+    dt_case("bitwise_not", "bool", np.array([True, False]), np.array([False, True]), in_dtype="bool", out_dtype="bool")
+    dt_case("bitwise_not", "0d", np.array(5), np.array(-6), in_dtype="int64", out_dtype="int64")
+    error("bitwise_not", "float_x", {}, [np.array([1.0, 2.0])], "inputs[0].dtype")
+    error("fill", "no_input", {}, [], "inputs")
+    error("logical_not", "two_inputs", {}, [np.array([1.0]), np.array([1.0])], "inputs")
+    # trunc_divide: toward zero (floor_divide rounds down).
+    x, y = np.round(RNG11.uniform(-3, 3, size=(2, 3)), 1), np.round(RNG11.uniform(0.25, 3, size=(2, 3)), 1)
+    y = y * np.where(RNG11.uniform(size=(2, 3)) < 0.5, -1, 1)
+    case("trunc_divide", "basic", {}, [x, y], [np.trunc(x / y)])
+    xb, yb = np.round(RNG11.uniform(-3, 3, size=(2, 1, 3)), 1), np.array([[1.5], [-0.5], [2.0], [-2.5]])
+    case("trunc_divide", "broadcast", {}, [xb, yb], [np.trunc(xb / yb)])
+    case("trunc_divide", "signs", {}, [np.array([-7.0, 7.0, -7.0, 7.0]), np.array([2.0, -2.0, -2.0, 2.0])],
+         [np.array([-3.0, -3.0, 3.0, 3.0])])
+    error("trunc_divide", "shapes", {}, [np.zeros((2, 3)), np.zeros((4,))], "inputs[1].shape")
+
+
+# ---- the extrema family (rules/ops/extrema.cc) -------------------------------------------------------
+
+family("extrema", ["amax", "amin", "argmin"])
+RNG12 = np.random.default_rng(20261206)
+
+
+def gen_extrema():
+    def ex_vals(*shape):
+        return np.round(RNG12.uniform(-3, 3, size=shape), 1)  # one decimal: some ties
+
+    for op, fn in (("amax", np.max), ("amin", np.min)):
+        x = ex_vals(2, 3, 4)
+        case(op, "axis1", {"axis": [1]}, [x], [fn(x, axis=1)])
+        case(op, "axes_keep", {"axis": [0, -1], "keep_dim": True}, [x], [fn(x, axis=(0, 2), keepdims=True)])
+        case(op, "all", {"reduce_all": True}, [x[0]], [fn(x[0])])
+        case(op, "ties", {"axis": [1]}, [np.array([[1.0, 3.0, 3.0], [-2.0, -2.0, 0.5]])],
+             [fn(np.array([[1.0, 3.0, 3.0], [-2.0, -2.0, 0.5]]), axis=1)])
+        error(op, "axis_twice", {"axis": [1, -2]}, [ex_vals(2, 3, 4)], "attrs.axis")
+    x = ex_vals(3, 4)
+    case("argmin", "last_axis", {}, [x], [T(np.argmin(x, axis=-1), "int64")])
+    x3 = ex_vals(2, 3, 4)
+    case("argmin", "axis1_keepdims", {"axis": 1, "keepdims": True}, [x3], [T(np.argmin(x3, axis=1)[:, None, :], "int64")])
+    case("argmin", "flatten", {"flatten": True}, [x], [T(np.array([np.argmin(x)]), "int64")])
+    case("argmin", "first_of_ties", {"axis": 0}, [np.array([[2.0, -1.0], [0.5, -1.0], [0.5, 4.0]])],
+         [T(np.array([1, 0]), "int64")])
+    case("argmin", "int64", {}, [T(np.array([[3, -7, -7, 2]]), "int64")], [T(np.array([1]), "int64")])
+    case("argmin", "0d", {}, [np.array(1.5)], [T(np.array(0), "int64")])
+    error("argmin", "empty_axis", {"axis": 1}, [np.zeros((2, 0))], "inputs[0].shape")
+    error("argmin", "dtype", {"dtype": "int32"}, [x], "attrs.dtype")
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -2526,6 +2616,8 @@ def main():
     gen_unary_math()  # RNG8
     gen_binary_math()  # RNG9
     gen_unary_math_later()  # RNG10
+    gen_math_dtypes()  # RNG11
+    gen_extrema()  # RNG12
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

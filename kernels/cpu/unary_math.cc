@@ -1,6 +1,9 @@
 // CPU kernels of the unary math family (rules/engine/unary_math_list.h), generated from the list:
 // each runs its functor of kernels/unary_math.h over the elements in the compute dtype of
-// x (float32 or float64; int64 and bool values converted, as every elementwise kernel).
+// x (float32 or float64; int64 and bool values converted, as every elementwise kernel);
+// logical_not's out is bool, bitwise_not runs in x's int64 or bool
+// (rules/ops/unary_math_attrs.h).
+#include <cstdint>
 #include <utility>
 
 #include "kernels/cpu/internal.h"
@@ -12,21 +15,34 @@
 namespace spmd::kernels::cpu {
 namespace {
 
+// out[i] = f(x[i]), x read in T, out of F<T>::Out.
+template <class T, class F>
+Tensors MapAs(const Tensor& input, const F& f) {
+  internal::ValuesAs<T> x(input);
+  using Out = typename F::Out;
+  Tensor out = internal::NewOutput(input.shape(), DTypeOf<Out>::value);
+  Out* o = out.data<Out>();
+  const T* p = x.data();
+  const int64_t n = out.numel();
+  for (int64_t i = 0; i < n; ++i) o[i] = f(p[i]);
+  return TensorList(std::move(out));
+}
+
 template <template <class> class F>
 Tensors RunUnaryMath(const char* op, const TensorArgs& inputs, const Attrs& attrs) {
   internal::CheckArity(inputs, 1);
   spmd::unary_math::CheckAttrs(op, attrs);
-  return internal::DispatchFloat(internal::ComputeDType(inputs, {0}), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const F<T> f = F<T>::Make(attrs);
-    internal::ValuesAs<T> x(inputs[0]);
-    Tensor out = internal::NewOutput(inputs[0].shape(), DTypeOf<T>::value);
-    T* o = out.data<T>();
-    const T* p = x.data();
-    const int64_t n = out.numel();
-    for (int64_t i = 0; i < n; ++i) o[i] = f(p[i]);
-    return TensorList(std::move(out));
-  });
+  if constexpr (F<int64_t>::kKind == unary_math::Kind::kBitwise) {
+    if (spmd::unary_math::BitwiseDType(op, inputs[0].dtype()) == DType::kBool) {
+      return MapAs<bool>(inputs[0], F<bool>::Make(attrs));
+    }
+    return MapAs<int64_t>(inputs[0], F<int64_t>::Make(attrs));
+  } else {
+    return internal::DispatchFloat(internal::ComputeDType(inputs, {0}), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      return MapAs<T>(inputs[0], F<T>::Make(attrs));
+    });
+  }
 }
 
 }  // namespace

@@ -2,9 +2,11 @@
 // the CPU kernels' checks (kernels/cpu/internal.h, rules/ops/unary_math_attrs.h, in their
 // order), then one grid-stride pass of the op's functor (kernels/unary_math.h, the same
 // expression the CPU computes) in the compute dtype: float32 or float64, int64 and bool
-// values converted as the CPU's ValuesAs does (LoadAs). 2-byte floats reach them widened to
+// values converted as the CPU's ValuesAs does (LoadAs); logical_not's out is bool,
+// bitwise_not runs in x's int64 or bool. 2-byte floats reach them widened to
 // float32 by RunCudaKernel. Compiled with --fmad=false (CMakeLists.txt) so that a * x + b
 // rounds twice, as on the CPU.
+#include <cstdint>
 #include <utility>
 
 #include "kernels/cuda/family_util.cuh"
@@ -17,7 +19,7 @@ namespace spmd::kernels::cuda {
 namespace {
 
 template <class T, class F>
-__global__ void UnaryMathKernel(const void* x, DType xd, T* out, int64_t n, F f) {
+__global__ void UnaryMathKernel(const void* x, DType xd, typename F::Out* out, int64_t n, F f) {
   for (SPMD_GRID_STRIDE(i, n)) out[i] = f(LoadAs<T>(x, xd, i));
 }
 
@@ -27,15 +29,24 @@ Tensors RunUnaryMath(const char* op, const TensorArgs& inputs, const Attrs& attr
   detail::ci::CheckArity(inputs, 1);
   spmd::unary_math::CheckAttrs(op, attrs);
   const Tensor& x = inputs[0];
-  const DType dtype = detail::ci::ComputeDType(inputs, {0});
-  Tensor out = detail::NewOut(x, x.shape(), dtype);
+  constexpr auto kKind = F<int64_t>::kKind;
+  const DType dtype = kKind == unary_math::Kind::kBitwise ? spmd::unary_math::BitwiseDType(op, x.dtype())
+                                                          : detail::ci::ComputeDType(inputs, {0});
+  Tensor out = detail::NewOut(x, x.shape(), kKind == unary_math::Kind::kBool ? DType::kBool : dtype);
   const int64_t n = out.numel();
   const auto launch = [&](auto zero) {
     using T = decltype(zero);
+    using Out = typename F<T>::Out;
     LaunchGridStride(UnaryMathKernel<T, F<T>>, n, detail::StreamOf(x), x.bytes(), x.dtype(),
-                     reinterpret_cast<T*>(out.bytes()), n, F<T>::Make(attrs));
+                     reinterpret_cast<Out*>(out.bytes()), n, F<T>::Make(attrs));
   };
-  if (dtype == DType::kFloat32) {
+  if constexpr (kKind == unary_math::Kind::kBitwise) {
+    if (dtype == DType::kBool) {
+      launch(bool{});
+    } else {
+      launch(int64_t{});
+    }
+  } else if (dtype == DType::kFloat32) {
     launch(float{});
   } else {
     launch(double{});

@@ -13,6 +13,7 @@
 #define SPMD_FOR_EACH_BINARY_MATH_OP(X) \
   X(elementwise_pow)                    \
   X(floor_divide)                       \
+  X(trunc_divide)                       \
   X(remainder)                          \
   X(fmax)                               \
   X(fmin)                               \

@@ -51,6 +51,10 @@
   X(p_norm)                 \
   X(argmax)                 \
   X(cumsum)                 \
+  /* extrema (rules/ops/extrema.cc) */ \
+  X(amax)                   \
+  X(amin)                   \
+  X(argmin)                 \
   /* softmax (rules/ops/softmax.cc) */ \
   X(softmax)                \
   X(log_softmax)            \

@@ -1,6 +1,7 @@
-// The unary math family: Paddle's pointwise ops of one floating input and at most a few
-// float attrs, registered by Paddle 3.3.1 with its elementwise-unary SPMD rule. One line
-// here per op; rules/engine/op_list.h includes the family, so each op is an entry of the registry.
+// The unary math family: Paddle's pointwise ops of one input and at most a few float
+// attrs (float out; bool for logical_not, int64 / bool for bitwise_not), registered by
+// Paddle 3.3.1 with its elementwise-unary SPMD rule. One line here per op;
+// rules/engine/op_list.h includes the family, so each op is an entry of the registry.
 //
 // Each op then has one line in each of: rules/ops/unary_math.cc (the declaration: domain,
 // attrs, tolerance, VJP), reference/ops_unary_math.cc (the float64 definition),
@@ -26,6 +27,7 @@
   X(log2)                              \
   X(log10)                             \
   X(erf)                               \
+  X(erfinv)                            \
   X(lgamma)                            \
   X(digamma)                           \
   X(ceil)                              \
@@ -54,4 +56,8 @@
   X(stanh)                             \
   X(tanh_shrink)                       \
   X(logit)                             \
-  X(assign)
+  X(assign)                            \
+  X(conj)                              \
+  X(fill)                              \
+  X(logical_not)                       \
+  X(bitwise_not)

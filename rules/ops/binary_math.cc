@@ -3,8 +3,8 @@
 // sharded; partial inputs are reduced first, since none of them is linear), with the
 // values its inputs are generated from, its tolerance class and, where Paddle defines a
 // gradient that is not zero almost everywhere, its VJP as a graph of registered ops.
-// floor_divide, heaviside, the comparisons and the logical and bitwise ops have none
-// (piecewise constant in their inputs, or not real-valued).
+// floor_divide, trunc_divide, heaviside, the comparisons and the logical and bitwise ops
+// have none (piecewise constant in their inputs, or not real-valued).
 #include <vector>
 
 #include "rules/engine/notation.h"
@@ -63,6 +63,7 @@ VjpGraph RemainderVjp(const RuleContext& c) {
 
 OpDecl elementwise_pow() { return Math("elementwise_pow", kPointwise, {ValueKind::kPositive}).Vjp(PowVjp); }
 OpDecl floor_divide() { return Math("floor_divide", kExact, {ValueKind::kReal}, kNonZero); }
+OpDecl trunc_divide() { return Math("trunc_divide", kExact, {ValueKind::kReal}, kNonZero); }
 OpDecl remainder() { return Math("remainder", kPointwise, {ValueKind::kReal}, kNonZero).Vjp(RemainderVjp); }
 OpDecl fmax() { return Math("fmax", kExact).Vjp(vjps::Maximum); }
 OpDecl fmin() { return Math("fmin", kExact).Vjp(vjps::Minimum); }

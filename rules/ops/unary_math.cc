@@ -107,6 +107,11 @@ OpDecl erf() {  // 2 / sqrt(pi) exp(-x^2)
   return Math("erf", kPointwise)
       .Vjp(SLOPE(Scale(g, Call(g, "exp", Scale(g, Call(g, "square", X()), -1)), 2 * std::numbers::inv_sqrtpi)));
 }
+// erf^-1: slope sqrt(pi) / 2 e^(out^2); on (-0.9, 0.9), away from its poles at +-1.
+OpDecl erfinv() {
+  return Math("erfinv", kPointwise, ValueKind::kUnit)
+      .Vjp(SLOPE(Scale(g, Call(g, "exp", Call(g, "square", Out())), 1 / (2 * std::numbers::inv_sqrtpi))));
+}
 // lgamma's slope is digamma; digamma's (trigamma) is no registered op: no VJP. Both on
 // (0.1, 2), away from the poles at 0, -1, ....
 OpDecl lgamma() { return Math("lgamma", kPointwise, ValueKind::kPositive).Vjp(SLOPE(Call(g, "digamma", X()))); }
@@ -237,6 +242,25 @@ OpDecl assign() {
     g.input_grads = {Ref::OutputGrad(0)};
     return g;
   };
+  return op;
+}
+
+// conj of real values: the identity (Paddle's conj returns a real x as it is), every
+// partial kept as assign does.
+OpDecl conj() {
+  OpDecl op = assign();
+  op.name = "conj";
+  return op;
+}
+// Every element `value`, x's shape (Paddle's fill, the in-place full_like): the values of
+// x are read nowhere, so its gradient is zero (no VJP).
+OpDecl fill() { return Math("fill", kExact).Attr("value", AttrKind::kFloat, 0.0); }
+// x == 0 as bool, any input dtype (rules/ops/unary_math_attrs.h); piecewise constant.
+OpDecl logical_not() { return Math("logical_not", kExact, ValueKind::kBool); }
+// ~x on int64 or bool inputs (small integers: several bits set).
+OpDecl bitwise_not() {
+  OpDecl op = Math("bitwise_not", kExact);
+  op.values = [](const RuleContext&) { return std::vector<InputValues>{{ValueKind::kIndex, 16}}; };
   return op;
 }
 

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "rules/model/attrs.h"
+#include "rules/model/dtype.h"
 #include "rules/model/error.h"
 
 namespace spmd::unary_math {
@@ -39,6 +40,17 @@ inline void CheckAttrs(std::string_view op, const Attrs& attrs) {
   if (op == "round" && attrs.GetInt("decimals") != 0) {
     ThrowUnsupported("attrs.decimals", "round supports decimals = 0 only");
   }
+}
+
+// The family's dtypes: bitwise_not takes int64 or bool only and keeps it (InvalidArgument
+// "inputs[0].dtype" otherwise); logical_not takes any dtype and gives bool; every other
+// op gives the compute dtype (float32 or float64; int64 and bool values converted).
+inline bool IsBitwise(std::string_view op) { return op == "bitwise_not"; }
+inline DType BitwiseDType(std::string_view op, DType x) {
+  if (x != DType::kInt64 && x != DType::kBool) {
+    ThrowInvalid("inputs[0].dtype", std::string(op) + " takes int64 or bool, not " + std::string(ToString(x)));
+  }
+  return x;
 }
 
 }  // namespace spmd::unary_math

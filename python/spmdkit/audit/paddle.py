@@ -127,13 +127,13 @@ _UNARY = ["relu", "silu", "exp", "log", "tanh", "sigmoid", "sqrt", "abs",
           "sign", "reciprocal", "square", "logsigmoid", "softsign", "softplus", "mish",
           "swish", "relu6", "hardswish", "hardsigmoid", "leaky_relu", "elu", "celu", "selu",
           "hardshrink", "softshrink", "hardtanh", "thresholded_relu", "stanh", "tanh_shrink",
-          "logit", "assign"]
+          "logit", "assign", "erfinv", "conj", "fill", "logical_not", "bitwise_not"]
 _BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "greater_than", "less_than",
            # the binary math family (rules/engine/binary_math_list.h): Paddle's elementwise rule
-           "elementwise_pow", "floor_divide", "remainder", "fmax", "fmin", "heaviside",
+           "elementwise_pow", "floor_divide", "trunc_divide", "remainder", "fmax", "fmin", "heaviside",
            "equal", "not_equal", "greater_equal", "less_equal", "logical_and", "logical_or",
            "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor"]
-_REDUCE = ["sum", "mean", "max", "min", "prod", "any", "all"]
+_REDUCE = ["sum", "mean", "max", "min", "prod", "any", "all", "amax", "amin"]
 
 OPS: List[PaddleOp] = (
     [PaddleOp(n, [n], [_a()]) for n in _UNARY]
@@ -152,6 +152,8 @@ OPS: List[PaddleOp] = (
        PaddleOp("p_norm", ["p_norm"], [_a("porder", "axis", "epsilon", "keepdim", "asvector")]),
        PaddleOp("argmax", ["argmax"], [_a("axis", "keepdims", "flatten", "dtype"),
                                               _a("axis", "keepdims", "flatten")]),
+       PaddleOp("argmin", ["argmin"], [_a("axis", "keepdims", "flatten", "dtype"),
+                                        _a("axis", "keepdims", "flatten")]),
        PaddleOp("cumsum", ["cumsum"], [_a("axis", "flatten", "exclusive", "reverse")]),
        PaddleOp("softmax", ["softmax"], [_a("axis")]),
        PaddleOp("log_softmax", ["log_softmax"], [_a("axis")]),
@@ -229,7 +231,8 @@ PADDLE_ONLY = {"infer_flags": [], "decrease_axis": []}
 
 # Declared attrs an op's Paddle rule does not take and that change no layout (the random
 # ops' probability and seed): any value may be left out of the call.
-LAYOUT_FREE = {"fused_dropout_add": {"p", "is_test", "mode", "seed", "fix_seed"}}
+LAYOUT_FREE = {"fused_dropout_add": {"p", "is_test", "mode", "seed", "fix_seed"},
+               "fill": {"value"}}
 
 
 def paddle_attrs(op: str, signature, attrs: dict) -> dict:

@@ -1,0 +1,121 @@
+// The extrema family: Paddle's amax, amin and argmin (each registered by Paddle 3.3.1 with
+// its reduction rule). amax and amin are max and min in value (the same plan, rule and
+// partial acceptance: a partial(max) input stays partial(max)); they differ in the
+// gradient, which ties share equally (Paddle's amax_grad) where max's gives each tie the
+// whole cotangent. argmin is argmax's rule and plan with the smallest value's first index.
+#include <string>
+#include <vector>
+
+#include "rules/engine/notation.h"
+#include "rules/engine/registry.h"
+#include "rules/ops/reduction_plan.h"
+#include "rules/ops/vjp_util.h"
+
+namespace spmd::declare {
+namespace {
+
+using notation::FromSignatures;
+using notation::Ints;
+using notation::MakeAttrs;
+using Ref = VjpRef;
+
+// x `abc` reduced over the plan's dims: out `ac`, or `a1c` with keep_dim.
+EinsumSpec Reduction(const std::vector<bool>& reduced, bool keep_dim) {
+  std::string out;
+  for (size_t d = 0; d < reduced.size(); ++d) {
+    if (!reduced[d]) {
+      out.push_back(static_cast<char>('a' + d));
+    } else if (keep_dim) {
+      out.push_back('1');
+    }
+  }
+  return notation::FromLetters({notation::Letters(static_cast<int>(reduced.size()))}, {out});
+}
+
+// The reduced input shape with the reduced dims set to 1.
+Shape KeptShape(const RuleContext& c) {
+  const plan::ReduceShape p = plan::PlanReduce(c.input_shapes, c.attrs, "keep_dim");
+  Shape kept = c.input_shapes[0];
+  for (size_t d = 0; d < kept.size(); ++d) {
+    if (p.reduced[d]) kept[d] = 1;
+  }
+  return kept;
+}
+
+// amax / amin's VJP: the cotangent shared equally by the elements equal to the extreme
+// (x is never beyond its own extreme, so "not beyond" is "equal to it"):
+// where(x beyond out, 0, g / count), count = the number of ties in x's slice.
+VjpBuilder SharedExtreme(const char* beyond) {
+  return [beyond](const RuleContext& c) {
+    VjpGraph g;
+    const Shape& x = c.input_shapes[0];
+    const Shape kept = KeptShape(c);
+    const Ref extreme = g.Add("reshape", {Ref::Output(0)}, MakeAttrs({{"shape", kept}}));
+    const Ref not_it = g.Add(beyond, {Ref::Input(0), extreme});
+    const Ref ones = vjps::Drop(g, not_it, vjps::Filled(g, Ref::Input(0), 1));
+    Ints axes;  // the reduced dims of more than one element (an empty axis would mean all)
+    for (size_t d = 0; d < x.size(); ++d) {
+      if (kept[d] == 1 && x[d] != 1) axes.push_back(static_cast<int64_t>(d));
+    }
+    const Ref ties = axes.empty() ? ones
+                                  : g.Add("sum", {ones}, MakeAttrs({{"axis", axes}, {"keep_dim", true}, {"reduce_all", false}}));
+    const Ref g_kept = g.Add("reshape", {Ref::OutputGrad(0)}, MakeAttrs({{"shape", kept}}));
+    const Ref share = g.Add("divide", {g_kept, ties});
+    g.input_grads = {vjps::Drop(g, not_it, vjps::ExpandReduced(g, share, kept, x))};
+    return g;
+  };
+}
+
+OpBuilder Extreme(const char* name, ReduceOp reduce) {
+  return OpBuilder(name).Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
+      .Attr("axis", AttrKind::kInts, std::vector<int64_t>{})
+      .Attr("keep_dim", AttrKind::kBool, false, {"keepdim"})
+      .Attr("reduce_all", AttrKind::kBool, false)
+      .Einsum([reduce](const RuleContext& c) {
+        EinsumSpec spec = Reduction(plan::PlanReduce(c.input_shapes, c.attrs, "keep_dim").reduced,
+                                    c.attrs.GetBool("keep_dim"));
+        spec.reduce = reduce;
+        spec.accept = PartialAcceptance::kSameOp;
+        spec.accepted_op = reduce;
+        return spec;
+      })
+      .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"axis", Ints{1}}})},
+                                {{"abc"}, MakeAttrs({{"axis", Ints{0, -1}}, {"keep_dim", true}})},
+                                {{"ab"}, MakeAttrs({{"reduce_all", true}})}}));
+}
+
+}  // namespace
+
+OpDecl amax() { return Extreme("amax", ReduceOp::kMax).Vjp(SharedExtreme("less_than")); }
+OpDecl amin() { return Extreme("amin", ReduceOp::kMin).Vjp(SharedExtreme("greater_than")); }
+
+// argmax's rule: the searched dims whole (forced replicated), the others pass through.
+OpDecl argmin() {
+  return OpBuilder("argmin").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
+      .Attr("axis", AttrKind::kInt, int64_t{-1})
+      .Attr("keepdims", AttrKind::kBool, false, {"keepdim", "keep_dim"})
+      .Attr("flatten", AttrKind::kBool, false)
+      .Attr("dtype", AttrKind::kString, std::string("int64"))
+      .Einsum([](const RuleContext& c) {
+        const plan::ArgmaxPlan p = plan::PlanArgmax(c.input_shapes, c.attrs);
+        const int rank = static_cast<int>(c.input_shapes[0].size());
+        std::vector<bool> reduced(rank, p.flatten);
+        if (p.axis >= 0) reduced[p.axis] = true;
+        EinsumSpec spec = p.flatten && !c.attrs.GetBool("keepdims")
+                              ? notation::FromLetters({notation::Letters(rank)}, {"1"})
+                              : Reduction(reduced, c.attrs.GetBool("keepdims"));
+        for (FactorId f : spec.inputs[0]) {
+          bool kept = false;
+          for (FactorId o : spec.outputs[0]) kept = kept || o == f;
+          if (!kept) spec.forced_replicated.push_back(f);
+        }
+        return spec;
+      })
+      .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"axis", int64_t{1}}})},
+                                {{"ab"}, MakeAttrs({{"keepdims", true}})},
+                                {{"ab"}, MakeAttrs({{"flatten", true}})}}));
+}
+
+}  // namespace spmd::declare
