@@ -11,11 +11,17 @@ cd "$(dirname "$0")/.."
 # whatever failed, so a slow phase shows in every CI log.
 phases=()
 status=0
-phase() {  # phase NAME COMMAND...: runs the command, records its time and exit status
-  local name=$1 start=$SECONDS rc=0
-  shift
-  "$@" || rc=$?
-  phases+=("$(printf '%-22s %6d s  %s' "$name" $((SECONDS - start)) "$([ $rc -eq 0 ] && echo ok || echo "FAILED (exit $rc)")")")
+# A phase that runs past its limit is killed with everything it started (timeout signals
+# its whole process group) and reported as timed out, so one hang cannot spend the run.
+phase() {  # phase NAME LIMIT_SECONDS COMMAND...: runs the command, records its time and exit status
+  local name=$1 limit=$2 start=$SECONDS rc=0 verdict
+  shift 2
+  timeout -k 30 "$limit" "$@" || rc=$?
+  if [ $rc -eq 0 ]; then verdict=ok
+  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then verdict="TIMED OUT after $limit s (exit $rc)"
+  else verdict="FAILED (exit $rc)"
+  fi
+  phases+=("$(printf '%-22s %6d s  %s' "$name" $((SECONDS - start)) "$verdict")")
   [ $rc -eq 0 ] || status=$rc
   return 0
 }
@@ -27,19 +33,19 @@ print_phases() {
   printf '  %-22s %6d s\n' total "$SECONDS"
 }
 trap print_phases EXIT
-phase install-deps bash ci/install-deps.sh
-phase build bash ci/build.sh
+phase install-deps 900 bash ci/install-deps.sh
+phase build 2400 bash ci/build.sh
 [ $status -eq 0 ] || exit $status
 # A killed MPI job can leave shared-memory segments behind (docs/ARCHITECTURE.md "Tests under mpirun").
 rm -f /dev/shm/vader_segment.* 2>/dev/null || true
-phase ctest ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 900
+phase ctest 2400 ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 900
 rm -f /dev/shm/vader_segment.* 2>/dev/null || true
-phase sanitize bash ci/sanitize.sh
-phase fuzz bash ci/fuzz.sh
+phase sanitize 1800 bash ci/sanitize.sh
+phase fuzz 900 bash ci/fuzz.sh
 # The C++ package: install build/ into a temporary prefix, build and run examples/cpp_consumer.
-phase package-check bash ci/package-check.sh
+phase package-check 900 bash ci/package-check.sh
 # The Python package: pip install . into a virtual environment, then pytest python/tests.
-phase python-check bash ci/python-check.sh
+phase python-check 1200 bash ci/python-check.sh
 # The auditor: paddlepaddle from PyPI, a short `spmd audit paddle`, its tests (docs/AUDIT.md).
-phase audit-check bash ci/audit-check.sh
+phase audit-check 900 bash ci/audit-check.sh
 exit $status

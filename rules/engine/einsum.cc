@@ -480,7 +480,7 @@ int64_t Price(const Context& cx, const Inputs& inputs, const InferResult& answer
         }
         memo[i].emplace_back(required, b);
       }
-      bytes += b;
+      bytes = AddBoundBytes(bytes, b);
     }
   } catch (const SpmdError&) {
     return -1;  // not priceable (a partial map the planner refuses): no comparison

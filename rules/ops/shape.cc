@@ -412,7 +412,8 @@ InferResult ConcatCost(const RuleContext& c, const Mesh& mesh, const std::vector
           from.partial.clear();  // partial to partial: the addends move as whole tensors
           target.partial.clear();
         }
-        bytes += ReshardLowerBound(mesh, from, mesh, target, c.input_shapes[i], DType::kFloat32);
+        bytes = AddBoundBytes(
+            bytes, ReshardLowerBound(mesh, from, mesh, target, c.input_shapes[i], DType::kFloat32));
       }
       return bytes;
     };
@@ -843,9 +844,11 @@ OpDecl expand_as() {
         InferResult best = InferEinsumForward(spec, mesh, in);
         // The output laid out as y (Paddle's answer): x takes y's dims where its own dim is
         // not broadcast nor of size 1 (a `1` dim of the notation) and is whole elsewhere
-        // (a local expand fills any shard); x's partials are reduced. It replaces the notation's answer when the planner's
-        // bound on moving x is strictly smaller (an expanded dim can then keep an axis
-        // that x's size-1 dim held: an all-to-all, not a broadcast of x).
+        // (a local expand fills any shard); x's partials are reduced. It replaces the
+        // notation's answer when the planner's bound on moving x is no larger (an expanded
+        // dim can then keep an axis that x's size-1 dim held: an all-to-all, not a broadcast
+        // of x). On a tie the output laid out as y is at least as sharded, and re-inferring
+        // on the answer's inputs (x as `follow`, 0 bytes) gives the answer again.
         const Shape& x = c.input_shapes[0];
         const Shape& y = c.input_shapes[1];
         // Only where y's shape is the output's (target_shape may name another).
@@ -860,7 +863,7 @@ OpDecl expand_as() {
             return in[0] == to ? int64_t{0}
                                : ReshardLowerBound(mesh, in[0], mesh, to, x, DType::kFloat32);
           };
-          if (bytes(follow) < bytes(best.inputs[0])) {
+          if (bytes(follow) <= bytes(best.inputs[0])) {
             DistAttr out = in[1];
             out.partial.clear();
             best.inputs[0] = std::move(follow);

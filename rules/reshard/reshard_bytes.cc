@@ -41,7 +41,7 @@ int64_t GroupPosition(const Mesh& mesh, const AxisList& axes, const std::vector<
   return p;
 }
 
-int64_t CeilDiv(__int128 num, int64_t den) { return static_cast<int64_t>((num + den - 1) / den); }
+__int128 CeilDiv(__int128 num, int64_t den) { return (num + den - 1) / den; }
 
 StepView ViewOf(const ReshardStep& step) {
   return StepView{step.action, step.mesh, step.to_mesh, step.before, step.after};
@@ -226,8 +226,10 @@ std::vector<Transfer> SendRecvTransfers(const ReshardStep& step,
 
 int64_t ReshardLowerBound(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_mesh,
                           const DistAttr& to, const std::vector<int64_t>& shape, DType dtype) {
-  const int64_t s = BytesPerElement(dtype);
-  int64_t elements = 1;
+  // Bytes are counted in 128 bits and saturate at 2^62 (a checked shape holds at most 2^62
+  // elements, of up to 8 bytes each).
+  const __int128 s = BytesPerElement(dtype);
+  __int128 elements = 1;
   for (int64_t size : shape) elements *= size;
   std::set<int64_t> ranks(from_mesh.process_ids().begin(), from_mesh.process_ids().end());
   ranks.insert(to_mesh.process_ids().begin(), to_mesh.process_ids().end());
@@ -239,7 +241,10 @@ int64_t ReshardLowerBound(const Mesh& from_mesh, const DistAttr& from, const Mes
     if (to_mesh.axis_size(axis) > 1) target_partial.push_back(axis);
   }
   const std::vector<std::vector<int64_t>> to_coords = AllCoords(to_mesh);
-  int64_t bound = 0;
+  __int128 bound = 0;
+  const auto saturated = [](__int128 bytes) {
+    return static_cast<int64_t>(std::min<__int128>(bytes, __int128{1} << 62));
+  };
   if (target_partial.empty()) {
     __int128 target_total = 0;
     for (size_t k = 0; k < to_coords.size(); ++k) {
@@ -284,7 +289,7 @@ int64_t ReshardLowerBound(const Mesh& from_mesh, const DistAttr& from, const Mes
       // Receptions are of whole elements.
       bound = std::max(bound, CeilDiv(receptions, static_cast<int64_t>(ranks.size())) * s);
     }
-    return bound;
+    return saturated(bound);
   }
   if (addends > 1) return 0;  // partial to partial: no bound derived (docs/RESHARD.md)
   // A target partial group (ranks varying the partial axes) needs, together, every element
@@ -321,7 +326,7 @@ int64_t ReshardLowerBound(const Mesh& from_mesh, const DistAttr& from, const Mes
       for (size_t i : mine) missing -= Volume(Intersect(target, classes[i].box));
       bound = std::max(bound, CeilDiv(missing, static_cast<int64_t>(members.size())) * s);
     }
-    return bound;
+    return saturated(bound);
   }
   for (const auto& [key, members] : groups) {
     const Box target = BoxAt(shape, to, to_mesh, key);
@@ -334,7 +339,7 @@ int64_t ReshardLowerBound(const Mesh& from_mesh, const DistAttr& from, const Mes
     }
     bound = std::max(bound, CeilDiv(missing, static_cast<int64_t>(members.size())) * s);
   }
-  return bound;
+  return saturated(bound);
 }
 
 }  // namespace spmd

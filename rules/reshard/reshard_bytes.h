@@ -87,8 +87,15 @@ std::vector<Transfer> SendRecvTransfers(const ReshardStep& step,
 // (whole elements); with a partial target, per
 // target partial group, the elements no member holds divided by the group size (rounded
 // up, times s); partial to partial: 0 (no bound derived).
-// Equals SEMANTICS.md §8 on one axis.
+// Equals SEMANTICS.md §8 on one axis. Saturates at 2^62 bytes (still a lower bound): a
+// checked shape's 2^62 elements of 8 bytes would not fit in int64.
 int64_t ReshardLowerBound(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_mesh,
                           const DistAttr& to, const std::vector<int64_t>& shape, DType dtype);
+
+// Returns a + b for byte counts in [0, 2^62], saturating at 2^62 (sums of lower bounds).
+inline int64_t AddBoundBytes(int64_t a, int64_t b) {
+  constexpr int64_t kCap = int64_t{1} << 62;
+  return b > kCap - a ? kCap : a + b;
+}
 
 }  // namespace spmd

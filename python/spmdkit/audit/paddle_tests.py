@@ -30,8 +30,10 @@ from __future__ import annotations
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
@@ -186,6 +188,38 @@ def record(path: str, emit=None) -> dict:
     return {"calls": calls, "tests": tests, "failed": failed}
 
 
+# Seconds one test file's worker may run before it is killed (its later calls are lost and
+# the file is reported failing, as when a rule kills it).
+FILE_TIMEOUT_S = float(os.environ.get("SPMD_AUDIT_FILE_TIMEOUT", "300"))
+
+
+def _run_bounded(argv: List[str], timeout_s: float) -> subprocess.CompletedProcess:
+    """Runs argv in its own session with stdout and stderr captured. Its process group is
+    killed once it has exited (a helper it started could hold the pipes open) or once
+    timeout_s have passed; then what it printed so far comes back, with status -9 when it
+    ran out of time."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            out, err = proc.communicate(timeout=1.0)
+            return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+        except subprocess.TimeoutExpired:
+            if proc.poll() is None and time.monotonic() < deadline:
+                continue  # retrying communicate loses no output
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        exited = proc.poll() is not None
+        out, err = proc.communicate()
+        if exited:
+            return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+        return subprocess.CompletedProcess(argv, -9, out or "",
+                                           (err or "") + f"\nthe file did not finish within {timeout_s:g} s")
+
+
 def record_dir(tests_dir: str, python: Optional[str] = None) -> List[dict]:
     """Records every test_*.py under tests_dir, one worker process per file:
     [{"file", "calls", "tests", "failed"}]."""
@@ -193,8 +227,7 @@ def record_dir(tests_dir: str, python: Optional[str] = None) -> List[dict]:
     files = sorted(glob.glob(os.path.join(tests_dir, "test_*.py")))
     out = []
     for path in files:
-        proc = subprocess.run([python, "-m", "spmdkit.audit.paddle_tests", "--record", path],
-                              capture_output=True, text=True)
+        proc = _run_bounded([python, "-m", "spmdkit.audit.paddle_tests", "--record", path], FILE_TIMEOUT_S)
         rec = {"calls": [], "tests": 0, "failed": []}
         pending = None
         for line in proc.stdout.splitlines():

@@ -1,13 +1,16 @@
 """Running an adapter in a worker process: `IsolatedRules` starts `python -m spmdkit.audit
 --worker FRAMEWORK` and sends it one case per JSON line; the worker runs the framework's
 adapter (`spmdkit.audit.paddle`, `spmdkit.audit.dtensor`) in-process. A rule that crashes
-its process (Paddle 3.3.1 segfaults on some inputs) costs that case only."""
+its process (Paddle 3.3.1 segfaults on some inputs) costs that case only, and so does one
+that does not answer within CASE_TIMEOUT_S seconds (the worker is killed and restarted)."""
 
 from __future__ import annotations
 
 import importlib
 import json
 import os
+import select
+import signal
 import sys
 from dataclasses import asdict
 from typing import List
@@ -19,6 +22,10 @@ from spmdkit.audit.core import (EXIT_NOT_IMPORTABLE, EXIT_OK, Answer, FrameworkC
 # Each framework's adapter module: `candidates(op)`, `describe(op, name, index)` (static
 # tables, no framework import) and `Rules` (the in-process adapter, which imports it).
 ADAPTERS = {"paddle": "spmdkit.audit.paddle", "dtensor": "spmdkit.audit.dtensor"}
+
+# Seconds a worker may take to start (the framework's import) or to answer one case before
+# it is killed: a rule that never returns costs its case, never the audit.
+CASE_TIMEOUT_S = float(os.environ.get("SPMD_AUDIT_CASE_TIMEOUT", "120"))
 
 
 def adapter_module(framework: str):
@@ -52,12 +59,27 @@ class IsolatedRules:
         self._proc = self._subprocess.Popen(
             [sys.executable, "-m", "spmdkit.audit", "--worker", self._framework],
             stdin=self._subprocess.PIPE, stdout=self._subprocess.PIPE,
-            stderr=self._subprocess.DEVNULL, text=True, bufsize=1)
-        line = self._proc.stdout.readline()
+            stderr=self._subprocess.DEVNULL, text=True, bufsize=1, start_new_session=True)
+        line = self._read_line()
+        if line is None:
+            return {"missing": f"the {self._framework} worker did not start within {CASE_TIMEOUT_S:g} s"}
         if not line:
             return {"missing": f"the {self._framework} worker exited at start "
                                f"(status {self._proc.wait()})"}
         return json.loads(line)
+
+    def _read_line(self):
+        """The worker's next line ("" when it exited), or None when it wrote none within
+        CASE_TIMEOUT_S (then it is killed)."""
+        ready, _, _ = select.select([self._proc.stdout], [], [], CASE_TIMEOUT_S)
+        if not ready:
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)  # with any helper it started
+            except ProcessLookupError:
+                pass
+            self._proc.wait()
+            return None
+        return self._proc.stdout.readline()
 
     def close(self):
         if self._proc is not None:
@@ -78,9 +100,12 @@ class IsolatedRules:
         try:
             self._proc.stdin.write(json.dumps(msg) + "\n")
             self._proc.stdin.flush()
-            line = self._proc.stdout.readline()
+            line = self._read_line()
         except BrokenPipeError:
             line = ""
+        if line is None:
+            self._proc = None
+            raise FrameworkCrash(f"the rule did not answer within {CASE_TIMEOUT_S:g} s (its process was killed)")
         if not line:
             status = self._proc.wait()
             self._proc = None
