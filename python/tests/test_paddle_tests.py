@@ -81,7 +81,13 @@ def run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("rule_tests")
     (folder / "test_small_rule.py").write_text(CASES)
     (folder / "test_crash_rule.py").write_text(CRASH)
-    records = pt.record_dir(str(folder), sys.executable)
+    # A worker that hangs instead of dying (a crash handler that never returns) is killed
+    # after 120 s: the crash test then reads status -9, and the run stays bounded.
+    saved, pt.FILE_TIMEOUT_S = pt.FILE_TIMEOUT_S, 120
+    try:
+        records = pt.record_dir(str(folder), sys.executable)
+    finally:
+        pt.FILE_TIMEOUT_S = saved
     return {r["file"]: r for r in records}, pt.evaluate(records)
 
 

@@ -842,13 +842,12 @@ OpDecl expand_as() {
         EinsumSpec spec = ExpandAsNotation(c);
         BindFactorSizes(spec, c.input_shapes);
         InferResult best = InferEinsumForward(spec, mesh, in);
-        // The output laid out as y (Paddle's answer): x takes y's dims where its own dim is
-        // not broadcast nor of size 1 (a `1` dim of the notation) and is whole elsewhere
-        // (a local expand fills any shard); x's partials are reduced. It replaces the
-        // notation's answer when the planner's bound on moving x is no larger (an expanded
-        // dim can then keep an axis that x's size-1 dim held: an all-to-all, not a broadcast
-        // of x). On a tie the output laid out as y is at least as sharded, and re-inferring
-        // on the answer's inputs (x as `follow`, 0 bytes) gives the answer again.
+        // x laid out as y: x takes y's dims where its own dim is not broadcast nor of size 1
+        // (a `1` dim of the notation) and is whole elsewhere (a local expand fills any
+        // shard); x's partials are reduced. It replaces the notation's answer when the
+        // planner's bound on moving x is strictly smaller; the output is then what the
+        // notation gives for x so laid out (y's dims on x's dims; `1`, expanded and new dims
+        // whole, as the declaration forces), so re-inferring on the answer gives it again.
         const Shape& x = c.input_shapes[0];
         const Shape& y = c.input_shapes[1];
         // Only where y's shape is the output's (target_shape may name another).
@@ -863,9 +862,9 @@ OpDecl expand_as() {
             return in[0] == to ? int64_t{0}
                                : ReshardLowerBound(mesh, in[0], mesh, to, x, DType::kFloat32);
           };
-          if (bytes(follow) <= bytes(best.inputs[0])) {
-            DistAttr out = in[1];
-            out.partial.clear();
+          if (bytes(follow) < bytes(best.inputs[0])) {
+            DistAttr out = DistAttr::Replicated(static_cast<int>(y.size()));
+            for (size_t d = 0; d < x.size(); ++d) out.dims[lead + d] = follow.dims[d];
             best.inputs[0] = std::move(follow);
             best.outputs = {std::move(out)};
           }
