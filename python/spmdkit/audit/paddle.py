@@ -189,7 +189,15 @@ OPS: List[PaddleOp] = (
               [_fused_dropout_add_args]),
        PaddleOp("conv2d", ["conv2d"],
               [_a("strides", "paddings", "padding_algorithm", "dilations", "groups", "data_format")]),
-       PaddleOp("flash_attention", ["flash_attention"], [_flash_attention_args])]
+       PaddleOp("flash_attention", ["flash_attention"], [_flash_attention_args]),
+       PaddleOp("pow", ["pow"], [_a()]),
+       PaddleOp("one_hot", ["one_hot"], [_a("num_classes")]),
+       PaddleOp("gather", ["gather"], [_a("axis"), _a()]),
+       PaddleOp("swiglu", ["swiglu"], [_a()]),
+       PaddleOp("add_n", ["add_n"], [_listed()]),
+       PaddleOp("c_embedding", ["c_embedding"], [_a("start_index", "vocab_size"), _a("start_index")]),
+       PaddleOp("c_softmax_with_cross_entropy", ["c_softmax_with_cross_entropy"],
+                [_a("ignore_index", "ring_id", "rank", "nranks"), _a("ignore_index", "rank", "nranks")])]
 )
 
 def _rope_refuses(req) -> str:
@@ -206,7 +214,14 @@ def _scatter_nd_add_refuses(req) -> str:
     return "" if index and index[-1] < len(x) else "Paddle's scatter_nd_add rule needs K < rank(x)"
 
 
-_REFUSES = {"fused_rotary_position_embedding": _rope_refuses, "scatter_nd_add": _scatter_nd_add_refuses}
+def _gather_refuses(req) -> str:
+    """Paddle's gather rule reads a 0-d index's dims mapping as one entry: it refuses (or,
+    without the axis argument, crashes on) a 0-d index."""
+    return "" if len(req.shapes[1]) >= 1 else "Paddle's gather rule cannot take a 0-d index"
+
+
+_REFUSES = {"fused_rotary_position_embedding": _rope_refuses, "scatter_nd_add": _scatter_nd_add_refuses,
+            "gather": _gather_refuses}
 for _op in OPS:
     _op.refuses = _REFUSES.get(_op.name, _op.refuses)
 
