@@ -61,6 +61,9 @@ Tensors conv2d(const Tensors& inputs, const Attrs& attrs) {
   return {out};
 }
 
+// Paddle's depthwise_conv2d is conv2d (groups = the input channels).
+Tensors depthwise_conv2d(const Tensors& inputs, const Attrs& attrs) { return conv2d(inputs, attrs); }
+
 // The gradients of <out_grad, conv2d(x, filter)>: each term x[xi] * filter[wi] of out[oi]
 // adds out_grad[oi] * filter[wi] to input_grad[xi] and out_grad[oi] * x[xi] to
 // filter_grad[wi].

@@ -76,6 +76,8 @@ DEFAULTS = {
                "dilations": [1, 1], "groups": 1, "data_format": "NCHW"},
     "conv2d_grad": {"strides": [1, 1], "paddings": [0, 0], "padding_algorithm": "EXPLICIT",
                     "dilations": [1, 1], "groups": 1, "data_format": "NCHW"},
+    "depthwise_conv2d": {"strides": [1, 1], "paddings": [0, 0], "padding_algorithm": "EXPLICIT",
+                    "dilations": [1, 1], "groups": 1, "data_format": "NCHW"},
     "flash_attention": {"dropout": 0.0, "causal": False, "return_softmax": False,
                         "is_test": False, "rng_name": ""},
     "flash_attn_grad": {"dropout": 0.0, "causal": False},

@@ -1503,7 +1503,7 @@ def gen_random():
 # attention, vocabulary-parallel ops (their own random stream: the cases above keep theirs)
 
 RNG3 = np.random.default_rng(20261201)
-family("conv", ["conv2d", "conv2d_grad"])
+family("conv", ["conv2d", "conv2d_grad", "depthwise_conv2d"])
 
 
 def vals3(*shape):
@@ -2592,6 +2592,24 @@ def gen_extrema():
     error("argmin", "dtype", {"dtype": "int32"}, [x], "attrs.dtype")
 
 
+RNG13 = np.random.default_rng(20261207)
+
+
+def gen_depthwise_conv2d():
+    """Paddle's depthwise_conv2d: conv2d with groups equal to the input channels (one or
+    more filters per channel), from the same definition (np_conv2d)."""
+    def v(*shape):
+        return np.round(RNG13.uniform(-2.0, 2.0, size=shape), 2)
+    x, w = v(2, 3, 5, 4), v(6, 1, 3, 2)
+    case("depthwise_conv2d", "multiplier_2", {"groups": 3, "paddings": [1, 0]}, [x, w],
+         [np_conv2d(x, w, paddings=(1, 0), groups=3)])
+    xn, wn = v(1, 4, 5, 2), v(2, 1, 2, 2)
+    case("depthwise_conv2d", "nhwc_strided_dilated",
+         {"groups": 2, "data_format": "NHWC", "strides": [2, 1], "dilations": [1, 2]}, [xn, wn],
+         [np_conv2d(xn, wn, (2, 1), dilations=(1, 2), groups=2, data_format="NHWC")])
+    error("depthwise_conv2d", "groups_channels", {"groups": 2}, [x, w], "inputs[1].shape")
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -2618,6 +2636,7 @@ def main():
     gen_unary_math_later()  # RNG10
     gen_math_dtypes()  # RNG11
     gen_extrema()  # RNG12
+    gen_depthwise_conv2d()  # RNG13
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

@@ -135,6 +135,9 @@ Tensors conv2d(const TensorArgs& inputs, const Attrs& attrs) {
   });
 }
 
+// Paddle's depthwise_conv2d is conv2d (groups = the input channels).
+Tensors depthwise_conv2d(const TensorArgs& inputs, const Attrs& attrs) { return conv2d(inputs, attrs); }
+
 Tensors conv2d_grad(const TensorArgs& inputs, const Attrs& attrs) {
   internal::CheckArity(inputs, 3);
   const conv::Conv2dPlan plan =

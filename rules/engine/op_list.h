@@ -114,6 +114,7 @@
   /* the cross entropies: rules/ops/loss.cc) */ \
   X(conv2d)                 \
   X(conv2d_grad)            \
+  X(depthwise_conv2d)       \
   X(flash_attention)        \
   X(flash_attn_grad)        \
   X(c_embedding)            \

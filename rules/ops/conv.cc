@@ -4,6 +4,7 @@
 // spatial dims are forced replicated (an output row reads kh rows of the input around it:
 // a shard would need its neighbours' rows). conv2d_grad has the same factors, summed the
 // other way.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -121,19 +122,42 @@ ExampleBuilder ConvExamples(bool grad) {
   };
 }
 
+// conv2d's notation (and depthwise_conv2d's): partial inputs kept as matmul keeps them.
+EinsumSpec Conv2dNotation(const RuleContext& c) {
+  EinsumSpec spec = ConvFactors(conv::PlanConv2d(c.input_shapes[0], c.input_shapes[1], c.attrs),
+                                /*grad=*/false);
+  spec.accept = PartialAcceptance::kMultilinear;
+  return spec;
+}
+
 }  // namespace
 
 OpDecl conv2d() {
   return ConvAttrs(OpBuilder("conv2d").Inputs({"input", "filter"}).Outputs({"out"}))
       .Tolerance(ToleranceClass::kSumOfProducts)
       .Vjp(vjps::Conv2d)
-      .Einsum([](const RuleContext& c) {
-        EinsumSpec spec = ConvFactors(
-            conv::PlanConv2d(c.input_shapes[0], c.input_shapes[1], c.attrs), /*grad=*/false);
-        spec.accept = PartialAcceptance::kMultilinear;
-        return spec;
-      })
+      .Einsum(Conv2dNotation)
       .Examples(ConvExamples(/*grad=*/false));
+}
+
+// Paddle's depthwise_conv2d: conv2d's computation, attrs and rule under the name Paddle
+// gives the grouped convolution whose groups equal the input channels (each input channel
+// its own group, the filter [channels x multiplier, 1, kh, kw]). Its VJP is conv2d's.
+OpDecl depthwise_conv2d() {
+  return ConvAttrs(OpBuilder("depthwise_conv2d").Inputs({"input", "filter"}).Outputs({"out"}))
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Vjp(vjps::Conv2d)
+      .Einsum(Conv2dNotation)
+      .Examples([](const SizePalette& p) {
+        // groups = the input channels, one or two filters per channel, NCHW and NHWC.
+        const int64_t n = p[0], ch = std::max<int64_t>(p[1], 1);
+        return std::vector<Example>{
+            {{{n, ch, 4, 3}, {2 * ch, 1, 2, 2}},
+             MakeAttrs({{"groups", ch}, {"paddings", Ints{1, 0}}})},
+            {{{n, 5, 4, ch}, {ch, 1, 3, 2}},
+             MakeAttrs({{"data_format", std::string("NHWC")}, {"groups", ch},
+                        {"strides", Ints{2, 1}}, {"dilations", Ints{1, 2}}})}};
+      });
 }
 
 // Paddle's conv2d_grad: input_grad and filter_grad of <out_grad, conv2d(input, filter)>.

@@ -189,6 +189,8 @@ OPS: List[PaddleOp] = (
               [_fused_dropout_add_args]),
        PaddleOp("conv2d", ["conv2d"],
               [_a("strides", "paddings", "padding_algorithm", "dilations", "groups", "data_format")]),
+       PaddleOp("depthwise_conv2d", ["depthwise_conv2d"],
+              [_a("strides", "paddings", "padding_algorithm", "groups", "dilations", "data_format")]),
        PaddleOp("flash_attention", ["flash_attention"], [_flash_attention_args]),
        PaddleOp("pow", ["pow"], [_a()]),
        PaddleOp("one_hot", ["one_hot"], [_a("num_classes")]),
