@@ -2607,6 +2607,9 @@ def gen_depthwise_conv2d():
     case("depthwise_conv2d", "nhwc_strided_dilated",
          {"groups": 2, "data_format": "NHWC", "strides": [2, 1], "dilations": [1, 2]}, [xn, wn],
          [np_conv2d(xn, wn, (2, 1), dilations=(1, 2), groups=2, data_format="NHWC")])
+    xs, ws = v(1, 2, 5, 5), v(2, 1, 3, 3)
+    case("depthwise_conv2d", "same_strided", {"groups": 2, "padding_algorithm": "SAME", "strides": [2, 2]},
+         [xs, ws], [np_conv2d(xs, ws, (2, 2), algorithm="SAME", groups=2)])
     error("depthwise_conv2d", "groups_channels", {"groups": 2}, [x, w], "inputs[1].shape")
 
 
