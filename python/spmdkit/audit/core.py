@@ -194,6 +194,20 @@ def _signature(rules, op: str):
     return None, None, "; ".join(tried) or f"no {rules.framework} rule for this op"
 
 
+def restore_fatal_signals() -> None:
+    """Gives the fatal signals back their default action. Paddle's handler prints a C++
+    traceback, which allocates; after a heap corruption (3.3.1's softmax rule on an axis out
+    of range: `free(): invalid pointer`, SIGABRT) it faults inside itself, and its handler
+    for that fault sleeps forever. A worker calls this after importing the framework, so
+    that such a rule kills its process at once."""
+    import signal
+    for sig in (signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL):
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError, RuntimeError):  # not settable here
+            pass
+
+
 def one_line(e: Exception, limit: int = 240) -> str:
     text = " ".join(str(e).split())
     return text[:limit] + ("..." if len(text) > limit else "")

@@ -160,8 +160,11 @@ def record(path: str, emit=None) -> dict:
     import importlib.util
     import unittest
 
+    from spmdkit.audit.core import restore_fatal_signals
+
     calls: List[dict] = []
     _install_recorder(calls, emit)
+    restore_fatal_signals()  # paddle is imported: a rule's crash ends the worker at once
     failed, tests = [], 0
     spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
     module = importlib.util.module_from_spec(spec)

@@ -17,7 +17,8 @@ from typing import List
 
 from spmdkit.audit.cases import Request
 from spmdkit.audit.core import (EXIT_NOT_IMPORTABLE, EXIT_OK, Answer, FrameworkCrash, FrameworkError,
-                                FrameworkMissing, NotExpressible, Unrepresentable, one_line)
+                                FrameworkMissing, NotExpressible, Unrepresentable, one_line,
+                                restore_fatal_signals)
 
 # Each framework's adapter module: `candidates(op)`, `describe(op, name, index)` (static
 # tables, no framework import) and `Rules` (the in-process adapter, which imports it).
@@ -130,6 +131,7 @@ def worker(framework: str) -> int:
     except FrameworkMissing as e:
         out.write(json.dumps({"missing": str(e)}) + "\n")
         return EXIT_NOT_IMPORTABLE
+    restore_fatal_signals()
     out.write(json.dumps({"version": rules.version}) + "\n")
     for line in sys.stdin:
         msg = json.loads(line)
