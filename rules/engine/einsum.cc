@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 #include <utility>
 
@@ -450,14 +451,17 @@ InferResult Finish(const Context& cx, const Inputs& inputs, FactorMap map) {
 // planner's own search takes milliseconds, too slow for a rule the sweep answers millions
 // of times).
 // Per input, the required layouts already priced (choices often require the same one).
+// Price stops adding once it reaches `limit` (the best price so far: a choice that reaches
+// it cannot replace the best, so its remaining inputs need no pricing).
 using PriceMemo = std::vector<std::vector<std::pair<DistAttr, int64_t>>>;
 
 template <typename Inputs>
-int64_t Price(const Context& cx, const Inputs& inputs, const InferResult& answer, PriceMemo& memo) {
+int64_t Price(const Context& cx, const Inputs& inputs, const InferResult& answer, PriceMemo& memo,
+              int64_t limit = std::numeric_limits<int64_t>::max()) {
   int64_t bytes = 0;
   memo.resize(inputs.size());
   try {
-    for (size_t i = 0; i < inputs.size(); ++i) {
+    for (size_t i = 0; i < inputs.size() && bytes < limit; ++i) {
       if (cx.unread[i]) continue;
       const DistAttr& required = answer.inputs[i];
       if (required == In(inputs, i)) continue;  // nothing moves
@@ -613,7 +617,7 @@ std::pair<InferResult, FactorMap> ChooseClaims(const Context& cx, const Inputs& 
         if (pick[j] > 0) map.Claim(order[j], *options[order[j]][pick[j] - 1]);
       }
       InferResult answer = Finish(cx, inputs, map);
-      const int64_t price = Price(cx, inputs, answer, memo);
+      const int64_t price = Price(cx, inputs, answer, memo, best_price);
       if (price >= 0 && price < best_price) {
         best_price = price;
         best = std::move(answer);
@@ -703,7 +707,7 @@ InferResult GiveIdleAxes(const Context& cx, const Inputs& inputs, InferResult be
       if (candidate.axes[f] == nullptr) candidate.claim_order.push_back(f);
       candidate.axes[f] = &owned.back();
       InferResult answer = Finish(cx, inputs, candidate);
-      const int64_t price = Price(cx, inputs, answer, memo);
+      const int64_t price = Price(cx, inputs, answer, memo, best_price);
       if (price >= 0 && price < best_price) {
         best_price = price;
         best = std::move(answer);

@@ -403,9 +403,10 @@ InferResult ConcatCost(const RuleContext& c, const Mesh& mesh, const std::vector
   constexpr int64_t kMaxPricedMoves = 2048;
   if (placements <= kMaxPlacements && !movable.empty() &&
       placements * static_cast<int64_t>(in.size()) <= kMaxPricedMoves) {
-    auto price = [&](const DistAttr& to) -> int64_t {
+    // Stops at `limit`: a candidate that has reached the best price so far cannot replace it.
+    auto price = [&](const DistAttr& to, int64_t limit) -> int64_t {
       int64_t bytes = 0;
-      for (size_t i = 0; i < in.size(); ++i) {
+      for (size_t i = 0; i < in.size() && bytes < limit; ++i) {
         if (in[i] == to) continue;
         DistAttr from = in[i], target = to;
         if (!from.partial.empty() && from.partial == target.partial) {
@@ -418,7 +419,7 @@ InferResult ConcatCost(const RuleContext& c, const Mesh& mesh, const std::vector
       return bytes;
     };
     try {
-      int64_t best_bytes = price(merged);
+      int64_t best_bytes = price(merged, std::numeric_limits<int64_t>::max());
       std::vector<int> pick(mesh.ndim(), -1);
       for (int64_t code = 0; code < placements && best_bytes > 0; ++code) {
         int64_t rest = code;
@@ -435,7 +436,7 @@ InferResult ConcatCost(const RuleContext& c, const Mesh& mesh, const std::vector
         DistAttr candidate = layout(pick);
         int64_t bytes = -1;
         try {
-          bytes = price(candidate);
+          bytes = price(candidate, best_bytes);
         } catch (const SpmdError&) {
           continue;  // a layout the bound cannot price is not a candidate
         }
