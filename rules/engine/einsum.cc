@@ -484,7 +484,7 @@ int64_t Price(const Context& cx, const Inputs& inputs, const InferResult& answer
         }
         memo[i].emplace_back(required, b);
       }
-      bytes = AddBoundBytes(bytes, b);
+      bytes = SaturatingAdd(bytes, b);
     }
   } catch (const SpmdError&) {
     return -1;  // not priceable (a partial map the planner refuses): no comparison

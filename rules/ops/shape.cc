@@ -413,7 +413,7 @@ InferResult ConcatCost(const RuleContext& c, const Mesh& mesh, const std::vector
           from.partial.clear();  // partial to partial: the addends move as whole tensors
           target.partial.clear();
         }
-        bytes = AddBoundBytes(
+        bytes = SaturatingAdd(
             bytes, ReshardLowerBound(mesh, from, mesh, target, c.input_shapes[i], DType::kFloat32));
       }
       return bytes;
@@ -846,9 +846,9 @@ OpDecl expand_as() {
         // x laid out as y: x takes y's dims where its own dim is not broadcast nor of size 1
         // (a `1` dim of the notation) and is whole elsewhere (a local expand fills any
         // shard); x's partials are reduced. It replaces the notation's answer when the
-        // planner's bound on moving x is strictly smaller; the output is then what the
-        // notation gives for x so laid out (y's dims on x's dims; `1`, expanded and new dims
-        // whole, as the declaration forces), so re-inferring on the answer gives it again.
+        // planner's bound on moving x is strictly smaller; the answer is then the
+        // notation's for x so laid out (y's dims on x's dims; `1`, expanded and new dims
+        // whole, as the declaration forces), so re-inferring on it gives it again.
         const Shape& x = c.input_shapes[0];
         const Shape& y = c.input_shapes[1];
         // Only where y's shape is the output's (target_shape may name another).
@@ -864,10 +864,8 @@ OpDecl expand_as() {
                                : ReshardLowerBound(mesh, in[0], mesh, to, x, DType::kFloat32);
           };
           if (bytes(follow) < bytes(best.inputs[0])) {
-            DistAttr out = DistAttr::Replicated(static_cast<int>(y.size()));
-            for (size_t d = 0; d < x.size(); ++d) out.dims[lead + d] = follow.dims[d];
-            best.inputs[0] = std::move(follow);
-            best.outputs = {std::move(out)};
+            // The notation's own answer for x so laid out (it keeps x: nothing moves).
+            return InferEinsumForward(spec, mesh, std::vector<DistAttr>{follow, in[1]});
           }
         } catch (const SpmdError&) {
           // A layout the bound cannot price: the notation's answer stands.

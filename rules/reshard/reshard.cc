@@ -259,11 +259,6 @@ struct Cost {
   auto operator<=>(const Cost&) const = default;
 };
 
-int64_t SaturatingAdd(int64_t a, int64_t b) {
-  constexpr int64_t kMax = int64_t{1} << 62;
-  return a > kMax - b ? kMax : a + b;
-}
-
 // The cost of reaching `view.after` from a state of cost `cost`.
 Cost Extend(const Request& req, const Cost& cost, const StepView& view) {
   const StepKind kind = KindOf(view.action);

@@ -92,8 +92,9 @@ std::vector<Transfer> SendRecvTransfers(const ReshardStep& step,
 int64_t ReshardLowerBound(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_mesh,
                           const DistAttr& to, const std::vector<int64_t>& shape, DType dtype);
 
-// Returns a + b for byte counts in [0, 2^62], saturating at 2^62 (sums of lower bounds).
-inline int64_t AddBoundBytes(int64_t a, int64_t b) {
+// Returns a + b for counts in [0, 2^62] (bytes, picoseconds), saturating at 2^62: sums of
+// lower bounds, of step costs.
+inline int64_t SaturatingAdd(int64_t a, int64_t b) {
   constexpr int64_t kCap = int64_t{1} << 62;
   return b > kCap - a ? kCap : a + b;
 }
