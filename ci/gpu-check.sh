@@ -38,8 +38,9 @@ jobs="${JOBS:-16}"
 budget="${SPMD_GPU_BUDGET_S:-480}"
 arch="${CUDA_ARCH:-90}"
 start=$(date +%s)
+host_python=$(command -v python3)  # the machine's own (PyTorch's there), before a venv comes first
 dry="${SPMD_GPU_CHECK_DRY_RUN:-}"
-debs=(librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian nlohmann-json3-dev libxxhash-dev)
+debs=(librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian nlohmann-json3-dev libxxhash-dev libhwy-dev libhwy1)
 
 if [[ "$mode" == download ]]; then
   set -e
@@ -128,12 +129,32 @@ if ls "$carry"/debs/*.deb >/dev/null 2>&1; then
   lib="$croot/usr/lib/x86_64-linux-gnu"
   prefix=(-Drapidcheck_DIR="$lib/cmake/rapidcheck" -DGTest_DIR="$lib/cmake/GTest"
           -Dbenchmark_DIR="$lib/cmake/benchmark" -Dnlohmann_json_DIR="$croot/usr/share/cmake/nlohmann_json"
-          -DSPMD_XXHASH_INCLUDE_DIR="$croot/usr/include")
+          -DSPMD_XXHASH_INCLUDE_DIR="$croot/usr/include" -Dhwy_DIR="$lib/cmake/hwy")
+fi
+
+# NCCL: next to the CUDA toolkit when it is there; else the nvidia-nccl wheel of the machine's
+# Python (PyTorch's), whose library is libnccl.so.2 with no unversioned link for find_library.
+nccl_args=()
+have_nccl=
+for h in /usr/local/cuda/include/nccl.h /usr/include/nccl.h /usr/local/cuda/targets/x86_64-linux/include/nccl.h; do
+  [[ -f $h ]] && have_nccl=$h
+done
+if [[ -z $have_nccl && -z ${NCCL_HOME:-} ]]; then
+  wheel_nccl=$("$host_python" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)
+  wheel_lib=$(ls "$wheel_nccl"/lib/libnccl.so* 2>/dev/null | head -1)
+  if [[ -f $wheel_nccl/include/nccl.h && -n $wheel_lib ]]; then
+    nccl_args=(-DSPMD_NCCL_INCLUDE_DIR="$wheel_nccl/include" -DSPMD_NCCL_LIBRARY="$wheel_lib")
+    row nccl ok 0 "$wheel_lib (the Python wheel's)"
+  else
+    row nccl failed 0 "no nccl.h next to CUDA and no nvidia-nccl wheel"
+  fi
 fi
 
 # ---- 2. Build -----------------------------------------------------------------------------------
+{ c++ --version; nvcc --version; cmake --version; nvidia-smi; } >"$logs/versions.log" 2>&1
+row tools ok 0 "$( (c++ --version | head -1; nvcc --version | grep -o 'release [0-9.]*'; cmake --version | head -1) 2>/dev/null | tr '\n' ';')"
 targets=(gpu_kernel_properties_test gpu_nccl_properties_test gpu_bench nccl_plan_test cuda_staging_test spmd-train
-  spmd-train-cuda)
+  spmd-train-cuda validation_agreement_test alphabeta_bench)
 if [[ -n $dry ]]; then
   # Dry run: what $build already holds, nothing configured or built.
   [[ -f "$build/CMakeCache.txt" ]] || { echo "gpu-check: dry run needs an existing build in $build" >&2; exit 2; }
@@ -144,11 +165,12 @@ launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 step configure 120 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DSPMD_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" -DSPMD_BUILD_BENCHMARKS=ON \
-  "${mpi_args[@]}" "${prefix[@]}" "${launcher[@]}"
+  "${mpi_args[@]}" "${prefix[@]}" "${nccl_args[@]}" "${launcher[@]}"
 row configure "$status" "$secs" "Release, sm_$arch"
 if [[ $status != ok ]]; then tail -30 "$logs/configure.log"; fi
 if [[ $status == ok ]]; then
-  step build "${SPMD_GPU_BUILD_S:-300}" cmake --build "$build" -j "$jobs" --target "${targets[@]}"
+  # -k 0: a target that fails to compile leaves the others built, and their steps still run.
+  step build "${SPMD_GPU_BUILD_S:-300}" cmake --build "$build" -j "$jobs" --target "${targets[@]}" -- -k 0
   row build "$status" "$secs" "-j$jobs ${targets[*]}"
   [[ $status != ok ]] && grep -E "error|FAILED" "$logs/build.log" | head -20
 fi
@@ -172,6 +194,13 @@ elif [[ -x "$bin/gpu_kernel_properties_test" ]]; then
   summary=$(grep -E "tests passed|tests failed" "$logs/ctest_gpu.log" | tail -1)
   skipped=$(grep -c "(Skipped)" "$logs/ctest_gpu.log")
   row "ctest -L gpu" "$status" "$secs" "$summary; $skipped skipped"
+fi
+# Validation agreement with the CUDA kernel as its fourth party (rule, reference, CPU and CUDA
+# kernels agree on accept / refuse, error type and field; every op under mutation).
+if [[ -z $dry && -x "$bin/validation_agreement_test" ]]; then
+  step validation_agreement 90 env GTEST_COLOR=no "$bin/validation_agreement_test"
+  row "validation agreement" "$status" "$secs" "$(grep -Eo '\[  PASSED  \] [0-9]+ tests?|\[  SKIPPED \] [0-9]+ tests?|[0-9]+ FAILED TESTS?' "$logs/validation_agreement.log" | tr '\n' ' ')"
+  [[ $status != ok ]] && grep -E "Failure|rule .*CUDA kernel" "$logs/validation_agreement.log" | head -10
 fi
 # The training proofs: spmd-train --device cuda, every rank on GPU 0, float64, --verify
 # against one process on the same device (exit 1 above 1e-9). "staged": spmd-train's own
@@ -253,6 +282,16 @@ if [[ -z $dry && -x "$bin/gpu_bench" && $mode == run ]]; then
   row "gpu_bench reshard np2" "$status" "$secs" "see below"
 fi
 
+# The reshard time model's alpha and beta on NCCL (docs/RESHARD.md "Time"): two ranks on GPU 0,
+# so NCCL runs over sockets on loopback (a NCCL_HOSTID per rank): that transport's figures.
+if [[ -z $dry && -x "$bin/alphabeta_bench" && $mode == run ]]; then
+  # shellcheck disable=SC2016 # expanded by each rank's bash, not here
+  step alphabeta_nccl 60 env NCCL_SOCKET_IFNAME=lo SPMD_COLLECTIVE_TIMEOUT_S=30 mpirun -np 2 --oversubscribe \
+    bash -c 'NCCL_HOSTID=spmd-rank-$OMPI_COMM_WORLD_RANK exec "$0" "$@"' "$bin/alphabeta_bench" \
+    --fit --transport nccl --reps 9 --out "$logs/nccl_model.json"
+  row "alphabeta nccl np2" "$status" "$secs" "fit in $logs/alphabeta_nccl.log"
+fi
+
 # ---- 4. The table -------------------------------------------------------------------------------
 echo
 echo "GPU check${dry:+ (DRY RUN: no GPU steps, training on sim)} on ${gpu_note:-no GPU visible} ($(( $(date +%s) - start )) s of $budget s)"
@@ -273,6 +312,11 @@ for f in bench bench_nccl; do
   # items_per_second,label,error_occurred,error_message[,counters...]
   grep -E '^"' "$logs/$f.log" | awk -F, '{ printf "  %-48s %12s %-3s %14s %s %s %s %s %s\n", $1, $3, $5, $6, $9, $10, $11, $12, $13 }'
 done
+if [[ -s "$logs/alphabeta_nccl.log" ]]; then
+  echo
+  echo "alphabeta_nccl (its tables):"
+  grep -E '^\||^[A-Za-z].*:' "$logs/alphabeta_nccl.log" | head -60
+fi
 # Exit status: failures, timeouts and steps left without time fail the check; skips for
 # want of a GPU (and a dry run's GPU steps) do not.
 (( failed > 0 )) && exit 1

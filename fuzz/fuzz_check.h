@@ -2,6 +2,7 @@
 // replay driver in the test suite) reports the input as a finding.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>

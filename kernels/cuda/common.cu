@@ -154,7 +154,12 @@ Tensor ToDevice(const Tensor& host, Device device, Stream stream) {
 Tensor ToHost(const Tensor& tensor) {
   if (tensor.device().is_host()) return tensor;
   Tensor out = Tensor::Uninitialized(tensor.shape(), tensor.dtype());
-  if (out.nbytes() == 0) return out;
+  if (out.nbytes() == 0) {
+    // No values, but a bad id behind an empty result is still the CPU kernel's error (it
+    // refuses scatter into an empty dim); else the fault would surface at the next ToHost.
+    CheckIndexFaults(tensor.device());
+    return out;
+  }
   DeviceGuard guard(tensor.device());
   cudaStream_t stream = ToCuda(tensor.stream());
   SPMD_CUDA_CHECK(cudaMemcpyAsync(out.bytes(), tensor.bytes(), tensor.nbytes(), cudaMemcpyDeviceToHost, stream));
