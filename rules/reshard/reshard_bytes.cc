@@ -231,8 +231,16 @@ int64_t ReshardLowerBound(const Mesh& from_mesh, const DistAttr& from, const Mes
   const __int128 s = BytesPerElement(dtype);
   __int128 elements = 1;
   for (int64_t size : shape) elements *= size;
-  std::set<int64_t> ranks(from_mesh.process_ids().begin(), from_mesh.process_ids().end());
-  ranks.insert(to_mesh.process_ids().begin(), to_mesh.process_ids().end());
+  // The rules price their candidates with this bound on one mesh (most calls of the
+  // exhaustive sweep): a rank's own source coordinate is then its target coordinate, and
+  // the ranks are the mesh's.
+  const bool same_mesh = from_mesh == to_mesh;
+  int64_t rank_count = from_mesh.size();
+  if (!same_mesh) {
+    std::set<int64_t> ranks(from_mesh.process_ids().begin(), from_mesh.process_ids().end());
+    ranks.insert(to_mesh.process_ids().begin(), to_mesh.process_ids().end());
+    rank_count = static_cast<int64_t>(ranks.size());
+  }
   // Partial axes of size 1 hold the value itself.
   int64_t addends = 1;
   for (const auto& [axis, op] : from.partial) addends *= from_mesh.axis_size(axis);
@@ -240,24 +248,58 @@ int64_t ReshardLowerBound(const Mesh& from_mesh, const DistAttr& from, const Mes
   for (const auto& [axis, op] : to.partial) {
     if (to_mesh.axis_size(axis) > 1) target_partial.push_back(axis);
   }
-  const std::vector<std::vector<int64_t>> to_coords = AllCoords(to_mesh);
   __int128 bound = 0;
   const auto saturated = [](__int128 bytes) {
     return static_cast<int64_t>(std::min<__int128>(bytes, __int128{1} << 62));
   };
   if (target_partial.empty()) {
+    for (const DistAttr* attr : {&to, &from}) {  // as BoxAt says it
+      if (attr->dims.size() != shape.size()) {
+        ThrowInvalid("attr", "has " + std::to_string(attr->dims.size()) + " dims for a rank-" +
+                                 std::to_string(shape.size()) + " shape");
+      }
+    }
+    // Per target rank, its box and the source box of the same process (if it has one), one
+    // dim at a time: no boxes are built.
+    Box target(shape.size()), source(shape.size());
+    std::vector<int64_t> coord(to_mesh.ndim(), 0);
+    std::optional<std::vector<int64_t>> other_coord;
     __int128 target_total = 0;
-    for (size_t k = 0; k < to_coords.size(); ++k) {
-      const Box target = BoxAt(shape, to, to_mesh, to_coords[k]);
-      target_total += Volume(target);
+    std::set<std::pair<std::vector<int64_t>, std::vector<int64_t>>> pairs;  // partial source
+    __int128 held_and_needed = 0;
+    for (int64_t k = 0; k < to_mesh.size(); ++k) {
+      const std::vector<int64_t>* own = &coord;
+      if (!same_mesh) {
+        other_coord = from_mesh.CoordinateOf(to_mesh.process_ids()[k]);
+        own = other_coord ? &*other_coord : nullptr;
+      }
+      __int128 target_volume = 1, held = 1;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        target[d] = DimRangeAt(shape[d], to.dims[d], to_mesh, coord);
+        target_volume *= target[d].size();
+        if (own) {
+          source[d] = DimRangeAt(shape[d], from.dims[d], from_mesh, *own);
+          const int64_t begin = std::max(target[d].begin, source[d].begin);
+          held *= std::max<int64_t>(0, std::min(target[d].end, source[d].end) - begin);
+        }
+      }
+      if (!own) held = 0;
+      target_total += target_volume;
       // Every rank needs its whole target shard: what it does not hold must arrive (all of
       // it when it holds only an addend).
-      int64_t held = 0;
-      const std::optional<std::vector<int64_t>> own =
-          from_mesh.CoordinateOf(to_mesh.process_ids()[k]);
-      if (addends == 1 && own)
-        held = Volume(Intersect(target, BoxAt(shape, from, from_mesh, *own)));
-      bound = std::max(bound, (Volume(target) - held) * s);
+      bound = std::max(bound, (target_volume - (addends == 1 ? held : 0)) * s);
+      if (addends > 1 && own) {
+        std::vector<int64_t> a, b;
+        for (size_t d = 0; d < shape.size(); ++d) {
+          a.insert(a.end(), {source[d].begin, source[d].end});
+          b.insert(b.end(), {target[d].begin, target[d].end});
+        }
+        if (pairs.emplace(std::move(a), std::move(b)).second) held_and_needed += held;
+      }
+      for (int a = to_mesh.ndim() - 1; a >= 0; --a) {  // row-major, as process_ids
+        if (++coord[a] < to_mesh.axis_size(a)) break;
+        coord[a] = 0;
+      }
     }
     if (addends > 1) {
       // Each element: (N_P - 1) receptions to combine its addends (a rank holds at most one
@@ -268,26 +310,10 @@ int64_t ReshardLowerBound(const Mesh& from_mesh, const DistAttr& from, const Mes
       // box with its target box over the ranks of both meshes; distinct (source box, target
       // box) pairs meet in disjoint parts (each family partitions the tensor), so the union
       // is the sum over distinct pairs.
-      std::set<std::pair<std::vector<int64_t>, std::vector<int64_t>>> pairs;
-      __int128 held_and_needed = 0;
-      for (size_t k = 0; k < to_coords.size(); ++k) {
-        const std::optional<std::vector<int64_t>> own =
-            from_mesh.CoordinateOf(to_mesh.process_ids()[k]);
-        if (!own) continue;
-        const Box source = BoxAt(shape, from, from_mesh, *own);
-        const Box target = BoxAt(shape, to, to_mesh, to_coords[k]);
-        std::vector<int64_t> a, b;
-        for (size_t d = 0; d < shape.size(); ++d) {
-          a.insert(a.end(), {source[d].begin, source[d].end});
-          b.insert(b.end(), {target[d].begin, target[d].end});
-        }
-        if (pairs.emplace(std::move(a), std::move(b)).second)
-          held_and_needed += Volume(Intersect(source, target));
-      }
       const __int128 receptions = static_cast<__int128>(addends - 2) * elements + target_total +
                                   (elements - held_and_needed);
       // Receptions are of whole elements.
-      bound = std::max(bound, CeilDiv(receptions, static_cast<int64_t>(ranks.size())) * s);
+      bound = std::max(bound, CeilDiv(receptions, rank_count) * s);
     }
     return saturated(bound);
   }
@@ -295,6 +321,7 @@ int64_t ReshardLowerBound(const Mesh& from_mesh, const DistAttr& from, const Mes
   // A target partial group (ranks varying the partial axes) needs, together, every element
   // of its common box; what no member holds must arrive at some member.
   const std::vector<Holding> classes = Holdings(from_mesh, from, shape);
+  const std::vector<std::vector<int64_t>> to_coords = AllCoords(to_mesh);
   std::map<std::vector<int64_t>, std::vector<int64_t>> groups;  // key -> member ids
   for (size_t k = 0; k < to_coords.size(); ++k) {
     std::vector<int64_t> key = to_coords[k];
