@@ -483,7 +483,8 @@ std::string RunBoxSendRecv(Communicator& comm) {
       for (int64_t k = 0; k < 3; ++k) want.push_back(theirs[(i * 5 + j) * 3 + k]);
 
   const std::vector<double> mine = source(me);
-  std::vector<double> boxed(3 * 6 * 3, -1.0), flat(18, -1.0), from_flat(3 * 6 * 3, -1.0);
+  // Each buffer holds its box's whole array (a staging communicator copies the array).
+  std::vector<double> boxed(3 * 6 * 3, -1.0), flat(18, -1.0), from_flat(4 * 5 * 3, -1.0);
   double one = -1.0;
   const double my_scalar = static_cast<double>(me) + 0.5;
   const int64_t step0 = comm.step();
