@@ -2563,7 +2563,7 @@ def gen_math_dtypes():
 
 # ---- the extrema family (rules/ops/extrema.cc) -------------------------------------------------------
 
-family("extrema", ["amax", "amin", "argmin"])
+family("extrema", ["amax", "amin", "argmin", "cummax", "cummin"])
 RNG12 = np.random.default_rng(20261206)
 
 
@@ -2590,6 +2590,48 @@ def gen_extrema():
     case("argmin", "0d", {}, [np.array(1.5)], [T(np.array(0), "int64")])
     error("argmin", "empty_axis", {"axis": 1}, [np.zeros((2, 0))], "inputs[0].shape")
     error("argmin", "dtype", {"dtype": "int32"}, [x], "attrs.dtype")
+    gen_cum_extremes()
+
+
+RNG14 = np.random.default_rng(20261208)
+
+
+def cum_extreme(x, axis, later_or_equal):
+    """The running extreme along axis and its index, from the definition: an element at
+    least as far out as the extreme so far replaces it (ties take the later index); the
+    first NaN stays, with its index."""
+    x = np.asarray(x, dtype=np.float64)
+    moved = np.moveaxis(x, axis, -1)
+    out, idx = np.empty_like(moved), np.zeros(moved.shape, dtype=np.int64)
+    for pos in np.ndindex(moved.shape[:-1]):
+        best, at = None, 0
+        for a, v in enumerate(moved[pos]):
+            if best is None or (not math.isnan(best) and (math.isnan(v) or later_or_equal(v, best))):
+                best, at = v, a
+            out[pos + (a,)], idx[pos + (a,)] = best, at
+    return np.moveaxis(out, -1, axis), np.moveaxis(idx, -1, axis)
+
+
+def gen_cum_extremes():
+    def cx(*shape):
+        return np.round(RNG14.uniform(-3, 3, size=shape), 0)  # whole numbers: ties
+    for op, beyond in (("cummax", lambda v, b: v >= b), ("cummin", lambda v, b: v <= b)):
+        x = cx(3, 5)
+        o, i = cum_extreme(x, -1, beyond)
+        case(op, "last_axis", {}, [x], [o, T(i, "int64")])
+        x3 = cx(2, 4, 3)
+        o, i = cum_extreme(x3, 1, beyond)
+        case(op, "axis1", {"axis": 1}, [x3], [o, T(i, "int64")])
+        xt = np.array([[1.0, 5.0, 5.0, -2.0], [2.0, 2.0, -1.0, -1.0]])  # (goldens hold no NaN)
+        o, i = cum_extreme(xt, 1, beyond)
+        case(op, "ties", {"axis": 1}, [xt], [o, T(i, "int64")])
+        xi = np.array([[4, -1, 4, 7], [0, 0, -3, 0]])
+        o, i = cum_extreme(xi, 1, beyond)
+        case(op, "int64", {}, [T(xi, "int64")], [T(o.astype(np.int64), "int64"), T(i, "int64")])
+        case(op, "0d", {}, [np.array(2.5)], [np.array(2.5), T(np.array(0), "int64")])
+        case(op, "empty_axis", {"axis": 0}, [np.zeros((0, 3))], [np.zeros((0, 3)), T(np.zeros((0, 3)), "int64")])
+        error(op, "axis_out_of_range", {"axis": 2}, [cx(2, 3)], "attrs.axis")
+        error(op, "dtype", {"dtype": "int32"}, [cx(2, 3)], "attrs.dtype")
 
 
 RNG13 = np.random.default_rng(20261207)

@@ -1,6 +1,9 @@
 // CPU kernels of the extrema family (rules/ops/extrema.cc): amax and amin run max's and
 // min's kernels (the same values); argmin scans for the first index of the smallest
 // value, compared in x's own dtype (a NaN is skipped unless it is at index 0, as argmax).
+// cummax and cummin scan along the axis in x's own dtype: the running extreme (values in
+// x's dtype) and its int64 index; ties take the later index, the first NaN stays.
+#include <cmath>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -47,6 +50,54 @@ Tensors argmin(const TensorArgs& inputs, const Attrs& attrs) {
     }
   });
   return TensorList(std::move(out));
+}
+
+namespace {
+
+// `beyond(v, best)`: v replaces the running extreme.
+template <typename Beyond>
+Tensors CumExtreme(const TensorArgs& inputs, const Attrs& attrs, const char* name, Beyond beyond) {
+  const plan::CumExtremePlan p = plan::PlanCumExtreme(plan::ShapesOf(inputs), attrs, name);
+  const Tensor& x = inputs[0];
+  internal::AxisView view;
+  if (p.axis >= 0) view = internal::ViewAlong(x.shape(), p.axis);
+  Tensor out = internal::NewOutput(p.out_shape, x.dtype());
+  Tensor indices = internal::NewOutput(p.out_shape, DType::kInt64);
+  int64_t* idx = indices.data<int64_t>();
+  internal::VisitData(x, [&](const auto* data) {
+    using V = std::remove_cv_t<std::remove_pointer_t<decltype(data)>>;
+    auto is_nan = [](V v) {
+      if constexpr (std::is_floating_point_v<V>) return std::isnan(v);
+      return false;
+    };
+    V* o = out.data<V>();
+    for (int64_t r = 0; r < view.outer; ++r) {
+      for (int64_t i = 0; i < view.inner; ++i) {
+        V best{};
+        int64_t at = 0;
+        for (int64_t a = 0; a < view.len; ++a) {
+          const int64_t k = (r * view.len + a) * view.inner + i;
+          const V v = data[k];
+          if (a == 0 || (!is_nan(best) && (is_nan(v) || beyond(v, best)))) {
+            best = v;
+            at = a;
+          }
+          o[k] = best;
+          idx[k] = at;
+        }
+      }
+    }
+  });
+  return TensorList(std::move(out), std::move(indices));
+}
+
+}  // namespace
+
+Tensors cummax(const TensorArgs& inputs, const Attrs& attrs) {
+  return CumExtreme(inputs, attrs, "cummax", [](auto v, auto best) { return v >= best; });
+}
+Tensors cummin(const TensorArgs& inputs, const Attrs& attrs) {
+  return CumExtreme(inputs, attrs, "cummin", [](auto v, auto best) { return v <= best; });
 }
 
 }  // namespace spmd::kernels::cpu

@@ -47,6 +47,8 @@ Tensors StagedPhase(const TensorArgs& inputs, const Attrs& attrs) {
 constexpr std::string_view kConv2d = "conv2d";
 constexpr std::string_view kConv2dGrad = "conv2d_grad";
 constexpr std::string_view kDepthwiseConv2d = "depthwise_conv2d";
+constexpr std::string_view kCummax = "cummax";
+constexpr std::string_view kCummin = "cummin";
 constexpr std::string_view kFlashAttention = "flash_attention";
 constexpr std::string_view kFlashAttnGrad = "flash_attn_grad";
 constexpr std::string_view kCSoftmax = "c_softmax_with_cross_entropy";
@@ -64,6 +66,8 @@ SPMD_FOR_EACH_ROW_EXCHANGE_OP(SPMD_STAGED_PHASE_OP_NAME)
 const CudaKernel ops::conv2d{&Staged<kConv2d>, HalfInputs::kNative};
 const CudaKernel ops::conv2d_grad{&Staged<kConv2dGrad>, HalfInputs::kNative};
 const CudaKernel ops::depthwise_conv2d{&Staged<kDepthwiseConv2d>, HalfInputs::kNative};
+const CudaKernel ops::cummax{&Staged<kCummax>, HalfInputs::kNative};
+const CudaKernel ops::cummin{&Staged<kCummin>, HalfInputs::kNative};
 const CudaKernel ops::flash_attention{&Staged<kFlashAttention>, HalfInputs::kNative};
 const CudaKernel ops::flash_attn_grad{&Staged<kFlashAttnGrad>, HalfInputs::kNative};
 const CudaKernel ops::c_softmax_with_cross_entropy{&Staged<kCSoftmax>, HalfInputs::kNative};

@@ -55,6 +55,8 @@
   X(amax)                   \
   X(amin)                   \
   X(argmin)                 \
+  X(cummax)                 \
+  X(cummin)                 \
   /* softmax (rules/ops/softmax.cc) */ \
   X(softmax)                \
   X(log_softmax)            \

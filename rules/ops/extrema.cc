@@ -3,6 +3,8 @@
 // partial acceptance: a partial(max) input stays partial(max)); they differ in the
 // gradient, which ties share equally (Paddle's amax_grad) where max's gives each tie the
 // whole cotangent. argmin is argmax's rule and plan with the smallest value's first index.
+// cummax and cummin (Paddle's, with its rule: the scanned axis whole) give the running
+// extreme along an axis and where it was found.
 #include <string>
 #include <vector>
 
@@ -85,6 +87,28 @@ OpBuilder Extreme(const char* name, ReduceOp reduce) {
                                 {{"ab"}, MakeAttrs({{"reduce_all", true}})}}));
 }
 
+// cummax / cummin: x `abc` scanned along the axis to out `abc` and indices `abc`. A running
+// extreme reads every element before it along the axis, so that axis is whole (forced
+// replicated); the other dims pass through. The indices hold no partial value, and an
+// extreme of addends is not the addends' extreme: a partial x is reduced first (the
+// default acceptance).
+OpDecl CumExtreme(const char* name) {
+  return OpBuilder(name).Inputs({"x"}).Outputs({"out", "indices"})
+      .Tolerance(ToleranceClass::kExact)
+      .Attr("axis", AttrKind::kInt, int64_t{-1})
+      .Attr("dtype", AttrKind::kString, std::string("int64"))
+      .Einsum([name](const RuleContext& c) {
+        const plan::CumExtremePlan p = plan::PlanCumExtreme(c.input_shapes, c.attrs, name);
+        const std::string letters = notation::Letters(static_cast<int>(c.input_shapes[0].size()));
+        EinsumSpec spec = notation::FromLetters({letters}, {letters, letters});
+        if (p.axis >= 0) spec.forced_replicated.push_back(spec.inputs[0][p.axis]);
+        return spec;
+      })
+      .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"axis", int64_t{1}}})},
+                                {{"ab"}, MakeAttrs({{"axis", int64_t{0}}})},
+                                {{"a"}, Attrs()}}));
+}
+
 }  // namespace
 
 OpDecl amax() { return Extreme("amax", ReduceOp::kMax).Vjp(SharedExtreme("less_than")); }
@@ -117,5 +141,8 @@ OpDecl argmin() {
                                 {{"ab"}, MakeAttrs({{"keepdims", true}})},
                                 {{"ab"}, MakeAttrs({{"flatten", true}})}}));
 }
+
+OpDecl cummax() { return CumExtreme("cummax"); }
+OpDecl cummin() { return CumExtreme("cummin"); }
 
 }  // namespace spmd::declare

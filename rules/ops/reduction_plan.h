@@ -182,4 +182,23 @@ inline CumsumPlan PlanCumsum(const Shapes& shapes, const Attrs& attrs) {
   return p;
 }
 
+// cummax / cummin: the running extreme along attrs.axis (a 0-d x takes 0 and -1) and its
+// index; both outputs have x's shape (an empty axis gives empty outputs). The indices are
+// int64 (attrs.dtype, Paddle's choice of index type: only "int64" here, as argmax).
+struct CumExtremePlan {
+  int axis = -1;  // the dim scanned; -1 for a 0-d x
+  Shape out_shape;
+};
+inline CumExtremePlan PlanCumExtreme(const Shapes& shapes, const Attrs& attrs, const char* name) {
+  CumExtremePlan p;
+  const int64_t axis = attrs.GetInt("axis");
+  const std::string& dtype = attrs.GetString("dtype");
+  CheckArity(shapes, 1);
+  const Shape& x = shapes[0];
+  if (dtype != "int64") ThrowInvalid("attrs.dtype", std::string(name) + " outputs int64 indices, got '" + dtype + "'");
+  p.axis = shape::NormalizeAxisOrScalar(axis, static_cast<int64_t>(x.size()), "attrs.axis");
+  p.out_shape = x;
+  return p;
+}
+
 }  // namespace spmd::plan

@@ -70,6 +70,15 @@ def _flash_attention_args(specs, attrs):
 
 
 _flash_attention_args.attr_names = ("dropout", "causal", "return_softmax", "is_test", "rng_name")
+
+
+def _cum_extreme_args(specs, attrs):
+    """Paddle's cummax / cummin rule: (x, axis, dtype), dtype as Paddle's DataType."""
+    from paddle.base.framework import convert_np_dtype_to_dtype_
+    return list(specs) + [attrs["axis"], convert_np_dtype_to_dtype_(attrs["dtype"])]
+
+
+_cum_extreme_args.attr_names = ("axis", "dtype")
 # Paddle lays out all five inputs and a fourth output, seed_offset (its generator state):
 # only spmdkit's inputs and its three outputs are judged.
 
@@ -155,6 +164,8 @@ OPS: List[PaddleOp] = (
        PaddleOp("argmin", ["argmin"], [_a("axis", "keepdims", "flatten", "dtype"),
                                         _a("axis", "keepdims", "flatten")]),
        PaddleOp("cumsum", ["cumsum"], [_a("axis", "flatten", "exclusive", "reverse")]),
+       PaddleOp("cummax", ["cummax"], [_cum_extreme_args]),
+       PaddleOp("cummin", ["cummin"], [_cum_extreme_args]),
        PaddleOp("softmax", ["softmax"], [_a("axis")]),
        PaddleOp("log_softmax", ["log_softmax"], [_a("axis")]),
        PaddleOp("layer_norm", ["layer_norm"], [_a("epsilon", "begin_norm_axis")]),

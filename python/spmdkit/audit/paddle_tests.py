@@ -30,6 +30,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -353,6 +354,9 @@ def translate(call: dict, file: str = "") -> Case:
             raise NotJudged("flash_attention with attn_mask but no fixed_seed_offset")
     if len(values) > len(names):
         raise NotJudged(f"{len(values)} attrs, spmdkit's {op} takes {len(names)}")
+    # A Paddle DataType argument is recorded as its repr ("<DataType.INT64: 9>"): spmdkit
+    # spells it by name ("int64").
+    values = [_dtype_name(v) for v in values]
     attrs = {n.split("=")[0]: v for n, v in zip(names, values)}
     for i, t in enumerate(tensors):
         if len(t["dims_mapping"]) != len(t["shape"]):
@@ -378,6 +382,11 @@ def translate(call: dict, file: str = "") -> Case:
         case.paddle_inputs = [_layout(l) for l in ins]
         case.paddle_outputs = [_layout(l) for l in _flat(call["answer"]["outputs"])]
     return case
+
+
+def _dtype_name(value):
+    m = re.fullmatch(r"<DataType\.(\w+): \d+>", value) if isinstance(value, str) else None
+    return m.group(1).lower() if m else value
 
 
 def _flat(obj) -> List[dict]:
