@@ -299,4 +299,16 @@ Tensors cross_entropy_with_softmax_grad(const Tensors& inputs, const Attrs& attr
   return {input_grad};
 }
 
+Tensors label_smooth(const Tensors& inputs, const Attrs& attrs) {
+  const plan::LabelSmoothPlan p = plan::PlanLabelSmooth(plan::ShapesOf(inputs), attrs);
+  const Tensor& label = inputs[0];
+  Tensor out = internal::Zeros(p.out_shape, DType::kFloat64);
+  for (size_t i = 0; i < out.data.size(); ++i) {
+    const int64_t c = static_cast<int64_t>(i) % p.classes;  // the element's class
+    const double prior = p.has_prior ? inputs[1].data[static_cast<size_t>(c)] : 1.0 / static_cast<double>(p.classes);
+    out.data[i] = (1.0 - p.epsilon) * label.data[i] + p.epsilon * prior;
+  }
+  return {out};
+}
+
 }  // namespace spmd::reference::ops

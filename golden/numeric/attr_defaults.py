@@ -35,6 +35,7 @@ DEFAULTS = {
     "argmin": {"axis": -1, "keepdims": False, "flatten": False, "dtype": "int64"},
     "cummax": {"axis": -1, "dtype": "int64"},
     "cummin": {"axis": -1, "dtype": "int64"},
+    "label_smooth": {"epsilon": 0.0},
     "cumsum": {"axis": -1, "flatten": False, "exclusive": False, "reverse": False},
     "softmax": {"axis": -1}, "log_softmax": {"axis": -1}, "softmax_grad": {"axis": -1},
     "layer_norm": {"epsilon": 1e-5, "begin_norm_axis": 1},

@@ -2634,6 +2634,28 @@ def gen_cum_extremes():
         error(op, "dtype", {"dtype": "int32"}, [cx(2, 3)], "attrs.dtype")
 
 
+family("norm", ["label_smooth"])
+RNG15 = np.random.default_rng(20261209)
+
+
+def gen_label_smooth():
+    """Paddle's label_smooth: (1 - epsilon) label + epsilon prior_dist (per class,
+    broadcast over the rows), or + epsilon / C without prior_dist."""
+    def probs(*shape):
+        return np.round(RNG15.uniform(0, 1, size=shape), 2)
+    label = probs(2, 3, 4)
+    case("label_smooth", "uniform", {"epsilon": 0.1}, [label], [0.9 * label + 0.1 / 4])
+    prior = probs(1, 4)
+    case("label_smooth", "prior_dist", {"epsilon": 0.25}, [label, prior], [0.75 * label + 0.25 * prior])
+    label2, prior1 = probs(3, 5), probs(5)
+    case("label_smooth", "prior_rank1", {"epsilon": 0.5}, [label2, prior1], [0.5 * label2 + 0.5 * prior1])
+    case("label_smooth", "default_epsilon", {}, [label2], [label2])
+    case("label_smooth", "no_rows", {"epsilon": 0.1}, [np.zeros((0, 4))], [np.zeros((0, 4))])
+    error("label_smooth", "prior_classes", {"epsilon": 0.1}, [label, probs(1, 3)], "inputs[1].shape")
+    error("label_smooth", "prior_rows", {"epsilon": 0.1}, [label2, probs(3, 5)], "inputs[1].shape")
+    error("label_smooth", "scalar_label", {"epsilon": 0.1}, [np.array(0.5)], "inputs[0].shape")
+
+
 RNG13 = np.random.default_rng(20261207)
 
 
@@ -2682,6 +2704,7 @@ def main():
     gen_math_dtypes()  # RNG11
     gen_extrema()  # RNG12
     gen_depthwise_conv2d()  # RNG13
+    gen_label_smooth()  # RNG15
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -405,6 +406,29 @@ Tensors cross_entropy_with_softmax_finish(const TensorArgs& inputs, const Attrs&
       }
     }
     return TensorList(std::move(softmax_out), std::move(loss));
+  });
+}
+
+Tensors label_smooth(const TensorArgs& inputs, const Attrs& attrs) {
+  const plan::LabelSmoothPlan p = plan::PlanLabelSmooth(plan::ShapesOf(inputs), attrs);
+  const DType dtype = p.has_prior ? ComputeDType(inputs, {0, 1}) : ComputeDType(inputs, {0});
+  return DispatchFloat(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> label(inputs[0]);
+    std::unique_ptr<ValuesAs<T>> prior;
+    if (p.has_prior) prior = std::make_unique<ValuesAs<T>>(inputs[1]);
+    Tensor out = NewOutput(p.out_shape, DTypeOf<T>::value);
+    T* o = out.data<T>();
+    const T* l = label.data();
+    const T keep = static_cast<T>(1.0 - p.epsilon), eps = static_cast<T>(p.epsilon);
+    const T uniform = static_cast<T>(p.epsilon / static_cast<double>(p.classes > 0 ? p.classes : 1));
+    const int64_t n = out.numel(), classes = p.classes;
+    for (int64_t r = 0; r < n; r += classes) {  // row by row: the class runs along the last dim
+      for (int64_t c = 0; c < classes; ++c) {
+        o[r + c] = keep * l[r + c] + (prior ? eps * prior->data()[c] : uniform);
+      }
+    }
+    return TensorList(std::move(out));
   });
 }
 

@@ -68,6 +68,7 @@
   X(lookup_table_v2)        \
   /* loss (rules/ops/loss.cc) */ \
   X(cross_entropy_with_softmax) \
+  X(label_smooth)           \
   /* shape ops */           \
   X(reshape)                \
   X(flatten)                \

@@ -272,4 +272,45 @@ OpDecl cross_entropy_with_softmax_grad() {
            {{"ab", "ab", "1b"}, MakeAttrs({{"soft_label", true}, {"use_softmax", false}, {"axis", int64_t{0}}})}}));
 }
 
+// label_smooth: label `abc` (classes c) and an optional prior_dist `1c` (or `c`) -> out
+// `abc`, elementwise. Without prior_dist every element adds epsilon / C for the global class
+// count, so the class dim is whole (forced replicated); with it, the class dim may stay
+// sharded with prior_dist sharded alike. The constant term makes it affine, not linear: a
+// partial label is reduced first (the default acceptance). VJP: label's gradient is
+// (1 - epsilon) g; prior_dist's is epsilon g summed over the rows (Paddle's
+// label_smooth_grad gives it none; the checker holds every input to its finite difference).
+OpDecl label_smooth() {
+  return OpBuilder("label_smooth").VariadicInputs("inputs").Outputs({"out"})
+      .Tolerance(ToleranceClass::kPointwise)
+      .Attr("epsilon", AttrKind::kFloat, 0.0)
+      .Einsum([](const RuleContext& c) {
+        const plan::LabelSmoothPlan p = plan::PlanLabelSmooth(c.input_shapes, c.attrs);
+        const std::string letters = notation::Letters(static_cast<int>(c.input_shapes[0].size()));
+        const std::string cls = letters.substr(letters.size() - 1);
+        if (!p.has_prior) return notation::FromLetters({letters}, {letters}, cls);
+        return notation::FromLetters({letters, std::string(c.input_shapes[1].size() - 1, '1') + cls}, {letters});
+      })
+      .Vjp([](const RuleContext& c) {
+        VjpGraph g;
+        const double keep = 1.0 - c.attrs.GetFloat("epsilon");
+        g.input_grads.push_back(g.Add("scale", {VjpRef::OutputGrad(0)}, MakeAttrs({{"scale", keep}, {"bias", 0.0}})));
+        if (c.input_shapes.size() == 2) {  // epsilon g summed over the rows, in prior_dist's shape
+          const Shape& label = c.input_shapes[0];
+          std::vector<int64_t> rows;
+          for (size_t d = 0; d + 1 < label.size(); ++d) rows.push_back(static_cast<int64_t>(d));
+          const VjpRef summed =
+              rows.empty() ? VjpRef::OutputGrad(0)
+                           : g.Add("sum", {VjpRef::OutputGrad(0)},
+                                   MakeAttrs({{"axis", rows}, {"keep_dim", false}, {"reduce_all", false}}));
+          const VjpRef shaped = g.Add("reshape", {summed}, MakeAttrs({{"shape", c.input_shapes[1]}}));
+          g.input_grads.push_back(
+              g.Add("scale", {shaped}, MakeAttrs({{"scale", c.attrs.GetFloat("epsilon")}, {"bias", 0.0}})));
+        }
+        return g;
+      })
+      .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"epsilon", 0.1}})},
+                                {{"abc", "1c"}, MakeAttrs({{"epsilon", 0.25}})},
+                                {{"ab", "b"}}}));
+}
+
 }  // namespace spmd::declare

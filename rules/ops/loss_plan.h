@@ -8,6 +8,7 @@
 // (PlanCSoftmax).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -134,6 +135,41 @@ inline CrossEntropyPiece PlanCrossEntropyPiece(const Shapes& shapes, const Attrs
   if (!p.ce.use_softmax) ThrowInvalid("attrs.use_softmax", "the exchange phases run with use_softmax only");
   p.start = attrs.local().vocab_start.value_or(0);
   if (p.start < 0) ThrowInvalid(LocalFieldName(LocalField::kVocabStart), "negative class offset");
+  return p;
+}
+
+// label_smooth (Paddle's): out = (1 - epsilon) * label + epsilon * prior_dist, prior_dist
+// given per class (its last dim the label's, every other dim 1) and broadcast over the
+// rows; without prior_dist, + epsilon / C for C classes (the label's last dim).
+struct LabelSmoothPlan {
+  double epsilon = 0.0;
+  bool has_prior = false;
+  int64_t classes = 0;
+  Shape out_shape;
+};
+inline LabelSmoothPlan PlanLabelSmooth(const Shapes& shapes, const Attrs& attrs) {
+  LabelSmoothPlan p;
+  p.epsilon = attrs.GetFloat("epsilon");
+  if (!std::isfinite(p.epsilon)) ThrowInvalid("attrs.epsilon", "must be finite, got " + std::to_string(p.epsilon));
+  if (shapes.empty() || shapes.size() > 2) {
+    ThrowInvalid("inputs", "label_smooth takes label and an optional prior_dist, got " +
+                               std::to_string(shapes.size()) + " inputs");
+  }
+  const Shape& label = shapes[0];
+  if (label.empty()) ThrowInvalid(shape::InputField(0, "shape"), "label needs a class dim, got []");
+  p.classes = label.back();
+  p.has_prior = shapes.size() == 2;
+  if (p.has_prior) {
+    const Shape& prior = shapes[1];
+    bool ok = !prior.empty() && prior.size() <= label.size() && prior.back() == p.classes;
+    for (size_t d = 0; ok && d + 1 < prior.size(); ++d) ok = prior[d] == 1;
+    if (!ok) {
+      ThrowInvalid(shape::InputField(1, "shape"), "prior_dist must be [..., 1, " + std::to_string(p.classes) +
+                                                      "] (one value per class of label " + shape::ShapeString(label) +
+                                                      "), got " + shape::ShapeString(prior));
+    }
+  }
+  p.out_shape = label;
   return p;
 }
 

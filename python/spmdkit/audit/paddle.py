@@ -79,6 +79,20 @@ def _cum_extreme_args(specs, attrs):
 
 
 _cum_extreme_args.attr_names = ("axis", "dtype")
+
+
+def _label_smooth_args(specs, attrs):
+    """Paddle's rule: (label, prior_dist, epsilon); an absent prior_dist as an empty spec
+    (Paddle's own tests pass DistTensorSpec())."""
+    specs = list(specs)
+    if len(specs) == 1:
+        specs.append(specs[0].__class__())
+    return specs + [float(attrs["epsilon"])]
+
+
+_label_smooth_args.attr_names = ("epsilon",)
+# Paddle's answer lays out the absent prior_dist too: only spmdkit's inputs are judged.
+_label_smooth_args.adapt = lambda n_inputs, ins, outs, attrs: (ins[:n_inputs], outs)
 # Paddle lays out all five inputs and a fourth output, seed_offset (its generator state):
 # only spmdkit's inputs and its three outputs are judged.
 
@@ -173,6 +187,7 @@ OPS: List[PaddleOp] = (
        PaddleOp("lookup_table_v2", ["lookup_table_v2", "embedding"], [_a("padding_idx", "sparse")]),
        PaddleOp("cross_entropy_with_softmax", ["cross_entropy_with_softmax"],
               [_a("soft_label", "use_softmax", "numeric_stable_mode", "ignore_index", "axis")]),
+       PaddleOp("label_smooth", ["label_smooth"], [_label_smooth_args]),
        PaddleOp("reshape", ["reshape"], [_a("shape")]),
        PaddleOp("flatten", ["flatten"], [_a("start_axis", "stop_axis")]),
        PaddleOp("squeeze", ["squeeze"], [_a("axis")]),
