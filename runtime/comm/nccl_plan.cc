@@ -1,7 +1,6 @@
 #include "runtime/comm/nccl_plan.h"
 
 #include <algorithm>
-#include <map>
 #include <numeric>
 #include <stdexcept>
 #include <utility>
@@ -276,22 +275,8 @@ Plan PlanPointToPoint(std::span<const PointToPoint> pending) {
       }
     }
   }
-  // Rounds: round k holds the k-th send to and the k-th receive from each peer, in call
-  // order. The ranks flush at different points of their programs (a pipeline stage flushes
-  // {send a0, send a1, recv g0} where its peer flushes {recv a0}, then {send g0, recv a1}),
-  // and NCCL does not match two messages to one peer in one group against the peer's
-  // messages in other groups (on the H200: "Message truncated", and a 4-rank ring of three
-  // messages per peer hung). With one message per peer and direction in a group, every
-  // round matches the peer's messages one for one, whatever their grouping.
-  std::map<std::pair<int64_t, bool>, size_t> seen;  // (peer, is a send) -> messages so far
-  std::vector<std::vector<Op>> rounds;
-  for (Op& op : ops) {
-    const size_t k = seen[{op.peer, op.prim == Prim::kSend}]++;
-    if (rounds.size() <= k) rounds.resize(k + 1);
-    rounds[k].push_back(op);
-  }
-  for (std::vector<Op>& round : rounds) {
-    Step group = GroupStep(std::move(round));
+  if (!ops.empty()) {
+    Step group = GroupStep(std::move(ops));
     group.world = true;
     plan.steps.push_back(std::move(group));
   }

@@ -33,10 +33,8 @@
 // out (every member leaves out the same ones: the counts are the group's).
 //
 // Point to point (`PlanPointToPoint`): send / recv and their box forms wait for the next
-// Synchronize(), which runs them as groups of ncclSend / ncclRecv on the world's
-// communicator in rounds: round k holds the k-th send to and the k-th receive from each
-// peer, in call order (NCCL matches the messages between two ranks in order, but not two
-// messages to one peer in one group against a peer that grouped them otherwise). So
+// Synchronize(), which runs all of them as one group of ncclSend / ncclRecv on the world's
+// communicator, in call order (NCCL matches the messages between two ranks in order). So
 // `Send; Recv; Synchronize()` between two ranks cannot deadlock. A box is packed into
 // scratch (Backend::CopyBox) before the group and a received box unpacked after it; on the
 // wire it is box.volume() contiguous elements.
@@ -139,9 +137,8 @@ struct PointToPoint {
   int64_t peer = -1;  // world rank
   std::optional<BufferBox> box;
 };
-// The plan of the flush: its rounds of ncclSend / ncclRecv on the world's communicator (at
-// most one message per peer and direction in each); buffer i + 1 is the buffer (base, for a
-// box) of pending[i].
+// The plan of the flush: one group of ncclSend / ncclRecv on the world's communicator, in
+// call order; buffer i + 1 is the buffer (base, for a box) of pending[i].
 Plan PlanPointToPoint(std::span<const PointToPoint> pending);
 
 }  // namespace spmd::runtime::nccl

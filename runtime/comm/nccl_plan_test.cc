@@ -20,10 +20,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <map>
 #include <numeric>
 #include <random>
-#include <set>
 #include <thread>
 
 #include "rules/model/half.h"
@@ -519,54 +517,6 @@ TEST(NcclPlan, PointToPointIsOneGroupOnTheWorld) {
   EXPECT_EQ(plan.steps[2].local->to, (Ref{1, 0}));
   EXPECT_EQ(plan.handed(), (ByteCount{5 * 2 + 6 * 8, 6 * 4}));
   EXPECT_EQ(plan.scratch_bytes, 64 + 64);
-}
-
-// Any pending list: every message with a nonzero count is in exactly one round; a round
-// holds at most one message per peer and direction; the messages of one peer and
-// direction keep their call order across rounds (round k holds the k-th).
-RC_GTEST_PROP(NcclPlan, PointToPointRoundsHoldOneMessagePerPeerAndDirection, ()) {
-  const int n = *rc::gen::inRange(0, 12);
-  std::vector<PointToPoint> pending;
-  for (int i = 0; i < n; ++i) {
-    const bool send = *rc::gen::arbitrary<bool>();
-    pending.push_back({send ? Collective::kSend : Collective::kRecv, DType::kFloat32,
-                       *rc::gen::inRange<int64_t>(0, 3), *rc::gen::inRange<int64_t>(0, 3), std::nullopt});
-  }
-  const Plan plan = PlanPointToPoint(pending);
-  std::map<std::pair<int64_t, bool>, std::vector<int64_t>> want;  // (peer, send) -> buffers in order
-  for (size_t i = 0; i < pending.size(); ++i) {
-    if (pending[i].count == 0) continue;
-    want[{pending[i].peer, pending[i].kind == Collective::kSend}].push_back(static_cast<int64_t>(i) + 1);
-  }
-  std::map<std::pair<int64_t, bool>, std::vector<int64_t>> got;
-  for (const Step& step : plan.steps) {
-    RC_ASSERT(!step.local);  // no boxes: nothing to pack
-    RC_ASSERT(step.world);
-    std::set<std::pair<int64_t, bool>> in_round;
-    for (const Op& op : step.ops) {
-      const bool send = op.prim == Prim::kSend;
-      RC_ASSERT(in_round.insert({op.peer, send}).second);
-      got[{op.peer, send}].push_back(send ? op.in.buffer : op.out.buffer);
-    }
-  }
-  RC_ASSERT(got == want);
-}
-
-// The pipeline's flushes: stage 0 sends two activations and receives a gradient in one
-// flush; its rounds are {send, recv} then {send}.
-TEST(NcclPlan, PointToPointSplitsTwoMessagesToOnePeer) {
-  const std::vector<PointToPoint> pending = {
-      {Collective::kSend, DType::kFloat64, 192, 1, std::nullopt},
-      {Collective::kSend, DType::kFloat64, 192, 1, std::nullopt},
-      {Collective::kRecv, DType::kFloat64, 192, 1, std::nullopt},
-  };
-  const Plan plan = PlanPointToPoint(pending);
-  ASSERT_EQ(plan.steps.size(), 2u);
-  ASSERT_EQ(plan.steps[0].ops.size(), 2u);
-  EXPECT_EQ(plan.steps[0].ops[0].in, (Ref{1, 0}));
-  EXPECT_EQ(plan.steps[0].ops[1].out, (Ref{3, 0}));
-  ASSERT_EQ(plan.steps[1].ops.size(), 1u);
-  EXPECT_EQ(plan.steps[1].ops[0].in, (Ref{2, 0}));
 }
 
 TEST(NcclPlan, RecordsNameTheFirstDifference) {
