@@ -909,6 +909,36 @@ TEST(KernelDtypes, ShapeOpsKeepEveryDtype) {
   }
 }
 
+// cummax / cummin with NaN (the numeric goldens hold no NaN): the first NaN stays, with its
+// index, in the reference and in the CPU kernel (float64 and float32), written apart.
+TEST(KernelNaN, CumExtremesKeepTheFirstNaN) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> x = {1.0, nan, 5.0, nan, 2.0, 2.0, -1.0, 3.0};
+  for (const char* name : {"cummax", "cummin"}) {
+    const Attrs attrs = FindOp(name)->NormalizeAttrs(Attrs());
+    ref::Tensor rx;
+    rx.shape = {2, 4};
+    rx.data = x;
+    const ref::Tensors want = ref::FindReference(name)(ref::Tensors{rx}, attrs);
+    const std::vector<double> values = {1.0, nan, nan, nan};  // row 0; row 1 has no NaN
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(std::isnan(want[0].data[i]), std::isnan(values[i])) << name << " element " << i;
+      EXPECT_EQ(want[1].data[i], i == 0 ? 0.0 : 1.0) << name << " index " << i;
+    }
+    for (DType dtype : {DType::kFloat64, DType::kFloat32}) {
+      const KTensor kx = dtype == DType::kFloat64 ? KTensor::FromVector({2, 4}, x)
+                                                  : KTensor::FromVector({2, 4}, std::vector<float>(x.begin(), x.end()));
+      const KTensors got = RunCpuKernel(name, {kx}, attrs);
+      for (int i = 0; i < 8; ++i) {
+        const double v = dtype == DType::kFloat64 ? got[0].data<double>()[i] : got[0].data<float>()[i];
+        EXPECT_EQ(std::isnan(v), std::isnan(want[0].data[i])) << name << " " << ToString(dtype) << " element " << i;
+        if (!std::isnan(v)) EXPECT_EQ(v, want[0].data[i]) << name << " element " << i;
+        EXPECT_EQ(static_cast<double>(got[1].data<int64_t>()[i]), want[1].data[i]) << name << " index " << i;
+      }
+    }
+  }
+}
+
 TEST(KernelDtypes, IntegralInputsComputeInFloat64) {
   ref::Tensor x;
   x.shape = {2, 3};
