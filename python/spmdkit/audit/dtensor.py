@@ -45,7 +45,12 @@ def _mm(aten, t, a):
 
 def _reduce(overload):
     def build(aten, t, a):
-        return overload(aten), (t[0], list(a["axis"]), bool(a.get("keep_dim", False)))
+        # reduce_all or an empty axis list reduce every dim (Paddle's meaning): named
+        # explicitly, since DTensor's strategy does not take an empty dim list.
+        dims = list(a["axis"])
+        if a.get("reduce_all") or not dims:
+            dims = list(range(len(t[0].tensor_meta.shape)))
+        return overload(aten), (t[0], dims, bool(a.get("keep_dim", False)))
     return build
 
 
