@@ -26,12 +26,14 @@ namespace {
 
 // The bound on the NotApplicable fraction of each op, from fractions measured over
 // 200,000 cases of each property (RC_PARAMS="max_success=200000", SPMD_SOUNDNESS_TALLY=1
-// prints the table) plus a margin of 0.15 (over 5 standard deviations at the ~330 cases
-// per op of a default run). Most ops measure at most 0.035: inputs whose generated
-// partial mixes logical and arithmetic reduce ops. The ops listed refuse more, all from
-// the palette's sizes (0 included): an empty reduction or normalisation, no valid label
-// below a class count of 0, a reshape target of another size, or a vocabulary sharded
-// with padding_idx.
+// prints the table) plus a margin of 0.15 (about 5 standard deviations at the ~120 cases
+// per op of a default run over 170 ops). Most ops measure at most 0.035: inputs whose
+// generated partial mixes logical and arithmetic reduce ops. The ops listed refuse more:
+// expand_as draws that mix for two inputs; the others from the palette's sizes (0
+// included): an empty reduction or normalisation, no valid label below a class count of 0,
+// a reshape target of another size, a vocabulary sharded with padding_idx, or slice's
+// decrease_axis on a dim sliced to nothing. (Unlisted, slice and expand_as failed the 0.10
+// bound in about 1 run in 20 once the op count had grown.)
 constexpr double kMaxNotApplicable = 0.10;
 const std::map<std::string, double>& RefusingOps() {
   static const std::map<std::string, double> kBounds = {
@@ -41,6 +43,7 @@ const std::map<std::string, double>& RefusingOps() {
       {"c_softmax_with_cross_entropy_grad", 0.25},  // 0.126: no label below 0 classes
       {"cross_entropy_with_softmax", 0.25},  // 0.101: no label below 0 classes
       {"cross_entropy_with_softmax_grad", 0.30},  // 0.137: no label below 0 classes
+      {"expand_as", 0.20},                   // 0.054: partial kinds mixed over two inputs
       {"layer_norm", 0.55},                  // 0.379 (0.388 in ContractionsAndReshapes)
       {"layer_norm_grad", 0.55},             // 0.374: as layer_norm
       {"lookup_table_v2", 0.40},             // 0.214: vocabulary sharded with padding_idx
@@ -49,6 +52,7 @@ const std::map<std::string, double>& RefusingOps() {
       {"reshape", 0.50},                     // 0.345 (0.353)
       {"rms_norm", 0.55},                    // 0.381
       {"rms_norm_grad", 0.55},               // 0.377
+      {"slice", 0.20},                       // 0.059: decrease_axis on a dim sliced to 0
   };
   return kBounds;
 }

@@ -100,9 +100,8 @@ OpDecl CumExtreme(const char* name) {
       .Einsum([name](const RuleContext& c) {
         const plan::CumExtremePlan p = plan::PlanCumExtreme(c.input_shapes, c.attrs, name);
         const std::string letters = notation::Letters(static_cast<int>(c.input_shapes[0].size()));
-        EinsumSpec spec = notation::FromLetters({letters}, {letters, letters});
-        if (p.axis >= 0) spec.forced_replicated.push_back(spec.inputs[0][p.axis]);
-        return spec;
+        const std::string scanned = p.axis >= 0 ? letters.substr(p.axis, 1) : "";
+        return notation::FromLetters({letters}, {letters, letters}, scanned);
       })
       .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"axis", int64_t{1}}})},
                                 {{"ab"}, MakeAttrs({{"axis", int64_t{0}}})},
