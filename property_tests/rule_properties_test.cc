@@ -583,8 +583,9 @@ void CheckEinsumAnswer(const OpDecl& op, const ForwardRequest& request, const In
   }
 
   // 5: a factor keeps one of its claims (the cheapest wins a contest: docs/DECISIONS.md),
-  // takes its leader's list (a tied follower), takes one mesh axis after an empty claim or
-  // one of size-1 axes (a reduce-scatter onto a free factor, or an idle axis), or is cleared.
+  // takes its leader's list (a tied follower), takes mesh axes after a claim (the partial
+  // axes reduce-scattered onto it) or after an empty claim or one of size-1 axes (an idle
+  // axis too), or is cleared.
   if (op.forward_override) return;
   std::map<FactorId, std::vector<AxisList>> claims;
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
@@ -610,13 +611,24 @@ void CheckEinsumAnswer(const OpDecl& op, const ForwardRequest& request, const In
       auto it = merged.find(lead->second);
       explained = it != merged.end() && it->second == axes;
     }
-    // Or one axis appended to an empty claim or one of size-1 axes (a reduce-scatter onto
-    // a free factor, or an idle axis offered to it: §4 steps 3b and 4).
-    if (!explained && request.mesh.axis_size(axes.back()) > 1) {
-      const AxisList prefix(axes.begin(), axes.end() - 1);
+    // Or axes of size above 1 appended to one of its claims, to an empty claim or to one of
+    // size-1 axes: an idle axis offered to a free factor (§4 step 3b), then the partial axes
+    // of inputs reduce-scattered onto it (step 4b), which may also follow a real claim
+    // (within its shards). So at most one appended axis is partial in no input.
+    for (size_t k = axes.size(); !explained && k-- > 0;) {
+      const AxisList prefix(axes.begin(), axes.begin() + static_cast<std::ptrdiff_t>(k));
       bool whole = true;
       for (int axis : prefix) whole = whole && request.mesh.axis_size(axis) == 1;
-      explained = whole && (prefix.empty() || std::find(own.begin(), own.end(), prefix) != own.end());
+      if (!whole && std::find(own.begin(), own.end(), prefix) == own.end()) continue;
+      int unpartial = 0;
+      bool sized = true;
+      for (size_t j = k; j < axes.size(); ++j) {
+        sized = sized && request.mesh.axis_size(axes[j]) > 1;
+        bool partial = false;
+        for (const auto& in : request.inputs) partial = partial || in.dist.partial.count(axes[j]) > 0;
+        unpartial += partial ? 0 : 1;
+      }
+      explained = sized && unpartial <= 1 && (unpartial == 0 || whole);
     }
     if (!explained) {
       RC_FAIL("factor '" + EinsumSpec::FactorName(letter) +

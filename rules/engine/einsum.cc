@@ -358,13 +358,14 @@ InferResult Finish(const Context& cx, const Inputs& inputs, FactorMap map) {
   std::vector<PartialMap> kept = AcceptedPartials(spec, inputs, axis_used, numels);
 
   // Step 4b: a partial axis of an input that the op does not keep, that no factor uses and
-  // that no input keeps, goes to a free factor (one no mesh axis of size above 1 shards, neither forced
-  // replicated nor exchanged nor tied, at least as large as the axis, in every output but
-  // the whole ones): the
+  // that no input keeps, goes to a factor neither forced replicated nor exchanged nor tied,
+  // in every output but the whole ones, whose shard (its size over the axes that already
+  // shard it) is at least as large as the axis: after those axes, as the minor one. The
   // inputs partial there are reduce-scattered onto it ((n-1)/n of an all-reduce's
-  // 2(n-1)/n), the others slice it (no bytes), and the outputs come out sharded on it. The
-  // factor chosen is the one the most partial elements reach (ties: an even split, then
-  // the lowest id).
+  // 2(n-1)/n, within each shard where the factor is already sharded), the others slice it
+  // (no bytes), and the outputs come out sharded on it. The factor chosen is the one the
+  // most partial elements reach (ties: one the axis splits evenly, then one no axis of size
+  // above 1 shards yet, then the lowest id).
   std::vector<AxisList> owned;
   owned.reserve(mesh.ndim());  // the map points into it: no reallocation
   if (cx.sized) {
@@ -377,12 +378,13 @@ InferResult Finish(const Context& cx, const Inputs& inputs, FactorMap map) {
       if (skip) continue;
       FactorId best = -1;
       int64_t best_gain = 0;
-      bool best_even = false;
+      bool best_even = false, best_free = false;
       for (FactorId f = 0; f < spec.num_factors(); ++f) {
-        // A factor sharded only on size-1 axes holds its whole dim: it is free too, and
-        // takes `a` after them.
+        // A factor sharded only on size-1 axes holds its whole dim: it is free, and takes
+        // `a` after them. One sharded already takes `a` as a minor axis within its shards.
+        const int64_t parts = cx.AxesProduct(map.Of(f));
         if (cx.canon[f] != f || cx.forced[f] || cx.exchanged[f] || is_tied[f] ||
-            cx.AxesProduct(map.Of(f)) != 1 || spec.factor_sizes[f] < n) {
+            (spec.factor_sizes[f] + parts - 1) / parts < n) {
           continue;
         }
         bool everywhere = true;  // whole outputs (attrs alone make them) take no partial
@@ -396,11 +398,15 @@ InferResult Finish(const Context& cx, const Inputs& inputs, FactorMap map) {
           if (cx.unread[i] || In(inputs, i).partial.count(a) == 0 || !cx.Has(spec.inputs[i], f)) continue;
           if (__builtin_add_overflow(gain, numels[i], &gain)) gain = INT64_MAX;
         }
-        const bool even = spec.factor_sizes[f] % n == 0;
-        if (gain > best_gain || (gain == best_gain && gain > 0 && even && !best_even)) {
+        const bool even = spec.factor_sizes[f] % (parts * n) == 0;
+        const bool free = parts == 1;
+        if (gain > best_gain ||
+            (gain == best_gain && gain > 0 &&
+             (even != best_even ? even : free && !best_free))) {
           best = f;
           best_gain = gain;
           best_even = even;
+          best_free = free;
         }
       }
       if (best < 0) continue;

@@ -223,6 +223,28 @@ TEST(EinsumChoices, AnUnkeptPartialIsReduceScatteredOntoAFreeFactor) {
   EXPECT_EQ(r.outputs[0], Dims({{}}));
 }
 
+TEST(EinsumChoices, AnUnkeptPartialIsReduceScatteredWithinTheShardsOfASharedFactor) {
+  // DTensor's answers (docs/AUDIT.md): silu of [12, 1] [S(0), P(sum)] on mesh 3x2. b (size
+  // 1) cannot take axis 1; a, sharded on axis 0 into shards of 4, takes it after axis 0
+  // (a reduce-scatter within each shard: 8 bytes per rank, where an all-reduce moved 16).
+  EinsumSpec spec = notation::FromLetters({"ab"}, {"ab"});
+  BindFactorSizes(spec, {{12, 1}});
+  InferResult r = InferEinsumForward(spec, Mesh({3, 2}), {Dims({{0}, {}}, {{1, ReduceOp::kSum}})});
+  EXPECT_EQ(r.inputs[0], Dims({{0, 1}, {}}));
+  EXPECT_EQ(r.outputs[0], Dims({{0, 1}, {}}));
+  // An even split of a sharded factor beats an uneven free one: [6, 12, 5] with
+  // [S(2), S(0), P(sum) on 1] on 2x2x4: b's shards of 6 split by 2, c's 5 does not.
+  EinsumSpec three = notation::FromLetters({"abc"}, {"abc"});
+  BindFactorSizes(three, {{6, 12, 5}});
+  r = InferEinsumForward(three, Mesh({2, 2, 4}), {Dims({{2}, {0}, {}}, {{1, ReduceOp::kSum}})});
+  EXPECT_EQ(r.inputs[0], Dims({{2}, {0, 1}, {}}));
+  // A shard smaller than the axis does not take it: [4, 1] on 4x2, a's shards of 1.
+  EinsumSpec small = notation::FromLetters({"ab"}, {"ab"});
+  BindFactorSizes(small, {{4, 1}});
+  r = InferEinsumForward(small, Mesh({4, 2}), {Dims({{0}, {}}, {{1, ReduceOp::kSum}})});
+  EXPECT_EQ(r.inputs[0], Dims({{0}, {}}));
+}
+
 TEST(EinsumChoices, ATiedFactorFollowsItsLeaderWhenTheAxesDivideBoth) {
   // q heads h (8) and k heads g (4) tied: sharded together over 2 or 4, not over 3.
   auto infer = [](int64_t n) {

@@ -791,8 +791,7 @@ EinsumSpec Expand(const Shape& x, const std::vector<int64_t>& target) {
     const int64_t t = target[p];
     if (d < 0) {
       out.push_back(fresh(t));
-    } else if (t == x[d]) {
-      if (x[d] == 1) in[d] = kBroadcastDim;
+    } else if (t == x[d]) {  // kept, size 1 too: a sharded one stays (one rank holds it)
       out.push_back(in[d]);
     } else {  // x[d] == 1
       in[d] = kBroadcastDim;
