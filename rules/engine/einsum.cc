@@ -364,8 +364,9 @@ InferResult Finish(const Context& cx, const Inputs& inputs, FactorMap map) {
   // inputs partial there are reduce-scattered onto it ((n-1)/n of an all-reduce's
   // 2(n-1)/n, within each shard where the factor is already sharded), the others slice it
   // (no bytes), and the outputs come out sharded on it. The factor chosen is the one the
-  // most partial elements reach (ties: one the axis splits evenly, then one no axis of size
-  // above 1 shards yet, then the lowest id).
+  // most partial elements reach (ties: the one whose largest new piece is the smallest part
+  // of its shard, ceil(L / n) / L for a shard of L, so the even splits first; then one no
+  // axis of size above 1 shards yet; then the lowest id).
   std::vector<AxisList> owned;
   owned.reserve(mesh.ndim());  // the map points into it: no reallocation
   if (cx.sized) {
@@ -378,7 +379,8 @@ InferResult Finish(const Context& cx, const Inputs& inputs, FactorMap map) {
       if (skip) continue;
       FactorId best = -1;
       int64_t best_gain = 0;
-      bool best_even = false, best_free = false;
+      int64_t best_piece = 1, best_shard = 1;  // the best's ceil(L / n) and L
+      bool best_free = false;
       for (FactorId f = 0; f < spec.num_factors(); ++f) {
         // A factor sharded only on size-1 axes holds its whole dim: it is free, and takes
         // `a` after them. One sharded already takes `a` as a minor axis within its shards.
@@ -398,14 +400,20 @@ InferResult Finish(const Context& cx, const Inputs& inputs, FactorMap map) {
           if (cx.unread[i] || In(inputs, i).partial.count(a) == 0 || !cx.Has(spec.inputs[i], f)) continue;
           if (__builtin_add_overflow(gain, numels[i], &gain)) gain = INT64_MAX;
         }
-        const bool even = spec.factor_sizes[f] % (parts * n) == 0;
+        const int64_t shard = (spec.factor_sizes[f] + parts - 1) / parts;
+        const int64_t piece = (shard + n - 1) / n;
         const bool free = parts == 1;
+        // piece / shard against the best's, crosswise (both at most 2^62 / 2: no overflow
+        // in practice; saturated if it did).
+        int64_t lhs = 0, rhs = 0;
+        if (__builtin_mul_overflow(piece, best_shard, &lhs)) lhs = INT64_MAX;
+        if (__builtin_mul_overflow(best_piece, shard, &rhs)) rhs = INT64_MAX;
         if (gain > best_gain ||
-            (gain == best_gain && gain > 0 &&
-             (even != best_even ? even : free && !best_free))) {
+            (gain == best_gain && gain > 0 && (lhs != rhs ? lhs < rhs : free && !best_free))) {
           best = f;
           best_gain = gain;
-          best_even = even;
+          best_piece = piece;
+          best_shard = shard;
           best_free = free;
         }
       }

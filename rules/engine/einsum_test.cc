@@ -232,12 +232,19 @@ TEST(EinsumChoices, AnUnkeptPartialIsReduceScatteredWithinTheShardsOfASharedFact
   InferResult r = InferEinsumForward(spec, Mesh({3, 2}), {Dims({{0}, {}}, {{1, ReduceOp::kSum}})});
   EXPECT_EQ(r.inputs[0], Dims({{0, 1}, {}}));
   EXPECT_EQ(r.outputs[0], Dims({{0, 1}, {}}));
-  // An even split of a sharded factor beats an uneven free one: [6, 12, 5] with
-  // [S(2), S(0), P(sum) on 1] on 2x2x4: b's shards of 6 split by 2, c's 5 does not.
+  // An even split of a sharded factor beats an uneven free one: [4, 12, 5] with
+  // [S(2), S(0), P(sum) on 1] on 2x2x4: b's shards of 6 split by 2, c's 5 does not (a's
+  // shards of 1 cannot take it).
   EinsumSpec three = notation::FromLetters({"abc"}, {"abc"});
-  BindFactorSizes(three, {{6, 12, 5}});
+  BindFactorSizes(three, {{4, 12, 5}});
   r = InferEinsumForward(three, Mesh({2, 2, 4}), {Dims({{2}, {0}, {}}, {{1, ReduceOp::kSum}})});
   EXPECT_EQ(r.inputs[0], Dims({{2}, {0, 1}, {}}));
+  // Both uneven: abs of [7, 1, 3] with [S(0), -, -] and P(sum) on axis 1 of 2x2x1 (DTensor's
+  // answer): a's shards of 4 split into 2 and 2, free c's 3 into 2 and 1, so a takes it.
+  EinsumSpec uneven = notation::FromLetters({"abc"}, {"abc"});
+  BindFactorSizes(uneven, {{7, 1, 3}});
+  r = InferEinsumForward(uneven, Mesh({2, 2, 1}), {Dims({{0}, {}, {}}, {{1, ReduceOp::kSum}})});
+  EXPECT_EQ(r.inputs[0], Dims({{0, 1}, {}, {}}));
   // A shard smaller than the axis does not take it: [4, 1] on 4x2, a's shards of 1.
   EinsumSpec small = notation::FromLetters({"ab"}, {"ab"});
   BindFactorSizes(small, {{4, 1}});
