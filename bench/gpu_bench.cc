@@ -128,7 +128,13 @@ void MatmulDispatch(benchmark::State& state, DType dtype) {
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void MatmulCublas(benchmark::State& state, DType dtype) {
+// How the direct cuBLAS call is made: cublasGemmEx on a default handle; the same on a
+// handle with the math mode the kernels set (no reduced-precision reduction); and
+// cublasGemmStridedBatchedEx_64 with one batch entry (the call the kernels made before they
+// took the 32-bit entry point where the sizes fit).
+enum class CublasCall { kGemmEx, kGemmExStrictMath, kStridedBatched64 };
+
+void MatmulCublasCall(benchmark::State& state, DType dtype, CublasCall how) {
   if (Skip(state)) return;
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   const Tensor a = Filled({m, k}, dtype, 0.5), b = Filled({k, n}, dtype, 0.25);
@@ -139,16 +145,26 @@ void MatmulCublas(benchmark::State& state, DType dtype) {
     return;
   }
   cublasSetStream(handle, static_cast<cudaStream_t>(BenchStream().handle));
+  if (how == CublasCall::kGemmExStrictMath) {
+    cublasSetMathMode(handle, static_cast<cublasMath_t>(
+                                  CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
+  }
   const cudaDataType_t type = dtype == DType::kBFloat16 ? CUDA_R_16BF : CUDA_R_32F;
   const float alpha = 1, beta = 0;
   Sync();
   // Row-major C = A B is column-major C^T = B^T A^T.
   for (auto _ : state) {
-    const cublasStatus_t s = cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n),
-                                          static_cast<int>(m), static_cast<int>(k), &alpha, b.bytes(),
-                                          type, static_cast<int>(n), a.bytes(), type,
-                                          static_cast<int>(k), &beta, c.bytes(), type,
-                                          static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    const cublasStatus_t s =
+        how == CublasCall::kStridedBatched64
+            ? cublasGemmStridedBatchedEx_64(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha,
+                                            b.bytes(), type, n, k * n, a.bytes(), type, k, m * k,
+                                            &beta, c.bytes(), type, n, m * n, 1,
+                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
+            : cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n),
+                           static_cast<int>(m), static_cast<int>(k), &alpha, b.bytes(), type,
+                           static_cast<int>(n), a.bytes(), type, static_cast<int>(k), &beta,
+                           c.bytes(), type, static_cast<int>(n), CUBLAS_COMPUTE_32F,
+                           CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS) {
       state.SkipWithError("cublasGemmEx failed");
       break;
@@ -159,11 +175,19 @@ void MatmulCublas(benchmark::State& state, DType dtype) {
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+void MatmulCublas(benchmark::State& state, DType dtype) {
+  MatmulCublasCall(state, dtype, CublasCall::kGemmEx);
+}
+
 void MatmulShapes(benchmark::internal::Benchmark* b) {
   b->Args({4096, 4096, 4096})->Args({16, 8192, 8192})->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 BENCHMARK_CAPTURE(MatmulDispatch, float32, DType::kFloat32)->Apply(MatmulShapes);
 BENCHMARK_CAPTURE(MatmulCublas, float32, DType::kFloat32)->Apply(MatmulShapes);
+BENCHMARK_CAPTURE(MatmulCublasCall, float32_strict_math, DType::kFloat32,
+                  CublasCall::kGemmExStrictMath)->Apply(MatmulShapes);
+BENCHMARK_CAPTURE(MatmulCublasCall, float32_strided_batched_64, DType::kFloat32,
+                  CublasCall::kStridedBatched64)->Apply(MatmulShapes);
 BENCHMARK_CAPTURE(MatmulDispatch, bfloat16, DType::kBFloat16)->Apply(MatmulShapes);
 BENCHMARK_CAPTURE(MatmulCublas, bfloat16, DType::kBFloat16)->Apply(MatmulShapes);
 

@@ -26,7 +26,9 @@
 # Environment: JOBS (default 16), SPMD_GPU_CARRY (.gpu-carry), SPMD_GPU_BUILD (build-gpu),
 # SPMD_GPU_BUDGET_S (480), SPMD_GPU_BUILD_S (300: the build's share), SPMD_GPU_TRAIN_S (120:
 # the training proofs' share, each run at most 45 s), CUDA_ARCH (90), SPMD_GPU_FORCE_WHEEL=1
-# (use the carried Open MPI even where one is installed). The logs stay in $SPMD_GPU_BUILD/gpu-check/.
+# (use the carried Open MPI even where one is installed), SPMD_GPU_STEPS (a comma list of the
+# step groups to run after the build; default all: kernels, agreement, train, nccl, bench,
+# alphabeta, reshard_mpi). The logs stay in $SPMD_GPU_BUILD/gpu-check/.
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -63,6 +65,8 @@ logs="$build/gpu-check"
 mkdir -p "$logs"
 rows=()  # "step|status|seconds|detail"
 left() { echo $(( budget - ($(date +%s) - start) )); }
+# want GROUP: whether SPMD_GPU_STEPS (empty: every group) names it.
+want() { [[ -z ${SPMD_GPU_STEPS:-} || ",$SPMD_GPU_STEPS," == *",$1,"* ]]; }
 row() { rows+=("$1|$2|$3|$4"); }
 # step NAME SHARE_S COMMAND...: runs COMMAND with at most min(SHARE_S, what is left) seconds;
 # its output goes to $logs/NAME.log. Sets $status and $secs.
@@ -154,7 +158,7 @@ fi
 { c++ --version; nvcc --version; cmake --version; nvidia-smi; } >"$logs/versions.log" 2>&1
 row tools ok 0 "$( (c++ --version | head -1; nvcc --version | grep -o 'release [0-9.]*'; cmake --version | head -1) 2>/dev/null | tr '\n' ';')"
 targets=(gpu_kernel_properties_test gpu_nccl_properties_test gpu_bench nccl_plan_test cuda_staging_test spmd-train
-  spmd-train-cuda validation_agreement_test alphabeta_bench)
+  spmd-train-cuda validation_agreement_test alphabeta_bench reshard_bench)
 if [[ -n $dry ]]; then
   # Dry run: what $build already holds, nothing configured or built.
   [[ -f "$build/CMakeCache.txt" ]] || { echo "gpu-check: dry run needs an existing build in $build" >&2; exit 2; }
@@ -187,7 +191,7 @@ fi
 gpu_note=$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | head -1)
 if [[ -n $dry ]]; then
   for s in "ctest -L gpu" "nccl suite np2" "nccl suite np4"; do row "$s" skipped-dry-run 0 "no GPU steps in a dry run"; done
-elif [[ -x "$bin/gpu_kernel_properties_test" ]]; then
+elif want kernels && [[ -x "$bin/gpu_kernel_properties_test" ]]; then
   # The kernel properties (single process); RapidCheck cases kept short for the budget.
   step ctest_gpu 120 env RC_PARAMS="${RC_PARAMS:-max_success=40}" \
     ctest --test-dir "$build" -L gpu -E gpu_nccl_properties -j 4 --output-on-failure
@@ -197,7 +201,7 @@ elif [[ -x "$bin/gpu_kernel_properties_test" ]]; then
 fi
 # Validation agreement with the CUDA kernel as its fourth party (rule, reference, CPU and CUDA
 # kernels agree on accept / refuse, error type and field; every op under mutation).
-if [[ -z $dry && -x "$bin/validation_agreement_test" ]]; then
+if [[ -z $dry && -x "$bin/validation_agreement_test" ]] && want agreement; then
   step validation_agreement 90 env GTEST_COLOR=no "$bin/validation_agreement_test"
   row "validation agreement" "$status" "$secs" "$(grep -Eo '\[  PASSED  \] [0-9]+ tests?|\[  SKIPPED \] [0-9]+ tests?|[0-9]+ FAILED TESTS?' "$logs/validation_agreement.log" | tr '\n' ' ')"
   [[ $status != ok ]] && grep -E "Failure|rule .*CUDA kernel" "$logs/validation_agreement.log" | head -10
@@ -247,7 +251,9 @@ train_proof() {
   fi
   row "$label" "$status" "$secs" "max rel diff ${diff:-none}; ${how:-no device line}"
 }
-if [[ -x "$bin/spmd-train" ]]; then
+if ! want train; then
+  :
+elif [[ -x "$bin/spmd-train" ]]; then
   for coll in staged nccl; do
     for np in 2 4; do
       train_proof dp "$np" "$coll" --mesh "dp=$np"
@@ -260,7 +266,7 @@ else
   row "train proofs" failed 0 "no $bin/spmd-train"
 fi
 
-if [[ -z $dry && -x "$bin/gpu_nccl_properties_test" ]]; then
+if [[ -z $dry && -x "$bin/gpu_nccl_properties_test" ]] && want nccl; then
   for np in 2 4; do
     # Every rank on GPU 0: the test's main gives each rank its own NCCL_HOSTID; NCCL then
     # talks over sockets on loopback.
@@ -271,8 +277,8 @@ if [[ -z $dry && -x "$bin/gpu_nccl_properties_test" ]]; then
     row "nccl suite np$np" "$status" "$secs" "$detail"
   done
 fi
-if [[ -z $dry && -x "$bin/gpu_bench" && $mode == run ]]; then
-  step bench 60 "$bin/gpu_bench" --benchmark_min_time=0.1 --benchmark_filter=-Reshard \
+if [[ -z $dry && -x "$bin/gpu_bench" && $mode == run ]] && want bench; then
+  step bench 60 "$bin/gpu_bench" --benchmark_min_time=0.1 --benchmark_filter="${SPMD_GPU_BENCH_FILTER:--Reshard}" \
     --benchmark_format=csv
   row "gpu_bench" "$status" "$secs" "see below"
   # shellcheck disable=SC2016 # expanded by each rank's bash, not here
@@ -284,12 +290,31 @@ fi
 
 # The reshard time model's alpha and beta on NCCL (docs/RESHARD.md "Time"): two ranks on GPU 0,
 # so NCCL runs over sockets on loopback (a NCCL_HOSTID per rank): that transport's figures.
-if [[ -z $dry && -x "$bin/alphabeta_bench" && $mode == run ]]; then
+if [[ -z $dry && -x "$bin/alphabeta_bench" && $mode == run ]] && want alphabeta; then
   # shellcheck disable=SC2016 # expanded by each rank's bash, not here
   step alphabeta_nccl 60 env NCCL_SOCKET_IFNAME=lo SPMD_COLLECTIVE_TIMEOUT_S=30 mpirun -np 2 --oversubscribe \
     bash -c 'NCCL_HOSTID=spmd-rank-$OMPI_COMM_WORLD_RANK exec "$0" "$@"' "$bin/alphabeta_bench" \
     --fit --transport nccl --reps 9 --out "$logs/nccl_model.json"
   row "alphabeta nccl np2" "$status" "$secs" "fit in $logs/alphabeta_nccl.log"
+  # The model just fitted against the clock, for the exchanges where send_recv competes.
+  if [[ -s "$logs/nccl_model.json" ]]; then
+    # shellcheck disable=SC2016 # expanded by each rank's bash, not here
+    step alphabeta_nccl_compare 90 env NCCL_SOCKET_IFNAME=lo SPMD_COLLECTIVE_TIMEOUT_S=30 mpirun -np 2 --oversubscribe \
+      bash -c 'NCCL_HOSTID=spmd-rank-$OMPI_COMM_WORLD_RANK exec "$0" "$@"' "$bin/alphabeta_bench" \
+      --compare --transport nccl --reps 9 --model "$logs/nccl_model.json"
+    row "alphabeta nccl compare np2" "$status" "$secs" "tables in $logs/alphabeta_nccl_compare.log"
+  fi
+fi
+
+# The reshard executor against raw MPI (docs/BENCHMARKS.md) on this machine's idle cores: one
+# core per rank, where the development machine runs 4 ranks on 2 shared cores.
+if [[ -z $dry && -x "$bin/reshard_bench" && $mode == run ]] && want reshard_mpi; then
+  for np in 2 4; do
+    step "reshard_mpi_np$np" 60 mpirun -np "$np" "$bin/reshard_bench" --sizes-mib 1 --reps 61
+    row "reshard_bench mpi np$np 1 MiB" "$status" "$secs" "tables in $logs/reshard_mpi_np$np.log"
+    step "reshard_mpi_large_np$np" 60 mpirun -np "$np" "$bin/reshard_bench" --sizes-mib 16,64 --reps 15
+    row "reshard_bench mpi np$np 16,64 MiB" "$status" "$secs" "tables in $logs/reshard_mpi_large_np$np.log"
+  done
 fi
 
 # ---- 4. The table -------------------------------------------------------------------------------
@@ -312,11 +337,18 @@ for f in bench bench_nccl; do
   # items_per_second,label,error_occurred,error_message[,counters...]
   grep -E '^"' "$logs/$f.log" | awk -F, '{ printf "  %-48s %12s %-3s %14s %s %s %s %s %s\n", $1, $3, $5, $6, $9, $10, $11, $12, $13 }'
 done
-if [[ -s "$logs/alphabeta_nccl.log" ]]; then
+for f in alphabeta_nccl alphabeta_nccl_compare; do
+  [[ -s "$logs/$f.log" ]] || continue
   echo
-  echo "alphabeta_nccl (its tables):"
-  grep -E '^\||^[A-Za-z].*:' "$logs/alphabeta_nccl.log" | head -60
-fi
+  echo "$f (its tables):"
+  grep -E '^\||^[A-Za-z].*:' "$logs/$f.log" | head -80
+done
+for f in "$logs"/reshard_mpi_*.log; do
+  [[ -s $f ]] || continue
+  echo
+  echo "$(basename "$f" .log), paired ratios and targets (bench/median_tables.py):"
+  python3 bench/median_tables.py "$f" 2>&1 | head -40
+done
 # Exit status: failures, timeouts and steps left without time fail the check; skips for
 # want of a GPU (and a dry run's GPU steps) do not.
 (( failed > 0 )) && exit 1
