@@ -1,6 +1,5 @@
 // CUDA kernels of the contraction family (the ops of kernels/cpu/contraction.cc): matmul,
-// bmm, matmul_grad and einsum, all through cublasGemmStridedBatchedEx (its _64 form where a
-// size passes 2^31 - 1) following the
+// bmm, matmul_grad and einsum, all through cublasGemmStridedBatchedEx_64 following the
 // plans of kernels/cuda/gemm_plan.h (transposes folded into the call, the operands swapped
 // for row-major outputs, broadcast batch dims as a stride of 0 or a loop of calls).
 //
@@ -10,7 +9,6 @@
 // them widened to float32 by RunCudaKernel. int64 / bool value inputs are converted to the
 // compute dtype first, as the CPU kernels convert them.
 #include <deque>
-#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -43,16 +41,6 @@ cudaDataType CudaTypeOf(DType dtype) {
   ThrowUnsupported("dtype", "no cuBLAS type for " + std::string(ToString(dtype)));
 }
 
-// Whether every size and leading dim of `call` fits the 32-bit cuBLAS API (strides are
-// 64-bit there too).
-bool FitsInt32(const GemmCall& call) {
-  constexpr int64_t kMax = std::numeric_limits<int>::max();
-  for (int64_t v : {call.m, call.n, call.k, call.lda, call.ldb, call.ldc, call.batch_count}) {
-    if (v > kMax) return false;
-  }
-  return true;
-}
-
 // Runs `plan` with the product's operands op0 (its a) and op1 (its b), of one dtype, into
 // c (that dtype, or float32 for 2-byte operands); on `stream`, `device` current. Without a
 // call (k == 0, or no batch entry) c is all zeros.
@@ -80,23 +68,11 @@ void RunGemmPlan(const GemmPlan& plan, const Tensor& op0, const Tensor& op1, Ten
     const auto* a_ptr = reinterpret_cast<const char*>(a.bytes()) + call.offset_a * ab_size;
     const auto* b_ptr = reinterpret_cast<const char*>(b.bytes()) + call.offset_b * ab_size;
     auto* c_ptr = reinterpret_cast<char*>(c.bytes()) + call.offset_c * c_size;
-    const cublasOperation_t op_a = call.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const cublasOperation_t op_b = call.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    if (FitsInt32(call)) {
-      // The 32-bit entry point where every size fits: on the H200 the _64 one took 45x the
-      // time of cublasGemmEx at 4096^3 float32 (docs/GPU.md "First runs on the GPU").
-      SPMD_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-          handle, op_a, op_b, static_cast<int>(call.m), static_cast<int>(call.n),
-          static_cast<int>(call.k), alpha, a_ptr, ab_type, static_cast<int>(call.lda),
-          call.stride_a, b_ptr, ab_type, static_cast<int>(call.ldb), call.stride_b, beta, c_ptr,
-          c_type, static_cast<int>(call.ldc), call.stride_c, static_cast<int>(call.batch_count),
-          compute, CUBLAS_GEMM_DEFAULT));
-      continue;
-    }
     SPMD_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(
-        handle, op_a, op_b, call.m, call.n, call.k, alpha, a_ptr, ab_type, call.lda, call.stride_a,
-        b_ptr, ab_type, call.ldb, call.stride_b, beta, c_ptr, c_type, call.ldc, call.stride_c,
-        call.batch_count, compute, CUBLAS_GEMM_DEFAULT));
+        handle, call.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, call.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+        call.m, call.n, call.k, alpha, a_ptr, ab_type, call.lda, call.stride_a, b_ptr, ab_type,
+        call.ldb, call.stride_b, beta, c_ptr, c_type, call.ldc, call.stride_c, call.batch_count,
+        compute, CUBLAS_GEMM_DEFAULT));
   }
 }
 

@@ -37,10 +37,12 @@ using rows::RowLaunch;
 // ---- cross_entropy_with_softmax ---------------------------------------------------------------
 
 // One row of [rows, C] (the class axis last): p = softmax(x) (or x itself), written; the
-// loss: -log p[label] (0 for ignore_index), or -sum(label * log p) for soft labels.
+// loss: -log p[label] (0 for ignore_index), or -sum(label * log p) for soft labels. Which
+// label it is comes from `soft_label`, not from the pointers: with C = 0 the soft labels are
+// empty and their pointer is null (the loss then is -0, an empty sum).
 template <typename V, bool kWarp>
-__global__ void CrossEntropyRows(const V* x, const int64_t* ids, const V* soft, V* probs,
-                                 V* loss, int64_t rows, int64_t len, bool use_softmax,
+__global__ void CrossEntropyRows(const V* x, const int64_t* ids, const V* soft, bool soft_label,
+                                 V* probs, V* loss, int64_t rows, int64_t len, bool use_softmax,
                                  int64_t ignore_index) {
   using T = Compute<V>;
   const RowGroup<kWarp> g = MakeRowGroup<kWarp>();
@@ -61,9 +63,9 @@ __global__ void CrossEntropyRows(const V* x, const int64_t* ids, const V* soft, 
     for (int64_t a = g.lane; a < len; a += g.size) {
       const T p = p_at(a);
       probs[r * len + a] = V(p);
-      if (soft != nullptr) acc += static_cast<T>(soft[r * len + a]) * Log(p);
+      if (soft_label) acc += static_cast<T>(soft[r * len + a]) * Log(p);
     }
-    if (soft != nullptr) {
+    if (soft_label) {
       acc = GroupAllReduce<kWarp>(acc, AddOp{}, T(0));
       if (g.lane == 0) loss[r] = V(-acc);
     } else if (g.lane == 0) {
@@ -75,8 +77,8 @@ __global__ void CrossEntropyRows(const V* x, const int64_t* ids, const V* soft, 
 
 // One thread per (o, i) of [outer, C, inner].
 template <typename V>
-__global__ void CrossEntropyColumns(const V* x, const int64_t* ids, const V* soft, V* probs,
-                                    V* loss, int64_t outer, int64_t len, int64_t inner,
+__global__ void CrossEntropyColumns(const V* x, const int64_t* ids, const V* soft, bool soft_label,
+                                    V* probs, V* loss, int64_t outer, int64_t len, int64_t inner,
                                     bool use_softmax, int64_t ignore_index) {
   using T = Compute<V>;
   const int64_t total = outer * inner;
@@ -99,9 +101,9 @@ __global__ void CrossEntropyColumns(const V* x, const int64_t* ids, const V* sof
     for (int64_t a = 0; a < len; ++a) {
       const T p = p_at(a);
       probs[base + a * inner] = V(p);
-      if (soft != nullptr) acc += static_cast<T>(soft[base + a * inner]) * Log(p);
+      if (soft_label) acc += static_cast<T>(soft[base + a * inner]) * Log(p);
     }
-    if (soft != nullptr) {
+    if (soft_label) {
       loss[t] = V(-acc);
     } else {
       const int64_t id = ids[t];
@@ -144,16 +146,16 @@ Tensors CrossEntropy(const TensorArgs& inputs, const Attrs& attrs) {
       const RowLaunch l = PlanRows(v.outer, v.len);
       if (l.warp) {
         CrossEntropyRows<V, true><<<l.grid, l.block, 0, ctx.stream>>>(
-            DataOf<V>(logits), id, sl, DataOf<V>(probs), DataOf<V>(loss), v.outer, v.len,
+            DataOf<V>(logits), id, sl, ce.soft_label, DataOf<V>(probs), DataOf<V>(loss), v.outer, v.len,
             ce.use_softmax, ce.ignore_index);
       } else {
         CrossEntropyRows<V, false><<<l.grid, l.block, 0, ctx.stream>>>(
-            DataOf<V>(logits), id, sl, DataOf<V>(probs), DataOf<V>(loss), v.outer, v.len,
+            DataOf<V>(logits), id, sl, ce.soft_label, DataOf<V>(probs), DataOf<V>(loss), v.outer, v.len,
             ce.use_softmax, ce.ignore_index);
       }
     } else {
       CrossEntropyColumns<V><<<GridFor(v.outer * v.inner, kBlock), kBlock, 0, ctx.stream>>>(
-          DataOf<V>(logits), id, sl, DataOf<V>(probs), DataOf<V>(loss), v.outer, v.len, v.inner,
+          DataOf<V>(logits), id, sl, ce.soft_label, DataOf<V>(probs), DataOf<V>(loss), v.outer, v.len, v.inner,
           ce.use_softmax, ce.ignore_index);
     }
     SPMD_CUDA_CHECK_LAUNCH();
@@ -163,7 +165,7 @@ Tensors CrossEntropy(const TensorArgs& inputs, const Attrs& attrs) {
 
 // One thread per element (r, a, i) of [outer, C, inner].
 template <typename V>
-__global__ void CrossEntropyGradKernel(const int64_t* ids, const V* soft, const V* p,
+__global__ void CrossEntropyGradKernel(const int64_t* ids, const V* soft, bool soft_label, const V* p,
                                        const V* loss_grad, V* out, int64_t outer, int64_t len,
                                        int64_t inner, bool use_softmax, int64_t ignore_index,
                                        int64_t class_start) {
@@ -180,7 +182,7 @@ __global__ void CrossEntropyGradKernel(const int64_t* ids, const V* soft, const 
     const T g = static_cast<T>(loss_grad[row]);
     const T pv = static_cast<T>(p[e]);
     T value;
-    if (soft != nullptr) {
+    if (soft_label) {
       const T l = static_cast<T>(soft[e]);
       value = use_softmax ? (pv - l) * g : -(l * g) / pv;
     } else {
@@ -230,7 +232,7 @@ Tensors CrossEntropyGrad(const TensorArgs& inputs, const Attrs& attrs) {
     using V = decltype(zero);
     CrossEntropyGradKernel<V><<<GridFor(total, kBlock), kBlock, 0, ctx.stream>>>(
         ce.soft_label ? nullptr : DataOf<int64_t>(ids), ce.soft_label ? DataOf<V>(*soft) : nullptr,
-        DataOf<V>(p), DataOf<V>(g), DataOf<V>(input_grad), v.outer, v.len, v.inner,
+        ce.soft_label, DataOf<V>(p), DataOf<V>(g), DataOf<V>(input_grad), v.outer, v.len, v.inner,
         ce.use_softmax, ce.ignore_index, ce.class_start);
     SPMD_CUDA_CHECK_LAUNCH();
   });
