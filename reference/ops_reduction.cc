@@ -157,6 +157,13 @@ Tensors p_norm(const Tensors& inputs, const Attrs& attrs) {
   return {out};
 }
 
+Tensors frobenius_norm(const Tensors& inputs, const Attrs& attrs) {
+  ReducePlan plan = PlanFromAttrs(inputs, attrs, "keep_dim");
+  Tensor out = Reduce(inputs[0], plan, 0.0, [](double a, double b) { return a + b * b; });
+  for (double& v : out.data) v = std::sqrt(v);
+  return {out};
+}
+
 Tensors argmax(const Tensors& inputs, const Attrs& attrs) {
   const plan::ArgmaxPlan p = plan::PlanArgmax(plan::ShapesOf(inputs), attrs);
   const Tensor& x = inputs[0];

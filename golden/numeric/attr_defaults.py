@@ -31,6 +31,7 @@ DEFAULTS = {
     "p_norm": {"porder": 2.0, "axis": -1, "epsilon": 1e-12, "keepdim": False,
                "asvector": False},
     "argmax": {"axis": -1, "keepdims": False, "flatten": False, "dtype": "int64"},
+    "frobenius_norm": _REDUCE,
     "amax": _REDUCE, "amin": _REDUCE,
     "argmin": {"axis": -1, "keepdims": False, "flatten": False, "dtype": "int64"},
     "cummax": {"axis": -1, "dtype": "int64"},

@@ -2656,6 +2656,35 @@ def gen_label_smooth():
     error("label_smooth", "scalar_label", {"epsilon": 0.1}, [np.array(0.5)], "inputs[0].shape")
 
 
+family("reduction", ["frobenius_norm"])
+RNG16 = np.random.default_rng(20261210)
+
+
+def gen_frobenius_norm():
+    """Paddle's frobenius_norm: sqrt(sum(x^2)) over `axis` (every dim with reduce_all or an
+    empty list)."""
+    def v(*shape):
+        return np.round(RNG16.uniform(-3, 3, size=shape), 2)
+
+    def fn(x, axes, keep):
+        return np.sqrt(np.sum(x * x, axis=axes, keepdims=keep))
+    x = v(2, 3, 4)
+    case("frobenius_norm", "all_dims_default", {}, [x], [fn(x, (0, 1, 2), False)])
+    case("frobenius_norm", "axes_last_two", {"axis": [1, 2]}, [x], [fn(x, (1, 2), False)])
+    case("frobenius_norm", "neg_axes_keep", {"axis": [-1, 0], "keep_dim": True}, [x],
+         [fn(x, (0, 2), True)])
+    case("frobenius_norm", "reduce_all_overrides_axis", {"axis": [1], "reduce_all": True}, [x],
+         [fn(x, (0, 1, 2), False)])
+    x0 = v()
+    case("frobenius_norm", "0d", {}, [x0], [np.array(abs(float(x0)))])
+    case("frobenius_norm", "zeros", {"axis": [1]}, [np.zeros((2, 3))], [np.zeros(2)])
+    xe = v(0, 3)
+    case("frobenius_norm", "empty_set", {"axis": [0]}, [xe], [np.zeros(3)])
+    case("frobenius_norm", "empty_keep_rows", {"axis": [1]}, [xe], [np.zeros(0)])
+    error("frobenius_norm", "axis_out_of_range", {"axis": [3]}, [x], "attrs.axis")
+    error("frobenius_norm", "duplicate_axis", {"axis": [1, -2]}, [x], "attrs.axis")
+
+
 RNG13 = np.random.default_rng(20261207)
 
 
@@ -2705,6 +2734,7 @@ def main():
     gen_extrema()  # RNG12
     gen_depthwise_conv2d()  # RNG13
     gen_label_smooth()  # RNG15
+    gen_frobenius_norm()  # RNG16
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

@@ -290,6 +290,16 @@ Tensors p_norm(const TensorArgs& inputs, const Attrs& attrs) {
   });
 }
 
+Tensors frobenius_norm(const TensorArgs& inputs, const Attrs& attrs) {
+  const ReduceShape plan = plan::PlanReduce(plan::ShapesOf(inputs), attrs, "keep_dim");
+  return FloatReduce(inputs, plan, [](auto tag, const auto& a, auto* out) {
+    using T = typename decltype(tag)::type;
+    SumOf(a.data, a.view, [](T v) { return v * v; }, out);
+    const int64_t n = a.view.outer * a.view.inner;
+    for (int64_t i = 0; i < n; ++i) out[i] = std::sqrt(out[i]);
+  });
+}
+
 Tensors argmax(const TensorArgs& inputs, const Attrs& attrs) {
   const plan::ArgmaxPlan p = plan::PlanArgmax(plan::ShapesOf(inputs), attrs);
   const Tensor& x = inputs[0];

@@ -1,5 +1,6 @@
 // CUDA kernels of the reduction family (the ops of kernels/cpu/reduction.cc): sum, mean,
-// max, min, prod, any, all, squared_l2_norm, mean_all, logsumexp, p_norm, argmax, cumsum.
+// max, min, prod, any, all, squared_l2_norm, mean_all, logsumexp, p_norm, frobenius_norm,
+// argmax, cumsum.
 //
 // x is laid out as [outer, len, inner] (kernels/cuda/reduce_plan.h: the CPU kernel's
 // arrangement, a permutation on the device when the reduced dims are not one block) and
@@ -477,6 +478,14 @@ Tensors PNorm(const TensorArgs& inputs, const Attrs& attrs) {
       SumLike(x, plan.reduced, plan.out_shape, Pre::kPow, Post::kPow, porder, 1.0 / porder));
 }
 
+Tensors FrobeniusNorm(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckTwoByteMix(inputs);
+  const ReduceShape plan = plan::PlanReduce(plan::ShapesOf(inputs), attrs, "keep_dim");
+  CallContext ctx(inputs);
+  return TensorList(
+      SumLike(inputs[0], plan.reduced, plan.out_shape, Pre::kSquare, Post::kSqrt, 1, 1));
+}
+
 Tensors Argmax(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
   const plan::ArgmaxPlan p = plan::PlanArgmax(plan::ShapesOf(inputs), attrs);
@@ -614,6 +623,7 @@ const CudaKernel ops::squared_l2_norm{&SquaredL2Norm, HalfInputs::kNative};
 const CudaKernel ops::mean_all{&MeanAll, HalfInputs::kNative};
 const CudaKernel ops::logsumexp{&LogSumExp, HalfInputs::kNative};
 const CudaKernel ops::p_norm{&PNorm, HalfInputs::kNative};
+const CudaKernel ops::frobenius_norm{&FrobeniusNorm, HalfInputs::kNative};
 const CudaKernel ops::argmax{&Argmax, HalfInputs::kNative};
 const CudaKernel ops::cumsum{&Cumsum, HalfInputs::kNative};
 

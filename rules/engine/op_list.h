@@ -49,6 +49,7 @@
   X(mean_all)               \
   X(logsumexp)              \
   X(p_norm)                 \
+  X(frobenius_norm)         \
   X(argmax)                 \
   X(cumsum)                 \
   /* extrema (rules/ops/extrema.cc) */ \

@@ -190,6 +190,19 @@ VjpGraph PNorm(const RuleContext& c) {
   return g;
 }
 
+// x / out g
+// d sqrt(sum x^2) = x / out g, as Paddle's frobenius_norm_grad (an all-zero slice gives
+// 0 / 0: NaN there, which training refuses as non-finite).
+VjpGraph FrobeniusNorm(const RuleContext& c) {
+  VjpGraph g;
+  const Shape& x = c.input_shapes[0];
+  const Shape kept = KeptShape(x, c.attrs.GetInts("axis"), c.attrs.GetBool("reduce_all"));
+  const Ref out = g.Add("reshape", {Ref::Output(0)}, MakeAttrs({{"shape", kept}}));
+  const Ref g_x = ExpandReduced(g, Ref::OutputGrad(0), kept, x);
+  g.input_grads = {g.Add("multiply", {g_x, g.Add("divide", {Ref::Input(0), out})})};
+  return g;
+}
+
 }  // namespace
 }  // namespace spmd::vjps
 
@@ -408,6 +421,21 @@ OpDecl p_norm() {
       })
       .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"axis", int64_t{1}}})},
                                 {{"ab"}, MakeAttrs({{"porder", 3.0}, {"asvector", true}})}}));
+}
+
+// sqrt(sum(x^2)) over `axis` (every dim with reduce_all or an empty list), Paddle's
+// frobenius_norm. The norm of a slice is not a reduction of its pieces' norms, so the
+// reduced dims are forced replicated (a partial input is reduced first).
+OpDecl frobenius_norm() {
+  OpDecl op = SumLike("frobenius_norm", ReduceOp::kSum, PartialAcceptance::kNone)
+                  .Tolerance(ToleranceClass::kRelative)
+                  .Vjp(vjps::FrobeniusNorm);
+  op.einsum = [sum = op.einsum](const RuleContext& c) {
+    EinsumSpec spec = sum(c);
+    ForceReducedReplicated(spec);
+    return spec;
+  };
+  return op;
 }
 
 OpDecl argmax() {

@@ -156,7 +156,7 @@ _BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "great
            "elementwise_pow", "floor_divide", "trunc_divide", "remainder", "fmax", "fmin", "heaviside",
            "equal", "not_equal", "greater_equal", "less_equal", "logical_and", "logical_or",
            "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor"]
-_REDUCE = ["sum", "mean", "max", "min", "prod", "any", "all", "amax", "amin"]
+_REDUCE = ["sum", "mean", "max", "min", "prod", "any", "all", "amax", "amin", "frobenius_norm"]
 
 OPS: List[PaddleOp] = (
     [PaddleOp(n, [n], [_a()]) for n in _UNARY]
