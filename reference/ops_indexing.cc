@@ -168,6 +168,27 @@ Tensors index_select(const Tensors& inputs, const Attrs& attrs) {
   return Select(inputs, attrs, false);
 }
 
+Tensors take_along_axis(const Tensors& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 2);
+  const Tensor& x = inputs[0];
+  const Tensor& index = inputs[1];
+  const indexing_plan::TakeAlongAxisPlan plan = indexing_plan::PlanTakeAlongAxis(x.shape, index.shape, attrs);
+  const size_t axis = static_cast<size_t>(plan.axis);
+  const int64_t rows = x.shape[axis];
+  Tensor out = internal::Zeros(plan.out, x.dtype);
+  const Shape x_strides = internal::Strides(x.shape);
+  for (int64_t i = 0; i < NumElements(plan.out); ++i) {
+    const int64_t id = IdValue(index.data[i], InputField(1, "data"));
+    if (id < 0 || id >= rows) {
+      ThrowInvalid(InputField(1, "data"), "id " + std::to_string(id) + " outside [0, " + std::to_string(rows) + ")");
+    }
+    std::vector<int64_t> at = internal::Unravel(i, plan.out);
+    at[axis] = id;
+    out.data[i] = x.data[internal::Dot(at, x_strides)];
+  }
+  return {out};
+}
+
 Tensors gather(const Tensors& inputs, const Attrs& attrs) { return Select(inputs, attrs, true); }
 
 }  // namespace spmd::reference::ops

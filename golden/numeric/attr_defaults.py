@@ -65,7 +65,7 @@ DEFAULTS = {
     "pow": {"y": 1.0}, "rsqrt": {}, "add_n": {},
     "tril": {"diagonal": 0}, "tril_triu": {"diagonal": 0, "lower": False},
     "one_hot": {"num_classes": REQUIRED}, "roll": {"shifts": [], "axis": []},
-    "index_select": {"axis": 0}, "gather": {"axis": 0},
+    "index_select": {"axis": 0}, "gather": {"axis": 0}, "take_along_axis": {"axis": 0},
     "pad": {"paddings": REQUIRED, "pad_value": 0.0}, "swiglu": {},
     # more of Paddle's registered rules
     "argsort": {"axis": -1, "descending": False, "stable": False},

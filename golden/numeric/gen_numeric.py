@@ -2685,6 +2685,47 @@ def gen_frobenius_norm():
     error("frobenius_norm", "duplicate_axis", {"axis": [1, -2]}, [x], "attrs.axis")
 
 
+family("indexing", ["take_along_axis"])
+RNG17 = np.random.default_rng(20261211)
+
+
+def gen_take_along_axis():
+    """Paddle's take_along_axis: out (index's shape) = x at index's ids along axis, at the
+    same place elsewhere (index no larger than x off the axis)."""
+    def v(*shape):
+        return np.round(RNG17.uniform(-3, 3, size=shape), 2)
+
+    def ids(bound, *shape):
+        return T(RNG17.integers(0, bound, size=shape), "int64")
+
+    def take(x, index, axis):
+        # x's leading part off the axis, then numpy's take_along_axis
+        sl = tuple(slice(0, n) if d != axis % x.ndim else slice(None) for d, n in enumerate(index.shape))
+        return np.take_along_axis(x[sl], np.asarray(index).astype(np.int64), axis=axis)
+    x = v(3, 4, 5)
+    i = ids(4, 3, 6, 5)
+    case("take_along_axis", "axis1_more_ids", {"axis": 1}, [x, i], [take(x, i.array, 1)])
+    i = ids(3, 2, 4, 5)
+    case("take_along_axis", "axis0_fewer_ids", {}, [x, i], [take(x, i.array, 0)])
+    i = ids(5, 2, 3, 1)
+    case("take_along_axis", "neg_axis_leading_part", {"axis": -1}, [x, i], [take(x, i.array, 2)])
+    xi = T(RNG17.integers(-9, 9, size=(2, 3)), "int64")
+    i = ids(3, 2, 2)
+    case("take_along_axis", "int64_x", {"axis": 1}, [xi, i], [T(take(xi.array, i.array, 1), "int64")])
+    case("take_along_axis", "float_ids", {"axis": 1}, [x[:, :, 0], T(np.array([[1.0, 3.0]] * 3), "float64")],
+         [take(x[:, :, 0], np.array([[1, 3]] * 3), 1)])
+    case("take_along_axis", "empty_index", {"axis": 0}, [x, T(np.zeros((0, 4, 5), dtype=np.int64), "int64")],
+         [np.zeros((0, 4, 5))])
+    error("take_along_axis", "id_out_of_range", {"axis": 1}, [x, T(np.full((3, 1, 5), 4), "int64")],
+          "inputs[1].data")
+    error("take_along_axis", "negative_id", {"axis": 1}, [x, T(np.full((3, 1, 5), -1), "int64")],
+          "inputs[1].data")
+    error("take_along_axis", "rank_mismatch", {"axis": 0}, [x, ids(3, 2, 4)], "inputs[1].shape")
+    error("take_along_axis", "larger_off_axis", {"axis": 0}, [x, ids(3, 2, 5, 5)], "inputs[1].shape")
+    error("take_along_axis", "axis_out_of_range", {"axis": 3}, [x, ids(3, 3, 4, 5)], "attrs.axis")
+    error("take_along_axis", "scalar_x", {}, [np.array(1.5), T(np.array(0), "int64")], "inputs[0].shape")
+
+
 RNG13 = np.random.default_rng(20261207)
 
 
@@ -2735,6 +2776,7 @@ def main():
     gen_depthwise_conv2d()  # RNG13
     gen_label_smooth()  # RNG15
     gen_frobenius_norm()  # RNG16
+    gen_take_along_axis()  # RNG17
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

@@ -225,4 +225,45 @@ Tensors index_select(const TensorArgs& inputs, const Attrs& attrs) {
 
 Tensors gather(const TensorArgs& inputs, const Attrs& attrs) { return Select(inputs, attrs, true); }
 
+// Every id is checked before anything is copied; then out's elements in order, an odometer
+// over out's position and a running x offset (x's strides, the axis's from the id).
+Tensors take_along_axis(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 2);
+  const Tensor& x = inputs[0];
+  const Tensor& index = inputs[1];
+  const indexing_plan::TakeAlongAxisPlan plan =
+      indexing_plan::PlanTakeAlongAxis(x.shape(), index.shape(), attrs);
+  const auto axis = static_cast<size_t>(plan.axis);
+  const int64_t rows = x.shape()[axis];
+  const std::string field = InputField(1, "data");
+  const std::vector<int64_t> ids = ReadIds(index, field);
+  for (int64_t id : ids) {
+    if (id < 0 || id >= rows) {
+      ThrowInvalid(field, "id " + std::to_string(id) + " outside [0, " + std::to_string(rows) + ")");
+    }
+  }
+  Tensor out = NewOutput(plan.out, x.dtype());
+  const int64_t n = out.numel();
+  if (n == 0) return {std::move(out)};
+  const size_t rank = plan.out.size();
+  const size_t es = x.element_size();
+  Shape x_strides(rank, 1);
+  for (size_t d = rank - 1; d > 0; --d) x_strides[d - 1] = x_strides[d] * x.shape()[d];
+  std::vector<int64_t> at(rank, 0);
+  int64_t base = 0;  // x's offset of `at` without the axis term
+  const std::byte* src = x.bytes();
+  std::byte* dst = out.bytes();
+  for (int64_t i = 0; i < n; ++i, dst += es) {
+    const int64_t offset = base + ids[static_cast<size_t>(i)] * x_strides[axis];
+    std::memcpy(dst, src + static_cast<size_t>(offset) * es, es);
+    for (size_t d = rank; d-- > 0;) {
+      if (d != axis) base += x_strides[d];
+      if (++at[d] < plan.out[d]) break;
+      if (d != axis) base -= at[d] * x_strides[d];
+      at[d] = 0;
+    }
+  }
+  return {std::move(out)};
+}
+
 }  // namespace spmd::kernels::cpu

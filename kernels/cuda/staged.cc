@@ -50,6 +50,7 @@ constexpr std::string_view kDepthwiseConv2d = "depthwise_conv2d";
 constexpr std::string_view kCummax = "cummax";
 constexpr std::string_view kCummin = "cummin";
 constexpr std::string_view kLabelSmooth = "label_smooth";
+constexpr std::string_view kTakeAlongAxis = "take_along_axis";
 constexpr std::string_view kFlashAttention = "flash_attention";
 constexpr std::string_view kFlashAttnGrad = "flash_attn_grad";
 constexpr std::string_view kCSoftmax = "c_softmax_with_cross_entropy";
@@ -70,6 +71,7 @@ const CudaKernel ops::depthwise_conv2d{&Staged<kDepthwiseConv2d>, HalfInputs::kN
 const CudaKernel ops::cummax{&Staged<kCummax>, HalfInputs::kNative};
 const CudaKernel ops::cummin{&Staged<kCummin>, HalfInputs::kNative};
 const CudaKernel ops::label_smooth{&Staged<kLabelSmooth>, HalfInputs::kNative};
+const CudaKernel ops::take_along_axis{&Staged<kTakeAlongAxis>, HalfInputs::kNative};
 const CudaKernel ops::flash_attention{&Staged<kFlashAttention>, HalfInputs::kNative};
 const CudaKernel ops::flash_attn_grad{&Staged<kFlashAttnGrad>, HalfInputs::kNative};
 const CudaKernel ops::c_softmax_with_cross_entropy{&Staged<kCSoftmax>, HalfInputs::kNative};

@@ -103,6 +103,7 @@
   X(roll)                   \
   X(index_select)           \
   X(gather)                 \
+  X(take_along_axis)        \
   X(pad)                    \
   X(swiglu)                 \
   /* more of Paddle's registered rules */ \

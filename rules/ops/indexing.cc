@@ -1,6 +1,7 @@
 // Indexing ops with Paddle's names, attrs and argument orders: one_hot, roll,
 // index_select, gather. Notations (SEMANTICS.md §4) with the dims an op reads across
 // forced replicated, and localizers where a shard needs its global offset.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -217,6 +218,48 @@ OpDecl roll() {
       .Examples(notation::FromSignatures(
           {{{"abc"}, MakeAttrs({{"shifts", Ints{2, -1}}, {"axis", Ints{1, -1}}})},
            {{"ab"}, MakeAttrs({{"shifts", Ints{3}}})}}));
+}
+
+// take_along_axis(x, index, axis): out (index's shape) takes x at index's ids along axis,
+// at the same place elsewhere. An id may point anywhere along x's axis, so x's axis is read
+// whole (forced replicated); index's axis is its own dim and may stay sharded. Off the axis
+// index and x share a dim where their sizes agree; where x's is larger, out reads x's leading
+// part: x's dim forced replicated, index's its own. A partial input is reduced first.
+OpDecl take_along_axis() {
+  return OpBuilder("take_along_axis").Inputs({"x", "index"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
+      .Attr("axis", AttrKind::kInt, int64_t{0})
+      .Einsum([](const RuleContext& c) {
+        const indexing_plan::TakeAlongAxisPlan plan =
+            indexing_plan::PlanTakeAlongAxis(c.input_shapes[0], c.input_shapes[1], c.attrs);
+        std::string x, index, forced;
+        for (int d = 0; d < Rank(c); ++d) {
+          const auto at = static_cast<size_t>(d);
+          const char shared = static_cast<char>('a' + d);
+          if (d == plan.axis || c.input_shapes[1][at] != c.input_shapes[0][at]) {
+            const char whole = static_cast<char>('A' + d);  // x's own dim, read whole
+            x += whole;
+            forced += whole;
+          } else {
+            x += shared;
+          }
+          index += shared;
+        }
+        return notation::FromLetters({x, index}, {index}, forced);
+      })
+      .Values([](const RuleContext& c) {
+        const indexing_plan::TakeAlongAxisPlan plan =
+            indexing_plan::PlanTakeAlongAxis(c.input_shapes[0], c.input_shapes[1], c.attrs);
+        return std::vector<InputValues>{
+            {}, {ValueKind::kIndex, c.input_shapes[0][static_cast<size_t>(plan.axis)]}};
+      })
+      .Examples([](const SizePalette& p) {
+        // An empty x axis admits only an empty index there.
+        return std::vector<Example>{
+            {{{p[0], p[1], p[2]}, {p[0], Ids(p[1], p[1]), p[2]}}, MakeAttrs({{"axis", int64_t{1}}})},
+            {{{p[0], p[1]}, {p[0], Ids(p[1], p[2])}}, MakeAttrs({{"axis", int64_t{-1}}})},
+            {{{p[0], p[1]}, {Ids(p[0], p[2]), std::min<int64_t>(p[1], 1)}}, MakeAttrs({{"axis", int64_t{0}}})}};
+      });
 }
 
 // index_select(x, index, axis): x's slices at the 1-D index's ids along axis.

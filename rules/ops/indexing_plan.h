@@ -140,6 +140,35 @@ inline SelectPlan PlanGather(const Dims& x, const Dims& index, const Attrs& attr
   return PlanSelect(x, index, attrs, true);
 }
 
+// ---- take_along_axis ----
+
+// out (index's shape) at position p = x at p with p[axis] replaced by index[p]. index has
+// x's rank; off the axis its dims are at most x's (out reads x's leading part there). Ids
+// lie in [0, x.shape[axis]) (checked where the values are read).
+struct TakeAlongAxisPlan {
+  int64_t axis = 0;
+  Dims out;
+};
+
+inline TakeAlongAxisPlan PlanTakeAlongAxis(const Dims& x, const Dims& index, const Attrs& attrs) {
+  if (x.empty()) ThrowInvalid(shape::InputField(0, "shape"), "x must have rank >= 1");
+  TakeAlongAxisPlan p;
+  p.axis = shape::NormalizeAxis(attrs.GetInt("axis"), static_cast<int64_t>(x.size()), "attrs.axis");
+  if (index.size() != x.size()) {
+    ThrowInvalid(shape::InputField(1, "shape"), "index " + shape::ShapeString(index) +
+                                                    " must have x's rank " + std::to_string(x.size()));
+  }
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (static_cast<int64_t>(d) != p.axis && index[d] > x[d]) {
+      ThrowInvalid(shape::InputField(1, "shape"), "index " + shape::ShapeString(index) +
+                                                      " is larger than x " + shape::ShapeString(x) +
+                                                      " off the axis (dim " + std::to_string(d) + ")");
+    }
+  }
+  p.out = index;
+  return p;
+}
+
 // ---- gather_nd, scatter_nd_add ----
 
 // index [..., depth] addresses x's first `depth` dims: x viewed as [slices, slice] with
