@@ -224,7 +224,8 @@ OpDecl roll() {
 // at the same place elsewhere. An id may point anywhere along x's axis, so x's axis is read
 // whole (forced replicated); index's axis is its own dim and may stay sharded. Off the axis
 // index and x share a dim where their sizes agree; where x's is larger, out reads x's leading
-// part: x's dim forced replicated, index's its own. A partial input is reduced first.
+// part by position, so both are forced replicated there (a shard of index's dim would read
+// x from position 0 of its own piece). A partial input is reduced first.
 OpDecl take_along_axis() {
   return OpBuilder("take_along_axis").Inputs({"x", "index"}).Outputs({"out"})
       .Tolerance(ToleranceClass::kExact)
@@ -240,6 +241,7 @@ OpDecl take_along_axis() {
             const char whole = static_cast<char>('A' + d);  // x's own dim, read whole
             x += whole;
             forced += whole;
+            if (d != plan.axis) forced += shared;  // read by position: index's dim whole too
           } else {
             x += shared;
           }
@@ -258,7 +260,9 @@ OpDecl take_along_axis() {
         return std::vector<Example>{
             {{{p[0], p[1], p[2]}, {p[0], Ids(p[1], p[1]), p[2]}}, MakeAttrs({{"axis", int64_t{1}}})},
             {{{p[0], p[1]}, {p[0], Ids(p[1], p[2])}}, MakeAttrs({{"axis", int64_t{-1}}})},
-            {{{p[0], p[1]}, {Ids(p[0], p[2]), std::min<int64_t>(p[1], 1)}}, MakeAttrs({{"axis", int64_t{0}}})}};
+            {{{p[0], p[1]}, {Ids(p[0], p[2]), std::min<int64_t>(p[1], 1)}}, MakeAttrs({{"axis", int64_t{0}}})},
+            // index smaller than x off the axis (half of x's rows): read by position
+            {{{p[0], p[1]}, {p[0] / 2, Ids(p[1], p[2])}}, MakeAttrs({{"axis", int64_t{1}}})}};
       });
 }
 
