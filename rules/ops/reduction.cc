@@ -425,7 +425,9 @@ OpDecl p_norm() {
 
 // sqrt(sum(x^2)) over `axis` (every dim with reduce_all or an empty list), Paddle's
 // frobenius_norm. The norm of a slice is not a reduction of its pieces' norms, so the
-// reduced dims are forced replicated (a partial input is reduced first).
+// reduced dims are forced replicated (a partial input is reduced first), except those of
+// size 1, as p_norm's: one shard holds the element and the others an empty slice, whose
+// norm is 0, so the output is partial(sum) there.
 OpDecl frobenius_norm() {
   OpDecl op = SumLike("frobenius_norm", ReduceOp::kSum, PartialAcceptance::kNone)
                   .Tolerance(ToleranceClass::kRelative)
@@ -433,6 +435,7 @@ OpDecl frobenius_norm() {
   op.einsum = [sum = op.einsum](const RuleContext& c) {
     EinsumSpec spec = sum(c);
     ForceReducedReplicated(spec);
+    std::erase_if(spec.forced_replicated, [&](FactorId f) { return c.input_shapes[0][f] == 1; });
     return spec;
   };
   return op;
