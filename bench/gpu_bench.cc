@@ -132,9 +132,8 @@ void MatmulDispatch(benchmark::State& state, DType dtype) {
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// The matmul kernel alone (the device Backend's RunKernel, no rule, no DistTensor), and the
-// direct cublasGemmEx call with its output allocated from the pool every iteration as the
-// kernel's is: between them and Dispatch, where Dispatch's time goes.
+// The matmul kernel alone (the device Backend's RunKernel, no rule, no DistTensor): between
+// it, the direct calls below and Dispatch, where Dispatch's time goes.
 void MatmulKernel(benchmark::State& state, DType dtype) {
   if (Skip(state)) return;
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
@@ -153,40 +152,11 @@ void MatmulKernel(benchmark::State& state, DType dtype) {
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void MatmulCublasPooledOutput(benchmark::State& state, DType dtype) {
-  if (Skip(state)) return;
-  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
-  const Tensor a = Filled({m, k}, dtype, 0.5), b = Filled({k, n}, dtype, 0.25);
-  cublasHandle_t handle = nullptr;
-  if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
-    state.SkipWithError("cublasCreate failed");
-    return;
-  }
-  cublasSetStream(handle, static_cast<cudaStream_t>(BenchStream().handle));
-  const cudaDataType_t type = dtype == DType::kBFloat16 ? CUDA_R_16BF : CUDA_R_32F;
-  const float alpha = 1, beta = 0;
-  Sync();
-  for (auto _ : state) {
-    Tensor c = Tensor::Uninitialized({m, n}, dtype, Backend().AllocatorFor(Gpu()), BenchStream());
-    const cublasStatus_t s = cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n),
-                                          static_cast<int>(m), static_cast<int>(k), &alpha, b.bytes(),
-                                          type, static_cast<int>(n), a.bytes(), type,
-                                          static_cast<int>(k), &beta, c.bytes(), type,
-                                          static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    if (s != CUBLAS_STATUS_SUCCESS) {
-      state.SkipWithError("cublasGemmEx failed");
-      break;
-    }
-    Sync();
-  }
-  cublasDestroy(handle);
-  state.counters["FLOP/s"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
-}
-
-// How the direct cuBLAS call is made: cublasGemmEx on a default handle; the same on a
-// handle with the math mode the kernels set (no reduced-precision reduction); and
+// How the direct cuBLAS call is made: cublasGemmEx on a default handle; the same with its
+// output allocated from the pool every iteration, as the kernel's is; on a handle with the
+// math mode the kernels set (no reduced-precision reduction); and
 // cublasGemmStridedBatchedEx_64 with one batch entry (the call the kernels make).
-enum class CublasCall { kGemmEx, kGemmExStrictMath, kStridedBatched64 };
+enum class CublasCall { kGemmEx, kGemmExPooledOutput, kGemmExStrictMath, kStridedBatched64 };
 
 void MatmulCublasCall(benchmark::State& state, DType dtype, CublasCall how) {
   if (Skip(state)) return;
@@ -208,6 +178,9 @@ void MatmulCublasCall(benchmark::State& state, DType dtype, CublasCall how) {
   Sync();
   // Row-major C = A B is column-major C^T = B^T A^T.
   for (auto _ : state) {
+    if (how == CublasCall::kGemmExPooledOutput) {
+      c = Tensor::Uninitialized({m, n}, dtype, Backend().AllocatorFor(Gpu()), BenchStream());
+    }
     const cublasStatus_t s =
         how == CublasCall::kStridedBatched64
             ? cublasGemmStridedBatchedEx_64(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha,
@@ -231,6 +204,9 @@ void MatmulCublasCall(benchmark::State& state, DType dtype, CublasCall how) {
 
 void MatmulCublas(benchmark::State& state, DType dtype) {
   MatmulCublasCall(state, dtype, CublasCall::kGemmEx);
+}
+void MatmulCublasPooledOutput(benchmark::State& state, DType dtype) {
+  MatmulCublasCall(state, dtype, CublasCall::kGemmExPooledOutput);
 }
 
 void MatmulShapes(benchmark::internal::Benchmark* b) {
