@@ -146,17 +146,17 @@ Tensors CrossEntropy(const TensorArgs& inputs, const Attrs& attrs) {
       const RowLaunch l = PlanRows(v.outer, v.len);
       if (l.warp) {
         CrossEntropyRows<V, true><<<l.grid, l.block, 0, ctx.stream>>>(
-            DataOf<V>(logits), id, sl, ce.soft_label, DataOf<V>(probs), DataOf<V>(loss), v.outer, v.len,
-            ce.use_softmax, ce.ignore_index);
+            DataOf<V>(logits), id, sl, ce.soft_label, DataOf<V>(probs), DataOf<V>(loss),
+            v.outer, v.len, ce.use_softmax, ce.ignore_index);
       } else {
         CrossEntropyRows<V, false><<<l.grid, l.block, 0, ctx.stream>>>(
-            DataOf<V>(logits), id, sl, ce.soft_label, DataOf<V>(probs), DataOf<V>(loss), v.outer, v.len,
-            ce.use_softmax, ce.ignore_index);
+            DataOf<V>(logits), id, sl, ce.soft_label, DataOf<V>(probs), DataOf<V>(loss),
+            v.outer, v.len, ce.use_softmax, ce.ignore_index);
       }
     } else {
       CrossEntropyColumns<V><<<GridFor(v.outer * v.inner, kBlock), kBlock, 0, ctx.stream>>>(
-          DataOf<V>(logits), id, sl, ce.soft_label, DataOf<V>(probs), DataOf<V>(loss), v.outer, v.len, v.inner,
-          ce.use_softmax, ce.ignore_index);
+          DataOf<V>(logits), id, sl, ce.soft_label, DataOf<V>(probs), DataOf<V>(loss), v.outer,
+          v.len, v.inner, ce.use_softmax, ce.ignore_index);
     }
     SPMD_CUDA_CHECK_LAUNCH();
   });
@@ -165,10 +165,10 @@ Tensors CrossEntropy(const TensorArgs& inputs, const Attrs& attrs) {
 
 // One thread per element (r, a, i) of [outer, C, inner].
 template <typename V>
-__global__ void CrossEntropyGradKernel(const int64_t* ids, const V* soft, bool soft_label, const V* p,
-                                       const V* loss_grad, V* out, int64_t outer, int64_t len,
-                                       int64_t inner, bool use_softmax, int64_t ignore_index,
-                                       int64_t class_start) {
+__global__ void CrossEntropyGradKernel(const int64_t* ids, const V* soft, bool soft_label,
+                                       const V* p, const V* loss_grad, V* out, int64_t outer,
+                                       int64_t len, int64_t inner, bool use_softmax,
+                                       int64_t ignore_index, int64_t class_start) {
   using T = Compute<V>;
   const int64_t total = outer * len * inner;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;

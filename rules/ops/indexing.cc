@@ -258,9 +258,11 @@ OpDecl take_along_axis() {
       .Examples([](const SizePalette& p) {
         // An empty x axis admits only an empty index there.
         return std::vector<Example>{
-            {{{p[0], p[1], p[2]}, {p[0], Ids(p[1], p[1]), p[2]}}, MakeAttrs({{"axis", int64_t{1}}})},
+            {{{p[0], p[1], p[2]}, {p[0], Ids(p[1], p[1]), p[2]}},
+             MakeAttrs({{"axis", int64_t{1}}})},
             {{{p[0], p[1]}, {p[0], Ids(p[1], p[2])}}, MakeAttrs({{"axis", int64_t{-1}}})},
-            {{{p[0], p[1]}, {Ids(p[0], p[2]), std::min<int64_t>(p[1], 1)}}, MakeAttrs({{"axis", int64_t{0}}})},
+            {{{p[0], p[1]}, {Ids(p[0], p[2]), std::min<int64_t>(p[1], 1)}},
+             MakeAttrs({{"axis", int64_t{0}}})},
             // index smaller than x off the axis (half of x's rows): read by position
             {{{p[0], p[1]}, {p[0] / 2, Ids(p[1], p[2])}}, MakeAttrs({{"axis", int64_t{1}}})}};
       });
