@@ -7,6 +7,7 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
+#include "rules/engine/op_plan.h"
 #include "rules/ops/indexing_plan.h"
 
 namespace spmd::reference::ops {
@@ -179,9 +180,7 @@ Tensors take_along_axis(const Tensors& inputs, const Attrs& attrs) {
   const Shape x_strides = internal::Strides(x.shape);
   for (int64_t i = 0; i < NumElements(plan.out); ++i) {
     const int64_t id = IdValue(index.data[i], InputField(1, "data"));
-    if (id < 0 || id >= rows) {
-      ThrowInvalid(InputField(1, "data"), "id " + std::to_string(id) + " outside [0, " + std::to_string(rows) + ")");
-    }
+    if (id < 0 || id >= rows) spmd::plan::ThrowIdOutside(InputField(1, "data"), "id", id, rows);
     std::vector<int64_t> at = internal::Unravel(i, plan.out);
     at[axis] = id;
     out.data[i] = x.data[internal::Dot(at, x_strides)];

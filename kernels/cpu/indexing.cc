@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/internal.h"
+#include "rules/engine/op_plan.h"
 #include "rules/ops/indexing_plan.h"
 
 namespace spmd::kernels::cpu {
@@ -238,9 +239,7 @@ Tensors take_along_axis(const TensorArgs& inputs, const Attrs& attrs) {
   const std::string field = InputField(1, "data");
   const std::vector<int64_t> ids = ReadIds(index, field);
   for (int64_t id : ids) {
-    if (id < 0 || id >= rows) {
-      ThrowInvalid(field, "id " + std::to_string(id) + " outside [0, " + std::to_string(rows) + ")");
-    }
+    if (id < 0 || id >= rows) spmd::plan::ThrowIdOutside(field, "id", id, rows);
   }
   Tensor out = NewOutput(plan.out, x.dtype());
   const int64_t n = out.numel();

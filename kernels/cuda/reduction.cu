@@ -363,12 +363,17 @@ Tensor SumLike(const Tensor& x, const std::vector<bool>& reduced, const Shape& o
                      });
 }
 
-Tensors Sum(const TensorArgs& inputs, const Attrs& attrs) {
+// A sum over sum's attrs (axis, keep_dim, reduce_all) of pre(x), post applied to each sum:
+// sum itself and frobenius_norm (squares, then the root).
+Tensors SumOverAxes(const TensorArgs& inputs, const Attrs& attrs, Pre pre, Post post) {
   CheckTwoByteMix(inputs);
   const ReduceShape plan = plan::PlanReduce(plan::ShapesOf(inputs), attrs, "keep_dim");
   CallContext ctx(inputs);
-  return TensorList(
-      SumLike(inputs[0], plan.reduced, plan.out_shape, Pre::kIdentity, Post::kNone, 1, 1));
+  return TensorList(SumLike(inputs[0], plan.reduced, plan.out_shape, pre, post, 1, 1));
+}
+
+Tensors Sum(const TensorArgs& inputs, const Attrs& attrs) {
+  return SumOverAxes(inputs, attrs, Pre::kIdentity, Post::kNone);
 }
 
 Tensors Mean(const TensorArgs& inputs, const Attrs& attrs) {
@@ -479,11 +484,7 @@ Tensors PNorm(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 Tensors FrobeniusNorm(const TensorArgs& inputs, const Attrs& attrs) {
-  CheckTwoByteMix(inputs);
-  const ReduceShape plan = plan::PlanReduce(plan::ShapesOf(inputs), attrs, "keep_dim");
-  CallContext ctx(inputs);
-  return TensorList(
-      SumLike(inputs[0], plan.reduced, plan.out_shape, Pre::kSquare, Post::kSqrt, 1, 1));
+  return SumOverAxes(inputs, attrs, Pre::kSquare, Post::kSqrt);
 }
 
 Tensors Argmax(const TensorArgs& inputs, const Attrs& attrs) {
