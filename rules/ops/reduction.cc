@@ -254,6 +254,13 @@ OpBuilder SumLike(const char* name, ReduceOp reduce, PartialAcceptance accept) {
                                 {{"ab"}, MakeAttrs({{"reduce_all", true}})}}));
 }
 
+// A norm's reduced dim of size 1 may stay sharded: one shard holds its element and the
+// others an empty slice, whose norm is 0, so the output is partial(sum) there (Paddle's
+// answer, 0 bytes, where replicating the dim broadcasts x). Un-forces those factors.
+void LetSizeOneNormDimsStaySharded(EinsumSpec& spec, const Shape& x) {
+  std::erase_if(spec.forced_replicated, [&](FactorId f) { return x[static_cast<size_t>(f)] == 1; });
+}
+
 void ForceReducedReplicated(EinsumSpec& spec, int exchanged_dim = -1) {
   for (size_t d = 0; d < spec.inputs[0].size(); ++d) {
     const FactorId f = spec.inputs[0][d];
@@ -409,14 +416,9 @@ OpDecl p_norm() {
         const int rank = static_cast<int>(c.input_shapes[0].size());
         EinsumSpec spec = Reduction(rank, p.reduce.reduced, c.attrs.GetBool("keepdim"));
         ForceReducedReplicated(spec);
-        // A reduced dim of size 1 may stay sharded: one shard holds its element and the
-        // others an empty slice, whose norm is 0 for porder > 0 (the sum of no |x|^p, to
-        // the 1/p), so the output is partial(sum) there (Paddle's answer, 0 bytes, where
-        // replicating the dim broadcasts x). porder < 0 makes that norm infinite: forced.
-        if (p.porder > 0) {
-          std::erase_if(spec.forced_replicated,
-                        [&](FactorId f) { return c.input_shapes[0][f] == 1; });
-        }
+        // The empty slice's norm is 0 only for porder > 0 (the sum of no |x|^p, to the
+        // 1/p); porder < 0 makes it infinite: forced.
+        if (p.porder > 0) LetSizeOneNormDimsStaySharded(spec, c.input_shapes[0]);
         return spec;
       })
       .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"axis", int64_t{1}}})},
@@ -435,7 +437,7 @@ OpDecl frobenius_norm() {
   op.einsum = [sum = op.einsum](const RuleContext& c) {
     EinsumSpec spec = sum(c);
     ForceReducedReplicated(spec);
-    std::erase_if(spec.forced_replicated, [&](FactorId f) { return c.input_shapes[0][f] == 1; });
+    LetSizeOneNormDimsStaySharded(spec, c.input_shapes[0]);
     return spec;
   };
   return op;
