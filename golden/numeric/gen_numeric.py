@@ -2726,6 +2726,69 @@ def gen_take_along_axis():
     error("take_along_axis", "scalar_x", {}, [np.array(1.5), T(np.array(0), "int64")], "inputs[0].shape")
 
 
+family("indexing", ["put_along_axis"])
+RNG18 = np.random.default_rng(20261212)
+
+
+def gen_put_along_axis():
+    """Paddle's put_along_axis: out = x with value (index's shape) written along axis at
+    index's ids, at the same place elsewhere (x's leading part where index is smaller):
+    assign in index's row-major order (a repeated id: the last wins) or add, into x
+    (include_self) or into 0 where a value lands."""
+    def v(*shape):
+        return np.round(RNG18.uniform(-3, 3, size=shape), 2)
+
+    def ids(bound, *shape):
+        return T(RNG18.integers(0, bound, size=shape), "int64")
+
+    def put(x, index, value, axis, reduce="assign", include_self=True):
+        out = np.array(x, dtype=np.float64)
+        index = np.asarray(index).astype(np.int64)
+        axis %= out.ndim
+        targets = []
+        for p in np.ndindex(*index.shape):
+            t = list(p)
+            t[axis] = index[p]
+            targets.append((tuple(t), p))
+        if reduce == "add" and not include_self:
+            for t, _ in targets:
+                out[t] = 0.0
+        for t, p in targets:
+            out[t] = out[t] + value[p] if reduce == "add" else value[p]
+        return out
+    x = v(3, 4, 5)
+    i, u = ids(4, 3, 6, 5), v(3, 6, 5)
+    case("put_along_axis", "assign_repeated_ids", {"axis": 1}, [x, i, u], [put(x, i.array, u, 1)])
+    i, u = ids(5, 2, 3, 2), v(2, 3, 2)
+    case("put_along_axis", "assign_leading_part", {"axis": -1}, [x, i, u], [put(x, i.array, u, 2)])
+    y = v(3, 4)
+    i, u = ids(3, 5, 4), v(5, 4)
+    case("put_along_axis", "add_into_x", {"axis": 0, "reduce": "add"}, [y, i, u],
+         [put(y, i.array, u, 0, "add")])
+    i, u = ids(4, 2, 6), v(2, 6)
+    case("put_along_axis", "add_without_self", {"axis": 1, "reduce": "add", "include_self": False}, [y, i, u],
+         [put(y, i.array, u, 1, "add", False)])
+    w = v(3, 2)
+    case("put_along_axis", "float_ids", {"axis": 1}, [y, T(np.array([[3.0, 0.0]] * 3), "float64"), w],
+         [put(y, np.array([[3, 0]] * 3), w, 1)])
+    case("put_along_axis", "empty_index", {"axis": 0},
+         [y, T(np.zeros((0, 4), dtype=np.int64), "int64"), np.zeros((0, 4))], [y])
+    i3 = T(np.full((3, 1), 4), "int64")
+    error("put_along_axis", "id_out_of_range", {"axis": 1}, [y, i3, v(3, 1)], "inputs[1].data")
+    error("put_along_axis", "negative_id", {"axis": 1}, [y, T(np.full((3, 1), -1), "int64"), v(3, 1)],
+          "inputs[1].data")
+    error("put_along_axis", "value_shape", {"axis": 1}, [y, ids(4, 3, 2), v(3, 1)], "inputs[2].shape")
+    error("put_along_axis", "rank_mismatch", {"axis": 0}, [y, ids(3, 2), v(2)], "inputs[1].shape")
+    error("put_along_axis", "larger_off_axis", {"axis": 0}, [y, ids(3, 2, 5), v(2, 5)], "inputs[1].shape")
+    error("put_along_axis", "axis_out_of_range", {"axis": 2}, [y, ids(3, 3, 4), v(3, 4)], "attrs.axis")
+    error("put_along_axis", "reduce_unknown", {"axis": 0, "reduce": "max"}, [y, ids(3, 3, 4), v(3, 4)],
+          "attrs.reduce")
+    error("put_along_axis", "reduce_mul_not_provided", {"axis": 0, "reduce": "mul"}, [y, ids(3, 3, 4), v(3, 4)],
+          "attrs.reduce", "Unsupported")
+    error("put_along_axis", "scalar_x", {}, [np.array(1.5), T(np.array(0), "int64"), np.array(2.0)],
+          "inputs[0].shape")
+
+
 RNG13 = np.random.default_rng(20261207)
 
 
@@ -2777,6 +2840,7 @@ def main():
     gen_label_smooth()  # RNG15
     gen_frobenius_norm()  # RNG16
     gen_take_along_axis()  # RNG17
+    gen_put_along_axis()  # RNG18
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

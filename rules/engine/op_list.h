@@ -104,6 +104,7 @@
   X(index_select)           \
   X(gather)                 \
   X(take_along_axis)        \
+  X(put_along_axis)         \
   X(pad)                    \
   X(swiglu)                 \
   /* more of Paddle's registered rules */ \
