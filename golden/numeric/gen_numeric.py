@@ -2789,6 +2789,45 @@ def gen_put_along_axis():
           "inputs[0].shape")
 
 
+family("random", ["bernoulli"])
+RNG22 = np.random.default_rng(20261216)
+
+
+def np_bernoulli(x, seed, offset=None, global_shape=None):
+    """bernoulli on x, a block at `offset` of a tensor of `global_shape`: 1 where the
+    element's counter draw is below x."""
+    x = np.asarray(x, dtype=np.float64)
+    offset = offset or [0] * x.ndim
+    global_shape = global_shape or list(x.shape)
+    out = np.zeros(x.shape)
+    for local in np.ndindex(*x.shape):
+        g = int(np.ravel_multi_index(tuple(o + i for o, i in zip(offset, local)), global_shape)) \
+            if x.ndim else 0
+        out[local] = 1.0 if counter_uniform(seed, g) < x[local] else 0.0
+    return out
+
+
+def gen_bernoulli():
+    """Paddle's bernoulli: 1 with probability x, drawn with dropout's counter generator."""
+    x = np.round(RNG22.uniform(0, 1, size=(4, 6)), 3)
+    case("bernoulli", "seed_0", {}, [x], [np_bernoulli(x, 0)])
+    case("bernoulli", "negative_seed", {"seed": -7}, [x], [np_bernoulli(x, -7)])
+    edges = np.array([[0.0, 1.0, 0.0], [1.0, 0.5, 0.25]])
+    case("bernoulli", "zero_and_one_are_certain", {"seed": 3}, [edges], [np_bernoulli(edges, 3)])
+    f32 = T(np.round(RNG22.uniform(0, 1, size=(2, 3)), 2), "float32")
+    case("bernoulli", "float32_keeps_dtype", {"seed": 5}, [f32], [T(np_bernoulli(f32.array, 5), "float32")])
+    case("bernoulli", "0d", {"seed": 2}, [np.array(0.5)], [np_bernoulli(np.array(0.5), 2)])
+    case("bernoulli", "empty", {}, [np.zeros((0, 3))], [np.zeros((0, 3))])
+    full = np_bernoulli(x, 5)
+    case("bernoulli", "localized_offset", {"seed": 5, "local": {"offset": [1, 2], "global_shape": [4, 6]}},
+         [x[1:3, 2:5]], [full[1:3, 2:5]])
+    error("bernoulli", "above_one", {}, [np.array([0.5, 1.5])], "inputs[0].data")
+    error("bernoulli", "negative", {}, [np.array([-0.25, 0.5])], "inputs[0].data")
+    error("bernoulli", "nan", {}, [np.array([np.nan])], "inputs[0].data")
+    error("bernoulli", "block_outside", {"local": {"offset": [3, 2], "global_shape": [4, 6]}},
+          [x[1:3, 2:5]], "local.offset")
+
+
 RNG13 = np.random.default_rng(20261207)
 
 
@@ -2841,6 +2880,7 @@ def main():
     gen_frobenius_norm()  # RNG16
     gen_take_along_axis()  # RNG17
     gen_put_along_axis()  # RNG18
+    gen_bernoulli()  # RNG22
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

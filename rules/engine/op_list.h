@@ -89,6 +89,7 @@
   X(triu)                   \
   /* random ops */          \
   X(dropout)                \
+  X(bernoulli)              \
   /* backward ops (Paddle's grad kernels, where no composition is exact) */ \
   X(gelu_grad)              \
   X(embedding_grad)         \
