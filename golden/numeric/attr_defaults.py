@@ -57,6 +57,7 @@ DEFAULTS = {
     "stack": {"axis": 0},
     "slice": {"axes": REQUIRED, "starts": REQUIRED, "ends": REQUIRED, "infer_flags": [],
               "decrease_axis": []},
+    "strided_slice": {"axes": REQUIRED, "starts": REQUIRED, "ends": REQUIRED, "strides": REQUIRED},
     "tile": {"repeat_times": REQUIRED},
     "expand": {"shape": REQUIRED},
     "expand_as": {"target_shape": []},

@@ -2828,6 +2828,60 @@ def gen_bernoulli():
           [x[1:3, 2:5]], "local.offset")
 
 
+family("shape", ["strided_slice"])
+RNG19 = np.random.default_rng(20261213)
+
+
+def gen_strided_slice():
+    """Paddle's strided_slice: x[start:end:stride] on each listed axis, Python's slice
+    (numpy basic indexing), a negative stride walking back."""
+    def v(*shape):
+        return np.round(RNG19.uniform(-3, 3, size=shape), 2)
+
+    def ss(x, axes, starts, ends, strides):
+        index = [slice(None)] * x.ndim
+        for a, s, e, st in zip(axes, starts, ends, strides):
+            index[a] = slice(s, e, st)
+        return x[tuple(index)]
+
+    x = v(3, 7, 4)
+    for label, axes, starts, ends, strides in [
+            ("axis1_step2", [1], [1], [-1], [2]),
+            ("reverse_whole", [0], [-1], [-100], [-1]),
+            ("two_axes_mixed", [2, 0], [0, 2], [100, -100], [3, -2]),
+            ("start_past_end_backwards", [1], [100], [0], [-3]),
+            ("negative_axis", [-1], [-3], [-1], [1]),
+            ("stride_past_the_dim", [1], [0], [7], [100]),
+            ("most_negative_stride", [1], [6], [-100], [-2**63]),
+            ("end_minus_one_backwards", [1], [5], [-1], [-1]),
+            ("start_below_range_backwards", [1], [-100], [-200], [-1]),
+            ("empty_equal", [1], [2], [2], [1]),
+            ("empty_wrong_way", [1], [5], [1], [2]),
+            ("no_axes", [], [], [], [])]:
+        attrs = {"axes": axes, "starts": starts, "ends": ends, "strides": strides}
+        case("strided_slice", label, attrs, [x], [ss(x, axes, starts, ends, strides)])
+    xi = T(RNG19.integers(-9, 9, size=(5, 2)), "int64")
+    case("strided_slice", "int64_x", {"axes": [0], "starts": [4], "ends": [0], "strides": [-2]}, [xi],
+         [T(xi.array[4:0:-2], "int64")])
+    x0 = v(0, 3)
+    case("strided_slice", "empty_dim_backwards", {"axes": [0], "starts": [-1], "ends": [-100], "strides": [-1]},
+         [x0], [x0[::-1]])
+    s0 = np.array(1.25)
+    case("strided_slice", "0d_no_axes", {"axes": [], "starts": [], "ends": [], "strides": []}, [s0], [s0])
+    error("strided_slice", "stride_zero", {"axes": [0, 1], "starts": [0, 0], "ends": [2, 2], "strides": [1, 0]},
+          [x], "attrs.strides")
+    error("strided_slice", "strides_length", {"axes": [0, 1], "starts": [0, 0], "ends": [1, 1], "strides": [1]},
+          [x], "attrs.strides")
+    error("strided_slice", "starts_length", {"axes": [0], "starts": [0, 1], "ends": [1], "strides": [1]},
+          [x], "attrs.starts")
+    error("strided_slice", "ends_length", {"axes": [0], "starts": [0], "ends": [], "strides": [1]},
+          [x], "attrs.ends")
+    error("strided_slice", "axis_repeated", {"axes": [1, -2], "starts": [0, 0], "ends": [1, 1], "strides": [1, 1]},
+          [x], "attrs.axes")
+    error("strided_slice", "axis_out_of_range", {"axes": [3], "starts": [0], "ends": [1], "strides": [1]},
+          [x], "attrs.axes")
+
+
 RNG13 = np.random.default_rng(20261207)
 
 
@@ -2881,6 +2935,7 @@ def main():
     gen_take_along_axis()  # RNG17
     gen_put_along_axis()  # RNG18
     gen_bernoulli()  # RNG22
+    gen_strided_slice()  # RNG19
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

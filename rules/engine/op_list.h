@@ -82,6 +82,7 @@
   X(concat)                 \
   X(stack)                  \
   X(slice)                  \
+  X(strided_slice)          \
   X(tile)                   \
   X(expand)                 \
   X(expand_as)              \

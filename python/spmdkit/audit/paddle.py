@@ -199,6 +199,7 @@ OPS: List[PaddleOp] = (
        PaddleOp("concat", ["concat"], [_listed("axis")]),
        PaddleOp("stack", ["stack"], [_listed("axis")]),
        PaddleOp("slice", ["slice"], [_a("axes", "starts", "ends", "infer_flags", "decrease_axis")]),
+       PaddleOp("strided_slice", ["strided_slice"], [_a("axes", "starts", "ends", "strides")]),
        PaddleOp("tile", ["tile"], [_a("repeat_times")]),
        PaddleOp("expand", ["expand"], [_a("shape")]),
        PaddleOp("expand_as", ["expand_as"], [_a("target_shape")]),
