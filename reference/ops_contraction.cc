@@ -1,4 +1,5 @@
-// Contractions: matmul, bmm, einsum, matmul_grad (docs/OPS.md "Contractions").
+// Contractions: matmul, bmm, einsum, matmul_grad (docs/OPS.md "Contractions") and
+// fused_gemm_epilogue (docs/OPS.md "Paddle's other registered ops").
 #include <array>
 #include <map>
 #include <string>
@@ -191,6 +192,29 @@ Tensors matmul_grad(const Tensors& inputs, const Attrs& attrs) {
     y_grad.data[yo] += out_grad.data[oo] * x.data[xo];
   });
   return {x_grad, y_grad};
+}
+
+// out = act(h), h = matmul(x, y) + bias (bias along out's last dim); act the relu or the
+// gelu reference (gelu's tanh form, as Paddle's fused kernel); reserve_space = h for relu
+// and gelu, 0-d (unset) for none.
+Tensors fused_gemm_epilogue(const Tensors& inputs, const Attrs& attrs) {
+  const plan::FusedGemmEpiloguePlan p = plan::PlanFusedGemmEpilogue(plan::ShapesOf(inputs), attrs);
+  Attrs mm;
+  mm.Set("trans_x", attrs.GetBool("trans_x"));
+  mm.Set("trans_y", attrs.GetBool("trans_y"));
+  Tensor h = matmul({inputs[0], inputs[1]}, mm)[0];
+  const std::vector<double>& bias = inputs[2].data;
+  for (size_t i = 0; i < h.data.size(); ++i) h.data[i] += bias[i % bias.size()];
+  switch (p.activation) {
+    case plan::Epilogue::kNone: return {h, internal::Zeros({})};
+    case plan::Epilogue::kRelu: return {relu({h}, {})[0], h};
+    case plan::Epilogue::kGelu: {
+      Attrs tanh_form;
+      tanh_form.Set("approximate", true);
+      return {gelu({h}, tanh_form)[0], h};
+    }
+  }
+  return {};
 }
 
 }  // namespace spmd::reference::ops

@@ -79,6 +79,7 @@ DEFAULTS = {
     "fused_dropout_add": {"p": 0.5, "is_test": False, "mode": "upscale_in_train", "seed": 0,
                           "fix_seed": False},
     "bmm_grad": {},
+    "fused_gemm_epilogue": {"trans_x": False, "trans_y": False, "activation": "none"},
     "conv2d": {"strides": [1, 1], "paddings": [0, 0], "padding_algorithm": "EXPLICIT",
                "dilations": [1, 1], "groups": 1, "data_format": "NCHW"},
     "conv2d_grad": {"strides": [1, 1], "paddings": [0, 0], "padding_algorithm": "EXPLICIT",

@@ -2882,6 +2882,42 @@ def gen_strided_slice():
           [x], "attrs.axes")
 
 
+family("contraction", ["fused_gemm_epilogue"])
+RNG20 = np.random.default_rng(20261214)
+
+
+def gen_fused_gemm_epilogue():
+    """Paddle's fused_gemm_epilogue: out = act(x @ y + bias), act none, relu or gelu (the
+    tanh form, as Paddle's fused kernel); reserve_space the pre-activation (relu, gelu) or
+    0-d (none)."""
+    def v(*shape):
+        return np.round(RNG20.uniform(-2, 2, size=shape), 2)
+
+    def fge(x, y, bias, trans_x=False, trans_y=False, act="none"):
+        xm = np.swapaxes(x, -1, -2) if trans_x else x
+        ym = y.T if trans_y else y
+        h = np.matmul(xm, ym) + bias
+        if act == "none":
+            return [h, np.zeros(())]
+        return [np.maximum(h, 0.0) if act == "relu" else gelu_tanh(h), h]
+    x, y, b = v(3, 4), v(4, 5), v(5)
+    case("fused_gemm_epilogue", "plain_2d", {}, [x, y, b], fge(x, y, b))
+    x3 = v(2, 3, 4)
+    case("fused_gemm_epilogue", "relu_batched", {"activation": "relu"}, [x3, y, b], fge(x3, y, b, act="relu"))
+    xt, yt = v(2, 4, 3), v(5, 4)
+    case("fused_gemm_epilogue", "gelu_both_transposed", {"trans_x": True, "trans_y": True, "activation": "gelu"},
+         [xt, yt, b], fge(xt, yt, b, True, True, "gelu"))
+    case("fused_gemm_epilogue", "trans_y_only", {"trans_y": True}, [x, yt, b], fge(x, yt, b, trans_y=True))
+    case("fused_gemm_epilogue", "empty_k", {"activation": "relu"}, [np.zeros((3, 0)), np.zeros((0, 5)), b],
+         fge(np.zeros((3, 0)), np.zeros((0, 5)), b, act="relu"))
+    error("fused_gemm_epilogue", "unknown_activation", {"activation": "silu"}, [x, y, b], "attrs.activation")
+    error("fused_gemm_epilogue", "x_rank_1", {}, [v(4), y, b], "inputs[0].shape")
+    error("fused_gemm_epilogue", "y_rank_3", {}, [x3, v(2, 4, 5), b], "inputs[1].shape")
+    error("fused_gemm_epilogue", "k_mismatch", {}, [x, v(3, 5), b], "inputs[1].shape")
+    error("fused_gemm_epilogue", "bias_not_n", {}, [x, y, v(4)], "inputs[2].shape")
+    error("fused_gemm_epilogue", "bias_2d", {}, [x, y, v(1, 5)], "inputs[2].shape")
+
+
 RNG13 = np.random.default_rng(20261207)
 
 
@@ -2936,6 +2972,7 @@ def main():
     gen_put_along_axis()  # RNG18
     gen_bernoulli()  # RNG22
     gen_strided_slice()  # RNG19
+    gen_fused_gemm_epilogue()  # RNG20
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

@@ -1,4 +1,5 @@
-// Contractions: matmul, bmm, einsum, matmul_grad (docs/OPS.md "Contractions").
+// Contractions: matmul, bmm, einsum, matmul_grad (docs/OPS.md "Contractions") and
+// fused_gemm_epilogue (matmul's kernel, then the bias and the relu or gelu kernel).
 //
 // Everything goes through internal::Gemm (cache-blocked, packed, register-blocked), once
 // per batch: transposes, 1-D operands and broadcast batch dims live only in the matrix
@@ -341,6 +342,46 @@ Tensors matmul_grad(const TensorArgs& inputs, const Attrs& attrs) {
     });
     return TensorList(std::move(x_grad), std::move(y_grad));
   });
+}
+
+// h = matmul(x, y) (the matmul kernel: one GEMM per batch, or one folded GEMM), bias added
+// along h's last dim in place, then the relu or gelu kernel on h (gelu's tanh form, as
+// Paddle's fused kernel); reserve_space = h for relu and gelu, a 0-d zero for none.
+Tensors fused_gemm_epilogue(const TensorArgs& inputs, const Attrs& attrs) {
+  const plan::FusedGemmEpiloguePlan p = plan::PlanFusedGemmEpilogue(plan::ShapesOf(inputs), attrs);
+  (void)internal::ComputeDTypeAll(inputs);  // x, y and bias of one float dtype
+  Attrs mm;
+  mm.Set("trans_x", attrs.GetBool("trans_x"));
+  mm.Set("trans_y", attrs.GetBool("trans_y"));
+  Tensor h = std::move(matmul(TensorArgs(std::vector<const Tensor*>{&inputs[0], &inputs[1]}), mm)[0]);
+  DispatchFloat(h.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> bias(inputs[2]);
+    T* o = h.data<T>();
+    const int64_t n = p.mm.n;
+    const int64_t rows = n == 0 ? 0 : h.numel() / n;
+    for (int64_t r = 0; r < rows; ++r, o += n) {
+      for (int64_t j = 0; j < n; ++j) o[j] += bias[j];
+    }
+  });
+  const TensorArgs pre(std::vector<const Tensor*>{&h});
+  switch (p.activation) {
+    case plan::Epilogue::kNone: {
+      Tensor unset = NewOutput({}, h.dtype(), /*zero=*/true);
+      return TensorList(std::move(h), std::move(unset));
+    }
+    case plan::Epilogue::kRelu: {
+      Tensor out = std::move(relu(pre, Attrs{})[0]);
+      return TensorList(std::move(out), std::move(h));
+    }
+    case plan::Epilogue::kGelu: {
+      Attrs tanh_form;
+      tanh_form.Set("approximate", true);
+      Tensor out = std::move(gelu(pre, tanh_form)[0]);
+      return TensorList(std::move(out), std::move(h));
+    }
+  }
+  return {};
 }
 
 }  // namespace spmd::kernels::cpu

@@ -118,6 +118,7 @@
   X(fused_rotary_position_embedding) \
   X(fused_dropout_add)      \
   X(bmm_grad)               \
+  X(fused_gemm_epilogue)    \
   /* convolution, attention, vocabulary-parallel ops (embedding: rules/ops/embedding.cc; */ \
   /* the cross entropies: rules/ops/loss.cc) */ \
   X(conv2d)                 \

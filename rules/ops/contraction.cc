@@ -1,5 +1,5 @@
-// Contractions: matmul, bmm, einsum and matmul_grad. Factors absent from an output make
-// it partial(sum).
+// Contractions: matmul, bmm, einsum, matmul_grad and fused_gemm_epilogue (matmul with
+// a bias and an activation after it). Factors absent from an output make it partial(sum).
 #include <algorithm>
 #include <cctype>
 
@@ -27,6 +27,31 @@ VjpGraph Matmul(const RuleContext& c) {
   }
   const Ref grads = g.Add("matmul_grad", {Ref::Input(0), Ref::Input(1), Ref::OutputGrad(0)}, attrs);
   g.input_grads = {Ref::Call(grads.index, 0), Ref::Call(grads.index, 1)};
+  return g;
+}
+
+// fused_gemm_epilogue: out = act(h), h = matmul(x, y) + bias, reserve_space = h (relu,
+// gelu). The cotangent of h: relu's mask of h > 0 (relu's VJP) or gelu_grad(h, g) with
+// the tanh form (the op's gelu), plus reserve_space's cotangent; then x and y from
+// matmul_grad, bias the sum of h's cotangent over out's leading dims.
+VjpGraph FusedGemmEpilogue(const RuleContext& c) {
+  VjpGraph g;
+  const plan::FusedGemmEpiloguePlan p = plan::PlanFusedGemmEpilogue(c.input_shapes, c.attrs);
+  Ref dh = Ref::OutputGrad(0);
+  if (p.activation != plan::Epilogue::kNone) {
+    const Ref h = Ref::Output(1);
+    if (p.activation == plan::Epilogue::kRelu) {
+      dh = Keep(g, g.Add("greater_than", {h, Zeros(g, h)}), dh);
+    } else {
+      dh = g.Add("gelu_grad", {h, dh}, MakeAttrs({{"approximate", true}}));
+    }
+    dh = g.Add("add", {dh, Ref::OutputGrad(1)});
+  }
+  const Ref grads = g.Add("matmul_grad", {Ref::Input(0), Ref::Input(1), dh},
+                          MakeAttrs({{"trans_x", c.attrs.GetBool("trans_x")},
+                                     {"trans_y", c.attrs.GetBool("trans_y")}}));
+  g.input_grads = {Ref::Call(grads.index, 0), Ref::Call(grads.index, 1),
+                   SumToShape(g, dh, p.mm.out_shape, c.input_shapes[2])};
   return g;
 }
 
@@ -181,6 +206,34 @@ OpDecl einsum() {
           {{"bk", "1kn"}, MakeAttrs({{"equation", std::string("...j,...jk->...k")}})},
           {{"i1", "jk"}, MakeAttrs({{"equation", std::string("ij,jk->ik")}})},
           {{"ac", "c"}, MakeAttrs({{"equation", std::string("...c,c")}})}}));
+}
+
+// Paddle's fused_gemm_epilogue(x, y, bias): out = act(matmul(x, y) + bias), x rank >= 2,
+// y rank 2, bias [n]; reserve_space (Paddle's second output) the pre-activation for relu
+// and gelu, unset (0-d) for none. matmul's letters (x `..mk`, y `kn`, out `..mn`), bias
+// `n`, reserve_space out's. k is forced replicated: with k sharded each rank would add
+// bias to its partial sum (and a non-linear activation cannot take a partial sum), so
+// out is never partial; partial inputs are reduced (bias is added once, not per addend).
+OpDecl fused_gemm_epilogue() {
+  return OpBuilder("fused_gemm_epilogue").Inputs({"x", "y", "bias"}).Outputs({"out", "reserve_space"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Vjp(vjps::FusedGemmEpilogue)
+      .Attr("trans_x", AttrKind::kBool, false)
+      .Attr("trans_y", AttrKind::kBool, false)
+      .Attr("activation", AttrKind::kString, std::string("none"))
+      .Einsum([](const RuleContext& c) {
+        const plan::FusedGemmEpiloguePlan p = plan::PlanFusedGemmEpilogue(c.input_shapes, c.attrs);
+        const std::vector<std::string> mm = MatmulLetters(c);
+        const bool unset = p.activation == plan::Epilogue::kNone;
+        EinsumSpec spec = notation::FromLetters({mm[0], mm[1], "n"}, {mm[2], unset ? "" : mm[2]}, "k");
+        if (unset) spec.whole_outputs.push_back(1);
+        return spec;
+      })
+      .Examples(FromSignatures({{{"mk", "kn", "n"}},
+                                {{"bmk", "kn", "n"}, MakeAttrs({{"activation", std::string("relu")}})},
+                                {{"km", "nk", "n"}, MakeAttrs({{"trans_x", true}, {"trans_y", true},
+                                                               {"activation", std::string("gelu")}})},
+                                {{"abkm", "kn", "n"}, MakeAttrs({{"trans_x", true}})}}));
 }
 
 // x_grad = out_grad . y^T lacks n; y_grad = x^T . out_grad lacks m (and the batch when y

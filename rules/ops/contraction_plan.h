@@ -1,10 +1,10 @@
 // The plans of the contractions (rules/ops/contraction.cc) and of bmm_grad
-// (rules/ops/fused.cc): matmul, bmm, matmul_grad and bmm_grad's attr reads, typed
-// validation and shapes, with matmul's index plan (each operand's matrix strides and batch
-// dims), written once for the references (reference/ops_contraction.cc, ops_fused.cc), the
-// CPU kernels (kernels/cpu/contraction.cc, fused.cc) and the CUDA kernels
-// (kernels/cuda/contraction.cu, fused.cu, gemm_plan.cc). Header-only; no value arithmetic.
-// The kernels add their own limit on the output's size (kernels/cpu/internal.h).
+// (rules/ops/fused.cc): matmul, bmm, matmul_grad, bmm_grad and fused_gemm_epilogue's attr
+// reads, typed validation and shapes, with matmul's index plan (each operand's matrix
+// strides and batch dims), written once for the references (reference/ops_contraction.cc,
+// ops_fused.cc), the CPU kernels (kernels/cpu/contraction.cc, fused.cc) and the CUDA
+// kernels (kernels/cuda/contraction.cu, fused.cu, gemm_plan.cc). Header-only; no value
+// arithmetic. The kernels add their own limit on the output's size (kernels/cpu/internal.h).
 //
 // Example: x [2, 1, 3, 4] (trans_x), y [5, 3, 6] -> out [2, 5, 4, 6], m 4, k 3, n 6.
 #pragma once
@@ -139,6 +139,47 @@ inline MatmulShapes PlanBmmGrad(const Shapes& shapes) {
                  "out_grad " + shape::ShapeString(shapes[2]) + " != bmm output " + shape::ShapeString(out));
   }
   return PlanMatmulShapes(x, y, false, false);
+}
+
+// fused_gemm_epilogue's activation, applied to matmul(x, y) + bias.
+enum class Epilogue { kNone, kRelu, kGelu };
+
+// fused_gemm_epilogue (x [..., m, k] (trans_x: [..., k, m]), y [k, n] (trans_y: [n, k]),
+// bias [n]; trans_x, trans_y, activation) -> out, reserve_space: matmul's shapes within
+// Paddle's limits (x rank >= 2, y rank 2, bias [n]), activation "none", "relu" or "gelu"
+// (InvalidArgument attrs.activation). reserve_space (Paddle's second output) is the
+// pre-activation, out's shape, for relu and gelu, and unset (0-d) for none.
+//
+// Example: x [2, 3, 4], y [4, 5], bias [5] -> out [2, 3, 5], m 3, k 4, n 5.
+struct FusedGemmEpiloguePlan {
+  MatmulShapes mm;
+  Epilogue activation = Epilogue::kNone;
+  Shape reserve_shape;  // out's shape, or [] (unset) for "none"
+};
+
+inline FusedGemmEpiloguePlan PlanFusedGemmEpilogue(const Shapes& shapes, const Attrs& attrs) {
+  const bool trans_x = attrs.GetBool("trans_x");
+  const bool trans_y = attrs.GetBool("trans_y");
+  const std::string activation = attrs.GetString("activation");
+  FusedGemmEpiloguePlan p;
+  if (activation == "relu") {
+    p.activation = Epilogue::kRelu;
+  } else if (activation == "gelu") {
+    p.activation = Epilogue::kGelu;
+  } else if (activation != "none") {
+    ThrowInvalid("attrs.activation", "\"" + activation + "\" is not none, relu or gelu");
+  }
+  CheckArity(shapes, 3);
+  if (shapes[0].size() < 2) {
+    ThrowInvalid(shape::InputField(0, "shape"), "x must have rank >= 2, got " + shape::ShapeString(shapes[0]));
+  }
+  if (shapes[1].size() != 2) {
+    ThrowInvalid(shape::InputField(1, "shape"), "y must have rank 2, got " + shape::ShapeString(shapes[1]));
+  }
+  p.mm = PlanMatmulShapes(shapes[0], shapes[1], trans_x, trans_y);
+  CheckShapeIs(shapes, 2, {p.mm.n}, "bias");
+  if (p.activation != Epilogue::kNone) p.reserve_shape = p.mm.out_shape;
+  return p;
 }
 
 // einsum contracted pairwise, left to right (the CPU kernel and the CUDA plan): the letters

@@ -224,6 +224,8 @@ OPS: List[PaddleOp] = (
        PaddleOp("gather", ["gather"], [_a("axis"), _a()]),
        PaddleOp("take_along_axis", ["take_along_axis"], [_a("axis")]),
        PaddleOp("put_along_axis", ["put_along_axis"], [_a("axis", "reduce", "include_self")]),
+       PaddleOp("fused_gemm_epilogue", ["fused_gemm_epilogue"],
+                [_a("trans_x", "trans_y"), _a("trans_x", "trans_y", "activation")]),
        PaddleOp("swiglu", ["swiglu"], [_a()]),
        PaddleOp("add_n", ["add_n"], [_listed()]),
        PaddleOp("c_embedding", ["c_embedding"], [_a("start_index", "vocab_size"), _a("start_index")]),
