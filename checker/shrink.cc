@@ -80,6 +80,16 @@ int64_t SmallestLike(int64_t size, const std::vector<AxisList>& lists, const Mes
   return size;
 }
 
+// Whether two notations of one op force the same factors replicated (in any order).
+bool SameForced(const EinsumSpec& a, const EinsumSpec& b) {
+  std::vector<FactorId> x = a.forced_replicated, y = b.forced_replicated;
+  std::sort(x.begin(), x.end());
+  std::sort(y.begin(), y.end());
+  x.erase(std::unique(x.begin(), x.end()), x.end());
+  y.erase(std::unique(y.begin(), y.end()), y.end());
+  return x == y;
+}
+
 }  // namespace
 
 int64_t SimulatedElements(const Case& c, const std::vector<Shape>& shapes) {
@@ -196,6 +206,11 @@ Shrunk ShrinkCase(const Case& c, const std::vector<DistAttr>& required, const st
     }
     try {
       if (InferOutputShapes(op, shapes, attrs) != expected) continue;
+      // The rule must read the shrunk case as the full one: the same factors forced whole
+      // (logsumexp exchanges its largest reduced dim, so a shrink that changes which dim is
+      // largest changes what a rank computes, and with it the verdict).
+      const std::optional<EinsumSpec> again = BuildEinsumSpec(op, shapes, attrs);
+      if (!again || !SameForced(*again, *spec)) continue;
     } catch (const SpmdError&) {
       continue;
     }
