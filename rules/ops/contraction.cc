@@ -212,9 +212,11 @@ OpDecl einsum() {
 // Paddle's fused_gemm_epilogue(x, y, bias): out = act(matmul(x, y) + bias), x rank >= 2,
 // y rank 2, bias [n]; reserve_space (Paddle's second output) the pre-activation for relu
 // and gelu, unset (0-d) for none. matmul's letters (x `..mk`, y `kn`, out `..mn`), bias
-// `n`, reserve_space out's. k is forced replicated: with k sharded each rank would add
-// bias to its partial sum (and a non-linear activation cannot take a partial sum), so
-// out is never partial; partial inputs are reduced (bias is added once, not per addend).
+// `n`, reserve_space out's. relu and gelu cannot take a partial sum: k is forced
+// replicated. With activation none, k may stay sharded as matmul's: out is partial(sum) on
+// its axes and bias is accumulated into it (EinsumSpec::accumulated: required partial
+// there, so it is added once, not once per rank; Paddle's rule makes bias partial so too).
+// Partial inputs are reduced (a kept one would need bias added once per addend as well).
 OpDecl fused_gemm_epilogue() {
   return OpBuilder("fused_gemm_epilogue").Inputs({"x", "y", "bias"}).Outputs({"out", "reserve_space"})
       .Tolerance(ToleranceClass::kSumOfProducts)
@@ -225,9 +227,12 @@ OpDecl fused_gemm_epilogue() {
       .Einsum([](const RuleContext& c) {
         const plan::FusedGemmEpiloguePlan p = plan::PlanFusedGemmEpilogue(c.input_shapes, c.attrs);
         const std::vector<std::string> mm = MatmulLetters(c);
-        const bool unset = p.activation == plan::Epilogue::kNone;
-        EinsumSpec spec = notation::FromLetters({mm[0], mm[1], "n"}, {mm[2], unset ? "" : mm[2]}, "k");
-        if (unset) spec.whole_outputs.push_back(1);
+        const bool linear = p.activation == plan::Epilogue::kNone;
+        EinsumSpec spec = notation::FromLetters({mm[0], mm[1], "n"}, {mm[2], linear ? "" : mm[2]}, linear ? "" : "k");
+        if (linear) {
+          spec.whole_outputs.push_back(1);      // reserve_space unset
+          spec.accumulated.emplace_back(2, 0);  // bias into out
+        }
         return spec;
       })
       .Examples(FromSignatures({{{"mk", "kn", "n"}},
