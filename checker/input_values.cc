@@ -26,6 +26,7 @@ reference::Tensor MakeInputValues(const Shape& shape, InputValues values, std::m
       case ValueKind::kReal: v = -2.0 + 4.0 * u; break;
       case ValueKind::kPositive: v = 0.1 + 1.9 * u; break;
       case ValueKind::kUnit: v = -0.9 + 1.8 * u; break;
+      case ValueKind::kProbability: v = 0.05 + 0.9 * u; break;
       case ValueKind::kAboveOne: v = 1.1 + 1.9 * u; break;
       case ValueKind::kNonZero: v = (randint(0, 1) ? 1.0 : -1.0) * (0.5 + 1.5 * u); break;
       case ValueKind::kBool: v = uniform(0.0, 1.0) < values.ones ? 1.0 : 0.0; break;

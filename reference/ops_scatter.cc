@@ -1,5 +1,5 @@
 // Index-driven reads and writes (docs/OPS.md "Paddle's other registered ops"): gather_nd,
-// scatter, scatter_nd_add. Plain loops over multi-indices, from the definitions.
+// scatter, scatter_nd_add, put_along_axis. Plain loops over multi-indices, from the definitions.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -101,6 +101,37 @@ Tensors scatter_nd_add(const Tensors& inputs, const Attrs&) {
   for (int64_t r = 0; r < plan.rows; ++r) {
     const int64_t offset = SliceOffset(x, index, r, plan.depth);
     for (int64_t t = 0; t < slice; ++t) out.data[offset + t] += updates.data[r * slice + t];
+  }
+  return {out};
+}
+
+// out = x; then, in index's row-major order, value[p] lands at x's position p with p[axis]
+// replaced by index[p]: assign overwrites (of ids repeated along the axis the last wins),
+// add adds, into x (include_self) or into 0 at a position some value lands on. Every id is
+// checked before anything is written.
+Tensors put_along_axis(const Tensors& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 3);
+  const Tensor& x = inputs[0];
+  const Tensor& index = inputs[1];
+  const Tensor& value = inputs[2];
+  const indexing_plan::PutAlongAxisPlan plan =
+      indexing_plan::PlanPutAlongAxis(x.shape, index.shape, value.shape, attrs);
+  const auto axis = static_cast<size_t>(plan.axis);
+  const Shape strides = internal::Strides(x.shape);
+  std::vector<int64_t> targets;
+  for (size_t i = 0; i < index.data.size(); ++i) {
+    std::vector<int64_t> at = internal::Unravel(static_cast<int64_t>(i), index.shape);
+    at[axis] = Id(index.data[i], x.shape[axis], InputField(1, "data"));
+    targets.push_back(internal::Dot(at, strides));
+  }
+  const bool add = plan.reduce == indexing_plan::PutReduce::kAdd;
+  Tensor out = x;
+  if (add && !plan.include_self) {
+    for (int64_t t : targets) out.data[t] = 0.0;
+  }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    double& dst = out.data[targets[i]];
+    dst = add ? dst + value.data[i] : value.data[i];
   }
   return {out};
 }

@@ -162,18 +162,30 @@ Tensors stack(const Tensors& inputs, const Attrs& attrs) {
   return {Join(pieces, plan.axis, plan.out)};
 }
 
-Tensors slice(const Tensors& inputs, const Attrs& attrs) {
-  CheckArity(inputs, 1);
-  const Tensor& x = inputs[0];
-  const shape_plan::SlicePlan plan = shape_plan::PlanSlice(x.shape, attrs);
+namespace {
+
+// out's element at index i along dim d is x's at begin[d] + i * step[d] (step 1 for slice).
+Tensor Sliced(const Tensor& x, const shape_plan::SlicePlan& plan) {
   Tensor out = internal::Zeros(plan.sliced, x.dtype);
   Shape x_strides = internal::Strides(x.shape);
   for (int64_t i = 0; i < NumElements(plan.sliced); ++i) {
     std::vector<int64_t> index = internal::Unravel(i, plan.sliced);
-    for (size_t d = 0; d < index.size(); ++d) index[d] += plan.begin[d];
+    for (size_t d = 0; d < index.size(); ++d) index[d] = plan.begin[d] + index[d] * plan.step[d];
     out.data[i] = x.data[internal::Dot(index, x_strides)];
   }
-  return {Reshaped(out, plan.out)};
+  return Reshaped(out, plan.out);
+}
+
+}  // namespace
+
+Tensors slice(const Tensors& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 1);
+  return {Sliced(inputs[0], shape_plan::PlanSlice(inputs[0].shape, attrs))};
+}
+
+Tensors strided_slice(const Tensors& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 1);
+  return {Sliced(inputs[0], shape_plan::PlanStridedSlice(inputs[0].shape, attrs))};
 }
 
 Tensors tile(const Tensors& inputs, const Attrs& attrs) {

@@ -57,6 +57,7 @@ DEFAULTS = {
     "stack": {"axis": 0},
     "slice": {"axes": REQUIRED, "starts": REQUIRED, "ends": REQUIRED, "infer_flags": [],
               "decrease_axis": []},
+    "strided_slice": {"axes": REQUIRED, "starts": REQUIRED, "ends": REQUIRED, "strides": REQUIRED},
     "tile": {"repeat_times": REQUIRED},
     "expand": {"shape": REQUIRED},
     "expand_as": {"target_shape": []},
@@ -66,6 +67,8 @@ DEFAULTS = {
     "tril": {"diagonal": 0}, "tril_triu": {"diagonal": 0, "lower": False},
     "one_hot": {"num_classes": REQUIRED}, "roll": {"shifts": [], "axis": []},
     "index_select": {"axis": 0}, "gather": {"axis": 0}, "take_along_axis": {"axis": 0},
+    "put_along_axis": {"axis": 0, "reduce": "assign", "include_self": True},
+    "bernoulli": {"seed": 0},
     "pad": {"paddings": REQUIRED, "pad_value": 0.0}, "swiglu": {},
     # more of Paddle's registered rules
     "argsort": {"axis": -1, "descending": False, "stable": False},

@@ -2726,6 +2726,162 @@ def gen_take_along_axis():
     error("take_along_axis", "scalar_x", {}, [np.array(1.5), T(np.array(0), "int64")], "inputs[0].shape")
 
 
+family("indexing", ["put_along_axis"])
+RNG18 = np.random.default_rng(20261212)
+
+
+def gen_put_along_axis():
+    """Paddle's put_along_axis: out = x with value (index's shape) written along axis at
+    index's ids, at the same place elsewhere (x's leading part where index is smaller):
+    assign in index's row-major order (a repeated id: the last wins) or add, into x
+    (include_self) or into 0 where a value lands."""
+    def v(*shape):
+        return np.round(RNG18.uniform(-3, 3, size=shape), 2)
+
+    def ids(bound, *shape):
+        return T(RNG18.integers(0, bound, size=shape), "int64")
+
+    def put(x, index, value, axis, reduce="assign", include_self=True):
+        out = np.array(x, dtype=np.float64)
+        index = np.asarray(index).astype(np.int64)
+        axis %= out.ndim
+        targets = []
+        for p in np.ndindex(*index.shape):
+            t = list(p)
+            t[axis] = index[p]
+            targets.append((tuple(t), p))
+        if reduce == "add" and not include_self:
+            for t, _ in targets:
+                out[t] = 0.0
+        for t, p in targets:
+            out[t] = out[t] + value[p] if reduce == "add" else value[p]
+        return out
+    x = v(3, 4, 5)
+    i, u = ids(4, 3, 6, 5), v(3, 6, 5)
+    case("put_along_axis", "assign_repeated_ids", {"axis": 1}, [x, i, u], [put(x, i.array, u, 1)])
+    i, u = ids(5, 2, 3, 2), v(2, 3, 2)
+    case("put_along_axis", "assign_leading_part", {"axis": -1}, [x, i, u], [put(x, i.array, u, 2)])
+    y = v(3, 4)
+    i, u = ids(3, 5, 4), v(5, 4)
+    case("put_along_axis", "add_into_x", {"axis": 0, "reduce": "add"}, [y, i, u],
+         [put(y, i.array, u, 0, "add")])
+    i, u = ids(4, 2, 6), v(2, 6)
+    case("put_along_axis", "add_without_self", {"axis": 1, "reduce": "add", "include_self": False}, [y, i, u],
+         [put(y, i.array, u, 1, "add", False)])
+    w = v(3, 2)
+    case("put_along_axis", "float_ids", {"axis": 1}, [y, T(np.array([[3.0, 0.0]] * 3), "float64"), w],
+         [put(y, np.array([[3, 0]] * 3), w, 1)])
+    case("put_along_axis", "empty_index", {"axis": 0},
+         [y, T(np.zeros((0, 4), dtype=np.int64), "int64"), np.zeros((0, 4))], [y])
+    i3 = T(np.full((3, 1), 4), "int64")
+    error("put_along_axis", "id_out_of_range", {"axis": 1}, [y, i3, v(3, 1)], "inputs[1].data")
+    error("put_along_axis", "negative_id", {"axis": 1}, [y, T(np.full((3, 1), -1), "int64"), v(3, 1)],
+          "inputs[1].data")
+    error("put_along_axis", "value_shape", {"axis": 1}, [y, ids(4, 3, 2), v(3, 1)], "inputs[2].shape")
+    error("put_along_axis", "rank_mismatch", {"axis": 0}, [y, ids(3, 2), v(2)], "inputs[1].shape")
+    error("put_along_axis", "larger_off_axis", {"axis": 0}, [y, ids(3, 2, 5), v(2, 5)], "inputs[1].shape")
+    error("put_along_axis", "axis_out_of_range", {"axis": 2}, [y, ids(3, 3, 4), v(3, 4)], "attrs.axis")
+    error("put_along_axis", "reduce_unknown", {"axis": 0, "reduce": "max"}, [y, ids(3, 3, 4), v(3, 4)],
+          "attrs.reduce")
+    error("put_along_axis", "reduce_mul_not_provided", {"axis": 0, "reduce": "mul"}, [y, ids(3, 3, 4), v(3, 4)],
+          "attrs.reduce", "Unsupported")
+    error("put_along_axis", "scalar_x", {}, [np.array(1.5), T(np.array(0), "int64"), np.array(2.0)],
+          "inputs[0].shape")
+
+
+family("random", ["bernoulli"])
+RNG22 = np.random.default_rng(20261216)
+
+
+def np_bernoulli(x, seed, offset=None, global_shape=None):
+    """bernoulli on x, a block at `offset` of a tensor of `global_shape`: 1 where the
+    element's counter draw is below x."""
+    x = np.asarray(x, dtype=np.float64)
+    offset = offset or [0] * x.ndim
+    global_shape = global_shape or list(x.shape)
+    out = np.zeros(x.shape)
+    for local in np.ndindex(*x.shape):
+        g = int(np.ravel_multi_index(tuple(o + i for o, i in zip(offset, local)), global_shape)) \
+            if x.ndim else 0
+        out[local] = 1.0 if counter_uniform(seed, g) < x[local] else 0.0
+    return out
+
+
+def gen_bernoulli():
+    """Paddle's bernoulli: 1 with probability x, drawn with dropout's counter generator."""
+    x = np.round(RNG22.uniform(0, 1, size=(4, 6)), 3)
+    case("bernoulli", "seed_0", {}, [x], [np_bernoulli(x, 0)])
+    case("bernoulli", "negative_seed", {"seed": -7}, [x], [np_bernoulli(x, -7)])
+    edges = np.array([[0.0, 1.0, 0.0], [1.0, 0.5, 0.25]])
+    case("bernoulli", "zero_and_one_are_certain", {"seed": 3}, [edges], [np_bernoulli(edges, 3)])
+    f32 = T(np.round(RNG22.uniform(0, 1, size=(2, 3)), 2), "float32")
+    case("bernoulli", "float32_keeps_dtype", {"seed": 5}, [f32], [T(np_bernoulli(f32.array, 5), "float32")])
+    case("bernoulli", "0d", {"seed": 2}, [np.array(0.5)], [np_bernoulli(np.array(0.5), 2)])
+    case("bernoulli", "empty", {}, [np.zeros((0, 3))], [np.zeros((0, 3))])
+    full = np_bernoulli(x, 5)
+    case("bernoulli", "localized_offset", {"seed": 5, "local": {"offset": [1, 2], "global_shape": [4, 6]}},
+         [x[1:3, 2:5]], [full[1:3, 2:5]])
+    error("bernoulli", "above_one", {}, [np.array([0.5, 1.5])], "inputs[0].data")
+    error("bernoulli", "negative", {}, [np.array([-0.25, 0.5])], "inputs[0].data")
+    error("bernoulli", "nan", {}, [np.array([np.nan])], "inputs[0].data")
+    error("bernoulli", "block_outside", {"local": {"offset": [3, 2], "global_shape": [4, 6]}},
+          [x[1:3, 2:5]], "local.offset")
+
+
+family("shape", ["strided_slice"])
+RNG19 = np.random.default_rng(20261213)
+
+
+def gen_strided_slice():
+    """Paddle's strided_slice: x[start:end:stride] on each listed axis, Python's slice
+    (numpy basic indexing), a negative stride walking back."""
+    def v(*shape):
+        return np.round(RNG19.uniform(-3, 3, size=shape), 2)
+
+    def ss(x, axes, starts, ends, strides):
+        index = [slice(None)] * x.ndim
+        for a, s, e, st in zip(axes, starts, ends, strides):
+            index[a] = slice(s, e, st)
+        return x[tuple(index)]
+
+    x = v(3, 7, 4)
+    for label, axes, starts, ends, strides in [
+            ("axis1_step2", [1], [1], [-1], [2]),
+            ("reverse_whole", [0], [-1], [-100], [-1]),
+            ("two_axes_mixed", [2, 0], [0, 2], [100, -100], [3, -2]),
+            ("start_past_end_backwards", [1], [100], [0], [-3]),
+            ("negative_axis", [-1], [-3], [-1], [1]),
+            ("stride_past_the_dim", [1], [0], [7], [100]),
+            ("most_negative_stride", [1], [6], [-100], [-2**63]),
+            ("end_minus_one_backwards", [1], [5], [-1], [-1]),
+            ("start_below_range_backwards", [1], [-100], [-200], [-1]),
+            ("empty_equal", [1], [2], [2], [1]),
+            ("empty_wrong_way", [1], [5], [1], [2]),
+            ("no_axes", [], [], [], [])]:
+        attrs = {"axes": axes, "starts": starts, "ends": ends, "strides": strides}
+        case("strided_slice", label, attrs, [x], [ss(x, axes, starts, ends, strides)])
+    xi = T(RNG19.integers(-9, 9, size=(5, 2)), "int64")
+    case("strided_slice", "int64_x", {"axes": [0], "starts": [4], "ends": [0], "strides": [-2]}, [xi],
+         [T(xi.array[4:0:-2], "int64")])
+    x0 = v(0, 3)
+    case("strided_slice", "empty_dim_backwards", {"axes": [0], "starts": [-1], "ends": [-100], "strides": [-1]},
+         [x0], [x0[::-1]])
+    s0 = np.array(1.25)
+    case("strided_slice", "0d_no_axes", {"axes": [], "starts": [], "ends": [], "strides": []}, [s0], [s0])
+    error("strided_slice", "stride_zero", {"axes": [0, 1], "starts": [0, 0], "ends": [2, 2], "strides": [1, 0]},
+          [x], "attrs.strides")
+    error("strided_slice", "strides_length", {"axes": [0, 1], "starts": [0, 0], "ends": [1, 1], "strides": [1]},
+          [x], "attrs.strides")
+    error("strided_slice", "starts_length", {"axes": [0], "starts": [0, 1], "ends": [1], "strides": [1]},
+          [x], "attrs.starts")
+    error("strided_slice", "ends_length", {"axes": [0], "starts": [0], "ends": [], "strides": [1]},
+          [x], "attrs.ends")
+    error("strided_slice", "axis_repeated", {"axes": [1, -2], "starts": [0, 0], "ends": [1, 1], "strides": [1, 1]},
+          [x], "attrs.axes")
+    error("strided_slice", "axis_out_of_range", {"axes": [3], "starts": [0], "ends": [1], "strides": [1]},
+          [x], "attrs.axes")
+
+
 family("contraction", ["fused_gemm_epilogue"])
 RNG20 = np.random.default_rng(20261214)
 
@@ -2852,6 +3008,9 @@ def main():
     gen_label_smooth()  # RNG15
     gen_frobenius_norm()  # RNG16
     gen_take_along_axis()  # RNG17
+    gen_put_along_axis()  # RNG18
+    gen_bernoulli()  # RNG22
+    gen_strided_slice()  # RNG19
     gen_fused_gemm_epilogue()  # RNG20
     gen_fused_linear_param_grad_add()  # RNG21
     for name, lines in sorted(FAMILIES.items()):

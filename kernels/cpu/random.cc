@@ -1,7 +1,6 @@
-// dropout's CPU kernel: the mask of rules/ops/counter_rng.h drawn at each element's GLOBAL
-// linear index, so a shard (with the localized local.offset and local.global_shape) draws the
-// numbers of the same elements of the global tensor. The kernel walks rows of the last
-// dim: a row's global indices are consecutive from its first one.
+// dropout's and bernoulli's CPU kernels: the draws of rules/ops/counter_rng.h at each
+// element's GLOBAL linear index, so a shard (with the localized local.offset and
+// local.global_shape) draws the numbers of the same elements of the global tensor.
 #include <cstdint>
 #include <vector>
 
@@ -11,6 +10,34 @@
 #include "rules/ops/shape_plan.h"
 
 namespace spmd::kernels::cpu {
+namespace {
+
+// Calls f(i, global) for each local element i (row-major) of a block of `shape` at
+// layout.offset in a tensor of layout.global_shape, `global` its linear index there. It
+// walks rows of the last dim: a row's global indices are consecutive from its first one.
+template <typename F>
+void ForEachGlobalIndex(const Shape& shape, const dropout::DropoutLayout& layout, F f) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  if (n == 0) return;
+  const int rank = static_cast<int>(shape.size());
+  std::vector<int64_t> global_strides(shape.size(), 1);
+  for (int d = rank - 2; d >= 0; --d) global_strides[d] = global_strides[d + 1] * layout.global_shape[d + 1];
+  const int64_t cols = rank == 0 ? 1 : shape.back();
+  const int64_t col0 = rank == 0 ? 0 : layout.offset.back();
+  std::vector<int64_t> row(rank > 0 ? rank - 1 : 0, 0);  // the local multi-index of the row
+  for (int64_t start = 0; start < n; start += cols) {
+    int64_t base = col0;
+    for (size_t d = 0; d < row.size(); ++d) base += (layout.offset[d] + row[d]) * global_strides[d];
+    for (int64_t j = 0; j < cols; ++j) f(start + j, base + j);
+    for (int d = static_cast<int>(row.size()) - 1; d >= 0; --d) {  // next row (odometer)
+      if (++row[d] < shape[d]) break;
+      row[d] = 0;
+    }
+  }
+}
+
+}  // namespace
 
 Tensors dropout(const TensorArgs& inputs, const Attrs& attrs) {
   internal::CheckArity(inputs, 1);
@@ -35,30 +62,35 @@ Tensors dropout(const TensorArgs& inputs, const Attrs& attrs) {
       }
       return Tensors{std::move(out), std::move(mask)};
     }
-    const Shape& shape = xt.shape();
-    const int rank = static_cast<int>(shape.size());
-    // Global strides, and the local multi-index of the current row (last dim excluded).
-    std::vector<int64_t> global_strides(shape.size(), 1);
-    for (int d = rank - 2; d >= 0; --d) global_strides[d] = global_strides[d + 1] * layout.global_shape[d + 1];
-    const int64_t cols = rank == 0 ? 1 : shape.back();
-    const int64_t col0 = rank == 0 ? 0 : layout.offset.back();
-    std::vector<int64_t> row(rank > 0 ? rank - 1 : 0, 0);
     const double keep_divisor = 1.0 - a.p;
-    for (int64_t start = 0; start < n; start += cols) {
-      int64_t base = col0;
-      for (size_t d = 0; d < row.size(); ++d) base += (layout.offset[d] + row[d]) * global_strides[d];
-      for (int64_t j = 0; j < cols; ++j) {
-        const bool keep = counter_rng::Uniform(a.seed, base + j) >= a.p;
-        const double v = static_cast<double>(x[start + j]);
-        m[start + j] = keep;
-        o[start + j] = keep ? static_cast<T>(a.upscale ? v / keep_divisor : v) : T(0);
-      }
-      for (int d = static_cast<int>(row.size()) - 1; d >= 0; --d) {  // next row (odometer)
-        if (++row[d] < shape[d]) break;
-        row[d] = 0;
-      }
-    }
+    ForEachGlobalIndex(xt.shape(), layout, [&](int64_t i, int64_t global) {
+      const bool keep = counter_rng::Uniform(a.seed, global) >= a.p;
+      const double v = static_cast<double>(x[i]);
+      m[i] = keep;
+      o[i] = keep ? static_cast<T>(a.upscale ? v / keep_divisor : v) : T(0);
+    });
     return Tensors{std::move(out), std::move(mask)};
+  });
+}
+
+// bernoulli: 1 where the element's draw is below its probability x, in x's float dtype;
+// every x is checked to lie in [0, 1] first.
+Tensors bernoulli(const TensorArgs& inputs, const Attrs& attrs) {
+  internal::CheckArity(inputs, 1);
+  const Tensor& xt = inputs[0];
+  const int64_t seed = attrs.GetInt("seed");
+  const dropout::DropoutLayout layout = dropout::ReadDropoutLayout(attrs, xt.shape());
+  return internal::DispatchFloat(internal::ComputeDType(inputs, {0}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    internal::ValuesAs<T> xv(xt);
+    const T* x = xv.data();
+    for (int64_t i = 0; i < xt.numel(); ++i) dropout::CheckProbability(static_cast<double>(x[i]));
+    Tensor out = internal::NewOutput(xt.shape(), DTypeOf<T>::value);
+    T* o = out.data<T>();
+    ForEachGlobalIndex(xt.shape(), layout, [&](int64_t i, int64_t global) {
+      o[i] = counter_rng::Uniform(seed, global) < static_cast<double>(x[i]) ? T(1) : T(0);
+    });
+    return Tensors{std::move(out)};
   });
 }
 

@@ -1,6 +1,7 @@
 // Index-driven reads and writes (docs/OPS.md "Paddle's other registered ops"): gather_nd
-// moves bytes (any dtype, x's kept; one memcpy per addressed slice); scatter and
-// scatter_nd_add compute in float32 or float64 (the floating inputs' dtype).
+// moves bytes (any dtype, x's kept; one memcpy per addressed slice); scatter,
+// scatter_nd_add and put_along_axis compute in float32 or float64 (the floating inputs'
+// dtype).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -136,6 +137,49 @@ Tensors scatter_nd_add(const TensorArgs& inputs, const Attrs&) {
       T* dst = o + offsets[r];
       for (int64_t t = 0; t < slice; ++t) dst[t] += src[t];
     }
+    return Tensors{std::move(out)};
+  });
+}
+
+// Every id is checked first; each value's target offset in x comes from an odometer over
+// index's shape with x's strides (the axis's term from the id), then the writes in order.
+Tensors put_along_axis(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 3);
+  const Tensor& x = inputs[0];
+  const Tensor& index = inputs[1];
+  const Tensor& value = inputs[2];
+  const indexing_plan::PutAlongAxisPlan plan =
+      indexing_plan::PlanPutAlongAxis(x.shape(), index.shape(), value.shape(), attrs);
+  const auto axis = static_cast<size_t>(plan.axis);
+  const std::vector<int64_t> ids = Ids(index, InputField(1, "data"), x.shape()[axis]);
+  const size_t rank = x.shape().size();
+  Shape strides(rank, 1);
+  for (size_t d = rank - 1; d > 0; --d) strides[d - 1] = strides[d] * x.shape()[d];
+  std::vector<int64_t> targets(ids.size());
+  std::vector<int64_t> at(rank, 0);
+  int64_t base = 0;  // x's offset of `at` without the axis term
+  for (size_t i = 0; i < ids.size(); ++i) {
+    targets[i] = base + ids[i] * strides[axis];
+    for (size_t d = rank; d-- > 0;) {
+      if (d != axis) base += strides[d];
+      if (++at[d] < index.shape()[d]) break;
+      if (d != axis) base -= at[d] * strides[d];
+      at[d] = 0;
+    }
+  }
+  const bool add = plan.reduce == indexing_plan::PutReduce::kAdd;
+  return internal::DispatchFloat(internal::ComputeDType(inputs, {0, 2}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    internal::ValuesAs<T> xv(x);
+    internal::ValuesAs<T> vv(value);
+    Tensor out = NewOutput(x.shape(), DTypeOf<T>::value);
+    T* o = out.data<T>();
+    std::copy(xv.data(), xv.data() + out.numel(), o);
+    if (add && !plan.include_self) {
+      for (int64_t t : targets) o[t] = T(0);
+    }
+    const T* v = vv.data();
+    for (size_t i = 0; i < targets.size(); ++i) o[targets[i]] = add ? o[targets[i]] + v[i] : v[i];
     return Tensors{std::move(out)};
   });
 }

@@ -26,6 +26,49 @@ using internal::NewOutput;
 // sharing x's buffer, copy-on-write (kernels/tensor.h), so no bytes are copied.
 Tensor Reshaped(const Tensor& x, const Shape& shape) { return x.View(shape); }
 
+// out's element at index i along dim d is x's at begin[d] + i * step[d] (slice: step 1).
+// The dims after t, the last one sliced or stepped, are whole and walk forwards, so each of
+// them is one contiguous run of x; when t steps by 1 the run spans t too. An odometer over
+// the dims before the run moves x's offset.
+Tensor Sliced(const Tensor& x, const shape_plan::SlicePlan& plan) {
+  const int64_t rank = x.rank();
+  const Shape& begin = plan.begin;
+  const Shape& step = plan.step;
+  const Shape& shape = plan.sliced;
+  Tensor out = NewOutput(plan.out, x.dtype());
+  const int64_t numel = out.numel();
+  if (numel == 0) return out;
+  int64_t t = -1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (shape[d] != x.shape()[d] || step[d] != 1) t = d;
+  }
+  const size_t es = x.element_size();
+  if (t < 0) {
+    std::memcpy(out.bytes(), x.bytes(), static_cast<size_t>(numel) * es);
+    return out;
+  }
+  Shape x_strides(x.shape().size(), 1);
+  for (int64_t d = rank - 2; d >= 0; --d) x_strides[d] = x_strides[d + 1] * x.shape()[d + 1];
+  const bool merged = step[t] == 1;
+  const int64_t walked = merged ? t : t + 1;  // the odometer's dims: [0, walked)
+  const int64_t len = merged ? shape[t] * x_strides[t] : x_strides[t];
+  const int64_t rows = numel / len;
+  std::vector<int64_t> index(static_cast<size_t>(walked), 0);
+  int64_t in = 0;
+  for (int64_t d = 0; d <= t; ++d) in += begin[d] * x_strides[d];
+  for (int64_t row = 0; row < rows; ++row) {
+    std::memcpy(out.bytes() + row * len * static_cast<int64_t>(es), x.bytes() + in * static_cast<int64_t>(es),
+                static_cast<size_t>(len) * es);
+    for (int64_t d = walked - 1; d >= 0; --d) {
+      in += step[d] * x_strides[d];
+      if (++index[d] < shape[d]) break;
+      in -= step[d] * x_strides[d] * shape[d];
+      index[d] = 0;
+    }
+  }
+  return out;
+}
+
 // The elements [start, start + len) of x along `axis` (x.shape[axis] becomes len).
 Tensor TakeRange(const Tensor& x, int64_t axis, int64_t start, int64_t len) {
   const AxisView in = internal::ViewAlong(x.shape(), axis);
@@ -145,43 +188,12 @@ Tensors stack(const TensorArgs& inputs, const Attrs& attrs) {
 
 Tensors slice(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
-  const Tensor& x = inputs[0];
-  const int64_t rank = x.rank();
-  const shape_plan::SlicePlan plan = shape_plan::PlanSlice(x.shape(), attrs);
-  const Shape& begin = plan.begin;
-  const Shape& shape = plan.sliced;
-  Tensor out = NewOutput(plan.out, x.dtype());
-  const int64_t numel = out.numel();
-  if (numel > 0) {
-    // Rows: from the last sliced dim t on, each output row [t:] is one contiguous run of x.
-    int64_t t = -1;
-    for (int64_t d = 0; d < rank; ++d) {
-      if (shape[d] != x.shape()[d]) t = d;
-    }
-    const size_t es = x.element_size();
-    if (t < 0) {
-      std::memcpy(out.bytes(), x.bytes(), static_cast<size_t>(numel) * es);
-    } else {
-      Shape x_strides(x.shape().size(), 1);
-      for (int64_t d = rank - 2; d >= 0; --d) x_strides[d] = x_strides[d + 1] * x.shape()[d + 1];
-      const int64_t len = shape[t] * x_strides[t];
-      const int64_t rows = numel / len;
-      std::vector<int64_t> index(static_cast<size_t>(t), 0);
-      int64_t in = 0;
-      for (int64_t d = 0; d <= t; ++d) in += begin[d] * x_strides[d];
-      for (int64_t row = 0; row < rows; ++row) {
-        std::memcpy(out.bytes() + row * len * static_cast<int64_t>(es),
-                    x.bytes() + in * static_cast<int64_t>(es), static_cast<size_t>(len) * es);
-        for (int64_t d = t - 1; d >= 0; --d) {
-          in += x_strides[d];
-          if (++index[d] < shape[d]) break;
-          in -= x_strides[d] * shape[d];
-          index[d] = 0;
-        }
-      }
-    }
-  }
-  return TensorList(std::move(out));
+  return TensorList(Sliced(inputs[0], shape_plan::PlanSlice(inputs[0].shape(), attrs)));
+}
+
+Tensors strided_slice(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 1);
+  return TensorList(Sliced(inputs[0], shape_plan::PlanStridedSlice(inputs[0].shape(), attrs)));
 }
 
 Tensors tile(const TensorArgs& inputs, const Attrs& attrs) {

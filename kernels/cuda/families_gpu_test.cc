@@ -122,6 +122,21 @@ Request GenRequest(const std::string& op) {
     a.Set("ends", ends);
     if (!axes.empty() && *rc::gen::arbitrary<bool>()) a.Set("decrease_axis", std::vector<int64_t>{axes[0]});
     r.inputs = {x};
+  } else if (op == "strided_slice") {
+    const Tensor x = RandomTensor(GenShape(1, 4), dt);
+    std::vector<int64_t> axes, starts, ends, strides;
+    for (int64_t d = 0; d < x.rank(); ++d) {
+      if (!*rc::gen::arbitrary<bool>()) continue;
+      axes.push_back(d);
+      starts.push_back(*rc::gen::inRange<int64_t>(-7, 8));
+      ends.push_back(*rc::gen::inRange<int64_t>(-7, 8));
+      strides.push_back(*rc::gen::inRange<int64_t>(-3, 4));  // 0 now and then: refused alike
+    }
+    a.Set("axes", axes);
+    a.Set("starts", starts);
+    a.Set("ends", ends);
+    a.Set("strides", strides);
+    r.inputs = {x};
   } else if (op == "tile") {
     const Tensor x = RandomTensor(GenShape(0, 3, 4), dt);
     std::vector<int64_t> reps;
@@ -335,10 +350,10 @@ void CheckAgainstCpu(const Request& r, Stream stream) {
 }
 
 const char* const kOps[] = {"reshape", "flatten", "squeeze", "unsqueeze", "transpose", "split", "split_with_num",
-                            "unbind", "concat", "stack", "slice", "tile", "expand", "expand_as", "triu", "tril",
-                            "tril_triu", "one_hot", "roll", "pad", "swiglu", "index_select", "gather", "gather_nd",
-                            "scatter", "scatter_nd_add", "argsort", "topk", "fused_rotary_position_embedding",
-                            "bmm_grad", "dropout", "fused_dropout_add"};
+                            "unbind", "concat", "stack", "slice", "strided_slice", "tile", "expand", "expand_as",
+                            "triu", "tril", "tril_triu", "one_hot", "roll", "pad", "swiglu", "index_select", "gather",
+                            "gather_nd", "scatter", "scatter_nd_add", "argsort", "topk",
+                            "fused_rotary_position_embedding", "bmm_grad", "dropout", "fused_dropout_add"};
 
 class CudaFamiliesGpu : public ::testing::TestWithParam<const char*> {
  protected:

@@ -225,12 +225,19 @@ inline CopyPlan PlanStackPiece(const std::vector<int64_t>& piece, int64_t axis, 
   return p;
 }
 
-// slice: the box of `shape` (the sliced sizes, before decrease_axis) at `begin` in x.
+// slice, strided_slice: `shape` (the sliced sizes, before decrease_axis) taken from x at
+// `begin`, `step` apart along each dim (a negative step walks back: a negative source
+// stride); an empty step is 1 everywhere (slice: the box at begin).
 inline CopyPlan PlanSlice(const std::vector<int64_t>& x, const std::vector<int64_t>& begin,
-                          const std::vector<int64_t>& shape, int64_t es) {
-  const std::vector<int64_t> xs = ContiguousStrides(x);
+                          const std::vector<int64_t>& shape, int64_t es, const std::vector<int64_t>& step = {}) {
+  std::vector<int64_t> xs = ContiguousStrides(x);
+  int64_t offset = 0;
+  for (size_t d = 0; d < x.size(); ++d) {
+    offset += begin[d] * xs[d];
+    if (!step.empty()) xs[d] *= step[d];
+  }
   CopyPlan p = MakePlan(shape, xs, ContiguousStrides(shape), es);
-  for (size_t d = 0; d < x.size(); ++d) p.src_offset += begin[d] * xs[d];
+  p.src_offset = offset;
   return p;
 }
 

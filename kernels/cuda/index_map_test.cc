@@ -24,6 +24,7 @@
 #include "rules/model/attrs.h"
 #include "rules/engine/op_decl.h"
 #include "rules/engine/registry.h"
+#include "rules/ops/shape_plan.h"
 
 namespace spmd::kernels::cuda {
 namespace {
@@ -60,6 +61,35 @@ RC_GTEST_PROP(CudaCopyPlans, SliceMatchesCpu, ()) {
   RC_ASSERT(!cpu.error);
   Tensor out = Tensor::Uninitialized(shape, dtype);
   RunPlanHost(PlanSlice(xs, begin, shape, Es(dtype)), out.bytes(), x.bytes(), GenMaxUnit(), GenMaxRank());
+  RC_ASSERT(SameBytes(out, cpu.outputs[0]));
+}
+
+// Random starts, ends and non-zero strides (both signs, some past the dims); begin, step
+// and the sizes from the shared plan (rules/ops/shape_plan.h), the values from the CPU kernel.
+RC_GTEST_PROP(CudaCopyPlans, StridedSliceMatchesCpu, ()) {
+  const DType dtype = GenDType();
+  const Shape xs = GenShape(1, 4);
+  const Tensor x = RandomTensor(xs, dtype);
+  std::vector<int64_t> axes, starts, ends, strides;
+  for (size_t d = 0; d < xs.size(); ++d) {
+    if (!*rc::gen::arbitrary<bool>()) continue;
+    axes.push_back(static_cast<int64_t>(d));
+    starts.push_back(*rc::gen::inRange<int64_t>(-7, 8));
+    ends.push_back(*rc::gen::inRange<int64_t>(-7, 8));
+    const int64_t stride = *rc::gen::inRange<int64_t>(1, 5);
+    strides.push_back(*rc::gen::arbitrary<bool>() ? stride : -stride);
+  }
+  Attrs a;
+  a.Set("axes", axes);
+  a.Set("starts", starts);
+  a.Set("ends", ends);
+  a.Set("strides", strides);
+  const CpuResult cpu = RunCpu("strided_slice", {x}, Norm("strided_slice", a));
+  RC_ASSERT(!cpu.error);
+  const shape_plan::SlicePlan plan = shape_plan::PlanStridedSlice(xs, a);
+  Tensor out = Tensor::Uninitialized(plan.out, dtype);
+  RunPlanHost(PlanSlice(xs, plan.begin, plan.sliced, Es(dtype), plan.step), out.bytes(), x.bytes(), GenMaxUnit(),
+              GenMaxRank());
   RC_ASSERT(SameBytes(out, cpu.outputs[0]));
 }
 
@@ -786,8 +816,8 @@ TEST(CudaIndexFaults, BitsNameTheOpsAndTheCpuFields) {
 
 TEST(CudaKernelTable, TheSixFamiliesHaveEveryOpOfTheirCpuFiles) {
   const char* ops[] = {"reshape", "flatten", "squeeze", "unsqueeze", "transpose", "split", "split_with_num",
-                       "unbind", "concat", "stack", "slice", "tile", "expand", "expand_as", "triu", "tril",
-                       "tril_triu", "one_hot", "roll", "pad", "swiglu", "index_select", "gather", "gather_nd",
+                       "unbind", "concat", "stack", "slice", "strided_slice", "tile", "expand", "expand_as", "triu",
+                       "tril", "tril_triu", "one_hot", "roll", "pad", "swiglu", "index_select", "gather", "gather_nd",
                        "scatter", "scatter_nd_add", "argsort", "topk", "fused_rotary_position_embedding",
                        "bmm_grad", "dropout", "fused_dropout_add"};
   for (const char* op : ops) EXPECT_NE(FindCudaKernel(op), nullptr) << op;

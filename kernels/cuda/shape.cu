@@ -1,7 +1,7 @@
 // CUDA kernels of the shape family (the ops of kernels/cpu/shape.cc): the plans of
 // rules/ops/shape_plan.h (the rule's, the reference's and the CPU kernel's validation and
 // shapes), then device copies: reshape / flatten / squeeze / unsqueeze one cudaMemcpyAsync under the new
-// shape; split / unbind / concat / stack / slice / tile / expand / expand_as copy plans
+// shape; split / unbind / concat / stack / slice / strided_slice / tile / expand / expand_as copy plans
 // (kernels/cuda/index_map.h: a single contiguous run becomes a cudaMemcpyAsync, the rest a
 // strided kernel over units as wide as the layout allows); transpose PermuteOnDevice;
 // triu / tril / tril_triu one pass that keeps or zeroes each element. Any dtype: they
@@ -120,15 +120,24 @@ Tensors Stack(const TensorArgs& inputs, const Attrs& attrs) {
   return TensorList(std::move(out));
 }
 
+Tensors Sliced(const TensorArgs& inputs, const shape_plan::SlicePlan& plan) {
+  const Tensor& x = inputs[0];
+  Tensor out = detail::NewOut(x, plan.out, x.dtype());
+  detail::RunCopyPlan(PlanSlice(x.shape(), plan.begin, plan.sliced, static_cast<int64_t>(x.element_size()), plan.step),
+                      out.bytes(), x.bytes(), detail::StreamOf(x));
+  return TensorList(std::move(out));
+}
+
 Tensors Slice(const TensorArgs& inputs, const Attrs& attrs) {
   CheckInputs(inputs, true);
   CheckArity(inputs, 1);
-  const Tensor& x = inputs[0];
-  const shape_plan::SlicePlan plan = shape_plan::PlanSlice(x.shape(), attrs);
-  Tensor out = detail::NewOut(x, plan.out, x.dtype());
-  detail::RunCopyPlan(PlanSlice(x.shape(), plan.begin, plan.sliced, static_cast<int64_t>(x.element_size())),
-                      out.bytes(), x.bytes(), detail::StreamOf(x));
-  return TensorList(std::move(out));
+  return Sliced(inputs, shape_plan::PlanSlice(inputs[0].shape(), attrs));
+}
+
+Tensors StridedSlice(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckInputs(inputs, true);
+  CheckArity(inputs, 1);
+  return Sliced(inputs, shape_plan::PlanStridedSlice(inputs[0].shape(), attrs));
 }
 
 Tensors Tile(const TensorArgs& inputs, const Attrs& attrs) {
@@ -210,6 +219,7 @@ const CudaKernel ops::unbind{&Unbind, HalfInputs::kNative};
 const CudaKernel ops::concat{&Concat, HalfInputs::kNative};
 const CudaKernel ops::stack{&Stack, HalfInputs::kNative};
 const CudaKernel ops::slice{&Slice, HalfInputs::kNative};
+const CudaKernel ops::strided_slice{&StridedSlice, HalfInputs::kNative};
 const CudaKernel ops::tile{&Tile, HalfInputs::kNative};
 const CudaKernel ops::expand{&Expand, HalfInputs::kNative};
 const CudaKernel ops::expand_as{&ExpandAs, HalfInputs::kNative};

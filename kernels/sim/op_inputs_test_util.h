@@ -36,6 +36,7 @@ inline Tensors MakeInputs(const OpDecl& op, const std::vector<Shape>& shapes, co
         case ValueKind::kReal: v = -2.0 + 4.0 * unit(rng); break;
         case ValueKind::kPositive: v = 0.1 + 1.9 * unit(rng); break;
         case ValueKind::kUnit: v = -0.9 + 1.8 * unit(rng); break;
+        case ValueKind::kProbability: v = 0.05 + 0.9 * unit(rng); break;
         case ValueKind::kAboveOne: v = 1.1 + 1.9 * unit(rng); break;
         case ValueKind::kNonZero: v = (unit(rng) < 0.5 ? -1.0 : 1.0) * (0.5 + 1.5 * unit(rng)); break;
         case ValueKind::kBool: v = unit(rng) < kind.ones ? 1.0 : 0.0; break;

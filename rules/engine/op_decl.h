@@ -54,6 +54,7 @@ enum class ValueKind {
   kIndex,     // integers in [0, bound): ids, labels
   kUnit,      // distinct values in (-0.9, 0.9): asin, atanh, logit (inside their domains)
   kAboveOne,  // distinct values in (1.1, 3): acosh (inside its domain, away from its pole at 1)
+  kProbability,  // distinct values in (0.05, 0.95): bernoulli's probabilities
 };
 struct InputValues {
   ValueKind kind = ValueKind::kReal;

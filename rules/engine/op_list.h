@@ -82,6 +82,7 @@
   X(concat)                 \
   X(stack)                  \
   X(slice)                  \
+  X(strided_slice)          \
   X(tile)                   \
   X(expand)                 \
   X(expand_as)              \
@@ -89,6 +90,7 @@
   X(triu)                   \
   /* random ops */          \
   X(dropout)                \
+  X(bernoulli)              \
   /* backward ops (Paddle's grad kernels, where no composition is exact) */ \
   X(gelu_grad)              \
   X(embedding_grad)         \
@@ -104,6 +106,7 @@
   X(index_select)           \
   X(gather)                 \
   X(take_along_axis)        \
+  X(put_along_axis)         \
   X(pad)                    \
   X(swiglu)                 \
   /* more of Paddle's registered rules */ \

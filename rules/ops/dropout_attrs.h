@@ -1,4 +1,4 @@
-// dropout's attrs and localized layout, read and validated once for the rule, the
+// dropout's attrs and localized layout (bernoulli's too), read and validated once for the rule, the
 // reference and the kernels (header-only, as rules/engine/shape_util.h: it holds validation and
 // no value arithmetic, so all three refuse the same requests with the same error type and
 // field while the values stay computed independently).
@@ -41,6 +41,14 @@ inline DropoutAttrs ReadDropoutAttrs(const Attrs& attrs) {
   a.is_test = attrs.GetBool("is_test");
   a.seed = attrs.GetInt("seed");
   return a;
+}
+
+// bernoulli's input: each element a probability in [0, 1] (NaN refused), as Paddle's
+// kernel checks; else SpmdError(kInvalidArgument) naming inputs[0].data.
+inline void CheckProbability(double v) {
+  if (!(v >= 0.0 && v <= 1.0)) {
+    ThrowInvalid("inputs[0].data", "a bernoulli probability must be in [0, 1], got " + std::to_string(v));
+  }
 }
 
 // Where a tensor of `local` shape sits in the global tensor whose mask it draws: the

@@ -4,7 +4,7 @@
 // gradient, which ties share equally (Paddle's amax_grad) where max's gives each tie the
 // whole cotangent. argmin is argmax's rule and plan with the smallest value's first index.
 // cummax and cummin (Paddle's, with its rule: the scanned axis whole) give the running
-// extreme along an axis and where it was found.
+// extreme along an axis and where it was found; their gradient goes back to where.
 #include <string>
 #include <vector>
 
@@ -92,9 +92,25 @@ OpBuilder Extreme(const char* name, ReduceOp reduce) {
 // replicated); the other dims pass through. The indices hold no partial value, and an
 // extreme of addends is not the addends' extreme: a partial x is reduced first (the
 // default acceptance).
+// Its VJP (Paddle's cummax_grad): each out's cotangent is added at the element its extreme
+// came from, a put_along_axis add of g into zeros at the forward's indices (0-d: g).
+VjpGraph CumExtremeVjp(const RuleContext& c) {
+  VjpGraph g;
+  if (c.input_shapes[0].empty()) {
+    g.input_grads = {Ref::OutputGrad(0)};
+    return g;
+  }
+  g.input_grads = {g.Add("put_along_axis", {vjps::Zeros(g, Ref::Input(0)), Ref::Output(1), Ref::OutputGrad(0)},
+                         MakeAttrs({{"axis", c.attrs.GetInt("axis")},
+                                    {"reduce", std::string("add")},
+                                    {"include_self", true}}))};
+  return g;
+}
+
 OpDecl CumExtreme(const char* name) {
   return OpBuilder(name).Inputs({"x"}).Outputs({"out", "indices"})
       .Tolerance(ToleranceClass::kExact)
+      .Vjp(CumExtremeVjp)
       .Attr("axis", AttrKind::kInt, int64_t{-1})
       .Attr("dtype", AttrKind::kString, std::string("int64"))
       .Einsum([name](const RuleContext& c) {

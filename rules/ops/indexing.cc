@@ -86,6 +86,18 @@ VjpGraph Select(const RuleContext& c) {
   return g;
 }
 
+// take_along_axis: x gets the cotangent added where it was read from (a put_along_axis add
+// into zeros: ids repeated along the axis add up), the index none.
+VjpGraph TakeAlongAxis(const RuleContext& c) {
+  VjpGraph g;
+  g.input_grads = {g.Add("put_along_axis", {Zeros(g, Ref::Input(0)), Ref::Input(1), Ref::OutputGrad(0)},
+                         MakeAttrs({{"axis", c.attrs.GetInt("axis")},
+                                    {"reduce", std::string("add")},
+                                    {"include_self", true}})),
+                   std::nullopt};
+  return g;
+}
+
 // pad: the cotangent sliced back to x (linear).
 VjpGraph Pad(const RuleContext& c) {
   VjpGraph g;
@@ -229,18 +241,20 @@ OpDecl roll() {
 OpDecl take_along_axis() {
   return OpBuilder("take_along_axis").Inputs({"x", "index"}).Outputs({"out"})
       .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::TakeAlongAxis)
       .Attr("axis", AttrKind::kInt, int64_t{0})
       .Einsum([](const RuleContext& c) {
         const indexing_plan::TakeAlongAxisPlan plan =
             indexing_plan::PlanTakeAlongAxis(c.input_shapes[0], c.input_shapes[1], c.attrs);
+        const std::vector<bool> whole =
+            indexing_plan::AlongAxisWholeDims(c.input_shapes[0], c.input_shapes[1], plan.axis);
         std::string x, index, forced;
         for (int d = 0; d < Rank(c); ++d) {
-          const auto at = static_cast<size_t>(d);
           const char shared = static_cast<char>('a' + d);
-          if (d == plan.axis || c.input_shapes[1][at] != c.input_shapes[0][at]) {
-            const char whole = static_cast<char>('A' + d);  // x's own dim, read whole
-            x += whole;
-            forced += whole;
+          if (whole[static_cast<size_t>(d)]) {
+            const char own = static_cast<char>('A' + d);  // x's own dim, read whole
+            x += own;
+            forced += own;
             if (d != plan.axis) forced += shared;  // read by position: index's dim whole too
           } else {
             x += shared;

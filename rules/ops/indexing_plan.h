@@ -1,5 +1,6 @@
 // The indexing and scatter ops' plans (docs/OPS.md "Paddle's other registered ops"):
-// one_hot, roll, pad, swiglu, index_select, gather, gather_nd, scatter, scatter_nd_add.
+// one_hot, roll, pad, swiglu, index_select, gather, take_along_axis, put_along_axis, gather_nd,
+// scatter, scatter_nd_add.
 // Written once for their rules (rules/ops/indexing.cc, rules/ops/scatter.cc), float64
 // references (reference/ops_indexing.cc, ops_scatter.cc), CPU kernels
 // (kernels/cpu/indexing.cc, scatter.cc) and CUDA kernels (kernels/cuda/indexing.cu,
@@ -150,22 +151,76 @@ struct TakeAlongAxisPlan {
   Dims out;
 };
 
-inline TakeAlongAxisPlan PlanTakeAlongAxis(const Dims& x, const Dims& index, const Attrs& attrs) {
+// index has x's rank and, off the axis, dims no larger than x's: the positions index names
+// (its own elsewhere, its ids along the axis) lie in x. Returns the normalized axis.
+inline int64_t CheckAlongAxisIndex(const Dims& x, const Dims& index, const Attrs& attrs) {
   if (x.empty()) ThrowInvalid(shape::InputField(0, "shape"), "x must have rank >= 1");
-  TakeAlongAxisPlan p;
-  p.axis = shape::NormalizeAxis(attrs.GetInt("axis"), static_cast<int64_t>(x.size()), "attrs.axis");
+  const int64_t axis = shape::NormalizeAxis(attrs.GetInt("axis"), static_cast<int64_t>(x.size()), "attrs.axis");
   if (index.size() != x.size()) {
     ThrowInvalid(shape::InputField(1, "shape"), "index " + shape::ShapeString(index) +
                                                     " must have x's rank " + std::to_string(x.size()));
   }
   for (size_t d = 0; d < x.size(); ++d) {
-    if (static_cast<int64_t>(d) != p.axis && index[d] > x[d]) {
+    if (static_cast<int64_t>(d) != axis && index[d] > x[d]) {
       ThrowInvalid(shape::InputField(1, "shape"), "index " + shape::ShapeString(index) +
                                                       " is larger than x " + shape::ShapeString(x) +
                                                       " off the axis (dim " + std::to_string(d) + ")");
     }
   }
+  return axis;
+}
+
+// The dims of x that take_along_axis reads (put_along_axis writes) across: the axis, and
+// every dim where index is smaller than x (positions there are x's leading part, so a
+// shard of either would meet the other's elements at different positions).
+inline std::vector<bool> AlongAxisWholeDims(const Dims& x, const Dims& index, int64_t axis) {
+  std::vector<bool> whole(x.size());
+  for (size_t d = 0; d < x.size(); ++d) whole[d] = static_cast<int64_t>(d) == axis || index[d] != x[d];
+  return whole;
+}
+
+inline TakeAlongAxisPlan PlanTakeAlongAxis(const Dims& x, const Dims& index, const Attrs& attrs) {
+  TakeAlongAxisPlan p;
+  p.axis = CheckAlongAxisIndex(x, index, attrs);
   p.out = index;
+  return p;
+}
+
+// ---- put_along_axis ----
+
+// out = x, then each value written at index's position along axis (its own position
+// elsewhere, the same as take_along_axis reads): assign overwrites (of ids repeated along
+// the axis the last wins), add sums into the position, which starts from x (include_self)
+// or from 0. value has index's shape. Paddle's other modes (mul, mean, amin, amax) are
+// Unsupported (docs/DECISIONS.md).
+enum class PutReduce { kAssign, kAdd };
+
+struct PutAlongAxisPlan {
+  int64_t axis = 0;
+  PutReduce reduce = PutReduce::kAssign;
+  bool include_self = true;
+  Dims out;  // x's shape
+};
+
+inline PutAlongAxisPlan PlanPutAlongAxis(const Dims& x, const Dims& index, const Dims& value, const Attrs& attrs) {
+  PutAlongAxisPlan p;
+  const std::string& reduce = attrs.GetString("reduce");
+  if (reduce == "assign") {
+    p.reduce = PutReduce::kAssign;
+  } else if (reduce == "add") {
+    p.reduce = PutReduce::kAdd;
+  } else if (reduce == "mul" || reduce == "multiply" || reduce == "mean" || reduce == "amin" || reduce == "amax") {
+    ThrowUnsupported("attrs.reduce", "reduce \"" + reduce + "\" is not provided (assign and add are)");
+  } else {
+    ThrowInvalid("attrs.reduce", "reduce must be assign or add, got \"" + reduce + "\"");
+  }
+  p.include_self = attrs.GetBool("include_self");
+  p.axis = CheckAlongAxisIndex(x, index, attrs);
+  if (value != index) {
+    ThrowInvalid(shape::InputField(2, "shape"), "value " + shape::ShapeString(value) + " must have index's shape " +
+                                                    shape::ShapeString(index));
+  }
+  p.out = x;
   return p;
 }
 

@@ -1,4 +1,4 @@
-// Random ops: dropout. Its mask is a pure function of the seed and each element's GLOBAL
+// Random ops: dropout, fused_dropout_add and bernoulli. Dropout's mask is a pure function of the seed and each element's GLOBAL
 // linear index (rules/ops/counter_rng.h), so every dim may stay sharded: the localizer passes
 // the shard's global offset and the global shape, and each rank draws the numbers of its
 // own elements. The checker's simulated mesh then proves that every sharding computes the
@@ -62,6 +62,11 @@ using notation::MakeAttrs;
 
 namespace {
 
+// The localizer of the ops drawn at GLOBAL indices: the shard's offset and the global shape.
+Attrs ByGlobalIndex(const LocalContext& c) {
+  return c.attrs.WithLocal({.offset = c.input_offsets[0], .global_shape = c.global_inputs[0]});
+}
+
 // x -> out, mask: one letter per dim, each output x's letters.
 EinsumSpec Notation(const RuleContext& c) {
   dropout::ReadDropoutAttrs(c.attrs);
@@ -89,9 +94,7 @@ OpDecl dropout() {
       .Attr("seed", AttrKind::kInt, int64_t{0})
       .Attr("fix_seed", AttrKind::kBool, false)
       .Einsum(Notation)
-      .Localize({LocalField::kOffset, LocalField::kGlobalShape}, [](const LocalContext& c) {
-        return c.attrs.WithLocal({.offset = c.input_offsets[0], .global_shape = c.global_inputs[0]});
-      })
+      .Localize({LocalField::kOffset, LocalField::kGlobalShape}, ByGlobalIndex)
       .Examples(FromSignatures(
           {{{"ab"}, MakeAttrs({{"p", 0.5}, {"seed", int64_t{7}}})},
            {{"ab"}, MakeAttrs({{"p", 0.3}, {"mode", std::string(dropout::kDownscaleInInfer)},
@@ -127,14 +130,33 @@ OpDecl fused_dropout_add() {
         spec.whole_outputs.push_back(1);
         return spec;
       })
-      .Localize({LocalField::kOffset, LocalField::kGlobalShape}, [](const LocalContext& c) {
-        return c.attrs.WithLocal({.offset = c.input_offsets[0], .global_shape = c.global_inputs[0]});
-      })
+      .Localize({LocalField::kOffset, LocalField::kGlobalShape}, ByGlobalIndex)
       .Examples(FromSignatures(
           {{{"ab", "ab"}, MakeAttrs({{"p", 0.5}, {"seed", int64_t{11}}})},
            {{"ab", "ab"}, MakeAttrs({{"p", 0.25}, {"mode", std::string(dropout::kDownscaleInInfer)},
                                        {"seed", int64_t{4}}})},
            {{"a", "a"}, MakeAttrs({{"p", 0.3}, {"is_test", true}})}}));
+}
+
+// Paddle's bernoulli: x -> out, each element 1 with probability x (in [0, 1], else
+// InvalidArgument inputs[0].data, as Paddle's kernel), else 0, in x's dtype: out = 1 where
+// counter_rng::Uniform(seed, global index) < x. Paddle draws from its global generator and
+// takes no seed; here attrs.seed keys dropout's counter generator, so every dim may stay
+// sharded (the same localizer) and one seed gives one result on any mesh. No gradient (out
+// is piecewise constant in x). Partial inputs are reduced.
+OpDecl bernoulli() {
+  return OpBuilder("bernoulli").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
+      .Attr("seed", AttrKind::kInt, int64_t{0})
+      .Einsum([](const RuleContext& c) {
+        const std::string letters = notation::Letters(static_cast<int>(c.input_shapes[0].size()));
+        return notation::FromLetters({letters}, {letters});
+      })
+      .Values([](const RuleContext&) { return std::vector<InputValues>{{ValueKind::kProbability}}; })
+      .Localize({LocalField::kOffset, LocalField::kGlobalShape}, ByGlobalIndex)
+      .Examples(FromSignatures({{{"ab"}, MakeAttrs({{"seed", int64_t{7}}})},
+                                {{"abc"}, Attrs()},
+                                {{"a"}, MakeAttrs({{"seed", int64_t{-3}}})}}));
 }
 
 }  // namespace spmd::declare

@@ -1,5 +1,5 @@
 // Index-driven reads and writes with Paddle's names, attrs and argument orders: gather_nd,
-// scatter, scatter_nd_add. The dims an index addresses are read (or written) across
+// scatter, scatter_nd_add, put_along_axis. The dims an index addresses are read (or written) across
 // shards, so they are forced replicated, except scatter's row dim, which stays sharded:
 // a shard holding x's rows [start, start + n) applies only the updates that land there
 // (the localizer passes the shard's first row), and out keeps x's row sharding.
@@ -66,6 +66,37 @@ VjpGraph Scatter(const RuleContext& c) {
   const Ref winner = g.Add("gather", {winners, index}, MakeAttrs({{"axis", int64_t{0}}}));
   const Ref lost = g.Add("greater_than", {winner, position});
   g.input_grads = {x_grad, std::nullopt, Drop(g, lost, rows)};
+  return g;
+}
+
+// put_along_axis: the index gets none; value gets the cotangent read back where it landed
+// (take_along_axis). add: x gets the cotangent as is with include_self, else with the
+// positions written zeroed (a put of zeros). assign: x gets it with those positions zeroed;
+// of values landing on one position only the last along the axis reaches out, so the
+// others get 0 (the winner is found as scatter's: positions 1..n along the axis, in float64,
+// put with assign and read back; a value whose position reads back larger lost).
+VjpGraph PutAlongAxis(const RuleContext& c) {
+  VjpGraph g;
+  const Ref index = Ref::Input(1);
+  const int64_t axis = c.attrs.GetInt("axis");
+  const auto put = [&](Ref into, Ref value) {
+    return g.Add("put_along_axis", {into, index, value},
+                 MakeAttrs({{"axis", axis}, {"reduce", std::string("assign")}, {"include_self", true}}));
+  };
+  const auto take = [&](Ref from) {
+    return g.Add("take_along_axis", {from, index}, MakeAttrs({{"axis", axis}}));
+  };
+  const Ref read = take(Ref::OutputGrad(0));
+  const Ref cleared = put(Ref::OutputGrad(0), Zeros(g, Ref::Input(2)));
+  if (c.attrs.GetString("reduce") == "add") {
+    g.input_grads = {c.attrs.GetBool("include_self") ? Ref::OutputGrad(0) : cleared, std::nullopt, read};
+    return g;
+  }
+  const auto wide = [&g](Ref t) { return g.Add("cast", {t}, MakeAttrs({{"dtype", std::string("float64")}})); };
+  const Ref position = g.Add("cumsum", {wide(Filled(g, Ref::Input(2), 1))}, MakeAttrs({{"axis", axis}}));
+  const Ref winner = take(put(wide(Zeros(g, Ref::Input(0))), position));
+  const Ref lost = g.Add("greater_than", {winner, position});
+  g.input_grads = {cleared, std::nullopt, Drop(g, lost, read)};
   return g;
 }
 
@@ -189,6 +220,61 @@ OpDecl scatter_nd_add() {
         const int64_t m = Rows(x3, 1, 2);
         return std::vector<Example>{{{x3, {n, 2}, {n, p[2]}}, Attrs()},
                                     {{x3, {m, 3, 1}, {m, 3, p[1], p[2]}}, Attrs()}};
+      });
+}
+
+// put_along_axis(x, index, value, axis, reduce, include_self): out = x with each value
+// written at index's position along axis (take_along_axis's positions): assign or add.
+// x's axis is written across, and so is each dim where index is smaller than x (it writes
+// x's leading part by position): there x's dim is forced replicated, and index's and
+// value's with it (a shard of them would write at its own positions). Elsewhere x, index,
+// value and out share a dim. A partial input is reduced first.
+OpDecl put_along_axis() {
+  return OpBuilder("put_along_axis").Inputs({"x", "index", "value"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Vjp(vjps::PutAlongAxis)
+      .Attr("axis", AttrKind::kInt, int64_t{0})
+      .Attr("reduce", AttrKind::kString, std::string("assign"))
+      .Attr("include_self", AttrKind::kBool, true)
+      .Einsum([](const RuleContext& c) {
+        const indexing_plan::PutAlongAxisPlan plan = indexing_plan::PlanPutAlongAxis(
+            c.input_shapes[0], c.input_shapes[1], c.input_shapes[2], c.attrs);
+        const std::vector<bool> whole =
+            indexing_plan::AlongAxisWholeDims(c.input_shapes[0], c.input_shapes[1], plan.axis);
+        std::string x, index, forced;
+        for (int d = 0; d < Rank(c, 0); ++d) {
+          const char shared = static_cast<char>('a' + d);
+          if (whole[static_cast<size_t>(d)]) {
+            const char own = static_cast<char>('A' + d);  // x's own dim, written across
+            x += own;
+            forced += own;
+            forced += shared;
+          } else {
+            x += shared;
+          }
+          index += shared;
+        }
+        return notation::FromLetters({x, index, index}, {x}, forced);
+      })
+      .Values([](const RuleContext& c) {
+        const indexing_plan::PutAlongAxisPlan plan = indexing_plan::PlanPutAlongAxis(
+            c.input_shapes[0], c.input_shapes[1], c.input_shapes[2], c.attrs);
+        return std::vector<InputValues>{{}, {ValueKind::kIndex, c.input_shapes[0][static_cast<size_t>(plan.axis)]}, {}};
+      })
+      .Examples([](const SizePalette& p) {
+        // An empty x axis admits only an empty index there; random ids repeat along the axis.
+        const auto ids = [](int64_t rows, int64_t count) { return rows == 0 ? 0 : count; };
+        const Shape x3 = {p[0], p[1], p[2]};
+        const Shape x2 = {p[0], p[1]};
+        const Shape i3 = {p[0], ids(p[1], p[3]), p[2]};
+        const Shape i2 = {ids(p[0], p[2]), p[1]};
+        const Shape i_small = {p[0] / 2, ids(p[1], p[2])};  // smaller than x off the axis
+        return std::vector<Example>{
+            {{x3, i3, i3}, MakeAttrs({{"axis", int64_t{1}}})},
+            {{x2, i2, i2}, MakeAttrs({{"axis", int64_t{0}}, {"reduce", std::string("add")}})},
+            {{x2, i_small, i_small},
+             MakeAttrs({{"axis", int64_t{-1}}, {"reduce", std::string("add")}, {"include_self", false}})},
+            {{x2, i_small, i_small}, MakeAttrs({{"axis", int64_t{1}}})}};
       });
 }
 

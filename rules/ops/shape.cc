@@ -166,32 +166,17 @@ VjpGraph Slice(const RuleContext& c) {
   VjpGraph g;
   const Shape& x = c.input_shapes[0];
   const int rank = static_cast<int>(x.size());
-  const std::vector<int> axes = notation::NormalizeAxes(c.attrs.GetInts("axes"), rank, "attrs.axes");
-  const Ints& starts = c.attrs.GetInts("starts");
-  const Ints& ends = c.attrs.GetInts("ends");
-  if (starts.size() != axes.size()) ThrowInvalid("attrs.starts", "needs one entry per axis");
-  if (ends.size() != axes.size()) ThrowInvalid("attrs.ends", "needs one entry per axis");
-  Ints begin(rank, 0), end(x.begin(), x.end());
-  for (size_t k = 0; k < axes.size(); ++k) {
-    const int d = axes[k];
-    auto clamp = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + x[d] : v, 0, x[d]); };
-    begin[d] = clamp(starts[k]);
-    end[d] = std::max(begin[d], clamp(ends[k]));
-  }
-  Shape sliced(rank);
-  for (int d = 0; d < rank; ++d) sliced[d] = end[d] - begin[d];
+  const shape_plan::SlicePlan plan = shape_plan::PlanSlice(x, c.attrs);
+  const Ints& begin = plan.begin;
+  Ints end(rank);
+  for (int d = 0; d < rank; ++d) end[d] = begin[d] + plan.sliced[d];
+  const Shape& sliced = plan.sliced;
   if (Numel(sliced) == 0) {  // nothing was read: x's gradient is zero
     g.input_grads = {Zeros(g, Ref::Input(0))};
     return g;
   }
   // The cotangent has the sliced shape, less the decreased dims: put them back.
-  Shape out_shape;
-  const std::vector<int> decreased =
-      notation::NormalizeAxes(c.attrs.GetInts("decrease_axis"), rank, "attrs.decrease_axis");
-  for (int d = 0; d < rank; ++d) {
-    if (std::find(decreased.begin(), decreased.end(), d) == decreased.end()) out_shape.push_back(sliced[d]);
-  }
-  Ref grad = Reshape(g, Ref::OutputGrad(0), out_shape, sliced);
+  Ref grad = Reshape(g, Ref::OutputGrad(0), plan.out, sliced);
   Ints lo = begin, hi = end;  // the region of x `grad` covers, widened dim by dim
   // A zero block of x's region [lo, hi) with dim d narrowed to [from, to). Only the dims
   // that differ from x's are sliced (slice forces those replicated; the rest keep theirs).
@@ -219,6 +204,76 @@ VjpGraph Slice(const RuleContext& c) {
     hi[d] = x[d];
   }
   g.input_grads = {grad};
+  return g;
+}
+
+// The cotangent put back at the strided positions of a zero x, from reshape, pad and
+// slice: (1) the dims walked backwards are walked forwards (strided_slice with step -1), so
+// along each dim g's element j sits at x position low + j k (k = |step|); (2) a dim with
+// k > 1 is reshaped to [m, 1], padded to [m, k] with zeros and merged to m k elements, the
+// tail past x's end sliced off; (3) pad adds the zeros before low and after the last one.
+VjpGraph StridedSlice(const RuleContext& c) {
+  VjpGraph g;
+  const Shape& x = c.input_shapes[0];
+  const size_t rank = x.size();
+  const shape_plan::SlicePlan plan = shape_plan::PlanStridedSlice(x, c.attrs);
+  const Shape& m = plan.sliced;
+  if (Numel(m) == 0) {  // nothing was read: x's gradient is zero
+    g.input_grads = {Zeros(g, Ref::Input(0))};
+    return g;
+  }
+  Ref grad = Ref::OutputGrad(0);
+  Ints low(rank), k(rank, 1);  // per dim: g's first element's x position, the gap to the next
+  Ints back_axes;
+  for (size_t d = 0; d < rank; ++d) {
+    if (m[d] > 1) k[d] = plan.step[d] > 0 ? plan.step[d] : -plan.step[d];  // |step| < x[d] here
+    const bool back = plan.step[d] < 0 && m[d] > 1;
+    low[d] = back ? plan.begin[d] - (m[d] - 1) * k[d] : plan.begin[d];
+    if (back) back_axes.push_back(static_cast<int64_t>(d));
+  }
+  if (!back_axes.empty()) {
+    const size_t n = back_axes.size();
+    Ints ends;
+    for (int64_t d : back_axes) ends.push_back(-m[static_cast<size_t>(d)] - 1);
+    grad = g.Add("strided_slice", {grad}, MakeAttrs({{"axes", back_axes}, {"starts", Ints(n, -1)},
+                                                     {"ends", ends}, {"strides", Ints(n, -1)}}));
+  }
+  Shape split, spread = m;  // g with a size-1 dim after each spread dim; g spread out
+  Ints gaps;                // pad's paddings of `split`
+  Ints cut_axes, cut_ends;  // the spread dims running past x's end
+  for (size_t d = 0; d < rank; ++d) {
+    split.push_back(m[d]);
+    gaps.insert(gaps.end(), {0, 0});
+    if (k[d] == 1) continue;
+    split.push_back(1);
+    gaps.insert(gaps.end(), {0, k[d] - 1});
+    spread[d] = m[d] * k[d];
+    if (low[d] + spread[d] > x[d]) {
+      cut_axes.push_back(static_cast<int64_t>(d));
+      cut_ends.push_back(x[d] - low[d]);
+      spread[d] = x[d] - low[d];
+    }
+  }
+  if (split.size() > rank) {
+    Shape padded = split;
+    for (size_t i = 0; i < split.size(); ++i) padded[i] += gaps[2 * i + 1];
+    Shape merged;
+    for (size_t d = 0; d < rank; ++d) merged.push_back(m[d] * k[d]);
+    grad = Reshape(g, grad, m, split);
+    grad = g.Add("pad", {grad}, MakeAttrs({{"paddings", gaps}}));
+    grad = Reshape(g, grad, padded, merged);
+    if (!cut_axes.empty()) {
+      grad = g.Add("slice", {grad}, MakeAttrs({{"axes", cut_axes}, {"starts", Ints(cut_axes.size(), 0)},
+                                                {"ends", cut_ends}}));
+    }
+  }
+  Ints paddings;
+  bool widened = false;
+  for (size_t d = 0; d < rank; ++d) {
+    paddings.insert(paddings.end(), {low[d], x[d] - low[d] - spread[d]});
+    widened = widened || low[d] != 0 || spread[d] != x[d];
+  }
+  g.input_grads = {widened ? g.Add("pad", {grad}, MakeAttrs({{"paddings", paddings}})) : grad};
   return g;
 }
 
@@ -708,6 +763,28 @@ OpDecl stack() {
       .Examples(FromSignatures({{{"ab", "ab"}}, {{"ab", "ab", "ab"}, MakeAttrs({{"axis", int64_t{2}}})}}));
 }
 
+namespace {
+
+// slice, strided_slice: a listed dim gets a new factor of its sliced size, both forced
+// replicated (out's even split does not line up with x's shards); the others pass through.
+// Every partial stays: out is a piece of x.
+EinsumSpec SliceNotation(const shape_plan::SlicePlan& plan) {
+  const int rank = static_cast<int>(plan.sliced.size());
+  EinsumSpec spec = notation::FromLetters({Letters(rank)}, {""});
+  for (int d = 0; d < rank; ++d) {
+    FactorId out = d;  // input dim d is factor d
+    if (plan.listed[d]) {
+      out = spec.AddFactor(plan.sliced[d]);
+      spec.forced_replicated.insert(spec.forced_replicated.end(), {d, out});
+    }
+    if (!plan.drop[d]) spec.outputs[0].push_back(out);
+  }
+  spec.accept = PartialAcceptance::kAnyOp;
+  return spec;
+}
+
+}  // namespace
+
 OpDecl slice() {
   return OpBuilder("slice").Inputs({"x"}).Outputs({"out"})
       .Tolerance(ToleranceClass::kExact)
@@ -717,29 +794,32 @@ OpDecl slice() {
       .Attr("ends", AttrKind::kInts, std::nullopt)
       .Attr("infer_flags", AttrKind::kInts, std::vector<int64_t>{})
       .Attr("decrease_axis", AttrKind::kInts, std::vector<int64_t>{})
-      .Einsum([](const RuleContext& c) {
-        const Shape& x = c.input_shapes[0];
-        const int rank = Rank(c);
-        const shape_plan::SlicePlan plan = shape_plan::PlanSlice(x, c.attrs);
-        const std::vector<int64_t>& size = plan.sliced;
-        const std::vector<bool>& drop = plan.drop;
-        const std::vector<bool>& sliced = plan.listed;
-        EinsumSpec spec = notation::FromLetters({Letters(rank)}, {""});
-        for (int d = 0; d < rank; ++d) {
-          FactorId out = d;  // input dim d is factor d
-          if (sliced[d]) {  // a sliced dim: a new factor, both forced replicated
-            out = spec.AddFactor(size[d]);
-            spec.forced_replicated.insert(spec.forced_replicated.end(), {d, out});
-          }
-          if (!drop[d]) spec.outputs[0].push_back(out);
-        }
-        spec.accept = PartialAcceptance::kAnyOp;  // a piece of x: every partial stays
-        return spec;
-      })
+      .Einsum([](const RuleContext& c) { return SliceNotation(shape_plan::PlanSlice(c.input_shapes[0], c.attrs)); })
       .Examples(FromSignatures({
           {{"abc"}, MakeAttrs({{"axes", Ints{1}}, {"starts", Ints{1}}, {"ends", Ints{-1}}})},
           {{"abc"}, MakeAttrs({{"axes", Ints{0, 2}}, {"starts", Ints{0, -2}}, {"ends", Ints{1, 100}},
                                {"decrease_axis", Ints{0}}})}}));
+}
+
+// strided_slice(x, axes, starts, ends, strides): x[start:end:stride] on each listed axis
+// (Python's slice; a negative stride walks back). Paddle's attrs, in Paddle's order; the
+// rule is slice's (the listed dims R, every partial kept).
+OpDecl strided_slice() {
+  return OpBuilder("strided_slice").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::StridedSlice)
+      .Attr("axes", AttrKind::kInts, std::nullopt)
+      .Attr("starts", AttrKind::kInts, std::nullopt)
+      .Attr("ends", AttrKind::kInts, std::nullopt)
+      .Attr("strides", AttrKind::kInts, std::nullopt)
+      .Einsum([](const RuleContext& c) {
+        return SliceNotation(shape_plan::PlanStridedSlice(c.input_shapes[0], c.attrs));
+      })
+      .Examples(FromSignatures({
+          {{"abc"}, MakeAttrs({{"axes", Ints{1}}, {"starts", Ints{1}}, {"ends", Ints{-1}}, {"strides", Ints{2}}})},
+          {{"abc"}, MakeAttrs({{"axes", Ints{0, 2}}, {"starts", Ints{-1, 0}}, {"ends", Ints{-100, 100}},
+                               {"strides", Ints{-1, 3}}})},
+          {{"ab"}, MakeAttrs({{"axes", Ints{-1}}, {"starts", Ints{100}}, {"ends", Ints{0}}, {"strides", Ints{-2}}})}}));
 }
 
 OpDecl tile() {

@@ -2,7 +2,7 @@
 // (rules/ops/shape.cc, rules/engine/dimtrans.cc), float64 references (reference/ops_shape.cc), CPU
 // kernels (kernels/cpu/shape.cc) and CUDA kernels (kernels/cuda/shape.cu): the attr reads,
 // the validation (error type and field) and the output shapes, plus the index plan the
-// copy loops need (the split sizes, the slice's begin, the tile's padded shapes). They
+// copy loops need (the split sizes, the slice's begin and step, the tile's padded shapes). They
 // only move values, so a plan holds no value arithmetic at all. Header-only.
 //
 // Every Plan* takes the input shapes (and dtypes where the op checks them) after the
@@ -11,7 +11,8 @@
 //
 // Example: reshape x [2, 3, 4] with shape [0, -1] -> [2, 12]; split x [5, 6] with
 // sections [2, -1] on axis 0 -> sizes [2, 3]; slice x [4, 6] with axes [1], starts [-4],
-// ends [100] -> begin [0, 2], sliced [4, 4].
+// ends [100] -> begin [0, 2], sliced [4, 4]; strided_slice of that x with axes [1], starts
+// [-1], ends [-100], strides [-3] -> begin [0, 5], step [1, -3], sliced [4, 2] (x[:, 5::-3]).
 #pragma once
 
 #include <algorithm>
@@ -374,17 +375,68 @@ inline ConcatPlan PlanStack(const std::vector<Dims>& shapes, const std::vector<D
   return p;
 }
 
-// ---- slice ----
+// ---- slice, strided_slice ----
 
 struct SlicePlan {
-  Dims begin;   // per x dim, the first element taken
+  Dims begin;   // per x dim, the first element taken (0 where none is)
+  Dims step;    // per x dim, from one element taken to the next: 1 for slice, < 0 walks back
   Dims sliced;  // per x dim, how many are taken (x's rank)
   std::vector<bool> listed;  // per x dim: named in axes (sliced, maybe keeping every element)
   std::vector<bool> drop;  // per x dim: decrease_axis removes it (its size is 1)
   Dims out;     // sliced without the dropped dims
 };
 
-// Python-style starts / ends (negative counts from the end, clamped to the dim).
+// One dim of size `size` sliced as Python's x[start:end:step] (step != 0): a negative
+// start or end counts from the end, then both are clamped to [0, size] for a positive step
+// and to [-1, size - 1] for a negative one (-1: before the first element). Sets the dim's
+// begin and count in `p`.
+inline void PlanSliceDim(SlicePlan& p, size_t d, int64_t start, int64_t end, int64_t step, int64_t size) {
+  const int64_t lo = step > 0 ? 0 : -1, hi = step > 0 ? size : size - 1;
+  auto clamp = [&](int64_t v) {
+    if (v < 0) v += size;  // no overflow: size >= 0
+    return v < lo ? lo : (v > hi ? hi : v);
+  };
+  const int64_t s = clamp(start), e = clamp(end);
+  // The elements s, s + step, ... short of e. (gap - 1) / step truncates toward zero, so a
+  // negative step (the most negative one too) is never negated.
+  const int64_t gap = step > 0 ? e - s : s - e;
+  const int64_t count = gap <= 0 ? 0 : (step > 0 ? 1 + (gap - 1) / step : 1 - (gap - 1) / step);
+  p.begin[d] = count > 0 ? s : 0;
+  p.step[d] = step;
+  p.sliced[d] = count;
+}
+
+// The axes, starts, ends (and strides, when given) of slice and strided_slice: one entry
+// per listed axis, each axis listed once (negative ones count from the end).
+inline SlicePlan PlanSliceAxes(const Dims& x, const std::vector<int64_t>& axes, const std::vector<int64_t>& starts,
+                               const std::vector<int64_t>& ends, const std::vector<int64_t>* strides) {
+  const int64_t rank = static_cast<int64_t>(x.size());
+  auto check_length = [&](const std::vector<int64_t>& v, const char* field) {
+    if (v.size() != axes.size()) {
+      ThrowInvalid(field, "has " + std::to_string(v.size()) + " entries, axes has " + std::to_string(axes.size()));
+    }
+  };
+  check_length(starts, "attrs.starts");
+  check_length(ends, "attrs.ends");
+  if (strides != nullptr) check_length(*strides, "attrs.strides");
+  SlicePlan p;
+  p.begin.assign(x.size(), 0);
+  p.step.assign(x.size(), 1);
+  p.sliced = x;
+  p.listed.assign(x.size(), false);
+  for (size_t j = 0; j < axes.size(); ++j) {
+    const int64_t d = shape::NormalizeAxis(axes[j], rank, "attrs.axes");
+    if (p.listed[d]) ThrowInvalid("attrs.axes", "axis " + std::to_string(axes[j]) + " listed twice");
+    p.listed[d] = true;
+    const int64_t step = strides != nullptr ? (*strides)[j] : 1;
+    if (step == 0) ThrowInvalid("attrs.strides", "entry " + std::to_string(j) + " is 0 (a step must not be 0)");
+    PlanSliceDim(p, static_cast<size_t>(d), starts[j], ends[j], step, x[d]);
+  }
+  p.drop.assign(x.size(), false);
+  return p;
+}
+
+// slice: Python-style starts / ends, step 1; decrease_axis drops listed size-1 dims.
 inline SlicePlan PlanSlice(const Dims& x, const Attrs& attrs) {
   const std::vector<int64_t>& axes = attrs.GetInts("axes");
   const std::vector<int64_t>& starts = attrs.GetInts("starts");
@@ -392,33 +444,7 @@ inline SlicePlan PlanSlice(const Dims& x, const Attrs& attrs) {
   (void)attrs.GetInts("infer_flags");  // Paddle's marker for runtime-valued starts/ends
   const std::vector<int64_t>& decrease_axis = attrs.GetInts("decrease_axis");
   const int64_t rank = static_cast<int64_t>(x.size());
-  if (starts.size() != axes.size()) {
-    ThrowInvalid("attrs.starts", "has " + std::to_string(starts.size()) + " entries, axes has " +
-                                     std::to_string(axes.size()));
-  }
-  if (ends.size() != axes.size()) {
-    ThrowInvalid("attrs.ends", "has " + std::to_string(ends.size()) + " entries, axes has " +
-                                   std::to_string(axes.size()));
-  }
-  SlicePlan p;
-  p.begin.assign(x.size(), 0);
-  p.sliced = x;
-  p.listed.assign(x.size(), false);
-  for (size_t j = 0; j < axes.size(); ++j) {
-    const int64_t d = shape::NormalizeAxis(axes[j], rank, "attrs.axes");
-    if (p.listed[d]) ThrowInvalid("attrs.axes", "axis " + std::to_string(axes[j]) + " listed twice");
-    p.listed[d] = true;
-    const int64_t size = x[d];
-    auto clamp = [size](int64_t v) {
-      if (v < 0) v += size;  // no overflow: size >= 0
-      return v < 0 ? 0 : (v > size ? size : v);
-    };
-    const int64_t s = clamp(starts[j]);
-    const int64_t e = clamp(ends[j]);
-    p.begin[d] = s;
-    p.sliced[d] = e > s ? e - s : 0;
-  }
-  p.drop.assign(x.size(), false);
+  SlicePlan p = PlanSliceAxes(x, axes, starts, ends, nullptr);
   for (int64_t a : decrease_axis) {
     const int64_t d = shape::NormalizeAxis(a, rank, "attrs.decrease_axis");
     if (p.drop[d]) ThrowInvalid("attrs.decrease_axis", "axis " + std::to_string(a) + " listed twice");
@@ -431,6 +457,15 @@ inline SlicePlan PlanSlice(const Dims& x, const Attrs& attrs) {
   for (size_t d = 0; d < x.size(); ++d) {
     if (!p.drop[d]) p.out.push_back(p.sliced[d]);
   }
+  return p;
+}
+
+// strided_slice: out takes x[start:end:stride] on each listed axis (Python's slice, a
+// negative stride walking back); a stride of 0 is InvalidArgument (attrs.strides).
+inline SlicePlan PlanStridedSlice(const Dims& x, const Attrs& attrs) {
+  const std::vector<int64_t>& strides = attrs.GetInts("strides");
+  SlicePlan p = PlanSliceAxes(x, attrs.GetInts("axes"), attrs.GetInts("starts"), attrs.GetInts("ends"), &strides);
+  p.out = p.sliced;
   return p;
 }
 

@@ -150,7 +150,7 @@ _UNARY = ["relu", "silu", "exp", "log", "tanh", "sigmoid", "sqrt", "abs",
           "sign", "reciprocal", "square", "logsigmoid", "softsign", "softplus", "mish",
           "swish", "relu6", "hardswish", "hardsigmoid", "leaky_relu", "elu", "celu", "selu",
           "hardshrink", "softshrink", "hardtanh", "thresholded_relu", "stanh", "tanh_shrink",
-          "logit", "assign", "erfinv", "conj", "fill", "logical_not", "bitwise_not"]
+          "logit", "assign", "erfinv", "conj", "fill", "logical_not", "bitwise_not", "bernoulli"]
 _BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "greater_than", "less_than",
            # the binary math family (rules/engine/binary_math_list.h): Paddle's elementwise rule
            "elementwise_pow", "floor_divide", "trunc_divide", "remainder", "fmax", "fmin", "heaviside",
@@ -199,6 +199,7 @@ OPS: List[PaddleOp] = (
        PaddleOp("concat", ["concat"], [_listed("axis")]),
        PaddleOp("stack", ["stack"], [_listed("axis")]),
        PaddleOp("slice", ["slice"], [_a("axes", "starts", "ends", "infer_flags", "decrease_axis")]),
+       PaddleOp("strided_slice", ["strided_slice"], [_a("axes", "starts", "ends", "strides")]),
        PaddleOp("tile", ["tile"], [_a("repeat_times")]),
        PaddleOp("expand", ["expand"], [_a("shape")]),
        PaddleOp("expand_as", ["expand_as"], [_a("target_shape")]),
@@ -222,6 +223,7 @@ OPS: List[PaddleOp] = (
        PaddleOp("one_hot", ["one_hot"], [_a("num_classes")]),
        PaddleOp("gather", ["gather"], [_a("axis"), _a()]),
        PaddleOp("take_along_axis", ["take_along_axis"], [_a("axis")]),
+       PaddleOp("put_along_axis", ["put_along_axis"], [_a("axis", "reduce", "include_self")]),
        PaddleOp("fused_gemm_epilogue", ["fused_gemm_epilogue"],
                 [_a("trans_x", "trans_y"), _a("trans_x", "trans_y", "activation")]),
        PaddleOp("fused_linear_param_grad_add", ["fused_linear_param_grad_add"],
@@ -280,7 +282,7 @@ PADDLE_ONLY = {"infer_flags": [], "decrease_axis": []}
 # Declared attrs an op's Paddle rule does not take and that change no layout (the random
 # ops' probability and seed): any value may be left out of the call.
 LAYOUT_FREE = {"fused_dropout_add": {"p", "is_test", "mode", "seed", "fix_seed"},
-               "fill": {"value"}}
+               "fill": {"value"}, "bernoulli": {"seed"}}
 
 
 def paddle_attrs(op: str, signature, attrs: dict) -> dict:
