@@ -56,6 +56,9 @@ void ExplainEinsum(std::string& out, const OpDecl& op, const io::RuleRequest& r,
   for (int i : spec.unread_inputs) {
     Appendf(out, "           input %d is never read (only its shape): required as given\n", i);
   }
+  for (const auto& [i, o] : spec.accumulated) {
+    Appendf(out, "           input %d is added into output %d: required partial where that output is\n", i, o);
+  }
   for (size_t o = 0; o < spec.outputs.size(); ++o) {
     for (const auto& [axis, reduce] : result.outputs[o].partial) {
       std::string why = "a partial input the op keeps";

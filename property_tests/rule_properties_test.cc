@@ -288,7 +288,9 @@ RC_GTEST_PROP(RuleProperties, NeverCrashes, ()) {
 // reduce op (an acceptance) or reduces it, never changes it to another reduce op. It may
 // become partial on a new axis (R -> P and S -> P are local steps moving no bytes: a linear
 // op keeps its other input's partial sum so; SEMANTICS.md §4 "Partial inputs"); the checker
-// proves those answers sound.
+// proves those answers sound. An accumulated input (EinsumSpec::accumulated) takes its
+// output's partial map whatever it was given (P(avg) -> P(sum) is a rescale, P(max) ->
+// P(sum) a reduction then a local step: reshards like any other).
 RC_GTEST_PROP(RuleProperties, ValidAnswersAreValid, ()) {
   for (const OpDecl* op : OpsUnderTest()) {
     const std::optional<ForwardRequest> request = *GenAccepted(*op, DistMode::kAny);
@@ -297,7 +299,17 @@ RC_GTEST_PROP(RuleProperties, ValidAnswersAreValid, ()) {
     const InferResult answer = MustAnswer(Forward(*request), "forward", line);
     CheckValidAnswer(*op, request->mesh, ShapesOf(request->inputs), request->attrs, answer,
                      "forward", line);
+    const std::optional<EinsumSpec> spec =
+        BuildEinsumSpec(*op, ShapesOf(request->inputs), op->NormalizeAttrs(request->attrs));
+    auto accumulated = [&](size_t i) {
+      if (!spec) return false;
+      for (const auto& [input, output] : spec->accumulated) {
+        if (input == static_cast<int>(i)) return true;
+      }
+      return false;
+    };
     for (size_t i = 0; i < answer.inputs.size(); ++i) {
+      if (accumulated(i)) continue;
       const PartialMap& given = request->inputs[i].dist.partial;
       for (const auto& [axis, reduce] : answer.inputs[i].partial) {
         auto it = given.find(axis);
@@ -539,8 +551,23 @@ void CheckEinsumAnswer(const OpDecl& op, const ForwardRequest& request, const In
   // Which given partials the rule keeps is its acceptance policy (DECISIONS.md); that a kept
   // one is sound is the checker's proof (spmd check), and that a dropped one was needed is
   // the completeness report's, so this property does not restate the policy.
+  // An accumulated input (EinsumSpec::accumulated) is required with its output's partial map,
+  // whatever factors shard those axes (it is added once into each addend of the output).
+  auto accumulated_into = [&](size_t i) {
+    for (const auto& [input, output] : spec.accumulated) {
+      if (input == static_cast<int>(i)) return output;
+    }
+    return -1;
+  };
   for (size_t i = 0; i < answer.inputs.size(); ++i) {
     if (unread(i)) continue;
+    if (const int o = accumulated_into(i); o >= 0) {
+      if (answer.inputs[i].partial != answer.outputs[static_cast<size_t>(o)].partial) {
+        RC_FAIL("required inputs[" + std::to_string(i) + "] is accumulated into outputs[" + std::to_string(o) +
+                "] but its partial map is not that output's" + context);
+      }
+      continue;
+    }
     for (const auto& [axis, reduce] : answer.inputs[i].partial) {
       // A new partial axis is a local step (R -> P, S -> P: a linear op keeping another
       // input's partial); a given one keeps its reduce op.
@@ -556,17 +583,24 @@ void CheckEinsumAnswer(const OpDecl& op, const ForwardRequest& request, const In
     }
   }
 
-  // 4: output partials: the contraction's and the inputs' kept ones.
-  PartialMap carried;
-  for (size_t i = 0; i < answer.inputs.size(); ++i) {
-    if (!unread(i)) carried.insert(answer.inputs[i].partial.begin(), answer.inputs[i].partial.end());
-  }
+  // 4: output partials: the contraction's and the inputs' kept ones, of the inputs the output
+  // reads (EinsumSpec::output_reads; an accumulated input's partial is the output's own).
+  auto reads = [&](size_t o, size_t i) {
+    return spec.output_reads.empty() || Contains(spec.output_reads[o], static_cast<int>(i));
+  };
   for (size_t o = 0; o < spec.outputs.size(); ++o) {
-    PartialMap expected = carried;
+    PartialMap expected;
+    for (size_t i = 0; i < answer.inputs.size(); ++i) {
+      if (unread(i) || accumulated_into(i) >= 0 || !reads(o, i)) continue;
+      expected.insert(answer.inputs[i].partial.begin(), answer.inputs[i].partial.end());
+    }
     if (Contains(spec.whole_outputs, static_cast<int>(o))) expected.clear();  // never partial
     for (const auto& [letter, axes] : merged) {
       if (Contains(spec.whole_outputs, static_cast<int>(o))) break;
       if (Contains(spec.outputs[o], letter) || Contains(spec.exchanged, letter)) continue;
+      bool read = false;  // a letter no input of the output holds is not summed over
+      for (size_t i = 0; i < spec.inputs.size(); ++i) read = read || (reads(o, i) && Contains(spec.inputs[i], letter));
+      if (!read) continue;
       // A tied follower is sharded with its leader (each shard meets its own piece), so
       // it sums nothing over its axes.
       bool follower = false;

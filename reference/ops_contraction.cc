@@ -1,5 +1,6 @@
-// Contractions: matmul, bmm, einsum, matmul_grad (docs/OPS.md "Contractions") and
-// fused_gemm_epilogue (docs/OPS.md "Paddle's other registered ops").
+// Contractions: matmul, bmm, einsum, matmul_grad (docs/OPS.md "Contractions"),
+// fused_gemm_epilogue and fused_linear_param_grad_add (docs/OPS.md "Paddle's other
+// registered ops").
 #include <array>
 #include <map>
 #include <string>
@@ -215,6 +216,30 @@ Tensors fused_gemm_epilogue(const Tensors& inputs, const Attrs& attrs) {
     }
   }
   return {};
+}
+
+// dweight_out = dweight (0 when absent) + sum over the rows r of x[r, :]^T dout[r, :];
+// dbias_out = dbias (0 when absent) + sum over r of dout[r, :] with has_bias, else 0-d
+// (unset). x and dout are read as rows of k and n values over their leading dims.
+Tensors fused_linear_param_grad_add(const Tensors& inputs, const Attrs& attrs) {
+  const plan::LinearParamGradPlan p = plan::PlanFusedLinearParamGradAdd(plan::ShapesOf(inputs), attrs);
+  const std::vector<double>& x = inputs[0].data;
+  const std::vector<double>& dout = inputs[1].data;
+  Tensor dweight = internal::Zeros(p.dweight_out);
+  if (p.has_dweight) dweight.data = inputs[2].data;
+  for (int64_t r = 0; r < p.rows; ++r) {
+    for (int64_t i = 0; i < p.k; ++i) {
+      for (int64_t j = 0; j < p.n; ++j) dweight.data[i * p.n + j] += x[r * p.k + i] * dout[r * p.n + j];
+    }
+  }
+  Tensor dbias = internal::Zeros(p.dbias_out);
+  if (p.has_bias) {
+    if (p.has_dbias) dbias.data = inputs[3].data;
+    for (int64_t r = 0; r < p.rows; ++r) {
+      for (int64_t j = 0; j < p.n; ++j) dbias.data[j] += dout[r * p.n + j];
+    }
+  }
+  return {dweight, dbias};
 }
 
 }  // namespace spmd::reference::ops

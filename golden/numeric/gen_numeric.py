@@ -2918,6 +2918,45 @@ def gen_fused_gemm_epilogue():
     error("fused_gemm_epilogue", "bias_2d", {}, [x, y, v(1, 5)], "inputs[2].shape")
 
 
+family("contraction", ["fused_linear_param_grad_add"])
+RNG21 = np.random.default_rng(20261215)
+
+
+def gen_fused_linear_param_grad_add():
+    """Paddle's fused_linear_param_grad_add: dweight_out = dweight + x^T dout and dbias_out =
+    dbias + dout summed, x and dout flattened over their leading dims; a 0-d dweight or dbias
+    is absent (0); dbias_out 0-d without has_bias."""
+    def v(*shape):
+        return np.round(RNG21.uniform(-2, 2, size=shape), 2)
+
+    absent = np.zeros(())
+
+    def flpga(x, dout, dweight, dbias, has_bias=True):
+        xf, gf = x.reshape(-1, x.shape[-1]), dout.reshape(-1, dout.shape[-1])
+        dw = xf.T @ gf + (dweight if dweight.ndim else 0.0)
+        if not has_bias:
+            return [dw, np.zeros(())]
+        return [dw, gf.sum(axis=0) + (dbias if dbias.ndim else 0.0)]
+    x, g, w, b = v(2, 3, 4), v(2, 3, 5), v(4, 5), v(5)
+    case("fused_linear_param_grad_add", "accumulate_both", {}, [x, g, w, b], flpga(x, g, w, b))
+    case("fused_linear_param_grad_add", "absent_accumulators", {"multi_precision": False}, [x, g, absent, absent],
+         flpga(x, g, absent, absent))
+    case("fused_linear_param_grad_add", "no_bias", {"has_bias": False}, [x, g, w, absent],
+         flpga(x, g, w, absent, has_bias=False))
+    x1, g1 = v(4), v(5)
+    case("fused_linear_param_grad_add", "rank1_outer_product", {}, [x1, g1, absent, b], flpga(x1, g1, absent, b))
+    case("fused_linear_param_grad_add", "no_rows", {}, [np.zeros((0, 4)), np.zeros((0, 5)), w, b],
+         flpga(np.zeros((0, 4)), np.zeros((0, 5)), w, b))
+    error("fused_linear_param_grad_add", "scalar_x", {}, [absent, g1, absent, absent], "inputs[0].shape")
+    error("fused_linear_param_grad_add", "leading_dims_differ", {}, [x, v(3, 2, 5), absent, absent],
+          "inputs[1].shape")
+    error("fused_linear_param_grad_add", "rank_differs", {}, [x, v(6, 5), absent, absent], "inputs[1].shape")
+    error("fused_linear_param_grad_add", "dweight_transposed", {}, [x, g, v(5, 4), absent], "inputs[2].shape")
+    error("fused_linear_param_grad_add", "dbias_wrong_size", {}, [x, g, absent, v(4)], "inputs[3].shape")
+    error("fused_linear_param_grad_add", "dbias_without_has_bias", {"has_bias": False}, [x, g, absent, b],
+          "inputs[3].shape")
+
+
 RNG13 = np.random.default_rng(20261207)
 
 
@@ -2973,6 +3012,7 @@ def main():
     gen_bernoulli()  # RNG22
     gen_strided_slice()  # RNG19
     gen_fused_gemm_epilogue()  # RNG20
+    gen_fused_linear_param_grad_add()  # RNG21
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

@@ -1,5 +1,6 @@
-// Contractions: matmul, bmm, einsum, matmul_grad (docs/OPS.md "Contractions") and
-// fused_gemm_epilogue (matmul's kernel, then the bias and the relu or gelu kernel).
+// Contractions: matmul, bmm, einsum, matmul_grad (docs/OPS.md "Contractions"),
+// fused_gemm_epilogue (matmul's kernel, then the bias and the relu or gelu kernel) and
+// fused_linear_param_grad_add (one GEMM into the accumulator, the bias rows summed).
 //
 // Everything goes through internal::Gemm (cache-blocked, packed, register-blocked), once
 // per batch: transposes, 1-D operands and broadcast batch dims live only in the matrix
@@ -382,6 +383,44 @@ Tensors fused_gemm_epilogue(const TensorArgs& inputs, const Attrs& attrs) {
     }
   }
   return {};
+}
+
+// dweight_out = dweight + X^T . G, one GEMM over every row (X [rows, k], G [rows, n] as they
+// lie), written over a copy of dweight (or overwriting, when absent); dbias_out = dbias +
+// G's rows summed in order, or 0-d without has_bias. Absent (0-d) inputs are not read and
+// their dtype not counted.
+Tensors fused_linear_param_grad_add(const TensorArgs& inputs, const Attrs& attrs) {
+  const plan::LinearParamGradPlan p = plan::PlanFusedLinearParamGradAdd(plan::ShapesOf(inputs), attrs);
+  std::vector<size_t> read = {0, 1};
+  if (p.has_dweight) read.push_back(2);
+  if (p.has_dbias) read.push_back(3);
+  internal::CheckOutputShape(p.dweight_out);
+  return DispatchFloat(internal::ComputeDTypeOver(inputs, read), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> xv(inputs[0]);
+    ValuesAs<T> gv(inputs[1]);
+    Tensor dweight = NewOutput(p.dweight_out, DTypeOf<T>::value);
+    T* dw = dweight.data<T>();
+    if (p.has_dweight) {
+      ValuesAs<T> w(inputs[2]);
+      std::copy(w.data(), w.data() + dweight.numel(), dw);
+    }
+    Gemm<T>(p.k, p.n, p.rows, MatrixView<T>{xv.data(), 1, p.k}, MatrixView<T>{gv.data(), p.n, 1}, dw, p.n, 1,
+            /*overwrite=*/!p.has_dweight);
+    Tensor dbias = NewOutput(p.dbias_out, DTypeOf<T>::value, /*zero=*/true);
+    if (p.has_bias) {
+      T* db = dbias.data<T>();
+      if (p.has_dbias) {
+        ValuesAs<T> b(inputs[3]);
+        std::copy(b.data(), b.data() + p.n, db);
+      }
+      const T* g = gv.data();
+      for (int64_t r = 0; r < p.rows; ++r, g += p.n) {
+        for (int64_t j = 0; j < p.n; ++j) db[j] += g[j];
+      }
+    }
+    return TensorList(std::move(dweight), std::move(dbias));
+  });
 }
 
 }  // namespace spmd::kernels::cpu

@@ -184,6 +184,23 @@ std::string EinsumSpec::ToString() const {
     }
     s += ")";
   }
+  if (!accumulated.empty()) {  // A(2>0): input 2 is added into output 0
+    s += " A(";
+    for (size_t i = 0; i < accumulated.size(); ++i) {
+      s += (i ? "," : "") + std::to_string(accumulated[i].first) + ">" + std::to_string(accumulated[i].second);
+    }
+    s += ")";
+  }
+  if (!output_reads.empty()) {  // O(0:0,1;1:1): output 0 reads inputs 0 and 1, output 1 input 1
+    s += " O(";
+    for (size_t o = 0; o < output_reads.size(); ++o) {
+      s += (o ? ";" : "") + std::to_string(o) + ":";
+      for (size_t i = 0; i < output_reads[o].size(); ++i) {
+        s += (i ? "," : "") + std::to_string(output_reads[o][i]);
+      }
+    }
+    s += ")";
+  }
   s += " [" + std::string(spmd::ToString(reduce)) + "]";
   return s;
 }
@@ -260,6 +277,36 @@ void BindFactorSizes(EinsumSpec& spec, const std::vector<std::vector<int64_t>>& 
       }
     }
   }
+  const auto num_inputs = static_cast<int>(spec.inputs.size());
+  const auto num_outputs = static_cast<int>(spec.outputs.size());
+  if (!spec.output_reads.empty() && spec.output_reads.size() != spec.outputs.size()) {
+    throw std::logic_error("einsum spec " + spec.ToString() + ": output_reads needs one list per output");
+  }
+  for (const std::vector<int>& reads : spec.output_reads) {
+    for (int i : reads) {
+      if (i < 0 || i >= num_inputs) {
+        throw std::logic_error("einsum spec " + spec.ToString() + ": read input " + std::to_string(i) +
+                               " is out of range");
+      }
+    }
+  }
+  for (const auto& [i, o] : spec.accumulated) {
+    if (i < 0 || i >= num_inputs || o < 0 || o >= num_outputs || Contains(spec.whole_outputs, o) ||
+        Contains(spec.unread_inputs, i)) {
+      throw std::logic_error("einsum spec " + spec.ToString() + ": a bad accumulated pair");
+    }
+    if (!spec.output_reads.empty() && !Contains(spec.output_reads[o], i)) {
+      throw std::logic_error("einsum spec " + spec.ToString() + ": output " + std::to_string(o) +
+                             " does not read its accumulated input " + std::to_string(i));
+    }
+    for (FactorId f : spec.inputs[i]) {
+      if (f != kBroadcastDim && !Contains(spec.outputs[o], f)) {
+        throw std::logic_error("einsum spec " + spec.ToString() + ": factor '" + EinsumSpec::FactorName(f) +
+                               "' of accumulated input " + std::to_string(i) + " is not in output " +
+                               std::to_string(o));
+      }
+    }
+  }
 }
 
 std::vector<std::vector<int64_t>> EinsumOutputShapes(const EinsumSpec& spec) {
@@ -318,6 +365,10 @@ struct Context {
       if (Canon(g) == f) return true;
     }
     return false;
+  }
+  // Whether output `o` reads input `i` (EinsumSpec::output_reads; every input when empty).
+  bool Reads(size_t o, size_t i) const {
+    return spec.output_reads.empty() || Contains(spec.output_reads[o], static_cast<int>(i));
   }
   int64_t AxesProduct(const AxisList& list) const {
     int64_t p = 1;
@@ -437,10 +488,6 @@ InferResult Finish(const Context& cx, const Inputs& inputs, FactorMap map) {
     result.inputs.push_back(ReadBackCanon(cx, map, spec.inputs[i]));  // step 5
     result.inputs.back().partial = std::move(kept[i]);
   }
-  PartialMap carried;
-  for (size_t i = 0; i < result.inputs.size(); ++i) {
-    if (!cx.unread[i]) carried.insert(result.inputs[i].partial.begin(), result.inputs[i].partial.end());
-  }
   result.outputs.reserve(spec.outputs.size());
   for (size_t o = 0; o < spec.outputs.size(); ++o) {
     const Notation& notation = spec.outputs[o];
@@ -449,13 +496,21 @@ InferResult Finish(const Context& cx, const Inputs& inputs, FactorMap map) {
       result.outputs.push_back(std::move(out));
       continue;
     }
-    out.partial = carried;
+    for (size_t i = 0; i < result.inputs.size(); ++i) {  // the kept partials of the inputs it reads
+      const PartialMap& kept_i = result.inputs[i].partial;
+      if (!cx.unread[i] && cx.Reads(o, i)) out.partial.insert(kept_i.begin(), kept_i.end());
+    }
     for (FactorId f : map.claim_order) {  // step 6: factors absent from this output
       if (cx.Has(notation, f) || cx.exchanged[f]) continue;
+      bool read = false;  // summed over only when an input the output reads holds it
+      for (size_t i = 0; i < spec.inputs.size() && !read; ++i) read = cx.Reads(o, i) && cx.Has(spec.inputs[i], f);
+      if (!read) continue;
       for (int axis : map.Of(f)) out.partial[axis] = spec.reduce;
     }
     result.outputs.push_back(std::move(out));
   }
+  // Accumulated inputs take their output's partial map: each addend of it carries the input once.
+  for (const auto& [i, o] : spec.accumulated) result.inputs[i].partial = result.outputs[o].partial;
   return result;
 }
 

@@ -63,6 +63,17 @@ struct EinsumSpec {
   // seed and offset, an unset output): replicated and never partial. Their factors must be
   // forced replicated or theirs alone.
   std::vector<int> whole_outputs;
+  // Per output, the inputs it is computed from (empty: every output reads every input). A
+  // factor missing from an output makes it partial only when an input it reads holds the
+  // factor, and a kept input partial reaches only the outputs that read that input
+  // (fused_linear_param_grad_add's dbias_out reads dout and dbias, not x: a sharded k of x
+  // leaves it whole, not partial).
+  std::vector<std::vector<int>> output_reads;
+  // Inputs the op adds into an output, (input, output): output = input + the rest, every
+  // factor of the input in the output's notation. The input is required partial(sum)
+  // exactly where that output is partial (R -> P, S -> P: local steps), so that the addends
+  // of the output carry it once (fused_linear_param_grad_add's dweight into dweight_out).
+  std::vector<std::pair<int, int>> accumulated;
   ReduceOp reduce = ReduceOp::kSum;  // reduce op of partial outputs from absent factors
   PartialAcceptance accept = PartialAcceptance::kNone;
   ReduceOp accepted_op = ReduceOp::kSum;  // for kSameOp

@@ -323,5 +323,43 @@ TEST(EinsumChoices, AnAxisLeftIdleByAForcedFactorGoesToAFreeOne) {
   EXPECT_EQ(r.inputs[0], Dims({{}, {}}));
 }
 
+TEST(EinsumChoices, AnAccumulatedInputTakesItsOutputsPartialMap) {
+  // A linear layer's weight gradient added into an accumulator: `bk,bn,kn->kn A(2>0)` on
+  // mesh 2 with the rows on axis 0. The output is partial(sum) over the rows; the
+  // replicated accumulator is required partial there too (R -> P), so it is added once.
+  EinsumSpec spec = notation::FromLetters({"bk", "bn", "kn"}, {"kn"});
+  spec.accumulated = {{2, 0}};
+  BindFactorSizes(spec, {{8, 4}, {8, 6}, {4, 6}});
+  EXPECT_EQ(spec.ToString(), "ab,ac,bc->bc A(2>0) [sum]");
+  InferResult r = InferEinsumForward(spec, Mesh({2}), {Dims({{0}, {}}), Dims({{0}, {}}), Dims({{}, {}})});
+  EXPECT_EQ(r.outputs[0], Dims({{}, {}}, {{0, ReduceOp::kSum}}));
+  EXPECT_EQ(r.inputs[2], Dims({{}, {}}, {{0, ReduceOp::kSum}}));
+  // Nothing summed over a sharded axis: the accumulator is required whole.
+  r = InferEinsumForward(spec, Mesh({2}), {Dims({{}, {0}}), Dims({{}, {}}), Dims({{}, {}})});
+  EXPECT_EQ(r.outputs[0], Dims({{0}, {}}));
+  EXPECT_EQ(r.inputs[2], Dims({{0}, {}}));
+  // A factor of the accumulator missing from its output is a declaration bug.
+  EinsumSpec bad = notation::FromLetters({"bk", "bn", "kn"}, {"k"});
+  bad.accumulated = {{2, 0}};
+  EXPECT_THROW(BindFactorSizes(bad, {{8, 4}, {8, 6}, {4, 6}}), std::logic_error);
+}
+
+TEST(EinsumChoices, AnOutputIsPartialOnlyOverFactorsOfTheInputsItReads) {
+  // `bk,bn->kn,n O(0:0,1;1:1)`: the second output reads only input 1. With k sharded
+  // (input 0's dim 1 on axis 0) the first output is sharded on it and the second, which
+  // lacks k but reads nothing holding it, is whole; the rows b on axis 1 are summed in both.
+  EinsumSpec spec = notation::FromLetters({"bk", "bn"}, {"kn", "n"});
+  spec.output_reads = {{0, 1}, {1}};
+  BindFactorSizes(spec, {{8, 4}, {8, 6}});
+  EXPECT_EQ(spec.ToString(), "ab,ac->bc,c O(0:0,1;1:1) [sum]");
+  InferResult r = InferEinsumForward(spec, Mesh({2, 2}), {Dims({{1}, {0}}), Dims({{1}, {}})});
+  EXPECT_EQ(r.outputs[0], Dims({{0}, {}}, {{1, ReduceOp::kSum}}));
+  EXPECT_EQ(r.outputs[1], Dims({{}}, {{1, ReduceOp::kSum}}));
+  // Without the reads, the second output would be claimed partial over k's axis too.
+  spec.output_reads.clear();
+  r = InferEinsumForward(spec, Mesh({2, 2}), {Dims({{1}, {0}}), Dims({{1}, {}})});
+  EXPECT_EQ(r.outputs[1], Dims({{}}, {{0, ReduceOp::kSum}, {1, ReduceOp::kSum}}));
+}
+
 }  // namespace
 }  // namespace spmd

@@ -119,6 +119,7 @@
   X(fused_dropout_add)      \
   X(bmm_grad)               \
   X(fused_gemm_epilogue)    \
+  X(fused_linear_param_grad_add) \
   /* convolution, attention, vocabulary-parallel ops (embedding: rules/ops/embedding.cc; */ \
   /* the cross entropies: rules/ops/loss.cc) */ \
   X(conv2d)                 \

@@ -1,5 +1,6 @@
-// Contractions: matmul, bmm, einsum, matmul_grad and fused_gemm_epilogue (matmul with
-// a bias and an activation after it). Factors absent from an output make it partial(sum).
+// Contractions: matmul, bmm, einsum, matmul_grad, fused_gemm_epilogue (matmul with a bias
+// and an activation after it) and fused_linear_param_grad_add (a linear layer's parameter
+// gradients added into accumulators). Factors absent from an output make it partial(sum).
 #include <algorithm>
 #include <cctype>
 
@@ -211,9 +212,11 @@ OpDecl einsum() {
 // Paddle's fused_gemm_epilogue(x, y, bias): out = act(matmul(x, y) + bias), x rank >= 2,
 // y rank 2, bias [n]; reserve_space (Paddle's second output) the pre-activation for relu
 // and gelu, unset (0-d) for none. matmul's letters (x `..mk`, y `kn`, out `..mn`), bias
-// `n`, reserve_space out's. k is forced replicated: with k sharded each rank would add
-// bias to its partial sum (and a non-linear activation cannot take a partial sum), so
-// out is never partial; partial inputs are reduced (bias is added once, not per addend).
+// `n`, reserve_space out's. relu and gelu cannot take a partial sum: k is forced
+// replicated. With activation none, k may stay sharded as matmul's: out is partial(sum) on
+// its axes and bias is accumulated into it (EinsumSpec::accumulated: required partial
+// there, so it is added once, not once per rank; Paddle's rule makes bias partial so too).
+// Partial inputs are reduced (a kept one would need bias added once per addend as well).
 OpDecl fused_gemm_epilogue() {
   return OpBuilder("fused_gemm_epilogue").Inputs({"x", "y", "bias"}).Outputs({"out", "reserve_space"})
       .Tolerance(ToleranceClass::kSumOfProducts)
@@ -224,9 +227,12 @@ OpDecl fused_gemm_epilogue() {
       .Einsum([](const RuleContext& c) {
         const plan::FusedGemmEpiloguePlan p = plan::PlanFusedGemmEpilogue(c.input_shapes, c.attrs);
         const std::vector<std::string> mm = MatmulLetters(c);
-        const bool unset = p.activation == plan::Epilogue::kNone;
-        EinsumSpec spec = notation::FromLetters({mm[0], mm[1], "n"}, {mm[2], unset ? "" : mm[2]}, "k");
-        if (unset) spec.whole_outputs.push_back(1);
+        const bool linear = p.activation == plan::Epilogue::kNone;
+        EinsumSpec spec = notation::FromLetters({mm[0], mm[1], "n"}, {mm[2], linear ? "" : mm[2]}, linear ? "" : "k");
+        if (linear) {
+          spec.whole_outputs.push_back(1);      // reserve_space unset
+          spec.accumulated.emplace_back(2, 0);  // bias into out
+        }
         return spec;
       })
       .Examples(FromSignatures({{{"mk", "kn", "n"}},
@@ -234,6 +240,39 @@ OpDecl fused_gemm_epilogue() {
                                 {{"km", "nk", "n"}, MakeAttrs({{"trans_x", true}, {"trans_y", true},
                                                                {"activation", std::string("gelu")}})},
                                 {{"abkm", "kn", "n"}, MakeAttrs({{"trans_x", true}})}}));
+}
+
+// Paddle's fused_linear_param_grad_add(x, dout, dweight, dbias): a linear layer's weight
+// and bias gradients added into their accumulators, dweight_out = dweight + x^T . dout over
+// every leading dim, dbias_out = dbias + dout summed over them. x `..k`, dout `..n` (the
+// leading dims shared, upper case), dweight `kn`, dbias `n` (0-d: absent, no letters),
+// dweight_out `kn`, dbias_out `n` (unset without has_bias: 0-d, whole). The leading dims
+// are summed: the outputs come out partial(sum) on their axes. dbias_out reads only dout
+// and dbias (EinsumSpec::output_reads), so a sharded k leaves it whole. dweight and dbias
+// are added into the outputs (EinsumSpec::accumulated): each is required partial(sum)
+// where its output is, so every addend carries it once (Paddle requires them with the
+// outputs' dist attrs, partial included). Partial inputs are reduced.
+OpDecl fused_linear_param_grad_add() {
+  return OpBuilder("fused_linear_param_grad_add").Inputs({"x", "dout", "dweight", "dbias"})
+      .Outputs({"dweight_out", "dbias_out"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Attr("multi_precision", AttrKind::kBool, true)
+      .Attr("has_bias", AttrKind::kBool, true)
+      .Einsum([](const RuleContext& c) {
+        const plan::LinearParamGradPlan p = plan::PlanFusedLinearParamGradAdd(c.input_shapes, c.attrs);
+        const std::string lead = notation::Letters(static_cast<int>(c.input_shapes[0].size()) - 1, 'A');
+        EinsumSpec spec = notation::FromLetters(
+            {lead + "k", lead + "n", p.has_dweight ? "kn" : "", p.has_dbias ? "n" : ""}, {"kn", p.has_bias ? "n" : ""});
+        spec.output_reads = {{0, 1, 2}, {1, 3}};
+        if (p.has_dweight) spec.accumulated.emplace_back(2, 0);
+        if (p.has_dbias) spec.accumulated.emplace_back(3, 1);
+        if (!p.has_bias) spec.whole_outputs.push_back(1);
+        return spec;
+      })
+      .Examples(FromSignatures({{{"bk", "bn", "kn", "n"}},
+                                {{"abk", "abn", "", ""}},
+                                {{"bk", "bn", "kn", ""}, MakeAttrs({{"has_bias", false}})},
+                                {{"k", "n", "", "n"}, MakeAttrs({{"multi_precision", false}})}}));
 }
 
 // x_grad = out_grad . y^T lacks n; y_grad = x^T . out_grad lacks m (and the batch when y

@@ -1,14 +1,16 @@
 // The plans of the contractions (rules/ops/contraction.cc) and of bmm_grad
-// (rules/ops/fused.cc): matmul, bmm, matmul_grad, bmm_grad and fused_gemm_epilogue's attr
-// reads, typed validation and shapes, with matmul's index plan (each operand's matrix
-// strides and batch dims), written once for the references (reference/ops_contraction.cc,
-// ops_fused.cc), the CPU kernels (kernels/cpu/contraction.cc, fused.cc) and the CUDA
-// kernels (kernels/cuda/contraction.cu, fused.cu, gemm_plan.cc). Header-only; no value
-// arithmetic. The kernels add their own limit on the output's size (kernels/cpu/internal.h).
+// (rules/ops/fused.cc): matmul, bmm, matmul_grad, bmm_grad, fused_gemm_epilogue and
+// fused_linear_param_grad_add's attr reads, typed validation and shapes, with matmul's
+// index plan (each operand's matrix strides and batch dims), written once for the
+// references (reference/ops_contraction.cc, ops_fused.cc), the CPU kernels
+// (kernels/cpu/contraction.cc, fused.cc) and the CUDA kernels (kernels/cuda/contraction.cu,
+// fused.cu, gemm_plan.cc). Header-only; no value arithmetic. The kernels add their own limit
+// on the output's size (kernels/cpu/internal.h).
 //
 // Example: x [2, 1, 3, 4] (trans_x), y [5, 3, 6] -> out [2, 5, 4, 6], m 4, k 3, n 6.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -179,6 +181,53 @@ inline FusedGemmEpiloguePlan PlanFusedGemmEpilogue(const Shapes& shapes, const A
   p.mm = PlanMatmulShapes(shapes[0], shapes[1], trans_x, trans_y);
   CheckShapeIs(shapes, 2, {p.mm.n}, "bias");
   if (p.activation != Epilogue::kNone) p.reserve_shape = p.mm.out_shape;
+  return p;
+}
+
+// fused_linear_param_grad_add (x [..., k], dout [..., n], dweight [k, n], dbias [n];
+// multi_precision, has_bias) -> dweight_out [k, n], dbias_out [n]: a linear layer's
+// parameter gradients added into the accumulators, dweight_out = dweight + x_flat^T .
+// dout_flat and dbias_out = dbias + dout summed over its leading dims (x and dout flattened
+// to `rows` rows over all leading dims). Always four inputs (Paddle's order): a 0-d dweight
+// or dbias is absent (Paddle's empty optional; neither can be 0-d when given), adding
+// nothing. x and dout have one rank >= 1 and the same leading dims (InvalidArgument
+// inputs[1].shape); a given dweight is [k, n] (inputs[2].shape), a given dbias [n], only
+// with has_bias (inputs[3].shape). dbias_out is unset (0-d) without has_bias.
+// multi_precision is read and changes nothing here (docs/DECISIONS.md).
+//
+// Example: x [2, 3, 4], dout [2, 3, 5], dweight [] (absent), dbias [5] -> dweight_out
+// [4, 5], dbias_out [5], rows 6, k 4, n 5.
+struct LinearParamGradPlan {
+  int64_t rows = 1, k = 0, n = 0;
+  bool has_dweight = false, has_dbias = false, has_bias = true;
+  Shape dweight_out, dbias_out;  // dbias_out [] (unset) without has_bias
+};
+
+inline LinearParamGradPlan PlanFusedLinearParamGradAdd(const Shapes& shapes, const Attrs& attrs) {
+  (void)attrs.GetBool("multi_precision");
+  LinearParamGradPlan p;
+  p.has_bias = attrs.GetBool("has_bias");
+  CheckArity(shapes, 4);
+  const Shape& x = shapes[0];
+  const Shape& dout = shapes[1];
+  if (x.empty()) ThrowInvalid(shape::InputField(0, "shape"), "x must have rank >= 1, got []");
+  if (dout.size() != x.size() || !std::equal(x.begin(), x.end() - 1, dout.begin())) {
+    ThrowInvalid(shape::InputField(1, "shape"), "dout " + shape::ShapeString(dout) +
+                                                    " must have x's rank and leading dims, x " +
+                                                    shape::ShapeString(x));
+  }
+  p.k = x.back();
+  p.n = dout.back();
+  for (size_t d = 0; d + 1 < x.size(); ++d) p.rows *= x[d];
+  p.dweight_out = {p.k, p.n};
+  p.has_dweight = !shapes[2].empty();
+  if (p.has_dweight) CheckShapeIs(shapes, 2, p.dweight_out, "dweight");
+  p.has_dbias = !shapes[3].empty();
+  if (p.has_dbias && !p.has_bias) {
+    ThrowInvalid(shape::InputField(3, "shape"), "dbias is given but has_bias is false");
+  }
+  if (p.has_dbias) CheckShapeIs(shapes, 3, {p.n}, "dbias");
+  if (p.has_bias) p.dbias_out = {p.n};
   return p;
 }
 

@@ -226,6 +226,8 @@ OPS: List[PaddleOp] = (
        PaddleOp("put_along_axis", ["put_along_axis"], [_a("axis", "reduce", "include_self")]),
        PaddleOp("fused_gemm_epilogue", ["fused_gemm_epilogue"],
                 [_a("trans_x", "trans_y"), _a("trans_x", "trans_y", "activation")]),
+       PaddleOp("fused_linear_param_grad_add", ["fused_linear_param_grad_add"],
+                [_a("multi_precision", "has_bias")]),
        PaddleOp("swiglu", ["swiglu"], [_a()]),
        PaddleOp("add_n", ["add_n"], [_listed()]),
        PaddleOp("c_embedding", ["c_embedding"], [_a("start_index", "vocab_size"), _a("start_index")]),
