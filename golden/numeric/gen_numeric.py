@@ -1450,17 +1450,23 @@ def counter_uniform(seed, index):
     return (splitmix_mix(z) >> 11) * 2.0 ** -53
 
 
+def global_indices(shape, offset=None, global_shape=None):
+    """(local index, global linear index) of each element of a block of `shape` at `offset`
+    in a tensor of `global_shape` (the whole tensor when not given)."""
+    offset = offset or [0] * len(shape)
+    global_shape = global_shape or list(shape)
+    for local in np.ndindex(*shape):
+        yield local, (int(np.ravel_multi_index(tuple(o + i for o, i in zip(offset, local)), global_shape))
+                      if len(shape) else 0)
+
+
 def np_dropout(x, p, seed, upscale=True, is_test=False, offset=None, global_shape=None):
     """out and mask of dropout on x, a block at `offset` of a tensor of `global_shape`."""
     x = np.asarray(x, dtype=np.float64)
     if is_test:
         return [x if upscale else x * (1.0 - p), T(np.ones(x.shape), "bool")]
-    offset = offset or [0] * x.ndim
-    global_shape = global_shape or list(x.shape)
     mask = np.zeros(x.shape)
-    for local in np.ndindex(*x.shape):
-        g = int(np.ravel_multi_index(tuple(o + i for o, i in zip(offset, local)), global_shape)) \
-            if x.ndim else 0
+    for local, g in global_indices(x.shape, offset, global_shape):
         mask[local] = 1.0 if counter_uniform(seed, g) >= p else 0.0
     out = np.where(mask == 1.0, x / (1.0 - p) if upscale and p < 1 else x, 0.0)
     return [out, T(mask, "bool")]
@@ -2797,12 +2803,8 @@ def np_bernoulli(x, seed, offset=None, global_shape=None):
     """bernoulli on x, a block at `offset` of a tensor of `global_shape`: 1 where the
     element's counter draw is below x."""
     x = np.asarray(x, dtype=np.float64)
-    offset = offset or [0] * x.ndim
-    global_shape = global_shape or list(x.shape)
     out = np.zeros(x.shape)
-    for local in np.ndindex(*x.shape):
-        g = int(np.ravel_multi_index(tuple(o + i for o, i in zip(offset, local)), global_shape)) \
-            if x.ndim else 0
+    for local, g in global_indices(x.shape, offset, global_shape):
         out[local] = 1.0 if counter_uniform(seed, g) < x[local] else 0.0
     return out
 

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/along_axis.h"
 #include "kernels/cpu/internal.h"
 #include "rules/engine/op_plan.h"
 #include "rules/ops/indexing_plan.h"
@@ -226,8 +227,8 @@ Tensors index_select(const TensorArgs& inputs, const Attrs& attrs) {
 
 Tensors gather(const TensorArgs& inputs, const Attrs& attrs) { return Select(inputs, attrs, true); }
 
-// Every id is checked before anything is copied; then out's elements in order, an odometer
-// over out's position and a running x offset (x's strides, the axis's from the id).
+// Every id is checked before anything is copied; then out's elements in order, each from its
+// offset in x (AlongAxisOffsets).
 Tensors take_along_axis(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 2);
   const Tensor& x = inputs[0];
@@ -242,25 +243,11 @@ Tensors take_along_axis(const TensorArgs& inputs, const Attrs& attrs) {
     if (id < 0 || id >= rows) spmd::plan::ThrowIdOutside(field, "id", id, rows);
   }
   Tensor out = NewOutput(plan.out, x.dtype());
-  const int64_t n = out.numel();
-  if (n == 0) return {std::move(out)};
-  const size_t rank = plan.out.size();
   const size_t es = x.element_size();
-  Shape x_strides(rank, 1);
-  for (size_t d = rank - 1; d > 0; --d) x_strides[d - 1] = x_strides[d] * x.shape()[d];
-  std::vector<int64_t> at(rank, 0);
-  int64_t base = 0;  // x's offset of `at` without the axis term
-  const std::byte* src = x.bytes();
   std::byte* dst = out.bytes();
-  for (int64_t i = 0; i < n; ++i, dst += es) {
-    const int64_t offset = base + ids[static_cast<size_t>(i)] * x_strides[axis];
-    std::memcpy(dst, src + static_cast<size_t>(offset) * es, es);
-    for (size_t d = rank; d-- > 0;) {
-      if (d != axis) base += x_strides[d];
-      if (++at[d] < plan.out[d]) break;
-      if (d != axis) base -= at[d] * x_strides[d];
-      at[d] = 0;
-    }
+  for (int64_t offset : AlongAxisOffsets(x.shape(), index.shape(), axis, ids)) {
+    std::memcpy(dst, x.bytes() + static_cast<size_t>(offset) * es, es);
+    dst += es;
   }
   return {std::move(out)};
 }

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/along_axis.h"
 #include "kernels/cpu/internal.h"
 #include "rules/ops/indexing_plan.h"
 
@@ -141,8 +142,8 @@ Tensors scatter_nd_add(const TensorArgs& inputs, const Attrs&) {
   });
 }
 
-// Every id is checked first; each value's target offset in x comes from an odometer over
-// index's shape with x's strides (the axis's term from the id), then the writes in order.
+// Every id is checked first; then the writes in order, each at its offset in x
+// (AlongAxisOffsets).
 Tensors put_along_axis(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 3);
   const Tensor& x = inputs[0];
@@ -152,21 +153,7 @@ Tensors put_along_axis(const TensorArgs& inputs, const Attrs& attrs) {
       indexing_plan::PlanPutAlongAxis(x.shape(), index.shape(), value.shape(), attrs);
   const auto axis = static_cast<size_t>(plan.axis);
   const std::vector<int64_t> ids = Ids(index, InputField(1, "data"), x.shape()[axis]);
-  const size_t rank = x.shape().size();
-  Shape strides(rank, 1);
-  for (size_t d = rank - 1; d > 0; --d) strides[d - 1] = strides[d] * x.shape()[d];
-  std::vector<int64_t> targets(ids.size());
-  std::vector<int64_t> at(rank, 0);
-  int64_t base = 0;  // x's offset of `at` without the axis term
-  for (size_t i = 0; i < ids.size(); ++i) {
-    targets[i] = base + ids[i] * strides[axis];
-    for (size_t d = rank; d-- > 0;) {
-      if (d != axis) base += strides[d];
-      if (++at[d] < index.shape()[d]) break;
-      if (d != axis) base -= at[d] * strides[d];
-      at[d] = 0;
-    }
-  }
+  const std::vector<int64_t> targets = AlongAxisOffsets(x.shape(), index.shape(), axis, ids);
   const bool add = plan.reduce == indexing_plan::PutReduce::kAdd;
   return internal::DispatchFloat(internal::ComputeDType(inputs, {0, 2}), [&](auto tag) {
     using T = typename decltype(tag)::type;
