@@ -195,11 +195,10 @@ inline TakeAlongAxisPlan PlanTakeAlongAxis(const Dims& x, const Dims& index, con
 // Unsupported (docs/DECISIONS.md).
 enum class PutReduce { kAssign, kAdd };
 
-struct PutAlongAxisPlan {
+struct PutAlongAxisPlan {  // out has x's shape
   int64_t axis = 0;
   PutReduce reduce = PutReduce::kAssign;
   bool include_self = true;
-  Dims out;  // x's shape
 };
 
 inline PutAlongAxisPlan PlanPutAlongAxis(const Dims& x, const Dims& index, const Dims& value, const Attrs& attrs) {
@@ -220,7 +219,6 @@ inline PutAlongAxisPlan PlanPutAlongAxis(const Dims& x, const Dims& index, const
     ThrowInvalid(shape::InputField(2, "shape"), "value " + shape::ShapeString(value) + " must have index's shape " +
                                                     shape::ShapeString(index));
   }
-  p.out = x;
   return p;
 }
 
