@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -43,23 +44,34 @@ double ThreadMicros() {
   return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_nsec) * 1e-3;
 }
 
-// Microseconds of rank 0's CPU per call on rank 0, median of 7 runs of `calls` calls.
-template <typename Body>
-double PerCall(int calls, Body body) {
-  std::vector<double> runs;
+// Microseconds of rank 0's CPU per call: `calls` calls of each body per run on a fresh 2x2
+// mesh of thread ranks, the bodies interleaved (run r times them in an order rotated by r),
+// 7 runs; the median per body. Interleaved because a figure depends on what ran before it
+// in the process: timed one after the other, whichever body ran first measured up to 3x
+// faster (the heap's state after the earlier runs' threads), and a difference of two
+// figures timed apart is then meaningless.
+using Body = std::function<void(Communicator&, int)>;
+
+std::vector<double> PerCallInterleaved(int calls, const std::vector<Body>& bodies) {
+  std::vector<std::vector<double>> runs(bodies.size());
   for (int r = 0; r < 7; ++r) {
-    double us = 0;
-    spmd::runtime::RunRanks(4, [&](Communicator& comm) {
-      // Thread CPU time: four rank threads share the cores, so wall time would count the
-      // time rank 0 waits for a core.
-      const double start = ThreadMicros();
-      body(comm, calls);
-      const double elapsed = ThreadMicros() - start;
-      if (comm.rank() == 0) us = elapsed / calls;
-    });
-    runs.push_back(us);
+    for (size_t k = 0; k < bodies.size(); ++k) {
+      const size_t b = (k + static_cast<size_t>(r)) % bodies.size();
+      double us = 0;
+      spmd::runtime::RunRanks(4, [&](Communicator& comm) {
+        // Thread CPU time: four rank threads share the cores, so wall time would count the
+        // time rank 0 waits for a core.
+        const double start = ThreadMicros();
+        bodies[b](comm, calls);
+        const double elapsed = ThreadMicros() - start;
+        if (comm.rank() == 0) us = elapsed / calls;
+      });
+      runs[b].push_back(us);
+    }
   }
-  return Median(runs);
+  std::vector<double> medians;
+  for (std::vector<double>& v : runs) medians.push_back(Median(std::move(v)));
+  return medians;
 }
 
 }  // namespace
@@ -74,25 +86,29 @@ int main(int argc, char** argv) {
   const DistAttr x_attr = spmd::ParsePlacementString("[S(0), S(1)]", 2, "x");
   const DistAttr w_attr = spmd::ParsePlacementString("[R, S(0)]", 2, "w");
   if (!step_only) {
-    const double dispatch = PerCall(20000, [&](Communicator& comm, int calls) {
+    const Body dispatch_body = [&](Communicator& comm, int calls) {
       const DistTensor x = DistTensor::ShardTensor(xg, mesh, x_attr, comm.rank());
       const DistTensor w = DistTensor::ShardTensor(xg, mesh, w_attr, comm.rank());
       for (int i = 0; i < calls; ++i) spmd::runtime::Dispatch("matmul", {x, w}, {}, comm);
-    });
+    };
     // The same local matmul on rank 0's shards, RunCpuKernel alone: what Dispatch adds is
     // the difference.
-    const double kernel = PerCall(20000, [&](Communicator& comm, int calls) {
+    const Body kernel_body = [&](Communicator& comm, int calls) {
       const DistTensor x = DistTensor::ShardTensor(xg, mesh, x_attr, comm.rank());
       const DistTensor w = DistTensor::ShardTensor(xg, mesh, w_attr, comm.rank());
       const spmd::kernels::TensorArgs locals(std::vector<const spmd::kernels::Tensor*>{&x.local(), &w.local()});
       const spmd::Attrs attrs = spmd::FindOp("matmul")->NormalizeAttrs({});
       for (int i = 0; i < calls; ++i) spmd::kernels::RunCpuKernel("matmul", locals, attrs);
-    });
-    const double apply = PerCall(20000, [&](Communicator& comm, int calls) {
+    };
+    const Body apply_body = [&](Communicator& comm, int calls) {
       const spmd::train::Variable x(DistTensor::ShardTensor(xg, mesh, x_attr, comm.rank()));
       const spmd::train::Variable w(DistTensor::ShardTensor(xg, mesh, w_attr, comm.rank()), true);
       for (int i = 0; i < calls; ++i) spmd::train::Apply("matmul", {x, w}, {}, comm);
-    });
+    };
+    const std::vector<double> us = PerCallInterleaved(20000, {dispatch_body, kernel_body, apply_body});
+    const double dispatch = us[0];
+    const double kernel = us[1];
+    const double apply = us[2];
     std::printf("Dispatch matmul, 2x2 mesh, no reshard: %.2f us per call (median of 7)\n", dispatch);
     std::printf("RunCpuKernel matmul on the same shards: %.2f us per call; Dispatch above it: %.2f us\n",
                 kernel, dispatch - kernel);
