@@ -261,126 +261,127 @@ std::optional<int64_t> ContiguousOffset(const Shape& shape, const Shape& at, con
   return offset;
 }
 
-Tensor Run(const StepContext& c, const AllToAll&, Tensor local, const StepPrep& p) {
-  const GroupInfo& g = p.group;
-  const int64_t n = static_cast<int64_t>(g.ids.size());
-  const Box& my_before = p.before;
-  const Box& my_after = p.after;
-  Tensor out = c.New(SizesOf(my_after));
-  const std::vector<Box>& send_boxes = p.send_boxes;
-  const std::vector<Box>& recv_boxes = p.recv_boxes;
-  // Point to point: each part goes to its member as one contiguous message, posted in
-  // shifted order (to position + k, from position - k) so that the members do not all
-  // start with the same peer. A part that is one contiguous run of its buffer is sent from
-  // (received into) its place; a strided one is packed into a staging buffer first
-  // (unpacked from one after Synchronize), with the Backend's CopyBox. (Every member takes
-  // this path: a choice between this and the all_to_all collective made from a rank's own
-  // boxes could differ between members.) Strided parts travelled as subarray datatypes
-  // (SendBox / RecvBox) before: Open MPI moves those through its copy-in/copy-out pipeline,
-  // which took up to 2x a pack + contiguous send at 64 MiB on 2 ranks (docs/BENCHMARKS.md).
+// One point-to-point message of a step: the elements of `box` (global coordinates) to or
+// from `peer`.
+struct Message {
+  const Box* box;
+  int64_t peer;
+};
+
+// The staging buffers of one exchange, kept until Synchronize (freed in stream order after
+// it), and where each strided piece received waits to be unpacked.
+struct Exchange {
+  Tensor send_stage, recv_stage;
+  std::vector<std::pair<int64_t, const Box*>> unpack;  // element offset in recv_stage, box
+};
+
+// Posts the sends (from `src`, whose box is `src_box`) and the receives (into `dst`, box
+// `dst_box`) of a point-to-point step, in the order given. A piece that is one contiguous
+// run of its buffer is sent from (received into) its place; a strided one is packed into a
+// staging buffer with the Backend's CopyBox first (received into one, and unpacked by
+// Unpack after Synchronize): every message is one contiguous run. Strided pieces travelled
+// as subarray datatypes (SendBox / RecvBox) before: Open MPI moves those through its
+// copy-in/copy-out pipeline, which took up to 2x a pack + contiguous send at 64 MiB on 2
+// ranks and 1.6-1.8x at 1 MiB on 4 (docs/BENCHMARKS.md).
+Exchange Post(const StepContext& c, const Tensor* src, const Box& src_box, const std::vector<Message>& sends,
+              Tensor* dst, const Box& dst_box, const std::vector<Message>& recvs) {
   const int64_t e = static_cast<int64_t>(c.e);
-  std::vector<int64_t> send_run(n, -1), recv_run(n, -1);
+  auto run_in = [](const Tensor& t, const Box& mine, const Box& box) {
+    return ContiguousOffset(t.shape(), BeginsOf(RelativeTo(box, mine)), SizesOf(box));
+  };
   int64_t send_staged = 0, recv_staged = 0;
-  for (int64_t q = 0; q < n; ++q) {
-    if (q == g.position) continue;
-    if (const auto run = ContiguousOffset(local.shape(), BeginsOf(RelativeTo(send_boxes[q], my_before)),
-                                          SizesOf(send_boxes[q]))) {
-      send_run[q] = *run;
-    } else {
-      send_staged += Volume(send_boxes[q]);
-    }
-    if (const auto run = ContiguousOffset(out.shape(), BeginsOf(RelativeTo(recv_boxes[q], my_after)),
-                                          SizesOf(recv_boxes[q]))) {
-      recv_run[q] = *run;
-    } else {
-      recv_staged += Volume(recv_boxes[q]);
-    }
+  for (const Message& m : sends) {
+    if (!run_in(*src, src_box, *m.box)) send_staged += Volume(*m.box);
   }
-  // Freed in stream order after Synchronize.
-  Tensor send_stage = c.New({send_staged});
-  Tensor recv_stage = c.New({recv_staged});
-  std::vector<int64_t> recv_stage_at(n, -1);
+  for (const Message& m : recvs) {
+    if (!run_in(*dst, dst_box, *m.box)) recv_staged += Volume(*m.box);
+  }
+  Exchange x{c.New({send_staged}), c.New({recv_staged}), {}};
   int64_t staged = 0;
-  for (int64_t k = 1; k < n; ++k) {
-    const int64_t q = (g.position + k) % n;
-    const int64_t volume = Volume(send_boxes[q]);
-    if (volume == 0) continue;
-    const Shape extent = SizesOf(send_boxes[q]);
-    if (send_run[q] >= 0) {
-      c.comm.Send(local.bytes() + send_run[q] * e, volume, c.dtype, g.ids[q]);
+  for (const Message& m : sends) {
+    const int64_t volume = Volume(*m.box);
+    if (const std::optional<int64_t> run = run_in(*src, src_box, *m.box)) {
+      c.comm.Send(src->bytes() + *run * e, volume, c.dtype, m.peer);
       continue;
     }
-    std::byte* piece = send_stage.bytes() + staged * e;
-    c.Copy(local.bytes(), local.shape(), BeginsOf(RelativeTo(send_boxes[q], my_before)), piece,
-           extent, Shape(extent.size(), 0), extent);
-    c.comm.Send(piece, volume, c.dtype, g.ids[q]);
+    const Shape extent = SizesOf(*m.box);
+    std::byte* piece = x.send_stage.bytes() + staged * e;
+    c.Copy(src->bytes(), src->shape(), BeginsOf(RelativeTo(*m.box, src_box)), piece, extent,
+           Shape(extent.size(), 0), extent);
+    c.comm.Send(piece, volume, c.dtype, m.peer);
     staged += volume;
   }
   staged = 0;
-  for (int64_t k = 1; k < n; ++k) {
-    const int64_t q = (g.position + n - k) % n;
-    const int64_t volume = Volume(recv_boxes[q]);
-    if (volume == 0) continue;
-    if (recv_run[q] >= 0) {
-      c.comm.Recv(out.bytes() + recv_run[q] * e, volume, c.dtype, g.ids[q]);
+  for (const Message& m : recvs) {
+    const int64_t volume = Volume(*m.box);
+    if (const std::optional<int64_t> run = run_in(*dst, dst_box, *m.box)) {
+      c.comm.Recv(dst->bytes() + *run * e, volume, c.dtype, m.peer);
       continue;
     }
-    recv_stage_at[q] = staged;
-    c.comm.Recv(recv_stage.bytes() + staged * e, volume, c.dtype, g.ids[q]);
+    x.unpack.emplace_back(staged, m.box);
+    c.comm.Recv(x.recv_stage.bytes() + staged * e, volume, c.dtype, m.peer);
     staged += volume;
   }
-  const Box kept = Intersect(my_before, my_after);  // the own part, while the others travel
+  return x;
+}
+
+// After Synchronize: each strided piece received into the staging buffer to its place.
+void Unpack(const StepContext& c, const Exchange& x, Tensor& dst, const Box& dst_box) {
+  const int64_t e = static_cast<int64_t>(c.e);
+  for (const auto& [at, box] : x.unpack) {
+    const Shape extent = SizesOf(*box);
+    c.Copy(x.recv_stage.bytes() + at * e, extent, Shape(extent.size(), 0), dst.bytes(), dst.shape(),
+           BeginsOf(RelativeTo(*box, dst_box)), extent);
+  }
+}
+
+Tensor Run(const StepContext& c, const AllToAll&, Tensor local, const StepPrep& p) {
+  const GroupInfo& g = p.group;
+  const int64_t n = static_cast<int64_t>(g.ids.size());
+  Tensor out = c.New(SizesOf(p.after));
+  // Each part goes to its member as one contiguous message (Post), in shifted order (to
+  // position + k, from position - k) so that the members do not all start with the same
+  // peer. (Every member takes this path: a choice between this and the all_to_all
+  // collective made from a rank's own boxes could differ between members.)
+  std::vector<Message> sends, recvs;
+  for (int64_t k = 1; k < n; ++k) {
+    const int64_t to = (g.position + k) % n, from = (g.position + n - k) % n;
+    if (Volume(p.send_boxes[to]) > 0) sends.push_back({&p.send_boxes[to], g.ids[to]});
+    if (Volume(p.recv_boxes[from]) > 0) recvs.push_back({&p.recv_boxes[from], g.ids[from]});
+  }
+  const Exchange x = Post(c, &local, p.before, sends, &out, p.after, recvs);
+  const Box kept = Intersect(p.before, p.after);  // the own part, while the others travel
   if (Volume(kept) > 0) {
-    c.Copy(local.bytes(), local.shape(), BeginsOf(RelativeTo(kept, my_before)), out.bytes(),
-           out.shape(), BeginsOf(RelativeTo(kept, my_after)), SizesOf(kept));
+    c.Copy(local.bytes(), local.shape(), BeginsOf(RelativeTo(kept, p.before)), out.bytes(),
+           out.shape(), BeginsOf(RelativeTo(kept, p.after)), SizesOf(kept));
   }
   c.comm.Synchronize();  // point to point: complete only at Synchronize
-  for (int64_t q = 0; q < n; ++q) {
-    if (recv_stage_at[q] < 0) continue;
-    const Shape extent = SizesOf(recv_boxes[q]);
-    c.Copy(recv_stage.bytes() + recv_stage_at[q] * e, extent, Shape(extent.size(), 0), out.bytes(),
-           out.shape(), BeginsOf(RelativeTo(recv_boxes[q], my_after)), extent);
-  }
+  Unpack(c, x, out, p.after);
   return out;
 }
 
 std::optional<Tensor> RunSendRecv(const StepContext& c, std::optional<Tensor> local,
                                   const StepPrep& p) {
-  const std::optional<std::vector<int64_t>>& from_coord = p.coord;
-  const std::optional<std::vector<int64_t>>& to_coord = p.to_coord;
-  if (!from_coord && !to_coord) return std::nullopt;
-  const Box& my_before = p.before;
-  const Box& my_after = p.after;
+  if (!p.coord && !p.to_coord) return std::nullopt;
   std::optional<Tensor> out;
-  if (to_coord) out = c.New(SizesOf(my_after));
-  // Each piece is sent from (received into) its place in this rank's old (new) buffer: a
-  // contiguous run as it is, a strided box as a BufferBox (no packing pass where the
-  // backend can read or write it in place). Both buffers stay untouched until Synchronize.
-  const int64_t e = static_cast<int64_t>(c.e);
-  for (const Transfer& t : p.sends) {
-    const Shape at = BeginsOf(RelativeTo(t.box, my_before)), extent = SizesOf(t.box);
-    if (const std::optional<int64_t> run = ContiguousOffset(local->shape(), at, extent)) {
-      c.comm.Send(local->bytes() + *run * e, Volume(t.box), c.dtype, t.to_process);
-    } else {
-      c.comm.SendBox(local->bytes(), BufferBox{local->shape(), at, extent}, c.dtype, t.to_process);
-    }
-  }
-  for (const Transfer& t : p.recvs) {
-    const Shape at = BeginsOf(RelativeTo(t.box, my_after)), extent = SizesOf(t.box);
-    if (const std::optional<int64_t> run = ContiguousOffset(out->shape(), at, extent)) {
-      c.comm.Recv(out->bytes() + *run * e, Volume(t.box), c.dtype, t.from_process);
-    } else {
-      c.comm.RecvBox(out->bytes(), BufferBox{out->shape(), at, extent}, c.dtype, t.from_process);
-    }
-  }
-  if (out && from_coord) {  // what this rank already holds
-    const Box kept = Intersect(my_before, my_after);
+  if (p.to_coord) out = c.New(SizesOf(p.after));
+  // Exactly SendRecvTransfers' pieces, each one contiguous message (Post); both buffers
+  // stay untouched until Synchronize.
+  std::vector<Message> sends, recvs;
+  sends.reserve(p.sends.size());
+  recvs.reserve(p.recvs.size());
+  for (const Transfer& t : p.sends) sends.push_back({&t.box, t.to_process});
+  for (const Transfer& t : p.recvs) recvs.push_back({&t.box, t.from_process});
+  const Exchange x = Post(c, local ? &*local : nullptr, p.before, sends, out ? &*out : nullptr, p.after, recvs);
+  if (out && p.coord) {  // what this rank already holds
+    const Box kept = Intersect(p.before, p.after);
     if (Volume(kept) > 0) {
-      c.Copy(local->bytes(), local->shape(), BeginsOf(RelativeTo(kept, my_before)), out->bytes(),
-             out->shape(), BeginsOf(RelativeTo(kept, my_after)), SizesOf(kept));
+      c.Copy(local->bytes(), local->shape(), BeginsOf(RelativeTo(kept, p.before)), out->bytes(),
+             out->shape(), BeginsOf(RelativeTo(kept, p.after)), SizesOf(kept));
     }
   }
   c.comm.Synchronize();  // point to point: complete only at Synchronize
+  if (out) Unpack(c, x, *out, p.after);
   return out;
 }
 

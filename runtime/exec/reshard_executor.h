@@ -11,16 +11,15 @@
 //   (in place when the dims before d are of size 1) and reduce_scatter'ed with those counts.
 // - AllReduce(g, op): one in-place all_reduce.
 // - AllToAll(g, i -> j): the part of this rank's old box in each member's new box goes to
-//   that member point to point as one contiguous message: a part that is one contiguous
-//   run of its buffer is sent from (received into) its place, a strided one is packed into
-//   a staging buffer (unpacked after Synchronize) with the Backend's CopyBox; the own part
-//   is copied locally, not sent. The bytes are those of an all_to_all with per-member
-//   counts. (Strided parts went as SendBox / RecvBox before; Open MPI's copy-in/copy-out
-//   of subarray types took up to 2x the packed send: docs/BENCHMARKS.md.)
+//   that member point to point; the own part is copied locally, not sent. The bytes are
+//   those of an all_to_all with per-member counts.
 // - SendRecv: exactly SendRecvTransfers(step, shape): this rank sends the boxes it is the
-//   source of, receives those addressed to it, and copies what it already held. A piece
-//   that is not one contiguous run of its buffer travels as a BufferBox (SendBox /
-//   RecvBox: read and written in place, no packing pass of the executor's own).
+//   source of, receives those addressed to it, and copies what it already held.
+//   Both point-to-point kinds send every piece as one contiguous message: a piece that is
+//   one contiguous run of its buffer is sent from (received into) its place, a strided one
+//   is packed into a staging buffer (unpacked after Synchronize) with the Backend's
+//   CopyBox. (Strided pieces went as SendBox / RecvBox before; Open MPI's copy-in/copy-out
+//   of subarray types took up to 2x the packed send: docs/BENCHMARKS.md.)
 // - LocalSlice, LocalPartial, ShardToPartial, Rescale: local, no communication.
 //
 // Local work (box copies, fills, scaling) runs on the Backend of the communicator's device
