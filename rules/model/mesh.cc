@@ -104,49 +104,63 @@ void CheckCoordArity(const std::vector<int64_t>& coord, const std::vector<int64_
 }  // namespace
 
 Mesh::Mesh(std::vector<int64_t> shape, std::vector<int64_t> process_ids,
-           std::vector<std::string> axis_names)
-    : shape_(std::move(shape)),
-      process_ids_(std::move(process_ids)),
-      axis_names_(std::move(axis_names)) {
-  const int64_t total = CheckShape(shape_);
-  if (process_ids_.empty()) {
-    process_ids_.resize(total);
-    for (int64_t i = 0; i < total; ++i) process_ids_[i] = i;
+           std::vector<std::string> axis_names) {
+  auto data = std::make_shared<Data>();
+  data->shape = std::move(shape);
+  data->process_ids = std::move(process_ids);
+  data->axis_names = std::move(axis_names);
+  const int64_t total = CheckShape(data->shape);
+  if (data->process_ids.empty()) {
+    data->process_ids.resize(total);
+    for (int64_t i = 0; i < total; ++i) data->process_ids[i] = i;
   }
-  id_index_ = CheckProcessIds(process_ids_, total);
-  CheckAxisNames(axis_names_, shape_.size());
+  data->id_index = CheckProcessIds(data->process_ids, total);
+  CheckAxisNames(data->axis_names, data->shape.size());
+  data_ = std::move(data);
+}
+
+const Mesh::Data& Mesh::Empty() {
+  static const Data kEmpty;
+  return kEmpty;
+}
+
+bool Mesh::operator==(const Mesh& other) const {
+  if (data_ == other.data_) return true;
+  const Data& a = d();
+  const Data& b = other.d();
+  return a.shape == b.shape && a.process_ids == b.process_ids && a.axis_names == b.axis_names;
 }
 
 std::optional<std::vector<int64_t>> Mesh::CoordinateOf(int64_t process_id) const {
-  const auto it = std::lower_bound(id_index_.begin(), id_index_.end(),
+  const auto it = std::lower_bound(d().id_index.begin(), d().id_index.end(),
                                    std::pair<int64_t, int64_t>{process_id, 0});
-  if (it == id_index_.end() || it->first != process_id) return std::nullopt;
+  if (it == d().id_index.end() || it->first != process_id) return std::nullopt;
   int64_t linear = it->second;
-  std::vector<int64_t> coord(shape_.size());
+  std::vector<int64_t> coord(d().shape.size());
   for (int axis = ndim() - 1; axis >= 0; --axis) {  // row-major: last axis varies fastest
-    coord[axis] = linear % shape_[axis];
-    linear /= shape_[axis];
+    coord[axis] = linear % d().shape[axis];
+    linear /= d().shape[axis];
   }
   return coord;
 }
 
 int64_t Mesh::ProcessIdAt(const std::vector<int64_t>& coord) const {
-  CheckCoordArity(coord, shape_);
+  CheckCoordArity(coord, d().shape);
   int64_t linear = 0;
   for (int axis = 0; axis < ndim(); ++axis) {
-    if (coord[axis] < 0 || coord[axis] >= shape_[axis]) {
+    if (coord[axis] < 0 || coord[axis] >= d().shape[axis]) {
       ThrowInvalid("coord", "entry " + std::to_string(axis) + " is " +
                                 std::to_string(coord[axis]) + ", axis size is " +
-                                std::to_string(shape_[axis]));
+                                std::to_string(d().shape[axis]));
     }
-    linear = linear * shape_[axis] + coord[axis];
+    linear = linear * d().shape[axis] + coord[axis];
   }
-  return process_ids_[linear];
+  return d().process_ids[linear];
 }
 
 std::vector<int64_t> Mesh::GroupOf(const std::vector<int64_t>& coord,
                                    const std::vector<int>& axes) const {
-  std::vector<bool> varied(shape_.size(), false);
+  std::vector<bool> varied(d().shape.size(), false);
   for (int axis : axes) {
     if (axis < 0 || axis >= ndim()) {
       ThrowInvalid("axes", "axis " + std::to_string(axis) + " is not in [0, " +
@@ -157,7 +171,7 @@ std::vector<int64_t> Mesh::GroupOf(const std::vector<int64_t>& coord,
   }
   // The entries of `coord` on the varied axes are overwritten, so callers may pass any
   // value there (e.g. -1 as a wildcard); the others are checked by ProcessIdAt.
-  CheckCoordArity(coord, shape_);
+  CheckCoordArity(coord, d().shape);
   std::vector<int64_t> at = coord;
   for (int axis : axes) at[axis] = 0;
 
@@ -167,7 +181,7 @@ std::vector<int64_t> Mesh::GroupOf(const std::vector<int64_t>& coord,
     // Odometer over `axes`, the last listed axis varying fastest (major to minor).
     int k = static_cast<int>(axes.size()) - 1;
     for (; k >= 0; --k) {
-      if (++at[axes[k]] < shape_[axes[k]]) break;
+      if (++at[axes[k]] < d().shape[axes[k]]) break;
       at[axes[k]] = 0;
     }
     if (k < 0) return group;
@@ -180,8 +194,8 @@ Mesh Mesh::SubMesh(const std::vector<int64_t>& coord, const std::vector<int>& ax
   std::vector<int64_t> shape;
   std::vector<std::string> names;
   for (int axis : axes) {
-    shape.push_back(shape_[axis]);
-    if (!axis_names_.empty()) names.push_back(axis_names_[axis]);
+    shape.push_back(d().shape[axis]);
+    if (!d().axis_names.empty()) names.push_back(d().axis_names[axis]);
   }
   return Mesh(std::move(shape), std::move(ids), std::move(names));
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -30,12 +31,12 @@ class Mesh {
   explicit Mesh(std::vector<int64_t> shape, std::vector<int64_t> process_ids = {},
                 std::vector<std::string> axis_names = {});
 
-  int ndim() const { return static_cast<int>(shape_.size()); }
-  int64_t size() const { return static_cast<int64_t>(process_ids_.size()); }
-  int64_t axis_size(int axis) const { return shape_[axis]; }
-  const std::vector<int64_t>& shape() const { return shape_; }
-  const std::vector<int64_t>& process_ids() const { return process_ids_; }
-  const std::vector<std::string>& axis_names() const { return axis_names_; }
+  int ndim() const { return static_cast<int>(d().shape.size()); }
+  int64_t size() const { return static_cast<int64_t>(d().process_ids.size()); }
+  int64_t axis_size(int axis) const { return d().shape[axis]; }
+  const std::vector<int64_t>& shape() const { return d().shape; }
+  const std::vector<int64_t>& process_ids() const { return d().process_ids; }
+  const std::vector<std::string>& axis_names() const { return d().axis_names; }
 
   // Returns the coordinate (one entry per axis) of `process_id`, or nothing if it is not
   // in the mesh. O(log n): planners call it once per rank.
@@ -51,15 +52,25 @@ class Mesh {
   // dropped ones. Example: mesh 2x3, coord (1, *), axes {1} -> mesh [3] ids {3, 4, 5}.
   Mesh SubMesh(const std::vector<int64_t>& coord, const std::vector<int>& axes) const;
 
-  bool operator==(const Mesh&) const = default;
+  // Equal shapes, ids and names (a copy of the same mesh compares by address first).
+  bool operator==(const Mesh& other) const;
 
  private:
-  std::vector<int64_t> shape_;
-  std::vector<int64_t> process_ids_;
-  std::vector<std::string> axis_names_;
-  // (process id, row-major position) sorted by id: CoordinateOf's index, derived from
-  // process_ids_.
-  std::vector<std::pair<int64_t, int64_t>> id_index_;
+  // What a mesh is, immutable once made and shared by its copies: a Mesh is copied with
+  // every DistTensor, plan and dispatch, and a copy is one reference count, not four
+  // vectors.
+  struct Data {
+    std::vector<int64_t> shape;
+    std::vector<int64_t> process_ids;
+    std::vector<std::string> axis_names;
+    // (process id, row-major position) sorted by id: CoordinateOf's index, derived from
+    // process_ids.
+    std::vector<std::pair<int64_t, int64_t>> id_index;
+  };
+  static const Data& Empty();  // a default-constructed mesh's
+  const Data& d() const { return data_ ? *data_ : Empty(); }
+
+  std::shared_ptr<const Data> data_;
 };
 
 // Prints `mesh[2,3] ids=[0,1,2,3,4,5]` (names appended as `names=[dp,mp]` when present).

@@ -151,15 +151,19 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
   if (op.localize || op.exchange) {
     for (const DistTensor* t : inputs) shapes.push_back(t->shape());
   }
-  Attrs local_attrs = normalized;
+  // The kernel's attrs: the normalised ones, or what the localizer makes of them.
+  Attrs localized;
+  const Attrs* kernel_attrs = &normalized;
   if (op.localize) {
     std::vector<Shape> local_out;
     for (size_t o = 0; o < global_out.size(); ++o) {
       local_out.push_back(LocalShape(global_out[o], rule.outputs[o], mesh, *coord));
     }
     const LocalContext context{normalized, shapes, local_shapes, offsets, global_out, local_out};
-    local_attrs = op.localize(context);
+    localized = op.localize(context);
+    kernel_attrs = &localized;
   }
+  const Attrs& local_attrs = *kernel_attrs;
   if (report != nullptr) {
     report->local_attrs = local_attrs;
     for (const Tensor& t : locals) report->input_buffers.push_back(t.bytes());
@@ -177,6 +181,7 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
                            " outputs, the declaration " + std::to_string(global_out.size()));
   }
   std::vector<DistTensor> out;
+  out.reserve(results.size());
   for (size_t o = 0; o < results.size(); ++o) {
     const Shape want = LocalShape(global_out[o], rule.outputs[o], mesh, *coord);
     if (results[o].shape() != want) {
@@ -186,9 +191,9 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
                              kernels::ShapeToString(want) + " (global " +
                              kernels::ShapeToString(global_out[o]) + ")");
     }
-    const DType dtype = results[o].dtype();
-    out.push_back(DistTensor::FromLocal(std::move(results[o]), global_out[o], dtype, mesh,
-                                        rule.outputs[o], me));
+    // The rule's layout (valid on the mesh) and the shape just checked: nothing to check again.
+    out.push_back(DistTensor::FromCheckedLocal(std::move(results[o]), global_out[o], mesh, rule.outputs[o], me,
+                                               *coord));
   }
   return out;
 }

@@ -49,6 +49,16 @@ DistTensor::DistTensor(Shape shape, DType dtype, Mesh mesh, DistAttr attr, int64
       coord_(mesh_.CoordinateOf(process_id)),
       local_(coord_ ? std::move(local) : std::nullopt) {}
 
+DistTensor::DistTensor(Shape shape, Mesh mesh, DistAttr attr, int64_t process_id, std::vector<int64_t> coord,
+                       Tensor local)
+    : shape_(std::move(shape)),
+      dtype_(local.dtype()),
+      mesh_(std::move(mesh)),
+      attr_(std::move(attr)),
+      process_id_(process_id),
+      coord_(std::move(coord)),
+      local_(std::move(local)) {}
+
 DistTensor DistTensor::ShardTensor(const Tensor& global, const Mesh& mesh, const DistAttr& attr,
                                    int64_t process_id) {
   const std::optional<std::vector<int64_t>> coord = mesh.CoordinateOf(process_id);
@@ -137,6 +147,12 @@ DistTensor DistTensor::FromLocal(Tensor local, const Shape& global_shape, DType 
     return DistTensor(global_shape, dtype, mesh, attr, process_id, std::move(local));
   }
   return DistTensor(global_shape, dtype, mesh, attr, process_id, std::nullopt);
+}
+
+DistTensor DistTensor::FromCheckedLocal(Tensor local, const Shape& global_shape, const Mesh& mesh,
+                                        const DistAttr& attr, int64_t process_id,
+                                        const std::vector<int64_t>& coord) {
+  return DistTensor(global_shape, mesh, attr, process_id, coord, std::move(local));
 }
 
 DistTensor DistTensor::Absent(const Shape& global_shape, DType dtype, const Mesh& mesh,

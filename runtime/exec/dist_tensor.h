@@ -58,6 +58,12 @@ class DistTensor {
   // `local` is ignored.
   static DistTensor FromLocal(kernels::Tensor local, const Shape& global_shape, DType dtype,
                               const Mesh& mesh, const DistAttr& attr, int64_t process_id);
+  // FromLocal where the caller has checked it all already: `attr` valid on `mesh` for
+  // `global_shape`, `coord` = mesh.CoordinateOf(process_id), and `local` of the shape the
+  // layout gives it there (Dispatch: the rule's output layouts and the kernel's shapes,
+  // checked against LocalShape). Nothing is validated again (Dispatch's per-call cost).
+  static DistTensor FromCheckedLocal(kernels::Tensor local, const Shape& global_shape, const Mesh& mesh,
+                                     const DistAttr& attr, int64_t process_id, const std::vector<int64_t>& coord);
 
   // The view of a rank outside `mesh`: metadata only, no buffer (Dispatch's outputs there;
   // a dim of `global_shape` may be -1 when that rank cannot know it). Throws
@@ -100,6 +106,8 @@ class DistTensor {
  private:
   DistTensor(Shape shape, DType dtype, Mesh mesh, DistAttr attr, int64_t process_id,
              std::optional<kernels::Tensor> local);
+  DistTensor(Shape shape, Mesh mesh, DistAttr attr, int64_t process_id, std::vector<int64_t> coord,
+             kernels::Tensor local);
   DistTensor ReshardBuffer(std::optional<kernels::Tensor> local, const Mesh& to_mesh,
                            const DistAttr& to, Communicator& comm, ReshardReport* report) const;
 
