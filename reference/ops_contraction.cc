@@ -218,6 +218,18 @@ Tensors fused_gemm_epilogue(const Tensors& inputs, const Attrs& attrs) {
   return {};
 }
 
+// out = matmul(x, weight) + bias (trans_y the transpose_weight), bias along out's last dim.
+Tensors linear_v2(const Tensors& inputs, const Attrs& attrs) {
+  (void)plan::PlanLinearV2(plan::ShapesOf(inputs), attrs);
+  Attrs mm;
+  mm.Set("trans_x", false);
+  mm.Set("trans_y", attrs.GetBool("transpose_weight"));
+  Tensor out = matmul({inputs[0], inputs[1]}, mm)[0];
+  const std::vector<double>& bias = inputs[2].data;
+  for (size_t i = 0; i < out.data.size(); ++i) out.data[i] += bias[i % bias.size()];
+  return {out};
+}
+
 // dweight_out = dweight (0 when absent) + sum over the rows r of x[r, :]^T dout[r, :];
 // dbias_out = dbias (0 when absent) + sum over r of dout[r, :] with has_bias, else 0-d
 // (unset). x and dout are read as rows of k and n values over their leading dims.

@@ -81,6 +81,7 @@ DEFAULTS = {
     "bmm_grad": {},
     "fused_gemm_epilogue": {"trans_x": False, "trans_y": False, "activation": "none"},
     "fused_linear_param_grad_add": {"multi_precision": True, "has_bias": True},
+    "linear_v2": {"transpose_weight": False},
     "conv2d": {"strides": [1, 1], "paddings": [0, 0], "padding_algorithm": "EXPLICIT",
                "dilations": [1, 1], "groups": 1, "data_format": "NCHW"},
     "conv2d_grad": {"strides": [1, 1], "paddings": [0, 0], "padding_algorithm": "EXPLICIT",

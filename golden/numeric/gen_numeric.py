@@ -2920,6 +2920,36 @@ def gen_fused_gemm_epilogue():
     error("fused_gemm_epilogue", "bias_2d", {}, [x, y, v(1, 5)], "inputs[2].shape")
 
 
+family("contraction", ["linear_v2"])
+RNG27 = np.random.default_rng(20261221)
+
+
+def gen_linear_v2():
+    """Paddle's linear_v2: out = x @ weight + bias (weight [n, k] with transpose_weight);
+    x of any rank >= 1 (a vector gives [n])."""
+    def v(*shape):
+        return np.round(RNG27.uniform(-2, 2, size=shape), 2)
+
+    def lin(x, w, b, transpose_weight=False):
+        return [np.matmul(x, w.T if transpose_weight else w) + b]
+    x, w, b = v(3, 4), v(4, 5), v(5)
+    case("linear_v2", "plain_2d", {}, [x, w, b], lin(x, w, b))
+    x3 = v(2, 3, 4)
+    case("linear_v2", "batched", {}, [x3, w, b], lin(x3, w, b))
+    wt = v(5, 4)
+    case("linear_v2", "transpose_weight", {"transpose_weight": True}, [x3, wt, b], lin(x3, wt, b, True))
+    x1 = v(4)
+    case("linear_v2", "vector_x", {}, [x1, w, b], lin(x1, w, b))
+    case("linear_v2", "empty_k", {}, [np.zeros((3, 0)), np.zeros((0, 5)), b],
+         lin(np.zeros((3, 0)), np.zeros((0, 5)), b))
+    error("linear_v2", "x_rank_0", {}, [np.array(1.0), w, b], "inputs[0].shape")
+    error("linear_v2", "weight_rank_3", {}, [x3, v(2, 4, 5), b], "inputs[1].shape")
+    error("linear_v2", "k_mismatch", {}, [x, v(3, 5), b], "inputs[1].shape")
+    error("linear_v2", "transposed_k_mismatch", {"transpose_weight": True}, [x, w, b], "inputs[1].shape")
+    error("linear_v2", "bias_not_n", {}, [x, w, v(4)], "inputs[2].shape")
+    error("linear_v2", "bias_0d", {}, [x, w, np.array(1.0)], "inputs[2].shape")
+
+
 family("contraction", ["fused_linear_param_grad_add"])
 RNG21 = np.random.default_rng(20261215)
 
@@ -3015,6 +3045,7 @@ def main():
     gen_strided_slice()  # RNG19
     gen_fused_gemm_epilogue()  # RNG20
     gen_fused_linear_param_grad_add()  # RNG21
+    gen_linear_v2()  # RNG27
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

@@ -345,6 +345,24 @@ Tensors matmul_grad(const TensorArgs& inputs, const Attrs& attrs) {
   });
 }
 
+namespace {
+
+// Adds bias [n] to every row of h's last dim, in place (fused_gemm_epilogue, linear_v2).
+void AddBiasRows(Tensor& h, const Tensor& bias_tensor) {
+  DispatchFloat(h.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> bias(bias_tensor);
+    T* o = h.data<T>();
+    const int64_t n = bias_tensor.numel();
+    const int64_t rows = n == 0 ? 0 : h.numel() / n;
+    for (int64_t r = 0; r < rows; ++r, o += n) {
+      for (int64_t j = 0; j < n; ++j) o[j] += bias[j];
+    }
+  });
+}
+
+}  // namespace
+
 // h = matmul(x, y) (the matmul kernel: one GEMM per batch, or one folded GEMM), bias added
 // along h's last dim in place, then the relu or gelu kernel on h (gelu's tanh form, as
 // Paddle's fused kernel); reserve_space = h for relu and gelu, a 0-d zero for none.
@@ -355,16 +373,7 @@ Tensors fused_gemm_epilogue(const TensorArgs& inputs, const Attrs& attrs) {
   mm.Set("trans_x", attrs.GetBool("trans_x"));
   mm.Set("trans_y", attrs.GetBool("trans_y"));
   Tensor h = std::move(matmul(TensorArgs(std::vector<const Tensor*>{&inputs[0], &inputs[1]}), mm)[0]);
-  DispatchFloat(h.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    ValuesAs<T> bias(inputs[2]);
-    T* o = h.data<T>();
-    const int64_t n = p.mm.n;
-    const int64_t rows = n == 0 ? 0 : h.numel() / n;
-    for (int64_t r = 0; r < rows; ++r, o += n) {
-      for (int64_t j = 0; j < n; ++j) o[j] += bias[j];
-    }
-  });
+  AddBiasRows(h, inputs[2]);
   const TensorArgs pre(std::vector<const Tensor*>{&h});
   switch (p.activation) {
     case plan::Epilogue::kNone: {
@@ -383,6 +392,19 @@ Tensors fused_gemm_epilogue(const TensorArgs& inputs, const Attrs& attrs) {
     }
   }
   return {};
+}
+
+// linear_v2: fused_gemm_epilogue's kernel without an activation (trans_y the
+// transpose_weight), its out alone.
+Tensors linear_v2(const TensorArgs& inputs, const Attrs& attrs) {
+  (void)plan::PlanLinearV2(plan::ShapesOf(inputs), attrs);
+  (void)internal::ComputeDTypeAll(inputs);  // x, weight and bias of one float dtype
+  Attrs mm;
+  mm.Set("trans_x", false);
+  mm.Set("trans_y", attrs.GetBool("transpose_weight"));
+  Tensor out = std::move(matmul(TensorArgs(std::vector<const Tensor*>{&inputs[0], &inputs[1]}), mm)[0]);
+  AddBiasRows(out, inputs[2]);
+  return TensorList(std::move(out));
 }
 
 // dweight_out = dweight + X^T . G, one GEMM over every row (X [rows, k], G [rows, n] as they

@@ -55,6 +55,7 @@ constexpr std::string_view kPutAlongAxis = "put_along_axis";
 constexpr std::string_view kBernoulli = "bernoulli";
 constexpr std::string_view kFusedGemmEpilogue = "fused_gemm_epilogue";
 constexpr std::string_view kFusedLinearParamGradAdd = "fused_linear_param_grad_add";
+constexpr std::string_view kLinearV2 = "linear_v2";
 constexpr std::string_view kFlashAttention = "flash_attention";
 constexpr std::string_view kFlashAttnGrad = "flash_attn_grad";
 constexpr std::string_view kCSoftmax = "c_softmax_with_cross_entropy";
@@ -80,6 +81,7 @@ const CudaKernel ops::put_along_axis{&Staged<kPutAlongAxis>, HalfInputs::kNative
 const CudaKernel ops::bernoulli{&Staged<kBernoulli>, HalfInputs::kNative};
 const CudaKernel ops::fused_gemm_epilogue{&Staged<kFusedGemmEpilogue>, HalfInputs::kNative};
 const CudaKernel ops::fused_linear_param_grad_add{&Staged<kFusedLinearParamGradAdd>, HalfInputs::kNative};
+const CudaKernel ops::linear_v2{&Staged<kLinearV2>, HalfInputs::kNative};
 const CudaKernel ops::flash_attention{&Staged<kFlashAttention>, HalfInputs::kNative};
 const CudaKernel ops::flash_attn_grad{&Staged<kFlashAttnGrad>, HalfInputs::kNative};
 const CudaKernel ops::c_softmax_with_cross_entropy{&Staged<kCSoftmax>, HalfInputs::kNative};

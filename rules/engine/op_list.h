@@ -120,6 +120,7 @@
   X(bmm_grad)               \
   X(fused_gemm_epilogue)    \
   X(fused_linear_param_grad_add) \
+  X(linear_v2)                  \
   /* convolution, attention, vocabulary-parallel ops (embedding: rules/ops/embedding.cc; */ \
   /* the cross entropies: rules/ops/loss.cc) */ \
   X(conv2d)                 \

@@ -56,6 +56,18 @@ VjpGraph FusedGemmEpilogue(const RuleContext& c) {
   return g;
 }
 
+// linear_v2: out = matmul(x, weight) + bias; x and weight from matmul_grad (trans_y the
+// transpose_weight), bias the sum of the cotangent over out's leading dims.
+VjpGraph LinearV2(const RuleContext& c) {
+  VjpGraph g;
+  const plan::FusedGemmEpiloguePlan p = plan::PlanLinearV2(c.input_shapes, c.attrs);
+  const Ref grads = g.Add("matmul_grad", {Ref::Input(0), Ref::Input(1), Ref::OutputGrad(0)},
+                          MakeAttrs({{"trans_x", false}, {"trans_y", c.attrs.GetBool("transpose_weight")}}));
+  g.input_grads = {Ref::Call(grads.index, 0), Ref::Call(grads.index, 1),
+                   SumToShape(g, Ref::OutputGrad(0), p.mm.out_shape, c.input_shapes[2])};
+  return g;
+}
+
 // einsum: per operand, the einsum of the cotangent with the other operands.
 // Operand i's gradient is the einsum of the cotangent with the other operands, giving
 // operand i's letters (the planned equation: `...` spelled out as letters). A dim of
@@ -240,6 +252,31 @@ OpDecl fused_gemm_epilogue() {
                                 {{"km", "nk", "n"}, MakeAttrs({{"trans_x", true}, {"trans_y", true},
                                                                {"activation", std::string("gelu")}})},
                                 {{"abkm", "kn", "n"}, MakeAttrs({{"trans_x", true}})}}));
+}
+
+// Paddle's linear_v2(x, weight, bias; transpose_weight): out = matmul(x, weight) + bias,
+// fused_gemm_epilogue without an activation and with one output (plan::PlanLinearV2):
+// matmul's letters with bias `n` added into out (EinsumSpec::accumulated), so a sharded k
+// leaves out partial(sum) with the bias required partial where out is, added once. Paddle's
+// rule replicates every dim when k is sharded and refuses transpose_weight; spmdkit keeps
+// both (docs/DECISIONS.md).
+OpDecl linear_v2() {
+  return OpBuilder("linear_v2").Inputs({"x", "weight", "bias"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Vjp(vjps::LinearV2)
+      .Attr("transpose_weight", AttrKind::kBool, false)
+      .Einsum([](const RuleContext& c) {
+        (void)plan::PlanLinearV2(c.input_shapes, c.attrs);
+        const Attrs mm_attrs = MakeAttrs({{"trans_x", false}, {"trans_y", c.attrs.GetBool("transpose_weight")}});
+        const std::vector<std::string> mm = MatmulLetters(RuleContext{c.input_shapes, mm_attrs});
+        EinsumSpec spec = notation::FromLetters({mm[0], mm[1], "n"}, {mm[2]});
+        spec.accumulated.emplace_back(2, 0);  // bias into out
+        return spec;
+      })
+      .Examples(FromSignatures({{{"mk", "kn", "n"}},
+                                {{"bmk", "kn", "n"}},
+                                {{"k", "nk", "n"}, MakeAttrs({{"transpose_weight", true}})},
+                                {{"abmk", "nk", "n"}, MakeAttrs({{"transpose_weight", true}})}}));
 }
 
 // Paddle's fused_linear_param_grad_add(x, dout, dweight, dbias): a linear layer's weight

@@ -184,6 +184,25 @@ inline FusedGemmEpiloguePlan PlanFusedGemmEpilogue(const Shapes& shapes, const A
   return p;
 }
 
+// linear_v2 (x [..., k] (rank >= 1), weight [k, n] (transpose_weight: [n, k]), bias [n];
+// transpose_weight) -> out = matmul(x, weight) + bias, out [..., n]: Paddle's linear layer,
+// fused_gemm_epilogue without an activation (its plan's shapes; x may be a vector here, as
+// in Paddle's kernel). A 0-d bias is refused (inputs[2].shape; Paddle broadcasts it).
+//
+// Example: x [2, 3, 4], weight [4, 5], bias [5] -> out [2, 3, 5].
+inline FusedGemmEpiloguePlan PlanLinearV2(const Shapes& shapes, const Attrs& attrs) {
+  const bool transpose_weight = attrs.GetBool("transpose_weight");
+  CheckArity(shapes, 3);
+  if (shapes[0].empty()) ThrowInvalid(shape::InputField(0, "shape"), "x must have rank >= 1, got []");
+  if (shapes[1].size() != 2) {
+    ThrowInvalid(shape::InputField(1, "shape"), "weight must have rank 2, got " + shape::ShapeString(shapes[1]));
+  }
+  FusedGemmEpiloguePlan p;
+  p.mm = PlanMatmulShapes(shapes[0], shapes[1], false, transpose_weight);
+  CheckShapeIs(shapes, 2, {p.mm.n}, "bias");
+  return p;
+}
+
 // fused_linear_param_grad_add (x [..., k], dout [..., n], dweight [k, n], dbias [n];
 // multi_precision, has_bias) -> dweight_out [k, n], dbias_out [n]: a linear layer's
 // parameter gradients added into the accumulators, dweight_out = dweight + x_flat^T .

@@ -127,6 +127,16 @@ def _a(*names):
     return build
 
 
+def _linear_v2_args(specs, attrs):
+    """Paddle's rule: (x, weight, bias, transpose_weight); it answers a second, unset output
+    that spmdkit's op has not (transpose_weight true: _linear_v2_refuses)."""
+    return list(specs) + [attrs["transpose_weight"]]
+
+
+_linear_v2_args.attr_names = ("transpose_weight",)
+_linear_v2_args.adapt = lambda n_inputs, ins, outs, attrs: (ins, outs[:1])
+
+
 def _listed(*names):
     """A signature whose tensors form one list argument (concat, stack, einsum)."""
     def build(specs, attrs):
@@ -228,6 +238,7 @@ OPS: List[PaddleOp] = (
                 [_a("trans_x", "trans_y"), _a("trans_x", "trans_y", "activation")]),
        PaddleOp("fused_linear_param_grad_add", ["fused_linear_param_grad_add"],
                 [_a("multi_precision", "has_bias")]),
+       PaddleOp("linear_v2", ["linear_v2"], [_linear_v2_args]),
        PaddleOp("swiglu", ["swiglu"], [_a()]),
        PaddleOp("add_n", ["add_n"], [_listed()]),
        PaddleOp("c_embedding", ["c_embedding"], [_a("start_index", "vocab_size"), _a("start_index")]),
@@ -255,8 +266,13 @@ def _gather_refuses(req) -> str:
     return "" if len(req.shapes[1]) >= 1 else "Paddle's gather rule cannot take a 0-d index"
 
 
+def _linear_v2_refuses(req) -> str:
+    """Paddle's linear_v2 rule refuses transpose_weight true in SPMD mode."""
+    return "Paddle's linear_v2 rule refuses transpose_weight true" if req.attrs.get("transpose_weight") else ""
+
+
 _REFUSES = {"fused_rotary_position_embedding": _rope_refuses, "scatter_nd_add": _scatter_nd_add_refuses,
-            "gather": _gather_refuses}
+            "gather": _gather_refuses, "linear_v2": _linear_v2_refuses}
 for _op in OPS:
     _op.refuses = _REFUSES.get(_op.name, _op.refuses)
 
