@@ -59,6 +59,9 @@
 //                 the element's row (from the reference's variance), S = max |scale|,
 //                 B = max |bias|: (x - mean) carries u |x - mean| + the mean's error, and
 //                 inv multiplies it. K = the normalised size.
+//   group_norm    layer_norm's bounds per (n, group): K = the group's size (its channels
+//                 times the spatial positions), inv of the element's group; an absent (0-d)
+//                 scale or bias counts as S = 1, B = 0. group_norm, instance_norm.
 //   rms_norm      2 (K + 8 + 2M) u |ref| (products and one sum of K squares).
 //   softmax_grad  2 (K + 8) u (|ref| + M (M + K M^2)): out (g - sum(g out)), the sum of K
 //                 products of size <= M^2. K = the axis length.

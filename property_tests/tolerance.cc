@@ -11,6 +11,7 @@
 
 #include "rules/ops/attention_shape.h"
 #include "rules/ops/block_attention_shape.h"
+#include "rules/ops/norm_plan.h"
 
 namespace spmd::prop {
 namespace {
@@ -278,6 +279,25 @@ Bounds MakeBounds(const OpDecl& op, const ref::Tensors& inputs, const Attrs& att
       b.bias_max = MaxAbs(inputs[2].data);
       break;
     }
+    case ToleranceClass::kGroupNorm: {
+      // Outputs y, mean, variance [N, groups]: layer_norm's bounds with each element of y
+      // under its (n, group)'s inv (channels first or last: the plan's index), row 1. An
+      // absent (0-d) scale or bias is 1 or 0 whatever value it holds. instance_norm
+      // declares no groups attr: one channel per group.
+      std::vector<Shape> shapes;
+      for (const ref::Tensor& t : inputs) shapes.push_back(t.shape);
+      const plan::GroupNormPlan p =
+          attrs.Has("groups") ? plan::PlanGroupNorm(shapes, attrs) : plan::PlanInstanceNorm(shapes, attrs);
+      const double eps = attrs.GetFloat("epsilon");
+      b.row = 1;
+      for (size_t i = 0; i < expected[0].data.size(); ++i) {
+        const double var = expected[2].data[static_cast<size_t>(p.StatOf(static_cast<int64_t>(i)))];
+        b.inv.push_back(1.0 / std::sqrt(var + eps));
+      }
+      b.scale_max = p.has_scale ? MaxAbs(inputs[1].data) : 1.0;
+      b.bias_max = p.has_bias ? MaxAbs(inputs[2].data) : 0.0;
+      break;
+    }
     case ToleranceClass::kLayerNormGrad:
       NormGradBounds(b, inputs, attrs, true);
       break;
@@ -312,6 +332,7 @@ double ClassTolerance(const Bounds& b, size_t out, size_t i, double r, double u)
       if (out == 0) return 2 * (k + 8 + 2 * m) * u * a + kFloor;
       return 2 * (k + 8 + 2 * m) * u * (a + 1 + k * m * b.log_max) + kFloor;
     case ToleranceClass::kLayerNorm:
+    case ToleranceClass::kGroupNorm:
       if (out == 1) return 2 * (k + 8) * u * (a + m) + kFloor;
       if (out == 2) return 2 * (k + 8) * u * a + 4 * (k * m * u) * (k * m * u) + kFloor;
       return 2 * (k + 8 + 2 * m) * u *

@@ -1,5 +1,6 @@
-// The normalisations: layer_norm, rms_norm and their backward ops layer_norm_grad and
-// rms_norm_grad (docs/OPS.md "Normalisation"; the grads under "Backward ops").
+// The normalisations: layer_norm, rms_norm, group_norm, instance_norm and the backward ops
+// layer_norm_grad and rms_norm_grad (docs/OPS.md "Normalisation"; the grads under
+// "Backward ops").
 #include <cmath>
 #include <vector>
 
@@ -44,6 +45,33 @@ Tensors NormGrad(const Tensors& inputs, const NormSplit& split, const std::vecto
     }
   }
   return {x_grad, scale_grad, bias_grad};
+}
+
+// group_norm / instance_norm: each element of x added to its statistic's sum, the means, then
+// the squared deviations, then y = (x - mean) / sqrt(variance + epsilon) * scale[c] + bias[c]
+// (an absent scale or bias: 1, 0).
+Tensors GroupNorm(const Tensors& inputs, const plan::GroupNormPlan& p, double epsilon) {
+  const Tensor& x = inputs[0];
+  const Tensor& scale = inputs[1];
+  const Tensor& bias = inputs[2];
+  Tensor y = internal::Zeros(x.shape);
+  Tensor mean = internal::Zeros(p.stats_shape);
+  Tensor variance = internal::Zeros(p.stats_shape);
+  const auto count = static_cast<double>(p.group_size);
+  const auto n = static_cast<int64_t>(x.data.size());
+  for (int64_t i = 0; i < n; ++i) mean.data[p.StatOf(i)] += x.data[i];
+  for (double& m : mean.data) m /= count;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = x.data[i] - mean.data[p.StatOf(i)];
+    variance.data[p.StatOf(i)] += d * d;
+  }
+  for (double& v : variance.data) v /= count;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t s = p.StatOf(i), c = p.ChannelOf(i);
+    const double normalised = (x.data[i] - mean.data[s]) / std::sqrt(variance.data[s] + epsilon);
+    y.data[i] = normalised * (p.has_scale ? scale.data[c] : 1.0) + (p.has_bias ? bias.data[c] : 0.0);
+  }
+  return {y, mean, variance};
 }
 
 }  // namespace
@@ -91,6 +119,14 @@ Tensors rms_norm(const Tensors& inputs, const Attrs& attrs) {
     invvar.data[o] = inv;
   }
   return {out, invvar};
+}
+
+Tensors group_norm(const Tensors& inputs, const Attrs& attrs) {
+  return GroupNorm(inputs, plan::PlanGroupNorm(plan::ShapesOf(inputs), attrs), attrs.GetFloat("epsilon"));
+}
+
+Tensors instance_norm(const Tensors& inputs, const Attrs& attrs) {
+  return GroupNorm(inputs, plan::PlanInstanceNorm(plan::ShapesOf(inputs), attrs), attrs.GetFloat("epsilon"));
 }
 
 // x, scale, bias (not read), mean, variance, out_grad -> x_grad, scale_grad, bias_grad:

@@ -41,6 +41,8 @@ DEFAULTS = {
     "softmax": {"axis": -1}, "log_softmax": {"axis": -1}, "softmax_grad": {"axis": -1},
     "layer_norm": {"epsilon": 1e-5, "begin_norm_axis": 1},
     "rms_norm": {"epsilon": 1e-6, "begin_norm_axis": 1},
+    "group_norm": {"epsilon": 1e-5, "groups": REQUIRED, "data_format": "NCHW"},
+    "instance_norm": {"epsilon": 1e-5},
     "lookup_table_v2": {"padding_idx": -1, "sparse": False},
     "cross_entropy_with_softmax": {"soft_label": False, "use_softmax": True,
                                    "numeric_stable_mode": True, "ignore_index": -100,

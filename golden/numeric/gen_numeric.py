@@ -2989,6 +2989,105 @@ def gen_fused_linear_param_grad_add():
           "inputs[3].shape")
 
 
+family("norm", ["group_norm", "instance_norm"])
+RNG25 = np.random.default_rng(20261219)
+RNG26 = np.random.default_rng(20261220)
+
+
+def group_norm_np(x, scale, bias, eps, groups, channels_last=False):
+    """Group normalisation from docs/OPS.md: x moved to channels first and viewed as [N,
+    groups, rest]; mean and variance (population) per (n, group); y the normalised x times
+    scale plus bias per channel, an absent (0-d) scale or bias 1 or 0."""
+    xc = np.moveaxis(x, -1, 1) if channels_last else x
+    n, c = xc.shape[0], xc.shape[1]
+    grouped = xc.reshape(n, groups, (c // groups if groups else 1) * math.prod(xc.shape[2:]))
+    mean = grouped.mean(axis=2) if grouped.size else np.zeros((n, groups))
+    var = grouped.var(axis=2) if grouped.size else np.zeros((n, groups))
+    y = ((grouped - mean[:, :, None]) / np.sqrt(var[:, :, None] + eps)).reshape(xc.shape)
+    along = (1, c) + (1,) * (xc.ndim - 2)
+    if scale.ndim:
+        y = y * scale.reshape(along)
+    if bias.ndim:
+        y = y + bias.reshape(along)
+    return [np.moveaxis(y, 1, -1) if channels_last else y, mean, var]
+
+
+def gen_group_norm():
+    """Paddle's group_norm: per (n, group of C / groups channels), over the group's channels
+    and every spatial position; data_format NCHW (channels first) or NHWC (channels last),
+    x of rank 2 to 5; scale, bias [C] or 0-d (absent)."""
+    def v(*shape):
+        return np.round(RNG25.uniform(-2, 2, size=shape), 2)
+
+    absent = np.zeros(())
+    x, s6, b6 = v(2, 6, 3, 2), v(6), v(6)
+    case("group_norm", "nchw_rank4", {"groups": 3}, [x, s6, b6], group_norm_np(x, s6, b6, 1e-5, 3))
+    xl, s4, b4 = v(2, 3, 2, 4), v(4), v(4)
+    case("group_norm", "nhwc_rank4", {"groups": 2, "data_format": "NHWC"}, [xl, s4, b4],
+         group_norm_np(xl, s4, b4, 1e-5, 2, channels_last=True))
+    x3 = v(3, 4, 5)
+    case("group_norm", "rank3_absent_parameters", {"groups": 2, "epsilon": 1e-3}, [x3, absent, absent],
+         group_norm_np(x3, absent, absent, 1e-3, 2))
+    x5 = v(1, 4, 2, 2, 3)
+    case("group_norm", "rank5_scale_only", {"groups": 2}, [x5, s4, absent], group_norm_np(x5, s4, absent, 1e-5, 2))
+    x2 = v(3, 6)
+    case("group_norm", "rank2_no_spatial", {"groups": 3}, [x2, s6, b6], group_norm_np(x2, s6, b6, 1e-5, 3))
+    xg, b3 = v(2, 5, 3), v(3)
+    case("group_norm", "nhwc_one_channel_per_group", {"groups": 3, "data_format": "NHWC"}, [xg, absent, b3],
+         group_norm_np(xg, absent, b3, 1e-5, 3, channels_last=True))
+    xk = v(2, 4, 3)
+    xk[1, 2:, :] = 1.5
+    sk = v(4)
+    case("group_norm", "constant_group", {"groups": 2}, [xk, sk, b4], group_norm_np(xk, sk, b4, 1e-5, 2))
+    xe = np.zeros((0, 4, 3))
+    case("group_norm", "empty_batch", {"groups": 2}, [xe, s4, b4], group_norm_np(xe, s4, b4, 1e-5, 2))
+    x63 = v(2, 6, 3)
+    error("group_norm", "groups_not_dividing_c", {"groups": 4}, [x63, s6, b6], "attrs.groups")
+    error("group_norm", "groups_zero", {"groups": 0}, [x63, s6, b6], "attrs.groups")
+    error("group_norm", "groups_above_c", {"groups": 12}, [x63, s6, b6], "attrs.groups")
+    error("group_norm", "unknown_data_format", {"groups": 2, "data_format": "NCL"}, [x63, s6, b6],
+          "attrs.data_format")
+    error("group_norm", "rank1_x", {"groups": 2}, [v(6), s6, b6], "inputs[0].shape")
+    error("group_norm", "rank6_x", {"groups": 2}, [v(1, 6, 1, 1, 1, 2), s6, b6], "inputs[0].shape")
+    error("group_norm", "scale_wrong_size", {"groups": 2}, [x63, v(5), b6], "inputs[1].shape")
+    error("group_norm", "bias_2d", {"groups": 2}, [x63, s6, v(1, 6)], "inputs[2].shape")
+    error("group_norm", "nhwc_scale_of_dim1", {"groups": 3, "data_format": "NHWC"}, [x63, s6, absent],
+          "inputs[1].shape")
+    error("group_norm", "negative_epsilon", {"groups": 2, "epsilon": -1e-5}, [x63, s6, b6], "attrs.epsilon")
+    error("group_norm", "empty_spatial", {"groups": 2}, [np.zeros((2, 4, 0)), s4, b4], "inputs[0].shape")
+
+
+def gen_instance_norm():
+    """Paddle's instance_norm: group_norm with one channel per group, channels first:
+    per (n, c) over the spatial positions; saved_mean and saved_variance [N, C]."""
+    def v(*shape):
+        return np.round(RNG26.uniform(-2, 2, size=shape), 2)
+
+    absent = np.zeros(())
+
+    def inorm(x, scale, bias, eps=1e-5):
+        return group_norm_np(x, scale, bias, eps, x.shape[1])
+    x, s3, b3 = v(2, 3, 2, 3), v(3), v(3)
+    case("instance_norm", "nchw_rank4", {}, [x, s3, b3], inorm(x, s3, b3))
+    x3, b4 = v(2, 4, 5), v(4)
+    case("instance_norm", "rank3_absent_scale", {"epsilon": 1e-3}, [x3, absent, b4], inorm(x3, absent, b4, 1e-3))
+    x5, s2 = v(1, 2, 2, 2, 2), v(2)
+    case("instance_norm", "rank5_absent_bias", {}, [x5, s2, absent], inorm(x5, s2, absent))
+    x2 = v(3, 4)
+    case("instance_norm", "rank2_single_elements", {}, [x2, absent, b4], inorm(x2, absent, b4))
+    xk = v(2, 3, 4)
+    xk[0, 1, :] = -0.5
+    case("instance_norm", "constant_channel", {}, [xk, s3, b3], inorm(xk, s3, b3))
+    xn = np.zeros((2, 0, 3))
+    case("instance_norm", "no_channels", {}, [xn, np.zeros(0), absent], inorm(xn, np.zeros(0), absent))
+    error("instance_norm", "rank1_x", {}, [v(3), s3, b3], "inputs[0].shape")
+    error("instance_norm", "rank6_x", {}, [v(1, 3, 1, 1, 1, 2), s3, b3], "inputs[0].shape")
+    error("instance_norm", "scale_wrong_size", {}, [x, v(2), b3], "inputs[1].shape")
+    error("instance_norm", "bias_wrong_size", {}, [x, s3, v(4)], "inputs[2].shape")
+    error("instance_norm", "negative_epsilon", {"epsilon": -1.0}, [x, s3, b3], "attrs.epsilon")
+    error("instance_norm", "empty_spatial", {}, [np.zeros((2, 3, 0)), s3, b3], "inputs[0].shape")
+
+
 RNG13 = np.random.default_rng(20261207)
 
 
@@ -3046,6 +3145,8 @@ def main():
     gen_fused_gemm_epilogue()  # RNG20
     gen_fused_linear_param_grad_add()  # RNG21
     gen_linear_v2()  # RNG27
+    gen_group_norm()  # RNG25
+    gen_instance_norm()  # RNG26
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

@@ -1,7 +1,7 @@
-// The normalisations: layer_norm, rms_norm and their backward ops layer_norm_grad and
-// rms_norm_grad (docs/OPS.md "Normalisation"; the grads under "Backward ops"). They work
-// per row of the flattened [outer, n] (two passes: mean, then the sum of squared
-// deviations; no E[x^2] - E[x]^2 cancellation).
+// The normalisations: layer_norm, rms_norm, group_norm, instance_norm and the backward ops
+// layer_norm_grad and rms_norm_grad (docs/OPS.md "Normalisation"; the grads under "Backward
+// ops"). They work per row of the flattened [outer, n] (group_norm: per (n, group)), two
+// passes: mean, then the sum of squared deviations; no E[x^2] - E[x]^2 cancellation.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -95,6 +95,99 @@ Tensors rms_norm(const TensorArgs& inputs, const Attrs& attrs) {
     }
     return TensorList(std::move(out), std::move(invvar));
   });
+}
+
+namespace {
+
+// group_norm / instance_norm, sample by sample. Channels first, a group is one contiguous
+// block of group_size elements; channels last, a sample is [spatial, C] and every group's
+// sums run in one sweep of it. Then y = (x - mean) inv scale[c] + bias[c].
+template <typename T>
+void GroupNormSamples(const T* x, const T* scale, const T* bias, const plan::GroupNormPlan& p, T eps, T* y,
+                      T* mean, T* variance) {
+  const int64_t per_sample = p.c * p.spatial;
+  const T count = static_cast<T>(static_cast<double>(p.group_size));
+  std::vector<T> inv(static_cast<size_t>(p.groups));
+  for (int64_t n = 0; n < p.n; ++n) {
+    const T* xs = x + n * per_sample;
+    T* ys = y + n * per_sample;
+    T* mu = mean + n * p.groups;
+    T* var = variance + n * p.groups;
+    if (!p.channels_last) {
+      for (int64_t g = 0; g < p.groups; ++g) {
+        const T* block = xs + g * p.group_size;
+        T sum = T(0);
+        for (int64_t j = 0; j < p.group_size; ++j) sum += block[j];
+        mu[g] = sum / count;
+        T sq = T(0);
+        for (int64_t j = 0; j < p.group_size; ++j) sq += (block[j] - mu[g]) * (block[j] - mu[g]);
+        var[g] = sq / count;
+        inv[static_cast<size_t>(g)] = T(1) / std::sqrt(var[g] + eps);
+        for (int64_t k = 0; k < p.group_channels; ++k) {
+          const int64_t c = g * p.group_channels + k;
+          const T s = scale != nullptr ? scale[c] : T(1);
+          const T b = bias != nullptr ? bias[c] : T(0);
+          const T* src = block + k * p.spatial;
+          T* dst = ys + c * p.spatial;
+          for (int64_t j = 0; j < p.spatial; ++j) dst[j] = (src[j] - mu[g]) * inv[static_cast<size_t>(g)] * s + b;
+        }
+      }
+      continue;
+    }
+    std::fill(mu, mu + p.groups, T(0));
+    std::fill(var, var + p.groups, T(0));
+    for (int64_t j = 0; j < p.spatial; ++j) {
+      for (int64_t c = 0; c < p.c; ++c) mu[c / p.group_channels] += xs[j * p.c + c];
+    }
+    for (int64_t g = 0; g < p.groups; ++g) mu[g] /= count;
+    for (int64_t j = 0; j < p.spatial; ++j) {
+      for (int64_t c = 0; c < p.c; ++c) {
+        const T d = xs[j * p.c + c] - mu[c / p.group_channels];
+        var[c / p.group_channels] += d * d;
+      }
+    }
+    for (int64_t g = 0; g < p.groups; ++g) {
+      var[g] /= count;
+      inv[static_cast<size_t>(g)] = T(1) / std::sqrt(var[g] + eps);
+    }
+    for (int64_t j = 0; j < p.spatial; ++j) {
+      for (int64_t c = 0; c < p.c; ++c) {
+        const int64_t g = c / p.group_channels;
+        const T s = scale != nullptr ? scale[c] : T(1);
+        const T b = bias != nullptr ? bias[c] : T(0);
+        ys[j * p.c + c] = (xs[j * p.c + c] - mu[g]) * inv[static_cast<size_t>(g)] * s + b;
+      }
+    }
+  }
+}
+
+// The compute dtype of x and the present parameters (an absent one's dtype is not read).
+Tensors GroupNorm(const TensorArgs& inputs, const plan::GroupNormPlan& p, double epsilon) {
+  std::vector<size_t> read{0};
+  if (p.has_scale) read.push_back(1);
+  if (p.has_bias) read.push_back(2);
+  return DispatchFloat(internal::ComputeDTypeOver(inputs, read), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> xv(inputs[0]);
+    ValuesAs<T> sv(inputs[1]);
+    ValuesAs<T> bv(inputs[2]);
+    Tensor y = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
+    Tensor mean = NewOutput(p.stats_shape, DTypeOf<T>::value);
+    Tensor variance = NewOutput(p.stats_shape, DTypeOf<T>::value);
+    GroupNormSamples<T>(xv.data(), p.has_scale ? sv.data() : nullptr, p.has_bias ? bv.data() : nullptr, p,
+                        static_cast<T>(epsilon), y.data<T>(), mean.data<T>(), variance.data<T>());
+    return TensorList(std::move(y), std::move(mean), std::move(variance));
+  });
+}
+
+}  // namespace
+
+Tensors group_norm(const TensorArgs& inputs, const Attrs& attrs) {
+  return GroupNorm(inputs, plan::PlanGroupNorm(plan::ShapesOf(inputs), attrs), attrs.GetFloat("epsilon"));
+}
+
+Tensors instance_norm(const TensorArgs& inputs, const Attrs& attrs) {
+  return GroupNorm(inputs, plan::PlanInstanceNorm(plan::ShapesOf(inputs), attrs), attrs.GetFloat("epsilon"));
 }
 
 namespace {

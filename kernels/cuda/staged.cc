@@ -50,6 +50,8 @@ constexpr std::string_view kDepthwiseConv2d = "depthwise_conv2d";
 constexpr std::string_view kCummax = "cummax";
 constexpr std::string_view kCummin = "cummin";
 constexpr std::string_view kLabelSmooth = "label_smooth";
+constexpr std::string_view kGroupNorm = "group_norm";
+constexpr std::string_view kInstanceNorm = "instance_norm";
 constexpr std::string_view kTakeAlongAxis = "take_along_axis";
 constexpr std::string_view kPutAlongAxis = "put_along_axis";
 constexpr std::string_view kBernoulli = "bernoulli";
@@ -76,6 +78,8 @@ const CudaKernel ops::depthwise_conv2d{&Staged<kDepthwiseConv2d>, HalfInputs::kN
 const CudaKernel ops::cummax{&Staged<kCummax>, HalfInputs::kNative};
 const CudaKernel ops::cummin{&Staged<kCummin>, HalfInputs::kNative};
 const CudaKernel ops::label_smooth{&Staged<kLabelSmooth>, HalfInputs::kNative};
+const CudaKernel ops::group_norm{&Staged<kGroupNorm>, HalfInputs::kNative};
+const CudaKernel ops::instance_norm{&Staged<kInstanceNorm>, HalfInputs::kNative};
 const CudaKernel ops::take_along_axis{&Staged<kTakeAlongAxis>, HalfInputs::kNative};
 const CudaKernel ops::put_along_axis{&Staged<kPutAlongAxis>, HalfInputs::kNative};
 const CudaKernel ops::bernoulli{&Staged<kBernoulli>, HalfInputs::kNative};

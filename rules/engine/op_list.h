@@ -65,6 +65,8 @@
   /* normalisation (rules/ops/norm.cc) */ \
   X(layer_norm)             \
   X(rms_norm)               \
+  X(group_norm)             \
+  X(instance_norm)          \
   /* embedding (rules/ops/embedding.cc) */ \
   X(lookup_table_v2)        \
   /* loss (rules/ops/loss.cc) */ \

@@ -21,6 +21,7 @@ enum class ToleranceClass {
   kLogDomain,      // x - max - log(sum exp): logsumexp, log_softmax
   kCrossEntropy,   // softmax and a loss summing K terms
   kLayerNorm,      // mean, two-pass variance, normalised output
+  kGroupNorm,      // kLayerNorm per (sample, group of channels): group_norm, instance_norm
   kRmsNorm,        // one sum of K squares, then products
   kSoftmaxGrad,    // out (g - sum(g out))
   kAttention,      // softmax of scaled dot products over K keys, then a weighted sum

@@ -1,8 +1,13 @@
-// The normalisations: layer_norm, rms_norm and their grads, checked by their plans
-// (rules/ops/norm_plan.h). layer_norm and rms_norm exchange their first normalised dim
-// (OpDecl::exchange: each rank summarises its piece of every row, rules/ops/norm_pieces.h);
-// layer_norm_grad and rms_norm_grad keep their normalised factors forced replicated (the
-// local kernels need a row whole).
+// The normalisations: layer_norm, rms_norm and their grads, group_norm and instance_norm,
+// checked by their plans (rules/ops/norm_plan.h). layer_norm and rms_norm exchange their
+// first normalised dim (OpDecl::exchange: each rank summarises its piece of every row,
+// rules/ops/norm_pieces.h); layer_norm_grad and rms_norm_grad keep their normalised factors
+// forced replicated (the local kernels need a row whole); group_norm and instance_norm keep
+// every dim a group's statistics read across forced replicated.
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "rules/model/error.h"
 #include "rules/ops/norm_plan.h"
 #include "rules/engine/notation.h"
@@ -90,6 +95,67 @@ VjpGraph RmsNorm(const RuleContext& c) {
   const Ref x_grad = g.Add("add", {Ref::Call(grads, 0), g.Add("multiply", {Ref::Input(0), coefficient})});
   g.input_grads = {x_grad, Ref::Call(grads, 1)};
   return g;
+}
+
+// group_norm / instance_norm: x viewed as [N, S1, G, S2] so that a group is the dims 1 and
+// 3 at one (n, g): channels first [N, 1, G, C / G * spatial], channels last [N, spatial, G,
+// C / G] (both plain reshapes of x); the statistics [N, G] as [N, 1, G, 1]. Through y (with
+// dxhat = g scale, scale along x's channel dim): x_grad = inv (dxhat - mean(dxhat) - xhat
+// mean(dxhat xhat)) over each group, as layer_norm_grad's; the mean and variance outputs'
+// cotangents add g_mean / M and 2 (x - mean) g_variance / M (M elements per group).
+// scale_grad and bias_grad sum g xhat and g over every dim but the channel dim; an absent
+// (0-d) scale or bias gets none.
+VjpGraph GroupNormGraph(const RuleContext& c, const plan::GroupNormPlan& p) {
+  VjpGraph g;
+  const Shape& x = c.input_shapes[0];
+  const Shape view = p.channels_last ? Shape{p.n, p.spatial, p.groups, p.group_channels}
+                                     : Shape{p.n, 1, p.groups, p.group_size};
+  const Shape kept{p.n, 1, p.groups, 1};
+  const double m = static_cast<double>(p.group_size);
+  auto group_mean = [&](Ref r) {
+    return g.Add("mean", {r}, MakeAttrs({{"axis", Ints{1, 3}}, {"keep_dim", true}}));
+  };
+  const Ref xv = Reshape(g, Ref::Input(0), x, view);
+  const Ref mean = Reshape(g, Ref::Output(1), p.stats_shape, kept);
+  const Ref variance = Reshape(g, Ref::Output(2), p.stats_shape, kept);
+  const Ref inv = g.Add("rsqrt", {ScaleBy(g, variance, 1, c.attrs.GetFloat("epsilon"))});
+  const Ref centered = g.Add("subtract", {xv, mean});
+  const Ref xhat = g.Add("multiply", {centered, inv});
+  Ref dxhat = Ref::OutputGrad(0);
+  if (p.has_scale) {
+    // scale [C] along x's channel dim: [C, 1, ..] channels first, [C] (the last dim) channels last.
+    Shape along{p.c};
+    if (!p.channels_last) along.resize(x.size() - 1, 1);
+    dxhat = g.Add("multiply", {dxhat, Reshape(g, Ref::Input(1), {p.c}, along)});
+  }
+  dxhat = Reshape(g, dxhat, x, view);
+  const Ref mean_dxhat = group_mean(dxhat);
+  const Ref mean_dxhat_xhat = group_mean(g.Add("multiply", {dxhat, xhat}));
+  Ref x_grad = g.Add("subtract", {g.Add("subtract", {dxhat, mean_dxhat}), g.Add("multiply", {xhat, mean_dxhat_xhat})});
+  x_grad = g.Add("multiply", {x_grad, inv});
+  x_grad = g.Add("add", {x_grad, ScaleBy(g, Reshape(g, Ref::OutputGrad(1), p.stats_shape, kept), 1 / m)});
+  const Ref variance_weight = ScaleBy(g, Reshape(g, Ref::OutputGrad(2), p.stats_shape, kept), 2 / m);
+  x_grad = g.Add("add", {x_grad, g.Add("multiply", {centered, variance_weight})});
+  Ints others;  // every dim but the channel dim
+  for (int64_t d = 0; d < static_cast<int64_t>(x.size()); ++d) {
+    if (d != p.channel_dim) others.push_back(d);
+  }
+  const Attrs sum_others = MakeAttrs({{"axis", others}});
+  std::optional<Ref> scale_grad, bias_grad;
+  if (p.has_scale) {
+    scale_grad = g.Add("sum", {g.Add("multiply", {Ref::OutputGrad(0), Reshape(g, xhat, view, x)})}, sum_others);
+  }
+  if (p.has_bias) bias_grad = g.Add("sum", {Ref::OutputGrad(0)}, sum_others);
+  g.input_grads = {Reshape(g, x_grad, view, x), scale_grad, bias_grad};
+  return g;
+}
+
+VjpGraph GroupNorm(const RuleContext& c) {
+  return GroupNormGraph(c, plan::PlanGroupNorm(c.input_shapes, c.attrs));
+}
+
+VjpGraph InstanceNorm(const RuleContext& c) {
+  return GroupNormGraph(c, plan::PlanInstanceNorm(c.input_shapes, c.attrs));
 }
 
 }  // namespace
@@ -186,6 +252,43 @@ ExampleBuilder NormGradExamples(size_t params, size_t statistics) {
   };
 }
 
+// A palette size, at least 1: the group norms' examples keep their groups non-empty.
+int64_t NonEmpty(int64_t size) { return size > 0 ? size : 1; }
+
+// group_norm / instance_norm: x `acHW` (channels last `aHWc`), scale and bias `c` (0-d,
+// absent: no letters), y as x. The statistics of an (n, group) read its channels and every
+// spatial position: the spatial factors are forced replicated, and group_norm's c too (a
+// shard of the channels would cut groups; scale and bias follow it), its mean and variance
+// `aG` with G a new factor of size groups (replicated: no input has it). instance_norm's
+// groups are single channels, so c may stay sharded and its statistics are `ac`. The batch
+// a may stay sharded in both.
+EinsumSpec GroupNormalization(const RuleContext& c, bool instance) {
+  const plan::GroupNormPlan p = instance ? plan::PlanInstanceNorm(c.input_shapes, c.attrs)
+                                         : plan::PlanGroupNorm(c.input_shapes, c.attrs);
+  const int64_t rank = static_cast<int64_t>(c.input_shapes[0].size());
+  std::string x, forced = instance ? "" : "c";
+  char spatial = 'h';
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == 0) {
+      x += 'a';
+    } else if (d == p.channel_dim) {
+      x += 'c';
+    } else {
+      x += spatial;
+      forced += spatial++;
+    }
+  }
+  const std::string scale = p.has_scale ? "c" : "", bias = p.has_bias ? "c" : "";
+  if (instance) return notation::FromLetters({x, scale, bias}, {x, "ac", "ac"}, forced);
+  EinsumSpec spec = notation::FromLetters({x, scale, bias}, {x}, forced);
+  const FactorId groups = spec.AddFactor(p.groups);
+  const Notation stats{spec.inputs[0][0], groups};
+  spec.outputs.push_back(stats);
+  spec.outputs.push_back(stats);
+  spec.forced_replicated.push_back(groups);
+  return spec;
+}
+
 }  // namespace
 
 OpDecl layer_norm() {
@@ -211,6 +314,49 @@ OpDecl rms_norm() {
       .ExchangeAlong(0, NormExchangedDim)
       .Localize({LocalField::kOffset, LocalField::kGlobalShape}, NormPiece)
       .Examples(NormExamples(1));
+}
+
+// Paddle's group_norm(x, scale, bias): x [N, C, *spatial] (rank 2 to 5; NHWC: channels
+// last) with its C channels in `groups` groups of consecutive channels; per (n, group), over
+// the group's channels and every spatial position: mean, variance (population), y = (x -
+// mean) / sqrt(variance + epsilon) * scale[c] + bias[c]. mean and variance are [N, groups].
+// A 0-d scale or bias is absent (1, 0).
+OpDecl group_norm() {
+  return OpBuilder("group_norm").Inputs({"x", "scale", "bias"}).Outputs({"y", "mean", "variance"})
+      .Tolerance(ToleranceClass::kGroupNorm)
+      .Vjp(vjps::GroupNorm)
+      .Attr("epsilon", AttrKind::kFloat, 1e-5)
+      .Attr("groups", AttrKind::kInt, std::nullopt)
+      .Attr("data_format", AttrKind::kString, std::string("NCHW"))
+      .Einsum([](const RuleContext& c) { return GroupNormalization(c, false); })
+      .Examples([](const SizePalette& p) {
+        // Channels and spatial dims of at least 1 (a palette's 0 there leaves no group or an
+        // empty one, which the op refuses); the channels in groups of two.
+        const int64_t s1 = NonEmpty(p[1]), s2 = NonEmpty(p[2]), c1 = 2 * s1, c2 = 2 * s2;
+        return std::vector<Example>{
+            {{{p[0], c1, s2}, {c1}, {c1}}, MakeAttrs({{"groups", s1}})},
+            {{{p[0], s1, 2, c2}, {c2}, {}}, MakeAttrs({{"groups", int64_t{2}}, {"data_format", std::string("NHWC")}})},
+            {{{p[0], s1, s2}, {}, {s1}}, MakeAttrs({{"groups", int64_t{1}}, {"epsilon", 1e-3}})}};
+      });
+}
+
+// Paddle's instance_norm(x, scale, bias): group_norm with one channel per group, channels
+// first: per (n, c), over the spatial positions. saved_mean and saved_variance are [N, C]
+// (Paddle's kernel gives them flattened, [N * C]: docs/DECISIONS.md).
+OpDecl instance_norm() {
+  return OpBuilder("instance_norm").Inputs({"x", "scale", "bias"})
+      .Outputs({"y", "saved_mean", "saved_variance"})
+      .Tolerance(ToleranceClass::kGroupNorm)
+      .Vjp(vjps::InstanceNorm)
+      .Attr("epsilon", AttrKind::kFloat, 1e-5)
+      .Einsum([](const RuleContext& c) { return GroupNormalization(c, true); })
+      .Examples([](const SizePalette& p) {
+        const int64_t s2 = NonEmpty(p[2]);  // a spatial dim of 0 leaves empty groups
+        return std::vector<Example>{
+            {{{p[0], p[1], 2, s2}, {p[1]}, {p[1]}}, {}},
+            {{{p[0], p[1], s2}, {}, {p[1]}}, MakeAttrs({{"epsilon", 1e-3}})},
+            {{{p[0], p[1], s2, 1, 2}, {p[1]}, {}}, {}}};
+      });
 }
 
 // Paddle's layer_norm_grad(x, scale, bias, mean, variance, out_grad): the backward of

@@ -1,11 +1,14 @@
 // The plans of the normalisations (rules/ops/norm.cc): attr reads, typed validation and
-// output shapes of layer_norm, rms_norm, layer_norm_grad and rms_norm_grad, written once for
+// output shapes of layer_norm, rms_norm, layer_norm_grad, rms_norm_grad, group_norm and
+// instance_norm, written once for
 // the rules, the references (reference/ops_norm.cc), the CPU kernels (kernels/cpu/norm.cc)
 // and the CUDA kernels (kernels/cuda/norm.cu), which keep only their loops. Header-only; no
 // value arithmetic.
 //
 // Example: layer_norm of x [4, 6, 8] with begin_norm_axis 1 -> rows 4, n 48, scale and
-// bias [48], mean and variance [4]; begin_norm_axis -2 is the same split.
+// bias [48], mean and variance [4]; begin_norm_axis -2 is the same split. group_norm of x
+// [2, 6, 5] with groups 3 (NCHW) -> 6 groups of 2 channels x 5 = 10 elements, mean and
+// variance [2, 3]; instance_norm of the same x -> groups of 1 channel (5 elements), [2, 6].
 #pragma once
 
 #include <cmath>
@@ -81,6 +84,91 @@ inline NormSplit PlanNormGrad(const Shapes& shapes, const Attrs& attrs, size_t p
   NormSplit split = SplitForNorm(shapes[0], begin_norm_axis);
   shape::CheckNormGradShapes(shapes, split.begin, params, statistics);
   return split;
+}
+
+// group_norm (x, scale, bias; epsilon, groups, data_format) and instance_norm (x, scale,
+// bias; epsilon: groups = C, channels first): x [N, C, *spatial] (channels last, data_format
+// NHWC: [N, *spatial, C]) of rank 2 to 5, its channels cut into `groups` groups of C / groups
+// consecutive channels. Each (n, group) is normalised over its channels and every spatial
+// position (group_size elements); scale and bias are [C], or 0-d: absent (1 and 0). The
+// statistics are [N, groups] (instance_norm: [N, C]). A spatial dim of size 0 leaves groups
+// of no elements (InvalidArgument); N = 0, or C = 0 for instance_norm (a shard of its
+// channels may hold none), gives empty outputs. Index plan: x's element at flat index i
+// belongs to statistic StatOf(i) and channel ChannelOf(i).
+struct GroupNormPlan {
+  bool channels_last = false;
+  int64_t n = 0, c = 0, groups = 1;
+  int64_t spatial = 1;         // the product of the spatial dims
+  int64_t group_channels = 1;  // C / groups
+  int64_t group_size = 1;      // group_channels * spatial: the elements one statistic covers
+  int64_t channel_dim = 1;     // x's channel dim: 1, or rank - 1 when channels last
+  bool has_scale = false, has_bias = false;
+  Shape stats_shape;  // [N, groups]
+
+  int64_t ChannelOf(int64_t i) const { return channels_last ? i % c : (i / spatial) % c; }
+  int64_t StatOf(int64_t i) const { return (i / (c * spatial)) * groups + ChannelOf(i) / group_channels; }
+};
+
+namespace detail {
+
+inline GroupNormPlan PlanGroups(const Shapes& shapes, const Attrs& attrs, bool instance) {
+  CheckNormEpsilon(attrs);
+  CheckArity(shapes, 3);
+  const Shape& x = shapes[0];
+  if (x.size() < 2 || x.size() > 5) {
+    ThrowInvalid(shape::InputField(0, "shape"), "x must have rank 2 to 5 ([N, C, *spatial]), got " +
+                                                    shape::ShapeString(x));
+  }
+  GroupNormPlan p;
+  if (!instance) {
+    const std::string& format = attrs.GetString("data_format");
+    if (format == "NHWC") {
+      p.channels_last = true;
+    } else if (format != "NCHW") {
+      ThrowInvalid("attrs.data_format", "expected NCHW or NHWC, got '" + format + "'");
+    }
+  }
+  const int64_t rank = static_cast<int64_t>(x.size());
+  p.channel_dim = p.channels_last ? rank - 1 : 1;
+  p.n = x[0];
+  p.c = x[static_cast<size_t>(p.channel_dim)];
+  for (int64_t d = 1; d < rank; ++d) {
+    if (d != p.channel_dim) p.spatial *= x[static_cast<size_t>(d)];
+  }
+  p.groups = instance ? p.c : attrs.GetInt("groups");
+  if (!instance && (p.groups < 1 || p.groups > p.c || p.c % p.groups != 0)) {
+    ThrowInvalid("attrs.groups", "must be in [1, C] and divide C = " + std::to_string(p.c) + ", got " +
+                                     std::to_string(p.groups));
+  }
+  if (p.spatial == 0) {
+    ThrowInvalid(shape::InputField(0, "shape"),
+                 "normalising over an empty set of elements of " + shape::ShapeString(x));
+  }
+  // No batch, or (instance_norm, a shard of the channels) no channel: empty outputs.
+  p.group_channels = instance ? 1 : p.c / p.groups;
+  p.group_size = p.group_channels * p.spatial;
+  for (size_t k = 1; k <= 2; ++k) {
+    if (shapes[k].empty()) continue;  // 0-d: absent
+    if (shapes[k] != Shape{p.c}) {
+      ThrowInvalid(shape::InputField(k, "shape"), std::string(k == 1 ? "scale" : "bias") + " must be [" +
+                                                      std::to_string(p.c) + "] or 0-d (absent), got " +
+                                                      shape::ShapeString(shapes[k]));
+    }
+  }
+  p.has_scale = !shapes[1].empty();
+  p.has_bias = !shapes[2].empty();
+  p.stats_shape = {p.n, p.groups};
+  return p;
+}
+
+}  // namespace detail
+
+inline GroupNormPlan PlanGroupNorm(const Shapes& shapes, const Attrs& attrs) {
+  return detail::PlanGroups(shapes, attrs, false);
+}
+
+inline GroupNormPlan PlanInstanceNorm(const Shapes& shapes, const Attrs& attrs) {
+  return detail::PlanGroups(shapes, attrs, true);
 }
 
 }  // namespace spmd::plan

@@ -119,6 +119,27 @@ def _flash_attention_adapt(n_inputs, ins, outs, attrs):
 _flash_attention_args.adapt = _flash_attention_adapt
 
 
+def _group_norm_args(specs, attrs):
+    """Paddle's rule: (x, scale, bias, epsilon, groups, data_format)."""
+    return list(specs) + [float(attrs["epsilon"]), attrs["groups"], attrs["data_format"]]
+
+
+def _with_groups_dim(attr):
+    """Paddle's group_norm rule lays out mean and variance (`[N, groups]`) with one entry,
+    the batch's: read as `[batch, -1]` (its rule never shards the groups; no partial)."""
+    from paddle.distributed.auto_parallel.static.dist_attribute import TensorDistAttr
+    if len(attr.dims_mapping) != 1:
+        return attr
+    padded = TensorDistAttr()
+    padded.process_mesh = attr.process_mesh
+    padded.dims_mapping = list(attr.dims_mapping) + [-1]
+    return padded
+
+
+_group_norm_args.attr_names = ("epsilon", "groups", "data_format")
+_group_norm_args.adapt = lambda n_inputs, ins, outs, attrs: (
+    ins, [outs[0]] + [_with_groups_dim(o) for o in outs[1:]])
+
 def _a(*names):
     """A signature: the specs in order, then the named attrs."""
     def build(specs, attrs):
@@ -194,6 +215,8 @@ OPS: List[PaddleOp] = (
        PaddleOp("log_softmax", ["log_softmax"], [_a("axis")]),
        PaddleOp("layer_norm", ["layer_norm"], [_a("epsilon", "begin_norm_axis")]),
        PaddleOp("rms_norm", ["rms_norm", "fused_rms_norm"], [_a("epsilon", "begin_norm_axis")]),
+       PaddleOp("group_norm", ["group_norm"], [_group_norm_args]),
+       PaddleOp("instance_norm", ["instance_norm"], [_a("epsilon")]),
        PaddleOp("lookup_table_v2", ["lookup_table_v2", "embedding"], [_a("padding_idx", "sparse")]),
        PaddleOp("cross_entropy_with_softmax", ["cross_entropy_with_softmax"],
               [_a("soft_label", "use_softmax", "numeric_stable_mode", "ignore_index", "axis")]),
@@ -271,8 +294,22 @@ def _linear_v2_refuses(req) -> str:
     return "Paddle's linear_v2 rule refuses transpose_weight true" if req.attrs.get("transpose_weight") else ""
 
 
+def _group_norm_refuses(req) -> str:
+    """Paddle's group_norm rule takes x of rank 3 to 5 and a 1-D scale and bias (an absent
+    one, a spec of shape [], fails its rank check)."""
+    x, scale, bias = req.shapes
+    return "" if 3 <= len(x) <= 5 and scale and bias else "Paddle's group_norm rule needs x of rank 3-5, scale, bias"
+
+
+def _instance_norm_refuses(req) -> str:
+    """Paddle's instance_norm rule takes x of rank 4 only and a 1-D scale and bias."""
+    x, scale, bias = req.shapes
+    return "" if len(x) == 4 and scale and bias else "Paddle's instance_norm rule needs x of rank 4, scale, bias"
+
+
 _REFUSES = {"fused_rotary_position_embedding": _rope_refuses, "scatter_nd_add": _scatter_nd_add_refuses,
-            "gather": _gather_refuses, "linear_v2": _linear_v2_refuses}
+            "gather": _gather_refuses, "linear_v2": _linear_v2_refuses, "group_norm": _group_norm_refuses,
+            "instance_norm": _instance_norm_refuses}
 for _op in OPS:
     _op.refuses = _REFUSES.get(_op.name, _op.refuses)
 
