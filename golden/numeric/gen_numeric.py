@@ -2980,6 +2980,132 @@ def gen_depthwise_conv2d():
     error("depthwise_conv2d", "groups_channels", {"groups": 2}, [x, w], "inputs[1].shape")
 
 
+
+family("conv", ["conv3d", "conv3d_grad"])
+RNG23 = np.random.default_rng(20261217)
+
+
+def conv_nd_geometry(sizes, ksizes, strides, paddings, algorithm, dilations):
+    """Per spatial dim (pad before, pad after) and the dilation in effect, from Paddle's
+    attrs: one padding per dim (both sides) or two (before, after); SAME pads so that
+    ceil(size / stride) positions fit (the odd pad after) with dilation 1; VALID none."""
+    nd = len(sizes)
+    if len(paddings) == nd:
+        pads = [(p, p) for p in paddings]
+    else:
+        pads = [(paddings[2 * d], paddings[2 * d + 1]) for d in range(nd)]
+    dil = list(dilations)
+    if algorithm == "VALID":
+        pads = [(0, 0)] * nd
+    elif algorithm == "SAME":
+        dil = [1] * nd
+        pads = []
+        for size, stride, k in zip(sizes, strides, ksizes):
+            out = -(-size // stride)
+            total = max((out - 1) * stride + k - size, 0)
+            pads.append((total // 2, total - total // 2))
+    return pads, dil
+
+
+def np_conv_nd(x, w, strides, paddings, algorithm="EXPLICIT", dilations=None, groups=1,
+               channels_last=False, g=None):
+    """A convolution over any number of spatial dims from the definition: zero-pad x, then
+    each filter tap (o, i, j, ...) adds w[o, :, tap] times the strided patch of its group's
+    channels starting at tap * dilation. With g (out's cotangent) returns the gradients
+    [x_grad, w_grad] instead: each tap's patch gets g[:, o] w[o, :, tap], each tap's filter
+    entry the sum of g[:, o] * patch; the padding is cut off x_grad."""
+    nd = x.ndim - 2
+    dilations = dilations or [1] * nd
+    if channels_last:
+        x = np.moveaxis(x, -1, 1)
+        if g is not None:
+            g = np.moveaxis(g, -1, 1)
+    pads, dil = conv_nd_geometry(x.shape[2:], w.shape[2:], strides, paddings, algorithm, dilations)
+    xp = np.pad(x, [(0, 0), (0, 0)] + pads)
+    sizes = [(xp.shape[2 + d] - ((w.shape[2 + d] - 1) * dil[d] + 1)) // strides[d] + 1 for d in range(nd)]
+    o, cg = w.shape[:2]
+    og = o // groups
+    sp = "xyz"[:nd]
+    out = np.zeros((x.shape[0], o) + tuple(sizes))
+    xp_grad, w_grad = np.zeros_like(xp), np.zeros_like(w)
+    for oc in range(o):
+        grp = oc // og
+        for tap in np.ndindex(*w.shape[2:]):
+            at = (slice(None), slice(grp * cg, (grp + 1) * cg)) + tuple(
+                slice(tap[d] * dil[d], tap[d] * dil[d] + (sizes[d] - 1) * strides[d] + 1, strides[d])
+                for d in range(nd))
+            if g is None:
+                out[:, oc] += np.einsum(f"nc{sp},c->n{sp}", xp[at], w[(oc, slice(None)) + tap])
+            else:
+                w_grad[(oc, slice(None)) + tap] = np.einsum(f"nc{sp},n{sp}->c", xp[at], g[:, oc])
+                xp_grad[at] += np.einsum(f"n{sp},c->nc{sp}", g[:, oc], w[(oc, slice(None)) + tap])
+    if g is not None:
+        x_grad = xp_grad[(slice(None), slice(None)) + tuple(
+            slice(pads[d][0], pads[d][0] + x.shape[2 + d]) for d in range(nd))]
+        return [np.moveaxis(x_grad, 1, -1) if channels_last else x_grad, w_grad]
+    return np.moveaxis(out, 1, -1) if channels_last else out
+
+
+def gen_conv3d():
+    """Paddle's conv3d (x NCDHW or NDHWC, filter [O, C / groups, kd, kh, kw]) and
+    conv3d_grad, from the N-d definition above."""
+    def v(*shape):
+        return np.round(RNG23.uniform(-2.0, 2.0, size=shape), 2)
+
+    forms = [
+        # name, attrs, x, w, np_conv_nd keywords
+        ("basic", {}, (2, 3, 4, 5, 4), (4, 3, 2, 2, 2), {}),
+        ("strided_padded_dilated", {"strides": [2, 1, 2], "paddings": [1, 0, 0, 2, 1, 1], "dilations": [1, 2, 1]},
+         (1, 2, 5, 5, 4), (3, 2, 2, 2, 3), {}),
+        ("padding_3", {"paddings": [1, 0, 2]}, (1, 2, 3, 4, 2), (2, 2, 3, 2, 2), {}),
+        ("same", {"padding_algorithm": "SAME", "strides": [2, 1, 3], "dilations": [2, 2, 2]},
+         (1, 2, 5, 4, 5), (2, 2, 2, 3, 2), {}),
+        ("valid", {"padding_algorithm": "VALID", "paddings": [4, 4, 4]}, (1, 2, 4, 3, 3), (2, 2, 2, 2, 3), {}),
+        ("groups", {"groups": 2, "paddings": [1, 1, 0]}, (2, 4, 3, 4, 3), (6, 2, 2, 3, 2), {}),
+        ("depthwise", {"groups": 3, "paddings": [0, 1, 1]}, (1, 3, 3, 4, 4), (3, 1, 2, 3, 3), {}),
+        ("ndhwc_groups_strided", {"data_format": "NDHWC", "groups": 2, "strides": [1, 2, 1],
+                                  "dilations": [2, 1, 1], "paddings": [0, 1, 1, 0, 0, 1]},
+         (2, 4, 4, 3, 4), (4, 2, 2, 2, 2), {"channels_last": True}),
+    ]
+    grads = []
+    for name, attrs, xs, ws, kw in forms:
+        x, w = v(*xs), v(*ws)
+        geometry = dict(strides=attrs.get("strides", [1, 1, 1]), paddings=attrs.get("paddings", [0, 0, 0]),
+                        algorithm=attrs.get("padding_algorithm", "EXPLICIT"),
+                        dilations=attrs.get("dilations", [1, 1, 1]), groups=attrs.get("groups", 1), **kw)
+        out = np_conv_nd(x, w, **geometry)
+        case("conv3d", name, attrs, [x, w], [out])
+        grads.append((name, attrs, x, w, v(*out.shape), geometry))
+    x, w = v(2, 3, 4, 5, 4), v(4, 3, 2, 2, 2)
+    case("conv3d", "empty_batch", {}, [np.zeros((0, 3, 4, 5, 4)), w], [np.zeros((0, 4, 3, 4, 3))])
+    error("conv3d", "rank_4", {}, [v(2, 3, 5, 4), w], "inputs[0].shape")
+    error("conv3d", "filter_rank", {}, [x, v(4, 3, 2, 2)], "inputs[1].shape")
+    error("conv3d", "channels", {}, [x, v(4, 2, 2, 2, 2)], "inputs[1].shape")
+    error("conv3d", "groups_out_channels", {"groups": 3}, [x, v(4, 1, 2, 2, 2)], "inputs[1].shape")
+    error("conv3d", "filter_too_large", {}, [x, v(4, 3, 5, 2, 2)], "inputs[1].shape")
+    error("conv3d", "stride_count", {"strides": [1, 1]}, [x, w], "attrs.strides")
+    error("conv3d", "stride_zero", {"strides": [1, 0, 1]}, [x, w], "attrs.strides")
+    error("conv3d", "dilation_count", {"dilations": [1, 1, 1, 1]}, [x, w], "attrs.dilations")
+    error("conv3d", "paddings_count", {"paddings": [1, 1, 1, 1]}, [x, w], "attrs.paddings")
+    error("conv3d", "negative_padding", {"paddings": [0, -1, 0]}, [x, w], "attrs.paddings")
+    error("conv3d", "groups_zero", {"groups": 0}, [x, w], "attrs.groups")
+    error("conv3d", "algorithm", {"padding_algorithm": "FULL"}, [x, w], "attrs.padding_algorithm")
+    error("conv3d", "format_2d", {"data_format": "NCHW"}, [x, w], "attrs.data_format")
+    error("conv3d", "format_nhwc", {"data_format": "NHWC"}, [x, w], "attrs.data_format")
+    for name, attrs, gx, gw, gg, geometry in grads:
+        case("conv3d_grad", name, attrs, [gx, gw, gg], np_conv_nd(gx, gw, g=gg, **geometry))
+    g = v(2, 4, 3, 4, 3)
+    case("conv3d_grad", "empty_batch", {}, [np.zeros((0, 3, 4, 5, 4)), w, np.zeros((0, 4, 3, 4, 3))],
+         [np.zeros((0, 3, 4, 5, 4)), np.zeros((4, 3, 2, 2, 2))])
+    error("conv3d_grad", "out_grad_shape", {}, [x, w, v(2, 4, 3, 4, 2)], "inputs[2].shape")
+    error("conv3d_grad", "out_grad_ndhwc_order", {}, [x, w, v(2, 3, 4, 3, 4)], "inputs[2].shape")
+    error("conv3d_grad", "out_grad_rank", {}, [x, w, v(2, 4, 12, 3)], "inputs[2].shape")
+    error("conv3d_grad", "filter_too_large", {}, [x, v(4, 3, 5, 2, 2), g], "inputs[1].shape")
+    error("conv3d_grad", "input_rank", {}, [v(3, 4, 5, 4), w, g], "inputs[0].shape")
+    error("conv3d_grad", "stride_zero", {"strides": [0, 1, 1]}, [x, w, g], "attrs.strides")
+    error("conv3d_grad", "two_inputs", {}, [x, w], "inputs")
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -3015,6 +3141,7 @@ def main():
     gen_strided_slice()  # RNG19
     gen_fused_gemm_epilogue()  # RNG20
     gen_fused_linear_param_grad_add()  # RNG21
+    gen_conv3d()  # RNG23
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

@@ -218,6 +218,8 @@ OPS: List[PaddleOp] = (
               [_a("strides", "paddings", "padding_algorithm", "dilations", "groups", "data_format")]),
        PaddleOp("depthwise_conv2d", ["depthwise_conv2d"],
               [_a("strides", "paddings", "padding_algorithm", "groups", "dilations", "data_format")]),
+       PaddleOp("conv3d", ["conv3d"],
+              [_a("strides", "paddings", "padding_algorithm", "groups", "dilations", "data_format")]),
        PaddleOp("flash_attention", ["flash_attention"], [_flash_attention_args]),
        PaddleOp("pow", ["pow"], [_a()]),
        PaddleOp("one_hot", ["one_hot"], [_a("num_classes")]),
