@@ -1286,6 +1286,8 @@ std::vector<Extra> Extras() {
       {"conv2d", {{1, 4, 4, 4}, {4, 1, 3, 3}}, A({{"groups", int64_t{4}}, {"paddings", Ints{1, 1}}})},
       {"conv3d", {{1, 2, 4, 3, 5}, {2, 2, 2, 3, 2}},
        A({{"padding_algorithm", std::string("SAME")}, {"strides", Ints{2, 1, 3}}})},
+      {"conv2d_transpose", {{2, 3, 3, 2}, {3, 1, 3, 3}},
+       A({{"groups", int64_t{3}}, {"strides", Ints{2, 2}}, {"output_size", Ints{7, 5}}})},
       {"einsum", {{2, 1, 3, 4}, {5, 4, 2}}, A({{"equation", std::string("...ij,...jk->...ik")}})},
       {"einsum", {{2, 3}, {1, 4}, {4}}, A({{"equation", std::string("ij,jk,k->i")}})},
       {"flash_attention", {{2, 5, 4, 3}, {2, 6, 2, 3}, {2, 6, 2, 2}}, A({{"causal", true}})},

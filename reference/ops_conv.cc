@@ -1,5 +1,5 @@
 // The conv family (docs/OPS.md "Paddle's other registered ops"): conv2d, conv3d,
-// depthwise_conv2d and their grads, the definition as plain loops.
+// depthwise_conv2d, their grads and conv2d_transpose, the definition as plain loops.
 #include <cstdint>
 #include <vector>
 
@@ -110,6 +110,19 @@ Tensors conv2d_grad(const Tensors& inputs, const Attrs& attrs) {
 Tensors conv3d_grad(const Tensors& inputs, const Attrs& attrs) {
   internal::CheckArity(inputs, 3);
   return ConvolveGrad(inputs, conv::PlanConv3dGrad(inputs[0].shape, inputs[1].shape, inputs[2].shape, attrs));
+}
+
+// conv2d_transpose: the terms of the convolution it transposes (conv_shape.h), whose
+// input is out and whose output is x: each term adds x[at the convolution's out] *
+// filter[tap] to out[at the convolution's input].
+Tensors conv2d_transpose(const Tensors& inputs, const Attrs& attrs) {
+  internal::CheckArity(inputs, 2);
+  const Tensor& x = inputs[0];
+  const Tensor& w = inputs[1];
+  const conv::ConvTransposePlan t = conv::PlanConv2dTranspose(x.shape, w.shape, attrs);
+  Tensor out = internal::Zeros(t.out_shape, x.dtype);
+  ForEachTerm(t.conv, [&](int64_t oi, int64_t wi, int64_t xi) { out.data[oi] += x.data[xi] * w.data[wi]; });
+  return {out};
 }
 
 }  // namespace spmd::reference::ops

@@ -3106,6 +3106,99 @@ def gen_conv3d():
     error("conv3d_grad", "two_inputs", {}, [x, w], "inputs")
 
 
+family("conv", ["conv2d_transpose"])
+RNG24 = np.random.default_rng(20261218)
+
+
+def np_conv2d_transpose(x, w, strides=(1, 1), paddings=(0, 0), output_padding=(), output_size=(),
+                        algorithm="EXPLICIT", dilations=(1, 1), groups=1, data_format="NCHW"):
+    """From the definition, element by element: x[n, c, r, s] times w[c, m, i, j] lands on
+    out[n, group(c) M/groups + m, r sh + i dh - pad_top, s sw + j dw - pad_left] when that
+    lies inside out, whose size is (size - 1) stride - pads + (k - 1) dilation + 1 plus
+    output_padding, or output_size. SAME and VALID pad as conv2d does, on x's sizes."""
+    if data_format == "NHWC":
+        x = np.transpose(x, (0, 3, 1, 2))
+    n, c, h, wd = x.shape
+    cin, mg, kh, kw = w.shape
+    pads, dil = conv_nd_geometry((h, wd), (kh, kw), strides, paddings, algorithm, dilations)
+    sizes = []
+    for d, (size, k) in enumerate(((h, kh), (wd, kw))):
+        base = (size - 1) * strides[d] - pads[d][0] - pads[d][1] + (k - 1) * dil[d] + 1
+        sizes.append(output_size[d] if output_size else base + (output_padding[d] if output_padding else 0))
+    out = np.zeros((n, mg * groups, sizes[0], sizes[1]))
+    cg = c // groups
+    for ci in range(c):
+        grp = ci // cg
+        for r in range(h):
+            for s in range(wd):
+                for i in range(kh):
+                    p = r * strides[0] + i * dil[0] - pads[0][0]
+                    if not 0 <= p < sizes[0]:
+                        continue
+                    for j in range(kw):
+                        q = s * strides[1] + j * dil[1] - pads[1][0]
+                        if 0 <= q < sizes[1]:
+                            out[:, grp * mg:(grp + 1) * mg, p, q] += np.outer(x[:, ci, r, s], w[ci, :, i, j])
+    return np.transpose(out, (0, 2, 3, 1)) if data_format == "NHWC" else out
+
+
+def gen_conv2d_transpose():
+    """Paddle's conv2d_transpose (x NCHW or NHWC, filter [C, M / groups, kh, kw])."""
+    def v(*shape):
+        return np.round(RNG24.uniform(-2.0, 2.0, size=shape), 2)
+
+    forms = [
+        # name, attrs, x, w
+        ("basic", {}, (2, 3, 4, 3), (3, 2, 2, 2)),
+        ("strided_padded", {"strides": [2, 3], "paddings": [1, 0, 0, 2]}, (1, 2, 3, 3), (2, 3, 3, 2)),
+        ("padding_2", {"paddings": [1, 1]}, (1, 2, 3, 4), (2, 2, 3, 3)),
+        ("dilated", {"dilations": [2, 1], "strides": [1, 2]}, (2, 2, 3, 3), (2, 2, 2, 3)),
+        ("output_padding", {"strides": [2, 3], "output_padding": [1, 2]}, (1, 2, 3, 2), (2, 2, 2, 2)),
+        ("output_padding_beyond_stride", {"dilations": [2, 3], "output_padding": [1, 2], "paddings": [1, 1]},
+         (1, 2, 3, 3), (2, 1, 2, 2)),
+        ("output_size", {"strides": [2, 3], "output_size": [8, 7], "paddings": [0, 1]}, (1, 2, 4, 3), (2, 2, 2, 2)),
+        ("same", {"padding_algorithm": "SAME", "strides": [2, 1], "dilations": [2, 2]}, (1, 2, 4, 3), (2, 2, 3, 2)),
+        ("valid", {"padding_algorithm": "VALID", "paddings": [3, 3]}, (1, 2, 3, 3), (2, 2, 2, 2)),
+        ("groups", {"groups": 2, "paddings": [1, 0]}, (2, 4, 3, 3), (4, 3, 2, 2)),
+        ("depthwise", {"groups": 3, "strides": [2, 2]}, (1, 3, 2, 3), (3, 1, 3, 3)),
+        ("nhwc_groups_strided", {"data_format": "NHWC", "groups": 2, "strides": [2, 1],
+                                 "output_padding": [1, 0], "paddings": [0, 1, 1, 0]},
+         (2, 3, 4, 4), (4, 2, 2, 3)),
+    ]
+    for name, attrs, xs, ws in forms:
+        x, w = v(*xs), v(*ws)
+        kw = {key: attrs[key] for key in ("strides", "paddings", "output_padding", "output_size", "dilations",
+                                          "groups", "data_format") if key in attrs}
+        if "padding_algorithm" in attrs:
+            kw["algorithm"] = attrs["padding_algorithm"]
+        case("conv2d_transpose", name, attrs, [x, w], [np_conv2d_transpose(x, w, **kw)])
+    x, w = v(2, 3, 4, 3), v(3, 2, 2, 2)
+    case("conv2d_transpose", "empty_batch", {}, [np.zeros((0, 3, 4, 3)), w], [np.zeros((0, 2, 5, 4))])
+    error("conv2d_transpose", "rank_3", {}, [v(3, 4, 3), w], "inputs[0].shape")
+    error("conv2d_transpose", "filter_rank", {}, [x, v(3, 2, 2)], "inputs[1].shape")
+    error("conv2d_transpose", "channels", {}, [x, v(2, 3, 2, 2)], "inputs[1].shape")
+    error("conv2d_transpose", "groups_channels", {"groups": 2}, [x, w], "inputs[1].shape")
+    error("conv2d_transpose", "empty_spatial", {}, [np.zeros((2, 3, 0, 3)), w], "inputs[0].shape")
+    error("conv2d_transpose", "stride_zero", {"strides": [0, 1]}, [x, w], "attrs.strides")
+    error("conv2d_transpose", "dilation_count", {"dilations": [1]}, [x, w], "attrs.dilations")
+    error("conv2d_transpose", "paddings_count", {"paddings": [1, 1, 1]}, [x, w], "attrs.paddings")
+    error("conv2d_transpose", "paddings_leave_nothing", {"paddings": [3, 0]}, [x, w], "attrs.paddings")
+    error("conv2d_transpose", "output_padding_count", {"output_padding": [1]}, [x, w], "attrs.output_padding")
+    error("conv2d_transpose", "output_padding_not_below_stride", {"strides": [2, 2], "output_padding": [2, 0]},
+          [x, w], "attrs.output_padding")
+    error("conv2d_transpose", "output_padding_negative", {"output_padding": [0, -1]}, [x, w],
+          "attrs.output_padding")
+    error("conv2d_transpose", "output_size_below", {"output_size": [4, 4]}, [x, w], "attrs.output_size")
+    error("conv2d_transpose", "output_size_beyond_stride", {"strides": [2, 2], "output_size": [10, 7]}, [x, w],
+          "attrs.output_size")
+    error("conv2d_transpose", "output_size_count", {"output_size": [5]}, [x, w], "attrs.output_size")
+    error("conv2d_transpose", "output_size_and_padding", {"output_size": [5, 4], "output_padding": [0, 0]},
+          [x, w], "attrs.output_padding")
+    error("conv2d_transpose", "groups_zero", {"groups": 0}, [x, w], "attrs.groups")
+    error("conv2d_transpose", "algorithm", {"padding_algorithm": "FULL"}, [x, w], "attrs.padding_algorithm")
+    error("conv2d_transpose", "format", {"data_format": "NCDHW"}, [x, w], "attrs.data_format")
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -3142,6 +3235,7 @@ def main():
     gen_fused_gemm_epilogue()  # RNG20
     gen_fused_linear_param_grad_add()  # RNG21
     gen_conv3d()  # RNG23
+    gen_conv2d_transpose()  # RNG24
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

@@ -1,7 +1,7 @@
 // The conv family (docs/OPS.md "Paddle's other registered ops"): conv2d, conv3d,
-// depthwise_conv2d and their grads. im2col and GEMMs per batch entry and group
-// (internal::Gemm: OpenBLAS where built with it); the grads scatter a column gradient back
-// into x's layout (col2im). One path for 2-D and 3-D: a 2-D
+// depthwise_conv2d, their grads and conv2d_transpose. im2col and GEMMs per batch entry and
+// group (internal::Gemm: OpenBLAS where built with it); the grads and the transpose
+// scatter a column gradient back into x's layout (col2im). One path for 2-D and 3-D: a 2-D
 // plan has depth 1. The shape plan and its validation are the reference's
 // (rules/ops/conv_shape.h).
 #include <utility>
@@ -140,6 +140,28 @@ Tensors RunConvGrad(const TensorArgs& inputs, const conv::ConvPlan& p) {
   return TensorList(std::move(x_grad), std::move(w_grad));
 }
 
+// The transpose is the input gradient of the convolution t.conv (input: out, output: x):
+// per batch entry and group, col = filter_g^T . x_g scattered into out (col2im).
+template <typename T>
+Tensor RunConvTranspose(const Tensor& xt, const Tensor& wt, const conv::ConvTransposePlan& t) {
+  const conv::ConvPlan& p = t.conv;
+  ValuesAs<T> xv(xt);
+  ValuesAs<T> wv(wt);
+  Tensor out = NewOutput(t.out_shape, DTypeOf<T>::value, /*zero=*/true);
+  const ConvLayout l(p);
+  if (NumElements(t.out_shape) == 0 || NumElements(p.out_shape) == 0 || l.taps == 0) return out;
+  T* o = out.data<T>();
+  internal::CheckOutputShape({l.taps, l.positions});  // the column buffer
+  std::vector<T> col(static_cast<size_t>(l.taps * l.positions));
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t g = 0; g < p.groups; ++g) {
+      const MatrixView<T> x{xv.data() + l.OutAt(p, n, g), l.out_rs, l.out_cs};
+      Col2ImAdd(p, l, wv.data() + l.FilterAt(g), x, col, o + l.XAt(n, g));
+    }
+  }
+  return out;
+}
+
 Tensors Convolve(const TensorArgs& inputs, const conv::ConvPlan& plan) {
   internal::CheckOutputShape(plan.out_shape);
   return internal::DispatchFloat(internal::ComputeDType(inputs, {0, 1}), [&](auto tag) {
@@ -180,6 +202,16 @@ Tensors conv3d_grad(const TensorArgs& inputs, const Attrs& attrs) {
   internal::CheckArity(inputs, 3);
   return ConvolveGrad(inputs,
                       conv::PlanConv3dGrad(inputs[0].shape(), inputs[1].shape(), inputs[2].shape(), attrs));
+}
+
+Tensors conv2d_transpose(const TensorArgs& inputs, const Attrs& attrs) {
+  internal::CheckArity(inputs, 2);
+  const conv::ConvTransposePlan plan = conv::PlanConv2dTranspose(inputs[0].shape(), inputs[1].shape(), attrs);
+  internal::CheckOutputShape(plan.out_shape);
+  return internal::DispatchFloat(internal::ComputeDType(inputs, {0, 1}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return TensorList(RunConvTranspose<T>(inputs[0], inputs[1], plan));
+  });
 }
 
 }  // namespace spmd::kernels::cpu

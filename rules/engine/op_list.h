@@ -127,6 +127,7 @@
   X(depthwise_conv2d)       \
   X(conv3d)                 \
   X(conv3d_grad)            \
+  X(conv2d_transpose)       \
   X(flash_attention)        \
   X(flash_attn_grad)        \
   X(c_embedding)            \

@@ -1,9 +1,11 @@
 // The conv family with Paddle's names, attrs and argument orders: conv2d, conv3d,
-// depthwise_conv2d (input, filter) and their grads (input, filter, out_grad). A
-// convolution: the batch and the output channels pass through; the input channels are
-// contracted (an output partial(sum) over their axes, as matmul's k); the spatial dims are
-// forced replicated (an output row reads kh rows of the input around it: a shard would
-// need its neighbours' rows). The grads have the same factors, summed the other way.
+// depthwise_conv2d (input, filter), their grads (input, filter, out_grad) and
+// conv2d_transpose (x, filter). A convolution: the batch and the output channels pass
+// through; the input channels are contracted (an output partial(sum) over their axes, as
+// matmul's k); the spatial dims are forced replicated (an output row reads kh rows of the
+// input around it: a shard would need its neighbours' rows). The grads have the same
+// factors, summed the other way; the transpose contracts x's channels (the filter's dim 0)
+// and writes the filter's dim 1.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -38,6 +40,47 @@ VjpGraph Conv3d(const RuleContext& c) {
   VjpGraph g;
   const Ref grads = g.Add("conv3d_grad", {Ref::Input(0), Ref::Input(1), Ref::OutputGrad(0)}, c.attrs);
   g.input_grads = {Ref::Call(grads.index, 0), Ref::Call(grads.index, 1)};
+  return g;
+}
+
+// conv2d_transpose(x, filter) is the input gradient of conv2d(y, filter) for a y of out's
+// shape (conv_shape.h), so <g, out> = <conv2d(g, filter), x>: x's gradient is
+// conv2d(g, filter) and the filter's is conv2d_grad(g, filter, x)'s filter gradient, both
+// with the transpose's geometry as explicit attrs (the resolved paddings, SAME's dilation
+// 1). Where output_padding >= stride (dilation > stride allows it) conv2d(g, filter) has
+// more rows than x: they are sliced off, and x is zero-padded to them for conv2d_grad.
+VjpGraph Conv2dTranspose(const RuleContext& c) {
+  const conv::ConvTransposePlan t = conv::PlanConv2dTranspose(c.input_shapes[0], c.input_shapes[1], c.attrs);
+  const conv::ConvPlan& p = t.conv;
+  Ints strides, paddings, dilations;
+  for (size_t d = p.first(); d < p.in.size(); ++d) {
+    strides.push_back(p.stride[d]);
+    paddings.push_back(p.pad[d]);
+    paddings.push_back(p.pad_after[d]);
+    dilations.push_back(p.dil[d]);
+  }
+  const Attrs attrs = MakeAttrs({{"strides", strides}, {"paddings", paddings},
+                                 {"padding_algorithm", std::string("EXPLICIT")}, {"dilations", dilations},
+                                 {"groups", p.groups}, {"data_format", c.attrs.GetString("data_format")}});
+  const Shape& x_shape = c.input_shapes[0];
+  const Shape conv_out = conv::PlanConv2d(t.out_shape, c.input_shapes[1], attrs).out_shape;
+  VjpGraph g;
+  Ref x_grad = g.Add("conv2d", {Ref::OutputGrad(0), Ref::Input(1)}, attrs);
+  Ref x = Ref::Input(0);
+  if (conv_out != x_shape) {
+    Ints axes, starts, ends, pads(2 * x_shape.size(), 0);
+    for (int s = 0; s < p.spatial; ++s) {
+      const size_t axis = (p.channels_last ? 1 : 2) + static_cast<size_t>(s);
+      axes.push_back(static_cast<int64_t>(axis));
+      starts.push_back(0);
+      ends.push_back(x_shape[axis]);
+      pads[2 * axis + 1] = conv_out[axis] - x_shape[axis];
+    }
+    x_grad = g.Add("slice", {x_grad}, MakeAttrs({{"axes", axes}, {"starts", starts}, {"ends", ends}}));
+    x = g.Add("pad", {x}, MakeAttrs({{"paddings", pads}}));
+  }
+  const Ref grads = g.Add("conv2d_grad", {Ref::OutputGrad(0), Ref::Input(1), x}, attrs);
+  g.input_grads = {x_grad, Ref::Call(grads.index, 1)};
   return g;
 }
 
@@ -94,6 +137,31 @@ EinsumSpec ConvFactors(const conv::ConvPlan& plan, bool grad) {
   return spec;
 }
 
+// conv2d_transpose: x `nchw` (NHWC: `nhwc`), filter `coKL`, out `noPQ` (NHWC: `nPQo`), P
+// and Q new factors of out's spatial sizes; c contracted (out partial(sum) on its axes), o
+// from the filter's dim 1; R(h, w, K, L, P, Q). With groups > 1 the filter's dim 1 is
+// out_channels / groups (`e`), out's channels a new factor, and c, e and out's channels are
+// forced replicated (as conv2d's groups: a local channel would fall in another group).
+EinsumSpec TransposeFactors(const conv::ConvTransposePlan& t) {
+  const conv::ConvPlan& plan = t.conv;  // the convolution transposed: its in is out, its out is x
+  const bool grouped = plan.groups > 1;
+  const std::string kernel = KernelLetters(plan.spatial);
+  const std::string x = InLayout(plan, 'c');
+  const std::string filter = (grouped ? "ce" : "co") + kernel;
+  const std::string out = InLayout(plan, grouped ? 'c' : 'o');  // grouped: channel replaced below
+  std::string forced = SpatialLetters(plan.spatial) + kernel;
+  if (grouped) forced += "ce";
+  EinsumSpec spec = notation::FromLetters({x, filter}, {out}, forced);
+  Notation& o = spec.outputs[0];
+  if (grouped) {
+    const size_t ch = plan.channels_last ? o.size() - 1 : 1;
+    o[ch] = spec.AddFactor(plan.c);
+    spec.forced_replicated.push_back(o[ch]);
+  }
+  NewSpatialFactors(spec, o, plan, plan.in);
+  return spec;
+}
+
 // An op's attrs with Paddle's names, defaults and order; a grad takes its forward's.
 struct ConvAttr {
   const char* name;
@@ -122,6 +190,19 @@ const ConvAttrList& Conv3dAttrs() {
       {"groups", AttrKind::kInt, int64_t{1}},
       {"dilations", AttrKind::kInts, Ints{1, 1, 1}},
       {"data_format", AttrKind::kString, std::string("NCDHW")}};
+  return list;
+}
+
+const ConvAttrList& Conv2dTransposeAttrs() {
+  static const ConvAttrList list{
+      {"strides", AttrKind::kInts, Ints{1, 1}},
+      {"paddings", AttrKind::kInts, Ints{0, 0}},
+      {"output_padding", AttrKind::kInts, Ints{}},
+      {"output_size", AttrKind::kInts, Ints{}},
+      {"padding_algorithm", AttrKind::kString, std::string("EXPLICIT")},
+      {"groups", AttrKind::kInt, int64_t{1}},
+      {"dilations", AttrKind::kInts, Ints{1, 1}},
+      {"data_format", AttrKind::kString, std::string("NCHW")}};
   return list;
 }
 
@@ -263,6 +344,39 @@ OpDecl conv3d_grad() {
                            /*grad=*/true);
       })
       .Examples(Conv3dExamples(/*grad=*/true));
+}
+
+// Paddle's conv2d_transpose(x, filter): x [N, C, H, W] (NHWC [N, H, W, C]), filter [C,
+// M / groups, kh, kw], out [N, M, OH, OW] (conv_shape.h). x's channels are contracted
+// with the filter's dim 0 (out partial(sum) on their axes), out's channels are the
+// filter's dim 1 (groups 1), the spatial dims are forced replicated; groups > 1: only the
+// batch stays sharded. Partial inputs kept (it is linear in each input). The VJP composes
+// conv2d and conv2d_grad.
+OpDecl conv2d_transpose() {
+  return WithAttrs(OpBuilder("conv2d_transpose").Inputs({"x", "filter"}).Outputs({"out"}), Conv2dTransposeAttrs())
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Vjp(vjps::Conv2dTranspose)
+      .Einsum([](const RuleContext& c) {
+        return Multilinear(TransposeFactors(conv::PlanConv2dTranspose(c.input_shapes[0], c.input_shapes[1], c.attrs)));
+      })
+      .Examples([](const SizePalette& p) {
+        // NCHW padded; NHWC grouped, strided, with output_padding; SAME; output_size; and
+        // output_padding beyond the stride (dilation 2, stride 1: the VJP slices).
+        const int64_t n = p[0], ch = p[1], o = p[2];
+        return std::vector<Example>{
+            {{{n, ch, 3, 2}, {ch, o, 2, 2}}, MakeAttrs({{"paddings", Ints{1, 0}}})},
+            {{{n, 3, 2, 2 * ch}, {2 * ch, o, 2, 3}},
+             MakeAttrs({{"data_format", std::string("NHWC")}, {"groups", int64_t{2}},
+                        {"strides", Ints{2, 3}}, {"output_padding", Ints{1, 2}},
+                        {"paddings", Ints{0, 1, 1, 0}}})},
+            {{{n, ch, 3, 2}, {ch, o, 3, 2}},
+             MakeAttrs({{"padding_algorithm", std::string("SAME")}, {"strides", Ints{2, 1}},
+                        {"dilations", Ints{2, 2}}})},
+            {{{n, ch, 2, 3}, {ch, o, 2, 2}},
+             MakeAttrs({{"strides", Ints{3, 2}}, {"output_size", Ints{6, 5}}, {"paddings", Ints{0, 1}}})},
+            {{{n, ch, 3, 2}, {ch, o, 2, 2}},
+             MakeAttrs({{"dilations", Ints{2, 1}}, {"output_padding", Ints{1, 0}}, {"paddings", Ints{1, 0}}})}};
+      });
 }
 
 }  // namespace spmd::declare

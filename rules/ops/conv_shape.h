@@ -1,7 +1,8 @@
 // The conv family's shape arithmetic, shared by the rules, the references and the CPU
-// kernels of conv2d, conv3d and their grads (as rules/engine/shape_util.h is for the other
-// ops): Paddle's attrs (strides, paddings, padding_algorithm, dilations, groups,
-// data_format) turned into one plan, with the same validation and error fields in all of them. Header-only; no value
+// kernels of conv2d, conv3d, their grads and conv2d_transpose (as rules/engine/shape_util.h
+// is for the other ops): Paddle's attrs (strides, paddings, padding_algorithm, dilations,
+// groups, data_format; the transpose's output_padding and output_size) turned into one
+// plan, with the same validation and error fields in all of them. Header-only; no value
 // arithmetic.
 //
 // One plan for 2-D and 3-D: the spatial dims are held as depth, height, width, and a 2-D
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -244,6 +246,101 @@ inline ConvPlan PlanConv2dGrad(const std::vector<int64_t>& x, const std::vector<
 inline ConvPlan PlanConv3dGrad(const std::vector<int64_t>& x, const std::vector<int64_t>& filter,
                                const std::vector<int64_t>& out_grad, const Attrs& attrs) {
   return PlanConvGrad(x, filter, out_grad, attrs, 3);
+}
+
+// ---- conv2d_transpose ----
+
+// conv2d_transpose(x, filter): x [N, C, H, W] (NHWC [N, H, W, C]), filter [C, M / groups,
+// kh, kw]; out [N, M, OH, OW] in x's layout with OH = (H - 1) sh - pt - pb + (kh - 1) dh +
+// 1 + output_padding (output_padding in [0, max(sh, dh))), or output_size when given (in
+// [that size without output_padding, + sh)); paddings, SAME and VALID are conv2d's, taken
+// on x's spatial sizes (Paddle's ConvTransposeInferMeta).
+//
+// The op is the input gradient of the convolution `conv`: its input has out's shape, its
+// filter is this one read as [C out channels, M / groups in channels, kh, kw], its output
+// x's shape (conv.out is H, W even where that convolution's own arithmetic would give more
+// rows: output_padding >= stride). out[p] sums x[h] filter[.., i] over the taps with
+// p = h sh - pt + i dh.
+struct ConvTransposePlan {
+  ConvPlan conv;
+  std::vector<int64_t> out_shape;  // conv's input shape
+  Spatial output_padding{0, 0, 0};  // out's size beyond (H - 1) sh - pads + span, per dim
+};
+
+inline ConvTransposePlan PlanConvTranspose(const std::vector<int64_t>& x, const std::vector<int64_t>& filter,
+                                           const Attrs& attrs, int spatial) {
+  ConvTransposePlan t;
+  ConvPlan& p = t.conv;  // x's sizes are read into p.in first, then moved to p.out
+  p.spatial = spatial;
+  const char* op = spatial == 3 ? "conv3d_transpose" : "conv2d_transpose";
+  p.channels_last = detail::ChannelsLast(attrs, spatial);
+  detail::ReadInput(x, p, op);
+  detail::ReadKernel(filter, p, op, "[in_channels, out_channels / groups, kh, kw]");
+  p.groups = detail::ReadGroups(attrs);
+  if (filter[0] != p.c || p.c % p.groups != 0) {
+    ThrowInvalid(shape::InputField(1, "shape"),
+                 "filter " + shape::ShapeString(filter) + " needs x's in_channels " + std::to_string(p.c) +
+                     " at dim 0, divisible by groups " + std::to_string(p.groups));
+  }
+  if (filter[1] > std::numeric_limits<int64_t>::max() / p.groups) {
+    ThrowUnsupported(shape::InputField(1, "shape"), "out_channels / groups x groups overflows int64");
+  }
+  detail::ReadWindow(attrs, p);  // SAME from x's sizes, as Paddle
+  for (size_t d = p.first(); d < p.in.size(); ++d) {
+    if (p.k[d] < 1) ThrowInvalid(shape::InputField(1, "shape"), "kernel sizes must be >= 1");
+    if (p.in[d] < 1) ThrowInvalid(shape::InputField(0, "shape"), "spatial sizes must be >= 1");
+  }
+  const auto count = static_cast<size_t>(spatial);
+  const std::vector<int64_t>& output_padding = attrs.GetInts("output_padding");
+  const std::vector<int64_t>& output_size = attrs.GetInts("output_size");
+  if (!output_padding.empty() && output_padding.size() != count) {
+    ThrowInvalid("attrs.output_padding", "expected none or " + std::to_string(count) + " values");
+  }
+  if (!output_size.empty() && output_size.size() != count) {
+    ThrowInvalid("attrs.output_size", "expected none or " + std::to_string(count) + " values");
+  }
+  if (!output_size.empty() && !output_padding.empty()) {
+    ThrowInvalid("attrs.output_padding", "give output_size or output_padding, not both");
+  }
+  Spatial out{1, 1, 1};
+  for (size_t s = 0; s < count; ++s) {
+    const size_t d = p.first() + s;
+    const int64_t base = (p.in[d] - 1) * p.stride[d] - p.pad[d] - p.pad_after[d] + (p.k[d] - 1) * p.dil[d] + 1;
+    if (!output_size.empty()) {
+      if (output_size[s] < base || output_size[s] >= base + p.stride[d]) {
+        ThrowInvalid("attrs.output_size", "output_size " + shape::ShapeString(output_size) + " needs dim " +
+                                              std::to_string(s) + " in [" + std::to_string(base) + ", " +
+                                              std::to_string(base + p.stride[d]) + ")");
+      }
+      out[d] = output_size[s];
+    } else {
+      const int64_t extra = output_padding.empty() ? 0 : output_padding[s];
+      if (extra < 0 || extra >= std::max(p.stride[d], p.dil[d])) {
+        ThrowInvalid("attrs.output_padding", "output_padding " + shape::ShapeString(output_padding) +
+                                                 " needs dim " + std::to_string(s) +
+                                                 " in [0, max(stride, dilation)) = [0, " +
+                                                 std::to_string(std::max(p.stride[d], p.dil[d])) + ")");
+      }
+      out[d] = base + extra;
+    }
+    if (out[d] < 1) {
+      ThrowInvalid("attrs.paddings", "the paddings leave an output size " + std::to_string(out[d]) + " < 1");
+    }
+    t.output_padding[d] = out[d] - base;
+  }
+  // The convolution this transposes: input = out, output = x.
+  p.o = p.c;
+  p.c = filter[1] * p.groups;
+  p.out = p.in;
+  p.in = out;
+  p.out_shape = x;
+  t.out_shape = LayoutShape(p.n, p.c, p.in, spatial, p.channels_last);
+  return t;
+}
+
+inline ConvTransposePlan PlanConv2dTranspose(const std::vector<int64_t>& x, const std::vector<int64_t>& filter,
+                                             const Attrs& attrs) {
+  return PlanConvTranspose(x, filter, attrs, 2);
 }
 
 }  // namespace spmd::conv
