@@ -3109,6 +3109,225 @@ def gen_depthwise_conv2d():
     error("depthwise_conv2d", "groups_channels", {"groups": 2}, [x, w], "inputs[1].shape")
 
 
+
+family("conv", ["conv3d", "conv3d_grad"])
+RNG23 = np.random.default_rng(20261217)
+
+
+def conv_nd_geometry(sizes, ksizes, strides, paddings, algorithm, dilations):
+    """Per spatial dim (pad before, pad after) and the dilation in effect, from Paddle's
+    attrs: one padding per dim (both sides) or two (before, after); SAME pads so that
+    ceil(size / stride) positions fit (the odd pad after) with dilation 1; VALID none."""
+    nd = len(sizes)
+    if len(paddings) == nd:
+        pads = [(p, p) for p in paddings]
+    else:
+        pads = [(paddings[2 * d], paddings[2 * d + 1]) for d in range(nd)]
+    dil = list(dilations)
+    if algorithm == "VALID":
+        pads = [(0, 0)] * nd
+    elif algorithm == "SAME":
+        dil = [1] * nd
+        pads = []
+        for size, stride, k in zip(sizes, strides, ksizes):
+            out = -(-size // stride)
+            total = max((out - 1) * stride + k - size, 0)
+            pads.append((total // 2, total - total // 2))
+    return pads, dil
+
+
+def np_conv_nd(x, w, strides, paddings, algorithm="EXPLICIT", dilations=None, groups=1,
+               channels_last=False, g=None):
+    """A convolution over any number of spatial dims from the definition: zero-pad x, then
+    each filter tap (o, i, j, ...) adds w[o, :, tap] times the strided patch of its group's
+    channels starting at tap * dilation. With g (out's cotangent) returns the gradients
+    [x_grad, w_grad] instead: each tap's patch gets g[:, o] w[o, :, tap], each tap's filter
+    entry the sum of g[:, o] * patch; the padding is cut off x_grad."""
+    nd = x.ndim - 2
+    dilations = dilations or [1] * nd
+    if channels_last:
+        x = np.moveaxis(x, -1, 1)
+        if g is not None:
+            g = np.moveaxis(g, -1, 1)
+    pads, dil = conv_nd_geometry(x.shape[2:], w.shape[2:], strides, paddings, algorithm, dilations)
+    xp = np.pad(x, [(0, 0), (0, 0)] + pads)
+    sizes = [(xp.shape[2 + d] - ((w.shape[2 + d] - 1) * dil[d] + 1)) // strides[d] + 1 for d in range(nd)]
+    o, cg = w.shape[:2]
+    og = o // groups
+    sp = "xyz"[:nd]
+    out = np.zeros((x.shape[0], o) + tuple(sizes))
+    xp_grad, w_grad = np.zeros_like(xp), np.zeros_like(w)
+    for oc in range(o):
+        grp = oc // og
+        for tap in np.ndindex(*w.shape[2:]):
+            at = (slice(None), slice(grp * cg, (grp + 1) * cg)) + tuple(
+                slice(tap[d] * dil[d], tap[d] * dil[d] + (sizes[d] - 1) * strides[d] + 1, strides[d])
+                for d in range(nd))
+            if g is None:
+                out[:, oc] += np.einsum(f"nc{sp},c->n{sp}", xp[at], w[(oc, slice(None)) + tap])
+            else:
+                w_grad[(oc, slice(None)) + tap] = np.einsum(f"nc{sp},n{sp}->c", xp[at], g[:, oc])
+                xp_grad[at] += np.einsum(f"n{sp},c->nc{sp}", g[:, oc], w[(oc, slice(None)) + tap])
+    if g is not None:
+        x_grad = xp_grad[(slice(None), slice(None)) + tuple(
+            slice(pads[d][0], pads[d][0] + x.shape[2 + d]) for d in range(nd))]
+        return [np.moveaxis(x_grad, 1, -1) if channels_last else x_grad, w_grad]
+    return np.moveaxis(out, 1, -1) if channels_last else out
+
+
+def gen_conv3d():
+    """Paddle's conv3d (x NCDHW or NDHWC, filter [O, C / groups, kd, kh, kw]) and
+    conv3d_grad, from the N-d definition above."""
+    def v(*shape):
+        return np.round(RNG23.uniform(-2.0, 2.0, size=shape), 2)
+
+    forms = [
+        # name, attrs, x, w, np_conv_nd keywords
+        ("basic", {}, (2, 3, 4, 5, 4), (4, 3, 2, 2, 2), {}),
+        ("strided_padded_dilated", {"strides": [2, 1, 2], "paddings": [1, 0, 0, 2, 1, 1], "dilations": [1, 2, 1]},
+         (1, 2, 5, 5, 4), (3, 2, 2, 2, 3), {}),
+        ("padding_3", {"paddings": [1, 0, 2]}, (1, 2, 3, 4, 2), (2, 2, 3, 2, 2), {}),
+        ("same", {"padding_algorithm": "SAME", "strides": [2, 1, 3], "dilations": [2, 2, 2]},
+         (1, 2, 5, 4, 5), (2, 2, 2, 3, 2), {}),
+        ("valid", {"padding_algorithm": "VALID", "paddings": [4, 4, 4]}, (1, 2, 4, 3, 3), (2, 2, 2, 2, 3), {}),
+        ("groups", {"groups": 2, "paddings": [1, 1, 0]}, (2, 4, 3, 4, 3), (6, 2, 2, 3, 2), {}),
+        ("depthwise", {"groups": 3, "paddings": [0, 1, 1]}, (1, 3, 3, 4, 4), (3, 1, 2, 3, 3), {}),
+        ("ndhwc_groups_strided", {"data_format": "NDHWC", "groups": 2, "strides": [1, 2, 1],
+                                  "dilations": [2, 1, 1], "paddings": [0, 1, 1, 0, 0, 1]},
+         (2, 4, 4, 3, 4), (4, 2, 2, 2, 2), {"channels_last": True}),
+    ]
+    grads = []
+    for name, attrs, xs, ws, kw in forms:
+        x, w = v(*xs), v(*ws)
+        geometry = dict(strides=attrs.get("strides", [1, 1, 1]), paddings=attrs.get("paddings", [0, 0, 0]),
+                        algorithm=attrs.get("padding_algorithm", "EXPLICIT"),
+                        dilations=attrs.get("dilations", [1, 1, 1]), groups=attrs.get("groups", 1), **kw)
+        out = np_conv_nd(x, w, **geometry)
+        case("conv3d", name, attrs, [x, w], [out])
+        grads.append((name, attrs, x, w, v(*out.shape), geometry))
+    x, w = v(2, 3, 4, 5, 4), v(4, 3, 2, 2, 2)
+    case("conv3d", "empty_batch", {}, [np.zeros((0, 3, 4, 5, 4)), w], [np.zeros((0, 4, 3, 4, 3))])
+    error("conv3d", "rank_4", {}, [v(2, 3, 5, 4), w], "inputs[0].shape")
+    error("conv3d", "filter_rank", {}, [x, v(4, 3, 2, 2)], "inputs[1].shape")
+    error("conv3d", "channels", {}, [x, v(4, 2, 2, 2, 2)], "inputs[1].shape")
+    error("conv3d", "groups_out_channels", {"groups": 3}, [x, v(4, 1, 2, 2, 2)], "inputs[1].shape")
+    error("conv3d", "filter_too_large", {}, [x, v(4, 3, 5, 2, 2)], "inputs[1].shape")
+    error("conv3d", "stride_count", {"strides": [1, 1]}, [x, w], "attrs.strides")
+    error("conv3d", "stride_zero", {"strides": [1, 0, 1]}, [x, w], "attrs.strides")
+    error("conv3d", "dilation_count", {"dilations": [1, 1, 1, 1]}, [x, w], "attrs.dilations")
+    error("conv3d", "paddings_count", {"paddings": [1, 1, 1, 1]}, [x, w], "attrs.paddings")
+    error("conv3d", "negative_padding", {"paddings": [0, -1, 0]}, [x, w], "attrs.paddings")
+    error("conv3d", "groups_zero", {"groups": 0}, [x, w], "attrs.groups")
+    error("conv3d", "algorithm", {"padding_algorithm": "FULL"}, [x, w], "attrs.padding_algorithm")
+    error("conv3d", "format_2d", {"data_format": "NCHW"}, [x, w], "attrs.data_format")
+    error("conv3d", "format_nhwc", {"data_format": "NHWC"}, [x, w], "attrs.data_format")
+    for name, attrs, gx, gw, gg, geometry in grads:
+        case("conv3d_grad", name, attrs, [gx, gw, gg], np_conv_nd(gx, gw, g=gg, **geometry))
+    g = v(2, 4, 3, 4, 3)
+    case("conv3d_grad", "empty_batch", {}, [np.zeros((0, 3, 4, 5, 4)), w, np.zeros((0, 4, 3, 4, 3))],
+         [np.zeros((0, 3, 4, 5, 4)), np.zeros((4, 3, 2, 2, 2))])
+    error("conv3d_grad", "out_grad_shape", {}, [x, w, v(2, 4, 3, 4, 2)], "inputs[2].shape")
+    error("conv3d_grad", "out_grad_ndhwc_order", {}, [x, w, v(2, 3, 4, 3, 4)], "inputs[2].shape")
+    error("conv3d_grad", "out_grad_rank", {}, [x, w, v(2, 4, 12, 3)], "inputs[2].shape")
+    error("conv3d_grad", "filter_too_large", {}, [x, v(4, 3, 5, 2, 2), g], "inputs[1].shape")
+    error("conv3d_grad", "input_rank", {}, [v(3, 4, 5, 4), w, g], "inputs[0].shape")
+    error("conv3d_grad", "stride_zero", {"strides": [0, 1, 1]}, [x, w, g], "attrs.strides")
+    error("conv3d_grad", "two_inputs", {}, [x, w], "inputs")
+
+
+family("conv", ["conv2d_transpose"])
+RNG24 = np.random.default_rng(20261218)
+
+
+def np_conv2d_transpose(x, w, strides=(1, 1), paddings=(0, 0), output_padding=(), output_size=(),
+                        algorithm="EXPLICIT", dilations=(1, 1), groups=1, data_format="NCHW"):
+    """From the definition, element by element: x[n, c, r, s] times w[c, m, i, j] lands on
+    out[n, group(c) M/groups + m, r sh + i dh - pad_top, s sw + j dw - pad_left] when that
+    lies inside out, whose size is (size - 1) stride - pads + (k - 1) dilation + 1 plus
+    output_padding, or output_size. SAME and VALID pad as conv2d does, on x's sizes."""
+    if data_format == "NHWC":
+        x = np.transpose(x, (0, 3, 1, 2))
+    n, c, h, wd = x.shape
+    cin, mg, kh, kw = w.shape
+    pads, dil = conv_nd_geometry((h, wd), (kh, kw), strides, paddings, algorithm, dilations)
+    sizes = []
+    for d, (size, k) in enumerate(((h, kh), (wd, kw))):
+        base = (size - 1) * strides[d] - pads[d][0] - pads[d][1] + (k - 1) * dil[d] + 1
+        sizes.append(output_size[d] if output_size else base + (output_padding[d] if output_padding else 0))
+    out = np.zeros((n, mg * groups, sizes[0], sizes[1]))
+    cg = c // groups
+    for ci in range(c):
+        grp = ci // cg
+        for r in range(h):
+            for s in range(wd):
+                for i in range(kh):
+                    p = r * strides[0] + i * dil[0] - pads[0][0]
+                    if not 0 <= p < sizes[0]:
+                        continue
+                    for j in range(kw):
+                        q = s * strides[1] + j * dil[1] - pads[1][0]
+                        if 0 <= q < sizes[1]:
+                            out[:, grp * mg:(grp + 1) * mg, p, q] += np.outer(x[:, ci, r, s], w[ci, :, i, j])
+    return np.transpose(out, (0, 2, 3, 1)) if data_format == "NHWC" else out
+
+
+def gen_conv2d_transpose():
+    """Paddle's conv2d_transpose (x NCHW or NHWC, filter [C, M / groups, kh, kw])."""
+    def v(*shape):
+        return np.round(RNG24.uniform(-2.0, 2.0, size=shape), 2)
+
+    forms = [
+        # name, attrs, x, w
+        ("basic", {}, (2, 3, 4, 3), (3, 2, 2, 2)),
+        ("strided_padded", {"strides": [2, 3], "paddings": [1, 0, 0, 2]}, (1, 2, 3, 3), (2, 3, 3, 2)),
+        ("padding_2", {"paddings": [1, 1]}, (1, 2, 3, 4), (2, 2, 3, 3)),
+        ("dilated", {"dilations": [2, 1], "strides": [1, 2]}, (2, 2, 3, 3), (2, 2, 2, 3)),
+        ("output_padding", {"strides": [2, 3], "output_padding": [1, 2]}, (1, 2, 3, 2), (2, 2, 2, 2)),
+        ("output_padding_beyond_stride", {"dilations": [2, 3], "output_padding": [1, 2], "paddings": [1, 1]},
+         (1, 2, 3, 3), (2, 1, 2, 2)),
+        ("output_size", {"strides": [2, 3], "output_size": [8, 7], "paddings": [0, 1]}, (1, 2, 4, 3), (2, 2, 2, 2)),
+        ("same", {"padding_algorithm": "SAME", "strides": [2, 1], "dilations": [2, 2]}, (1, 2, 4, 3), (2, 2, 3, 2)),
+        ("valid", {"padding_algorithm": "VALID", "paddings": [3, 3]}, (1, 2, 3, 3), (2, 2, 2, 2)),
+        ("groups", {"groups": 2, "paddings": [1, 0]}, (2, 4, 3, 3), (4, 3, 2, 2)),
+        ("depthwise", {"groups": 3, "strides": [2, 2]}, (1, 3, 2, 3), (3, 1, 3, 3)),
+        ("nhwc_groups_strided", {"data_format": "NHWC", "groups": 2, "strides": [2, 1],
+                                 "output_padding": [1, 0], "paddings": [0, 1, 1, 0]},
+         (2, 3, 4, 4), (4, 2, 2, 3)),
+    ]
+    for name, attrs, xs, ws in forms:
+        x, w = v(*xs), v(*ws)
+        kw = {key: attrs[key] for key in ("strides", "paddings", "output_padding", "output_size", "dilations",
+                                          "groups", "data_format") if key in attrs}
+        if "padding_algorithm" in attrs:
+            kw["algorithm"] = attrs["padding_algorithm"]
+        case("conv2d_transpose", name, attrs, [x, w], [np_conv2d_transpose(x, w, **kw)])
+    x, w = v(2, 3, 4, 3), v(3, 2, 2, 2)
+    case("conv2d_transpose", "empty_batch", {}, [np.zeros((0, 3, 4, 3)), w], [np.zeros((0, 2, 5, 4))])
+    error("conv2d_transpose", "rank_3", {}, [v(3, 4, 3), w], "inputs[0].shape")
+    error("conv2d_transpose", "filter_rank", {}, [x, v(3, 2, 2)], "inputs[1].shape")
+    error("conv2d_transpose", "channels", {}, [x, v(2, 3, 2, 2)], "inputs[1].shape")
+    error("conv2d_transpose", "groups_channels", {"groups": 2}, [x, w], "inputs[1].shape")
+    error("conv2d_transpose", "empty_spatial", {}, [np.zeros((2, 3, 0, 3)), w], "inputs[0].shape")
+    error("conv2d_transpose", "stride_zero", {"strides": [0, 1]}, [x, w], "attrs.strides")
+    error("conv2d_transpose", "dilation_count", {"dilations": [1]}, [x, w], "attrs.dilations")
+    error("conv2d_transpose", "paddings_count", {"paddings": [1, 1, 1]}, [x, w], "attrs.paddings")
+    error("conv2d_transpose", "paddings_leave_nothing", {"paddings": [3, 0]}, [x, w], "attrs.paddings")
+    error("conv2d_transpose", "output_padding_count", {"output_padding": [1]}, [x, w], "attrs.output_padding")
+    error("conv2d_transpose", "output_padding_not_below_stride", {"strides": [2, 2], "output_padding": [2, 0]},
+          [x, w], "attrs.output_padding")
+    error("conv2d_transpose", "output_padding_negative", {"output_padding": [0, -1]}, [x, w],
+          "attrs.output_padding")
+    error("conv2d_transpose", "output_size_below", {"output_size": [4, 4]}, [x, w], "attrs.output_size")
+    error("conv2d_transpose", "output_size_beyond_stride", {"strides": [2, 2], "output_size": [10, 7]}, [x, w],
+          "attrs.output_size")
+    error("conv2d_transpose", "output_size_count", {"output_size": [5]}, [x, w], "attrs.output_size")
+    error("conv2d_transpose", "output_size_and_padding", {"output_size": [5, 4], "output_padding": [0, 0]},
+          [x, w], "attrs.output_padding")
+    error("conv2d_transpose", "groups_zero", {"groups": 0}, [x, w], "attrs.groups")
+    error("conv2d_transpose", "algorithm", {"padding_algorithm": "FULL"}, [x, w], "attrs.padding_algorithm")
+    error("conv2d_transpose", "format", {"data_format": "NCDHW"}, [x, w], "attrs.data_format")
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -3147,6 +3366,8 @@ def main():
     gen_linear_v2()  # RNG27
     gen_group_norm()  # RNG25
     gen_instance_norm()  # RNG26
+    gen_conv3d()  # RNG23
+    gen_conv2d_transpose()  # RNG24
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

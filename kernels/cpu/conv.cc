@@ -1,7 +1,9 @@
-// conv2d and conv2d_grad (docs/OPS.md "Paddle's other registered ops"): im2col and GEMMs
-// per batch entry and group (internal::Gemm: OpenBLAS where built with it); conv2d_grad
-// scatters the columns' gradient back into x's (col2im). The shape plan and its validation
-// are the reference's (rules/ops/conv_shape.h).
+// The conv family (docs/OPS.md "Paddle's other registered ops"): conv2d, conv3d,
+// depthwise_conv2d, their grads and conv2d_transpose. im2col and GEMMs per batch entry and
+// group (internal::Gemm: OpenBLAS where built with it); the grads and the transpose
+// scatter a column gradient back into x's layout (col2im). One path for 2-D and 3-D: a 2-D
+// plan has depth 1. The shape plan and its validation are the reference's
+// (rules/ops/conv_shape.h).
 #include <utility>
 #include <vector>
 
@@ -18,42 +20,50 @@ using internal::NewOutput;
 using internal::ValuesAs;
 
 // Sizes and strides of one batch entry n and group g: its column matrix col [taps =
-// cg * kh * kw, positions = oh * ow] (below), its filter rows [og, taps], and its out
-// channels as an [og, positions] matrix.
+// cg * kd * kh * kw, positions = od * oh * ow] (below), its filter rows [og, taps], and
+// its out channels as an [og, positions] matrix.
 struct ConvLayout {
-  int64_t cg, og, taps, positions;
-  int64_t sc, sh, sw, sn;  // x's strides in its layout
-  int64_t out_rs, out_cs;  // out's [og, positions] strides: NCHW (positions, 1), NHWC (1, O)
+  int64_t cg, og, taps, positions, in_size;
+  int64_t sc, sd, sh, sw, sn;  // x's strides in its layout
+  int64_t out_rs, out_cs;      // out's [og, positions] strides: channels first (positions, 1), last (1, O)
 
-  explicit ConvLayout(const conv::Conv2dPlan& p)
-      : cg(p.c / p.groups), og(p.o / p.groups), taps(cg * p.kh * p.kw), positions(p.oh * p.ow),
-        sc(p.channels_last ? 1 : p.h * p.w), sh(p.channels_last ? p.w * p.c : p.w),
-        sw(p.channels_last ? p.c : 1), sn(p.c * p.h * p.w),
+  explicit ConvLayout(const conv::ConvPlan& p)
+      : cg(p.c / p.groups), og(p.o / p.groups), taps(cg * p.k[0] * p.k[1] * p.k[2]),
+        positions(p.out[0] * p.out[1] * p.out[2]), in_size(p.in[0] * p.in[1] * p.in[2]),
+        sc(p.channels_last ? 1 : in_size), sd(p.in[1] * p.in[2] * (p.channels_last ? p.c : 1)),
+        sh(p.in[2] * (p.channels_last ? p.c : 1)), sw(p.channels_last ? p.c : 1), sn(p.c * in_size),
         out_rs(p.channels_last ? 1 : positions), out_cs(p.channels_last ? p.o : 1) {}
 
-  // Offsets of x[n, g * cg, 0, 0], filter[g * og, 0, 0, 0] and out[n, g * og, 0, 0].
+  // Offsets of x[n, g * cg, 0, ...], filter[g * og, 0, ...] and out[n, g * og, 0, ...].
   int64_t XAt(int64_t n, int64_t g) const { return n * sn + g * cg * sc; }
   int64_t FilterAt(int64_t g) const { return g * og * taps; }
-  int64_t OutAt(const conv::Conv2dPlan& p, int64_t n, int64_t g) const {
+  int64_t OutAt(const conv::ConvPlan& p, int64_t n, int64_t g) const {
     return p.channels_last ? n * positions * p.o + g * og : (n * p.o + g * og) * positions;
   }
 };
 
-// The column matrix col[(c, i, j), (r, s)] = x[n, g * cg + c, r * sh - pt + i * dh,
-// s * sw - pl + j * dw], 0 outside x: calls at(k, off) for its elements in order, k the
-// element's index in col and off the x element's offset from XAt(n, g) (-1 outside x).
+// The column matrix col[(c, i, j, l), (a, b, s)] = x[n, g * cg + c, a * sd - pd + i * dd,
+// b * sh - ph + j * dh, s * sw - pw + l * dw], 0 outside x: calls at(k, off) for its
+// elements in order, k the element's index in col and off the x element's offset from
+// XAt(n, g) (-1 outside x).
 template <typename At>
-void ForEachColumn(const conv::Conv2dPlan& p, const ConvLayout& l, At&& at) {
+void ForEachColumn(const conv::ConvPlan& p, const ConvLayout& l, At&& at) {
   int64_t k = 0;
   for (int64_t c = 0; c < l.cg; ++c) {
-    for (int64_t i = 0; i < p.kh; ++i) {
-      for (int64_t j = 0; j < p.kw; ++j) {
-        for (int64_t r = 0; r < p.oh; ++r) {
-          const int64_t h = r * p.stride_h - p.pad_top + i * p.dil_h;
-          const bool row_inside = h >= 0 && h < p.h;
-          for (int64_t s = 0; s < p.ow; ++s, ++k) {
-            const int64_t ww = s * p.stride_w - p.pad_left + j * p.dil_w;
-            at(k, row_inside && ww >= 0 && ww < p.w ? c * l.sc + h * l.sh + ww * l.sw : -1);
+    for (int64_t i = 0; i < p.k[0]; ++i) {
+      for (int64_t j = 0; j < p.k[1]; ++j) {
+        for (int64_t t = 0; t < p.k[2]; ++t) {
+          for (int64_t a = 0; a < p.out[0]; ++a) {
+            const int64_t z = a * p.stride[0] - p.pad[0] + i * p.dil[0];
+            const bool plane_inside = z >= 0 && z < p.in[0];
+            for (int64_t b = 0; b < p.out[1]; ++b) {
+              const int64_t h = b * p.stride[1] - p.pad[1] + j * p.dil[1];
+              const bool row_inside = plane_inside && h >= 0 && h < p.in[1];
+              for (int64_t s = 0; s < p.out[2]; ++s, ++k) {
+                const int64_t w = s * p.stride[2] - p.pad[2] + t * p.dil[2];
+                at(k, row_inside && w >= 0 && w < p.in[2] ? c * l.sc + z * l.sd + h * l.sh + w * l.sw : -1);
+              }
+            }
           }
         }
       }
@@ -62,13 +72,25 @@ void ForEachColumn(const conv::Conv2dPlan& p, const ConvLayout& l, At&& at) {
 }
 
 template <typename T>
-void Im2Col(const conv::Conv2dPlan& p, const ConvLayout& l, const T* x, T* col) {
+void Im2Col(const conv::ConvPlan& p, const ConvLayout& l, const T* x, T* col) {
   ForEachColumn(p, l, [&](int64_t k, int64_t off) { col[k] = off < 0 ? T(0) : x[off]; });
 }
 
-// out[n, g's channels, (r, s)] = filter_g [og, taps] . col [taps, positions].
+// col_grad = filter_g^T . G (G: an [og, positions] matrix in out's layout), scattered back
+// (added) into dst, x's layout at XAt(n, g) (col2im).
 template <typename T>
-Tensor RunConv2d(const Tensor& xt, const Tensor& wt, const conv::Conv2dPlan& p) {
+void Col2ImAdd(const conv::ConvPlan& p, const ConvLayout& l, const T* filter, MatrixView<T> grad,
+               std::vector<T>& col_grad, T* dst) {
+  Gemm<T>(l.taps, l.positions, l.og, MatrixView<T>{filter, 1, l.taps}, grad, col_grad.data(), l.positions, 1,
+          /*overwrite=*/true);
+  ForEachColumn(p, l, [&](int64_t k, int64_t off) {
+    if (off >= 0) dst[off] += col_grad[static_cast<size_t>(k)];
+  });
+}
+
+// out[n, g's channels, positions] = filter_g [og, taps] . col [taps, positions].
+template <typename T>
+Tensor RunConv(const Tensor& xt, const Tensor& wt, const conv::ConvPlan& p) {
   ValuesAs<T> xv(xt);
   ValuesAs<T> wv(wt);
   Tensor out = NewOutput(p.out_shape, DTypeOf<T>::value, /*zero=*/true);
@@ -88,10 +110,10 @@ Tensor RunConv2d(const Tensor& xt, const Tensor& wt, const conv::Conv2dPlan& p) 
 }
 
 // Per batch entry and group, with G = out_grad's [og, positions] matrix:
-// filter_grad_g += G . col^T, col_grad = filter_g^T . G, then col_grad scattered back
-// into input_grad at the x elements the columns read (col2im).
+// filter_grad_g += G . col^T, and col_grad = filter_g^T . G scattered back into
+// input_grad at the x elements the columns read (col2im).
 template <typename T>
-Tensors RunConv2dGrad(const TensorArgs& inputs, const conv::Conv2dPlan& p) {
+Tensors RunConvGrad(const TensorArgs& inputs, const conv::ConvPlan& p) {
   ValuesAs<T> xv(inputs[0]);
   ValuesAs<T> wv(inputs[1]);
   ValuesAs<T> gv(inputs[2]);
@@ -112,39 +134,83 @@ Tensors RunConv2dGrad(const TensorArgs& inputs, const conv::Conv2dPlan& p) {
       Im2Col(p, l, xv.data() + l.XAt(n, g), col.data());
       Gemm<T>(l.og, l.taps, l.positions, grad, MatrixView<T>{col.data(), 1, l.positions},
               wg + l.FilterAt(g), l.taps, 1);
-      Gemm<T>(l.taps, l.positions, l.og, MatrixView<T>{wv.data() + l.FilterAt(g), 1, l.taps}, grad,
-              col_grad.data(), l.positions, 1, /*overwrite=*/true);
-      T* dst = xg + l.XAt(n, g);
-      ForEachColumn(p, l, [&](int64_t k, int64_t off) {
-        if (off >= 0) dst[off] += col_grad[static_cast<size_t>(k)];
-      });
+      Col2ImAdd(p, l, wv.data() + l.FilterAt(g), grad, col_grad, xg + l.XAt(n, g));
     }
   }
   return TensorList(std::move(x_grad), std::move(w_grad));
+}
+
+// The transpose is the input gradient of the convolution t.conv (input: out, output: x):
+// per batch entry and group, col = filter_g^T . x_g scattered into out (col2im).
+template <typename T>
+Tensor RunConvTranspose(const Tensor& xt, const Tensor& wt, const conv::ConvTransposePlan& t) {
+  const conv::ConvPlan& p = t.conv;
+  ValuesAs<T> xv(xt);
+  ValuesAs<T> wv(wt);
+  Tensor out = NewOutput(t.out_shape, DTypeOf<T>::value, /*zero=*/true);
+  const ConvLayout l(p);
+  if (NumElements(t.out_shape) == 0 || NumElements(p.out_shape) == 0 || l.taps == 0) return out;
+  T* o = out.data<T>();
+  internal::CheckOutputShape({l.taps, l.positions});  // the column buffer
+  std::vector<T> col(static_cast<size_t>(l.taps * l.positions));
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t g = 0; g < p.groups; ++g) {
+      const MatrixView<T> x{xv.data() + l.OutAt(p, n, g), l.out_rs, l.out_cs};
+      Col2ImAdd(p, l, wv.data() + l.FilterAt(g), x, col, o + l.XAt(n, g));
+    }
+  }
+  return out;
+}
+
+Tensors Convolve(const TensorArgs& inputs, const conv::ConvPlan& plan) {
+  internal::CheckOutputShape(plan.out_shape);
+  return internal::DispatchFloat(internal::ComputeDType(inputs, {0, 1}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return TensorList(RunConv<T>(inputs[0], inputs[1], plan));
+  });
+}
+
+Tensors ConvolveGrad(const TensorArgs& inputs, const conv::ConvPlan& plan) {
+  return internal::DispatchFloat(internal::ComputeDType(inputs, {0, 1, 2}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return RunConvGrad<T>(inputs, plan);
+  });
 }
 
 }  // namespace
 
 Tensors conv2d(const TensorArgs& inputs, const Attrs& attrs) {
   internal::CheckArity(inputs, 2);
-  const conv::Conv2dPlan plan = conv::PlanConv2d(inputs[0].shape(), inputs[1].shape(), attrs);
-  internal::CheckOutputShape(plan.out_shape);
-  return internal::DispatchFloat(internal::ComputeDType(inputs, {0, 1}), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    return TensorList(RunConv2d<T>(inputs[0], inputs[1], plan));
-  });
+  return Convolve(inputs, conv::PlanConv2d(inputs[0].shape(), inputs[1].shape(), attrs));
 }
 
 // Paddle's depthwise_conv2d is conv2d (groups = the input channels).
 Tensors depthwise_conv2d(const TensorArgs& inputs, const Attrs& attrs) { return conv2d(inputs, attrs); }
 
+Tensors conv3d(const TensorArgs& inputs, const Attrs& attrs) {
+  internal::CheckArity(inputs, 2);
+  return Convolve(inputs, conv::PlanConv3d(inputs[0].shape(), inputs[1].shape(), attrs));
+}
+
 Tensors conv2d_grad(const TensorArgs& inputs, const Attrs& attrs) {
   internal::CheckArity(inputs, 3);
-  const conv::Conv2dPlan plan =
-      conv::PlanConv2dGrad(inputs[0].shape(), inputs[1].shape(), inputs[2].shape(), attrs);
-  return internal::DispatchFloat(internal::ComputeDType(inputs, {0, 1, 2}), [&](auto tag) {
+  return ConvolveGrad(inputs,
+                      conv::PlanConv2dGrad(inputs[0].shape(), inputs[1].shape(), inputs[2].shape(), attrs));
+}
+
+Tensors conv3d_grad(const TensorArgs& inputs, const Attrs& attrs) {
+  internal::CheckArity(inputs, 3);
+  return ConvolveGrad(inputs,
+                      conv::PlanConv3dGrad(inputs[0].shape(), inputs[1].shape(), inputs[2].shape(), attrs));
+}
+
+Tensors conv2d_transpose(const TensorArgs& inputs, const Attrs& attrs) {
+  internal::CheckArity(inputs, 2);
+  const conv::ConvTransposePlan plan = conv::PlanConv2dTranspose(inputs[0].shape(), inputs[1].shape(), attrs);
+  internal::CheckOutputShape(plan.out_shape);
+  return internal::DispatchFloat(internal::ComputeDType(inputs, {0, 1}), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return RunConv2dGrad<T>(inputs, plan);
+    return TensorList(RunConvTranspose<T>(inputs[0], inputs[1], plan));
   });
 }
 

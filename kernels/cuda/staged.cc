@@ -47,6 +47,9 @@ Tensors StagedPhase(const TensorArgs& inputs, const Attrs& attrs) {
 constexpr std::string_view kConv2d = "conv2d";
 constexpr std::string_view kConv2dGrad = "conv2d_grad";
 constexpr std::string_view kDepthwiseConv2d = "depthwise_conv2d";
+constexpr std::string_view kConv3d = "conv3d";
+constexpr std::string_view kConv3dGrad = "conv3d_grad";
+constexpr std::string_view kConv2dTranspose = "conv2d_transpose";
 constexpr std::string_view kCummax = "cummax";
 constexpr std::string_view kCummin = "cummin";
 constexpr std::string_view kLabelSmooth = "label_smooth";
@@ -75,6 +78,9 @@ SPMD_FOR_EACH_ROW_EXCHANGE_OP(SPMD_STAGED_PHASE_OP_NAME)
 const CudaKernel ops::conv2d{&Staged<kConv2d>, HalfInputs::kNative};
 const CudaKernel ops::conv2d_grad{&Staged<kConv2dGrad>, HalfInputs::kNative};
 const CudaKernel ops::depthwise_conv2d{&Staged<kDepthwiseConv2d>, HalfInputs::kNative};
+const CudaKernel ops::conv3d{&Staged<kConv3d>, HalfInputs::kNative};
+const CudaKernel ops::conv3d_grad{&Staged<kConv3dGrad>, HalfInputs::kNative};
+const CudaKernel ops::conv2d_transpose{&Staged<kConv2dTranspose>, HalfInputs::kNative};
 const CudaKernel ops::cummax{&Staged<kCummax>, HalfInputs::kNative};
 const CudaKernel ops::cummin{&Staged<kCummin>, HalfInputs::kNative};
 const CudaKernel ops::label_smooth{&Staged<kLabelSmooth>, HalfInputs::kNative};

@@ -128,6 +128,9 @@
   X(conv2d)                 \
   X(conv2d_grad)            \
   X(depthwise_conv2d)       \
+  X(conv3d)                 \
+  X(conv3d_grad)            \
+  X(conv2d_transpose)       \
   X(flash_attention)        \
   X(flash_attn_grad)        \
   X(c_embedding)            \
