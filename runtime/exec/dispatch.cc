@@ -153,7 +153,6 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
   }
   // The kernel's attrs: the normalised ones, or what the localizer makes of them.
   Attrs localized;
-  const Attrs* kernel_attrs = &normalized;
   if (op.localize) {
     std::vector<Shape> local_out;
     for (size_t o = 0; o < global_out.size(); ++o) {
@@ -161,9 +160,8 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
     }
     const LocalContext context{normalized, shapes, local_shapes, offsets, global_out, local_out};
     localized = op.localize(context);
-    kernel_attrs = &localized;
   }
-  const Attrs& local_attrs = *kernel_attrs;
+  const Attrs& local_attrs = op.localize ? localized : normalized;
   if (report != nullptr) {
     report->local_attrs = local_attrs;
     for (const Tensor& t : locals) report->input_buffers.push_back(t.bytes());
