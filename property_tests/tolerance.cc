@@ -334,7 +334,14 @@ double ClassTolerance(const Bounds& b, size_t out, size_t i, double r, double u)
     case ToleranceClass::kLayerNorm:
     case ToleranceClass::kGroupNorm:
       if (out == 1) return 2 * (k + 8) * u * (a + m) + kFloor;
-      if (out == 2) return 2 * (k + 8) * u * a + 4 * (k * m * u) * (k * m * u) + kFloor;
+      // The variance also carries the pieces' means' errors (each at most (K + 2) u M) where
+      // the row is combined from pieces (the exchanged statistics, Chan's merge): the
+      // between-piece term delta^2 n_a n_b / n moves by 2 |delta| |e| n_a n_b / n, at most
+      // 2 (K + 2) u M sqrt(|ref|) of the variance (delta^2 n_a n_b / n <= n |ref|).
+      if (out == 2) {
+        return 2 * (k + 8) * u * a + 2 * (2 * (k + 2) * u * m) * std::sqrt(a) +
+               4 * (k * m * u) * (k * m * u) + kFloor;
+      }
       return 2 * (k + 8 + 2 * m) * u *
                  (a + b.bias_max + b.inv[i / static_cast<size_t>(b.row)] * b.scale_max * 3 * m) +
              kFloor;

@@ -265,6 +265,10 @@ TEST(SimDeferred, ABlockIsReusedOnlyAfterItsStreamPassedTheFree) {
 
 TEST(SimPool, FreedAndFreshMemoryIsPoisoned) {
   Backend& sim = EnableSim();
+  // Frees that earlier tests queued on other streams of the device run first: one landing
+  // after x's below would put its block on top of the pool's cache (eager schedule), and the
+  // reuse would not be x's block.
+  SynchronizeDevice(kSim0);
   const Stream a = NewStream(kSim0);
   Tensor fresh = Tensor::Uninitialized({8}, DType::kFloat64, sim.AllocatorFor(kSim0), a);
   for (int64_t i = 0; i < 8; ++i) EXPECT_TRUE(std::isnan(ToHost(fresh).data<double>()[i]));
