@@ -1,7 +1,8 @@
-// Reference of dropout and bernoulli (docs/OPS.md): element e of the global tensor is kept
-// iff counter_rng::Uniform(seed, global linear index of e) >= p (bernoulli: is 1 iff below x). Plain loops: each element's
-// global index is rebuilt from its local multi-index, the shard's offset and the global
-// strides.
+// Reference of dropout, bernoulli and poisson (docs/OPS.md): element e of the global tensor
+// is kept iff counter_rng::Uniform(seed, global linear index of e) >= p (bernoulli: is 1 iff
+// the draw is below x; poisson: the count that the draw inverts). Plain loops: each
+// element's global index is rebuilt from its local multi-index, the shard's offset and the
+// global strides.
 #include <cstdint>
 #include <vector>
 
@@ -52,6 +53,25 @@ Tensors bernoulli(const Tensors& inputs, const Attrs& attrs) {
     int64_t global = 0;
     for (size_t d = 0; d < index.size(); ++d) global += (layout.offset[d] + index[d]) * global_strides[d];
     out.data[k] = counter_rng::Uniform(seed, global) < x.data[k] ? 1.0 : 0.0;
+  }
+  return {out};
+}
+
+// poisson: element e is counter_rng::PoissonCount(x[e], counter_rng::Uniform(seed, global
+// linear index of e)), in x's dtype; x in [0, 700].
+Tensors poisson(const Tensors& inputs, const Attrs& attrs) {
+  internal::CheckArity(inputs, 1);
+  const Tensor& x = inputs[0];
+  const int64_t seed = attrs.GetInt("seed");
+  const dropout::DropoutLayout layout = dropout::ReadDropoutLayout(attrs, x.shape);
+  for (double v : x.data) dropout::CheckPoissonRate(v);
+  const Shape global_strides = internal::Strides(layout.global_shape);
+  Tensor out = internal::Zeros(x.shape, x.dtype);
+  for (int64_t k = 0; k < NumElements(x.shape); ++k) {
+    const std::vector<int64_t> index = internal::Unravel(k, x.shape);
+    int64_t global = 0;
+    for (size_t d = 0; d < index.size(); ++d) global += (layout.offset[d] + index[d]) * global_strides[d];
+    out.data[k] = counter_rng::PoissonCount(x.data[k], counter_rng::Uniform(seed, global));
   }
   return {out};
 }

@@ -2830,6 +2830,53 @@ def gen_bernoulli():
           [x[1:3, 2:5]], "local.offset")
 
 
+family("random", ["poisson"])
+RNG30 = np.random.default_rng(20261224)
+
+
+def np_poisson(x, seed, offset=None, global_shape=None):
+    """poisson on x (the rates), a block at `offset` of a tensor of `global_shape`: the
+    count whose Poisson cumulative probability first exceeds the element's counter draw,
+    summed from 0 upward in float64 (docs/OPS.md; stops where a term no longer moves the sum)."""
+    x = np.asarray(x, dtype=np.float64)
+    out = np.zeros(x.shape)
+    for local, g in global_indices(x.shape, offset, global_shape):
+        u, rate = counter_uniform(seed, g), float(x[local])
+        term = math.exp(-rate)
+        total, count = term, 0
+        while u >= total:
+            count += 1
+            term *= rate / count
+            if total + term == total:
+                break
+            total += term
+        out[local] = float(count)
+    return out
+
+
+def gen_poisson():
+    """Paddle's poisson: a Poisson(x) count per element, drawn by inverting dropout's counter
+    generator's uniform."""
+    x = np.round(RNG30.uniform(0, 6, size=(4, 5)), 2)
+    case("poisson", "seed_0", {}, [x], [np_poisson(x, 0)])
+    case("poisson", "negative_seed", {"seed": -11}, [x], [np_poisson(x, -11)])
+    big = np.array([[0.0, 30.5, 250.0], [699.0, 700.0, 0.001]])
+    case("poisson", "zero_and_large_rates", {"seed": 4}, [big], [np_poisson(big, 4)])
+    f32 = T(np.round(RNG30.uniform(0, 3, size=(2, 3)), 2), "float32")
+    case("poisson", "float32_keeps_dtype", {"seed": 6}, [f32], [T(np_poisson(f32.array, 6), "float32")])
+    case("poisson", "0d", {"seed": 1}, [np.array(2.5)], [np_poisson(np.array(2.5), 1)])
+    case("poisson", "empty", {}, [np.zeros((3, 0))], [np.zeros((3, 0))])
+    full = np_poisson(x, 9)
+    case("poisson", "localized_offset", {"seed": 9, "local": {"offset": [2, 1], "global_shape": [4, 5]}},
+         [x[2:4, 1:4]], [full[2:4, 1:4]])
+    error("poisson", "negative", {}, [np.array([1.0, -0.5])], "inputs[0].data")
+    error("poisson", "nan", {}, [np.array([np.nan])], "inputs[0].data")
+    error("poisson", "infinity", {}, [np.array([np.inf, 1.0])], "inputs[0].data")
+    error("poisson", "above_the_limit", {}, [np.array([700.5])], "inputs[0].data", "Unsupported")
+    error("poisson", "block_outside", {"local": {"offset": [3, 1], "global_shape": [4, 5]}},
+          [x[2:4, 1:4]], "local.offset")
+
+
 family("shape", ["strided_slice"])
 RNG19 = np.random.default_rng(20261213)
 
@@ -3360,6 +3407,7 @@ def main():
     gen_take_along_axis()  # RNG17
     gen_put_along_axis()  # RNG18
     gen_bernoulli()  # RNG22
+    gen_poisson()  # RNG30
     gen_strided_slice()  # RNG19
     gen_fused_gemm_epilogue()  # RNG20
     gen_fused_linear_param_grad_add()  # RNG21

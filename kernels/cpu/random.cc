@@ -1,4 +1,4 @@
-// dropout's and bernoulli's CPU kernels: the draws of rules/ops/counter_rng.h at each
+// dropout's, bernoulli's and poisson's CPU kernels: the draws of rules/ops/counter_rng.h at each
 // element's GLOBAL linear index, so a shard (with the localized local.offset and
 // local.global_shape) draws the numbers of the same elements of the global tensor.
 #include <cstdint>
@@ -89,6 +89,28 @@ Tensors bernoulli(const TensorArgs& inputs, const Attrs& attrs) {
     T* o = out.data<T>();
     ForEachGlobalIndex(xt.shape(), layout, [&](int64_t i, int64_t global) {
       o[i] = counter_rng::Uniform(seed, global) < static_cast<double>(x[i]) ? T(1) : T(0);
+    });
+    return Tensors{std::move(out)};
+  });
+}
+
+// poisson: each element's count from its draw and rate, in x's float dtype; every rate is
+// checked first.
+Tensors poisson(const TensorArgs& inputs, const Attrs& attrs) {
+  internal::CheckArity(inputs, 1);
+  const Tensor& xt = inputs[0];
+  const int64_t seed = attrs.GetInt("seed");
+  const dropout::DropoutLayout layout = dropout::ReadDropoutLayout(attrs, xt.shape());
+  return internal::DispatchFloat(internal::ComputeDType(inputs, {0}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    internal::ValuesAs<T> xv(xt);
+    const T* x = xv.data();
+    for (int64_t i = 0; i < xt.numel(); ++i) dropout::CheckPoissonRate(static_cast<double>(x[i]));
+    Tensor out = internal::NewOutput(xt.shape(), DTypeOf<T>::value);
+    T* o = out.data<T>();
+    ForEachGlobalIndex(xt.shape(), layout, [&](int64_t i, int64_t global) {
+      const double u = counter_rng::Uniform(seed, global);
+      o[i] = static_cast<T>(counter_rng::PoissonCount(static_cast<double>(x[i]), u));
     });
     return Tensors{std::move(out)};
   });

@@ -58,6 +58,7 @@ constexpr std::string_view kInstanceNorm = "instance_norm";
 constexpr std::string_view kTakeAlongAxis = "take_along_axis";
 constexpr std::string_view kPutAlongAxis = "put_along_axis";
 constexpr std::string_view kBernoulli = "bernoulli";
+constexpr std::string_view kPoisson = "poisson";
 constexpr std::string_view kFusedGemmEpilogue = "fused_gemm_epilogue";
 constexpr std::string_view kFusedLinearParamGradAdd = "fused_linear_param_grad_add";
 constexpr std::string_view kLinearV2 = "linear_v2";
@@ -89,6 +90,7 @@ const CudaKernel ops::instance_norm{&Staged<kInstanceNorm>, HalfInputs::kNative}
 const CudaKernel ops::take_along_axis{&Staged<kTakeAlongAxis>, HalfInputs::kNative};
 const CudaKernel ops::put_along_axis{&Staged<kPutAlongAxis>, HalfInputs::kNative};
 const CudaKernel ops::bernoulli{&Staged<kBernoulli>, HalfInputs::kNative};
+const CudaKernel ops::poisson{&Staged<kPoisson>, HalfInputs::kNative};
 const CudaKernel ops::fused_gemm_epilogue{&Staged<kFusedGemmEpilogue>, HalfInputs::kNative};
 const CudaKernel ops::fused_linear_param_grad_add{&Staged<kFusedLinearParamGradAdd>, HalfInputs::kNative};
 const CudaKernel ops::linear_v2{&Staged<kLinearV2>, HalfInputs::kNative};

@@ -93,6 +93,7 @@
   /* random ops */          \
   X(dropout)                \
   X(bernoulli)              \
+  X(poisson)                \
   /* backward ops (Paddle's grad kernels, where no composition is exact) */ \
   X(gelu_grad)              \
   X(embedding_grad)         \

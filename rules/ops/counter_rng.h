@@ -1,4 +1,5 @@
-// The counter-based uniform that defines dropout's mask (docs/OPS.md, dropout).
+// The counter-based uniform that defines dropout's mask (docs/OPS.md, dropout), bernoulli's
+// and fused_dropout_add's draws, and poisson's count (PoissonCount, below).
 //
 // Element e of a tensor is kept iff Uniform(seed, i) >= p, where i is e's linear
 // (row-major) index in the GLOBAL tensor. Uniform is a pure function of (seed, index),
@@ -17,6 +18,7 @@
 // passes BigCrush, and reading it at any position costs two mixes.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 namespace spmd::counter_rng {
@@ -43,6 +45,28 @@ constexpr uint64_t Bits(uint64_t seed, uint64_t index) {
 constexpr double Uniform(int64_t seed, int64_t index) {
   return static_cast<double>(Bits(static_cast<uint64_t>(seed), static_cast<uint64_t>(index)) >> 11) *
          0x1.0p-53;
+}
+
+// poisson's draw (docs/OPS.md, poisson): the count k of a Poisson(rate) variable whose
+// cumulative probability first exceeds the uniform u, by inversion from k = 0 upward in
+// float64: p = exp(-rate), cdf = p; while u >= cdf: k += 1, p *= rate / k, and stop when
+// adding p no longer moves cdf (the tail below 2^-53 of it), else cdf += p. Part of the op's
+// contract, as Uniform is of dropout's: the reference and the kernels call it, and the
+// numeric goldens pin it with their own implementation. It takes rate in [0, kMaxPoissonRate]
+// (exp(-rate) stays a normal double; the loop runs about rate + a few sqrt(rate) times).
+inline constexpr double kMaxPoissonRate = 700.0;
+inline double PoissonCount(double rate, double u) {
+  double p = std::exp(-rate);
+  double cdf = p;
+  int64_t k = 0;
+  while (u >= cdf) {
+    ++k;
+    p *= rate / static_cast<double>(k);
+    const double next = cdf + p;
+    if (next == cdf) break;
+    cdf = next;
+  }
+  return static_cast<double>(k);
 }
 
 }  // namespace spmd::counter_rng

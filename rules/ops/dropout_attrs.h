@@ -1,4 +1,4 @@
-// dropout's attrs and localized layout (bernoulli's too), read and validated once for the rule, the
+// dropout's attrs and localized layout (bernoulli's and poisson's too), read and validated once for the rule, the
 // reference and the kernels (header-only, as rules/engine/shape_util.h: it holds validation and
 // no value arithmetic, so all three refuse the same requests with the same error type and
 // field while the values stay computed independently).
@@ -12,6 +12,7 @@
 #include "rules/model/attrs.h"
 #include "rules/model/error.h"
 #include "rules/engine/shape_util.h"
+#include "rules/ops/counter_rng.h"
 
 namespace spmd::dropout {
 
@@ -48,6 +49,20 @@ inline DropoutAttrs ReadDropoutAttrs(const Attrs& attrs) {
 inline void CheckProbability(double v) {
   if (!(v >= 0.0 && v <= 1.0)) {
     ThrowInvalid("inputs[0].data", "a bernoulli probability must be in [0, 1], got " + std::to_string(v));
+  }
+}
+
+// poisson's input: each element a rate in [0, counter_rng::kMaxPoissonRate]: NaN, infinity
+// and a negative rate are InvalidArgument naming inputs[0].data (no distribution has them); a
+// finite rate above the limit is Unsupported (counter_rng::PoissonCount's inversion).
+inline void CheckPoissonRate(double v) {
+  if (!(v >= 0.0) || std::isinf(v)) {
+    ThrowInvalid("inputs[0].data", "a poisson rate must be finite and >= 0, got " + std::to_string(v));
+  }
+  if (v > counter_rng::kMaxPoissonRate) {
+    ThrowUnsupported("inputs[0].data", "a poisson rate above " + std::to_string(counter_rng::kMaxPoissonRate) +
+                                           " is not drawn (the inversion's exp(-rate) would underflow), got " +
+                                           std::to_string(v));
   }
 }
 

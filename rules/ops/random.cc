@@ -1,5 +1,6 @@
-// Random ops: dropout, fused_dropout_add and bernoulli. Dropout's mask is a pure function of the seed and each element's GLOBAL
-// linear index (rules/ops/counter_rng.h), so every dim may stay sharded: the localizer passes
+// Random ops: dropout, fused_dropout_add, bernoulli and poisson. Dropout's mask is a pure
+// function of the seed and each element's GLOBAL linear index (rules/ops/counter_rng.h; the
+// other ops' draws likewise), so every dim may stay sharded: the localizer passes
 // the shard's global offset and the global shape, and each rank draws the numbers of its
 // own elements. The checker's simulated mesh then proves that every sharding computes the
 // mask and output of one device.
@@ -157,6 +158,28 @@ OpDecl bernoulli() {
       .Examples(FromSignatures({{{"ab"}, MakeAttrs({{"seed", int64_t{7}}})},
                                 {{"abc"}, Attrs()},
                                 {{"a"}, MakeAttrs({{"seed", int64_t{-3}}})}}));
+}
+
+// Paddle's poisson: x -> out, each element a Poisson(x) count in x's dtype, drawn by
+// counter_rng::PoissonCount from the element's counter_rng::Uniform(seed, global index).
+// Rates in [0, 700] (NaN, infinity, negative: InvalidArgument inputs[0].data; above 700:
+// Unsupported). As bernoulli: Paddle draws from its global generator and takes no seed;
+// attrs.seed keys the draws, so every dim may stay sharded and one seed gives one result on
+// any mesh. No gradient (Paddle's poisson_grad is zero: out is piecewise constant in x).
+// Partial inputs are reduced.
+OpDecl poisson() {
+  return OpBuilder("poisson").Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
+      .Attr("seed", AttrKind::kInt, int64_t{0})
+      .Einsum([](const RuleContext& c) {
+        const std::string letters = notation::Letters(static_cast<int>(c.input_shapes[0].size()));
+        return notation::FromLetters({letters}, {letters});
+      })
+      .Values([](const RuleContext&) { return std::vector<InputValues>{{ValueKind::kPositive}}; })
+      .Localize({LocalField::kOffset, LocalField::kGlobalShape}, ByGlobalIndex)
+      .Examples(FromSignatures({{{"ab"}, MakeAttrs({{"seed", int64_t{5}}})},
+                                {{"abc"}, Attrs()},
+                                {{"a"}, MakeAttrs({{"seed", int64_t{-9}}})}}));
 }
 
 }  // namespace spmd::declare

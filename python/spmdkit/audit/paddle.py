@@ -181,7 +181,7 @@ _UNARY = ["relu", "silu", "exp", "log", "tanh", "sigmoid", "sqrt", "abs",
           "sign", "reciprocal", "square", "logsigmoid", "softsign", "softplus", "mish",
           "swish", "relu6", "hardswish", "hardsigmoid", "leaky_relu", "elu", "celu", "selu",
           "hardshrink", "softshrink", "hardtanh", "thresholded_relu", "stanh", "tanh_shrink",
-          "logit", "assign", "erfinv", "conj", "fill", "logical_not", "bitwise_not", "bernoulli"]
+          "logit", "assign", "erfinv", "conj", "fill", "logical_not", "bitwise_not", "bernoulli", "poisson"]
 _BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "greater_than", "less_than",
            # the binary math family (rules/engine/binary_math_list.h): Paddle's elementwise rule
            "elementwise_pow", "floor_divide", "trunc_divide", "remainder", "fmax", "fmin", "heaviside",
@@ -340,7 +340,7 @@ PADDLE_ONLY = {"infer_flags": [], "decrease_axis": []}
 # Declared attrs an op's Paddle rule does not take and that change no layout (the random
 # ops' probability and seed): any value may be left out of the call.
 LAYOUT_FREE = {"fused_dropout_add": {"p", "is_test", "mode", "seed", "fix_seed"},
-               "fill": {"value"}, "bernoulli": {"seed"}}
+               "fill": {"value"}, "bernoulli": {"seed"}, "poisson": {"seed"}}
 
 
 def paddle_attrs(op: str, signature, attrs: dict) -> dict:
