@@ -277,7 +277,8 @@ ExampleBuilder NormGradExamples(size_t params, size_t statistics) {
     std::vector<Example> examples;
     for (Example e : NormExamples(params)(p)) {
       const Shape x = e.shapes[0];
-      const int64_t begin = plan::SplitForNorm(x, e.attrs.GetInt("begin_norm_axis")).begin;
+      const auto rank = static_cast<int64_t>(x.size());
+      const int64_t begin = shape::NormalizeAxis(e.attrs.GetInt("begin_norm_axis"), rank, "attrs.begin_norm_axis");
       for (size_t k = 0; k < statistics; ++k) e.shapes.push_back(Shape(x.begin(), x.begin() + begin));
       e.shapes.push_back(x);
       examples.push_back(std::move(e));
