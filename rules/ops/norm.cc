@@ -256,15 +256,14 @@ EinsumSpec NormalizationGrad(const RuleContext& c, const plan::NormSplit& split,
   inputs.insert(inputs.end(), statistics, letters.substr(0, begin));
   inputs.push_back(letters);
   EinsumSpec spec = notation::FromLetters(inputs, outputs, letters.substr(begin + 1));
+  bool tied = false;
   for (size_t p = 0; p < params; ++p) {
-    if (spec.inputs[1 + p].empty()) {
-      spec.whole_outputs.push_back(static_cast<int>(1 + p));
-    }
-  }
-  for (size_t p = 0; p < params; ++p) {
-    if (!spec.inputs[1 + p].empty()) {
-      spec.tied.push_back({spec.inputs[1 + p][0], spec.inputs[0][begin]});  // N follows c
-      break;
+    const Notation& param = spec.inputs[1 + p];
+    if (param.empty()) {
+      spec.whole_outputs.push_back(static_cast<int>(1 + p));  // an absent parameter's 0-d zero
+    } else if (!tied) {
+      spec.tied.push_back({param[0], spec.inputs[0][begin]});  // N follows c
+      tied = true;
     }
   }
   return spec;
