@@ -53,12 +53,17 @@ constexpr Format kFormats[] = {
 // xhat = (x - mean) inv (rms: x inv), dxhat = g scale, D = mean |dxhat| (layer_norm_grad
 // subtracts mean(dxhat); rms_norm_grad has no such term: D = 0), P = mean |dxhat xhat|.
 // x_grad's element sums n terms and scales with inv (|dxhat| + D + |xhat| P); scale_grad's
-// sums the R rows and scales with sum |g xhat|, bias_grad's with sum |g|.
+// sums the R rows and scales with sum |g xhat|, bias_grad's with sum |g|. layer_norm_grad's
+// absent (0-d) scale is 1, and an absent parameter's gradient is a 0-d zero (magnitude 0).
 void NormGradBounds(Bounds& b, const ref::Tensors& inputs, const Attrs& attrs, bool layer_norm) {
   const ref::Tensor& x = inputs[0];
   const ref::Tensor& scale = inputs[1];
   const ref::Tensor& g = inputs.back();
-  const size_t n = scale.data.size();
+  std::vector<Shape> shapes;
+  for (const ref::Tensor& t : inputs) shapes.push_back(t.shape);
+  const plan::NormSplit split =
+      layer_norm ? plan::PlanLayerNormGrad(shapes, attrs) : plan::PlanRmsNormGrad(shapes, attrs);
+  const size_t n = static_cast<size_t>(split.n);
   const size_t rows = n == 0 ? 0 : x.data.size() / n;
   const double eps = attrs.GetFloat("epsilon");
   b.terms = {static_cast<double>(n), static_cast<double>(rows), static_cast<double>(rows)};
@@ -73,7 +78,7 @@ void NormGradBounds(Bounds& b, const ref::Tensors& inputs, const Attrs& attrs, b
     for (size_t j = 0; j < n; ++j) {
       const size_t at = r * n + j;
       xhat[j] = (x.data[at] - mean) * inv;
-      dxhat[j] = g.data[at] * scale.data[j];
+      dxhat[j] = split.has_scale ? g.data[at] * scale.data[j] : g.data[at];
       d += std::fabs(dxhat[j]);
       p += std::fabs(dxhat[j] * xhat[j]);
       b.magnitude[1][j] += std::fabs(g.data[at] * xhat[j]);
@@ -85,6 +90,8 @@ void NormGradBounds(Bounds& b, const ref::Tensors& inputs, const Attrs& attrs, b
       b.magnitude[0][r * n + j] = inv * (std::fabs(dxhat[j]) + d + std::fabs(xhat[j]) * p);
     }
   }
+  if (!split.has_scale) b.magnitude[1].assign(1, 0.0);
+  if (layer_norm && !split.has_bias) b.magnitude[2].assign(1, 0.0);
 }
 
 // flash_attn_grad (q, k, v, out, softmax_lse, seed_offset, attn_mask, out_grad): every term
@@ -271,12 +278,16 @@ Bounds MakeBounds(const OpDecl& op, const ref::Tensors& inputs, const Attrs& att
       }
       break;
     case ToleranceClass::kLayerNorm: {
-      // Outputs out, mean, variance: a row is the normalised size.
+      // Outputs out, mean, variance: a row is the normalised size. An absent (0-d) scale or
+      // bias is 1 or 0 whatever value it holds (rms_norm's scale is always given).
       b.row = Ratio(inputs[0].shape, expected[1].shape);
       const double eps = attrs.GetFloat("epsilon");
       for (double var : expected[2].data) b.inv.push_back(1.0 / std::sqrt(var + eps));
-      b.scale_max = MaxAbs(inputs[1].data);
-      b.bias_max = MaxAbs(inputs[2].data);
+      std::vector<Shape> shapes;
+      for (const ref::Tensor& t : inputs) shapes.push_back(t.shape);
+      const plan::NormSplit split = plan::PlanLayerNorm(shapes, attrs);
+      b.scale_max = split.has_scale ? MaxAbs(inputs[1].data) : 1.0;
+      b.bias_max = split.has_bias ? MaxAbs(inputs[2].data) : 0.0;
       break;
     }
     case ToleranceClass::kGroupNorm: {

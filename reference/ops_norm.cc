@@ -17,6 +17,7 @@ using plan::NormSplit;
 // `centered` false) through out, row by row: xhat = (x - mean) inv, dxhat = out_grad scale;
 // x_grad = inv (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), without the mean(dxhat) term
 // when not `centered`; scale_grad and bias_grad sum out_grad xhat and out_grad over the rows.
+// An absent scale is 1 (dxhat = out_grad); an absent parameter's gradient is a 0-d zero.
 Tensors NormGrad(const Tensors& inputs, const NormSplit& split, const std::vector<double>& inv,
                  const std::vector<double>& mean, bool centered) {
   const Tensor& x = inputs[0];
@@ -32,7 +33,7 @@ Tensors NormGrad(const Tensors& inputs, const NormSplit& split, const std::vecto
     for (int64_t j = 0; j < n; ++j) {
       const double g = out_grad.data[o * n + j];
       xhat[j] = (x.data[o * n + j] - mean[o]) * inv[o];
-      dxhat[j] = g * scale.data[j];
+      dxhat[j] = split.has_scale ? g * scale.data[j] : g;
       mean_dxhat += dxhat[j];
       mean_dxhat_xhat += dxhat[j] * xhat[j];
       scale_grad.data[j] += g * xhat[j];
@@ -44,6 +45,8 @@ Tensors NormGrad(const Tensors& inputs, const NormSplit& split, const std::vecto
       x_grad.data[o * n + j] = (dxhat[j] - mean_dxhat - xhat[j] * mean_dxhat_xhat) * inv[o];
     }
   }
+  if (!split.has_scale) scale_grad = internal::Zeros(split.ParamGradShape(false));
+  if (!split.has_bias) bias_grad = internal::Zeros(split.ParamGradShape(false));
   return {x_grad, scale_grad, bias_grad};
 }
 
@@ -76,8 +79,9 @@ Tensors GroupNorm(const Tensors& inputs, const plan::GroupNormPlan& p, double ep
 
 }  // namespace
 
+// An absent (0-d) scale is 1, an absent bias 0.
 Tensors layer_norm(const Tensors& inputs, const Attrs& attrs) {
-  const NormSplit split = plan::PlanNorm(plan::ShapesOf(inputs), attrs, 2);
+  const NormSplit split = plan::PlanLayerNorm(plan::ShapesOf(inputs), attrs);
   const double epsilon = attrs.GetFloat("epsilon");
   const Tensor& x = inputs[0];
   const Tensor& scale = inputs[1];
@@ -95,7 +99,8 @@ Tensors layer_norm(const Tensors& inputs, const Attrs& attrs) {
     var /= static_cast<double>(split.n);
     double inv = 1.0 / std::sqrt(var + epsilon);
     for (int64_t j = 0; j < split.n; ++j) {
-      out.data[o * split.n + j] = (row[j] - mu) * inv * scale.data[j] + bias.data[j];
+      out.data[o * split.n + j] = (row[j] - mu) * inv * (split.has_scale ? scale.data[j] : 1.0) +
+                                  (split.has_bias ? bias.data[j] : 0.0);
     }
     mean.data[o] = mu;
     variance.data[o] = var;
@@ -104,7 +109,7 @@ Tensors layer_norm(const Tensors& inputs, const Attrs& attrs) {
 }
 
 Tensors rms_norm(const Tensors& inputs, const Attrs& attrs) {
-  const NormSplit split = plan::PlanNorm(plan::ShapesOf(inputs), attrs, 1);
+  const NormSplit split = plan::PlanRmsNorm(plan::ShapesOf(inputs), attrs);
   const double epsilon = attrs.GetFloat("epsilon");
   const Tensor& x = inputs[0];
   const Tensor& scale = inputs[1];
@@ -130,9 +135,9 @@ Tensors instance_norm(const Tensors& inputs, const Attrs& attrs) {
 }
 
 // x, scale, bias (not read), mean, variance, out_grad -> x_grad, scale_grad, bias_grad:
-// inv = 1/sqrt(variance + epsilon) per row.
+// inv = 1/sqrt(variance + epsilon) per row; a 0-d (absent) scale or bias gets a 0-d zero.
 Tensors layer_norm_grad(const Tensors& inputs, const Attrs& attrs) {
-  const NormSplit split = plan::PlanNormGrad(plan::ShapesOf(inputs), attrs, 2, 2);
+  const NormSplit split = plan::PlanLayerNormGrad(plan::ShapesOf(inputs), attrs);
   const double epsilon = attrs.GetFloat("epsilon");
   std::vector<double> inv;
   for (double variance : inputs[4].data) inv.push_back(1.0 / std::sqrt(variance + epsilon));
@@ -141,7 +146,7 @@ Tensors layer_norm_grad(const Tensors& inputs, const Attrs& attrs) {
 
 // x, scale, invvar, out_grad -> x_grad, scale_grad: xhat = x invvar, no mean(dxhat) term.
 Tensors rms_norm_grad(const Tensors& inputs, const Attrs& attrs) {
-  const NormSplit split = plan::PlanNormGrad(plan::ShapesOf(inputs), attrs, 1, 1);
+  const NormSplit split = plan::PlanRmsNormGrad(plan::ShapesOf(inputs), attrs);
   Tensors grads = NormGrad(inputs, split, inputs[2].data,
                            std::vector<double>(inputs[2].data.size(), 0.0), false);
   grads.pop_back();  // no bias

@@ -88,11 +88,12 @@ AxisPiece CheckSoftmaxGradPiece(const Tensors& inputs, const Attrs& attrs, size_
 }
 
 using norm_pieces::NormPiece;
+// params 2: layer_norm, whose scale and bias may be absent (0-d); 1: rms_norm.
 NormPiece CheckNormPiece(const Tensors& inputs, const Attrs& attrs, size_t params, size_t arity) {
   CheckArity(inputs, arity);
   std::vector<Shape> shapes;
   for (const Tensor& t : inputs) shapes.push_back(t.shape);
-  return norm_pieces::PlanNormPiece(shapes, attrs, params);
+  return norm_pieces::PlanNormPiece(shapes, attrs, params, params == 2);
 }
 
 }  // namespace
@@ -147,7 +148,8 @@ Tensors layer_norm_stats(const Tensors& inputs, const Attrs& attrs) {
   return {stats};
 }
 
-// x, scale, bias, gathered -> the piece's out, and the whole rows' mean and variance.
+// x, scale, bias, gathered -> the piece's out, and the whole rows' mean and variance (an
+// absent scale 1, an absent bias 0).
 Tensors layer_norm_finish(const Tensors& inputs, const Attrs& attrs) {
   const NormPiece p = CheckNormPiece(inputs, attrs, 2, 4);
   const double epsilon = attrs.GetFloat("epsilon");
@@ -162,8 +164,8 @@ Tensors layer_norm_finish(const Tensors& inputs, const Attrs& attrs) {
     const double var = m.m2 / m.count;
     const double inv = 1.0 / std::sqrt(var + epsilon);
     for (int64_t j = 0; j < p.n; ++j) {
-      out.data[r * p.n + j] =
-          (x.data[r * p.n + j] - m.mean) * inv * inputs[1].data[p.first + j] + inputs[2].data[p.first + j];
+      out.data[r * p.n + j] = (x.data[r * p.n + j] - m.mean) * inv * (p.has_scale ? inputs[1].data[p.first + j] : 1.0) +
+                              (p.has_bias ? inputs[2].data[p.first + j] : 0.0);
     }
     mean.data[r] = m.mean;
     variance.data[r] = var;
@@ -352,14 +354,15 @@ Tensors NormGradStatsPhase(const Tensors& inputs, const Attrs& attrs, bool cente
   Tensor stats = internal::Zeros(shape);
   const Tensor& g = inputs[centered ? 5 : 3];
   for (int64_t o = 0; o < r.piece.split.outer; ++o) {
-    norm_pieces::GradRowStats(inputs[0].data.data() + o * n, inputs[1].data.data(), g.data.data() + o * n,
+    norm_pieces::GradRowStats(inputs[0].data.data() + o * n,
+                              r.piece.split.has_scale ? inputs[1].data.data() : nullptr, g.data.data() + o * n,
                               r.mean[o], r.inv[o], n, stats.data.data() + o * norm_pieces::kGradStats);
   }
   return {stats};
 }
 
 // The piece's x_grad from the whole rows' means, and its slice of the parameters'
-// gradients over the local rows.
+// gradients over the local rows (a 0-d zero for an absent parameter).
 Tensors NormGradFinishPhase(const Tensors& inputs, const Attrs& attrs, bool centered) {
   const size_t own = centered ? 6 : 4;
   const NormGradRows r = CheckNormGradPiece(inputs, attrs, centered, own + 1);
@@ -379,13 +382,15 @@ Tensors NormGradFinishPhase(const Tensors& inputs, const Attrs& attrs, bool cent
     for (int64_t j = 0; j < n; ++j) {
       const double gv = g.data[o * n + j];
       const double xhat = (x.data[o * n + j] - r.mean[o]) * r.inv[o];
-      const double dxhat = gv * scale.data[j];
+      const double dxhat = r.piece.split.has_scale ? gv * scale.data[j] : gv;
       x_grad.data[o * n + j] = (dxhat - m.dxhat - xhat * m.dxhat_xhat) * r.inv[o];
       scale_grad.data[j] += gv * xhat;
       bias_grad.data[j] += gv;
     }
   }
   if (!centered) return {x_grad, scale_grad};
+  if (!r.piece.split.has_scale) scale_grad = internal::Zeros(r.piece.split.ParamGradShape(false));
+  if (!r.piece.split.has_bias) bias_grad = internal::Zeros(r.piece.split.ParamGradShape(false));
   return {x_grad, scale_grad, bias_grad};
 }
 

@@ -3375,6 +3375,67 @@ def gen_conv2d_transpose():
     error("conv2d_transpose", "format", {"data_format": "NCDHW"}, [x, w], "attrs.data_format")
 
 
+# layer_norm and layer_norm_grad with absent parameters: a stream of their own (RNG28), so
+# that every case above keeps its values.
+RNG28 = np.random.default_rng(20261222)
+
+
+def gen_layer_norm_optional():
+    """Paddle's layer_norm(x, scale?, bias?): a 0-d scale or bias is absent (scale 1, bias 0,
+    its value not read); layer_norm_grad takes them the same way and gives an absent
+    parameter's gradient as a 0-d zero. The expected values are the ones of the whole-
+    parameter formulas above with ones and zeros in place of the absent parameters."""
+    def v(*shape):
+        return np.round(RNG28.uniform(-2, 2, size=shape), 2)
+
+    def absent(value=0.0):
+        return np.array(value)
+
+    def params(n, has_scale, has_bias):
+        """The given parameters (absent ones 0-d, holding a value that must not be read) and
+        the ones and zeros the formulas use for them."""
+        scale, bias = v(n) if has_scale else absent(3.5), v(n) if has_bias else absent(-1.25)
+        return scale, bias, scale if has_scale else np.ones(n), bias if has_bias else np.zeros(n)
+
+    for label, shape, begin, attrs, has_scale, has_bias in [
+            ("scale_absent", (3, 4), 1, {}, False, True),
+            ("bias_absent_begin2_eps", (2, 3, 4), 2, {"begin_norm_axis": 2, "epsilon": 1e-3}, True, False),
+            ("both_absent_begin_minus2", (2, 3, 4), 1, {"begin_norm_axis": -2}, False, False),
+            ("both_absent_empty_rows", (0, 3), 1, {}, False, False)]:
+        x = v(*shape)
+        n = int(np.prod(shape[begin:]))
+        scale, bias, s_used, b_used = params(n, has_scale, has_bias)
+        eps = attrs.get("epsilon", 1e-5)
+        case("layer_norm", label, attrs, [x, scale, bias], list(norm_forward(x, s_used, b_used, eps, begin, False)))
+
+    for label, shape, begin, attrs, has_scale, has_bias in [
+            ("scale_absent", (3, 4), 1, {}, False, True),
+            ("bias_absent_begin2", (2, 3, 4), 2, {"begin_norm_axis": 2}, True, False),
+            ("both_absent_eps", (2, 5), -1, {"begin_norm_axis": -1, "epsilon": 1e-3}, False, False)]:
+        x, g = v(*shape), v(*shape)
+        _, b = rows_of(x, begin)
+        n = int(np.prod(shape[b:]))
+        scale, bias, s_used, b_used = params(n, has_scale, has_bias)
+        eps = attrs.get("epsilon", 1e-5)
+        _, mean, var = norm_forward(x, s_used, b_used, eps, begin, rms=False)
+        grads = np_layer_norm_grad(x, s_used, mean, var, g, eps, begin)
+        check_against_differences(x, s_used, b_used, g, eps, begin, False, grads)
+        if not has_scale:
+            grads[1] = np.zeros(())
+        if not has_bias:
+            grads[2] = np.zeros(())
+        case("layer_norm_grad", label, attrs, [x, scale, bias, mean, var, g], grads)
+
+    x = v(2, 3)
+    error("layer_norm", "absent_scale_bias_wrong", {}, [x, absent(), v(2)], "inputs[2].shape")
+    error("layer_norm", "absent_bias_scale_2d", {}, [x, v(1, 3), absent()], "inputs[1].shape")
+    g, st, vr = v(2, 3), v(2), np.round(RNG28.uniform(0.1, 2, size=2), 2)
+    op = "layer_norm_grad"
+    error(op, "absent_scale_bias_wrong", {}, [x, absent(), v(4), st, vr, g], "inputs[2].shape")
+    error(op, "both_absent_mean_wrong", {}, [x, absent(), absent(), v(3), vr, g], "inputs[3].shape")
+    error(op, "absent_bias_out_grad_wrong", {}, [x, v(3), absent(), st, vr, v(3, 2)], "inputs[5].shape")
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -3416,6 +3477,7 @@ def main():
     gen_instance_norm()  # RNG26
     gen_conv3d()  # RNG23
     gen_conv2d_transpose()  # RNG24
+    gen_layer_norm_optional()  # RNG28
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

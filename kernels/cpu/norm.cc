@@ -26,12 +26,31 @@ using internal::InputField;
 using internal::NewOutput;
 using internal::ValuesAs;
 
+// The compute dtype of layer_norm's (or its grad's) value inputs `read` and its given
+// parameters, in input order (an absent parameter's dtype is not read).
+DType LayerNormDType(const TensorArgs& inputs, const plan::NormSplit& split, std::vector<size_t> read) {
+  if (split.has_scale) read.push_back(1);
+  if (split.has_bias) read.push_back(2);
+  std::sort(read.begin(), read.end());
+  return internal::ComputeDTypeOver(inputs, read);
+}
+
+// layer_norm's parameter p (1 scale, 2 bias) as n values of T: its own, or, absent, n ones
+// (scale) or zeros (bias) held in `fill`, so that the row loops read [n] either way.
+template <typename T>
+const T* ParamOrFill(const ValuesAs<T>& given, bool present, T value, int64_t n, std::vector<T>& fill) {
+  if (present) return given.data();
+  fill.assign(static_cast<size_t>(n), value);
+  return fill.data();
+}
+
 }  // namespace
 
+// An absent (0-d) scale is 1, an absent bias 0.
 Tensors layer_norm(const TensorArgs& inputs, const Attrs& attrs) {
-  const plan::NormSplit split = plan::PlanNorm(plan::ShapesOf(inputs), attrs, 2);
+  const plan::NormSplit split = plan::PlanLayerNorm(plan::ShapesOf(inputs), attrs);
   const double epsilon = attrs.GetFloat("epsilon");
-  return DispatchFloat(ComputeDType(inputs, {0, 1, 2}), [&](auto tag) {
+  return DispatchFloat(LayerNormDType(inputs, split, {0}), [&](auto tag) {
     using T = typename decltype(tag)::type;
     ValuesAs<T> xv(inputs[0]);
     ValuesAs<T> sv(inputs[1]);
@@ -39,8 +58,9 @@ Tensors layer_norm(const TensorArgs& inputs, const Attrs& attrs) {
     Tensor out = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
     Tensor mean = NewOutput(split.stats_shape, DTypeOf<T>::value);
     Tensor variance = NewOutput(split.stats_shape, DTypeOf<T>::value);
-    const T* scale = sv.data();
-    const T* bias = bv.data();
+    std::vector<T> ones, zeros;
+    const T* scale = ParamOrFill<T>(sv, split.has_scale, T(1), split.n, ones);
+    const T* bias = ParamOrFill<T>(bv, split.has_bias, T(0), split.n, zeros);
     T* o = out.data<T>();
     T* mo = mean.data<T>();
     T* vo = variance.data<T>();
@@ -70,7 +90,7 @@ Tensors layer_norm(const TensorArgs& inputs, const Attrs& attrs) {
 }
 
 Tensors rms_norm(const TensorArgs& inputs, const Attrs& attrs) {
-  const plan::NormSplit split = plan::PlanNorm(plan::ShapesOf(inputs), attrs, 1);
+  const plan::NormSplit split = plan::PlanRmsNorm(plan::ShapesOf(inputs), attrs);
   const double epsilon = attrs.GetFloat("epsilon");
   return DispatchFloat(ComputeDType(inputs, {0, 1}), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -226,34 +246,41 @@ void NormGradRows(const T* x, const T* scale, const T* stats, const T* variance,
 
 // layer_norm_grad (kLayerNorm: x, scale, bias (not read), mean, variance, out_grad ->
 // x_grad, scale_grad, bias_grad) and rms_norm_grad (x, scale, invvar, out_grad -> x_grad,
-// scale_grad).
+// scale_grad). layer_norm_grad's absent (0-d) scale is read as ones; an absent parameter's
+// gradient is summed into scratch and given as a 0-d zero.
 template <bool kLayerNorm>
 Tensors NormGrad(const TensorArgs& inputs, const Attrs& attrs) {
   constexpr size_t kParams = kLayerNorm ? 2 : 1;
-  const plan::NormSplit shape = plan::PlanNormGrad(plan::ShapesOf(inputs), attrs, kParams, kParams);
+  const plan::NormSplit shape = kLayerNorm ? plan::PlanLayerNormGrad(plan::ShapesOf(inputs), attrs)
+                                           : plan::PlanRmsNormGrad(plan::ShapesOf(inputs), attrs);
   const double epsilon = attrs.GetFloat("epsilon");
   constexpr size_t kStats = 1 + kParams;                   // mean or invvar
   constexpr size_t kVariance = kLayerNorm ? 4 : kStats;  // rms_norm_grad: not read
-  return DispatchFloat(internal::ComputeDTypeAll(inputs), [&](auto tag) {
+  const DType dtype = kLayerNorm ? LayerNormDType(inputs, shape, {0, 3, 4, 5}) : internal::ComputeDTypeAll(inputs);
+  return DispatchFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     ValuesAs<T> x(inputs[0]);
-    ValuesAs<T> scale(inputs[1]);
+    ValuesAs<T> scale_values(inputs[1]);
     ValuesAs<T> stats(inputs[kStats]);
     ValuesAs<T> variance(inputs[kVariance]);
     ValuesAs<T> g(inputs[inputs.size() - 1]);
+    std::vector<T> ones;
+    const T* scale = ParamOrFill<T>(scale_values, shape.has_scale, T(1), shape.n, ones);
     Tensor x_grad = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
     Tensor scale_grad = NewOutput({shape.n}, DTypeOf<T>::value, /*zero=*/true);
     Tensor bias_grad = kLayerNorm ? NewOutput({shape.n}, DTypeOf<T>::value, /*zero=*/true) : Tensor();
     if constexpr (kLayerNorm && std::is_same_v<T, float>) {
-      simd::LayerNormGradRows(x.data(), scale.data(), stats.data(), variance.data(), g.data(),
+      simd::LayerNormGradRows(x.data(), scale, stats.data(), variance.data(), g.data(),
                               static_cast<float>(epsilon), shape.outer, shape.n, x_grad.data<T>(),
                               scale_grad.data<T>(), bias_grad.data<T>());
     } else {
-      NormGradRows<T, kLayerNorm>(x.data(), scale.data(), stats.data(), variance.data(), g.data(),
+      NormGradRows<T, kLayerNorm>(x.data(), scale, stats.data(), variance.data(), g.data(),
                                   shape, static_cast<T>(epsilon), x_grad.data<T>(),
                                   scale_grad.data<T>(), kLayerNorm ? bias_grad.data<T>() : nullptr);
     }
     if constexpr (kLayerNorm) {
+      if (!shape.has_scale) scale_grad = NewOutput(shape.ParamGradShape(false), DTypeOf<T>::value, /*zero=*/true);
+      if (!shape.has_bias) bias_grad = NewOutput(shape.ParamGradShape(false), DTypeOf<T>::value, /*zero=*/true);
       return TensorList(std::move(x_grad), std::move(scale_grad), std::move(bias_grad));
     } else {
       return TensorList(std::move(x_grad), std::move(scale_grad));

@@ -108,20 +108,31 @@ AxisPiece CheckSoftmaxGradPiece(const TensorArgs& inputs, const Attrs& attrs, si
   return ViewPiece(inputs, norm_pieces::PlanSoftmaxGradPiece(plan::ShapesOf(inputs), attrs, arity));
 }
 
-// layer_norm / rms_norm on a piece (reference/ops_norm_exchange.cc, CheckNormPiece).
+// layer_norm (params 2, each maybe absent: 0-d) / rms_norm (1) on a piece
+// (reference/ops_norm_exchange.cc, CheckNormPiece).
 using norm_pieces::NormPiece;
 NormPiece CheckNormPiece(const TensorArgs& inputs, const Attrs& attrs, size_t params, size_t arity) {
   CheckArity(inputs, arity);
   std::vector<Shape> shapes;
   for (const Tensor& t : inputs) shapes.push_back(t.shape());
-  return norm_pieces::PlanNormPiece(shapes, attrs, params);
+  return norm_pieces::PlanNormPiece(shapes, attrs, params, params == 2);
+}
+
+// The floating inputs whose dtype layer_norm's phases compute in: x (and `more`) and the
+// given parameters, in input order.
+std::vector<size_t> LayerNormReads(bool has_scale, bool has_bias, std::vector<size_t> more = {}) {
+  std::vector<size_t> read{0};
+  if (has_scale) read.push_back(1);
+  if (has_bias) read.push_back(2);
+  read.insert(read.end(), more.begin(), more.end());
+  return read;
 }
 
 // Every row's summary of the piece by `summarise(row, n, stats)`, [x.shape[:begin], k].
 template <typename Summarise>
-Tensors NormStatsPhase(const TensorArgs& inputs, const NormPiece& p, std::initializer_list<size_t> floats, int64_t k,
+Tensors NormStatsPhase(const TensorArgs& inputs, const NormPiece& p, const std::vector<size_t>& floats, int64_t k,
                        Summarise summarise) {
-  return DispatchFloat(ComputeDType(inputs, floats), [&](auto tag) {
+  return DispatchFloat(internal::ComputeDTypeOver(inputs, floats), [&](auto tag) {
     using T = typename decltype(tag)::type;
     ValuesAs<T> x(inputs[0]);
     Shape shape = p.stats_shape;
@@ -199,7 +210,7 @@ Tensors softmax_grad_finish(const TensorArgs& inputs, const Attrs& attrs) {
 
 Tensors layer_norm_stats(const TensorArgs& inputs, const Attrs& attrs) {
   const NormPiece p = CheckNormPiece(inputs, attrs, 2, 3);
-  return NormStatsPhase(inputs, p, {0, 1, 2}, norm_pieces::kMomentStats,
+  return NormStatsPhase(inputs, p, LayerNormReads(p.has_scale, p.has_bias), norm_pieces::kMomentStats,
                         [](const auto* row, int64_t n, double* st) { norm_pieces::MomentStats(row, n, st); });
 }
 
@@ -208,7 +219,7 @@ Tensors layer_norm_finish(const TensorArgs& inputs, const Attrs& attrs) {
   const double epsilon = attrs.GetFloat("epsilon");
   const int64_t k = norm_pieces::kMomentStats;
   const int64_t pieces = GatheredPieces(inputs, p.rows, k);
-  return DispatchFloat(ComputeDType(inputs, {0, 1, 2}), [&](auto tag) {
+  return DispatchFloat(internal::ComputeDTypeOver(inputs, LayerNormReads(p.has_scale, p.has_bias)), [&](auto tag) {
     using T = typename decltype(tag)::type;
     ValuesAs<T> xv(inputs[0]);
     ValuesAs<T> sv(inputs[1]);
@@ -216,8 +227,11 @@ Tensors layer_norm_finish(const TensorArgs& inputs, const Attrs& attrs) {
     Tensor out = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
     Tensor mean = NewOutput(p.stats_shape, DTypeOf<T>::value);
     Tensor variance = NewOutput(p.stats_shape, DTypeOf<T>::value);
-    const T* scale = sv.data() + p.first;
-    const T* bias = bv.data() + p.first;
+    // An absent scale is 1, an absent bias 0: the piece's n ones or zeros.
+    std::vector<T> ones(p.has_scale ? 0 : static_cast<size_t>(p.n), T(1));
+    std::vector<T> zeros(p.has_bias ? 0 : static_cast<size_t>(p.n), T(0));
+    const T* scale = p.has_scale ? sv.data() + p.first : ones.data();
+    const T* bias = p.has_bias ? bv.data() + p.first : zeros.data();
     const double* gathered = inputs[3].data<double>();
     for (int64_t r = 0; r < p.rows; ++r) {
       const norm_pieces::Moments m = norm_pieces::CombineMoments(gathered + r * k, pieces, p.rows * k);
@@ -236,7 +250,7 @@ Tensors layer_norm_finish(const TensorArgs& inputs, const Attrs& attrs) {
 
 Tensors rms_norm_stats(const TensorArgs& inputs, const Attrs& attrs) {
   const NormPiece p = CheckNormPiece(inputs, attrs, 1, 2);
-  return NormStatsPhase(inputs, p, {0, 1}, norm_pieces::kSquareStats,
+  return NormStatsPhase(inputs, p, std::vector<size_t>{0, 1}, norm_pieces::kSquareStats,
                         [](const auto* row, int64_t n, double* st) { norm_pieces::SquareStats(row, n, st); });
 }
 
@@ -389,12 +403,19 @@ void RowMoments(const T* stat, const T* variance, int64_t o, T epsilon, T& mean,
   inv = kCentered ? T(1) / std::sqrt(variance[o] + epsilon) : stat[o];
 }
 
+// The compute dtype of the op's own inputs (layer_norm_grad: an absent parameter's not read).
+template <bool kCentered>
+DType NormGradDType(const TensorArgs& inputs, const norm_pieces::NormGradPiece& p) {
+  if (!kCentered) return ComputeDType(inputs, {0, 1, 2, 3});
+  return internal::ComputeDTypeOver(inputs, LayerNormReads(p.split.has_scale, p.split.has_bias, {3, 4, 5}));
+}
+
 template <bool kCentered>
 Tensors NormGradStats(const TensorArgs& inputs, const Attrs& attrs) {
   using In = NormGradInputs<kCentered>;
   const norm_pieces::NormGradPiece p = CheckNormGradPiece<kCentered>(inputs, attrs, In::kOwn);
   const int64_t n = p.split.n;
-  const DType dtype = kCentered ? ComputeDType(inputs, {0, 1, 2, 3, 4, 5}) : ComputeDType(inputs, {0, 1, 2, 3});
+  const DType dtype = NormGradDType<kCentered>(inputs, p);
   return DispatchFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     ValuesAs<T> x(inputs[0]), scale(inputs[1]), stat(inputs[In::kStat]), variance(inputs[kCentered ? 4 : 2]),
@@ -406,7 +427,8 @@ Tensors NormGradStats(const TensorArgs& inputs, const Attrs& attrs) {
     for (int64_t o = 0; o < p.split.outer; ++o) {
       T mean, inv;
       RowMoments<T, kCentered>(stat.data(), variance.data(), o, epsilon, mean, inv);
-      norm_pieces::GradRowStats(x.data() + o * n, scale.data(), g.data() + o * n, mean, inv, n,
+      norm_pieces::GradRowStats(x.data() + o * n, p.split.has_scale ? scale.data() : nullptr, g.data() + o * n, mean,
+                                inv, n,
                                 stats.data<double>() + o * norm_pieces::kGradStats);
     }
     return TensorList(std::move(stats));
@@ -421,7 +443,7 @@ Tensors NormGradFinish(const TensorArgs& inputs, const Attrs& attrs) {
   const int64_t rows = p.split.outer;
   const int64_t k = norm_pieces::kGradStats;
   const int64_t pieces = GatheredPieces(inputs, rows, k);
-  const DType dtype = kCentered ? ComputeDType(inputs, {0, 1, 2, 3, 4, 5}) : ComputeDType(inputs, {0, 1, 2, 3});
+  const DType dtype = NormGradDType<kCentered>(inputs, p);
   return DispatchFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     ValuesAs<T> x(inputs[0]), scale(inputs[1]), stat(inputs[In::kStat]), variance(inputs[kCentered ? 4 : 2]),
@@ -443,13 +465,16 @@ Tensors NormGradFinish(const TensorArgs& inputs, const Attrs& attrs) {
       for (int64_t j = 0; j < n; ++j) {
         const T gv = g.data()[o * n + j];
         const T xhat = (x.data()[o * n + j] - mean) * inv;
-        const T dxhat = gv * scale.data()[j];
+        const T dxhat = p.split.has_scale ? gv * scale.data()[j] : gv;
         dx[o * n + j] = (dxhat - mean_dxhat - xhat * mean_dxhat_xhat) * inv;
         ds[j] += gv * xhat;
         if constexpr (kCentered) db[j] += gv;
       }
     }
     if constexpr (kCentered) {
+      // An absent parameter's gradient: a 0-d zero (layer_norm_grad's, plan::NormSplit).
+      if (!p.split.has_scale) scale_grad = NewOutput(p.split.ParamGradShape(false), DTypeOf<T>::value, true);
+      if (!p.split.has_bias) bias_grad = NewOutput(p.split.ParamGradShape(false), DTypeOf<T>::value, true);
       return TensorList(std::move(x_grad), std::move(scale_grad), std::move(bias_grad));
     } else {
       return TensorList(std::move(x_grad), std::move(scale_grad));

@@ -52,6 +52,7 @@ using rows::RowLaunch;
 
 // ---- layer_norm, rms_norm ---------------------------------------------------------------------
 
+// layer_norm's absent (0-d) scale is null (1), its absent bias null (0).
 template <typename V, bool kWarp>
 __global__ void LayerNormRows(const V* x, const V* scale, const V* bias, V* out, V* mean,
                               V* variance, int64_t rows, int64_t n, Compute<V> eps) {
@@ -71,8 +72,9 @@ __global__ void LayerNormRows(const V* x, const V* scale, const V* bias, V* out,
     const T var = GroupAllReduce<kWarp>(sq, AddOp{}, T(0)) / tn;
     const T inv = T(1) / Sqrt(var + eps);
     for (int64_t j = g.lane; j < n; j += g.size) {
-      out[r * n + j] = V((static_cast<T>(xr[j]) - mu) * inv * static_cast<T>(scale[j]) +
-                         static_cast<T>(bias[j]));
+      const T s = scale != nullptr ? static_cast<T>(scale[j]) : T(1);
+      const T b = bias != nullptr ? static_cast<T>(bias[j]) : T(0);
+      out[r * n + j] = V((static_cast<T>(xr[j]) - mu) * inv * s + b);
     }
     if (g.lane == 0) {
       mean[r] = V(mu);
@@ -103,12 +105,32 @@ __global__ void RmsNormRows(const V* x, const V* scale, V* out, V* invvar, int64
   }
 }
 
+// The compute dtype of layer_norm's (or its grad's) value inputs: x, the given parameters
+// (an absent one's dtype is not read, as the CPU kernel's) and `more`, in input order.
+DType LayerNormDType(const TensorArgs& inputs, const plan::NormSplit& split, std::vector<size_t> more) {
+  std::vector<size_t> read{0};
+  if (split.has_scale) read.push_back(1);
+  if (split.has_bias) read.push_back(2);
+  read.insert(read.end(), more.begin(), more.end());
+  return cpu::internal::ComputeDTypeOver(inputs, read);
+}
+
+// A tensor's data, or null for layer_norm's absent parameter (or its gradient).
+template <typename V>
+const V* DataOrNull(const Tensor& t, bool present) {
+  return present ? DataOf<V>(t) : nullptr;
+}
+template <typename V>
+V* DataOrNull(Tensor& t, bool present) {
+  return present ? DataOf<V>(t) : nullptr;
+}
+
 Tensors LayerNorm(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
-  const plan::NormSplit split = plan::PlanNorm(plan::ShapesOf(inputs), attrs, 2);
+  const plan::NormSplit split = plan::PlanLayerNorm(plan::ShapesOf(inputs), attrs);
   const double epsilon = attrs.GetFloat("epsilon");
   if (TwoByteWithIntegerValues(inputs, {0, 1, 2})) return WidenTwoByte(inputs, attrs, LayerNorm);
-  const DType dtype = ComputeDType(inputs, {0, 1, 2});
+  const DType dtype = LayerNormDType(inputs, split, {});
   CallContext ctx(inputs);
   Temporaries temps(ctx.stream);
   const Tensor& x = temps.As(inputs[0], dtype);
@@ -125,11 +147,13 @@ Tensors LayerNorm(const TensorArgs& inputs, const Attrs& attrs) {
     const T eps = static_cast<T>(epsilon);
     if (l.warp) {
       LayerNormRows<V, true><<<l.grid, l.block, 0, ctx.stream>>>(
-          DataOf<V>(x), DataOf<V>(scale), DataOf<V>(bias), DataOf<V>(out), DataOf<V>(mean),
+          DataOf<V>(x), DataOrNull<V>(scale, split.has_scale), DataOrNull<V>(bias, split.has_bias), DataOf<V>(out),
+          DataOf<V>(mean),
           DataOf<V>(variance), split.outer, split.n, eps);
     } else {
       LayerNormRows<V, false><<<l.grid, l.block, 0, ctx.stream>>>(
-          DataOf<V>(x), DataOf<V>(scale), DataOf<V>(bias), DataOf<V>(out), DataOf<V>(mean),
+          DataOf<V>(x), DataOrNull<V>(scale, split.has_scale), DataOrNull<V>(bias, split.has_bias), DataOf<V>(out),
+          DataOf<V>(mean),
           DataOf<V>(variance), split.outer, split.n, eps);
     }
     SPMD_CUDA_CHECK_LAUNCH();
@@ -139,7 +163,7 @@ Tensors LayerNorm(const TensorArgs& inputs, const Attrs& attrs) {
 
 Tensors RmsNorm(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
-  const plan::NormSplit split = plan::PlanNorm(plan::ShapesOf(inputs), attrs, 1);
+  const plan::NormSplit split = plan::PlanRmsNorm(plan::ShapesOf(inputs), attrs);
   const double epsilon = attrs.GetFloat("epsilon");
   if (TwoByteWithIntegerValues(inputs, {0, 1})) return WidenTwoByte(inputs, attrs, RmsNorm);
   const DType dtype = ComputeDType(inputs, {0, 1});
@@ -186,8 +210,9 @@ __device__ __forceinline__ void RowInvAndMean(const V* stats, const V* variance,
   }
 }
 
-// x_grad, row by row (the CPU kernel's formula): xhat = (x - mean) inv, dxhat = g scale,
-// x_grad = inv (dxhat - mean(dxhat) - xhat mean(dxhat xhat)) (rms_norm: no mean(dxhat)).
+// x_grad, row by row (the CPU kernel's formula): xhat = (x - mean) inv, dxhat = g scale
+// (g where scale is null: layer_norm_grad's absent scale), x_grad = inv (dxhat - mean(dxhat)
+// - xhat mean(dxhat xhat)) (rms_norm: no mean(dxhat)).
 template <typename V, bool kLayerNorm, bool kWarp>
 __global__ void NormGradRows(const V* x, const V* scale, const V* stats, const V* variance,
                              const V* g, V* x_grad, int64_t rows, int64_t n, Compute<V> eps) {
@@ -200,7 +225,7 @@ __global__ void NormGradRows(const V* x, const V* scale, const V* stats, const V
     T sum_dxhat = T(0), sum_dxhat_xhat = T(0);
     for (int64_t j = grp.lane; j < n; j += grp.size) {
       const T xhat = (static_cast<T>(x[r * n + j]) - mu) * inv;
-      const T dxhat = static_cast<T>(g[r * n + j]) * static_cast<T>(scale[j]);
+      const T dxhat = static_cast<T>(g[r * n + j]) * (scale != nullptr ? static_cast<T>(scale[j]) : T(1));
       sum_dxhat += dxhat;
       sum_dxhat_xhat += dxhat * xhat;
     }
@@ -209,14 +234,14 @@ __global__ void NormGradRows(const V* x, const V* scale, const V* stats, const V
     const T mean_dxhat_xhat = GroupAllReduce<kWarp>(sum_dxhat_xhat, AddOp{}, T(0)) / tn;
     for (int64_t j = grp.lane; j < n; j += grp.size) {
       const T xhat = (static_cast<T>(x[r * n + j]) - mu) * inv;
-      const T dxhat = static_cast<T>(g[r * n + j]) * static_cast<T>(scale[j]);
+      const T dxhat = static_cast<T>(g[r * n + j]) * (scale != nullptr ? static_cast<T>(scale[j]) : T(1));
       x_grad[r * n + j] = V((dxhat - mean_dxhat - xhat * mean_dxhat_xhat) * inv);
     }
   }
 }
 
-// scale_grad[j] = sum over the rows of g xhat, bias_grad[j] (when given) of g: a thread per
-// column walks the rows in order (a fixed order: bitwise reproducible).
+// scale_grad[j] = sum over the rows of g xhat, bias_grad[j] of g, each when given (not null):
+// a thread per column walks the rows in order (a fixed order: bitwise reproducible).
 template <typename V, bool kLayerNorm>
 __global__ void NormGradColumns(const V* x, const V* stats, const V* variance, const V* g,
                                 V* scale_grad, V* bias_grad, int64_t rows, int64_t n,
@@ -232,23 +257,25 @@ __global__ void NormGradColumns(const V* x, const V* stats, const V* variance, c
       sg += gv * ((static_cast<T>(x[r * n + j]) - mu) * inv);
       bg += gv;
     }
-    scale_grad[j] = V(sg);
+    if (scale_grad != nullptr) scale_grad[j] = V(sg);
     if (bias_grad != nullptr) bias_grad[j] = V(bg);
   }
 }
 
 // layer_norm_grad (kLayerNorm: x, scale, bias, mean, variance, out_grad) and rms_norm_grad
-// (x, scale, invvar, out_grad), planned by plan::PlanNormGrad.
+// (x, scale, invvar, out_grad), planned by plan::PlanLayerNormGrad / PlanRmsNormGrad.
+// layer_norm_grad's absent (0-d) scale is 1; an absent parameter's gradient is a 0-d zero.
 template <bool kLayerNorm>
 Tensors NormGrad(const TensorArgs& inputs, const Attrs& attrs) {
   CheckTwoByteMix(inputs);
   constexpr size_t kParams = kLayerNorm ? 2 : 1;
-  const plan::NormSplit shape = plan::PlanNormGrad(plan::ShapesOf(inputs), attrs, kParams, kParams);
+  const plan::NormSplit shape = kLayerNorm ? plan::PlanLayerNormGrad(plan::ShapesOf(inputs), attrs)
+                                           : plan::PlanRmsNormGrad(plan::ShapesOf(inputs), attrs);
   // Every input is a value input (the arity is checked: indices past it are skipped).
   if (TwoByteWithIntegerValues(inputs, {0, 1, 2, 3, 4, 5})) {
     return WidenTwoByte(inputs, attrs, NormGrad<kLayerNorm>);
   }
-  const DType dtype = cpu::internal::ComputeDTypeAll(inputs);
+  const DType dtype = kLayerNorm ? LayerNormDType(inputs, shape, {3, 4, 5}) : cpu::internal::ComputeDTypeAll(inputs);
   const double epsilon = kLayerNorm ? attrs.GetFloat("epsilon") : 0.0;
   const size_t stats_at = 1 + kParams;  // mean or invvar; variance next (layer_norm_grad)
   CallContext ctx(inputs);
@@ -259,9 +286,13 @@ Tensors NormGrad(const TensorArgs& inputs, const Attrs& attrs) {
   const Tensor* variance = kLayerNorm ? &temps.As(inputs[stats_at + 1], dtype) : nullptr;
   const Tensor& g = temps.As(inputs[inputs.size() - 1], dtype);
   Tensor x_grad = NewChecked(inputs[0], inputs[0].shape(), dtype);
-  Tensor scale_grad = NewChecked(inputs[0], {shape.n}, dtype);
+  Tensor scale_grad = NewChecked(inputs[0], shape.ParamGradShape(shape.has_scale), dtype);
   Tensor bias_grad;
-  if (kLayerNorm) bias_grad = NewChecked(inputs[0], {shape.n}, dtype);
+  if (kLayerNorm) bias_grad = NewChecked(inputs[0], shape.ParamGradShape(shape.has_bias), dtype);
+  if (!shape.has_scale) SPMD_CUDA_CHECK(cudaMemsetAsync(scale_grad.bytes(), 0, scale_grad.nbytes(), ctx.stream));
+  if (kLayerNorm && !shape.has_bias) {
+    SPMD_CUDA_CHECK(cudaMemsetAsync(bias_grad.bytes(), 0, bias_grad.nbytes(), ctx.stream));
+  }
   DispatchFloating(dtype, InputField(0, "dtype"), true, [&](auto zero) {
     using V = decltype(zero);
     using T = Compute<V>;
@@ -271,18 +302,18 @@ Tensors NormGrad(const TensorArgs& inputs, const Attrs& attrs) {
     if (l.grid > 0) {
       if (l.warp) {
         NormGradRows<V, kLayerNorm, true><<<l.grid, l.block, 0, ctx.stream>>>(
-            DataOf<V>(x), DataOf<V>(scale), DataOf<V>(stats), var, DataOf<V>(g),
+            DataOf<V>(x), DataOrNull<V>(scale, shape.has_scale), DataOf<V>(stats), var, DataOf<V>(g),
             DataOf<V>(x_grad), shape.outer, shape.n, eps);
       } else {
         NormGradRows<V, kLayerNorm, false><<<l.grid, l.block, 0, ctx.stream>>>(
-            DataOf<V>(x), DataOf<V>(scale), DataOf<V>(stats), var, DataOf<V>(g),
+            DataOf<V>(x), DataOrNull<V>(scale, shape.has_scale), DataOf<V>(stats), var, DataOf<V>(g),
             DataOf<V>(x_grad), shape.outer, shape.n, eps);
       }
       SPMD_CUDA_CHECK_LAUNCH();
     }
     NormGradColumns<V, kLayerNorm><<<GridFor(shape.n, kBlock), kBlock, 0, ctx.stream>>>(
-        DataOf<V>(x), DataOf<V>(stats), var, DataOf<V>(g), DataOf<V>(scale_grad),
-        kLayerNorm ? DataOf<V>(bias_grad) : nullptr, shape.outer, shape.n, eps);
+        DataOf<V>(x), DataOf<V>(stats), var, DataOf<V>(g), DataOrNull<V>(scale_grad, shape.has_scale),
+        kLayerNorm ? DataOrNull<V>(bias_grad, shape.has_bias) : nullptr, shape.outer, shape.n, eps);
     SPMD_CUDA_CHECK_LAUNCH();
   });
   if (kLayerNorm) return TensorList(std::move(x_grad), std::move(scale_grad), std::move(bias_grad));

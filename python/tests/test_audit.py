@@ -342,3 +342,36 @@ def test_an_avg_partial_of_a_mean_is_sound_on_even_shards_only():
             claim = audit.Answer([layout], [{"dims_mapping": [-1] * out_rank, "partial": {0: "avg"}}])
             v = audit.judge(req, claim)
             assert v.verdict == ("SOUND" if rows % ranks == 0 else "UNSOUND"), (op, rows, ranks, v)
+
+
+def test_paddles_absent_layer_norm_parameters_are_0d():
+    """The held-out corpus harness (paddle_tests.translate, no paddle needed): Paddle's rule
+    test passes an absent layer_norm bias (or scale) as a spec of shape [0] on no mesh, or as
+    an empty TensorDistAttr; spmdkit's layer_norm takes it as a 0-d tensor, and Paddle's
+    `[-1]` layout of it is judged as the unset one. Both of Paddle's cases agree."""
+    from spmdkit.audit import paddle_tests as pt
+
+    def spec(shape, dims_mapping, mesh=(2, 3)):
+        return {"tensor": {"shape": shape, "mesh": list(mesh), "dims_mapping": dims_mapping, "partial": {}}}
+
+    def layout(dims_mapping):
+        return {"dims_mapping": dims_mapping, "partial": {}}
+
+    no_bias = {"rule": "layer_norm", "direction": "infer_forward", "test": "without_bias",
+               "args": [spec([64, 32, 1024], [1, -1, -1]), spec([1024], [-1]), spec([0], [-1], mesh=()),
+                        {"value": 1e-3}, {"value": 2}],
+               "answer": {"inputs": [layout([1, -1, -1]), layout([-1]), layout([-1])],
+                          "outputs": [layout([1, -1, -1]), layout([1, -1]), layout([1, -1])]}}
+    neither = {"rule": "layer_norm", "direction": "infer_forward", "test": "without_both",
+               "args": [spec([64, 32, 1024], [1, 0, -1]), {"absent": True}, spec([0], [0], mesh=()),
+                        {"value": 1e-3}, {"value": 2}],
+               "answer": {"inputs": [layout([1, 0, -1]), layout([-1]), layout([-1])],
+                          "outputs": [layout([1, 0, -1]), layout([1, 0]), layout([1, 0])]}}
+    case = pt.translate(no_bias)
+    assert case.shapes == [[64, 32, 1024], [1024], []]
+    assert case.paddle_inputs[2] == {"dims_mapping": [], "partial": {}}
+    assert case.attrs == {"epsilon": 1e-3, "begin_norm_axis": 2}
+    assert pt.judge_case(case).category == pt.AGREE
+    case = pt.translate(neither)
+    assert case.shapes == [[64, 32, 1024], [], []] and case.mesh == [2, 3]
+    assert pt.judge_case(case).category == pt.AGREE

@@ -114,10 +114,11 @@ inline std::vector<int64_t> ReducedShape(const std::vector<int64_t>& shape,
 // The shapes of a normalisation's backward around x = shapes[0] split at `begin` (already
 // normalised): shapes [1, 1 + params) are [prod(x[begin:])] (scale, bias), the next
 // `statistics` are x[:begin] (the forward's mean, variance or invvar), the last is x's
-// (out_grad). Throws SpmdError(kInvalidArgument, "inputs[i].shape") for the first that
+// (out_grad). With `optional_params` (layer_norm_grad) a 0-d parameter is absent and
+// accepted. Throws SpmdError(kInvalidArgument, "inputs[i].shape") for the first that
 // differs; the caller has checked the count.
 inline void CheckNormGradShapes(const std::vector<std::vector<int64_t>>& shapes, int64_t begin,
-                                size_t params, size_t statistics) {
+                                size_t params, size_t statistics, bool optional_params = false) {
   const std::vector<int64_t>& x = shapes[0];
   int64_t n = 1;
   for (size_t d = static_cast<size_t>(begin); d < x.size(); ++d) n *= x[d];
@@ -127,10 +128,12 @@ inline void CheckNormGradShapes(const std::vector<std::vector<int64_t>>& shapes,
     const bool is_param = i <= params;
     const bool is_stat = !is_param && i <= params + statistics;
     const std::vector<int64_t>& want = is_param ? param : is_stat ? stats : x;
+    if (is_param && optional_params && shapes[i].empty()) continue;  // 0-d: absent
     if (shapes[i] != want) {
       ThrowInvalid(InputField(i, "shape"),
                    std::string(is_param ? "a parameter" : is_stat ? "a statistic" : "out_grad") +
-                       " must be " + ShapeString(want) + ", got " + ShapeString(shapes[i]));
+                       " must be " + ShapeString(want) + (is_param && optional_params ? " or 0-d (absent)" : "") +
+                       ", got " + ShapeString(shapes[i]));
     }
   }
 }

@@ -35,10 +35,8 @@ NormDims SplitNorm(const RuleContext& c) {
   const Shape& x = c.input_shapes[0];
   const int rank = static_cast<int>(x.size());
   NormDims dims;
-  const int64_t begin = c.attrs.GetInt("begin_norm_axis");
-  if (begin < 0 || begin >= rank) {
-    ThrowInvalid("attrs.begin_norm_axis", "must be in [0, " + std::to_string(rank) + ")");
-  }
+  // begin_norm_axis as the forward takes it (a negative one counts from the end).
+  const int64_t begin = plan::SplitForNorm(x, c.attrs.GetInt("begin_norm_axis")).begin;
   dims.kept = x;
   for (int d = static_cast<int>(begin); d < rank; ++d) {
     dims.kept[d] = 1;
@@ -63,10 +61,12 @@ Attrs NormGradAttrs(const RuleContext& c) {
 // Through out: layer_norm_grad(x, scale, bias, mean, variance, g) gives x_grad (from
 // xhat = (x - mean) / sqrt(variance + eps) and dxhat = g scale: (dxhat - mean(dxhat) -
 // xhat mean(dxhat xhat)) / std), scale_grad and bias_grad. The mean and variance outputs'
-// cotangents add g_mean / N and 2 (x - mean) g_variance / N to x_grad.
+// cotangents add g_mean / N and 2 (x - mean) g_variance / N to x_grad. An absent (0-d)
+// scale or bias gets no gradient (layer_norm_grad's 0-d zero for it is not used).
 VjpGraph LayerNorm(const RuleContext& c) {
   VjpGraph g;
   const NormDims dims = SplitNorm(c);
+  const plan::NormSplit split = plan::PlanLayerNorm(c.input_shapes, c.attrs);
   const size_t grads = g.Add("layer_norm_grad",
                              {Ref::Input(0), Ref::Input(1), Ref::Input(2), Ref::Output(1),
                               Ref::Output(2), Ref::OutputGrad(0)},
@@ -75,7 +75,8 @@ VjpGraph LayerNorm(const RuleContext& c) {
   Ref x_grad = g.Add("add", {Ref::Call(grads, 0), ScaleBy(g, ToKept(g, Ref::OutputGrad(1), dims), 1 / dims.n)});
   const Ref variance_weight = ScaleBy(g, ToKept(g, Ref::OutputGrad(2), dims), 2 / dims.n);
   x_grad = g.Add("add", {x_grad, g.Add("multiply", {centered, variance_weight})});
-  g.input_grads = {x_grad, Ref::Call(grads, 1), Ref::Call(grads, 2)};
+  g.input_grads = {x_grad, split.has_scale ? std::optional<Ref>(Ref::Call(grads, 1)) : std::nullopt,
+                   split.has_bias ? std::optional<Ref>(Ref::Call(grads, 2)) : std::nullopt};
   return g;
 }
 
@@ -167,7 +168,8 @@ namespace {
 using notation::MakeAttrs;
 
 // layer_norm / rms_norm examples: x `abc` with begin 1 and 2, parameters of the
-// flattened normalised size.
+// flattened normalised size; layer_norm (params 2) also on x `ab` with begin 1 and a 0-d
+// (absent) scale, bias or both, small: the normalised dim b may be exchanged.
 ExampleBuilder NormExamples(size_t params) {
   return [params](const SizePalette& p) {
     std::vector<Example> examples;
@@ -179,6 +181,12 @@ ExampleBuilder NormExamples(size_t params) {
       for (size_t k = 0; k < params; ++k) shapes.push_back({normalized});
       examples.push_back({shapes, MakeAttrs({{"begin_norm_axis", begin}})});
     }
+    if (params == 2) {
+      const Shape x{p[0], p[1]}, given{p[1]}, absent{};
+      examples.push_back({{x, absent, given}, MakeAttrs({{"begin_norm_axis", int64_t{1}}})});
+      examples.push_back({{x, given, absent}, MakeAttrs({{"begin_norm_axis", int64_t{-1}}})});
+      examples.push_back({{x, absent, absent}, MakeAttrs({{"begin_norm_axis", int64_t{1}}, {"epsilon", 1e-3}})});
+    }
     return examples;
   };
 }
@@ -187,17 +195,28 @@ ExampleBuilder NormExamples(size_t params) {
 // bias are 1-D of prod(x.shape[begin:]) (a new factor). c, the first normalised dim, is
 // exchanged (OpDecl::exchange: each piece's row moments are gathered); d and the
 // parameters' factor are forced replicated (a piece reads its slice of the whole scale).
-EinsumSpec Normalization(const RuleContext& c, size_t params, size_t statistics) {
+// layer_norm's absent (0-d) scale or bias has no letters: replicated, tying nothing.
+EinsumSpec Normalization(const RuleContext& c, const plan::NormSplit& split, size_t statistics) {
   const int rank = static_cast<int>(c.input_shapes[0].size());
-  const int64_t begin = plan::PlanNorm(c.input_shapes, c.attrs, params).begin;
+  const int64_t begin = split.begin;
   const std::string letters = notation::Letters(rank);
   EinsumSpec spec = notation::FromLetters(
       {letters}, std::vector<std::string>(1 + statistics, letters.substr(0, begin)),
       letters.substr(begin + 1));
   spec.outputs[0] = spec.inputs[0];
-  const FactorId param = spec.AddFactor();  // the flattened normalised dims
-  for (size_t p = 0; p < params; ++p) spec.inputs.push_back({param});
-  spec.forced_replicated.push_back(param);
+  const size_t params = c.input_shapes.size() - 1;
+  std::optional<FactorId> param;  // the flattened normalised dims, when a parameter is given
+  for (size_t p = 0; p < params; ++p) {
+    if (!(p == 0 ? split.has_scale : split.has_bias)) {
+      spec.inputs.push_back({});
+      continue;
+    }
+    if (!param) {
+      param = spec.AddFactor();
+      spec.forced_replicated.push_back(*param);
+    }
+    spec.inputs.push_back({*param});
+  }
   return spec;
 }
 
@@ -220,30 +239,48 @@ Attrs NormPiece(const LocalContext& c) {
 // with c when the axes divide both sizes, so a piece holds the slice of the parameters and
 // of their gradients that matches its slice of the row); d is forced replicated. The rows
 // a, b may stay sharded, and since the parameters' gradients sum over them, those come out
-// partial(sum) on the rows' mesh axes.
-EinsumSpec NormalizationGrad(const RuleContext& c, size_t params, size_t statistics) {
+// partial(sum) on the rows' mesh axes. layer_norm_grad's absent (0-d) scale or bias has no
+// letters (replicated) and its gradient is a 0-d zero, whole (never partial); N then lives
+// in the given parameter alone, and with none given there is no N to tie.
+EinsumSpec NormalizationGrad(const RuleContext& c, const plan::NormSplit& split, size_t params,
+                             size_t statistics) {
   const int rank = static_cast<int>(c.input_shapes[0].size());
-  const int64_t begin = plan::PlanNormGrad(c.input_shapes, c.attrs, params, statistics).begin;
+  const int64_t begin = split.begin;
   const std::string letters = notation::Letters(rank);
-  std::vector<std::string> inputs{letters};
-  inputs.insert(inputs.end(), params, "N");
+  std::vector<std::string> inputs{letters}, outputs{letters};
+  for (size_t p = 0; p < params; ++p) {
+    const bool given = p == 0 ? split.has_scale : split.has_bias;
+    inputs.push_back(given ? "N" : "");
+    outputs.push_back(given ? "N" : "");
+  }
   inputs.insert(inputs.end(), statistics, letters.substr(0, begin));
   inputs.push_back(letters);
-  std::vector<std::string> outputs{letters};
-  outputs.insert(outputs.end(), params, "N");
   EinsumSpec spec = notation::FromLetters(inputs, outputs, letters.substr(begin + 1));
-  spec.tied.push_back({spec.inputs[1][0], spec.inputs[0][begin]});  // N follows c
+  bool tied = false;
+  for (size_t p = 0; p < params; ++p) {
+    const Notation& param = spec.inputs[1 + p];
+    if (param.empty()) {
+      spec.whole_outputs.push_back(static_cast<int>(1 + p));  // an absent parameter's 0-d zero
+    } else if (!tied) {
+      spec.tied.push_back({param[0], spec.inputs[0][begin]});  // N follows c
+      tied = true;
+    }
+  }
   return spec;
 }
 
 // Grad examples: x `abc` with begin 1 and 2, the parameters, the statistics x.shape[:begin]
-// and out_grad of x's shape.
+// and out_grad of x's shape; of the forward's absent-parameter examples, the absent scale
+// and the absent pair (a given scale with an absent bias ties N as the absent scale's given
+// bias does: left out, the grad's sweep being the larger).
 ExampleBuilder NormGradExamples(size_t params, size_t statistics) {
   return [params, statistics](const SizePalette& p) {
     std::vector<Example> examples;
     for (Example e : NormExamples(params)(p)) {
+      if (params == 2 && !e.shapes[1].empty() && e.shapes[2].empty()) continue;
       const Shape x = e.shapes[0];
-      const int64_t begin = e.attrs.GetInt("begin_norm_axis");
+      const auto rank = static_cast<int64_t>(x.size());
+      const int64_t begin = shape::NormalizeAxis(e.attrs.GetInt("begin_norm_axis"), rank, "attrs.begin_norm_axis");
       for (size_t k = 0; k < statistics; ++k) e.shapes.push_back(Shape(x.begin(), x.begin() + begin));
       e.shapes.push_back(x);
       examples.push_back(std::move(e));
@@ -298,7 +335,7 @@ OpDecl layer_norm() {
       .Outputs({"out", "mean", "variance"})
       .Attr("epsilon", AttrKind::kFloat, 1e-5)
       .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
-      .Einsum([](const RuleContext& c) { return Normalization(c, 2, 2); })
+      .Einsum([](const RuleContext& c) { return Normalization(c, plan::PlanLayerNorm(c.input_shapes, c.attrs), 2); })
       .ExchangeAlong(0, NormExchangedDim)
       .Localize({LocalField::kOffset, LocalField::kGlobalShape}, NormPiece)
       .Examples(NormExamples(2));
@@ -310,7 +347,7 @@ OpDecl rms_norm() {
       .Vjp(vjps::RmsNorm)
       .Attr("epsilon", AttrKind::kFloat, 1e-6)
       .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
-      .Einsum([](const RuleContext& c) { return Normalization(c, 1, 1); })
+      .Einsum([](const RuleContext& c) { return Normalization(c, plan::PlanRmsNorm(c.input_shapes, c.attrs), 1); })
       .ExchangeAlong(0, NormExchangedDim)
       .Localize({LocalField::kOffset, LocalField::kGlobalShape}, NormPiece)
       .Examples(NormExamples(1));
@@ -373,7 +410,9 @@ OpDecl layer_norm_grad() {
       .Tolerance(ToleranceClass::kLayerNormGrad)
       .Attr("epsilon", AttrKind::kFloat, 1e-5)
       .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
-      .Einsum([](const RuleContext& c) { return NormalizationGrad(c, 2, 2); })
+      .Einsum([](const RuleContext& c) {
+        return NormalizationGrad(c, plan::PlanLayerNormGrad(c.input_shapes, c.attrs), 2, 2);
+      })
       .ExchangeAlong(0, NormExchangedDim)
       .Localize({LocalField::kOffset, LocalField::kGlobalShape}, NormPiece)
       .Values([](const RuleContext&) {  // a variance is >= 0
@@ -393,7 +432,9 @@ OpDecl rms_norm_grad() {
       .Tolerance(ToleranceClass::kRmsNormGrad)
       .Attr("epsilon", AttrKind::kFloat, 1e-6)
       .Attr("begin_norm_axis", AttrKind::kInt, int64_t{1})
-      .Einsum([](const RuleContext& c) { return NormalizationGrad(c, 1, 1); })
+      .Einsum([](const RuleContext& c) {
+        return NormalizationGrad(c, plan::PlanRmsNormGrad(c.input_shapes, c.attrs), 1, 1);
+      })
       .ExchangeAlong(0, NormExchangedDim)
       .Localize({LocalField::kOffset, LocalField::kGlobalShape}, NormPiece)
       .Values([](const RuleContext&) {  // an inverse root is > 0

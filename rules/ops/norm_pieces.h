@@ -96,7 +96,8 @@ inline CumsumPiecePlan PlanCumsumPiece(const std::vector<std::vector<int64_t>>& 
 // normalised elements; only dim begin_norm_axis may be a piece (the later ones are whole,
 // as the rule requires), so the piece's elements are the contiguous run of the flattened
 // normalised dims starting at offset[begin] * inner. The parameters (inputs 1..params) are
-// whole: [n] of the global x (localized local.global_shape; x's own shape unsharded). The
+// whole: [n] of the global x (localized local.global_shape; x's own shape unsharded), or,
+// with `optional_params` (layer_norm, as plan::PlanLayerNorm), 0-d: absent (1 and 0). The
 // caller has checked the arity; `shapes` are the inputs' shapes.
 struct NormPiece {
   int64_t begin = 0;
@@ -104,9 +105,10 @@ struct NormPiece {
   int64_t n = 1;                     // the piece's normalised elements per row
   int64_t first = 0;                 // their position in the flattened normalised dims
   std::vector<int64_t> stats_shape;  // x.shape[:begin]
+  bool has_scale = true, has_bias = true;
 };
 inline NormPiece PlanNormPiece(const std::vector<std::vector<int64_t>>& shapes, const Attrs& attrs,
-                               size_t params) {
+                               size_t params, bool optional_params) {
   (void)attrs.GetFloat("epsilon");
   const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
   const std::vector<int64_t>& x = shapes[0];
@@ -145,11 +147,15 @@ inline NormPiece PlanNormPiece(const std::vector<std::vector<int64_t>>& shapes, 
     ThrowInvalid(std::string(LocalFieldName(LocalField::kOffset)), "the piece lies outside the normalised dims");
   }
   for (size_t p = 1; p <= params; ++p) {
+    if (optional_params && shapes[p].empty()) continue;  // 0-d: absent
     if (shapes[p] != std::vector<int64_t>{global_n}) {
-      ThrowInvalid(shape::InputField(p, "shape"),
-                   "expected [" + std::to_string(global_n) + "], got " + shape::ShapeString(shapes[p]));
+      ThrowInvalid(shape::InputField(p, "shape"), "expected [" + std::to_string(global_n) + "]" +
+                                                      (optional_params ? " or 0-d (absent)" : "") + ", got " +
+                                                      shape::ShapeString(shapes[p]));
     }
   }
+  piece.has_scale = !optional_params || !shapes[1].empty();
+  piece.has_bias = params > 1 && (!optional_params || !shapes[2].empty());
   return piece;
 }
 
@@ -270,7 +276,8 @@ inline Moments CombineMoments(const double* stats, int64_t pieces, int64_t piece
 
 // layer_norm_grad / rms_norm_grad on a piece: the op's own checks on its inputs (all but
 // the gathered tensor of the finish phase; the scale is the piece's slice, as the rule ties
-// the parameters' factor to the exchanged dim), and the whole row's normalised count,
+// the parameters' factor to the exchanged dim; layer_norm_grad's absent (0-d) parameters as
+// plan::PlanLayerNormGrad's), and the whole row's normalised count,
 // prod(global x.shape[begin:]) (localized local.global_shape; the piece's own unsharded).
 struct NormGradPiece {
   plan::NormSplit split;
@@ -281,14 +288,22 @@ inline NormGradPiece PlanNormGradPiece(const std::vector<std::vector<int64_t>>& 
   plan::CheckArity(shapes, arity);
   const size_t own = 2 + 2 * params;  // x, the parameters, the statistics, out_grad
   NormGradPiece p;
-  p.split = plan::PlanNormGrad(plan::Shapes(shapes.begin(), shapes.begin() + static_cast<std::ptrdiff_t>(own)), attrs,
-                               params, params);
+  const plan::Shapes own_shapes(shapes.begin(), shapes.begin() + static_cast<std::ptrdiff_t>(own));
+  // A piece may hold none of the row's elements (an uneven split of dim begin: layer_norm_grad
+  // without parameters has no N to keep the split even); the whole row may not be empty.
+  p.split = params == 2 ? plan::PlanLayerNormGrad(own_shapes, attrs, /*piece=*/true)
+                        : plan::PlanRmsNormGrad(own_shapes, attrs, /*piece=*/true);
   p.global_n = p.split.n;
+  std::vector<int64_t> global = shapes[0];
   if (attrs.local().global_shape) {
-    const std::vector<int64_t>& global = *attrs.local().global_shape;
+    global = *attrs.local().global_shape;
     if (global.size() != shapes[0].size()) ThrowInvalid(LocalFieldName(LocalField::kGlobalShape), "must have x's rank");
     p.global_n = 1;
     for (size_t d = static_cast<size_t>(p.split.begin); d < global.size(); ++d) p.global_n *= global[d];
+  }
+  if (p.global_n == 0) {
+    ThrowInvalid(shape::InputField(0, "shape"),
+                 "normalising over an empty set of elements of " + shape::ShapeString(global));
   }
   if (p.global_n < p.split.n || p.global_n < 1) {
     ThrowInvalid(LocalFieldName(LocalField::kGlobalShape), "the piece is larger than the normalised dims");
@@ -298,14 +313,14 @@ inline NormGradPiece PlanNormGradPiece(const std::vector<std::vector<int64_t>>& 
 
 inline constexpr int64_t kGradStats = 2;  // sum(dxhat), sum(dxhat xhat)
 
-// One row of a piece: xhat = (x - mean) inv, dxhat = g scale; adds the row's sums to
-// stats[0..1] and, when scale_grad is given, g xhat and g to the parameters' gradients.
+// One row of a piece: xhat = (x - mean) inv, dxhat = g scale (g where scale is null:
+// absent); sets stats[0..1] to the row's sums.
 template <typename T>
 void GradRowStats(const T* x, const T* scale, const T* g, T mean, T inv, int64_t n, double* stats) {
   T sum_dxhat = 0, sum_dxhat_xhat = 0;
   for (int64_t j = 0; j < n; ++j) {
     const T xhat = (x[j] - mean) * inv;
-    const T dxhat = g[j] * scale[j];
+    const T dxhat = scale != nullptr ? g[j] * scale[j] : g[j];
     sum_dxhat += dxhat;
     sum_dxhat_xhat += dxhat * xhat;
   }

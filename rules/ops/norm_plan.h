@@ -6,7 +6,8 @@
 // value arithmetic.
 //
 // Example: layer_norm of x [4, 6, 8] with begin_norm_axis 1 -> rows 4, n 48, scale and
-// bias [48], mean and variance [4]; begin_norm_axis -2 is the same split. group_norm of x
+// bias [48], mean and variance [4]; begin_norm_axis -2 is the same split; a 0-d scale or
+// bias is absent (has_scale / has_bias false: 1 and 0). group_norm of x
 // [2, 6, 5] with groups 3 (NCHW) -> 6 groups of 2 channels x 5 = 10 elements, mean and
 // variance [2, 3]; instance_norm of the same x -> groups of 1 channel (5 elements), [2, 6].
 #pragma once
@@ -24,14 +25,24 @@
 namespace spmd::plan {
 
 // layer_norm / rms_norm and their grads: x split at begin_norm_axis into [outer, n].
+// layer_norm's and layer_norm_grad's scale and bias are optional, as Paddle's: a 0-d one is
+// absent (scale 1, bias 0; no values read), and layer_norm_grad's gradient of an absent one
+// is a 0-d zero (ParamGradShape). rms_norm's scale is always given.
 struct NormSplit {
   int64_t begin = 0;
   int64_t outer = 1;
   int64_t n = 1;
   Shape stats_shape;  // x.shape[:begin]: mean, variance, invvar
+  bool has_scale = true, has_bias = true;
+
+  // The shape of a parameter's gradient: [n], or [] (a zero) for an absent parameter.
+  Shape ParamGradShape(bool present) const { return present ? Shape{n} : Shape{}; }
 };
 
-inline NormSplit SplitForNorm(const Shape& x, int64_t begin_norm_axis) {
+// `piece`: x is one rank's piece of a normalised dim the exchange keeps sharded (the grads'
+// phases, norm_pieces::PlanNormGradPiece), which may hold none of its elements (an uneven
+// split); the caller checks the whole row instead.
+inline NormSplit SplitForNorm(const Shape& x, int64_t begin_norm_axis, bool piece = false) {
   NormSplit split;
   const auto rank = static_cast<int64_t>(x.size());
   split.begin = shape::NormalizeAxis(begin_norm_axis, rank, "attrs.begin_norm_axis");
@@ -43,7 +54,7 @@ inline NormSplit SplitForNorm(const Shape& x, int64_t begin_norm_axis) {
       split.n *= x[d];
     }
   }
-  if (split.n == 0) {
+  if (split.n == 0 && !piece) {
     ThrowInvalid(shape::InputField(0, "shape"),
                  "normalising over an empty set of elements of " + shape::ShapeString(x));
   }
@@ -59,31 +70,53 @@ inline void CheckNormEpsilon(const Attrs& attrs) {
   }
 }
 
-// layer_norm (x, scale, bias; params 2) or rms_norm (x, scale; params 1): epsilon and
-// begin_norm_axis read, the parameters [n].
-inline NormSplit PlanNorm(const Shapes& shapes, const Attrs& attrs, size_t params) {
+// Which of the parameters (inputs 1, 2) are given: with `optional_params` (layer_norm and
+// its grad) a 0-d one is absent; rms_norm's scale is always given. The shapes are checked.
+inline void ReadNormParams(const Shapes& shapes, size_t params, bool optional_params, NormSplit& split) {
+  split.has_scale = !optional_params || !shapes[1].empty();
+  split.has_bias = params > 1 && (!optional_params || !shapes[2].empty());
+}
+
+// layer_norm (x, scale, bias; params 2, each [n] or 0-d: absent) or rms_norm (x, scale;
+// params 1, [n]): epsilon and begin_norm_axis read, the parameters checked.
+inline NormSplit PlanNorm(const Shapes& shapes, const Attrs& attrs, size_t params, bool optional_params) {
   CheckNormEpsilon(attrs);
   const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
   CheckArity(shapes, 1 + params);
   NormSplit split = SplitForNorm(shapes[0], begin_norm_axis);
   for (size_t p = 1; p <= params; ++p) {
+    if (optional_params && shapes[p].empty()) continue;  // 0-d: absent
     if (shapes[p] != Shape{split.n}) {
-      ThrowInvalid(shape::InputField(p, "shape"),
-                   "expected [" + std::to_string(split.n) + "], got " + shape::ShapeString(shapes[p]));
+      ThrowInvalid(shape::InputField(p, "shape"), "expected [" + std::to_string(split.n) + "]" +
+                                                      (optional_params ? " or 0-d (absent)" : "") + ", got " +
+                                                      shape::ShapeString(shapes[p]));
     }
   }
+  ReadNormParams(shapes, params, optional_params, split);
   return split;
 }
 
-// layer_norm_grad (params 2, statistics 2) / rms_norm_grad (1, 1): x, the parameters, the
-// statistics, out_grad (shape::CheckNormGradShapes).
-inline NormSplit PlanNormGrad(const Shapes& shapes, const Attrs& attrs, size_t params, size_t statistics) {
+inline NormSplit PlanLayerNorm(const Shapes& shapes, const Attrs& attrs) { return PlanNorm(shapes, attrs, 2, true); }
+inline NormSplit PlanRmsNorm(const Shapes& shapes, const Attrs& attrs) { return PlanNorm(shapes, attrs, 1, false); }
+
+// layer_norm_grad (params 2, statistics 2; a 0-d parameter absent) / rms_norm_grad (1, 1):
+// x, the parameters, the statistics, out_grad (shape::CheckNormGradShapes).
+inline NormSplit PlanNormGrad(const Shapes& shapes, const Attrs& attrs, size_t params, size_t statistics,
+                              bool optional_params, bool piece = false) {
   CheckNormEpsilon(attrs);
   const int64_t begin_norm_axis = attrs.GetInt("begin_norm_axis");
   CheckArity(shapes, 2 + params + statistics);
-  NormSplit split = SplitForNorm(shapes[0], begin_norm_axis);
-  shape::CheckNormGradShapes(shapes, split.begin, params, statistics);
+  NormSplit split = SplitForNorm(shapes[0], begin_norm_axis, piece);
+  shape::CheckNormGradShapes(shapes, split.begin, params, statistics, optional_params);
+  ReadNormParams(shapes, params, optional_params, split);
   return split;
+}
+
+inline NormSplit PlanLayerNormGrad(const Shapes& shapes, const Attrs& attrs, bool piece = false) {
+  return PlanNormGrad(shapes, attrs, 2, 2, true, piece);
+}
+inline NormSplit PlanRmsNormGrad(const Shapes& shapes, const Attrs& attrs, bool piece = false) {
+  return PlanNormGrad(shapes, attrs, 1, 1, false, piece);
 }
 
 // group_norm (x, scale, bias; epsilon, groups, data_format) and instance_norm (x, scale,

@@ -119,6 +119,34 @@ def _flash_attention_adapt(n_inputs, ins, outs, attrs):
 _flash_attention_args.adapt = _flash_attention_adapt
 
 
+def _layer_norm_args(specs, attrs):
+    """Paddle's rule: (x, scale, bias, epsilon, begin_norm_axis). Its scale and bias are
+    optional; its rule wants them 1-D, and its own tests pass an absent one as a spec of shape
+    [0] on no mesh: so is spmdkit's absent (0-d) scale or bias passed."""
+    from paddle.distributed.auto_parallel.static.dist_attribute import TensorDistAttr
+    specs = list(specs)
+    for i in (1, 2):
+        shape = specs[i].shape() if callable(specs[i].shape) else specs[i].shape
+        if not list(shape):
+            specs[i] = specs[i].__class__([0], TensorDistAttr())
+    return specs + [attrs["epsilon"], attrs["begin_norm_axis"]]
+
+
+def _unset_if_meshless(attr):
+    """Paddle lays out an absent layer_norm parameter as `[-1]` on no mesh: judged as
+    spmdkit's unset (0-d) layout."""
+    from paddle.distributed.auto_parallel.static.dist_attribute import TensorDistAttr
+    if attr.process_mesh is not None:
+        return attr
+    unset = TensorDistAttr()
+    unset.dims_mapping = []
+    return unset
+
+
+_layer_norm_args.attr_names = ("epsilon", "begin_norm_axis")
+_layer_norm_args.adapt = lambda n_inputs, ins, outs, attrs: ([_unset_if_meshless(a) for a in ins], outs)
+
+
 def _group_norm_args(specs, attrs):
     """Paddle's rule: (x, scale, bias, epsilon, groups, data_format)."""
     return list(specs) + [float(attrs["epsilon"]), attrs["groups"], attrs["data_format"]]
@@ -213,7 +241,7 @@ OPS: List[PaddleOp] = (
        PaddleOp("cummin", ["cummin"], [_cum_extreme_args]),
        PaddleOp("softmax", ["softmax"], [_a("axis")]),
        PaddleOp("log_softmax", ["log_softmax"], [_a("axis")]),
-       PaddleOp("layer_norm", ["layer_norm"], [_a("epsilon", "begin_norm_axis")]),
+       PaddleOp("layer_norm", ["layer_norm"], [_layer_norm_args]),
        PaddleOp("rms_norm", ["rms_norm", "fused_rms_norm"], [_a("epsilon", "begin_norm_axis")]),
        PaddleOp("group_norm", ["group_norm"], [_group_norm_args]),
        PaddleOp("instance_norm", ["instance_norm"], [_a("epsilon")]),

@@ -309,6 +309,16 @@ def _tensors(args) -> List[Optional[dict]]:
     return out
 
 
+# spmdkit ops whose optional inputs are always passed, a 0-d tensor for an absent one
+# (docs/DECISIONS.md): Paddle's absent input (an empty TensorDistAttr, or a spec of shape [0]
+# on no mesh) becomes that 0-d tensor, and Paddle's layout of it spmdkit's unset one.
+ABSENT_AS_0D = ("layer_norm",)
+
+
+def _absent_0d() -> dict:
+    return {"shape": [], "mesh": [], "dims_mapping": [], "partial": {}}
+
+
 def translate(call: dict, file: str = "") -> Case:
     """A recorded call -> a Case; NotJudged with the reason when it has none."""
     from spmdkit import _core
@@ -324,9 +334,12 @@ def translate(call: dict, file: str = "") -> Case:
     tensors = _tensors(args)
     # Absent optional inputs: trailing ones are left out of spmdkit's request (and of
     # Paddle's answer, which lays them out too); one before a present input has no
-    # spmdkit spelling.
+    # spmdkit spelling, except in the ops that take a 0-d tensor for it (ABSENT_AS_0D).
     absent = [i for i, t in enumerate(tensors) if t is None]
     given = len(tensors)
+    as_0d = (table[rule][0] if rule in table else rule) in ABSENT_AS_0D and bool(tensors) and tensors[0] is not None
+    if as_0d:
+        tensors = [_absent_0d() if t is None else t for t in tensors]
     while tensors and tensors[-1] is None:
         tensors.pop()
     if any(t is None for t in tensors):
@@ -383,7 +396,10 @@ def translate(call: dict, file: str = "") -> Case:
     else:
         ins = _flat(call["answer"]["inputs"])
         if absent and len(ins) == given:
-            ins = [l for i, l in enumerate(ins) if i not in absent]
+            if as_0d:
+                ins = [_unset() if i in absent else l for i, l in enumerate(ins)]
+            else:
+                ins = [l for i, l in enumerate(ins) if i not in absent]
         case.paddle_inputs = [_layout(l) for l in ins]
         case.paddle_outputs = [_layout(l) for l in _flat(call["answer"]["outputs"])]
     return case
