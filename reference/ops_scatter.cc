@@ -1,5 +1,5 @@
 // Index-driven reads and writes (docs/OPS.md "Paddle's other registered ops"): gather_nd,
-// scatter, scatter_nd_add, put_along_axis. Plain loops over multi-indices, from the definitions.
+// scatter, scatter_nd_add, put_along_axis, index_put. Plain loops over multi-indices, from the definitions.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -132,6 +132,63 @@ Tensors put_along_axis(const Tensors& inputs, const Attrs& attrs) {
   for (size_t i = 0; i < targets.size(); ++i) {
     double& dst = out.data[targets[i]];
     dst = add ? dst + value.data[i] : value.data[i];
+  }
+  return {out};
+}
+
+// out = x; then, for each b of the indices' broadcast shape B in row-major order, the slice
+// x[i0[b], ..., i{k-1}[b]] gets value[b] (broadcast): assigned (of writes to one position
+// the last wins) or added (accumulate). Ids in [-n, n), negative ones counting from the end;
+// every id is checked before anything is written.
+Tensors index_put(const Tensors& inputs, const Attrs& attrs) {
+  internal::CheckArityAtLeast(inputs, 3);
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+  for (const Tensor& t : inputs) {
+    shapes.push_back(t.shape);
+    dtypes.push_back(t.dtype);
+  }
+  const indexing_plan::IndexPutPlan plan = indexing_plan::PlanIndexPut(shapes, attrs, &dtypes);
+  const Tensor& x = inputs[0];
+  const Tensor& value = inputs.back();
+  const auto k = static_cast<size_t>(plan.k);
+  const Shape x_strides = internal::Strides(x.shape);
+  int64_t count = 1;
+  for (int64_t b : plan.broadcast) count *= b;
+  std::vector<int64_t> offsets;  // per b, x's offset of the slice it writes
+  for (int64_t flat = 0; flat < count; ++flat) {
+    const std::vector<int64_t> b = internal::Unravel(flat, plan.broadcast);
+    int64_t offset = 0;
+    for (size_t j = 0; j < k; ++j) {
+      const Tensor& index = inputs[j + 1];
+      const double v = index.data[static_cast<size_t>(internal::BroadcastOffset(b, index.shape))];
+      const int64_t n = x.shape[j];
+      if (!std::isfinite(v) || v != std::trunc(v)) {
+        ThrowInvalid(InputField(j + 1, "data"), "id " + std::to_string(v) + " is not an integer");
+      }
+      if (v < static_cast<double>(-n) || v >= static_cast<double>(n)) {
+        ThrowInvalid(InputField(j + 1, "data"), "id " + std::to_string(v) + " outside [" + std::to_string(-n) +
+                                                    ", " + std::to_string(n) + ")");
+      }
+      const auto id = static_cast<int64_t>(v);
+      offset += (id < 0 ? id + n : id) * x_strides[j];
+    }
+    offsets.push_back(offset);
+  }
+  Shape trailing(x.shape.begin() + plan.k, x.shape.end());
+  int64_t slice = 1;
+  for (int64_t t : trailing) slice *= t;
+  Tensor out = x;
+  for (int64_t flat = 0; flat < count; ++flat) {
+    std::vector<int64_t> at = internal::Unravel(flat, plan.broadcast);
+    for (int64_t t = 0; t < slice; ++t) {
+      std::vector<int64_t> w = at;
+      const std::vector<int64_t> tail = internal::Unravel(t, trailing);
+      w.insert(w.end(), tail.begin(), tail.end());
+      const double u = value.data[static_cast<size_t>(internal::BroadcastOffset(w, value.shape))];
+      double& dst = out.data[static_cast<size_t>(offsets[static_cast<size_t>(flat)] + t)];
+      dst = plan.accumulate ? dst + u : u;
+    }
   }
   return {out};
 }

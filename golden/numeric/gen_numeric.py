@@ -3135,6 +3135,66 @@ def gen_instance_norm():
     error("instance_norm", "empty_spatial", {}, [np.zeros((2, 3, 0)), s3, b3], "inputs[0].shape")
 
 
+family("indexing", ["index_put"])
+RNG29 = np.random.default_rng(20261223)
+
+
+def gen_index_put():
+    """Paddle's index_put: the k index tensors broadcast to B; out = x with
+    out[i0[b], ..., i{k-1}[b], ...] = value[b, ...] (value broadcast to B + x.shape[k:]),
+    in B's row-major order (a repeated position: the last write wins) or added (accumulate).
+    Negative ids count from the end."""
+    def v(*shape):
+        return np.round(RNG29.uniform(-3, 3, size=shape), 2)
+
+    def ids(lo, hi, *shape):
+        return T(RNG29.integers(lo, hi, size=shape), "int64")
+
+    def put(x, indices, value, accumulate=False):
+        out = np.array(x, dtype=np.float64)
+        k = len(indices)
+        idx = np.broadcast_arrays(*[np.asarray(i).astype(np.int64) for i in indices])
+        b_shape = idx[0].shape
+        value = np.broadcast_to(np.asarray(value, dtype=np.float64), b_shape + out.shape[k:])
+        for b in np.ndindex(*b_shape):
+            at = tuple(int(i[b]) % out.shape[j] for j, i in enumerate(idx))
+            out[at] = out[at] + value[b] if accumulate else value[b]
+        return out
+    x = v(4, 3)
+    i, u = ids(0, 4, 6), v(6, 3)
+    case("index_put", "assign_repeated_ids", {}, [x, i, u], [put(x, [i.array], u)])
+    y = v(3, 4)
+    i0, i1, u = ids(0, 3, 2, 1), ids(0, 4, 3), v(3)
+    case("index_put", "accumulate_broadcast_indices", {"accumulate": True}, [y, i0, i1, u],
+         [put(y, [i0.array, i1.array], u, True)])
+    z = v(3, 4, 2)
+    i0, i1, u = T(np.array([-1, 0, -3, 2]), "int64"), T(np.array([2, -4, 1, -1]), "int64"), v(4, 2)
+    case("index_put", "negative_ids_wrap", {}, [z, i0, i1, u], [put(z, [i0.array, i1.array], u)])
+    i0, i1 = ids(0, 3, 5), ids(0, 4, 5)
+    case("index_put", "accumulate_scalar_value_repeats_add", {"accumulate": True}, [y, i0, i1, np.array(1.5)],
+         [put(y, [i0.array, i1.array], np.array(1.5), True)])
+    u = v(1, 2)
+    case("index_put", "assign_value_broadcast_over_b", {}, [z, i0, u], [put(z, [i0.array], u)])
+    u = v(4)
+    case("index_put", "zero_d_index", {}, [y, T(np.array(2), "int64"), u], [put(y, [np.array(2)], u)])
+    u = v(2, 4)
+    case("index_put", "float_ids", {}, [y, T(np.array([2.0, -3.0]), "float64"), u],
+         [put(y, [np.array([2, -3])], u)])
+    case("index_put", "empty_index", {"accumulate": True},
+         [y, T(np.zeros((0,), dtype=np.int64), "int64"), np.zeros((0, 4))], [y])
+    error("index_put", "id_out_of_range", {}, [y, T(np.array([1, 3]), "int64"), v(2, 4)], "inputs[1].data")
+    error("index_put", "negative_id_out_of_range", {}, [y, ids(0, 3, 2), T(np.array([0, -5]), "int64"), v(2)],
+          "inputs[2].data")
+    error("index_put", "id_not_integer", {}, [y, T(np.array([0.5]), "float64"), v(1, 4)], "inputs[1].data")
+    error("index_put", "indices_do_not_broadcast", {}, [y, ids(0, 3, 2), ids(0, 4, 3), v(1)], "inputs[2].shape")
+    error("index_put", "value_does_not_broadcast", {}, [y, ids(0, 3, 2), v(3)], "inputs[2].shape")
+    error("index_put", "value_larger_than_written", {}, [y, ids(0, 3, 2), v(2, 2, 4)], "inputs[2].shape")
+    error("index_put", "more_indices_than_dims", {}, [v(3), ids(0, 3, 2), ids(0, 3, 2), v(2)], "inputs[0].shape")
+    error("index_put", "no_index", {}, [y, v(3, 4)], "inputs")
+    error("index_put", "bool_mask_not_provided", {}, [y, T(np.array([1, 0, 1]), "bool"), v(4)], "inputs[1].dtype",
+          "Unsupported")
+
+
 RNG13 = np.random.default_rng(20261207)
 
 
@@ -3478,6 +3538,7 @@ def main():
     gen_conv3d()  # RNG23
     gen_conv2d_transpose()  # RNG24
     gen_layer_norm_optional()  # RNG28
+    gen_index_put()  # RNG29
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

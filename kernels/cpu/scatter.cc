@@ -1,7 +1,7 @@
 // Index-driven reads and writes (docs/OPS.md "Paddle's other registered ops"): gather_nd
 // moves bytes (any dtype, x's kept; one memcpy per addressed slice); scatter,
-// scatter_nd_add and put_along_axis compute in float32 or float64 (the floating inputs'
-// dtype).
+// scatter_nd_add, put_along_axis and index_put compute in float32 or float64 (the floating
+// inputs' dtype).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -37,6 +37,27 @@ std::vector<int64_t> Ids(const Tensor& t, const std::string& field, int64_t boun
       }
       if (v < 0 || (bound >= 0 && v >= static_cast<double>(bound))) {
         ThrowInvalid(field, "id " + std::to_string(v) + " outside [0, " + std::to_string(bound) + ")");
+      }
+      ids[static_cast<size_t>(i)] = static_cast<int64_t>(src[i]);
+    }
+  });
+  return ids;
+}
+
+// The ids of `t` as int64, each whole (any sign; the caller bounds them); errors name
+// `field`, as the references'.
+std::vector<int64_t> SignedIds(const Tensor& t, const std::string& field) {
+  const int64_t n = t.numel();
+  std::vector<int64_t> ids(static_cast<size_t>(n));
+  internal::VisitData(t, [&](const auto* src) {
+    using V = std::remove_cv_t<std::remove_pointer_t<decltype(src)>>;
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (std::is_floating_point_v<V>) {
+        const double v = static_cast<double>(src[i]);
+        if (!std::isfinite(v) || v != std::trunc(v)) {
+          ThrowInvalid(field, "id " + std::to_string(v) + " is not an integer");
+        }
+        if (std::fabs(v) > 9.0e15) ThrowInvalid(field, "id " + std::to_string(v) + " is out of range");
       }
       ids[static_cast<size_t>(i)] = static_cast<int64_t>(src[i]);
     }
@@ -167,6 +188,92 @@ Tensors put_along_axis(const TensorArgs& inputs, const Attrs& attrs) {
     }
     const T* v = vv.data();
     for (size_t i = 0; i < targets.size(); ++i) o[targets[i]] = add ? o[targets[i]] + v[i] : v[i];
+    return Tensors{std::move(out)};
+  });
+}
+
+// Every id is read and checked first (negative ones wrapped), giving per element b of the
+// broadcast shape B x's offset of the slice it writes (an odometer over B with each index's
+// broadcast strides); then the writes in B's row-major order, value read with its broadcast
+// strides.
+Tensors index_put(const TensorArgs& inputs, const Attrs& attrs) {
+  internal::CheckArityAtLeast(inputs, 3);
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+  for (const Tensor& t : inputs) {
+    shapes.push_back(t.shape());
+    dtypes.push_back(t.dtype());
+  }
+  const indexing_plan::IndexPutPlan plan = indexing_plan::PlanIndexPut(shapes, attrs, &dtypes);
+  const Tensor& x = inputs[0];
+  const Tensor& value = inputs[inputs.size() - 1];
+  const auto k = static_cast<size_t>(plan.k);
+  const size_t rank = x.shape().size();
+  Shape x_strides(rank, 1);
+  for (size_t d = rank; d-- > 1;) x_strides[d - 1] = x_strides[d] * x.shape()[d];
+  // `shape`'s strides seen from `out` (right-aligned; 0 where it broadcasts).
+  const auto broadcast_strides = [](const Shape& shape, const Shape& out) {
+    Shape strides(out.size(), 0);
+    int64_t stride = 1;
+    for (size_t d = shape.size(); d-- > 0;) {
+      const size_t at = out.size() - shape.size() + d;
+      strides[at] = shape[d] == 1 ? 0 : stride;
+      stride *= shape[d];
+    }
+    return strides;
+  };
+  const Shape& bshape = plan.broadcast;
+  int64_t count = 1;
+  for (int64_t b : bshape) count *= b;
+  std::vector<int64_t> offsets(static_cast<size_t>(count), 0);
+  for (size_t j = 0; j < k; ++j) {
+    const std::string field = InputField(j + 1, "data");
+    const std::vector<int64_t> ids = SignedIds(inputs[j + 1], field);
+    const int64_t n = x.shape()[j];
+    const Shape strides = broadcast_strides(inputs[j + 1].shape(), bshape);
+    std::vector<int64_t> at(bshape.size(), 0);
+    int64_t src = 0;
+    for (int64_t b = 0; b < count; ++b) {
+      int64_t id = ids[static_cast<size_t>(src)];
+      if (id < -n || id >= n) {
+        ThrowInvalid(field, "id " + std::to_string(id) + " outside [" + std::to_string(-n) + ", " +
+                                std::to_string(n) + ")");
+      }
+      if (id < 0) id += n;
+      offsets[static_cast<size_t>(b)] += id * x_strides[j];
+      for (size_t d = bshape.size(); d-- > 0;) {
+        src += strides[d];
+        if (++at[d] < bshape[d]) break;
+        src -= at[d] * strides[d];
+        at[d] = 0;
+      }
+    }
+  }
+  int64_t slice = 1;
+  for (size_t d = k; d < rank; ++d) slice *= x.shape()[d];
+  const Shape value_strides = broadcast_strides(value.shape(), plan.written);
+  return internal::DispatchFloat(internal::ComputeDType(inputs, {0, inputs.size() - 1}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    internal::ValuesAs<T> xv(x);
+    internal::ValuesAs<T> vv(value);
+    Tensor out = NewOutput(x.shape(), DTypeOf<T>::value);
+    T* o = out.data<T>();
+    std::copy(xv.data(), xv.data() + out.numel(), o);
+    const T* v = vv.data();
+    std::vector<int64_t> at(plan.written.size(), 0);
+    int64_t src = 0;  // value's offset of `at`
+    for (int64_t b = 0; b < count; ++b) {
+      for (int64_t t = 0; t < slice; ++t) {
+        T& dst = o[offsets[static_cast<size_t>(b)] + t];
+        dst = plan.accumulate ? dst + v[src] : v[src];
+        for (size_t d = plan.written.size(); d-- > 0;) {
+          src += value_strides[d];
+          if (++at[d] < plan.written[d]) break;
+          src -= at[d] * value_strides[d];
+          at[d] = 0;
+        }
+      }
+    }
     return Tensors{std::move(out)};
   });
 }

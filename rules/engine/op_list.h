@@ -110,6 +110,7 @@
   X(gather)                 \
   X(take_along_axis)        \
   X(put_along_axis)         \
+  X(index_put)              \
   X(pad)                    \
   X(swiglu)                 \
   /* more of Paddle's registered rules */ \

@@ -1,6 +1,6 @@
 // The indexing and scatter ops' plans (docs/OPS.md "Paddle's other registered ops"):
 // one_hot, roll, pad, swiglu, index_select, gather, take_along_axis, put_along_axis, gather_nd,
-// scatter, scatter_nd_add.
+// scatter, scatter_nd_add, index_put.
 // Written once for their rules (rules/ops/indexing.cc, rules/ops/scatter.cc), float64
 // references (reference/ops_indexing.cc, ops_scatter.cc), CPU kernels
 // (kernels/cpu/indexing.cc, scatter.cc) and CUDA kernels (kernels/cuda/indexing.cu,
@@ -283,6 +283,76 @@ inline ScatterPlan PlanScatter(const Dims& x, const Dims& index, const Dims& upd
   p.sharded = attrs.local().vocab_start.has_value();
   p.start = LocalRowStart(attrs);
   p.rows = x[0];
+  return p;
+}
+
+// ---- index_put ----
+
+// inputs x, indices[0..k), value (k >= 1 index tensors, k <= rank(x)): the indices
+// broadcast together (numpy's rules) to `broadcast` B; out = x with
+// out[i0[b], ..., i{k-1}[b], t...] = value[b, t...] (accumulate: +=), value broadcastable to
+// B + x.shape[k:] (`written`). Index ids lie in [-n, n) for x's dim n (negative ones wrap
+// once); they are the backends' to check. Bool masks are Unsupported: their positions depend
+// on the values (the dtypes, when given, are checked: the rule does not see them).
+struct IndexPutPlan {
+  int64_t k = 0;
+  bool accumulate = false;
+  Dims broadcast;  // B
+  Dims written;    // B + x.shape[k:]
+  Dims out;        // x's shape
+};
+
+inline IndexPutPlan PlanIndexPut(const std::vector<Dims>& shapes, const Attrs& attrs,
+                                 const std::vector<DType>* dtypes = nullptr) {
+  IndexPutPlan p;
+  p.accumulate = attrs.GetBool("accumulate");
+  if (shapes.size() < 3) {
+    ThrowInvalid("inputs", "index_put takes x, 1 or more index tensors and value; got " +
+                               std::to_string(shapes.size()) + " inputs");
+  }
+  const Dims& x = shapes[0];
+  p.k = static_cast<int64_t>(shapes.size()) - 2;
+  if (p.k > static_cast<int64_t>(x.size())) {
+    ThrowInvalid(shape::InputField(0, "shape"), "x " + shape::ShapeString(x) + " has fewer dims than the " +
+                                                    std::to_string(p.k) + " index tensors");
+  }
+  for (size_t j = 1; j + 1 < shapes.size(); ++j) {
+    if (dtypes != nullptr && j < dtypes->size() && (*dtypes)[j] == DType::kBool) {
+      ThrowUnsupported(shape::InputField(j, "dtype"), "bool mask indices are not provided (int64 ids are)");
+    }
+    if (shapes[j].size() > p.broadcast.size()) {
+      p.broadcast.insert(p.broadcast.begin(), shapes[j].size() - p.broadcast.size(), 1);
+    }
+  }
+  for (size_t j = 1; j + 1 < shapes.size(); ++j) {
+    const size_t offset = p.broadcast.size() - shapes[j].size();
+    for (size_t d = 0; d < shapes[j].size(); ++d) {
+      int64_t& b = p.broadcast[offset + d];
+      const int64_t s = shapes[j][d];
+      if (s == b || s == 1) continue;
+      if (b != 1) {
+        ThrowInvalid(shape::InputField(j, "shape"), "index " + shape::ShapeString(shapes[j]) +
+                                                        " does not broadcast with the other indices (dim " +
+                                                        std::to_string(d) + ")");
+      }
+      b = s;
+    }
+  }
+  p.written = p.broadcast;
+  p.written.insert(p.written.end(), x.begin() + p.k, x.end());
+  const Dims& value = shapes.back();
+  const size_t value_at = shapes.size() - 1;
+  bool fits = value.size() <= p.written.size();
+  for (size_t d = 0; fits && d < value.size(); ++d) {
+    const int64_t w = p.written[p.written.size() - value.size() + d];
+    fits = value[d] == w || value[d] == 1;
+  }
+  if (!fits) {
+    ThrowInvalid(shape::InputField(value_at, "shape"), "value " + shape::ShapeString(value) +
+                                                          " does not broadcast to the written " +
+                                                          shape::ShapeString(p.written));
+  }
+  p.out = x;
   return p;
 }
 

@@ -1,5 +1,5 @@
 // Index-driven reads and writes with Paddle's names, attrs and argument orders: gather_nd,
-// scatter, scatter_nd_add, put_along_axis. The dims an index addresses are read (or written) across
+// scatter, scatter_nd_add, put_along_axis, index_put. The dims an index addresses are read (or written) across
 // shards, so they are forced replicated, except scatter's row dim, which stays sharded:
 // a shard holding x's rows [start, start + n) applies only the updates that land there
 // (the localizer passes the shard's first row), and out keeps x's row sharding.
@@ -98,6 +98,64 @@ VjpGraph PutAlongAxis(const RuleContext& c) {
   const Ref lost = g.Add("greater_than", {winner, position});
   g.input_grads = {cleared, std::nullopt, Drop(g, lost, read)};
   return g;
+}
+
+// index_put: the index tensors get none. The positions written are read back with one
+// gather_nd of the cotangent: each index cast to float64, wrapped into [0, n) (remainder by
+// n: a negative id counts from the end) and cast back to int64, expanded to the broadcast
+// shape B and stacked on a last dim of k. value gets those rows, summed over the dims it was broadcast along.
+// accumulate: x gets the cotangent as is. Otherwise x gets it with the written positions
+// zeroed (an index_put of zeros), and of the writes landing on one position only the last
+// in B's row-major order reaches out: the winners are found as scatter's (positions 1..|B|
+// as a cumsum of ones in float64, put into a zero x, read back; a write whose position
+// reads back larger lost and gets 0).
+VjpGraph IndexPut(const RuleContext& c) {
+  VjpGraph g;
+  const indexing_plan::IndexPutPlan plan = indexing_plan::PlanIndexPut(c.input_shapes, c.attrs);
+  const auto k = static_cast<size_t>(plan.k);
+  const Shape& x = c.input_shapes[0];
+  const Shape& value = c.input_shapes.back();
+  const auto wide = [&g](Ref t) { return g.Add("cast", {t}, MakeAttrs({{"dtype", std::string("float64")}})); };
+  Shape column = plan.broadcast;
+  column.push_back(1);
+  std::vector<Ref> columns;
+  Ref first;  // index 0 wrapped and expanded to B
+  for (size_t j = 0; j < k; ++j) {
+    const Ref id = wide(Ref::Input(j + 1));
+    const Ref wrapped = g.Add("cast", {g.Add("remainder", {id, Filled(g, id, static_cast<double>(x[j]))})},
+                              MakeAttrs({{"dtype", std::string("int64")}}));
+    const Ref expanded = ExpandTo(g, wrapped, c.input_shapes[j + 1], plan.broadcast);
+    if (j == 0) first = expanded;
+    columns.push_back(Reshape(g, expanded, plan.broadcast, column));
+  }
+  const auto last = static_cast<int64_t>(plan.broadcast.size());
+  const Ref stacked = k == 1 ? columns[0] : g.Add("concat", columns, MakeAttrs({{"axis", last}}));
+  const Ref read = g.Add("gather_nd", {Ref::OutputGrad(0), stacked});
+  std::vector<std::optional<Ref>> grads;
+  const auto with_value = [&](Ref x_grad, Ref rows) {
+    grads.push_back(x_grad);
+    for (size_t j = 0; j < k; ++j) grads.push_back(std::nullopt);
+    grads.push_back(SumToShape(g, rows, plan.written, value));
+    g.input_grads = grads;
+    return g;
+  };
+  if (plan.accumulate) return with_value(Ref::OutputGrad(0), read);
+  const auto put = [&](Ref into, Ref with) {
+    std::vector<Ref> args = {into};
+    for (size_t j = 0; j < k; ++j) args.push_back(Ref::Input(j + 1));
+    args.push_back(with);
+    return g.Add("index_put", args, MakeAttrs({{"accumulate", false}}));
+  };
+  const Ref cleared = put(Ref::OutputGrad(0), Zeros(g, Ref::Input(k + 1)));
+  const int64_t count = Numel(plan.broadcast);
+  Shape position_shape = plan.broadcast;
+  position_shape.resize(plan.written.size(), 1);
+  const Ref ones = wide(Filled(g, Reshape(g, first, plan.broadcast, {count}), 1));
+  const Ref flat = g.Add("cumsum", {ones}, MakeAttrs({{"axis", int64_t{0}}}));
+  const Ref position = Reshape(g, flat, {count}, position_shape);
+  const Ref winner = g.Add("gather_nd", {put(wide(Zeros(g, Ref::Input(0))), position), stacked});
+  const Ref lost = g.Add("greater_than", {winner, position});
+  return with_value(cleared, Drop(g, lost, read));
 }
 
 }  // namespace
@@ -275,6 +333,66 @@ OpDecl put_along_axis() {
             {{x2, i_small, i_small},
              MakeAttrs({{"axis", int64_t{-1}}, {"reduce", std::string("add")}, {"include_self", false}})},
             {{x2, i_small, i_small}, MakeAttrs({{"axis", int64_t{1}}})}};
+      });
+}
+
+// index_put(x, indices..., value, accumulate): the k index tensors (k <= rank(x)) broadcast
+// to B; out = x with out[i0[b], ..., i{k-1}[b], t...] = value[b, t...] (accumulate: +=),
+// value broadcastable to B + x.shape[k:]. Inputs are one flat list: x, the indices, value.
+// x's first k dims are written by position, so they are forced replicated (on x and out);
+// B's dims are forced replicated on the indices and value (a shard of them would write its
+// own copy of x). x's trailing dims may stay sharded, shared with value's trailing dims
+// (a size-1 value dim broadcasts: `1`). A partial input is reduced first.
+OpDecl index_put() {
+  return OpBuilder("index_put").VariadicInputs("inputs").Outputs({"out"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Vjp(vjps::IndexPut)
+      .Attr("accumulate", AttrKind::kBool, false)
+      .Einsum([](const RuleContext& c) {
+        const indexing_plan::IndexPutPlan plan = indexing_plan::PlanIndexPut(c.input_shapes, c.attrs);
+        const size_t rank = c.input_shapes[0].size();
+        const auto k = static_cast<size_t>(plan.k);
+        const size_t nb = plan.broadcast.size();
+        if (rank > 26 || k + nb > 26) ThrowUnsupported("inputs", "more than 26 dims in x or in x's and B's");
+        std::string x, forced;
+        for (size_t d = 0; d < rank; ++d) {
+          const char own = d < k ? static_cast<char>('A' + d) : static_cast<char>('a' + d);
+          x += own;
+          if (d < k) forced += own;
+        }
+        std::string written;  // B's letters, then x's trailing ones
+        for (size_t q = 0; q < nb; ++q) written += static_cast<char>('Z' - q);
+        forced += written;
+        written += x.substr(k);
+        // An operand's dims aligned right with `shape` (letters `letters`): the letter where
+        // the sizes agree, `1` where the dim broadcasts.
+        const auto aligned = [](const Shape& s, const Shape& shape, const std::string& letters) {
+          std::string out;
+          const size_t offset = shape.size() - s.size();
+          for (size_t d = 0; d < s.size(); ++d) out += s[d] == shape[offset + d] ? letters[offset + d] : '1';
+          return out;
+        };
+        std::vector<std::string> inputs = {x};
+        for (size_t j = 1; j <= k; ++j) inputs.push_back(aligned(c.input_shapes[j], plan.broadcast, written));
+        inputs.push_back(aligned(c.input_shapes.back(), plan.written, written));
+        return notation::FromLetters(inputs, {x}, forced);
+      })
+      .Values([](const RuleContext& c) {
+        std::vector<InputValues> kinds(c.input_shapes.size());
+        for (size_t j = 1; j + 1 < c.input_shapes.size() && j - 1 < c.input_shapes[0].size(); ++j) {
+          kinds[j] = {ValueKind::kIndex, c.input_shapes[0][j - 1]};
+        }
+        return kinds;
+      })
+      .Examples([](const SizePalette& p) {
+        // Random ids repeat: assign's last write wins, and the VJP's winners are exercised.
+        const Shape x2 = {p[0], p[1]};
+        const Shape x3 = {p[0], p[1], p[2]};
+        return std::vector<Example>{
+            {{x2, {p[2]}, {p[2], p[1]}}, Attrs()},
+            {{x2, {p[2], 1}, {p[1]}, {p[1]}}, MakeAttrs({{"accumulate", true}})},
+            {{x3, {p[1]}, {p[1]}, {p[2]}}, Attrs()},
+            {{x2, {}, {p[1]}}, MakeAttrs({{"accumulate", true}})}};
       });
 }
 

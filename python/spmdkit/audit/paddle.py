@@ -194,6 +194,17 @@ def _listed(*names):
     return build
 
 
+def _index_put_args(specs, attrs):
+    """Paddle's rule: (x, indices, value, accumulate), indices one list argument; spmdkit's
+    inputs are one flat list (x, the indices, value). Paddle's answer nests the indices'
+    layouts: flattened in order (`_flatten_attrs`)."""
+    specs = list(specs)
+    return [specs[0], specs[1:-1], specs[-1], attrs["accumulate"]]
+
+
+_index_put_args.attr_names = ("accumulate",)
+
+
 def _tril_triu(specs, attrs):
     """Paddle's tril_triu rule: (x, diagonal, lower); triu is lower = false."""
     return list(specs) + [attrs["diagonal"], False]
@@ -290,6 +301,7 @@ OPS: List[PaddleOp] = (
        PaddleOp("gather", ["gather"], [_a("axis"), _a()]),
        PaddleOp("take_along_axis", ["take_along_axis"], [_a("axis")]),
        PaddleOp("put_along_axis", ["put_along_axis"], [_a("axis", "reduce", "include_self")]),
+       PaddleOp("index_put", ["index_put"], [_index_put_args]),
        PaddleOp("fused_gemm_epilogue", ["fused_gemm_epilogue"],
                 [_a("trans_x", "trans_y"), _a("trans_x", "trans_y", "activation")]),
        PaddleOp("fused_linear_param_grad_add", ["fused_linear_param_grad_add"],
