@@ -44,6 +44,7 @@ const std::map<std::string, double>& RefusingOps() {
       {"cross_entropy_with_softmax", 0.25},  // 0.101: no label below 0 classes
       {"cross_entropy_with_softmax_grad", 0.30},  // 0.137: no label below 0 classes
       {"expand_as", 0.20},                   // 0.054: partial kinds mixed over two inputs
+      {"index_put", 0.30},                   // 0.144: no valid index below an empty indexed dim
       {"layer_norm", 0.55},                  // 0.379 (0.388 in ContractionsAndReshapes)
       {"layer_norm_grad", 0.55},             // 0.374: as layer_norm
       {"lookup_table_v2", 0.40},             // 0.214: vocabulary sharded with padding_idx
