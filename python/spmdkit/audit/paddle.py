@@ -125,11 +125,19 @@ def _layer_norm_args(specs, attrs):
     [0] on no mesh: so is spmdkit's absent (0-d) scale or bias passed."""
     from paddle.distributed.auto_parallel.static.dist_attribute import TensorDistAttr
     specs = list(specs)
+
+    def shape_of(spec):
+        return list(spec.shape() if callable(spec.shape) else spec.shape)
+
     for i in (1, 2):
-        shape = specs[i].shape() if callable(specs[i].shape) else specs[i].shape
-        if not list(shape):
+        if not shape_of(specs[i]):
             specs[i] = specs[i].__class__([0], TensorDistAttr())
-    return specs + [attrs["epsilon"], attrs["begin_norm_axis"]]
+    # Paddle 3.3.1's rule fails on a negative begin_norm_axis (ValueError
+    # "basic_string::_M_create"); both count it from the end: passed as rank + axis.
+    axis = attrs["begin_norm_axis"]
+    if axis < 0:
+        axis += len(shape_of(specs[0]))
+    return specs + [attrs["epsilon"], axis]
 
 
 def _unset_if_meshless(attr):
@@ -352,9 +360,16 @@ def _instance_norm_refuses(req) -> str:
     return "" if len(x) == 4 and scale and bias else "Paddle's instance_norm rule needs x of rank 4, scale, bias"
 
 
+def _index_put_refuses(req) -> str:
+    """Paddle's index_put rule takes 1-D index tensors only (InvalidArgument "The ndim of
+    indices in index_put should be equal to 1")."""
+    indices = req.shapes[1:-1]
+    return "" if all(len(s) == 1 for s in indices) else "Paddle's index_put rule takes 1-D indices only"
+
+
 _REFUSES = {"fused_rotary_position_embedding": _rope_refuses, "scatter_nd_add": _scatter_nd_add_refuses,
             "gather": _gather_refuses, "linear_v2": _linear_v2_refuses, "group_norm": _group_norm_refuses,
-            "instance_norm": _instance_norm_refuses}
+            "instance_norm": _instance_norm_refuses, "index_put": _index_put_refuses}
 for _op in OPS:
     _op.refuses = _REFUSES.get(_op.name, _op.refuses)
 
