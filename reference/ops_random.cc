@@ -38,42 +38,38 @@ Tensors dropout(const Tensors& inputs, const Attrs& attrs) {
   return {out, mask};
 }
 
-// bernoulli: element e is 1 iff counter_rng::Uniform(seed, global linear index of e) < x[e],
-// else 0, in x's dtype; x in [0, 1].
-Tensors bernoulli(const Tensors& inputs, const Attrs& attrs) {
+namespace {
+
+// x -> out in x's dtype, element e = draw(x[e], counter_rng::Uniform(seed, global linear
+// index of e)); every x checked first (`check`, naming inputs[0].data).
+template <typename Check, typename Draw>
+Tensors DrawEach(const Tensors& inputs, const Attrs& attrs, Check check, Draw draw) {
   internal::CheckArity(inputs, 1);
   const Tensor& x = inputs[0];
   const int64_t seed = attrs.GetInt("seed");
   const dropout::DropoutLayout layout = dropout::ReadDropoutLayout(attrs, x.shape);
-  for (double v : x.data) dropout::CheckProbability(v);
+  for (double v : x.data) check(v);
   const Shape global_strides = internal::Strides(layout.global_shape);
   Tensor out = internal::Zeros(x.shape, x.dtype);
   for (int64_t k = 0; k < NumElements(x.shape); ++k) {
     const std::vector<int64_t> index = internal::Unravel(k, x.shape);
     int64_t global = 0;
     for (size_t d = 0; d < index.size(); ++d) global += (layout.offset[d] + index[d]) * global_strides[d];
-    out.data[k] = counter_rng::Uniform(seed, global) < x.data[k] ? 1.0 : 0.0;
+    out.data[k] = draw(x.data[k], counter_rng::Uniform(seed, global));
   }
   return {out};
 }
 
-// poisson: element e is counter_rng::PoissonCount(x[e], counter_rng::Uniform(seed, global
-// linear index of e)), in x's dtype; x in [0, 700].
+}  // namespace
+
+// bernoulli: 1 iff the element's draw is below x[e], else 0; x in [0, 1].
+Tensors bernoulli(const Tensors& inputs, const Attrs& attrs) {
+  return DrawEach(inputs, attrs, dropout::CheckProbability, [](double p, double u) { return u < p ? 1.0 : 0.0; });
+}
+
+// poisson: counter_rng::PoissonCount(x[e], the element's draw); x in [0, 700].
 Tensors poisson(const Tensors& inputs, const Attrs& attrs) {
-  internal::CheckArity(inputs, 1);
-  const Tensor& x = inputs[0];
-  const int64_t seed = attrs.GetInt("seed");
-  const dropout::DropoutLayout layout = dropout::ReadDropoutLayout(attrs, x.shape);
-  for (double v : x.data) dropout::CheckPoissonRate(v);
-  const Shape global_strides = internal::Strides(layout.global_shape);
-  Tensor out = internal::Zeros(x.shape, x.dtype);
-  for (int64_t k = 0; k < NumElements(x.shape); ++k) {
-    const std::vector<int64_t> index = internal::Unravel(k, x.shape);
-    int64_t global = 0;
-    for (size_t d = 0; d < index.size(); ++d) global += (layout.offset[d] + index[d]) * global_strides[d];
-    out.data[k] = counter_rng::PoissonCount(x.data[k], counter_rng::Uniform(seed, global));
-  }
-  return {out};
+  return DrawEach(inputs, attrs, dropout::CheckPoissonRate, counter_rng::PoissonCount);
 }
 
 // dropout(x) + y, and Paddle's seed_offset: the int64 pair [seed, 0] (the generator is

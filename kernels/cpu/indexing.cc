@@ -24,29 +24,6 @@ using internal::CheckArity;
 using internal::InputField;
 using internal::NewOutput;
 
-// Ids of any dtype as int64: int64 and bool as they are; floats must be whole numbers of
-// at most 9e15 in magnitude (as the references require). Errors name `field`.
-std::vector<int64_t> ReadIds(const Tensor& t, const std::string& field) {
-  const int64_t n = t.numel();
-  std::vector<int64_t> ids(static_cast<size_t>(n));
-  internal::VisitData(t, [&](const auto* src) {
-    using V = std::remove_cv_t<std::remove_pointer_t<decltype(src)>>;
-    for (int64_t i = 0; i < n; ++i) {
-      if constexpr (std::is_floating_point_v<V>) {
-        const double v = static_cast<double>(src[i]);
-        if (!std::isfinite(v) || v != std::trunc(v)) {
-          ThrowInvalid(field, "id " + std::to_string(v) + " is not an integer");
-        }
-        if (std::fabs(v) > 9.0e15) ThrowInvalid(field, "id " + std::to_string(v) + " is out of range");
-        ids[i] = static_cast<int64_t>(v);
-      } else {
-        ids[i] = static_cast<int64_t>(src[i]);
-      }
-    }
-  });
-  return ids;
-}
-
 // v mod n in [0, n), n > 0.
 int64_t Mod(int64_t v, int64_t n) {
   const int64_t r = v % n;
@@ -79,7 +56,7 @@ Tensors Select(const TensorArgs& inputs, const Attrs& attrs, bool allow_0d) {
   const int64_t start = plan.start;
   const AxisView v = internal::ViewAlong(x.shape(), plan.axis);
   const std::string field = InputField(1, "data");
-  const std::vector<int64_t> ids = ReadIds(index, field);
+  const std::vector<int64_t> ids = internal::ReadIds(index, field);
   for (int64_t id : ids) {
     if (id < 0 || (!sharded && id >= v.len)) {
       ThrowInvalid(field, "id " + std::to_string(id) + " outside [0, " + std::to_string(v.len) + ")");
@@ -111,7 +88,7 @@ Tensors one_hot(const TensorArgs& inputs, const Attrs& attrs) {
   const indexing_plan::OneHotPlan plan = indexing_plan::PlanOneHot(inputs[0].shape(), attrs);
   const int64_t classes = plan.classes;
   const std::string field = InputField(0, "data");
-  const std::vector<int64_t> ids = ReadIds(inputs[0], field);
+  const std::vector<int64_t> ids = internal::ReadIds(inputs[0], field);
   Tensor out = NewOutput(plan.out, DType::kFloat32, /*zero=*/true);
   float* o = out.data<float>();
   for (size_t t = 0; t < ids.size(); ++t) {
@@ -238,7 +215,7 @@ Tensors take_along_axis(const TensorArgs& inputs, const Attrs& attrs) {
   const auto axis = static_cast<size_t>(plan.axis);
   const int64_t rows = x.shape()[axis];
   const std::string field = InputField(1, "data");
-  const std::vector<int64_t> ids = ReadIds(index, field);
+  const std::vector<int64_t> ids = internal::ReadIds(index, field);
   for (int64_t id : ids) {
     if (id < 0 || id >= rows) spmd::plan::ThrowIdOutside(field, "id", id, rows);
   }

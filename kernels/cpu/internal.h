@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/kernels.h"
@@ -196,6 +197,29 @@ class ValuesAs {
   std::unique_ptr<T[]> storage_;
   const T* ptr_ = nullptr;
 };
+
+// Ids of any dtype as int64: int64 and bool as they are; floats must be whole numbers of
+// at most 9e15 in magnitude (as the references require). Errors name `field`.
+inline std::vector<int64_t> ReadIds(const Tensor& t, const std::string& field) {
+  const int64_t n = t.numel();
+  std::vector<int64_t> ids(static_cast<size_t>(n));
+  internal::VisitData(t, [&](const auto* src) {
+    using V = std::remove_cv_t<std::remove_pointer_t<decltype(src)>>;
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (std::is_floating_point_v<V>) {
+        const double v = static_cast<double>(src[i]);
+        if (!std::isfinite(v) || v != std::trunc(v)) {
+          ThrowInvalid(field, "id " + std::to_string(v) + " is not an integer");
+        }
+        if (std::fabs(v) > 9.0e15) ThrowInvalid(field, "id " + std::to_string(v) + " is out of range");
+        ids[i] = static_cast<int64_t>(v);
+      } else {
+        ids[i] = static_cast<int64_t>(src[i]);
+      }
+    }
+  });
+  return ids;
+}
 
 // ---- Broadcasting --------------------------------------------------------------------------
 

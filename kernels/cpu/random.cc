@@ -73,9 +73,12 @@ Tensors dropout(const TensorArgs& inputs, const Attrs& attrs) {
   });
 }
 
-// bernoulli: 1 where the element's draw is below its probability x, in x's float dtype;
-// every x is checked to lie in [0, 1] first.
-Tensors bernoulli(const TensorArgs& inputs, const Attrs& attrs) {
+namespace {
+
+// x -> out in x's float dtype, out[i] = draw(x[i], the element's counter_rng::Uniform):
+// every x is checked first (`check`, naming inputs[0].data).
+template <typename Check, typename Draw>
+Tensors DrawEach(const TensorArgs& inputs, const Attrs& attrs, Check check, Draw draw) {
   internal::CheckArity(inputs, 1);
   const Tensor& xt = inputs[0];
   const int64_t seed = attrs.GetInt("seed");
@@ -84,36 +87,26 @@ Tensors bernoulli(const TensorArgs& inputs, const Attrs& attrs) {
     using T = typename decltype(tag)::type;
     internal::ValuesAs<T> xv(xt);
     const T* x = xv.data();
-    for (int64_t i = 0; i < xt.numel(); ++i) dropout::CheckProbability(static_cast<double>(x[i]));
+    for (int64_t i = 0; i < xt.numel(); ++i) check(static_cast<double>(x[i]));
     Tensor out = internal::NewOutput(xt.shape(), DTypeOf<T>::value);
     T* o = out.data<T>();
     ForEachGlobalIndex(xt.shape(), layout, [&](int64_t i, int64_t global) {
-      o[i] = counter_rng::Uniform(seed, global) < static_cast<double>(x[i]) ? T(1) : T(0);
+      o[i] = static_cast<T>(draw(static_cast<double>(x[i]), counter_rng::Uniform(seed, global)));
     });
     return Tensors{std::move(out)};
   });
 }
 
-// poisson: each element's count from its draw and rate, in x's float dtype; every rate is
-// checked first.
+}  // namespace
+
+// bernoulli: 1 where the element's draw is below its probability x (in [0, 1]).
+Tensors bernoulli(const TensorArgs& inputs, const Attrs& attrs) {
+  return DrawEach(inputs, attrs, dropout::CheckProbability, [](double p, double u) { return u < p ? 1.0 : 0.0; });
+}
+
+// poisson: each element's count from its rate and draw (rates in [0, 700]).
 Tensors poisson(const TensorArgs& inputs, const Attrs& attrs) {
-  internal::CheckArity(inputs, 1);
-  const Tensor& xt = inputs[0];
-  const int64_t seed = attrs.GetInt("seed");
-  const dropout::DropoutLayout layout = dropout::ReadDropoutLayout(attrs, xt.shape());
-  return internal::DispatchFloat(internal::ComputeDType(inputs, {0}), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    internal::ValuesAs<T> xv(xt);
-    const T* x = xv.data();
-    for (int64_t i = 0; i < xt.numel(); ++i) dropout::CheckPoissonRate(static_cast<double>(x[i]));
-    Tensor out = internal::NewOutput(xt.shape(), DTypeOf<T>::value);
-    T* o = out.data<T>();
-    ForEachGlobalIndex(xt.shape(), layout, [&](int64_t i, int64_t global) {
-      const double u = counter_rng::Uniform(seed, global);
-      o[i] = static_cast<T>(counter_rng::PoissonCount(static_cast<double>(x[i]), u));
-    });
-    return Tensors{std::move(out)};
-  });
+  return DrawEach(inputs, attrs, dropout::CheckPoissonRate, counter_rng::PoissonCount);
 }
 
 // dropout(x) + y: dropout's kernel on x, then y added in the compute dtype.

@@ -44,27 +44,6 @@ std::vector<int64_t> Ids(const Tensor& t, const std::string& field, int64_t boun
   return ids;
 }
 
-// The ids of `t` as int64, each whole (any sign; the caller bounds them); errors name
-// `field`, as the references'.
-std::vector<int64_t> SignedIds(const Tensor& t, const std::string& field) {
-  const int64_t n = t.numel();
-  std::vector<int64_t> ids(static_cast<size_t>(n));
-  internal::VisitData(t, [&](const auto* src) {
-    using V = std::remove_cv_t<std::remove_pointer_t<decltype(src)>>;
-    for (int64_t i = 0; i < n; ++i) {
-      if constexpr (std::is_floating_point_v<V>) {
-        const double v = static_cast<double>(src[i]);
-        if (!std::isfinite(v) || v != std::trunc(v)) {
-          ThrowInvalid(field, "id " + std::to_string(v) + " is not an integer");
-        }
-        if (std::fabs(v) > 9.0e15) ThrowInvalid(field, "id " + std::to_string(v) + " is out of range");
-      }
-      ids[static_cast<size_t>(i)] = static_cast<int64_t>(src[i]);
-    }
-  });
-  return ids;
-}
-
 // Per index row, the element offset in x of the slice it addresses (ids checked per dim).
 std::vector<int64_t> SliceOffsets(const Tensor& x, const Tensor& index, const indexing_plan::NdPlan& plan) {
   const std::vector<int64_t> ids = Ids(index, InputField(1, "data"));
@@ -228,7 +207,7 @@ Tensors index_put(const TensorArgs& inputs, const Attrs& attrs) {
   std::vector<int64_t> offsets(static_cast<size_t>(count), 0);
   for (size_t j = 0; j < k; ++j) {
     const std::string field = InputField(j + 1, "data");
-    const std::vector<int64_t> ids = SignedIds(inputs[j + 1], field);
+    const std::vector<int64_t> ids = internal::ReadIds(inputs[j + 1], field);
     const int64_t n = x.shape()[j];
     const Shape strides = broadcast_strides(inputs[j + 1].shape(), bshape);
     std::vector<int64_t> at(bshape.size(), 0);

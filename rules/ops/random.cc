@@ -75,6 +75,21 @@ EinsumSpec Notation(const RuleContext& c) {
   return notation::FromLetters({letters}, {letters, letters});
 }
 
+// An op drawing one value per element of x at its global index (bernoulli, poisson): x ->
+// out, `ab->ab`, every dim may stay sharded (dropout's localizer), exact, a seed attr, no VJP.
+OpDecl DrawnPerElement(const std::string& name, ValueKind values, std::vector<notation::Signature> examples) {
+  return OpBuilder(name).Inputs({"x"}).Outputs({"out"})
+      .Tolerance(ToleranceClass::kExact)
+      .Attr("seed", AttrKind::kInt, int64_t{0})
+      .Einsum([](const RuleContext& c) {
+        const std::string letters = notation::Letters(static_cast<int>(c.input_shapes[0].size()));
+        return notation::FromLetters({letters}, {letters});
+      })
+      .Values([values](const RuleContext&) { return std::vector<InputValues>{{values}}; })
+      .Localize({LocalField::kOffset, LocalField::kGlobalShape}, ByGlobalIndex)
+      .Examples(FromSignatures(std::move(examples)));
+}
+
 }  // namespace
 
 // Paddle's dropout: x -> out, mask. Paddle's optional seed_tensor input is not taken and
@@ -146,18 +161,10 @@ OpDecl fused_dropout_add() {
 // sharded (the same localizer) and one seed gives one result on any mesh. No gradient (out
 // is piecewise constant in x). Partial inputs are reduced.
 OpDecl bernoulli() {
-  return OpBuilder("bernoulli").Inputs({"x"}).Outputs({"out"})
-      .Tolerance(ToleranceClass::kExact)
-      .Attr("seed", AttrKind::kInt, int64_t{0})
-      .Einsum([](const RuleContext& c) {
-        const std::string letters = notation::Letters(static_cast<int>(c.input_shapes[0].size()));
-        return notation::FromLetters({letters}, {letters});
-      })
-      .Values([](const RuleContext&) { return std::vector<InputValues>{{ValueKind::kProbability}}; })
-      .Localize({LocalField::kOffset, LocalField::kGlobalShape}, ByGlobalIndex)
-      .Examples(FromSignatures({{{"ab"}, MakeAttrs({{"seed", int64_t{7}}})},
-                                {{"abc"}, Attrs()},
-                                {{"a"}, MakeAttrs({{"seed", int64_t{-3}}})}}));
+  return DrawnPerElement("bernoulli", ValueKind::kProbability,
+                         {{{"ab"}, MakeAttrs({{"seed", int64_t{7}}})},
+                          {{"abc"}, Attrs()},
+                          {{"a"}, MakeAttrs({{"seed", int64_t{-3}}})}});
 }
 
 // Paddle's poisson: x -> out, each element a Poisson(x) count in x's dtype, drawn by
@@ -168,18 +175,10 @@ OpDecl bernoulli() {
 // any mesh. No gradient (Paddle's poisson_grad is zero: out is piecewise constant in x).
 // Partial inputs are reduced.
 OpDecl poisson() {
-  return OpBuilder("poisson").Inputs({"x"}).Outputs({"out"})
-      .Tolerance(ToleranceClass::kExact)
-      .Attr("seed", AttrKind::kInt, int64_t{0})
-      .Einsum([](const RuleContext& c) {
-        const std::string letters = notation::Letters(static_cast<int>(c.input_shapes[0].size()));
-        return notation::FromLetters({letters}, {letters});
-      })
-      .Values([](const RuleContext&) { return std::vector<InputValues>{{ValueKind::kPositive}}; })
-      .Localize({LocalField::kOffset, LocalField::kGlobalShape}, ByGlobalIndex)
-      .Examples(FromSignatures({{{"ab"}, MakeAttrs({{"seed", int64_t{5}}})},
-                                {{"abc"}, Attrs()},
-                                {{"a"}, MakeAttrs({{"seed", int64_t{-9}}})}}));
+  return DrawnPerElement("poisson", ValueKind::kPositive,
+                         {{{"ab"}, MakeAttrs({{"seed", int64_t{5}}})},
+                          {{"abc"}, Attrs()},
+                          {{"a"}, MakeAttrs({{"seed", int64_t{-9}}})}});
 }
 
 }  // namespace spmd::declare
