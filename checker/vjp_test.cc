@@ -158,6 +158,21 @@ TEST(Vjp, ProdIsRightAtZeros) {
   EXPECT_EQ(CheckCase(op, {Tensor{{}, {0}, DType::kFloat64}}, Attrs(), rng), "");
 }
 
+// put_along_axis's mul is multilinear in its operands as prod is, so the central difference
+// is exact at zeros too: positions with no zero, one zero (in x or in a value) and two.
+TEST(Vjp, PutAlongAxisMulIsRightAtZeros) {
+  const OpDecl& op = *FindOp("put_along_axis");
+  std::mt19937_64 rng(11);
+  const Tensor x{{2, 3}, {0, 2, -1.5, 4, 0.5, 3}, DType::kFloat64};
+  const Tensor index{{2, 4}, {0, 0, 2, 1, 1, 1, 0, 1}, DType::kInt64};
+  const Tensor value{{2, 4}, {1.5, 2.5, 0, -2, 0, 1.25, 0.75, 0}, DType::kFloat64};
+  for (const bool self : {true, false}) {
+    EXPECT_EQ(CheckCase(op, {x, index, value},
+                        MakeAttrs({{"axis", int64_t{1}}, {"reduce", std::string("mul")}, {"include_self", self}}), rng),
+              "");
+  }
+}
+
 // Every call of every filled graph is accepted by its op's rule at the shapes it sees, and
 // the graph gives each input a gradient of the input's shape, with shapes inferred by the
 // rules alone (InferOutputShapes; InferForward on replicated inputs of a 2-rank mesh): a

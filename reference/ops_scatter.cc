@@ -1,6 +1,8 @@
 // Index-driven reads and writes (docs/OPS.md "Paddle's other registered ops"): gather_nd,
 // scatter, scatter_nd_add, put_along_axis, index_put. Plain loops over multi-indices, from the definitions.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -106,9 +108,11 @@ Tensors scatter_nd_add(const Tensors& inputs, const Attrs&) {
 }
 
 // out = x; then, in index's row-major order, value[p] lands at x's position p with p[axis]
-// replaced by index[p]: assign overwrites (of ids repeated along the axis the last wins),
-// add adds, into x (include_self) or into 0 at a position some value lands on. Every id is
-// checked before anything is written.
+// replaced by index[p]: assign overwrites (of ids repeated along the axis the last wins);
+// the other modes gather at each position the values landing there, after x's element
+// when include_self, and reduce them: their sum (add), product (mul), sum over count
+// (mean), least or greatest (amin, amax; NaN if any is NaN). Every id is checked before
+// anything is written.
 Tensors put_along_axis(const Tensors& inputs, const Attrs& attrs) {
   CheckArity(inputs, 3);
   const Tensor& x = inputs[0];
@@ -124,14 +128,47 @@ Tensors put_along_axis(const Tensors& inputs, const Attrs& attrs) {
     at[axis] = Id(index.data[i], x.shape[axis], InputField(1, "data"));
     targets.push_back(internal::Dot(at, strides));
   }
-  const bool add = plan.reduce == indexing_plan::PutReduce::kAdd;
+  using indexing_plan::PutReduce;
   Tensor out = x;
-  if (add && !plan.include_self) {
-    for (int64_t t : targets) out.data[t] = 0.0;
+  if (plan.reduce == PutReduce::kAssign) {
+    for (size_t i = 0; i < targets.size(); ++i) out.data[static_cast<size_t>(targets[i])] = value.data[i];
+    return {out};
   }
-  for (size_t i = 0; i < targets.size(); ++i) {
-    double& dst = out.data[targets[i]];
-    dst = add ? dst + value.data[i] : value.data[i];
+  // Each position's operands, in order: x's element first when include_self.
+  std::vector<std::vector<double>> operands(x.data.size());
+  if (plan.include_self) {
+    for (int64_t t : targets) operands[static_cast<size_t>(t)] = {x.data[static_cast<size_t>(t)]};
+  }
+  for (size_t i = 0; i < targets.size(); ++i) operands[static_cast<size_t>(targets[i])].push_back(value.data[i]);
+  for (size_t t = 0; t < operands.size(); ++t) {
+    const std::vector<double>& ops = operands[t];
+    if (ops.empty()) continue;
+    double r = 0;
+    switch (plan.reduce) {
+      case PutReduce::kAdd:
+      case PutReduce::kMean:
+        for (double o : ops) r += o;
+        if (plan.reduce == PutReduce::kMean) r /= static_cast<double>(ops.size());
+        break;
+      case PutReduce::kMul:
+        r = 1;
+        for (double o : ops) r *= o;
+        break;
+      case PutReduce::kMin:
+      case PutReduce::kMax:
+        r = ops[0];
+        for (double o : ops) {
+          if (std::isnan(o) || std::isnan(r)) {
+            r = std::numeric_limits<double>::quiet_NaN();
+          } else {
+            r = plan.reduce == PutReduce::kMin ? std::min(r, o) : std::max(r, o);
+          }
+        }
+        break;
+      case PutReduce::kAssign:
+        break;
+    }
+    out.data[t] = r;
   }
   return {out};
 }

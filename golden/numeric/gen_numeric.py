@@ -2732,6 +2732,28 @@ def gen_take_along_axis():
     error("take_along_axis", "scalar_x", {}, [np.array(1.5), T(np.array(0), "int64")], "inputs[0].shape")
 
 
+def np_put_along_axis(x, index, value, axis, reduce="assign", include_self=True):
+    """put_along_axis from its definition: each position some value lands on gathers, in
+    index's row-major order, the values landing there (after x's element with include_self)
+    and takes the last (assign) or their sum, product, mean, least or greatest."""
+    out = np.array(x, dtype=np.float64)
+    index = np.asarray(index).astype(np.int64)
+    axis %= out.ndim
+    operands = {}
+    for p in np.ndindex(*index.shape):
+        t = list(p)
+        t[axis] = index[p]
+        t = tuple(t)
+        if t not in operands:
+            operands[t] = [out[t]] if include_self and reduce != "assign" else []
+        operands[t].append(float(value[p]))
+    fold = {"assign": lambda ops: ops[-1], "add": sum, "mul": np.prod, "multiply": np.prod, "mean": np.mean,
+            "amin": min, "amax": max}[reduce]
+    for t, ops in operands.items():
+        out[t] = fold(ops)
+    return out
+
+
 family("indexing", ["put_along_axis"])
 RNG18 = np.random.default_rng(20261212)
 
@@ -2747,21 +2769,7 @@ def gen_put_along_axis():
     def ids(bound, *shape):
         return T(RNG18.integers(0, bound, size=shape), "int64")
 
-    def put(x, index, value, axis, reduce="assign", include_self=True):
-        out = np.array(x, dtype=np.float64)
-        index = np.asarray(index).astype(np.int64)
-        axis %= out.ndim
-        targets = []
-        for p in np.ndindex(*index.shape):
-            t = list(p)
-            t[axis] = index[p]
-            targets.append((tuple(t), p))
-        if reduce == "add" and not include_self:
-            for t, _ in targets:
-                out[t] = 0.0
-        for t, p in targets:
-            out[t] = out[t] + value[p] if reduce == "add" else value[p]
-        return out
+    put = np_put_along_axis
     x = v(3, 4, 5)
     i, u = ids(4, 3, 6, 5), v(3, 6, 5)
     case("put_along_axis", "assign_repeated_ids", {"axis": 1}, [x, i, u], [put(x, i.array, u, 1)])
@@ -2789,10 +2797,41 @@ def gen_put_along_axis():
     error("put_along_axis", "axis_out_of_range", {"axis": 2}, [y, ids(3, 3, 4), v(3, 4)], "attrs.axis")
     error("put_along_axis", "reduce_unknown", {"axis": 0, "reduce": "max"}, [y, ids(3, 3, 4), v(3, 4)],
           "attrs.reduce")
-    error("put_along_axis", "reduce_mul_not_provided", {"axis": 0, "reduce": "mul"}, [y, ids(3, 3, 4), v(3, 4)],
-          "attrs.reduce", "Unsupported")
     error("put_along_axis", "scalar_x", {}, [np.array(1.5), T(np.array(0), "int64"), np.array(2.0)],
           "inputs[0].shape")
+
+
+RNG33 = np.random.default_rng(20261227)
+
+
+def gen_put_along_axis_reduce():
+    """put_along_axis's reducing modes mul (and its spelling multiply), mean, amin and amax,
+    with and without x's element, on repeated ids and a leading-part index."""
+    def v(*shape):
+        return np.round(RNG33.uniform(-3, 3, size=shape), 2)
+
+    def ids(bound, *shape):
+        return T(RNG33.integers(0, bound, size=shape), "int64")
+    x = v(3, 4, 5)
+    for reduce in ["mul", "multiply", "mean", "amin", "amax"]:
+        for include_self in [True, False]:
+            name = reduce + ("_with_self" if include_self else "_without_self")
+            attrs = {"axis": 1, "reduce": reduce, "include_self": include_self}
+            i, u = ids(4, 3, 6, 5), v(3, 6, 5)
+            case("put_along_axis", name, attrs, [x, i, u],
+                 [np_put_along_axis(x, i.array, u, 1, reduce, include_self)])
+    y = v(3, 4)
+    i, u = ids(3, 2, 3), v(2, 3)
+    case("put_along_axis", "amax_leading_part", {"axis": 0, "reduce": "amax"}, [y, i, u],
+         [np_put_along_axis(y, i.array, u, 0, "amax")])
+    z = np.array([[0.0, 2.0, -1.5], [4.0, 0.0, 3.0]])
+    zi, zv = T(np.array([[0, 0, 2, 0]] * 2), "int64"), np.array([[0.0, 2.5, 0.0, -2.0], [1.5, 1.5, 0.0, 0.0]])
+    case("put_along_axis", "mul_zeros", {"axis": 1, "reduce": "mul"}, [z, zi, zv],
+         [np_put_along_axis(z, zi.array, zv, 1, "mul")])
+    case("put_along_axis", "amin_ties", {"axis": 1, "reduce": "amin", "include_self": False}, [z, zi, zv],
+         [np_put_along_axis(z, zi.array, zv, 1, "amin", False)])
+    error("put_along_axis", "reduce_unknown_name", {"axis": 0, "reduce": "sum"}, [y, ids(3, 3, 4), v(3, 4)],
+          "attrs.reduce")
 
 
 family("random", ["bernoulli"])
@@ -3527,6 +3566,7 @@ def main():
     gen_frobenius_norm()  # RNG16
     gen_take_along_axis()  # RNG17
     gen_put_along_axis()  # RNG18
+    gen_put_along_axis_reduce()  # RNG33
     gen_bernoulli()  # RNG22
     gen_poisson()  # RNG30
     gen_strided_slice()  # RNG19

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -143,7 +144,9 @@ Tensors scatter_nd_add(const TensorArgs& inputs, const Attrs&) {
 }
 
 // Every id is checked first; then the writes in order, each at its offset in x
-// (AlongAxisOffsets).
+// (AlongAxisOffsets). The reducing modes start each position some value lands on from x's
+// element (include_self) or from the mode's identity (mean's count from 1 or 0), fold the
+// values in, in order, and mean divides by the count at the end.
 Tensors put_along_axis(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 3);
   const Tensor& x = inputs[0];
@@ -154,7 +157,7 @@ Tensors put_along_axis(const TensorArgs& inputs, const Attrs& attrs) {
   const auto axis = static_cast<size_t>(plan.axis);
   const std::vector<int64_t> ids = Ids(index, InputField(1, "data"), x.shape()[axis]);
   const std::vector<int64_t> targets = AlongAxisOffsets(x.shape(), index.shape(), axis, ids);
-  const bool add = plan.reduce == indexing_plan::PutReduce::kAdd;
+  using indexing_plan::PutReduce;
   return internal::DispatchFloat(internal::ComputeDType(inputs, {0, 2}), [&](auto tag) {
     using T = typename decltype(tag)::type;
     internal::ValuesAs<T> xv(x);
@@ -162,11 +165,45 @@ Tensors put_along_axis(const TensorArgs& inputs, const Attrs& attrs) {
     Tensor out = NewOutput(x.shape(), DTypeOf<T>::value);
     T* o = out.data<T>();
     std::copy(xv.data(), xv.data() + out.numel(), o);
-    if (add && !plan.include_self) {
-      for (int64_t t : targets) o[t] = T(0);
-    }
     const T* v = vv.data();
-    for (size_t i = 0; i < targets.size(); ++i) o[targets[i]] = add ? o[targets[i]] + v[i] : v[i];
+    if (plan.reduce == PutReduce::kAssign) {
+      for (size_t i = 0; i < targets.size(); ++i) o[targets[i]] = v[i];
+      return Tensors{std::move(out)};
+    }
+    std::vector<int64_t> count;  // mean's operands per position
+    if (plan.reduce == PutReduce::kMean) count.assign(static_cast<size_t>(out.numel()), 0);
+    if (!plan.include_self) {
+      const T identity = plan.reduce == PutReduce::kMul   ? T(1)
+                         : plan.reduce == PutReduce::kMin ? std::numeric_limits<T>::infinity()
+                         : plan.reduce == PutReduce::kMax ? -std::numeric_limits<T>::infinity()
+                                                          : T(0);
+      for (int64_t t : targets) o[t] = identity;
+    } else if (!count.empty()) {
+      for (int64_t t : targets) count[static_cast<size_t>(t)] = 1;
+    }
+    for (size_t i = 0; i < targets.size(); ++i) {
+      T& dst = o[targets[i]];
+      switch (plan.reduce) {
+        case PutReduce::kAdd: dst += v[i]; break;
+        case PutReduce::kMean:
+          dst += v[i];
+          ++count[static_cast<size_t>(targets[i])];
+          break;
+        case PutReduce::kMul: dst *= v[i]; break;
+        case PutReduce::kMin:
+        case PutReduce::kMax:
+          if (std::isnan(dst) || std::isnan(v[i])) {
+            dst = std::numeric_limits<T>::quiet_NaN();
+          } else {
+            dst = plan.reduce == PutReduce::kMin ? std::min(dst, v[i]) : std::max(dst, v[i]);
+          }
+          break;
+        case PutReduce::kAssign: break;
+      }
+    }
+    for (size_t t = 0; t < count.size(); ++t) {
+      if (count[t] > 0) o[t] /= static_cast<T>(count[t]);
+    }
     return Tensors{std::move(out)};
   });
 }

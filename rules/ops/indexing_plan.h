@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rules/model/attrs.h"
@@ -189,11 +190,12 @@ inline TakeAlongAxisPlan PlanTakeAlongAxis(const Dims& x, const Dims& index, con
 // ---- put_along_axis ----
 
 // out = x, then each value written at index's position along axis (its own position
-// elsewhere, the same as take_along_axis reads): assign overwrites (of ids repeated along
-// the axis the last wins), add sums into the position, which starts from x (include_self)
-// or from 0. value has index's shape. Paddle's other modes (mul, mean, amin, amax) are
-// Unsupported (docs/DECISIONS.md).
-enum class PutReduce { kAssign, kAdd };
+// elsewhere, the same as take_along_axis reads). assign overwrites (of ids repeated along
+// the axis the last wins); the other modes reduce, at each position some value lands on,
+// x's element (include_self) and every value landing there: add sums, mul multiplies,
+// mean divides the sum by their count, amin and amax keep the least and the greatest
+// (NaN if any is NaN). A position no value lands on keeps x's element.
+enum class PutReduce { kAssign, kAdd, kMul, kMean, kMin, kMax };
 
 struct PutAlongAxisPlan {  // out has x's shape
   int64_t axis = 0;
@@ -201,18 +203,22 @@ struct PutAlongAxisPlan {  // out has x's shape
   bool include_self = true;
 };
 
+// Paddle's names for the modes ("multiply" is mul's other spelling).
+inline PutReduce ParsePutReduce(const std::string& reduce) {
+  static const std::pair<const char*, PutReduce> kNames[] = {
+      {"assign", PutReduce::kAssign}, {"add", PutReduce::kAdd}, {"mul", PutReduce::kMul},
+      {"multiply", PutReduce::kMul},  {"mean", PutReduce::kMean}, {"amin", PutReduce::kMin},
+      {"amax", PutReduce::kMax}};
+  for (const auto& [name, mode] : kNames) {
+    if (reduce == name) return mode;
+  }
+  ThrowInvalid("attrs.reduce",
+               "reduce must be assign, add, mul, multiply, mean, amin or amax, got \"" + reduce + "\"");
+}
+
 inline PutAlongAxisPlan PlanPutAlongAxis(const Dims& x, const Dims& index, const Dims& value, const Attrs& attrs) {
   PutAlongAxisPlan p;
-  const std::string& reduce = attrs.GetString("reduce");
-  if (reduce == "assign") {
-    p.reduce = PutReduce::kAssign;
-  } else if (reduce == "add") {
-    p.reduce = PutReduce::kAdd;
-  } else if (reduce == "mul" || reduce == "multiply" || reduce == "mean" || reduce == "amin" || reduce == "amax") {
-    ThrowUnsupported("attrs.reduce", "reduce \"" + reduce + "\" is not provided (assign and add are)");
-  } else {
-    ThrowInvalid("attrs.reduce", "reduce must be assign or add, got \"" + reduce + "\"");
-  }
+  p.reduce = ParsePutReduce(attrs.GetString("reduce"));
   p.include_self = attrs.GetBool("include_self");
   p.axis = CheckAlongAxisIndex(x, index, attrs);
   if (value != index) {

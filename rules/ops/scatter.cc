@@ -5,6 +5,8 @@
 // (the localizer passes the shard's first row), and out keeps x's row sharding.
 #include <cstdint>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "rules/model/error.h"
@@ -69,12 +71,98 @@ VjpGraph Scatter(const RuleContext& c) {
   return g;
 }
 
+// put_along_axis's reducing modes. An operand is x's element at a position some value
+// lands on (include_self) or a value; "at its position" is x's position or, for a value,
+// the position it lands on (take_along_axis reads it back). Sums and counts over a
+// position are put_along_axis adds into zeros (or into x's own term).
+// mean: each operand gets the cotangent over the operands' count.
+// amin / amax: the cotangent shared equally by the operands equal to the extreme (as
+// Paddle's put_along_axis_grad; an operand is never beyond its own position's extreme, so
+// "not beyond" is "equal to it").
+// mul: each operand gets the cotangent times the product of its position's other operands,
+// without dividing by it (prod's VJP): with no zero at the position, g * rest / e; with one,
+// the zero gets g * rest and the others 0; with more, all 0 (rest: the product of the
+// nonzero operands, zeros counted and replaced by ones so no quotient is taken at a zero;
+// Paddle's g * out / e gives NaN there).
+// A position no value lands on keeps x's element: x gets the cotangent there whole in every
+// mode (its count is 1, it is its own extreme, the product of the others is 1).
+VjpGraph PutReduceVjp(const RuleContext& c, VjpGraph g, Ref cleared, Ref read) {
+  const Ref x = Ref::Input(0), index = Ref::Input(1), v = Ref::Input(2), grad = Ref::OutputGrad(0);
+  const int64_t axis = c.attrs.GetInt("axis");
+  const bool self = c.attrs.GetBool("include_self");
+  const std::string& reduce = c.attrs.GetString("reduce");
+  const auto put = [&](Ref into, Ref value, const char* mode) {
+    return g.Add("put_along_axis", {into, index, value},
+                 MakeAttrs({{"axis", axis}, {"reduce", std::string(mode)}, {"include_self", true}}));
+  };
+  const auto take = [&](Ref from) {
+    return g.Add("take_along_axis", {from, index}, MakeAttrs({{"axis", axis}}));
+  };
+  if (reduce == "mean") {
+    const Ref count = put(self ? Filled(g, x, 1) : Zeros(g, x), Filled(g, v, 1), "add");
+    if (self) {
+      const Ref share = g.Add("divide", {grad, count});
+      g.input_grads = {share, std::nullopt, take(share)};
+    } else {
+      g.input_grads = {cleared, std::nullopt, g.Add("divide", {read, take(count)})};
+    }
+    return g;
+  }
+  if (reduce == "amin" || reduce == "amax") {
+    // The extreme is put again from the operands as the graph holds them (not the forward's
+    // output), so that an operand compares equal to its own position's extreme even where x
+    // was a partial sum whose reduction rounds differently.
+    const char* beyond = reduce == "amax" ? "less_than" : "greater_than";
+    const Ref extreme = g.Add("put_along_axis", {x, index, v}, c.attrs);
+    const Ref v_beyond = g.Add(beyond, {v, take(extreme)});
+    const Ref v_tie = Drop(g, v_beyond, Filled(g, v, 1));
+    Ref x_tie = Zeros(g, x);
+    Ref x_beyond = x_tie;
+    if (self) {
+      x_beyond = g.Add(beyond, {x, extreme});
+      x_tie = Drop(g, x_beyond, Filled(g, x, 1));
+    }
+    const Ref ties = put(x_tie, v_tie, "add");
+    const Ref v_grad = Drop(g, v_beyond, g.Add("divide", {read, take(ties)}));
+    if (self) {
+      g.input_grads = {Drop(g, x_beyond, g.Add("divide", {grad, ties})), std::nullopt, v_grad};
+    } else {
+      g.input_grads = {cleared, std::nullopt, v_grad};
+    }
+    return g;
+  }
+  // mul: per operand, `safe` (the operand, a zero replaced by 1) and `is_zero` (1 or 0).
+  const auto split = [&g](Ref e) {
+    const Ref zero = Zeros(g, e), one = Filled(g, e, 1);
+    const Ref nonzero = g.Add("greater_than", {g.Add("abs", {e}), zero});
+    return std::pair<Ref, Ref>{g.Add("where", {nonzero, e, one}), g.Add("where", {nonzero, zero, one})};
+  };
+  const auto [v_safe, v_zero] = split(v);
+  Ref x_safe = Filled(g, x, 1), x_zero = Zeros(g, x);
+  if (self) std::tie(x_safe, x_zero) = split(x);
+  const Ref rest = put(x_safe, v_safe, "mul");     // the product of each position's nonzeros
+  const Ref zeros = put(x_zero, v_zero, "add");    // and its zeros' count
+  // An operand's gradient from its position's cotangent times rest, its zero count, and its own safe / is_zero.
+  const auto others = [&g](Ref scaled, Ref count, Ref safe, Ref is_zero) {
+    const Ref half = Filled(g, count, 0.5);
+    const Ref none = g.Add("less_than", {count, half});
+    const Ref one_zero = g.Add("less_than", {g.Add("abs", {ScaleBy(g, count, 1, -1)}), half});
+    return g.Add("where", {none, g.Add("divide", {scaled, safe}),
+                           Keep(g, one_zero, g.Add("multiply", {scaled, is_zero}))});
+  };
+  const Ref scaled = g.Add("multiply", {grad, rest});
+  const Ref v_grad = others(take(scaled), take(zeros), v_safe, v_zero);
+  g.input_grads = {self ? others(scaled, zeros, x_safe, x_zero) : cleared, std::nullopt, v_grad};
+  return g;
+}
+
 // put_along_axis: the index gets none; value gets the cotangent read back where it landed
-// (take_along_axis). add: x gets the cotangent as is with include_self, else with the
-// positions written zeroed (a put of zeros). assign: x gets it with those positions zeroed;
-// of values landing on one position only the last along the axis reaches out, so the
-// others get 0 (the winner is found as scatter's: positions 1..n along the axis, in float64,
-// put with assign and read back; a value whose position reads back larger lost).
+// (take_along_axis). Without include_self, x gets the cotangent with the positions written
+// zeroed (a put of zeros), as with assign. assign: of values landing on one position only
+// the last along the axis reaches out, so the others get 0 (the winner is found as
+// scatter's: positions 1..n along the axis, in float64, put with assign and read back; a
+// value whose position reads back larger lost). add: each operand gets the cotangent whole
+// (x with include_self). The other modes: PutReduceVjp.
 VjpGraph PutAlongAxis(const RuleContext& c) {
   VjpGraph g;
   const Ref index = Ref::Input(1);
@@ -88,10 +176,12 @@ VjpGraph PutAlongAxis(const RuleContext& c) {
   };
   const Ref read = take(Ref::OutputGrad(0));
   const Ref cleared = put(Ref::OutputGrad(0), Zeros(g, Ref::Input(2)));
-  if (c.attrs.GetString("reduce") == "add") {
+  const std::string& reduce = c.attrs.GetString("reduce");
+  if (reduce == "add") {
     g.input_grads = {c.attrs.GetBool("include_self") ? Ref::OutputGrad(0) : cleared, std::nullopt, read};
     return g;
   }
+  if (reduce != "assign") return PutReduceVjp(c, std::move(g), cleared, read);
   const auto wide = [&g](Ref t) { return g.Add("cast", {t}, MakeAttrs({{"dtype", std::string("float64")}})); };
   const Ref position = g.Add("cumsum", {wide(Filled(g, Ref::Input(2), 1))}, MakeAttrs({{"axis", axis}}));
   const Ref winner = take(put(wide(Zeros(g, Ref::Input(0))), position));
@@ -282,7 +372,8 @@ OpDecl scatter_nd_add() {
 }
 
 // put_along_axis(x, index, value, axis, reduce, include_self): out = x with each value
-// written at index's position along axis (take_along_axis's positions): assign or add.
+// written at index's position along axis (take_along_axis's positions): assign, or reduced
+// there with x's element (include_self) by add, mul, mean, amin or amax.
 // x's axis is written across, and so is each dim where index is smaller than x (it writes
 // x's leading part by position): there x's dim is forced replicated, and index's and
 // value's with it (a shard of them would write at its own positions). Elsewhere x, index,
@@ -332,7 +423,13 @@ OpDecl put_along_axis() {
             {{x2, i2, i2}, MakeAttrs({{"axis", int64_t{0}}, {"reduce", std::string("add")}})},
             {{x2, i_small, i_small},
              MakeAttrs({{"axis", int64_t{-1}}, {"reduce", std::string("add")}, {"include_self", false}})},
-            {{x2, i_small, i_small}, MakeAttrs({{"axis", int64_t{1}}})}};
+            {{x2, i_small, i_small}, MakeAttrs({{"axis", int64_t{1}}})},
+            {{x2, i2, i2}, MakeAttrs({{"axis", int64_t{0}}, {"reduce", std::string("mul")}})},
+            {{x2, i_small, i_small},
+             MakeAttrs({{"axis", int64_t{1}}, {"reduce", std::string("mean")}, {"include_self", false}})},
+            {{x2, i_small, i_small}, MakeAttrs({{"axis", int64_t{-1}}, {"reduce", std::string("amax")}})},
+            {{x2, i2, i2},
+             MakeAttrs({{"axis", int64_t{0}}, {"reduce", std::string("amin")}, {"include_self", false}})}};
       });
 }
 
