@@ -1,5 +1,5 @@
 // Indexing ops (docs/OPS.md "Paddle's other registered ops"): one_hot, roll,
-// index_select, gather. Plain loops over multi-indices: each output element is computed
+// index_select, gather, take_along_axis, moe_combine. Plain loops over multi-indices: each output element is computed
 // from the definition, never by copying rows.
 #include <cmath>
 #include <string>
@@ -189,5 +189,35 @@ Tensors take_along_axis(const Tensors& inputs, const Attrs& attrs) {
 }
 
 Tensors gather(const Tensors& inputs, const Attrs& attrs) { return Select(inputs, attrs, true); }
+
+// y[t, h] = sum over j of combine_weights[t, j] * x[scatter_index[t, j], h], every id
+// checked in [0, rows) first.
+Tensors moe_combine(const Tensors& inputs, const Attrs&) {
+  CheckArity(inputs, 3);
+  const Tensor& x = inputs[0];
+  const Tensor& weights = inputs[1];
+  const Tensor& index = inputs[2];
+  const indexing_plan::MoeCombinePlan plan = indexing_plan::PlanMoeCombine(x.shape, weights.shape, index.shape);
+  std::vector<int64_t> ids;
+  for (double v : index.data) {
+    const int64_t id = IdValue(v, InputField(2, "data"));
+    if (id < 0 || id >= plan.rows) {
+      ThrowInvalid(InputField(2, "data"), "id " + std::to_string(id) + " outside [0, " + std::to_string(plan.rows) + ")");
+    }
+    ids.push_back(id);
+  }
+  Tensor y = internal::Zeros(plan.out, x.dtype);
+  for (int64_t t = 0; t < plan.tokens; ++t) {
+    for (int64_t h = 0; h < plan.hidden; ++h) {
+      double sum = 0;
+      for (int64_t j = 0; j < plan.k; ++j) {
+        const size_t at = static_cast<size_t>(t * plan.k + j);
+        sum += weights.data[at] * x.data[static_cast<size_t>(ids[at] * plan.hidden + h)];
+      }
+      y.data[static_cast<size_t>(t * plan.hidden + h)] = sum;
+    }
+  }
+  return {y};
+}
 
 }  // namespace spmd::reference::ops

@@ -71,6 +71,7 @@ DEFAULTS = {
     "index_select": {"axis": 0}, "gather": {"axis": 0}, "take_along_axis": {"axis": 0},
     "put_along_axis": {"axis": 0, "reduce": "assign", "include_self": True},
     "index_put": {"accumulate": False},
+    "moe_combine": {},
     "bernoulli": {"seed": 0}, "poisson": {"seed": 0},
     "pad": {"paddings": REQUIRED, "pad_value": 0.0}, "swiglu": {},
     # more of Paddle's registered rules

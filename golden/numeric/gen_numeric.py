@@ -3174,6 +3174,40 @@ def gen_instance_norm():
     error("instance_norm", "empty_spatial", {}, [np.zeros((2, 3, 0)), s3, b3], "inputs[0].shape")
 
 
+family("indexing", ["moe_combine"])
+RNG34 = np.random.default_rng(20261228)
+
+
+def gen_moe_combine():
+    """Paddle's moe_combine: y[t] = sum_j combine_weights[t, j] * x[scatter_index[t, j]]
+    (x [rows, hidden] the experts' outputs, ids in [0, rows); repeated ids add up)."""
+    def v(*shape):
+        return np.round(RNG34.uniform(-3, 3, size=shape), 2)
+
+    def combine(x, w, ids):
+        y = np.zeros((w.shape[0], x.shape[1]))
+        for t in range(w.shape[0]):
+            for j in range(w.shape[1]):
+                y[t] += w[t, j] * x[int(ids[t, j])]
+        return y
+    x, w = v(8, 5), v(4, 2)
+    ids = RNG34.permutation(8)[:8].reshape(4, 2)
+    case("moe_combine", "top2_distinct_rows", {}, [x, w, T(ids, "int64")], [combine(x, w, ids)])
+    ids = RNG34.integers(0, 8, size=(4, 2))
+    ids[0] = [3, 3]
+    case("moe_combine", "repeated_ids", {}, [x, w, T(ids, "int64")], [combine(x, w, ids)])
+    w1 = v(6, 1)
+    ids1 = RNG34.integers(0, 8, size=(6, 1))
+    case("moe_combine", "top1", {}, [x, w1, T(ids1, "int64")], [combine(x, w1, ids1)])
+    case("moe_combine", "no_tokens", {}, [x, np.zeros((0, 2)), T(np.zeros((0, 2)), "int64")], [np.zeros((0, 5))])
+    bad = np.array([[0, 8], [1, 2], [3, 4], [5, 6]])
+    error("moe_combine", "id_out_of_range", {}, [x, w, T(bad, "int64")], "inputs[2].data")
+    error("moe_combine", "negative_id", {}, [x, w, T(-bad, "int64")], "inputs[2].data")
+    error("moe_combine", "x_rank", {}, [v(8), w, T(ids, "int64")], "inputs[0].shape")
+    error("moe_combine", "weights_rank", {}, [x, v(8), T(np.zeros(8), "int64")], "inputs[1].shape")
+    error("moe_combine", "index_shape", {}, [x, w, T(np.zeros((4, 3)), "int64")], "inputs[2].shape")
+
+
 family("indexing", ["index_put"])
 RNG29 = np.random.default_rng(20261223)
 
@@ -3579,6 +3613,7 @@ def main():
     gen_conv2d_transpose()  # RNG24
     gen_layer_norm_optional()  # RNG28
     gen_index_put()  # RNG29
+    gen_moe_combine()  # RNG34
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

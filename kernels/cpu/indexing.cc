@@ -1,7 +1,7 @@
 // Indexing ops (docs/OPS.md "Paddle's other registered ops"): one_hot, roll,
 // index_select, gather. roll, index_select and gather only move values: they work on
 // bytes, take any dtype and keep x's; copies are whole inner blocks (memcpy). one_hot
-// writes float32, as Paddle's.
+// writes float32, as Paddle's; moe_combine computes in its floating inputs' dtype.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -227,6 +227,41 @@ Tensors take_along_axis(const TensorArgs& inputs, const Attrs& attrs) {
     dst += es;
   }
   return {std::move(out)};
+}
+
+// Every id is checked before anything is computed; then each token's row accumulates its k
+// weighted rows of x in the floating inputs' dtype.
+Tensors moe_combine(const TensorArgs& inputs, const Attrs&) {
+  CheckArity(inputs, 3);
+  const Tensor& x = inputs[0];
+  const Tensor& weights = inputs[1];
+  const Tensor& index = inputs[2];
+  const indexing_plan::MoeCombinePlan plan =
+      indexing_plan::PlanMoeCombine(x.shape(), weights.shape(), index.shape());
+  const std::string field = InputField(2, "data");
+  const std::vector<int64_t> ids = internal::ReadIds(index, field);
+  for (int64_t id : ids) {
+    if (id < 0 || id >= plan.rows) {
+      ThrowInvalid(field, "id " + std::to_string(id) + " outside [0, " + std::to_string(plan.rows) + ")");
+    }
+  }
+  return internal::DispatchFloat(internal::ComputeDType(inputs, {0, 1}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    internal::ValuesAs<T> xv(x);
+    internal::ValuesAs<T> wv(weights);
+    Tensor y = NewOutput(plan.out, DTypeOf<T>::value);
+    T* out = y.data<T>();
+    std::fill(out, out + y.numel(), T(0));
+    for (int64_t t = 0; t < plan.tokens; ++t) {
+      T* row = out + t * plan.hidden;
+      for (int64_t j = 0; j < plan.k; ++j) {
+        const T w = wv.data()[t * plan.k + j];
+        const T* src = xv.data() + ids[static_cast<size_t>(t * plan.k + j)] * plan.hidden;
+        for (int64_t h = 0; h < plan.hidden; ++h) row[h] += w * src[h];
+      }
+    }
+    return Tensors{std::move(y)};
+  });
 }
 
 }  // namespace spmd::kernels::cpu

@@ -111,6 +111,7 @@
   X(take_along_axis)        \
   X(put_along_axis)         \
   X(index_put)              \
+  X(moe_combine)            \
   X(pad)                    \
   X(swiglu)                 \
   /* more of Paddle's registered rules */ \

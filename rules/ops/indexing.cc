@@ -1,5 +1,5 @@
 // Indexing ops with Paddle's names, attrs and argument orders: one_hot, roll,
-// index_select, gather. Notations (SEMANTICS.md §4) with the dims an op reads across
+// index_select, gather, take_along_axis, moe_combine. Notations (SEMANTICS.md §4) with the dims an op reads across
 // forced replicated, and localizers where a shard needs its global offset.
 #include <algorithm>
 #include <cstdint>
@@ -95,6 +95,29 @@ VjpGraph TakeAlongAxis(const RuleContext& c) {
                                     {"reduce", std::string("add")},
                                     {"include_self", true}})),
                    std::nullopt};
+  return g;
+}
+
+// moe_combine: y[t] = sum_j w[t, j] x[id[t, j]], linear in x and in the weights. The
+// routed pairs (t, j) flattened to n = tokens * k rows, each id a one-deep gather_nd / scatter_nd_add
+// index into x's rows: x gets w[t, j] g[t] added at row id[t, j] (scatter_nd_add into zeros;
+// repeated ids add up); w[t, j] gets the dot product of g[t] with x's row id[t, j]
+// (gather_nd, times g[t], summed over hidden). The ids get none.
+VjpGraph MoeCombine(const RuleContext& c) {
+  VjpGraph g;
+  const indexing_plan::MoeCombinePlan plan =
+      indexing_plan::PlanMoeCombine(c.input_shapes[0], c.input_shapes[1], c.input_shapes[2]);
+  const int64_t n = plan.tokens * plan.k;
+  const Shape routed = {plan.tokens, plan.k, plan.hidden};
+  const Ref ids = Reshape(g, Ref::Input(2), {plan.tokens, plan.k}, {n, 1});
+  const Ref grad = g.Add("unsqueeze", {Ref::OutputGrad(0)}, MakeAttrs({{"axis", Ints{1}}}));  // [tokens, 1, hidden]
+  const Ref weights = g.Add("unsqueeze", {Ref::Input(1)}, MakeAttrs({{"axis", Ints{2}}}));    // [tokens, k, 1]
+  const Ref spread = Reshape(g, g.Add("multiply", {weights, grad}), routed, {n, plan.hidden});
+  const Ref x_grad = g.Add("scatter_nd_add", {Zeros(g, Ref::Input(0)), ids, spread});
+  const Ref rows = Reshape(g, g.Add("gather_nd", {Ref::Input(0), ids}), {n, plan.hidden}, routed);
+  const Ref w_grad = g.Add("sum", {g.Add("multiply", {rows, grad})},
+                           MakeAttrs({{"axis", Ints{2}}, {"keep_dim", false}, {"reduce_all", false}}));
+  g.input_grads = {x_grad, w_grad, std::nullopt};
   return g;
 }
 
@@ -279,6 +302,30 @@ OpDecl take_along_axis() {
              MakeAttrs({{"axis", int64_t{0}}})},
             // index smaller than x off the axis (half of x's rows): read by position
             {{{p[0], p[1]}, {p[0] / 2, Ids(p[1], p[2])}}, MakeAttrs({{"axis", int64_t{1}}})}};
+      });
+}
+
+// moe_combine(x, combine_weights, scatter_index): x [rows, hidden] holds the experts'
+// outputs, one row per routed copy of a token; y [tokens, hidden] is each token's weighted
+// sum of the k rows its ids name (Paddle's MoE combine). An id may name any row, so x's
+// rows are read whole (forced replicated); hidden is shared by x and y; tokens by the
+// weights, the ids and y; k is summed over, so a sharded k leaves y partial(sum) (as
+// Paddle's rule). Partial inputs are reduced first (a partial id has no meaning).
+OpDecl moe_combine() {
+  return OpBuilder("moe_combine").Inputs({"x", "combine_weights", "scatter_index"}).Outputs({"y"})
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Vjp(vjps::MoeCombine)
+      .Einsum([](const RuleContext& c) {
+        (void)indexing_plan::PlanMoeCombine(c.input_shapes[0], c.input_shapes[1], c.input_shapes[2]);
+        return notation::FromLetters({"Rh", "tk", "tk"}, {"th"}, "R");
+      })
+      .Values([](const RuleContext& c) {
+        return std::vector<InputValues>{{}, {}, {ValueKind::kIndex, c.input_shapes[0][0]}};
+      })
+      .Examples([](const SizePalette& p) {
+        // An empty x admits only an empty routing.
+        return std::vector<Example>{{{{p[1], p[2]}, {p[0], Ids(p[1], 2)}, {p[0], Ids(p[1], 2)}}, Attrs()},
+                                    {{{p[2], p[0]}, {p[1], Ids(p[2], p[0])}, {p[1], Ids(p[2], p[0])}}, Attrs()}};
       });
 }
 

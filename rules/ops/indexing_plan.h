@@ -1,6 +1,6 @@
 // The indexing and scatter ops' plans (docs/OPS.md "Paddle's other registered ops"):
 // one_hot, roll, pad, swiglu, index_select, gather, take_along_axis, put_along_axis, gather_nd,
-// scatter, scatter_nd_add, index_put.
+// scatter, scatter_nd_add, index_put, moe_combine.
 // Written once for their rules (rules/ops/indexing.cc, rules/ops/scatter.cc), float64
 // references (reference/ops_indexing.cc, ops_scatter.cc), CPU kernels
 // (kernels/cpu/indexing.cc, scatter.cc) and CUDA kernels (kernels/cuda/indexing.cu,
@@ -225,6 +225,37 @@ inline PutAlongAxisPlan PlanPutAlongAxis(const Dims& x, const Dims& index, const
     ThrowInvalid(shape::InputField(2, "shape"), "value " + shape::ShapeString(value) + " must have index's shape " +
                                                     shape::ShapeString(index));
   }
+  return p;
+}
+
+// ---- moe_combine ----
+
+// x [rows, hidden] (the experts' outputs, one row per routed token copy), combine_weights
+// and scatter_index [tokens, k]: each token's output row is the weighted sum of the k rows
+// of x its ids name, y [tokens, hidden].
+struct MoeCombinePlan {
+  int64_t rows = 0, hidden = 0, tokens = 0, k = 0;
+  Dims out;
+};
+
+inline MoeCombinePlan PlanMoeCombine(const Dims& x, const Dims& weights, const Dims& index) {
+  if (x.size() != 2) {
+    ThrowInvalid(shape::InputField(0, "shape"), "x must be [rows, hidden], got " + shape::ShapeString(x));
+  }
+  if (weights.size() != 2) {
+    ThrowInvalid(shape::InputField(1, "shape"),
+                 "combine_weights must be [tokens, k], got " + shape::ShapeString(weights));
+  }
+  if (index != weights) {
+    ThrowInvalid(shape::InputField(2, "shape"), "scatter_index " + shape::ShapeString(index) +
+                                                    " must have combine_weights' shape " + shape::ShapeString(weights));
+  }
+  MoeCombinePlan p;
+  p.rows = x[0];
+  p.hidden = x[1];
+  p.tokens = weights[0];
+  p.k = weights[1];
+  p.out = {p.tokens, p.hidden};
   return p;
 }
 

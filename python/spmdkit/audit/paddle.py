@@ -310,6 +310,7 @@ OPS: List[PaddleOp] = (
        PaddleOp("take_along_axis", ["take_along_axis"], [_a("axis")]),
        PaddleOp("put_along_axis", ["put_along_axis"], [_a("axis", "reduce", "include_self")]),
        PaddleOp("index_put", ["index_put"], [_index_put_args]),
+       PaddleOp("moe_combine", ["moe_combine"], [_a()]),
        PaddleOp("fused_gemm_epilogue", ["fused_gemm_epilogue"],
                 [_a("trans_x", "trans_y"), _a("trans_x", "trans_y", "activation")]),
        PaddleOp("fused_linear_param_grad_add", ["fused_linear_param_grad_add"],
