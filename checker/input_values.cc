@@ -24,7 +24,8 @@ reference::Tensor MakeInputValues(const Shape& shape, InputValues values, std::m
     double& v = t.data[static_cast<size_t>(k)];
     switch (values.kind) {
       case ValueKind::kReal: v = -2.0 + 4.0 * u; break;
-      case ValueKind::kPositive: v = 0.1 + 1.9 * u; break;
+      case ValueKind::kPositive:
+      case ValueKind::kBoxes: v = 0.1 + 1.9 * u; break;
       case ValueKind::kUnit: v = -0.9 + 1.8 * u; break;
       case ValueKind::kProbability: v = 0.05 + 0.9 * u; break;
       case ValueKind::kAboveOne: v = 1.1 + 1.9 * u; break;
@@ -41,14 +42,16 @@ reference::Tensor MakeInputValues(const Shape& shape, InputValues values, std::m
       case ValueKind::kIndex:
         v = static_cast<double>(randint(0, std::max<int64_t>(values.bound, 1) - 1));
         break;
+      case ValueKind::kCounts: v = static_cast<double>(randint(0, std::max<int64_t>(values.bound, 0))); break;
     }
   }
   if (values.kind == ValueKind::kIndex && values.hit_end > values.hit_begin && n > 0) {
     t.data[static_cast<size_t>(randint(0, n - 1))] =
         static_cast<double>(randint(values.hit_begin, values.hit_end - 1));
   }
+  ArrangeInputValues(values, shape, t.data);
   if (values.kind == ValueKind::kBool) t.dtype = DType::kBool;
-  if (values.kind == ValueKind::kIndex) t.dtype = DType::kInt64;
+  if (IsIntegerKind(values.kind)) t.dtype = DType::kInt64;
   return t;
 }
 

@@ -7,7 +7,8 @@
 // gradient of input i must match (L(x + h e_j) - L(x - h e_j)) / 2h for every element j,
 // within 1e-6 max(1, max |gradient|) (h = 1e-5: truncation ~h^2, cancellation ~1e-16 L / h).
 // Integer and bool inputs (ids, labels, conditions) must have no gradient; a real input
-// without one must have a zero finite difference.
+// without one must have a zero finite difference, unless the op holds it constant
+// (OpDecl::constant_inputs: roi_align's boxes), which must have none.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -75,6 +76,10 @@ std::string CheckCase(const OpDecl& op, const Tensors& inputs, const Attrs& attr
     const std::string where = "inputs[" + std::to_string(i) + "]";
     if (!Differentiable(inputs[i])) {
       if (grads[i]) return where + " is " + std::string(ToString(inputs[i].dtype)) + " but gets a gradient";
+      continue;
+    }
+    if (IsConstantInput(op, i)) {
+      if (grads[i]) return where + " is held constant but gets a gradient";
       continue;
     }
     double scale = 1;

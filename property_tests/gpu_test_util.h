@@ -125,7 +125,8 @@ inline ref::Tensors MakeInputs(const OpDecl& op, const std::vector<Shape>& shape
     for (double& v : t.data) {
       switch (kind.kind) {
         case ValueKind::kReal: v = -2.0 + 4.0 * unit(rng); break;
-        case ValueKind::kPositive: v = 0.1 + 1.9 * unit(rng); break;
+        case ValueKind::kPositive:
+        case ValueKind::kBoxes: v = 0.1 + 1.9 * unit(rng); break;
         case ValueKind::kUnit: v = -0.9 + 1.8 * unit(rng); break;
         case ValueKind::kProbability: v = 0.05 + 0.9 * unit(rng); break;
         case ValueKind::kAboveOne: v = 1.1 + 1.9 * unit(rng); break;
@@ -138,13 +139,17 @@ inline ref::Tensors MakeInputs(const OpDecl& op, const std::vector<Shape>& shape
         case ValueKind::kIndex:
           v = kind.bound > 0 ? static_cast<double>(rng() % static_cast<uint64_t>(kind.bound)) : 0.0;
           break;
+        case ValueKind::kCounts:
+          v = kind.bound > 0 ? static_cast<double>(rng() % static_cast<uint64_t>(kind.bound + 1)) : 0.0;
+          break;
       }
       // Ids stay whole numbers of their own dtype (int64 below): a float16 run must not
       // round an id of 2^20 to infinity.
-      if (kind.kind != ValueKind::kIndex) v = prop::RoundToDType(v, run);
+      if (!IsIntegerKind(kind.kind)) v = prop::RoundToDType(v, run);
     }
+    ArrangeInputValues(kind, t.shape, t.data);
     if (kind.kind == ValueKind::kBool) t.dtype = DType::kBool;
-    if (kind.kind == ValueKind::kIndex) t.dtype = DType::kInt64;
+    if (IsIntegerKind(kind.kind)) t.dtype = DType::kInt64;
     inputs.push_back(std::move(t));
   }
   return inputs;

@@ -136,7 +136,7 @@ void ExpectAgreement(const std::string& op_name, const Case& c, int* refused, bo
 
 // The ops whose checks live in the plans of rules/ops/softmax_plan.h, norm_plan.h,
 // embedding_plan.h, loss_plan.h, contraction_plan.h, fused_plan.h, reduction_plan.h and
-// elementwise_plan.h.
+// elementwise_plan.h (and roi_align_plan.h).
 const char* const kPlannedOps[] = {
     "clip", "cast", "gelu_grad", "add_n",
     "matmul", "bmm", "matmul_grad", "bmm_grad",
@@ -145,14 +145,15 @@ const char* const kPlannedOps[] = {
     "softmax_grad", "layer_norm", "rms_norm", "layer_norm_grad", "rms_norm_grad",
     "lookup_table_v2", "c_embedding", "embedding_grad", "c_embedding_grad",
     "cross_entropy_with_softmax", "cross_entropy_with_softmax_grad",
-    "fused_rotary_position_embedding"};
+    "fused_rotary_position_embedding", "roi_align", "roi_align_grad"};
 
 // The ops whose rule takes its checks from the plan alone.
 const char* const kRuleOps[] = {
     "clip", "cast", "gelu_grad", "add_n", "matmul", "bmm", "matmul_grad", "bmm_grad", "p_norm", "argmax",
     "sum", "mean", "max", "min", "prod", "any", "all", "mean_all", "softmax_grad", "layer_norm", "rms_norm",
     "layer_norm_grad", "rms_norm_grad", "lookup_table_v2", "c_embedding", "embedding_grad", "c_embedding_grad",
-    "cross_entropy_with_softmax", "cross_entropy_with_softmax_grad", "fused_rotary_position_embedding"};
+    "cross_entropy_with_softmax", "cross_entropy_with_softmax_grad", "fused_rotary_position_embedding",
+    "roi_align", "roi_align_grad"};
 
 bool InRuleOps(const std::string& name) {
   for (const char* op : kRuleOps) {

@@ -715,7 +715,7 @@ void CheckDispatchedOp(const OpDecl* op, bool shard_exchange) {
         }
         for (size_t i = 0; i < c.shapes.size(); ++i) {
           const DType dtype = kinds[i].kind == ValueKind::kBool    ? DType::kBool
-                              : kinds[i].kind == ValueKind::kIndex ? DType::kInt64
+                              : IsIntegerKind(kinds[i].kind)       ? DType::kInt64
                                                                    : c.float_dtype;
           c.inputs.push_back(GenAttr(c.mesh, static_cast<int>(c.shapes[i].size()), dtype, true,
                                      dtype != DType::kFloat32));

@@ -185,7 +185,7 @@ std::vector<DType> InputDTypes(const OpDecl& op, const Request& request) {
     return dtypes;
   }
   for (size_t i = 0; i < kinds.size() && i < dtypes.size(); ++i) {
-    if (kinds[i].kind == ValueKind::kIndex) dtypes[i] = DType::kInt64;
+    if (IsIntegerKind(kinds[i].kind)) dtypes[i] = DType::kInt64;
     if (kinds[i].kind == ValueKind::kBool) dtypes[i] = DType::kBool;
   }
   return dtypes;

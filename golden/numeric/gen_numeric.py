@@ -3569,6 +3569,165 @@ def gen_layer_norm_optional():
     error(op, "absent_bias_out_grad_wrong", {}, [x, v(3), absent(), st, vr, v(3, 2)], "inputs[5].shape")
 
 
+family("conv", ["roi_align", "roi_align_grad"])
+RNG31 = np.random.default_rng(20261225)
+
+
+def np_roi_taps(boxes, boxes_num, n_images, h, w, pooled_h, pooled_w, spatial_scale, sampling_ratio, aligned):
+    """roi_align's bilinear taps from the definition, one sample at a time: per roi its
+    image, and (bin, y, x, weight) for each of each sample's four neighbours. A roi is its
+    box times spatial_scale (minus 0.5 aligned; not aligned at least 1 x 1) cut into bins,
+    sampled on a grid (sampling_ratio, or ceil(bin size) when <= 0) at the cells' centres;
+    a sample outside [-1, H] x [-1, W] reads 0, one inside is clamped to [0, H - 1] x
+    [0, W - 1] and mixes its neighbours; a bin is the mean of its samples (0 without)."""
+    rois = boxes.shape[0]
+    if boxes_num is None:
+        image = [0] * rois
+    else:
+        image = [b for b in range(n_images) for _ in range(int(boxes_num[b]))]
+    off = 0.5 if aligned else 0.0
+    taps = []
+    for r in range(rois):
+        x1, y1, x2, y2 = (float(v) * spatial_scale - off for v in boxes[r])
+        rw, rh = x2 - x1, y2 - y1
+        if not aligned:
+            rw, rh = max(rw, 1.0), max(rh, 1.0)
+        bh, bw = rh / pooled_h, rw / pooled_w
+        gh = sampling_ratio if sampling_ratio > 0 else math.ceil(bh)
+        gw = sampling_ratio if sampling_ratio > 0 else math.ceil(bw)
+        gh, gw = max(gh, 0), max(gw, 0)
+        count = max(gh * gw, 1)
+        roi = []
+        for ph in range(pooled_h):
+            for pw in range(pooled_w):
+                for iy in range(gh):
+                    y = y1 + bh * (ph + (iy + 0.5) / gh)
+                    for ix in range(gw):
+                        x = x1 + bw * (pw + (ix + 0.5) / gw)
+                        if y < -1 or y > h or x < -1 or x > w:
+                            continue
+                        y, x = max(y, 0.0), max(x, 0.0)
+                        yl, xl = int(math.floor(y)), int(math.floor(x))
+                        yh, xh = yl + 1, xl + 1
+                        if yl >= h - 1:
+                            yl = yh = h - 1
+                            y = float(yl)
+                        if xl >= w - 1:
+                            xl = xh = w - 1
+                            x = float(xl)
+                        ly, lx = y - yl, x - xl
+                        for yy, xx, wt in ((yl, xl, (1 - ly) * (1 - lx)), (yl, xh, (1 - ly) * lx),
+                                           (yh, xl, ly * (1 - lx)), (yh, xh, ly * lx)):
+                            roi.append((ph, pw, yy, xx, wt / count))
+        taps.append((image[r], roi))
+    return taps
+
+
+def np_roi_align(x, boxes, boxes_num, pooled_height=1, pooled_width=1, spatial_scale=1.0, sampling_ratio=-1,
+                 aligned=False):
+    n, c, h, w = x.shape
+    out = np.zeros((boxes.shape[0], c, pooled_height, pooled_width))
+    taps = np_roi_taps(boxes, boxes_num, n, h, w, pooled_height, pooled_width, spatial_scale, sampling_ratio,
+                       aligned)
+    for r, (img, roi) in enumerate(taps):
+        for ph, pw, yy, xx, wt in roi:
+            out[r, :, ph, pw] += wt * x[img, :, yy, xx]
+    return out
+
+
+def np_roi_align_grad(x_shape, boxes, boxes_num, g, pooled_height=1, pooled_width=1, spatial_scale=1.0,
+                      sampling_ratio=-1, aligned=False):
+    n, c, h, w = x_shape
+    x_grad = np.zeros(x_shape)
+    taps = np_roi_taps(boxes, boxes_num, n, h, w, pooled_height, pooled_width, spatial_scale, sampling_ratio,
+                       aligned)
+    for r, (img, roi) in enumerate(taps):
+        for ph, pw, yy, xx, wt in roi:
+            x_grad[img, :, yy, xx] += wt * g[r, :, ph, pw]
+    return x_grad
+
+
+def gen_roi_align():
+    """Paddle's roi_align(x NCHW, boxes [R, 4] as (x1, y1, x2, y2), boxes_num [N] or 0-d
+    (absent: every roi image 0's)) and roi_align_grad(x, boxes, boxes_num, out_grad)."""
+    def v(*shape):
+        return np.round(RNG31.uniform(-2.0, 2.0, size=shape), 2)
+
+    def box(rows, lo, hi):
+        b = np.round(RNG31.uniform(lo, hi, size=(rows, 4)), 2)
+        return np.concatenate([np.minimum(b[:, :2], b[:, 2:]), np.maximum(b[:, :2], b[:, 2:])], axis=1)
+
+    def num(*counts):
+        return T(np.array(counts), "int64")
+
+    forms = [
+        # name, attrs, x shape, boxes, boxes_num counts (None: absent, 0-d)
+        ("aligned_adaptive", {"pooled_height": 2, "pooled_width": 3, "spatial_scale": 0.5, "aligned": True},
+         (2, 3, 6, 5), box(4, 0.0, 11.0), (2, 2)),
+        ("not_aligned_ratio2", {"pooled_height": 2, "pooled_width": 2, "sampling_ratio": 2},
+         (2, 2, 5, 6), box(3, -1.5, 6.5), (1, 2)),
+        ("sampling0_aligned", {"pooled_height": 2, "pooled_width": 1, "sampling_ratio": 0, "aligned": True},
+         (1, 2, 4, 4), np.array([[0.5, 0.2, 3.7, 3.9], [1.0, 1.0, 1.0, 2.5], [-2.0, 2.5, 5.5, 6.0]]), (3,)),
+        ("sampling0_not_aligned_small_boxes", {"pooled_height": 1, "pooled_width": 2, "sampling_ratio": 0},
+         (1, 1, 3, 5), np.array([[1.2, 0.3, 1.6, 0.5], [0.0, 0.0, 4.9, 2.9], [3.8, 1.0, 5.5, 2.0]]), (3,)),
+        ("ratio2_aligned_scaled", {"pooled_height": 3, "pooled_width": 2, "spatial_scale": 0.25,
+                                   "sampling_ratio": 2, "aligned": True},
+         (2, 2, 4, 3), box(3, 0.0, 16.0), (0, 3)),
+        ("absent_boxes_num", {"pooled_height": 2, "pooled_width": 2, "sampling_ratio": 1},
+         (2, 2, 4, 4), box(2, 0.0, 4.0), None),
+        ("one_pixel_image", {"pooled_height": 2, "pooled_width": 2, "sampling_ratio": 2, "aligned": True},
+         (1, 2, 1, 1), np.array([[-0.5, -0.5, 1.5, 1.2]]), (1,)),
+        ("defaults", {}, (1, 2, 3, 3), box(2, 0.0, 3.0), (2,)),
+        ("no_rois", {"pooled_height": 2, "pooled_width": 2}, (2, 2, 3, 3), np.zeros((0, 4)), (0, 0)),
+    ]
+    full = {"pooled_height": 1, "pooled_width": 1, "spatial_scale": 1.0, "sampling_ratio": -1, "aligned": False}
+    for name, attrs, xs, boxes, counts in forms:
+        x = v(*xs)
+        b = np.asarray(boxes, dtype=np.float64)
+        bn = T(np.array(0), "int64") if counts is None else num(*counts)
+        cnt = None if counts is None else np.array(counts)
+        a = dict(full, **attrs)
+        out = np_roi_align(x, b, cnt, **a)
+        case("roi_align", name, attrs, [x, b, bn], [out])
+        g = v(*out.shape)
+        case("roi_align_grad", name, attrs, [x, b, bn, g], [np_roi_align_grad(x.shape, b, cnt, g, **a)])
+
+    x = v(2, 2, 4, 4)
+    b = box(3, 0.0, 4.0)
+    ok = {"pooled_height": 2, "pooled_width": 2}
+    error("roi_align", "boxes_num_sum", ok, [x, b, num(1, 1)], "inputs[2].data")
+    error("roi_align", "boxes_num_over", ok, [x, b, num(4, 0)], "inputs[2].data")
+    error("roi_align", "boxes_num_negative", ok, [x, b, num(-1, 4)], "inputs[2].data")
+    error("roi_align", "boxes_num_fraction", ok, [x, b, T(np.array([1.5, 1.5]))], "inputs[2].data")
+    nan_b = b.copy()
+    nan_b[1, 2] = np.nan
+    error("roi_align", "box_nan", ok, [x, nan_b, num(1, 2)], "inputs[1].data")
+    inf_b = b.copy()
+    inf_b[0, 0] = -np.inf
+    error("roi_align", "box_inf", ok, [x, inf_b, num(1, 2)], "inputs[1].data")
+    huge = np.array([[0.0, 0.0, 1.0, 5000.0]])
+    error("roi_align", "adaptive_grid_too_large", ok, [x, huge, num(1, 0)], "inputs[1].data")
+    error("roi_align", "boxes_5_wide", ok, [x, np.zeros((3, 5)), num(1, 2)], "inputs[1].shape")
+    error("roi_align", "boxes_rank_1", ok, [x, np.zeros(4), num(1, 0)], "inputs[1].shape")
+    error("roi_align", "x_rank_3", ok, [x[0], b, num(1, 2)], "inputs[0].shape")
+    error("roi_align", "x_empty_plane", ok, [np.zeros((2, 2, 0, 4)), b, num(1, 2)], "inputs[0].shape")
+    error("roi_align", "boxes_num_not_n", ok, [x, b, num(1, 1, 1)], "inputs[2].shape")
+    error("roi_align", "absent_without_image", ok, [np.zeros((0, 2, 4, 4)), b, T(np.array(0), "int64")],
+          "inputs[0].shape")
+    error("roi_align", "pooled_height_zero", {"pooled_height": 0}, [x, b, num(1, 2)], "attrs.pooled_height")
+    error("roi_align", "pooled_width_negative", {"pooled_width": -1}, [x, b, num(1, 2)], "attrs.pooled_width")
+    error("roi_align", "spatial_scale_zero", {"spatial_scale": 0.0}, [x, b, num(1, 2)], "attrs.spatial_scale")
+    error("roi_align", "sampling_ratio_too_large", {"sampling_ratio": 1025}, [x, b, num(1, 2)],
+          "attrs.sampling_ratio")
+    g = v(3, 2, 2, 2)
+    error("roi_align_grad", "out_grad_shape", ok, [x, b, num(1, 2), v(3, 2, 2, 1)], "inputs[3].shape")
+    error("roi_align_grad", "boxes_num_sum", ok, [x, b, num(2, 2), g], "inputs[2].data")
+    error("roi_align_grad", "box_nan", ok, [x, nan_b, num(1, 2), g], "inputs[1].data")
+    error("roi_align_grad", "pooled_width_zero", {"pooled_width": 0}, [x, b, num(1, 2), g], "attrs.pooled_width")
+
+
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -3614,6 +3773,7 @@ def main():
     gen_layer_norm_optional()  # RNG28
     gen_index_put()  # RNG29
     gen_moe_combine()  # RNG34
+    gen_roi_align()  # RNG31
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

@@ -3,18 +3,24 @@
 // group (internal::Gemm: OpenBLAS where built with it); the grads and the transpose
 // scatter a column gradient back into x's layout (col2im). One path for 2-D and 3-D: a 2-D
 // plan has depth 1. The shape plan and its validation are the reference's
-// (rules/ops/conv_shape.h).
+// (rules/ops/conv_shape.h). roi_align and its grad: per roi, a table of its bins' bilinear
+// taps (x plane offsets and weights, in double), then the channels read (or scatter) them.
+#include <algorithm>
+#include <cmath>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/internal.h"
 #include "rules/ops/conv_shape.h"
+#include "rules/ops/roi_align_plan.h"
 
 namespace spmd::kernels::cpu {
 namespace {
 
 using internal::Gemm;
+using internal::InputField;
 using internal::MatrixView;
 using internal::NewOutput;
 using internal::ValuesAs;
@@ -177,7 +183,179 @@ Tensors ConvolveGrad(const TensorArgs& inputs, const conv::ConvPlan& plan) {
   });
 }
 
+// ---- roi_align ----
+
+// One bilinear tap of a bin: the x plane offset it reads and its weight (the neighbour's
+// bilinear weight over the bin's sample count).
+struct RoiTap {
+  int64_t at;
+  double weight;
+};
+
+// A roi's taps, bin by bin: bin b's are taps[first[b], first[b + 1]).
+struct RoiTaps {
+  int64_t image = 0;
+  std::vector<RoiTap> taps;
+  std::vector<size_t> first;
+};
+
+// The image of each roi: boxes_num's counts (whole, >= 0, summing to R; InvalidArgument
+// inputs[2].data), image 0 for all when absent.
+std::vector<int64_t> RoiImageOf(const TensorArgs& inputs, const roi_plan::RoiAlignPlan& p) {
+  std::vector<int64_t> image(static_cast<size_t>(p.rois), 0);
+  if (!p.has_boxes_num) return image;
+  const std::string field = InputField(2, "data");
+  const std::vector<int64_t> counts = internal::ReadIds(inputs[2], field);
+  int64_t next = 0;
+  for (int64_t b = 0; b < p.n; ++b) {
+    const int64_t k = counts[static_cast<size_t>(b)];
+    if (k < 0) ThrowInvalid(field, "boxes_num[" + std::to_string(b) + "] = " + std::to_string(k) + " is negative");
+    if (k > p.rois - next) ThrowInvalid(field, "boxes_num's counts exceed the " + std::to_string(p.rois) + " rois");
+    std::fill(image.begin() + next, image.begin() + next + k, b);
+    next += k;
+  }
+  if (next != p.rois) {
+    ThrowInvalid(field, "boxes_num's counts sum to " + std::to_string(next) + ", not " + std::to_string(p.rois));
+  }
+  return image;
+}
+
+// One axis of a sample: from a coordinate v (already inside [-1, size]) the low and high
+// neighbours and the high one's weight; below 0 reads 0, from size - 1 on reads size - 1.
+struct AxisTap {
+  int64_t lo, hi;
+  double frac;
+};
+AxisTap TapAlong(double v, int64_t size) {
+  if (v <= 0) return {0, size > 1 ? 1 : 0, 0.0};
+  const auto lo = static_cast<int64_t>(v);  // floor: v > 0
+  if (lo >= size - 1) return {size - 1, size - 1, 0.0};
+  return {lo, lo + 1, v - static_cast<double>(lo)};
+}
+
+// Every roi's taps (roi_align_plan.h; the rule in docs/OPS.md): boxes finite (InvalidArgument
+// inputs[1].data), then per roi its scaled box, bins, sample grid (at most kMaxGrid a side)
+// and each sample's four taps; a sample outside [-1, H] x [-1, W] has none.
+std::vector<RoiTaps> PlanRoiTaps(const TensorArgs& inputs, const roi_plan::RoiAlignPlan& p) {
+  const std::vector<int64_t> image = RoiImageOf(inputs, p);
+  const std::string field = InputField(1, "data");
+  const internal::ValuesAs<double> boxes(inputs[1]);
+  for (int64_t i = 0; i < 4 * p.rois; ++i) {
+    if (!std::isfinite(boxes[i])) ThrowInvalid(field, "box coordinate " + std::to_string(boxes[i]) + " is not finite");
+  }
+  const double shift = p.aligned ? 0.5 : 0.0;
+  const auto bins = static_cast<size_t>(p.pooled_h * p.pooled_w);
+  std::vector<RoiTaps> rois(static_cast<size_t>(p.rois));
+  for (int64_t r = 0; r < p.rois; ++r) {
+    RoiTaps& roi = rois[static_cast<size_t>(r)];
+    roi.image = image[static_cast<size_t>(r)];
+    const double* b = boxes.data() + 4 * r;
+    const double start_x = b[0] * p.spatial_scale - shift, start_y = b[1] * p.spatial_scale - shift;
+    const double end_x = b[2] * p.spatial_scale - shift, end_y = b[3] * p.spatial_scale - shift;
+    const double size_x = p.aligned ? end_x - start_x : std::max(end_x - start_x, 1.0);
+    const double size_y = p.aligned ? end_y - start_y : std::max(end_y - start_y, 1.0);
+    const double step_y = size_y / static_cast<double>(p.pooled_h), step_x = size_x / static_cast<double>(p.pooled_w);
+    const double grid_y = p.sampling_ratio > 0 ? static_cast<double>(p.sampling_ratio) : std::ceil(step_y);
+    const double grid_x = p.sampling_ratio > 0 ? static_cast<double>(p.sampling_ratio) : std::ceil(step_x);
+    const auto limit = static_cast<double>(roi_plan::kMaxGrid);
+    if (!(grid_y <= limit && grid_x <= limit)) {
+      ThrowInvalid(field, "roi " + std::to_string(r) + " needs a sample grid over " +
+                              std::to_string(roi_plan::kMaxGrid) + " a side");
+    }
+    const int64_t ny = grid_y > 0 ? static_cast<int64_t>(grid_y) : 0;
+    const int64_t nx = grid_x > 0 ? static_cast<int64_t>(grid_x) : 0;
+    const double inv_count = 1.0 / static_cast<double>(std::max<int64_t>(ny * nx, 1));
+    roi.first.reserve(bins + 1);
+    for (int64_t ph = 0; ph < p.pooled_h; ++ph) {
+      for (int64_t pw = 0; pw < p.pooled_w; ++pw) {
+        roi.first.push_back(roi.taps.size());
+        for (int64_t iy = 0; iy < ny; ++iy) {
+          const double y = start_y + step_y * (static_cast<double>(ph) + (static_cast<double>(iy) + 0.5) / grid_y);
+          if (!(y >= -1.0 && y <= static_cast<double>(p.h))) continue;
+          const AxisTap ty = TapAlong(y, p.h);
+          for (int64_t ix = 0; ix < nx; ++ix) {
+            const double x =
+                start_x + step_x * (static_cast<double>(pw) + (static_cast<double>(ix) + 0.5) / grid_x);
+            if (!(x >= -1.0 && x <= static_cast<double>(p.w))) continue;
+            const AxisTap tx = TapAlong(x, p.w);
+            roi.taps.push_back({ty.lo * p.w + tx.lo, (1 - ty.frac) * (1 - tx.frac) * inv_count});
+            roi.taps.push_back({ty.lo * p.w + tx.hi, (1 - ty.frac) * tx.frac * inv_count});
+            roi.taps.push_back({ty.hi * p.w + tx.lo, ty.frac * (1 - tx.frac) * inv_count});
+            roi.taps.push_back({ty.hi * p.w + tx.hi, ty.frac * tx.frac * inv_count});
+          }
+        }
+      }
+    }
+    roi.first.push_back(roi.taps.size());
+  }
+  return rois;
+}
+
 }  // namespace
+
+// Each out[r, c, bin] = the sum of its taps' x values times their weights, in double.
+Tensors roi_align(const TensorArgs& inputs, const Attrs& attrs) {
+  internal::CheckArity(inputs, 3);
+  const roi_plan::RoiAlignPlan p =
+      roi_plan::PlanRoiAlign(inputs[0].shape(), inputs[1].shape(), inputs[2].shape(), attrs);
+  internal::CheckOutputShape(p.out);
+  const std::vector<RoiTaps> rois = PlanRoiTaps(inputs, p);
+  return internal::DispatchFloat(internal::ComputeDType(inputs, {0}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const internal::ValuesAs<T> x(inputs[0]);
+    Tensor out = NewOutput(p.out, DTypeOf<T>::value);
+    T* o = out.data<T>();
+    const int64_t plane = p.h * p.w, bins = p.pooled_h * p.pooled_w;
+    for (int64_t r = 0; r < p.rois; ++r) {
+      const RoiTaps& roi = rois[static_cast<size_t>(r)];
+      for (int64_t c = 0; c < p.c; ++c) {
+        const T* src = x.data() + (roi.image * p.c + c) * plane;
+        T* dst = o + (r * p.c + c) * bins;
+        for (int64_t bin = 0; bin < bins; ++bin) {
+          double sum = 0;
+          for (size_t k = roi.first[static_cast<size_t>(bin)]; k < roi.first[static_cast<size_t>(bin) + 1]; ++k) {
+            sum += roi.taps[k].weight * static_cast<double>(src[roi.taps[k].at]);
+          }
+          dst[bin] = static_cast<T>(sum);
+        }
+      }
+    }
+    return TensorList(std::move(out));
+  });
+}
+
+// x_grad: every tap adds its weight times its bin's out_grad to the x element it reads,
+// accumulated in double; x's values are not read.
+Tensors roi_align_grad(const TensorArgs& inputs, const Attrs& attrs) {
+  internal::CheckArity(inputs, 4);
+  const roi_plan::RoiAlignPlan p = roi_plan::PlanRoiAlignGrad(inputs[0].shape(), inputs[1].shape(),
+                                                              inputs[2].shape(), inputs[3].shape(), attrs);
+  internal::CheckOutputShape(inputs[0].shape());
+  const std::vector<RoiTaps> rois = PlanRoiTaps(inputs, p);
+  return internal::DispatchFloat(internal::ComputeDType(inputs, {3}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const internal::ValuesAs<T> g(inputs[3]);
+    const int64_t plane = p.h * p.w, bins = p.pooled_h * p.pooled_w;
+    std::vector<double> acc(static_cast<size_t>(p.n * p.c * plane), 0.0);
+    for (int64_t r = 0; r < p.rois; ++r) {
+      const RoiTaps& roi = rois[static_cast<size_t>(r)];
+      for (int64_t c = 0; c < p.c; ++c) {
+        const T* src = g.data() + (r * p.c + c) * bins;
+        double* dst = acc.data() + (roi.image * p.c + c) * plane;
+        for (int64_t bin = 0; bin < bins; ++bin) {
+          const auto gv = static_cast<double>(src[bin]);
+          for (size_t k = roi.first[static_cast<size_t>(bin)]; k < roi.first[static_cast<size_t>(bin) + 1]; ++k) {
+            dst[roi.taps[k].at] += roi.taps[k].weight * gv;
+          }
+        }
+      }
+    }
+    Tensor x_grad = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
+    T* o = x_grad.data<T>();
+    for (size_t i = 0; i < acc.size(); ++i) o[i] = static_cast<T>(acc[i]);
+    return TensorList(std::move(x_grad));
+  });
+}
 
 Tensors conv2d(const TensorArgs& inputs, const Attrs& attrs) {
   internal::CheckArity(inputs, 2);

@@ -50,6 +50,8 @@ constexpr std::string_view kDepthwiseConv2d = "depthwise_conv2d";
 constexpr std::string_view kConv3d = "conv3d";
 constexpr std::string_view kConv3dGrad = "conv3d_grad";
 constexpr std::string_view kConv2dTranspose = "conv2d_transpose";
+constexpr std::string_view kRoiAlign = "roi_align";
+constexpr std::string_view kRoiAlignGrad = "roi_align_grad";
 constexpr std::string_view kCummax = "cummax";
 constexpr std::string_view kCummin = "cummin";
 constexpr std::string_view kLabelSmooth = "label_smooth";
@@ -84,6 +86,8 @@ const CudaKernel ops::depthwise_conv2d{&Staged<kDepthwiseConv2d>, HalfInputs::kN
 const CudaKernel ops::conv3d{&Staged<kConv3d>, HalfInputs::kNative};
 const CudaKernel ops::conv3d_grad{&Staged<kConv3dGrad>, HalfInputs::kNative};
 const CudaKernel ops::conv2d_transpose{&Staged<kConv2dTranspose>, HalfInputs::kNative};
+const CudaKernel ops::roi_align{&Staged<kRoiAlign>, HalfInputs::kNative};
+const CudaKernel ops::roi_align_grad{&Staged<kRoiAlignGrad>, HalfInputs::kNative};
 const CudaKernel ops::cummax{&Staged<kCummax>, HalfInputs::kNative};
 const CudaKernel ops::cummin{&Staged<kCummin>, HalfInputs::kNative};
 const CudaKernel ops::label_smooth{&Staged<kLabelSmooth>, HalfInputs::kNative};

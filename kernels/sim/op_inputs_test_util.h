@@ -26,15 +26,16 @@ inline Tensors MakeInputs(const OpDecl& op, const std::vector<Shape>& shapes, co
   Tensors inputs;
   for (size_t i = 0; i < shapes.size(); ++i) {
     const InputValues kind = i < kinds.size() ? kinds[i] : InputValues{};
-    const DType t_dtype = kind.kind == ValueKind::kIndex  ? DType::kInt64
+    const DType t_dtype = IsIntegerKind(kind.kind)        ? DType::kInt64
                           : kind.kind == ValueKind::kBool ? DType::kBool
                                                           : dtype;
     Tensor t(shapes[i], t_dtype);
-    for (int64_t e = 0; e < t.numel(); ++e) {
-      double v = 0;
+    std::vector<double> values(static_cast<size_t>(t.numel()));
+    for (double& v : values) {
       switch (kind.kind) {
         case ValueKind::kReal: v = -2.0 + 4.0 * unit(rng); break;
-        case ValueKind::kPositive: v = 0.1 + 1.9 * unit(rng); break;
+        case ValueKind::kPositive:
+        case ValueKind::kBoxes: v = 0.1 + 1.9 * unit(rng); break;
         case ValueKind::kUnit: v = -0.9 + 1.8 * unit(rng); break;
         case ValueKind::kProbability: v = 0.05 + 0.9 * unit(rng); break;
         case ValueKind::kAboveOne: v = 1.1 + 1.9 * unit(rng); break;
@@ -42,7 +43,14 @@ inline Tensors MakeInputs(const OpDecl& op, const std::vector<Shape>& shapes, co
         case ValueKind::kBool: v = unit(rng) < kind.ones ? 1.0 : 0.0; break;
         case ValueKind::kNearOne: v = (unit(rng) < 0.5 ? -1.0 : 1.0) * (1.01 + 0.04 * unit(rng)); break;
         case ValueKind::kIndex: v = kind.bound > 0 ? static_cast<double>(rng() % kind.bound) : 0.0; break;
+        case ValueKind::kCounts:
+          v = kind.bound > 0 ? static_cast<double>(rng() % static_cast<uint64_t>(kind.bound + 1)) : 0.0;
+          break;
       }
+    }
+    ArrangeInputValues(kind, shapes[i], values);
+    for (int64_t e = 0; e < t.numel(); ++e) {
+      const double v = values[static_cast<size_t>(e)];
       switch (t_dtype) {
         case DType::kInt64: t.data<int64_t>()[e] = static_cast<int64_t>(v); break;
         case DType::kBool: t.data<bool>()[e] = v != 0; break;

@@ -73,7 +73,7 @@ nb::list Examples(std::string_view op_name, const std::vector<int64_t>& sizes) {
     }
     nb::list int_inputs;
     for (size_t i = 0; i < kinds.size(); ++i) {
-      if (kinds[i].kind == ValueKind::kIndex || kinds[i].kind == ValueKind::kBool) int_inputs.append(i);
+      if (IsIntegerKind(kinds[i].kind) || kinds[i].kind == ValueKind::kBool) int_inputs.append(i);
     }
     nb::dict item;
     item["shapes"] = nb::cast(example.shapes);

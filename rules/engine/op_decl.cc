@@ -153,6 +153,21 @@ Attrs OpDecl::NormalizeAttrs(const Attrs& given) const {
   return normalized;
 }
 
+void ArrangeInputValues(const InputValues& values, const Shape& shape, std::vector<double>& data) {
+  if (values.kind == ValueKind::kBoxes) {
+    if (shape.empty() || shape.back() != 4) return;
+    for (size_t row = 0; row + 4 <= data.size(); row += 4) {
+      if (data[row] > data[row + 2]) std::swap(data[row], data[row + 2]);
+      if (data[row + 1] > data[row + 3]) std::swap(data[row + 1], data[row + 3]);
+    }
+  } else if (values.kind == ValueKind::kCounts && !data.empty()) {
+    std::vector<double> cuts = data;
+    std::sort(cuts.begin(), cuts.end());
+    cuts.push_back(static_cast<double>(std::max<int64_t>(values.bound, 0)));
+    for (size_t k = 0; k < data.size(); ++k) data[k] = k == 0 ? cuts[1] : cuts[k + 1] - cuts[k];
+  }
+}
+
 std::vector<InputValues> OpDecl::InputValueKinds(const RuleContext& context) const {
   if (values) return values(context);
   return std::vector<InputValues>(context.input_shapes.size());

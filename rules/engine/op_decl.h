@@ -55,6 +55,10 @@ enum class ValueKind {
   kUnit,      // distinct values in (-0.9, 0.9): asin, atanh, logit (inside their domains)
   kAboveOne,  // distinct values in (1.1, 3): acosh (inside its domain, away from its pole at 1)
   kProbability,  // distinct values in (0.05, 0.95): bernoulli's probabilities
+  kBoxes,     // rows of 4 (x1, y1, x2, y2) with x1 < x2 and y1 < y2, each in (0.1, 2): roi_align's
+              // boxes (drawn as kPositive, then each row's pairs ordered: ArrangeInputValues)
+  kCounts,    // integers >= 0 summing to `bound`: roi_align's rois per image (drawn as kIndex
+              // below bound + 1, then turned into the gaps between sorted cuts: ArrangeInputValues)
 };
 struct InputValues {
   ValueKind kind = ValueKind::kReal;
@@ -66,6 +70,17 @@ struct InputValues {
   int64_t hit_begin = 0;
   int64_t hit_end = 0;
 };
+
+// The values drawn element by element for `values` (each generator's own draws: kBoxes as
+// kPositive, kCounts as kIndex below bound + 1) made into the kind's: kBoxes orders each row's
+// (x1, x2) and (y1, y2); kCounts takes the n drawn values, sorted, as cuts of [0, bound] and
+// gives the n gaps from 0 to the second cut, ..., from the last cut to bound (the first cut is
+// dropped), so they sum to bound. Other kinds are left as drawn. Deterministic: every generator
+// keeps its own random stream.
+void ArrangeInputValues(const InputValues& values, const Shape& shape, std::vector<double>& data);
+
+// Whether an input of this kind holds integers (int64: ids, counts).
+inline bool IsIntegerKind(ValueKind kind) { return kind == ValueKind::kIndex || kind == ValueKind::kCounts; }
 
 // What a localizer sees when one rank runs the op on its shards (SEMANTICS.md §3,
 // soundness): global and local shapes of every input and output, and the global offset
@@ -140,6 +155,11 @@ struct OpDecl {
   // without it.
   std::optional<ToleranceClass> tolerance;
   VjpBuilder vjp;                    // optional: the backward as registered ops
+  // Real inputs the backward holds constant: no gradient by the op's definition although the
+  // output depends on them (roi_align's boxes, as Paddle's and every RoIAlign's). The VJP
+  // checks (checker/vjp_test.cc, checker/grad_check.cc) skip their finite differences and
+  // require the graph to give them none.
+  std::vector<int> constant_inputs;
   std::optional<Exchange> exchange;  // optional: a collective inside the op (see Exchange)
 
   // Returns the value kind of every input for these shapes and normalised attrs.
@@ -152,6 +172,14 @@ struct OpDecl {
   // the localized part (only a localizer sets it, after normalisation).
   Attrs NormalizeAttrs(const Attrs& given) const;
 };
+
+// Whether input i of `op` is held constant by its backward (OpDecl::constant_inputs).
+inline bool IsConstantInput(const OpDecl& op, size_t i) {
+  for (int c : op.constant_inputs) {
+    if (c >= 0 && static_cast<size_t>(c) == i) return true;
+  }
+  return false;
+}
 
 // The exchanged dim of `op` for these shapes and attrs, or -1 when it exchanges nothing
 // here (no exchange declared, or Exchange::dim < 0).
@@ -222,6 +250,10 @@ class OpBuilder {
   }
   OpBuilder& Vjp(VjpBuilder fn) {
     decl_.vjp = std::move(fn);
+    return *this;
+  }
+  OpBuilder& ConstantInputs(std::vector<int> inputs) {
+    decl_.constant_inputs = std::move(inputs);
     return *this;
   }
   OpBuilder& ExchangeAlong(int input, std::function<int(const RuleContext&)> dim) {

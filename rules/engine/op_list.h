@@ -134,6 +134,8 @@
   X(conv3d)                 \
   X(conv3d_grad)            \
   X(conv2d_transpose)       \
+  X(roi_align)              \
+  X(roi_align_grad)         \
   X(flash_attention)        \
   X(flash_attn_grad)        \
   X(c_embedding)            \

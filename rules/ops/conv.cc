@@ -5,13 +5,15 @@
 // matmul's k); the spatial dims are forced replicated (an output row reads kh rows of the
 // input around it: a shard would need its neighbours' rows). The grads have the same
 // factors, summed the other way; the transpose contracts x's channels (the filter's dim 0)
-// and writes the filter's dim 1.
+// and writes the filter's dim 1. roi_align and its grad (roi_align_plan.h) pool bilinear
+// samples of x's image planes: only the channels pass through.
 #include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "rules/ops/conv_shape.h"
+#include "rules/ops/roi_align_plan.h"
 #include "rules/model/error.h"
 #include "rules/engine/notation.h"
 #include "rules/engine/registry.h"
@@ -81,6 +83,17 @@ VjpGraph Conv2dTranspose(const RuleContext& c) {
   }
   const Ref grads = g.Add("conv2d_grad", {Ref::OutputGrad(0), Ref::Input(1), x}, attrs);
   g.input_grads = {x_grad, Ref::Call(grads.index, 1)};
+  return g;
+}
+
+// roi_align: x's gradient is roi_align_grad(x, boxes, boxes_num, g) with the forward's attrs;
+// boxes are held constant (OpDecl::constant_inputs, as Paddle's grad gives them none) and
+// boxes_num holds counts.
+VjpGraph RoiAlign(const RuleContext& c) {
+  VjpGraph g;
+  const Ref x_grad =
+      g.Add("roi_align_grad", {Ref::Input(0), Ref::Input(1), Ref::Input(2), Ref::OutputGrad(0)}, c.attrs);
+  g.input_grads = {x_grad, std::nullopt, std::nullopt};
   return g;
 }
 
@@ -273,7 +286,100 @@ EinsumSpec Conv2dNotation(const RuleContext& c) {
   return Multilinear(ConvFactors(conv::PlanConv2d(c.input_shapes[0], c.input_shapes[1], c.attrs), /*grad=*/false));
 }
 
+// roi_align's and roi_align_grad's attrs, Paddle's names, defaults and order.
+OpBuilder& RoiAlignAttrs(OpBuilder& op) {
+  return op.Attr("pooled_height", AttrKind::kInt, int64_t{1})
+      .Attr("pooled_width", AttrKind::kInt, int64_t{1})
+      .Attr("spatial_scale", AttrKind::kFloat, 1.0)
+      .Attr("sampling_ratio", AttrKind::kInt, int64_t{-1})
+      .Attr("aligned", AttrKind::kBool, false);
+}
+
+// x `nchw`, boxes `rk`, boxes_num `n` (absent: 0-d, no letters), out (grad: out_grad) `rcPQ`
+// with P and Q new factors of the pooled sizes. Only c passes through: a roi reads any
+// image (n: boxes_num maps the global roi positions to images), any place of it (h, w)
+// and all four coordinates (k); r is forced replicated too, since a shard of the rois
+// could not tell which image its first roi belongs to without the global counts.
+EinsumSpec RoiAlignFactors(const roi_plan::RoiAlignPlan& plan, bool grad) {
+  const std::string boxes_num = plan.has_boxes_num ? "n" : "";
+  EinsumSpec spec = grad ? notation::FromLetters({"nchw", "rk", boxes_num, "rchw"}, {"nchw"}, "nhwrk")
+                         : notation::FromLetters({"nchw", "rk", boxes_num}, {"rchw"}, "nhwrk");
+  Notation& o = grad ? spec.inputs[3] : spec.outputs[0];
+  o[2] = spec.AddFactor(plan.pooled_h);
+  o[3] = spec.AddFactor(plan.pooled_w);
+  spec.forced_replicated.push_back(o[2]);
+  spec.forced_replicated.push_back(o[3]);
+  return spec;
+}
+
+// Small images (the rules force H and W replicated), one or two images, one to three rois,
+// the channels from the palette, one example per palette (four rank-4 operands make each
+// example tens of thousands of sweep cases): an even first size gives adaptive sampling,
+// aligned and scaled by 2, with boxes_num; an odd one two samples per bin side, not aligned,
+// boxes_num absent (every roi image 0's). The sweep's palettes take both; the VJP and kernel
+// tests draw sizes 1..4, so both too. `grad` appends out_grad, of roi_align's out shape.
+ExampleBuilder RoiAlignExamples(bool grad) {
+  return [grad](const SizePalette& p) {
+    const int64_t n = 2 - p[1] % 2, ch = p[1], r = 1 + p[2] % 3;
+    Example e = p[0] % 2 == 0
+                    ? Example{{{n, ch, 4, 5}, {r, 4}, {n}},
+                              MakeAttrs({{"pooled_height", int64_t{2}}, {"pooled_width", int64_t{2}},
+                                         {"spatial_scale", 2.0}, {"aligned", true}})}
+                    : Example{{{1, ch, 5, 4}, {r, 4}, {}},
+                              MakeAttrs({{"pooled_height", int64_t{1}}, {"pooled_width", int64_t{2}},
+                                         {"sampling_ratio", int64_t{2}}})};
+    if (grad) e.shapes.push_back({r, ch, e.attrs.GetInt("pooled_height"), e.attrs.GetInt("pooled_width")});
+    return std::vector<Example>{e};
+  };
+}
+
+// x real, boxes ordered boxes inside the small images (kBoxes: coordinates in (0.1, 2), so in
+// (0.2, 4) at spatial_scale 2), boxes_num counts summing to R; roi_align_grad's out_grad real.
+ValuesBuilder RoiAlignValues() {
+  return [](const RuleContext& c) {
+    std::vector<InputValues> kinds{{ValueKind::kReal}, {ValueKind::kBoxes}, {ValueKind::kCounts}};
+    kinds[2].bound = c.input_shapes[1].empty() ? 0 : c.input_shapes[1][0];
+    if (c.input_shapes.size() > 3) kinds.push_back({ValueKind::kReal});
+    return kinds;
+  };
+}
+
 }  // namespace
+
+// Paddle's roi_align(x, boxes, boxes_num): per roi r (boxes[r] = x1, y1, x2, y2 of image
+// n(r), from boxes_num's counts) and channel, a pooled_height x pooled_width grid of bins,
+// each the mean of bilinear samples of x (Detectron's RoIAlign; docs/OPS.md). Linear in x:
+// a partial(sum) x stays partial (kLinearFirst); boxes and boxes_num are reduced.
+OpDecl roi_align() {
+  return RoiAlignAttrs(OpBuilder("roi_align").Inputs({"x", "boxes", "boxes_num"}).Outputs({"out"}))
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Vjp(vjps::RoiAlign)
+      .ConstantInputs({1})
+      .Einsum([](const RuleContext& c) {
+        EinsumSpec spec = RoiAlignFactors(
+            roi_plan::PlanRoiAlign(c.input_shapes[0], c.input_shapes[1], c.input_shapes[2], c.attrs), false);
+        spec.accept = PartialAcceptance::kLinearFirst;
+        return spec;
+      })
+      .Values(RoiAlignValues())
+      .Examples(RoiAlignExamples(/*grad=*/false));
+}
+
+// Paddle's roi_align_grad(x, boxes, boxes_num, out_grad) -> x_grad: each bin's out_grad,
+// divided by its sample count, scattered into x with the samples' bilinear weights. x's
+// values are not read (its shape is x_grad's). roi_align's factors; partial inputs reduced.
+OpDecl roi_align_grad() {
+  return RoiAlignAttrs(OpBuilder("roi_align_grad").Inputs({"x", "boxes", "boxes_num", "out_grad"})
+                           .Outputs({"x_grad"}))
+      .Tolerance(ToleranceClass::kSumOfProducts)
+      .Einsum([](const RuleContext& c) {
+        return RoiAlignFactors(roi_plan::PlanRoiAlignGrad(c.input_shapes[0], c.input_shapes[1], c.input_shapes[2],
+                                                          c.input_shapes[3], c.attrs),
+                               true);
+      })
+      .Values(RoiAlignValues())
+      .Examples(RoiAlignExamples(/*grad=*/true));
+}
 
 OpDecl conv2d() {
   return ConvAttrs(OpBuilder("conv2d").Inputs({"input", "filter"}).Outputs({"out"}))

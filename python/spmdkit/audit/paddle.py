@@ -303,6 +303,8 @@ OPS: List[PaddleOp] = (
        PaddleOp("conv2d_transpose", ["conv2d_transpose"],
               [_a("strides", "paddings", "output_padding", "output_size", "padding_algorithm", "groups",
                   "dilations", "data_format")]),
+       PaddleOp("roi_align", ["roi_align"],
+                [_a("pooled_height", "pooled_width", "spatial_scale", "sampling_ratio", "aligned")]),
        PaddleOp("flash_attention", ["flash_attention"], [_flash_attention_args]),
        PaddleOp("pow", ["pow"], [_a()]),
        PaddleOp("one_hot", ["one_hot"], [_a("num_classes")]),

@@ -312,7 +312,7 @@ def _tensors(args) -> List[Optional[dict]]:
 # spmdkit ops whose optional inputs are always passed, a 0-d tensor for an absent one
 # (docs/DECISIONS.md): Paddle's absent input (an empty TensorDistAttr, or a spec of shape [0]
 # on no mesh) becomes that 0-d tensor, and Paddle's layout of it spmdkit's unset one.
-ABSENT_AS_0D = ("layer_norm",)
+ABSENT_AS_0D = ("layer_norm", "roi_align")
 
 
 def _absent_0d() -> dict:
