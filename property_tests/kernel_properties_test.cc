@@ -62,6 +62,9 @@
 //   group_norm    layer_norm's bounds per (n, group): K = the group's size (its channels
 //                 times the spatial positions), inv of the element's group; an absent (0-d)
 //                 scale or bias counts as S = 1, B = 0. group_norm, instance_norm.
+//   batch_norm    layer_norm's bounds per channel (K = N * spatial, inv the channel's
+//                 saved_variance); mean_out and variance_out times |momentum| +
+//                 |1 - momentum|; saved_variance moves by inv^3 / 2 of the variance's error.
 //   rms_norm      2 (K + 8 + 2M) u |ref| (products and one sum of K squares).
 //   softmax_grad  2 (K + 8) u (|ref| + M (M + K M^2)): out (g - sum(g out)), the sum of K
 //                 products of size <= M^2. K = the axis length.

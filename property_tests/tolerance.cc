@@ -309,6 +309,23 @@ Bounds MakeBounds(const OpDecl& op, const ref::Tensors& inputs, const Attrs& att
       b.bias_max = p.has_bias ? MaxAbs(inputs[2].data) : 0.0;
       break;
     }
+    case ToleranceClass::kBatchNorm: {
+      // Outputs out, mean_out, variance_out, saved_mean, saved_variance [C]: layer_norm's
+      // bounds with each element of out under its channel's inv (saved_variance, the inverse
+      // root of the variance used in either mode), row 1. An absent (0-d) scale or bias is 1
+      // or 0 whatever value it holds.
+      std::vector<Shape> shapes;
+      for (const ref::Tensor& t : inputs) shapes.push_back(t.shape);
+      const plan::BatchNormPlan p = plan::PlanBatchNorm(shapes, attrs);
+      b.row = 1;
+      for (size_t i = 0; i < expected[0].data.size(); ++i) {
+        b.inv.push_back(expected[4].data[static_cast<size_t>(p.ChannelOf(static_cast<int64_t>(i)))]);
+      }
+      b.scale_max = p.has_scale ? MaxAbs(inputs[3].data) : 1.0;
+      b.bias_max = p.has_bias ? MaxAbs(inputs[4].data) : 0.0;
+      b.p_factor = std::fabs(attrs.GetFloat("momentum")) + std::fabs(1 - attrs.GetFloat("momentum"));
+      break;
+    }
     case ToleranceClass::kLayerNormGrad:
       NormGradBounds(b, inputs, attrs, true);
       break;
@@ -352,6 +369,20 @@ double ClassTolerance(const Bounds& b, size_t out, size_t i, double r, double u)
       if (out == 2) {
         return 2 * (k + 8) * u * a + 2 * (2 * (k + 2) * u * m) * std::sqrt(a) +
                4 * (k * m * u) * (k * m * u) + kFloor;
+      }
+      return 2 * (k + 8 + 2 * m) * u *
+                 (a + b.bias_max + b.inv[i / static_cast<size_t>(b.row)] * b.scale_max * 3 * m) +
+             kFloor;
+    case ToleranceClass::kBatchNorm:
+      // mean_out, variance_out: momentum r + (1 - momentum) (the batch's statistic, within
+      // layer_norm's bound with r <= M, M^2), p_factor = |momentum| + |1 - momentum|.
+      // saved_mean: layer_norm's mean. saved_variance = 1/sqrt(v + eps): the variance's error
+      // e moves it by about a^3 e / 2, plus its own root and division.
+      if (out == 1 || out == 3) return 2 * (k + 8) * u * b.p_factor * (a + m) + kFloor;
+      if (out == 2) return 2 * (k + 8) * u * b.p_factor * (a + m * m) + 4 * (k * m * u) * (k * m * u) + kFloor;
+      if (out == 4) {
+        const double e = 2 * (k + 8) * u * m * m + 4 * (k * m * u) * (k * m * u);
+        return 8 * u * a + a * a * a * e + kFloor;
       }
       return 2 * (k + 8 + 2 * m) * u *
                  (a + b.bias_max + b.inv[i / static_cast<size_t>(b.row)] * b.scale_max * 3 * m) +

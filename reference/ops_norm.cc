@@ -1,6 +1,7 @@
-// The normalisations: layer_norm, rms_norm, group_norm, instance_norm and the backward ops
-// layer_norm_grad and rms_norm_grad (docs/OPS.md "Normalisation"; the grads under
-// "Backward ops").
+// The normalisations: layer_norm, rms_norm, group_norm, instance_norm, batch_norm and the
+// backward ops layer_norm_grad and rms_norm_grad (docs/OPS.md "Normalisation"; the grads
+// under "Backward ops").
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -132,6 +133,52 @@ Tensors group_norm(const Tensors& inputs, const Attrs& attrs) {
 
 Tensors instance_norm(const Tensors& inputs, const Attrs& attrs) {
   return GroupNorm(inputs, plan::PlanInstanceNorm(plan::ShapesOf(inputs), attrs), attrs.GetFloat("epsilon"));
+}
+
+// Training: each element of x added to its channel's sum, the means, then the squared
+// deviations (the population variance), the running statistics blended with momentum.
+// Global statistics: the given mean and variance, passed through. Then out = (x - mean) inv
+// scale[c] + bias[c] with inv = 1/sqrt(variance + epsilon) (an absent scale or bias: 1, 0);
+// saved_mean and saved_variance are the mean and inv used.
+Tensors batch_norm(const Tensors& inputs, const Attrs& attrs) {
+  const plan::BatchNormPlan p = plan::PlanBatchNorm(plan::ShapesOf(inputs), attrs);
+  const double epsilon = attrs.GetFloat("epsilon");
+  const double momentum = attrs.GetFloat("momentum");
+  const Tensor& x = inputs[0];
+  const Tensor& running_mean = inputs[1];
+  const Tensor& running_variance = inputs[2];
+  const Tensor& scale = inputs[3];
+  const Tensor& bias = inputs[4];
+  const auto n = static_cast<int64_t>(x.data.size());
+  Tensor mean = internal::Zeros(p.stats_shape), variance = internal::Zeros(p.stats_shape);
+  mean.data = running_mean.data;
+  variance.data = running_variance.data;
+  Tensor mean_out = mean, variance_out = variance;
+  if (!p.global_stats) {
+    std::fill(mean.data.begin(), mean.data.end(), 0.0);
+    std::fill(variance.data.begin(), variance.data.end(), 0.0);
+    const auto count = static_cast<double>(p.count());
+    for (int64_t i = 0; i < n; ++i) mean.data[p.ChannelOf(i)] += x.data[i];
+    for (double& m : mean.data) m /= count;
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = x.data[i] - mean.data[p.ChannelOf(i)];
+      variance.data[p.ChannelOf(i)] += d * d;
+    }
+    for (double& v : variance.data) v /= count;
+    for (int64_t c = 0; c < p.c; ++c) {
+      mean_out.data[c] = momentum * running_mean.data[c] + (1 - momentum) * mean.data[c];
+      variance_out.data[c] = momentum * running_variance.data[c] + (1 - momentum) * variance.data[c];
+    }
+  }
+  Tensor inv = internal::Zeros(p.stats_shape);
+  for (int64_t c = 0; c < p.c; ++c) inv.data[c] = 1.0 / std::sqrt(variance.data[c] + epsilon);
+  Tensor out = internal::Zeros(x.shape);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t c = p.ChannelOf(i);
+    out.data[i] = (x.data[i] - mean.data[c]) * inv.data[c] * (p.has_scale ? scale.data[c] : 1.0) +
+                  (p.has_bias ? bias.data[c] : 0.0);
+  }
+  return {out, mean_out, variance_out, mean, inv};
 }
 
 // x, scale, bias (not read), mean, variance, out_grad -> x_grad, scale_grad, bias_grad:

@@ -43,6 +43,8 @@ DEFAULTS = {
     "rms_norm": {"epsilon": 1e-6, "begin_norm_axis": 1},
     "group_norm": {"epsilon": 1e-5, "groups": REQUIRED, "data_format": "NCHW"},
     "instance_norm": {"epsilon": 1e-5},
+    "batch_norm": {"is_test": False, "momentum": 0.9, "epsilon": 1e-5, "data_format": "NCHW",
+                   "use_global_stats": False, "trainable_statistics": False},
     "lookup_table_v2": {"padding_idx": -1, "sparse": False},
     "cross_entropy_with_softmax": {"soft_label": False, "use_softmax": True,
                                    "numeric_stable_mode": True, "ignore_index": -100,

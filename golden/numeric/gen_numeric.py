@@ -3208,6 +3208,85 @@ def gen_moe_combine():
     error("moe_combine", "index_shape", {}, [x, w, T(np.zeros((4, 3)), "int64")], "inputs[2].shape")
 
 
+family("norm", ["batch_norm"])
+RNG32 = np.random.default_rng(20261226)
+
+
+def batch_norm_np(x, mean, variance, scale, bias, momentum=0.9, eps=1e-5, channels_last=False, global_stats=False):
+    """Batch normalisation from docs/OPS.md: x moved to channels first and viewed as [N, C,
+    rest]; training: the batch mean and population variance per channel over N and rest, the
+    running statistics blended with momentum; global statistics: the given mean and variance,
+    passed through. out the normalised x times scale plus bias per channel (an absent (0-d)
+    one 1 or 0); saved_mean, saved_variance the mean and 1/sqrt(variance + eps) used."""
+    xc = np.moveaxis(x, -1, 1) if channels_last else x
+    n, c = xc.shape[0], xc.shape[1]
+    flat = np.moveaxis(xc, 1, 0).reshape(c, n * math.prod(xc.shape[2:]))
+    if global_stats:
+        mu, var, mean_out, variance_out = mean, variance, mean, variance
+    else:
+        mu, var = flat.mean(axis=1), flat.var(axis=1)
+        mean_out = momentum * mean + (1 - momentum) * mu
+        variance_out = momentum * variance + (1 - momentum) * var
+    inv = 1 / np.sqrt(var + eps)
+    along = (1, c) + (1,) * (xc.ndim - 2)
+    out = (xc - mu.reshape(along)) * inv.reshape(along)
+    if scale.ndim:
+        out = out * scale.reshape(along)
+    if bias.ndim:
+        out = out + bias.reshape(along)
+    return [np.moveaxis(out, 1, -1) if channels_last else out, mean_out, variance_out, mu, inv]
+
+
+def gen_batch_norm():
+    """Paddle's batch_norm: training (neither is_test without trainable_statistics nor
+    use_global_stats) normalises per channel over N and every spatial position with the
+    batch's statistics and blends them into the running ones; global statistics normalise
+    with the given mean and variance. data_format NCHW or NHWC, x of rank 2 to 5; mean,
+    variance [C]; scale, bias [C] or 0-d (absent)."""
+    def v(*shape):
+        return np.round(RNG32.uniform(-2, 2, size=shape), 2)
+
+    def pos(*shape):
+        return np.round(RNG32.uniform(0.1, 2, size=shape), 2)
+
+    absent = np.zeros(())
+    x, m3, v3, s3, b3 = v(2, 3, 2, 2), v(3), pos(3), v(3), v(3)
+    case("batch_norm", "train_nchw_rank4", {}, [x, m3, v3, s3, b3], batch_norm_np(x, m3, v3, s3, b3))
+    xl = v(2, 2, 3)
+    case("batch_norm", "train_nhwc_rank3_momentum", {"data_format": "NHWC", "momentum": 0.5},
+         [xl, m3, v3, absent, b3], batch_norm_np(xl, m3, v3, absent, b3, momentum=0.5, channels_last=True))
+    x2 = v(4, 3)
+    case("batch_norm", "train_rank2", {"epsilon": 1e-3}, [x2, m3, v3, s3, absent],
+         batch_norm_np(x2, m3, v3, s3, absent, eps=1e-3))
+    x5, m2, v2, s2 = v(2, 2, 1, 2, 2), v(2), pos(2), v(2)
+    case("batch_norm", "train_rank5", {}, [x5, m2, v2, s2, absent], batch_norm_np(x5, m2, v2, s2, absent))
+    case("batch_norm", "test_is_test_but_trainable_statistics", {"is_test": True, "trainable_statistics": True},
+         [x, m3, v3, s3, b3], batch_norm_np(x, m3, v3, s3, b3))
+    case("batch_norm", "infer_is_test_nchw", {"is_test": True}, [x, m3, v3, s3, b3],
+         batch_norm_np(x, m3, v3, s3, b3, global_stats=True))
+    case("batch_norm", "infer_use_global_stats_nhwc", {"use_global_stats": True, "data_format": "NHWC"},
+         [xl, m3, v3, absent, absent], batch_norm_np(xl, m3, v3, absent, absent, channels_last=True,
+                                                     global_stats=True))
+    xk = v(3, 2, 2)
+    xk[:, 1, :] = 0.75
+    case("batch_norm", "train_constant_channel", {}, [xk, m2, v2, s2, absent], batch_norm_np(xk, m2, v2, s2, absent))
+    xe = np.zeros((0, 3, 2))
+    case("batch_norm", "infer_empty_batch", {"is_test": True}, [xe, m3, v3, s3, b3],
+         batch_norm_np(xe, m3, v3, s3, b3, global_stats=True))
+    xn = np.zeros((2, 0, 3))
+    case("batch_norm", "train_no_channels", {}, [xn, np.zeros(0), np.zeros(0), absent, absent],
+         batch_norm_np(xn, np.zeros(0), np.zeros(0), absent, absent))
+    error("batch_norm", "train_empty_batch", {}, [xe, m3, v3, s3, b3], "inputs[0].shape")
+    error("batch_norm", "rank1_x", {}, [v(3), m3, v3, s3, b3], "inputs[0].shape")
+    error("batch_norm", "rank6_x", {}, [v(1, 3, 1, 1, 1, 2), m3, v3, s3, b3], "inputs[0].shape")
+    error("batch_norm", "mean_wrong_size", {}, [x, v(2), v3, s3, b3], "inputs[1].shape")
+    error("batch_norm", "variance_absent", {}, [x, m3, absent, s3, b3], "inputs[2].shape")
+    error("batch_norm", "scale_wrong_size", {}, [x, m3, v3, v(4), b3], "inputs[3].shape")
+    error("batch_norm", "nhwc_bias_of_dim1", {"data_format": "NHWC"}, [x, m2, v2, absent, b3], "inputs[4].shape")
+    error("batch_norm", "unknown_data_format", {"data_format": "NCL"}, [x, m3, v3, s3, b3], "attrs.data_format")
+    error("batch_norm", "negative_epsilon", {"epsilon": -1e-5}, [x, m3, v3, s3, b3], "attrs.epsilon")
+
+
 family("indexing", ["index_put"])
 RNG29 = np.random.default_rng(20261223)
 
@@ -3774,6 +3853,7 @@ def main():
     gen_index_put()  # RNG29
     gen_moe_combine()  # RNG34
     gen_roi_align()  # RNG31
+    gen_batch_norm()  # RNG32
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

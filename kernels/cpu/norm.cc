@@ -1,7 +1,8 @@
-// The normalisations: layer_norm, rms_norm, group_norm, instance_norm and the backward ops
-// layer_norm_grad and rms_norm_grad (docs/OPS.md "Normalisation"; the grads under "Backward
-// ops"). They work per row of the flattened [outer, n] (group_norm: per (n, group)), two
-// passes: mean, then the sum of squared deviations; no E[x^2] - E[x]^2 cancellation.
+// The normalisations: layer_norm, rms_norm, group_norm, instance_norm, batch_norm and the
+// backward ops layer_norm_grad and rms_norm_grad (docs/OPS.md "Normalisation"; the grads
+// under "Backward ops"). They work per row of the flattened [outer, n] (group_norm: per (n,
+// group), batch_norm: per channel), two passes: mean, then the sum of squared deviations;
+// no E[x^2] - E[x]^2 cancellation.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -208,6 +209,93 @@ Tensors group_norm(const TensorArgs& inputs, const Attrs& attrs) {
 
 Tensors instance_norm(const TensorArgs& inputs, const Attrs& attrs) {
   return GroupNorm(inputs, plan::PlanInstanceNorm(plan::ShapesOf(inputs), attrs), attrs.GetFloat("epsilon"));
+}
+
+namespace {
+
+// batch_norm in T. Training: the channels' sums in one sweep of x (channels first: a block
+// of `spatial` per (n, c); channels last: rows of C), then the squared deviations, the
+// running statistics blended with momentum. Global statistics: the given mean and variance.
+// Then out = (x - mean) inv scale[c] + bias[c], inv = 1/sqrt(variance + eps).
+template <typename T>
+void BatchNormChannels(const T* x, const T* running_mean, const T* running_variance, const T* scale,
+                       const T* bias, const plan::BatchNormPlan& p, T eps, T momentum, T* out, T* mean_out,
+                       T* variance_out, T* mean, T* inv) {
+  const auto c_count = static_cast<size_t>(p.c);
+  // Visits every element of x with its channel: f(flat index, channel).
+  auto each = [&](auto&& f) {
+    if (p.channels_last) {
+      for (int64_t r = 0; r < p.count(); ++r) {
+        for (int64_t c = 0; c < p.c; ++c) f(r * p.c + c, c);
+      }
+      return;
+    }
+    for (int64_t b = 0; b < p.n; ++b) {
+      for (int64_t c = 0; c < p.c; ++c) {
+        const int64_t base = (b * p.c + c) * p.spatial;
+        for (int64_t j = 0; j < p.spatial; ++j) f(base + j, c);
+      }
+    }
+  };
+  std::vector<T> variance(c_count);
+  if (p.global_stats) {
+    std::copy(running_mean, running_mean + p.c, mean);
+    std::copy(running_variance, running_variance + p.c, variance.begin());
+    std::copy(running_mean, running_mean + p.c, mean_out);
+    std::copy(running_variance, running_variance + p.c, variance_out);
+  } else {
+    const T count = static_cast<T>(static_cast<double>(p.count()));
+    std::fill(mean, mean + p.c, T(0));
+    each([&](int64_t i, int64_t c) { mean[c] += x[i]; });
+    for (int64_t c = 0; c < p.c; ++c) mean[c] /= count;
+    each([&](int64_t i, int64_t c) {
+      const T d = x[i] - mean[c];
+      variance[static_cast<size_t>(c)] += d * d;
+    });
+    for (int64_t c = 0; c < p.c; ++c) {
+      T& v = variance[static_cast<size_t>(c)];
+      v /= count;
+      mean_out[c] = momentum * running_mean[c] + (T(1) - momentum) * mean[c];
+      variance_out[c] = momentum * running_variance[c] + (T(1) - momentum) * v;
+    }
+  }
+  for (int64_t c = 0; c < p.c; ++c) inv[c] = T(1) / std::sqrt(variance[static_cast<size_t>(c)] + eps);
+  each([&](int64_t i, int64_t c) {
+    const T s = scale != nullptr ? scale[c] : T(1);
+    const T b = bias != nullptr ? bias[c] : T(0);
+    out[i] = (x[i] - mean[c]) * inv[c] * s + b;
+  });
+}
+
+}  // namespace
+
+// The compute dtype of x, mean, variance and the present parameters (an absent one's dtype
+// is not read).
+Tensors batch_norm(const TensorArgs& inputs, const Attrs& attrs) {
+  const plan::BatchNormPlan p = plan::PlanBatchNorm(plan::ShapesOf(inputs), attrs);
+  std::vector<size_t> read{0, 1, 2};
+  if (p.has_scale) read.push_back(3);
+  if (p.has_bias) read.push_back(4);
+  return DispatchFloat(internal::ComputeDTypeOver(inputs, read), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> xv(inputs[0]);
+    ValuesAs<T> mv(inputs[1]);
+    ValuesAs<T> vv(inputs[2]);
+    ValuesAs<T> sv(inputs[3]);
+    ValuesAs<T> bv(inputs[4]);
+    const DType dtype = DTypeOf<T>::value;
+    Tensor out = NewOutput(inputs[0].shape(), dtype);
+    Tensor mean_out = NewOutput(p.stats_shape, dtype);
+    Tensor variance_out = NewOutput(p.stats_shape, dtype);
+    Tensor saved_mean = NewOutput(p.stats_shape, dtype);
+    Tensor saved_variance = NewOutput(p.stats_shape, dtype);
+    BatchNormChannels<T>(xv.data(), mv.data(), vv.data(), p.has_scale ? sv.data() : nullptr,
+                         p.has_bias ? bv.data() : nullptr, p, static_cast<T>(attrs.GetFloat("epsilon")),
+                         static_cast<T>(attrs.GetFloat("momentum")), out.data<T>(), mean_out.data<T>(),
+                         variance_out.data<T>(), saved_mean.data<T>(), saved_variance.data<T>());
+    return TensorList(std::move(out), std::move(mean_out), std::move(variance_out), std::move(saved_mean),
+                      std::move(saved_variance));
+  });
 }
 
 namespace {

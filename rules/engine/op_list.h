@@ -67,6 +67,7 @@
   X(rms_norm)               \
   X(group_norm)             \
   X(instance_norm)          \
+  X(batch_norm)             \
   /* embedding (rules/ops/embedding.cc) */ \
   X(lookup_table_v2)        \
   /* loss (rules/ops/loss.cc) */ \

@@ -15,6 +15,7 @@ std::string_view ToString(ToleranceClass tolerance) {
     case ToleranceClass::kCrossEntropy: return "cross_entropy";
     case ToleranceClass::kLayerNorm: return "layer_norm";
     case ToleranceClass::kGroupNorm: return "group_norm";
+    case ToleranceClass::kBatchNorm: return "batch_norm";
     case ToleranceClass::kRmsNorm: return "rms_norm";
     case ToleranceClass::kSoftmaxGrad: return "softmax_grad";
     case ToleranceClass::kAttention: return "attention";

@@ -22,6 +22,7 @@ enum class ToleranceClass {
   kCrossEntropy,   // softmax and a loss summing K terms
   kLayerNorm,      // mean, two-pass variance, normalised output
   kGroupNorm,      // kLayerNorm per (sample, group of channels): group_norm, instance_norm
+  kBatchNorm,      // kLayerNorm per channel, with running statistics and the inverse root
   kRmsNorm,        // one sum of K squares, then products
   kSoftmaxGrad,    // out (g - sum(g out))
   kAttention,      // softmax of scaled dot products over K keys, then a weighted sum

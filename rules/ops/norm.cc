@@ -1,9 +1,10 @@
-// The normalisations: layer_norm, rms_norm and their grads, group_norm and instance_norm,
-// checked by their plans (rules/ops/norm_plan.h). layer_norm and rms_norm exchange their
-// first normalised dim (OpDecl::exchange: each rank summarises its piece of every row,
-// rules/ops/norm_pieces.h); layer_norm_grad and rms_norm_grad keep their normalised factors
-// forced replicated (the local kernels need a row whole); group_norm and instance_norm keep
-// every dim a group's statistics read across forced replicated.
+// The normalisations: layer_norm, rms_norm and their grads, group_norm, instance_norm and
+// batch_norm, checked by their plans (rules/ops/norm_plan.h). layer_norm and rms_norm
+// exchange their first normalised dim (OpDecl::exchange: each rank summarises its piece of
+// every row, rules/ops/norm_pieces.h); layer_norm_grad and rms_norm_grad keep their
+// normalised factors forced replicated (the local kernels need a row whole); group_norm,
+// instance_norm and batch_norm (in training) keep every dim a statistic reads across forced
+// replicated.
 #include <optional>
 #include <string>
 #include <vector>
@@ -157,6 +158,69 @@ VjpGraph GroupNorm(const RuleContext& c) {
 
 VjpGraph InstanceNorm(const RuleContext& c) {
   return GroupNormGraph(c, plan::PlanInstanceNorm(c.input_shapes, c.attrs));
+}
+
+// batch_norm: x viewed as [N, C, spatial] (channels last: [N * spatial, C, 1], both plain
+// reshapes) so that every channel's statistics run over dims 0 and 2; the [C] statistics
+// and parameters as [1, C, 1]. inv = saved_variance (1/sqrt(variance + epsilon) of the
+// variance used, in both modes), xhat = (x - mean) inv, dxhat = g_out scale; scale_grad and
+// bias_grad sum g_out xhat and g_out over dims 0 and 2; an absent (0-d) scale or bias gets
+// none.
+// Training (the batch's statistics, M = N * spatial per channel): x through out as
+// layer_norm's, inv (dxhat - mean(dxhat) - xhat mean(dxhat xhat)); the batch mean and
+// (population) variance also reach mean_out and variance_out with weight 1 - momentum and
+// saved_mean and saved_variance (d inv / d variance = -inv^3 / 2), so their cotangents
+// g_bm, g_bv add g_bm / M + 2 (x - mean) g_bv / M. mean and variance reach only mean_out
+// and variance_out: momentum g.
+// Global statistics: out is elementwise in x (dxhat inv); mean gets -sum(dxhat) inv plus
+// the cotangents of mean_out and saved_mean (both are mean); variance gets -(sum(dxhat (x -
+// mean)) + g_saved_variance) inv^3 / 2 plus variance_out's cotangent.
+VjpGraph BatchNorm(const RuleContext& c) {
+  VjpGraph g;
+  const plan::BatchNormPlan p = plan::PlanBatchNorm(c.input_shapes, c.attrs);
+  const Shape& x = c.input_shapes[0];
+  const Shape view = p.channels_last ? Shape{p.n * p.spatial, p.c, 1} : Shape{p.n, p.c, p.spatial};
+  const Shape kept{1, p.c, 1};
+  const double momentum = c.attrs.GetFloat("momentum");
+  const Attrs over = MakeAttrs({{"axis", Ints{0, 2}}, {"keep_dim", true}});
+  auto per_channel = [&](Ref r) { return Reshape(g, r, p.stats_shape, kept); };
+  auto channel_sum = [&](Ref r) { return g.Add("sum", {r}, over); };  // [1, C, 1]
+  auto to_stats = [&](Ref r) { return Reshape(g, r, kept, p.stats_shape); };
+  auto mul = [&](Ref a, Ref b) { return g.Add("multiply", {a, b}); };
+  auto add = [&](Ref a, Ref b) { return g.Add("add", {a, b}); };
+  const Ref xv = Reshape(g, Ref::Input(0), x, view);
+  const Ref gv = Reshape(g, Ref::OutputGrad(0), x, view);
+  const Ref mean = per_channel(p.global_stats ? Ref::Input(1) : Ref::Output(3));
+  const Ref inv = per_channel(Ref::Output(4));
+  const Ref inv_cubed = mul(mul(inv, inv), inv);
+  const Ref centered = g.Add("subtract", {xv, mean});
+  const Ref xhat = mul(centered, inv);
+  const Ref dxhat = p.has_scale ? mul(gv, per_channel(Ref::Input(3))) : gv;
+  Ref x_grad, mean_grad, variance_grad;
+  if (p.global_stats) {
+    x_grad = mul(dxhat, inv);
+    mean_grad = add(add(to_stats(ScaleBy(g, mul(channel_sum(dxhat), inv), -1)), Ref::OutputGrad(1)),
+                    Ref::OutputGrad(3));
+    const Ref through = add(channel_sum(mul(dxhat, centered)), per_channel(Ref::OutputGrad(4)));
+    variance_grad = add(to_stats(ScaleBy(g, mul(through, inv_cubed), -0.5)), Ref::OutputGrad(2));
+  } else {
+    const double m = static_cast<double>(p.count());
+    const Ref mean_dxhat = g.Add("mean", {dxhat}, over);
+    const Ref mean_dxhat_xhat = g.Add("mean", {mul(dxhat, xhat)}, over);
+    x_grad = mul(g.Add("subtract", {g.Add("subtract", {dxhat, mean_dxhat}), mul(xhat, mean_dxhat_xhat)}), inv);
+    const Ref batch_mean_grad = add(ScaleBy(g, Ref::OutputGrad(1), 1 - momentum), Ref::OutputGrad(3));
+    const Ref batch_variance_grad = add(per_channel(ScaleBy(g, Ref::OutputGrad(2), 1 - momentum)),
+                                        ScaleBy(g, mul(per_channel(Ref::OutputGrad(4)), inv_cubed), -0.5));
+    x_grad = add(x_grad, ScaleBy(g, per_channel(batch_mean_grad), 1 / m));
+    x_grad = add(x_grad, mul(centered, ScaleBy(g, batch_variance_grad, 2 / m)));
+    mean_grad = ScaleBy(g, Ref::OutputGrad(1), momentum);
+    variance_grad = ScaleBy(g, Ref::OutputGrad(2), momentum);
+  }
+  std::optional<Ref> scale_grad, bias_grad;
+  if (p.has_scale) scale_grad = to_stats(channel_sum(mul(gv, xhat)));
+  if (p.has_bias) bias_grad = to_stats(channel_sum(gv));
+  g.input_grads = {Reshape(g, x_grad, view, x), mean_grad, variance_grad, scale_grad, bias_grad};
+  return g;
 }
 
 }  // namespace
@@ -326,6 +390,41 @@ EinsumSpec GroupNormalization(const RuleContext& c, bool instance) {
   return spec;
 }
 
+// batch_norm: x `acHW` (channels last `aHWc`), mean, variance `c`, scale and bias `c` (0-d,
+// absent: no letters) -> out as x, mean_out, variance_out, saved_mean, saved_variance `c`.
+// The channels c may stay sharded in both modes (every statistic is one channel's; the
+// parameters follow c). Training reads each channel's statistics across the batch and every
+// spatial position: a and the spatial factors are forced replicated (no exchange yet).
+// Global statistics make the op elementwise per channel: every dim may stay sharded.
+// Partial inputs are reduced (out is not linear in any of them).
+EinsumSpec BatchNormalization(const RuleContext& c) {
+  const plan::BatchNormPlan p = plan::PlanBatchNorm(c.input_shapes, c.attrs);
+  const int64_t rank = static_cast<int64_t>(c.input_shapes[0].size());
+  std::string x, forced = p.global_stats ? "" : "a";
+  char spatial = 'h';
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == 0) {
+      x += 'a';
+    } else if (d == p.channel_dim) {
+      x += 'c';
+    } else {
+      if (!p.global_stats) forced += spatial;
+      x += spatial++;
+    }
+  }
+  const std::string scale = p.has_scale ? "c" : "", bias = p.has_bias ? "c" : "";
+  EinsumSpec spec = notation::FromLetters({x, "c", "c", scale, bias}, {x, "c", "c", "c", "c"}, forced);
+  // What each output reads: with global statistics the four statistics outputs are mean or
+  // variance (saved_variance their inverse root) and never read x, so a sharded batch or
+  // spatial dim leaves them whole, not partial; in training they read x too.
+  if (p.global_stats) {
+    spec.output_reads = {{0, 1, 2, 3, 4}, {1}, {2}, {1}, {2}};
+  } else {
+    spec.output_reads = {{0, 1, 2, 3, 4}, {0, 1}, {0, 2}, {0}, {0}};
+  }
+  return spec;
+}
+
 }  // namespace
 
 OpDecl layer_norm() {
@@ -393,6 +492,44 @@ OpDecl instance_norm() {
             {{{p[0], p[1], 2, s2}, {p[1]}, {p[1]}}, {}},
             {{{p[0], p[1], s2}, {}, {p[1]}}, MakeAttrs({{"epsilon", 1e-3}})},
             {{{p[0], p[1], s2, 1, 2}, {p[1]}, {}}, {}}};
+      });
+}
+
+// Paddle's batch_norm(x, mean, variance, scale, bias): x [N, C, *spatial] (rank 2 to 5; NHWC:
+// channels last), mean and variance the running statistics [C]. Training (neither global
+// statistics flag): per channel over N and every spatial position, the batch mean and
+// population variance; out = (x - mean) / sqrt(variance + epsilon) * scale[c] + bias[c];
+// mean_out = momentum mean + (1 - momentum) batch mean (variance_out likewise, from the
+// population variance, as Paddle's kernels); saved_mean the batch mean, saved_variance
+// 1/sqrt(batch variance + epsilon). Global statistics (is_test without
+// trainable_statistics, or use_global_stats): out from the given mean and variance,
+// mean_out and variance_out pass them through, saved_mean = mean, saved_variance =
+// 1/sqrt(variance + epsilon). Paddle's reserve_space is not an output (docs/DECISIONS.md).
+// A 0-d scale or bias is absent (1, 0).
+OpDecl batch_norm() {
+  return OpBuilder("batch_norm").Inputs({"x", "mean", "variance", "scale", "bias"})
+      .Outputs({"out", "mean_out", "variance_out", "saved_mean", "saved_variance"})
+      .Tolerance(ToleranceClass::kBatchNorm)
+      .Vjp(vjps::BatchNorm)
+      .Attr("is_test", AttrKind::kBool, false)
+      .Attr("momentum", AttrKind::kFloat, 0.9)
+      .Attr("epsilon", AttrKind::kFloat, 1e-5)
+      .Attr("data_format", AttrKind::kString, std::string("NCHW"))
+      .Attr("use_global_stats", AttrKind::kBool, false)
+      .Attr("trainable_statistics", AttrKind::kBool, false)
+      .Einsum(BatchNormalization)
+      .Values([](const RuleContext&) {  // a variance is >= 0
+        return std::vector<InputValues>{{}, {}, {ValueKind::kPositive}, {}, {}};
+      })
+      .Examples([](const SizePalette& p) {
+        // Training: a spatial dim of 2, so that every channel has at least two elements (a
+        // palette's 0 batch leaves none, which training refuses), channels first and last.
+        // Global statistics: any sizes. Three examples: each fills the sweep's cap.
+        const int64_t n = NonEmpty(p[0]), c = p[1], s = p[2];
+        return std::vector<Example>{
+            {{{n, c, 2}, {c}, {c}, {c}, {}}, {}},
+            {{{n, 2, c}, {c}, {c}, {}, {c}}, MakeAttrs({{"data_format", std::string("NHWC")}, {"momentum", 0.5}})},
+            {{{p[0], c, s}, {c}, {c}, {c}, {c}}, MakeAttrs({{"is_test", true}})}};
       });
 }
 

@@ -1,6 +1,6 @@
 // The plans of the normalisations (rules/ops/norm.cc): attr reads, typed validation and
-// output shapes of layer_norm, rms_norm, layer_norm_grad, rms_norm_grad, group_norm and
-// instance_norm, written once for
+// output shapes of layer_norm, rms_norm, layer_norm_grad, rms_norm_grad, group_norm,
+// instance_norm and batch_norm, written once for
 // the rules, the references (reference/ops_norm.cc), the CPU kernels (kernels/cpu/norm.cc)
 // and the CUDA kernels (kernels/cuda/norm.cu), which keep only their loops. Header-only; no
 // value arithmetic.
@@ -9,7 +9,8 @@
 // bias [48], mean and variance [4]; begin_norm_axis -2 is the same split; a 0-d scale or
 // bias is absent (has_scale / has_bias false: 1 and 0). group_norm of x
 // [2, 6, 5] with groups 3 (NCHW) -> 6 groups of 2 channels x 5 = 10 elements, mean and
-// variance [2, 3]; instance_norm of the same x -> groups of 1 channel (5 elements), [2, 6].
+// variance [2, 3]; instance_norm of the same x -> groups of 1 channel (5 elements), [2, 6];
+// batch_norm of the same x in training -> per channel 2 x 5 = 10 elements, statistics [6].
 #pragma once
 
 #include <cmath>
@@ -202,6 +203,77 @@ inline GroupNormPlan PlanGroupNorm(const Shapes& shapes, const Attrs& attrs) {
 
 inline GroupNormPlan PlanInstanceNorm(const Shapes& shapes, const Attrs& attrs) {
   return detail::PlanGroups(shapes, attrs, true);
+}
+
+// batch_norm (x, mean, variance, scale, bias; is_test, momentum, epsilon, data_format,
+// use_global_stats, trainable_statistics): x [N, C, *spatial] (data_format NHWC: [N,
+// *spatial, C]) of rank 2 to 5, mean and variance [C] (the running statistics), scale and
+// bias [C] or 0-d: absent (1 and 0). Global statistics (Paddle's: is_test without
+// trainable_statistics, or use_global_stats) normalise with the given mean and variance,
+// element by element; otherwise (training) with the batch's, per channel over N and every
+// spatial position (`count` = N * spatial elements, at least 1: an empty batch has no
+// statistics, InvalidArgument). Outputs: out (x's shape), mean_out, variance_out, saved_mean,
+// saved_variance (all [C]). momentum is finite. Index plan: x's element at flat index i is
+// of channel ChannelOf(i).
+struct BatchNormPlan {
+  bool channels_last = false;
+  bool global_stats = false;
+  int64_t n = 0, c = 0;
+  int64_t spatial = 1;      // the product of the spatial dims
+  int64_t channel_dim = 1;  // x's channel dim: 1, or rank - 1 when channels last
+  bool has_scale = false, has_bias = false;
+  Shape stats_shape;  // [C]
+
+  int64_t count() const { return n * spatial; }
+  int64_t ChannelOf(int64_t i) const { return channels_last ? i % c : (i / spatial) % c; }
+};
+
+inline BatchNormPlan PlanBatchNorm(const Shapes& shapes, const Attrs& attrs) {
+  CheckNormEpsilon(attrs);
+  const double momentum = attrs.GetFloat("momentum");
+  if (!std::isfinite(momentum)) ThrowInvalid("attrs.momentum", "must be finite, got " + std::to_string(momentum));
+  CheckArity(shapes, 5);
+  const Shape& x = shapes[0];
+  if (x.size() < 2 || x.size() > 5) {
+    ThrowInvalid(shape::InputField(0, "shape"), "x must have rank 2 to 5 ([N, C, *spatial]), got " +
+                                                    shape::ShapeString(x));
+  }
+  BatchNormPlan p;
+  const std::string& format = attrs.GetString("data_format");
+  if (format == "NHWC") {
+    p.channels_last = true;
+  } else if (format != "NCHW") {
+    ThrowInvalid("attrs.data_format", "expected NCHW or NHWC, got '" + format + "'");
+  }
+  p.global_stats = (attrs.GetBool("is_test") && !attrs.GetBool("trainable_statistics")) ||
+                   attrs.GetBool("use_global_stats");
+  const int64_t rank = static_cast<int64_t>(x.size());
+  p.channel_dim = p.channels_last ? rank - 1 : 1;
+  p.n = x[0];
+  p.c = x[static_cast<size_t>(p.channel_dim)];
+  for (int64_t d = 1; d < rank; ++d) {
+    if (d != p.channel_dim) p.spatial *= x[static_cast<size_t>(d)];
+  }
+  p.stats_shape = {p.c};
+  for (size_t k = 1; k <= 4; ++k) {
+    const bool optional = k >= 3;
+    if (optional && shapes[k].empty()) continue;  // 0-d: absent
+    if (shapes[k] != p.stats_shape) {
+      static constexpr const char* kNames[] = {"", "mean", "variance", "scale", "bias"};
+      ThrowInvalid(shape::InputField(k, "shape"), std::string(kNames[k]) + " must be [" + std::to_string(p.c) +
+                                                      "]" + (optional ? " or 0-d (absent)" : "") + ", got " +
+                                                      shape::ShapeString(shapes[k]));
+    }
+  }
+  p.has_scale = !shapes[3].empty();
+  p.has_bias = !shapes[4].empty();
+  // Training normalises each channel over N and the spatial positions: none is refused (a
+  // shard of unevenly split channels may hold no channel: empty outputs).
+  if (!p.global_stats && p.count() == 0) {
+    ThrowInvalid(shape::InputField(0, "shape"),
+                 "batch statistics over an empty set of elements of " + shape::ShapeString(x));
+  }
+  return p;
 }
 
 }  // namespace spmd::plan

@@ -184,6 +184,19 @@ def _a(*names):
     return build
 
 
+def _batch_norm_args(specs, attrs):
+    """Paddle's rule: (x, mean, variance, scale, bias, is_test, momentum, epsilon,
+    data_format, use_global_stats, trainable_statistics). It answers a sixth output,
+    reserve_space (always `[-1]`), which spmdkit's op has not: dropped."""
+    return list(specs) + [attrs["is_test"], float(attrs["momentum"]), float(attrs["epsilon"]),
+                          attrs["data_format"], attrs["use_global_stats"], attrs["trainable_statistics"]]
+
+
+_batch_norm_args.attr_names = ("is_test", "momentum", "epsilon", "data_format", "use_global_stats",
+                               "trainable_statistics")
+_batch_norm_args.adapt = lambda n_inputs, ins, outs, attrs: (ins, outs[:5])
+
+
 def _linear_v2_args(specs, attrs):
     """Paddle's rule: (x, weight, bias, transpose_weight); it answers a second, unset output
     that spmdkit's op has not (transpose_weight true: _linear_v2_refuses)."""
@@ -264,6 +277,7 @@ OPS: List[PaddleOp] = (
        PaddleOp("rms_norm", ["rms_norm", "fused_rms_norm"], [_a("epsilon", "begin_norm_axis")]),
        PaddleOp("group_norm", ["group_norm"], [_group_norm_args]),
        PaddleOp("instance_norm", ["instance_norm"], [_a("epsilon")]),
+       PaddleOp("batch_norm", ["batch_norm"], [_batch_norm_args]),
        PaddleOp("lookup_table_v2", ["lookup_table_v2", "embedding"], [_a("padding_idx", "sparse")]),
        PaddleOp("cross_entropy_with_softmax", ["cross_entropy_with_softmax"],
               [_a("soft_label", "use_softmax", "numeric_stable_mode", "ignore_index", "axis")]),
@@ -363,6 +377,13 @@ def _instance_norm_refuses(req) -> str:
     return "" if len(x) == 4 and scale and bias else "Paddle's instance_norm rule needs x of rank 4, scale, bias"
 
 
+def _batch_norm_refuses(req) -> str:
+    """Paddle's batch_norm rule takes a 1-D scale and bias (an absent one, a spec of shape
+    [], fails its rank check)."""
+    scale, bias = req.shapes[3:5]
+    return "" if scale and bias else "Paddle's batch_norm rule needs scale and bias"
+
+
 def _index_put_refuses(req) -> str:
     """Paddle's index_put rule takes 1-D index tensors only (InvalidArgument "The ndim of
     indices in index_put should be equal to 1")."""
@@ -372,7 +393,8 @@ def _index_put_refuses(req) -> str:
 
 _REFUSES = {"fused_rotary_position_embedding": _rope_refuses, "scatter_nd_add": _scatter_nd_add_refuses,
             "gather": _gather_refuses, "linear_v2": _linear_v2_refuses, "group_norm": _group_norm_refuses,
-            "instance_norm": _instance_norm_refuses, "index_put": _index_put_refuses}
+            "instance_norm": _instance_norm_refuses, "index_put": _index_put_refuses,
+            "batch_norm": _batch_norm_refuses}
 for _op in OPS:
     _op.refuses = _REFUSES.get(_op.name, _op.refuses)
 
