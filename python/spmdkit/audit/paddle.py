@@ -155,6 +155,35 @@ _layer_norm_args.attr_names = ("epsilon", "begin_norm_axis")
 _layer_norm_args.adapt = lambda n_inputs, ins, outs, attrs: ([_unset_if_meshless(a) for a in ins], outs)
 
 
+def _roi_align_args(specs, attrs):
+    """Paddle's rule: (x, boxes, boxes_num, pooled_height, pooled_width, spatial_scale,
+    sampling_ratio, aligned). spmdkit's absent (0-d) boxes_num is passed as layer_norm's
+    absent parameters are, a spec of shape [0] on no mesh; Paddle lays it out on no mesh,
+    judged as spmdkit's unset (0-d) layout."""
+    from paddle.distributed.auto_parallel.static.dist_attribute import TensorDistAttr
+    specs = list(specs)
+    shape = list(specs[2].shape() if callable(specs[2].shape) else specs[2].shape)
+    if not shape:
+        specs[2] = specs[2].__class__([0], TensorDistAttr())
+    return specs + [attrs[n] for n in _roi_align_args.attr_names]
+
+
+_roi_align_args.attr_names = ("pooled_height", "pooled_width", "spatial_scale", "sampling_ratio", "aligned")
+_roi_align_args.adapt = lambda n_inputs, ins, outs, attrs: ([_unset_if_meshless(a) for a in ins], outs)
+
+
+def _put_along_axis_args(specs, attrs):
+    """Paddle's rule: (x, index, value, axis, reduce, include_self). Paddle 3.3.1's rule
+    fails on a negative axis (basic_string::replace); both count it from the end: passed
+    as rank + axis."""
+    rank = len(list(specs[0].shape() if callable(specs[0].shape) else specs[0].shape))
+    axis = attrs["axis"]
+    return list(specs) + [axis + rank if axis < 0 else axis, attrs["reduce"], attrs["include_self"]]
+
+
+_put_along_axis_args.attr_names = ("axis", "reduce", "include_self")
+
+
 def _group_norm_args(specs, attrs):
     """Paddle's rule: (x, scale, bias, epsilon, groups, data_format)."""
     return list(specs) + [float(attrs["epsilon"]), attrs["groups"], attrs["data_format"]]
@@ -317,14 +346,13 @@ OPS: List[PaddleOp] = (
        PaddleOp("conv2d_transpose", ["conv2d_transpose"],
               [_a("strides", "paddings", "output_padding", "output_size", "padding_algorithm", "groups",
                   "dilations", "data_format")]),
-       PaddleOp("roi_align", ["roi_align"],
-                [_a("pooled_height", "pooled_width", "spatial_scale", "sampling_ratio", "aligned")]),
+       PaddleOp("roi_align", ["roi_align"], [_roi_align_args]),
        PaddleOp("flash_attention", ["flash_attention"], [_flash_attention_args]),
        PaddleOp("pow", ["pow"], [_a()]),
        PaddleOp("one_hot", ["one_hot"], [_a("num_classes")]),
        PaddleOp("gather", ["gather"], [_a("axis"), _a()]),
        PaddleOp("take_along_axis", ["take_along_axis"], [_a("axis")]),
-       PaddleOp("put_along_axis", ["put_along_axis"], [_a("axis", "reduce", "include_self")]),
+       PaddleOp("put_along_axis", ["put_along_axis"], [_put_along_axis_args]),
        PaddleOp("index_put", ["index_put"], [_index_put_args]),
        PaddleOp("moe_combine", ["moe_combine"], [_a()]),
        PaddleOp("fused_gemm_epilogue", ["fused_gemm_epilogue"],
