@@ -258,6 +258,12 @@ Bounds MakeBounds(const OpDecl& op, const ref::Tensors& inputs, const Attrs& att
         if (IsFloating(t.dtype)) std::fill(t.data.begin(), t.data.end(), 1.0);
       }
       for (const ref::Tensor& t : fn(ones, attrs)) b.k = std::max(b.k, MaxAbs(t.data));
+      // A put along an axis (ids in input 1): a position gathers at most index's length
+      // along the axis of values and x's own element, whatever its reduction (mul and mean
+      // give 1 on ones).
+      if (inputs.size() > 1 && inputs[1].dtype == DType::kInt64) {
+        b.k = std::max(b.k, static_cast<double>(IntAxisLength(inputs[1].shape, attrs) + 1));
+      }
       break;
     }
     case ToleranceClass::kRelative:
