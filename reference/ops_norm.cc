@@ -51,6 +51,22 @@ Tensors NormGrad(const Tensors& inputs, const NormSplit& split, const std::vecto
   return {x_grad, scale_grad, bias_grad};
 }
 
+// The mean and population variance of each statistic s over the `count` elements i of x
+// with stat_of(i) == s, into zeroed `mean` and `variance`: every element added to its
+// statistic's sum, the means, then the squared deviations from them.
+template <typename StatOf>
+void TwoPassStatistics(const std::vector<double>& x, StatOf stat_of, double count, std::vector<double>& mean,
+                       std::vector<double>& variance) {
+  const auto n = static_cast<int64_t>(x.size());
+  for (int64_t i = 0; i < n; ++i) mean[static_cast<size_t>(stat_of(i))] += x[static_cast<size_t>(i)];
+  for (double& m : mean) m /= count;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = x[static_cast<size_t>(i)] - mean[static_cast<size_t>(stat_of(i))];
+    variance[static_cast<size_t>(stat_of(i))] += d * d;
+  }
+  for (double& v : variance) v /= count;
+}
+
 // group_norm / instance_norm: each element of x added to its statistic's sum, the means, then
 // the squared deviations, then y = (x - mean) / sqrt(variance + epsilon) * scale[c] + bias[c]
 // (an absent scale or bias: 1, 0).
@@ -61,15 +77,9 @@ Tensors GroupNorm(const Tensors& inputs, const plan::GroupNormPlan& p, double ep
   Tensor y = internal::Zeros(x.shape);
   Tensor mean = internal::Zeros(p.stats_shape);
   Tensor variance = internal::Zeros(p.stats_shape);
-  const auto count = static_cast<double>(p.group_size);
   const auto n = static_cast<int64_t>(x.data.size());
-  for (int64_t i = 0; i < n; ++i) mean.data[p.StatOf(i)] += x.data[i];
-  for (double& m : mean.data) m /= count;
-  for (int64_t i = 0; i < n; ++i) {
-    const double d = x.data[i] - mean.data[p.StatOf(i)];
-    variance.data[p.StatOf(i)] += d * d;
-  }
-  for (double& v : variance.data) v /= count;
+  TwoPassStatistics(x.data, [&p](int64_t i) { return p.StatOf(i); }, static_cast<double>(p.group_size), mean.data,
+                    variance.data);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t s = p.StatOf(i), c = p.ChannelOf(i);
     const double normalised = (x.data[i] - mean.data[s]) / std::sqrt(variance.data[s] + epsilon);
@@ -157,14 +167,8 @@ Tensors batch_norm(const Tensors& inputs, const Attrs& attrs) {
   if (!p.global_stats) {
     std::fill(mean.data.begin(), mean.data.end(), 0.0);
     std::fill(variance.data.begin(), variance.data.end(), 0.0);
-    const auto count = static_cast<double>(p.count());
-    for (int64_t i = 0; i < n; ++i) mean.data[p.ChannelOf(i)] += x.data[i];
-    for (double& m : mean.data) m /= count;
-    for (int64_t i = 0; i < n; ++i) {
-      const double d = x.data[i] - mean.data[p.ChannelOf(i)];
-      variance.data[p.ChannelOf(i)] += d * d;
-    }
-    for (double& v : variance.data) v /= count;
+    TwoPassStatistics(x.data, [&p](int64_t i) { return p.ChannelOf(i); }, static_cast<double>(p.count()), mean.data,
+                      variance.data);
     for (int64_t c = 0; c < p.c; ++c) {
       mean_out.data[c] = momentum * running_mean.data[c] + (1 - momentum) * mean.data[c];
       variance_out.data[c] = momentum * running_variance.data[c] + (1 - momentum) * variance.data[c];

@@ -356,6 +356,23 @@ ExampleBuilder NormGradExamples(size_t params, size_t statistics) {
 // A palette size, at least 1: the group norms' examples keep their groups non-empty.
 int64_t NonEmpty(int64_t size) { return size > 0 ? size : 1; }
 
+// The channel norms' x letters: `a` the batch, `c` the channels, `h`, `i`, ... the spatial
+// dims in order (channels last: `ahic`); `spatial` gets the spatial letters.
+std::string ChannelNormLetters(const plan::ChannelLayout& p, size_t rank, std::string& spatial) {
+  std::string x;
+  for (size_t d = 0; d < rank; ++d) {
+    if (d == 0) {
+      x += 'a';
+    } else if (static_cast<int64_t>(d) == p.channel_dim) {
+      x += 'c';
+    } else {
+      spatial += static_cast<char>('h' + spatial.size());
+      x += spatial.back();
+    }
+  }
+  return x;
+}
+
 // group_norm / instance_norm: x `acHW` (channels last `aHWc`), scale and bias `c` (0-d,
 // absent: no letters), y as x. The statistics of an (n, group) read its channels and every
 // spatial position: the spatial factors are forced replicated, and group_norm's c too (a
@@ -366,19 +383,9 @@ int64_t NonEmpty(int64_t size) { return size > 0 ? size : 1; }
 EinsumSpec GroupNormalization(const RuleContext& c, bool instance) {
   const plan::GroupNormPlan p = instance ? plan::PlanInstanceNorm(c.input_shapes, c.attrs)
                                          : plan::PlanGroupNorm(c.input_shapes, c.attrs);
-  const int64_t rank = static_cast<int64_t>(c.input_shapes[0].size());
-  std::string x, forced = instance ? "" : "c";
-  char spatial = 'h';
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d == 0) {
-      x += 'a';
-    } else if (d == p.channel_dim) {
-      x += 'c';
-    } else {
-      x += spatial;
-      forced += spatial++;
-    }
-  }
+  std::string spatial;
+  const std::string x = ChannelNormLetters(p, c.input_shapes[0].size(), spatial);
+  const std::string forced = (instance ? "" : "c") + spatial;
   const std::string scale = p.has_scale ? "c" : "", bias = p.has_bias ? "c" : "";
   if (instance) return notation::FromLetters({x, scale, bias}, {x, "ac", "ac"}, forced);
   EinsumSpec spec = notation::FromLetters({x, scale, bias}, {x}, forced);
@@ -399,19 +406,9 @@ EinsumSpec GroupNormalization(const RuleContext& c, bool instance) {
 // Partial inputs are reduced (out is not linear in any of them).
 EinsumSpec BatchNormalization(const RuleContext& c) {
   const plan::BatchNormPlan p = plan::PlanBatchNorm(c.input_shapes, c.attrs);
-  const int64_t rank = static_cast<int64_t>(c.input_shapes[0].size());
-  std::string x, forced = p.global_stats ? "" : "a";
-  char spatial = 'h';
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d == 0) {
-      x += 'a';
-    } else if (d == p.channel_dim) {
-      x += 'c';
-    } else {
-      if (!p.global_stats) forced += spatial;
-      x += spatial++;
-    }
-  }
+  std::string spatial;
+  const std::string x = ChannelNormLetters(p, c.input_shapes[0].size(), spatial);
+  const std::string forced = p.global_stats ? "" : "a" + spatial;
   const std::string scale = p.has_scale ? "c" : "", bias = p.has_bias ? "c" : "";
   EinsumSpec spec = notation::FromLetters({x, "c", "c", scale, bias}, {x, "c", "c", "c", "c"}, forced);
   // What each output reads: with global statistics the four statistics outputs are mean or

@@ -120,6 +120,48 @@ inline NormSplit PlanRmsNormGrad(const Shapes& shapes, const Attrs& attrs, bool 
   return PlanNormGrad(shapes, attrs, 1, 1, false, piece);
 }
 
+// The channel norms' x (group_norm, instance_norm, batch_norm): [N, C, *spatial] of rank 2
+// to 5, or with data_format NHWC [N, *spatial, C]. Index plan: x's element at flat index i is
+// of channel ChannelOf(i).
+struct ChannelLayout {
+  bool channels_last = false;
+  int64_t n = 0, c = 0;
+  int64_t spatial = 1;      // the product of the spatial dims
+  int64_t channel_dim = 1;  // x's channel dim: 1, or rank - 1 when channels last
+
+  int64_t ChannelOf(int64_t i) const { return channels_last ? i % c : (i / spatial) % c; }
+};
+
+namespace detail {
+
+// x's rank checked (InvalidArgument inputs[0].shape) and its layout read; `format` is
+// data_format's value ("NCHW" or "NHWC", else InvalidArgument attrs.data_format), or null
+// for channels first (instance_norm has no data_format).
+inline ChannelLayout ReadChannelLayout(const Shape& x, const std::string* format) {
+  if (x.size() < 2 || x.size() > 5) {
+    ThrowInvalid(shape::InputField(0, "shape"), "x must have rank 2 to 5 ([N, C, *spatial]), got " +
+                                                    shape::ShapeString(x));
+  }
+  ChannelLayout l;
+  if (format != nullptr) {
+    if (*format == "NHWC") {
+      l.channels_last = true;
+    } else if (*format != "NCHW") {
+      ThrowInvalid("attrs.data_format", "expected NCHW or NHWC, got '" + *format + "'");
+    }
+  }
+  const int64_t rank = static_cast<int64_t>(x.size());
+  l.channel_dim = l.channels_last ? rank - 1 : 1;
+  l.n = x[0];
+  l.c = x[static_cast<size_t>(l.channel_dim)];
+  for (int64_t d = 1; d < rank; ++d) {
+    if (d != l.channel_dim) l.spatial *= x[static_cast<size_t>(d)];
+  }
+  return l;
+}
+
+}  // namespace detail
+
 // group_norm (x, scale, bias; epsilon, groups, data_format) and instance_norm (x, scale,
 // bias; epsilon: groups = C, channels first): x [N, C, *spatial] (channels last, data_format
 // NHWC: [N, *spatial, C]) of rank 2 to 5, its channels cut into `groups` groups of C / groups
@@ -129,17 +171,13 @@ inline NormSplit PlanRmsNormGrad(const Shapes& shapes, const Attrs& attrs, bool 
 // of no elements (InvalidArgument); N = 0, or C = 0 for instance_norm (a shard of its
 // channels may hold none), gives empty outputs. Index plan: x's element at flat index i
 // belongs to statistic StatOf(i) and channel ChannelOf(i).
-struct GroupNormPlan {
-  bool channels_last = false;
-  int64_t n = 0, c = 0, groups = 1;
-  int64_t spatial = 1;         // the product of the spatial dims
+struct GroupNormPlan : ChannelLayout {
+  int64_t groups = 1;
   int64_t group_channels = 1;  // C / groups
   int64_t group_size = 1;      // group_channels * spatial: the elements one statistic covers
-  int64_t channel_dim = 1;     // x's channel dim: 1, or rank - 1 when channels last
   bool has_scale = false, has_bias = false;
   Shape stats_shape;  // [N, groups]
 
-  int64_t ChannelOf(int64_t i) const { return channels_last ? i % c : (i / spatial) % c; }
   int64_t StatOf(int64_t i) const { return (i / (c * spatial)) * groups + ChannelOf(i) / group_channels; }
 };
 
@@ -149,26 +187,8 @@ inline GroupNormPlan PlanGroups(const Shapes& shapes, const Attrs& attrs, bool i
   CheckNormEpsilon(attrs);
   CheckArity(shapes, 3);
   const Shape& x = shapes[0];
-  if (x.size() < 2 || x.size() > 5) {
-    ThrowInvalid(shape::InputField(0, "shape"), "x must have rank 2 to 5 ([N, C, *spatial]), got " +
-                                                    shape::ShapeString(x));
-  }
   GroupNormPlan p;
-  if (!instance) {
-    const std::string& format = attrs.GetString("data_format");
-    if (format == "NHWC") {
-      p.channels_last = true;
-    } else if (format != "NCHW") {
-      ThrowInvalid("attrs.data_format", "expected NCHW or NHWC, got '" + format + "'");
-    }
-  }
-  const int64_t rank = static_cast<int64_t>(x.size());
-  p.channel_dim = p.channels_last ? rank - 1 : 1;
-  p.n = x[0];
-  p.c = x[static_cast<size_t>(p.channel_dim)];
-  for (int64_t d = 1; d < rank; ++d) {
-    if (d != p.channel_dim) p.spatial *= x[static_cast<size_t>(d)];
-  }
+  static_cast<ChannelLayout&>(p) = ReadChannelLayout(x, instance ? nullptr : &attrs.GetString("data_format"));
   p.groups = instance ? p.c : attrs.GetInt("groups");
   if (!instance && (p.groups < 1 || p.groups > p.c || p.c % p.groups != 0)) {
     ThrowInvalid("attrs.groups", "must be in [1, C] and divide C = " + std::to_string(p.c) + ", got " +
@@ -213,19 +233,13 @@ inline GroupNormPlan PlanInstanceNorm(const Shapes& shapes, const Attrs& attrs) 
 // element by element; otherwise (training) with the batch's, per channel over N and every
 // spatial position (`count` = N * spatial elements, at least 1: an empty batch has no
 // statistics, InvalidArgument). Outputs: out (x's shape), mean_out, variance_out, saved_mean,
-// saved_variance (all [C]). momentum is finite. Index plan: x's element at flat index i is
-// of channel ChannelOf(i).
-struct BatchNormPlan {
-  bool channels_last = false;
+// saved_variance (all [C]). momentum is finite.
+struct BatchNormPlan : ChannelLayout {
   bool global_stats = false;
-  int64_t n = 0, c = 0;
-  int64_t spatial = 1;      // the product of the spatial dims
-  int64_t channel_dim = 1;  // x's channel dim: 1, or rank - 1 when channels last
   bool has_scale = false, has_bias = false;
   Shape stats_shape;  // [C]
 
   int64_t count() const { return n * spatial; }
-  int64_t ChannelOf(int64_t i) const { return channels_last ? i % c : (i / spatial) % c; }
 };
 
 inline BatchNormPlan PlanBatchNorm(const Shapes& shapes, const Attrs& attrs) {
@@ -234,26 +248,10 @@ inline BatchNormPlan PlanBatchNorm(const Shapes& shapes, const Attrs& attrs) {
   if (!std::isfinite(momentum)) ThrowInvalid("attrs.momentum", "must be finite, got " + std::to_string(momentum));
   CheckArity(shapes, 5);
   const Shape& x = shapes[0];
-  if (x.size() < 2 || x.size() > 5) {
-    ThrowInvalid(shape::InputField(0, "shape"), "x must have rank 2 to 5 ([N, C, *spatial]), got " +
-                                                    shape::ShapeString(x));
-  }
   BatchNormPlan p;
-  const std::string& format = attrs.GetString("data_format");
-  if (format == "NHWC") {
-    p.channels_last = true;
-  } else if (format != "NCHW") {
-    ThrowInvalid("attrs.data_format", "expected NCHW or NHWC, got '" + format + "'");
-  }
+  static_cast<ChannelLayout&>(p) = detail::ReadChannelLayout(x, &attrs.GetString("data_format"));
   p.global_stats = (attrs.GetBool("is_test") && !attrs.GetBool("trainable_statistics")) ||
                    attrs.GetBool("use_global_stats");
-  const int64_t rank = static_cast<int64_t>(x.size());
-  p.channel_dim = p.channels_last ? rank - 1 : 1;
-  p.n = x[0];
-  p.c = x[static_cast<size_t>(p.channel_dim)];
-  for (int64_t d = 1; d < rank; ++d) {
-    if (d != p.channel_dim) p.spatial *= x[static_cast<size_t>(d)];
-  }
   p.stats_shape = {p.c};
   for (size_t k = 1; k <= 4; ++k) {
     const bool optional = k >= 3;
