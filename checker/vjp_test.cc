@@ -178,6 +178,20 @@ TEST(Vjp, PutAlongAxisMulIsRightAtZeros) {
   }
 }
 
+// index_put's VJP wraps a negative id once (remainder by the dim) before it reads the
+// cotangent back: negative ids, one of them repeating a positive one's position (the last
+// write wins without accumulate, both add with it).
+TEST(Vjp, IndexPutNegativeIdsWrap) {
+  const OpDecl& op = *FindOp("index_put");
+  std::mt19937_64 rng(13);
+  const Tensor x{{3, 2}, {0.5, -1.25, 2, 0.75, -0.5, 1.5}, DType::kFloat64};
+  const Tensor ids{{3}, {-1, 0, 2}, DType::kInt64};  // -1 and 2 name row 2
+  const Tensor value{{3, 2}, {1.5, -2, 0.25, 3, -0.75, 1}, DType::kFloat64};
+  for (const bool accumulate : {false, true}) {
+    EXPECT_EQ(CheckCase(op, {x, ids, value}, MakeAttrs({{"accumulate", accumulate}}), rng), "");
+  }
+}
+
 // Every call of every filled graph is accepted by its op's rule at the shapes it sees, and
 // the graph gives each input a gradient of the input's shape, with shapes inferred by the
 // rules alone (InferOutputShapes; InferForward on replicated inputs of a 2-rank mesh): a
