@@ -3,8 +3,9 @@
 // group (internal::Gemm: OpenBLAS where built with it); the grads and the transpose
 // scatter a column gradient back into x's layout (col2im). One path for 2-D and 3-D: a 2-D
 // plan has depth 1. The shape plan and its validation are the reference's
-// (rules/ops/conv_shape.h). roi_align and its grad: per roi, a table of its bins' bilinear
-// taps (x plane offsets and weights, in double), then the channels read (or scatter) them.
+// (rules/ops/conv_shape.h). roi_align and its grad: every roi's sampling checked first, then
+// per bin a table of its bilinear taps (x plane offsets and weights, in double), which every
+// channel reads (or scatters into).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -192,11 +193,13 @@ struct RoiTap {
   double weight;
 };
 
-// A roi's taps, bin by bin: bin b's are taps[first[b], first[b + 1]).
-struct RoiTaps {
+// A roi's sampling, checked and scaled once: its image, the scaled box's corner, the bin
+// size, the sample grid (at most kMaxGrid a side) and one sample's share of its bin.
+struct RoiSampling {
   int64_t image = 0;
-  std::vector<RoiTap> taps;
-  std::vector<size_t> first;
+  double start_x = 0, start_y = 0, step_x = 0, step_y = 0, grid_x = 0, grid_y = 0;
+  int64_t nx = 0, ny = 0;
+  double inv_count = 1;
 };
 
 // The image of each roi: boxes_num's counts (whole, >= 0, summing to R; InvalidArgument
@@ -233,10 +236,10 @@ AxisTap TapAlong(double v, int64_t size) {
   return {lo, lo + 1, v - static_cast<double>(lo)};
 }
 
-// Every roi's taps (roi_align_plan.h; the rule in docs/OPS.md): boxes finite (InvalidArgument
-// inputs[1].data), then per roi its scaled box, bins, sample grid (at most kMaxGrid a side)
-// and each sample's four taps; a sample outside [-1, H] x [-1, W] has none.
-std::vector<RoiTaps> PlanRoiTaps(const TensorArgs& inputs, const roi_plan::RoiAlignPlan& p) {
+// Every roi's sampling (roi_align_plan.h; the rule in docs/OPS.md), all checked before
+// anything is computed: boxes finite (InvalidArgument inputs[1].data), boxes_num's counts,
+// each roi's grid at most kMaxGrid a side.
+std::vector<RoiSampling> PlanRoiSampling(const TensorArgs& inputs, const roi_plan::RoiAlignPlan& p) {
   const std::vector<int64_t> image = RoiImageOf(inputs, p);
   const std::string field = InputField(1, "data");
   const internal::ValuesAs<double> boxes(inputs[1]);
@@ -244,51 +247,54 @@ std::vector<RoiTaps> PlanRoiTaps(const TensorArgs& inputs, const roi_plan::RoiAl
     if (!std::isfinite(boxes[i])) ThrowInvalid(field, "box coordinate " + std::to_string(boxes[i]) + " is not finite");
   }
   const double shift = p.aligned ? 0.5 : 0.0;
-  const auto bins = static_cast<size_t>(p.pooled_h * p.pooled_w);
-  std::vector<RoiTaps> rois(static_cast<size_t>(p.rois));
+  std::vector<RoiSampling> rois(static_cast<size_t>(p.rois));
   for (int64_t r = 0; r < p.rois; ++r) {
-    RoiTaps& roi = rois[static_cast<size_t>(r)];
+    RoiSampling& roi = rois[static_cast<size_t>(r)];
     roi.image = image[static_cast<size_t>(r)];
     const double* b = boxes.data() + 4 * r;
-    const double start_x = b[0] * p.spatial_scale - shift, start_y = b[1] * p.spatial_scale - shift;
+    roi.start_x = b[0] * p.spatial_scale - shift;
+    roi.start_y = b[1] * p.spatial_scale - shift;
     const double end_x = b[2] * p.spatial_scale - shift, end_y = b[3] * p.spatial_scale - shift;
-    const double size_x = p.aligned ? end_x - start_x : std::max(end_x - start_x, 1.0);
-    const double size_y = p.aligned ? end_y - start_y : std::max(end_y - start_y, 1.0);
-    const double step_y = size_y / static_cast<double>(p.pooled_h), step_x = size_x / static_cast<double>(p.pooled_w);
-    const double grid_y = p.sampling_ratio > 0 ? static_cast<double>(p.sampling_ratio) : std::ceil(step_y);
-    const double grid_x = p.sampling_ratio > 0 ? static_cast<double>(p.sampling_ratio) : std::ceil(step_x);
+    const double size_x = p.aligned ? end_x - roi.start_x : std::max(end_x - roi.start_x, 1.0);
+    const double size_y = p.aligned ? end_y - roi.start_y : std::max(end_y - roi.start_y, 1.0);
+    roi.step_y = size_y / static_cast<double>(p.pooled_h);
+    roi.step_x = size_x / static_cast<double>(p.pooled_w);
+    roi.grid_y = p.sampling_ratio > 0 ? static_cast<double>(p.sampling_ratio) : std::ceil(roi.step_y);
+    roi.grid_x = p.sampling_ratio > 0 ? static_cast<double>(p.sampling_ratio) : std::ceil(roi.step_x);
     const auto limit = static_cast<double>(roi_plan::kMaxGrid);
-    if (!(grid_y <= limit && grid_x <= limit)) {
+    if (!(roi.grid_y <= limit && roi.grid_x <= limit)) {
       ThrowInvalid(field, "roi " + std::to_string(r) + " needs a sample grid over " +
                               std::to_string(roi_plan::kMaxGrid) + " a side");
     }
-    const int64_t ny = grid_y > 0 ? static_cast<int64_t>(grid_y) : 0;
-    const int64_t nx = grid_x > 0 ? static_cast<int64_t>(grid_x) : 0;
-    const double inv_count = 1.0 / static_cast<double>(std::max<int64_t>(ny * nx, 1));
-    roi.first.reserve(bins + 1);
-    for (int64_t ph = 0; ph < p.pooled_h; ++ph) {
-      for (int64_t pw = 0; pw < p.pooled_w; ++pw) {
-        roi.first.push_back(roi.taps.size());
-        for (int64_t iy = 0; iy < ny; ++iy) {
-          const double y = start_y + step_y * (static_cast<double>(ph) + (static_cast<double>(iy) + 0.5) / grid_y);
-          if (!(y >= -1.0 && y <= static_cast<double>(p.h))) continue;
-          const AxisTap ty = TapAlong(y, p.h);
-          for (int64_t ix = 0; ix < nx; ++ix) {
-            const double x =
-                start_x + step_x * (static_cast<double>(pw) + (static_cast<double>(ix) + 0.5) / grid_x);
-            if (!(x >= -1.0 && x <= static_cast<double>(p.w))) continue;
-            const AxisTap tx = TapAlong(x, p.w);
-            roi.taps.push_back({ty.lo * p.w + tx.lo, (1 - ty.frac) * (1 - tx.frac) * inv_count});
-            roi.taps.push_back({ty.lo * p.w + tx.hi, (1 - ty.frac) * tx.frac * inv_count});
-            roi.taps.push_back({ty.hi * p.w + tx.lo, ty.frac * (1 - tx.frac) * inv_count});
-            roi.taps.push_back({ty.hi * p.w + tx.hi, ty.frac * tx.frac * inv_count});
-          }
-        }
-      }
-    }
-    roi.first.push_back(roi.taps.size());
+    roi.ny = roi.grid_y > 0 ? static_cast<int64_t>(roi.grid_y) : 0;
+    roi.nx = roi.grid_x > 0 ? static_cast<int64_t>(roi.grid_x) : 0;
+    roi.inv_count = 1.0 / static_cast<double>(std::max<int64_t>(roi.ny * roi.nx, 1));
   }
   return rois;
+}
+
+// Bin (ph, pw) of a roi: each sample's four taps into `taps` (cleared first); a sample
+// outside [-1, H] x [-1, W] has none. One bin's table at a time: at most kMaxGrid^2 samples,
+// whatever the number of rois and bins.
+void BinTaps(const RoiSampling& roi, const roi_plan::RoiAlignPlan& p, int64_t ph, int64_t pw,
+             std::vector<RoiTap>& taps) {
+  taps.clear();
+  for (int64_t iy = 0; iy < roi.ny; ++iy) {
+    const double y =
+        roi.start_y + roi.step_y * (static_cast<double>(ph) + (static_cast<double>(iy) + 0.5) / roi.grid_y);
+    if (!(y >= -1.0 && y <= static_cast<double>(p.h))) continue;
+    const AxisTap ty = TapAlong(y, p.h);
+    for (int64_t ix = 0; ix < roi.nx; ++ix) {
+      const double x =
+          roi.start_x + roi.step_x * (static_cast<double>(pw) + (static_cast<double>(ix) + 0.5) / roi.grid_x);
+      if (!(x >= -1.0 && x <= static_cast<double>(p.w))) continue;
+      const AxisTap tx = TapAlong(x, p.w);
+      taps.push_back({ty.lo * p.w + tx.lo, (1 - ty.frac) * (1 - tx.frac) * roi.inv_count});
+      taps.push_back({ty.lo * p.w + tx.hi, (1 - ty.frac) * tx.frac * roi.inv_count});
+      taps.push_back({ty.hi * p.w + tx.lo, ty.frac * (1 - tx.frac) * roi.inv_count});
+      taps.push_back({ty.hi * p.w + tx.hi, ty.frac * tx.frac * roi.inv_count});
+    }
+  }
 }
 
 }  // namespace
@@ -299,24 +305,23 @@ Tensors roi_align(const TensorArgs& inputs, const Attrs& attrs) {
   const roi_plan::RoiAlignPlan p =
       roi_plan::PlanRoiAlign(inputs[0].shape(), inputs[1].shape(), inputs[2].shape(), attrs);
   internal::CheckOutputShape(p.out);
-  const std::vector<RoiTaps> rois = PlanRoiTaps(inputs, p);
+  const std::vector<RoiSampling> rois = PlanRoiSampling(inputs, p);
   return internal::DispatchFloat(internal::ComputeDType(inputs, {0}), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const internal::ValuesAs<T> x(inputs[0]);
     Tensor out = NewOutput(p.out, DTypeOf<T>::value);
     T* o = out.data<T>();
     const int64_t plane = p.h * p.w, bins = p.pooled_h * p.pooled_w;
+    std::vector<RoiTap> taps;
     for (int64_t r = 0; r < p.rois; ++r) {
-      const RoiTaps& roi = rois[static_cast<size_t>(r)];
-      for (int64_t c = 0; c < p.c; ++c) {
-        const T* src = x.data() + (roi.image * p.c + c) * plane;
-        T* dst = o + (r * p.c + c) * bins;
-        for (int64_t bin = 0; bin < bins; ++bin) {
+      const RoiSampling& roi = rois[static_cast<size_t>(r)];
+      for (int64_t bin = 0; bin < bins; ++bin) {
+        BinTaps(roi, p, bin / p.pooled_w, bin % p.pooled_w, taps);
+        for (int64_t c = 0; c < p.c; ++c) {
+          const T* src = x.data() + (roi.image * p.c + c) * plane;
           double sum = 0;
-          for (size_t k = roi.first[static_cast<size_t>(bin)]; k < roi.first[static_cast<size_t>(bin) + 1]; ++k) {
-            sum += roi.taps[k].weight * static_cast<double>(src[roi.taps[k].at]);
-          }
-          dst[bin] = static_cast<T>(sum);
+          for (const RoiTap& t : taps) sum += t.weight * static_cast<double>(src[t.at]);
+          o[(r * p.c + c) * bins + bin] = static_cast<T>(sum);
         }
       }
     }
@@ -331,22 +336,21 @@ Tensors roi_align_grad(const TensorArgs& inputs, const Attrs& attrs) {
   const roi_plan::RoiAlignPlan p = roi_plan::PlanRoiAlignGrad(inputs[0].shape(), inputs[1].shape(),
                                                               inputs[2].shape(), inputs[3].shape(), attrs);
   internal::CheckOutputShape(inputs[0].shape());
-  const std::vector<RoiTaps> rois = PlanRoiTaps(inputs, p);
+  const std::vector<RoiSampling> rois = PlanRoiSampling(inputs, p);
   return internal::DispatchFloat(internal::ComputeDType(inputs, {3}), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const internal::ValuesAs<T> g(inputs[3]);
     const int64_t plane = p.h * p.w, bins = p.pooled_h * p.pooled_w;
     std::vector<double> acc(static_cast<size_t>(p.n * p.c * plane), 0.0);
+    std::vector<RoiTap> taps;
     for (int64_t r = 0; r < p.rois; ++r) {
-      const RoiTaps& roi = rois[static_cast<size_t>(r)];
-      for (int64_t c = 0; c < p.c; ++c) {
-        const T* src = g.data() + (r * p.c + c) * bins;
-        double* dst = acc.data() + (roi.image * p.c + c) * plane;
-        for (int64_t bin = 0; bin < bins; ++bin) {
-          const auto gv = static_cast<double>(src[bin]);
-          for (size_t k = roi.first[static_cast<size_t>(bin)]; k < roi.first[static_cast<size_t>(bin) + 1]; ++k) {
-            dst[roi.taps[k].at] += roi.taps[k].weight * gv;
-          }
+      const RoiSampling& roi = rois[static_cast<size_t>(r)];
+      for (int64_t bin = 0; bin < bins; ++bin) {
+        BinTaps(roi, p, bin / p.pooled_w, bin % p.pooled_w, taps);
+        for (int64_t c = 0; c < p.c; ++c) {
+          const auto gv = static_cast<double>(g.data()[(r * p.c + c) * bins + bin]);
+          double* dst = acc.data() + (roi.image * p.c + c) * plane;
+          for (const RoiTap& t : taps) dst[t.at] += t.weight * gv;
         }
       }
     }
