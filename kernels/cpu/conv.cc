@@ -297,6 +297,19 @@ void BinTaps(const RoiSampling& roi, const roi_plan::RoiAlignPlan& p, int64_t ph
   }
 }
 
+// Every roi's bins in order, each with its tap table (BinTaps): fn(r, image, bin, taps).
+template <typename Fn>
+void ForEachBin(const std::vector<RoiSampling>& rois, const roi_plan::RoiAlignPlan& p, Fn fn) {
+  std::vector<RoiTap> taps;
+  for (int64_t r = 0; r < p.rois; ++r) {
+    const RoiSampling& roi = rois[static_cast<size_t>(r)];
+    for (int64_t bin = 0; bin < p.pooled_h * p.pooled_w; ++bin) {
+      BinTaps(roi, p, bin / p.pooled_w, bin % p.pooled_w, taps);
+      fn(r, roi.image, bin, taps);
+    }
+  }
+}
+
 }  // namespace
 
 // Each out[r, c, bin] = the sum of its taps' x values times their weights, in double.
@@ -312,19 +325,14 @@ Tensors roi_align(const TensorArgs& inputs, const Attrs& attrs) {
     Tensor out = NewOutput(p.out, DTypeOf<T>::value);
     T* o = out.data<T>();
     const int64_t plane = p.h * p.w, bins = p.pooled_h * p.pooled_w;
-    std::vector<RoiTap> taps;
-    for (int64_t r = 0; r < p.rois; ++r) {
-      const RoiSampling& roi = rois[static_cast<size_t>(r)];
-      for (int64_t bin = 0; bin < bins; ++bin) {
-        BinTaps(roi, p, bin / p.pooled_w, bin % p.pooled_w, taps);
-        for (int64_t c = 0; c < p.c; ++c) {
-          const T* src = x.data() + (roi.image * p.c + c) * plane;
-          double sum = 0;
-          for (const RoiTap& t : taps) sum += t.weight * static_cast<double>(src[t.at]);
-          o[(r * p.c + c) * bins + bin] = static_cast<T>(sum);
-        }
+    ForEachBin(rois, p, [&](int64_t r, int64_t image, int64_t bin, const std::vector<RoiTap>& taps) {
+      for (int64_t c = 0; c < p.c; ++c) {
+        const T* src = x.data() + (image * p.c + c) * plane;
+        double sum = 0;
+        for (const RoiTap& t : taps) sum += t.weight * static_cast<double>(src[t.at]);
+        o[(r * p.c + c) * bins + bin] = static_cast<T>(sum);
       }
-    }
+    });
     return TensorList(std::move(out));
   });
 }
@@ -342,18 +350,13 @@ Tensors roi_align_grad(const TensorArgs& inputs, const Attrs& attrs) {
     const internal::ValuesAs<T> g(inputs[3]);
     const int64_t plane = p.h * p.w, bins = p.pooled_h * p.pooled_w;
     std::vector<double> acc(static_cast<size_t>(p.n * p.c * plane), 0.0);
-    std::vector<RoiTap> taps;
-    for (int64_t r = 0; r < p.rois; ++r) {
-      const RoiSampling& roi = rois[static_cast<size_t>(r)];
-      for (int64_t bin = 0; bin < bins; ++bin) {
-        BinTaps(roi, p, bin / p.pooled_w, bin % p.pooled_w, taps);
-        for (int64_t c = 0; c < p.c; ++c) {
-          const auto gv = static_cast<double>(g.data()[(r * p.c + c) * bins + bin]);
-          double* dst = acc.data() + (roi.image * p.c + c) * plane;
-          for (const RoiTap& t : taps) dst[t.at] += t.weight * gv;
-        }
+    ForEachBin(rois, p, [&](int64_t r, int64_t image, int64_t bin, const std::vector<RoiTap>& taps) {
+      for (int64_t c = 0; c < p.c; ++c) {
+        const auto gv = static_cast<double>(g.data()[(r * p.c + c) * bins + bin]);
+        double* dst = acc.data() + (image * p.c + c) * plane;
+        for (const RoiTap& t : taps) dst[t.at] += t.weight * gv;
       }
-    }
+    });
     Tensor x_grad = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
     T* o = x_grad.data<T>();
     for (size_t i = 0; i < acc.size(); ++i) o[i] = static_cast<T>(acc[i]);
