@@ -201,9 +201,7 @@ Tensors moe_combine(const Tensors& inputs, const Attrs&) {
   std::vector<int64_t> ids;
   for (double v : index.data) {
     const int64_t id = IdValue(v, InputField(2, "data"));
-    if (id < 0 || id >= plan.rows) {
-      ThrowInvalid(InputField(2, "data"), "id " + std::to_string(id) + " outside [0, " + std::to_string(plan.rows) + ")");
-    }
+    if (id < 0 || id >= plan.rows) spmd::plan::ThrowIdOutside(InputField(2, "data"), "id", id, plan.rows);
     ids.push_back(id);
   }
   Tensor y = internal::Zeros(plan.out, x.dtype);

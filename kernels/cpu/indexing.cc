@@ -241,9 +241,7 @@ Tensors moe_combine(const TensorArgs& inputs, const Attrs&) {
   const std::string field = InputField(2, "data");
   const std::vector<int64_t> ids = internal::ReadIds(index, field);
   for (int64_t id : ids) {
-    if (id < 0 || id >= plan.rows) {
-      ThrowInvalid(field, "id " + std::to_string(id) + " outside [0, " + std::to_string(plan.rows) + ")");
-    }
+    if (id < 0 || id >= plan.rows) spmd::plan::ThrowIdOutside(field, "id", id, plan.rows);
   }
   return internal::DispatchFloat(internal::ComputeDType(inputs, {0, 1}), [&](auto tag) {
     using T = typename decltype(tag)::type;
