@@ -1,5 +1,6 @@
 // The softmax cross entropies: cross_entropy_with_softmax, its grad, and Paddle's
-// vocabulary-parallel c_softmax_with_cross_entropy with its phases and grad (docs/OPS.md
+// vocabulary-parallel c_softmax_with_cross_entropy and c_softmax_with_multi_label_cross_entropy
+// with their phases and grads (docs/OPS.md
 // "Loss"; the grad under "Backward ops", the c_ ops under "Paddle's other registered ops").
 #include <cmath>
 #include <limits>
@@ -252,6 +253,129 @@ Tensors c_softmax_with_cross_entropy_grad(const Tensors& inputs, const Attrs& at
       const double onehot = start + j == id ? 1.0 : 0.0;
       grad.data[o * len + j] = (softmax.data[o * len + j] - onehot) * g;
     }
+  }
+  return {grad};
+}
+
+// ---- c_softmax_with_multi_label_cross_entropy: k weighted hard labels per row ---------------
+
+namespace {
+
+using plan::MultiLabelInputs;
+
+plan::MultiLabelPlan PlanMultiLabel(const Tensors& inputs, const Attrs& attrs, MultiLabelInputs form) {
+  return plan::PlanCSoftmaxMultiLabel(plan::ShapesOf(inputs), attrs, form);
+}
+
+// Label `at` of the label tensor as an id, or -1 with `ignored` set where it is ignore_index.
+int64_t LabelAt(const Tensor& label, int64_t at, int64_t ignore_index, bool& ignored) {
+  const int64_t id = IdOf(label.data[at], InputField(1, "data"));
+  ignored = id == ignore_index;
+  return id;
+}
+
+}  // namespace
+
+// The single-device op: softmax along the last dim; label j of a row costs weight_j * -log
+// p[label_j] (log-sum-exp minus its logit), 0 where it is ignore_index; summed over the row's
+// labels (sum_multi_label_loss) or one per label. Written directly, not from the phases.
+Tensors c_softmax_with_multi_label_cross_entropy(const Tensors& inputs, const Attrs& attrs) {
+  const plan::MultiLabelPlan p = PlanMultiLabel(inputs, attrs, MultiLabelInputs::kForward);
+  const int64_t ignore_index = attrs.GetInt("ignore_index");
+  const AxisView view = internal::ViewAlong(inputs[0].shape, internal::Rank(inputs[0]) - 1);
+  Tensor softmax = SoftmaxAlong(inputs[0], view);
+  Tensor loss = internal::Zeros(p.loss_shape);
+  for (int64_t o = 0; o < p.rows; ++o) {
+    for (int64_t j = 0; j < p.labels; ++j) {
+      const int64_t at = o * p.labels + j;
+      bool ignored = false;
+      const int64_t id = LabelAt(inputs[1], at, ignore_index, ignored);
+      if (ignored) continue;
+      if (id < 0 || id >= p.classes) plan::ThrowIdOutside(InputField(1, "data"), "label", id, p.classes);
+      loss.data[p.sum_loss ? o : at] += -std::log(softmax.data[view.At(o, id, 0)]) * inputs[2].data[at];
+    }
+  }
+  return {softmax, loss};
+}
+
+// Phase 1 on a piece (classes [local.vocab_start, + C)): every row's 2 + 2k numbers
+// (softmax_pieces::PieceMaxSum, then PieceLabel for each label), as [..., 2 + 2k].
+Tensors c_softmax_with_multi_label_cross_entropy_stats(const Tensors& inputs, const Attrs& attrs) {
+  const plan::MultiLabelPlan p = PlanMultiLabel(inputs, attrs, MultiLabelInputs::kForward);
+  const int64_t ignore_index = attrs.GetInt("ignore_index");
+  const int64_t width = softmax_pieces::MultiLabelStats(p.labels);
+  Shape stats_shape = inputs[0].shape;
+  stats_shape.back() = width;
+  Tensor stats = internal::Zeros(stats_shape);
+  for (int64_t o = 0; o < p.rows; ++o) {
+    const double* x = inputs[0].data.data() + o * p.classes;
+    double* st = stats.data.data() + o * width;
+    softmax_pieces::PieceMaxSum(x, p.classes, 1, st);
+    for (int64_t j = 0; j < p.labels; ++j) {
+      bool ignored = false;
+      const int64_t id = LabelAt(inputs[1], o * p.labels + j, ignore_index, ignored);
+      softmax_pieces::PieceLabel(x, p.classes, 1, id, p.start, ignored, st + 2 + 2 * j);
+    }
+  }
+  return {stats};
+}
+
+// Phase 2: the piece's softmax and every row's loss from the gathered [P, ..., 2 + 2k].
+Tensors c_softmax_with_multi_label_cross_entropy_finish(const Tensors& inputs, const Attrs& attrs) {
+  const plan::MultiLabelPlan p = PlanMultiLabel(inputs, attrs, MultiLabelInputs::kFinish);
+  const int64_t ignore_index = attrs.GetInt("ignore_index");
+  const int64_t width = softmax_pieces::MultiLabelStats(p.labels);
+  const Tensor& gathered = inputs[3];
+  const int64_t pieces = gathered.shape.empty() ? 0 : gathered.shape[0];
+  if (pieces < 1 || static_cast<int64_t>(gathered.data.size()) != pieces * p.rows * width) {
+    ThrowInvalid(InputField(3, "shape"), "the gathered statistics must be [pieces, rows, 2 + 2k]");
+  }
+  Tensor softmax = internal::Zeros(inputs[0].shape);
+  Tensor loss = internal::Zeros(p.loss_shape);
+  for (int64_t o = 0; o < p.rows; ++o) {
+    const double* g = gathered.data.data() + o * width;
+    auto row = softmax_pieces::CombineMaxSum(g, pieces, p.rows * width);
+    for (int64_t c = 0; c < p.classes; ++c) {
+      softmax.data[o * p.classes + c] = std::exp(inputs[0].data[o * p.classes + c] - row.max) / row.sum;
+    }
+    for (int64_t j = 0; j < p.labels; ++j) {
+      const int64_t at = o * p.labels + j;
+      bool ignored = false;
+      const int64_t id = LabelAt(inputs[1], at, ignore_index, ignored);
+      softmax_pieces::CombineLabel(g, pieces, p.rows * width, 2 + 2 * j, row);
+      if (!ignored && row.holders != 1) {
+        ThrowInvalid(InputField(1, "data"), "label " + std::to_string(id) + " is outside the class axis");
+      }
+      loss.data[p.sum_loss ? o : at] += softmax_pieces::Loss(row, ignored) * inputs[2].data[at];
+    }
+  }
+  return {softmax, loss};
+}
+
+// The logits' gradient: for each label j of a row not ignored, weight_j * g_j * (softmax -
+// onehot(label_j)), g_j the row's loss_grad (summed loss) or label j's. On a piece (localized
+// vocab_start, global_shape) the one-hot lands where the piece holds the label; labels are
+// checked against the global class count.
+Tensors c_softmax_with_multi_label_cross_entropy_grad(const Tensors& inputs, const Attrs& attrs) {
+  const plan::MultiLabelPlan p = PlanMultiLabel(inputs, attrs, MultiLabelInputs::kGrad);
+  const int64_t ignore_index = attrs.GetInt("ignore_index");
+  const Tensor& softmax = inputs[0];
+  Tensor grad = internal::Zeros(softmax.shape);
+  for (int64_t o = 0; o < p.rows; ++o) {
+    double scale = 0;  // the sum of weight_j * g_j over the row's labels not ignored
+    for (int64_t j = 0; j < p.labels; ++j) {
+      const int64_t at = o * p.labels + j;
+      bool ignored = false;
+      const int64_t id = LabelAt(inputs[1], at, ignore_index, ignored);
+      if (ignored) continue;
+      if (id < 0 || id >= p.global_classes) {
+        plan::ThrowIdOutside(InputField(1, "data"), "label", id, p.global_classes);
+      }
+      const double wg = inputs[2].data[at] * inputs[3].data[p.sum_loss ? o : at];
+      scale += wg;
+      if (id >= p.start && id - p.start < p.classes) grad.data[o * p.classes + id - p.start] -= wg;
+    }
+    for (int64_t c = 0; c < p.classes; ++c) grad.data[o * p.classes + c] += softmax.data[o * p.classes + c] * scale;
   }
   return {grad};
 }

@@ -8,7 +8,7 @@
 #include "rules/model/attrs.h"
 #include "rules/engine/op_list.h"
 #include "rules/engine/phase.h"
-#include "rules/ops/row_exchange_ops.h"
+#include "rules/ops/exchange_ops.h"
 
 namespace spmd::reference {
 
@@ -22,13 +22,12 @@ SPMD_FOR_EACH_OP(SPMD_DECLARE_REFERENCE)
 #undef SPMD_DECLARE_REFERENCE
 // The phases of the ops with an exchange inside (OpDecl::exchange), found by FindReference
 // as KernelRef{op, Phase::kStats} and KernelRef{op, Phase::kFinish}.
-Tensors c_softmax_with_cross_entropy_stats(const Tensors& inputs, const Attrs& attrs);
-Tensors c_softmax_with_cross_entropy_finish(const Tensors& inputs, const Attrs& attrs);
-// The row reductions whose reduced axis may stay sharded (ops_norm_exchange.cc).
+// The softmax cross entropies' phases are in ops_loss.cc, the other row reductions' (whose
+// reduced axis may stay sharded) in ops_norm_exchange.cc.
 #define SPMD_DECLARE_EXCHANGE_PHASES(name)                         \
   Tensors name##_stats(const Tensors& inputs, const Attrs& attrs); \
   Tensors name##_finish(const Tensors& inputs, const Attrs& attrs);
-SPMD_FOR_EACH_ROW_EXCHANGE_OP(SPMD_DECLARE_EXCHANGE_PHASES)
+SPMD_FOR_EACH_EXCHANGE_OP(SPMD_DECLARE_EXCHANGE_PHASES)
 #undef SPMD_DECLARE_EXCHANGE_PHASES
 }  // namespace ops
 

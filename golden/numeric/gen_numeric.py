@@ -1751,7 +1751,9 @@ def gen_c_embedding():
           "attrs.start_index")
 
 
-family("softmax_parallel", ["c_softmax_with_cross_entropy", "c_softmax_with_cross_entropy_grad"])
+family("softmax_parallel", ["c_softmax_with_cross_entropy", "c_softmax_with_cross_entropy_grad",
+                             "c_softmax_with_multi_label_cross_entropy",
+                             "c_softmax_with_multi_label_cross_entropy_grad"])
 
 
 def np_c_softmax_ce(logits, label, ignore_index=-100):
@@ -3807,6 +3809,95 @@ def gen_roi_align():
 
 
 
+RNG36 = np.random.default_rng(20261230)
+
+
+def np_multi_label_ce(logits, label, w, ignore_index=-100, sum_loss=True):
+    """Softmax over the last dim; label j of a row costs w_j * -log p[label_j], 0 where it is
+    ignore_index; summed over the row's labels ([..., 1]) or one per label ([..., k])."""
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    logp = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    ignored = label == ignore_index
+    safe = np.where(ignored, 0, label).astype(np.int64)
+    per = np.where(ignored, 0.0, -np.take_along_axis(logp, safe, axis=-1) * w)
+    return np.exp(logp), per.sum(axis=-1, keepdims=True) if sum_loss else per
+
+
+def np_multi_label_ce_grad(p, label, w, g, ignore_index=-100, sum_loss=True, start=0):
+    """sum over the labels j not ignored of w_j g_j (p - onehot(label_j)) on classes
+    [start, start + C) of the global axis."""
+    gj = np.broadcast_to(g, label.shape) if sum_loss else g
+    wg = np.where(label == ignore_index, 0.0, w * gj)
+    out = p * wg.sum(axis=-1, keepdims=True)
+    flat_out, flat_label, flat_wg = out.reshape(-1, p.shape[-1]), label.reshape(-1, label.shape[-1]), wg.reshape(-1, label.shape[-1])
+    for r in range(flat_out.shape[0]):
+        for j in range(flat_label.shape[1]):
+            c = flat_label[r, j] - start
+            if flat_label[r, j] != ignore_index and 0 <= c < p.shape[-1]:
+                flat_out[r, c] -= flat_wg[r, j]
+    return flat_out.reshape(p.shape)
+
+
+def gen_c_softmax_multi_label():
+    op = "c_softmax_with_multi_label_cross_entropy"
+
+    def v(*shape):
+        return np.round(RNG36.uniform(-2, 2, size=shape), 2)
+
+    def weights(*shape):
+        return np.round(RNG36.uniform(0.1, 1, size=shape), 2)
+
+    def ids(a):
+        return T(np.array(a), "int64")
+
+    logits = v(4, 6)
+    label = np.array([[0, 5], [3, 2], [1, 1], [4, 0]])  # row 2 names class 1 twice
+    w = weights(4, 2)
+    case(op, "two_labels_summed", {}, [logits, ids(label), w], list(np_multi_label_ce(logits, label, w)))
+    case(op, "two_labels_each", {"sum_multi_label_loss": False}, [logits, ids(label), w],
+         list(np_multi_label_ce(logits, label, w, sum_loss=False)))
+    case(op, "ignore_index_1", {"ignore_index": 1}, [logits, ids(label), w],
+         list(np_multi_label_ce(logits, label, w, ignore_index=1)))
+    logits3, label3, w3 = v(2, 3, 5), np.array([[[4, 0, 2], [1, -100, 3], [0, 0, 0]],
+                                                [[2, 3, 4], [-100, -100, -100], [1, 4, 2]]]), v(2, 3, 3)
+    case(op, "3d_negative_weights", {"ring_id": 1, "rank": 1, "nranks": 2}, [logits3, ids(label3), w3],
+         list(np_multi_label_ce(logits3, label3, w3)))
+    case(op, "no_labels", {}, [logits, ids(np.zeros((4, 0), np.int64)), np.zeros((4, 0))],
+         list(np_multi_label_ce(logits, np.zeros((4, 0), np.int64), np.zeros((4, 0)))))
+    big = np.array([[1000.0, 999.0, -1000.0]])
+    case(op, "large_logits", {"sum_multi_label_loss": False}, [big, ids([[1, 2]]), np.array([[0.5, 0.25]])],
+         list(np_multi_label_ce(big, np.array([[1, 2]]), np.array([[0.5, 0.25]]), sum_loss=False)))
+    lab = ids(label)
+    error(op, "label_past_classes", {}, [logits, ids([[0, 6], [1, 1], [1, 1], [1, 1]]), w], "inputs[1].data")
+    error(op, "label_negative", {}, [logits, ids([[0, -1], [1, 1], [1, 1], [1, 1]]), w], "inputs[1].data")
+    error(op, "label_rows", {}, [logits, ids([[0, 1]] * 3), w[:3]], "inputs[1].shape")
+    error(op, "label_rank", {}, [logits, ids([0, 1, 2, 3]), w[:, 0]], "inputs[1].shape")
+    error(op, "weight_shape", {}, [logits, lab, w[:, :1]], "inputs[2].shape")
+    error(op, "logits_0d", {}, [np.array(1.0), ids(0), np.array(1.0)], "inputs[0].shape")
+    error(op, "ring_id_negative", {"ring_id": -1}, [logits, lab, w], "attrs.ring_id")
+    error(op, "rank_past_nranks", {"rank": 2, "nranks": 2}, [logits, lab, w], "attrs.rank")
+
+    op = "c_softmax_with_multi_label_cross_entropy_grad"
+    p = np_softmax(v(4, 6), -1)
+    g1, gk = v(4, 1), v(4, 2)
+    case(op, "summed", {}, [p, lab, w, g1], [np_multi_label_ce_grad(p, label, w, g1)])
+    case(op, "each", {"sum_multi_label_loss": False}, [p, lab, w, gk],
+         [np_multi_label_ce_grad(p, label, w, gk, sum_loss=False)])
+    case(op, "ignore_index_1", {"ignore_index": 1}, [p, lab, w, g1],
+         [np_multi_label_ce_grad(p, label, w, g1, ignore_index=1)])
+    piece = p[:, 1:4]
+    plabel = np.array([[0, 6], [3, 2], [6, 4], [1, 5]])
+    case(op, "localized_piece", {"local": {"vocab_start": 2, "global_shape": [4, 7]}}, [piece, ids(plabel), w, g1],
+         [np_multi_label_ce_grad(piece, plabel, w, g1, start=2)])
+    error(op, "localized_label_past_global", {"local": {"vocab_start": 2, "global_shape": [4, 7]}},
+          [piece, ids([[0, 7], [1, 1], [1, 1], [1, 1]]), w, g1], "inputs[1].data")
+    error(op, "label_past_classes", {}, [p, ids([[0, 6], [1, 1], [1, 1], [1, 1]]), w, g1], "inputs[1].data")
+    error(op, "loss_grad_shape", {}, [p, lab, w, gk], "inputs[3].shape")
+    error(op, "loss_grad_shape_each", {"sum_multi_label_loss": False}, [p, lab, w, g1], "inputs[3].shape")
+    error(op, "weight_shape", {}, [p, lab, w[:, :1], g1], "inputs[2].shape")
+    error(op, "softmax_0d", {}, [np.array(0.5), ids(0), np.array(1.0), np.array(1.0)], "inputs[0].shape")
+
+
 def main():
     gen_elementwise()
     gen_contraction()
@@ -3854,6 +3945,7 @@ def main():
     gen_moe_combine()  # RNG34
     gen_roi_align()  # RNG31
     gen_batch_norm()  # RNG32
+    gen_c_softmax_multi_label()  # RNG36
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

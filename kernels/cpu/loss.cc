@@ -1,5 +1,6 @@
 // The softmax cross entropies: cross_entropy_with_softmax, its grad, and Paddle's
-// vocabulary-parallel c_softmax_with_cross_entropy with its phases and grad (docs/OPS.md
+// vocabulary-parallel c_softmax_with_cross_entropy and c_softmax_with_multi_label_cross_entropy
+// with their phases and grads (docs/OPS.md
 // "Loss"; the grad under "Backward ops", the c_ ops under "Paddle's other registered ops").
 #include <algorithm>
 #include <cmath>
@@ -178,6 +179,158 @@ Tensors c_softmax_with_cross_entropy_grad(const TensorArgs& inputs, const Attrs&
       for (int64_t j = 0; j < len; ++j) {
         const T onehot = start + j == ids[o] ? T(1) : T(0);
         d[o * len + j] = ignored ? T(0) : (p[o * len + j] - onehot) * g[o];
+      }
+    }
+    return TensorList(std::move(grad));
+  });
+}
+
+// ---- c_softmax_with_multi_label_cross_entropy: k weighted hard labels per row ---------------
+
+namespace {
+
+using plan::MultiLabelInputs;
+
+// Every label not ignored must name one of `classes` classes.
+void CheckLabels(const Ids& ids, int64_t count, int64_t ignore_index, int64_t classes, const std::string& field) {
+  for (int64_t at = 0; at < count; ++at) {
+    if (ids[at] != ignore_index && (ids[at] < 0 || ids[at] >= classes)) {
+      plan::ThrowIdOutside(field, "label", ids[at], classes);
+    }
+  }
+}
+
+// Every row's 2 + 2k numbers (softmax_pieces::PieceMaxSum, then PieceLabel for each label)
+// of the piece starting at p.start, computed in T and kept in float64 (as PieceStatistics).
+template <typename T>
+Tensor MultiLabelStatistics(const Tensor& logits, const Ids& ids, const plan::MultiLabelPlan& p,
+                            int64_t ignore_index) {
+  ValuesAs<T> x(logits);
+  const int64_t width = softmax_pieces::MultiLabelStats(p.labels);
+  Shape stats_shape = logits.shape();
+  stats_shape.back() = width;
+  Tensor stats = NewOutput(stats_shape, DType::kFloat64);
+  double* st = stats.data<double>();
+  std::vector<T> row(static_cast<size_t>(width));
+  for (int64_t o = 0; o < p.rows; ++o) {
+    const T* xr = x.data() + o * p.classes;
+    softmax_pieces::PieceMaxSum(xr, p.classes, int64_t{1}, row.data());
+    for (int64_t j = 0; j < p.labels; ++j) {
+      const int64_t id = ids[o * p.labels + j];
+      softmax_pieces::PieceLabel(xr, p.classes, int64_t{1}, id, p.start, id == ignore_index, row.data() + 2 + 2 * j);
+    }
+    for (int64_t k = 0; k < width; ++k) st[o * width + k] = row[static_cast<size_t>(k)];
+  }
+  return stats;
+}
+
+// The piece's softmax and every row's loss from `pieces` gathered statistics.
+template <typename T>
+Tensors MultiLabelFinish(const Tensor& logits, const Ids& ids, const Tensor& weight, const plan::MultiLabelPlan& p,
+                         const double* gathered, int64_t pieces, int64_t ignore_index,
+                         const std::string& label_field) {
+  ValuesAs<T> x(logits);
+  ValuesAs<T> w(weight);
+  const int64_t width = softmax_pieces::MultiLabelStats(p.labels);
+  Tensor softmax = NewOutput(logits.shape(), DTypeOf<T>::value);
+  Tensor loss = NewOutput(p.loss_shape, DTypeOf<T>::value, /*zero=*/true);
+  T* sm = softmax.data<T>();
+  T* l = loss.data<T>();
+  for (int64_t o = 0; o < p.rows; ++o) {
+    const double* g = gathered + o * width;
+    auto row = softmax_pieces::CombineMaxSum(g, pieces, p.rows * width);
+    const T max = static_cast<T>(row.max);
+    const T inv = static_cast<T>(1.0 / row.sum);
+    for (int64_t c = 0; c < p.classes; ++c) sm[o * p.classes + c] = std::exp(x.data()[o * p.classes + c] - max) * inv;
+    for (int64_t j = 0; j < p.labels; ++j) {
+      const int64_t at = o * p.labels + j;
+      const bool ignored = ids[at] == ignore_index;
+      softmax_pieces::CombineLabel(g, pieces, p.rows * width, 2 + 2 * j, row);
+      if (!ignored && row.holders != 1) {
+        ThrowInvalid(label_field, "label " + std::to_string(ids[at]) + " is outside the class axis");
+      }
+      l[p.sum_loss ? o : at] += static_cast<T>(softmax_pieces::Loss(row, ignored)) * w[at];
+    }
+  }
+  return TensorList(std::move(softmax), std::move(loss));
+}
+
+}  // namespace
+
+// The op on one device: the class axis is whole, so its one piece's statistics finish it.
+Tensors c_softmax_with_multi_label_cross_entropy(const TensorArgs& inputs, const Attrs& attrs) {
+  const plan::MultiLabelPlan p = plan::PlanCSoftmaxMultiLabel(plan::ShapesOf(inputs), attrs, MultiLabelInputs::kForward);
+  const int64_t ignore_index = attrs.GetInt("ignore_index");
+  const std::string label_field = InputField(1, "data");
+  const Ids ids(inputs[1], label_field);
+  CheckLabels(ids, p.rows * p.labels, ignore_index, p.classes, label_field);
+  return DispatchFloat(ComputeDType(inputs, {0, 2}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const Tensor stats = MultiLabelStatistics<T>(inputs[0], ids, p, ignore_index);
+    return MultiLabelFinish<T>(inputs[0], ids, inputs[2], p, stats.data<double>(), 1, ignore_index, label_field);
+  });
+}
+
+// Phase::kStats: the piece [local.vocab_start, + C)'s statistics.
+Tensors c_softmax_with_multi_label_cross_entropy_stats(const TensorArgs& inputs, const Attrs& attrs) {
+  const plan::MultiLabelPlan p = plan::PlanCSoftmaxMultiLabel(plan::ShapesOf(inputs), attrs, MultiLabelInputs::kForward);
+  const Ids ids(inputs[1], InputField(1, "data"));
+  return DispatchFloat(ComputeDType(inputs, {0, 2}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return TensorList(MultiLabelStatistics<T>(inputs[0], ids, p, attrs.GetInt("ignore_index")));
+  });
+}
+
+// Phase::kFinish: logits, label, smooth_weight, the gathered float64 [P, ..., 2 + 2k].
+Tensors c_softmax_with_multi_label_cross_entropy_finish(const TensorArgs& inputs, const Attrs& attrs) {
+  const plan::MultiLabelPlan p = plan::PlanCSoftmaxMultiLabel(plan::ShapesOf(inputs), attrs, MultiLabelInputs::kFinish);
+  const Tensor& gathered = inputs[3];
+  if (gathered.dtype() != DType::kFloat64) {
+    ThrowInvalid(InputField(3, "dtype"), "the gathered statistics must be float64, got " +
+                                             std::string(ToString(gathered.dtype())));
+  }
+  const int64_t width = softmax_pieces::MultiLabelStats(p.labels);
+  const int64_t pieces = gathered.rank() == 0 ? 0 : gathered.shape()[0];
+  if (pieces < 1 || gathered.numel() != pieces * p.rows * width) {
+    ThrowInvalid(InputField(3, "shape"), "the gathered statistics must be [pieces, rows, 2 + 2k]");
+  }
+  const std::string label_field = InputField(1, "data");
+  const Ids ids(inputs[1], label_field);
+  return DispatchFloat(ComputeDType(inputs, {0, 2}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return MultiLabelFinish<T>(inputs[0], ids, inputs[2], p, gathered.data<double>(), pieces,
+                               attrs.GetInt("ignore_index"), label_field);
+  });
+}
+
+// For each label j of a row not ignored, weight_j * g_j * (softmax - onehot(label_j)); on a
+// piece (localized vocab_start, global_shape) the one-hot lands where the piece holds the label.
+Tensors c_softmax_with_multi_label_cross_entropy_grad(const TensorArgs& inputs, const Attrs& attrs) {
+  const plan::MultiLabelPlan p = plan::PlanCSoftmaxMultiLabel(plan::ShapesOf(inputs), attrs, MultiLabelInputs::kGrad);
+  const int64_t ignore_index = attrs.GetInt("ignore_index");
+  const std::string label_field = InputField(1, "data");
+  const Ids ids(inputs[1], label_field);
+  CheckLabels(ids, p.rows * p.labels, ignore_index, p.global_classes, label_field);
+  return DispatchFloat(ComputeDType(inputs, {0, 2, 3}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> sm(inputs[0]);
+    ValuesAs<T> w(inputs[2]);
+    ValuesAs<T> g(inputs[3]);
+    Tensor grad = NewOutput(inputs[0].shape(), DTypeOf<T>::value);
+    T* d = grad.data<T>();
+    for (int64_t o = 0; o < p.rows; ++o) {
+      T scale = 0;
+      for (int64_t j = 0; j < p.labels; ++j) {
+        const int64_t at = o * p.labels + j;
+        if (ids[at] != ignore_index) scale += w[at] * g[p.sum_loss ? o : at];
+      }
+      for (int64_t c = 0; c < p.classes; ++c) d[o * p.classes + c] = sm[o * p.classes + c] * scale;
+      for (int64_t j = 0; j < p.labels; ++j) {
+        const int64_t at = o * p.labels + j;
+        const int64_t id = ids[at];
+        if (id != ignore_index && id >= p.start && id - p.start < p.classes) {
+          d[o * p.classes + id - p.start] -= w[at] * g[p.sum_loss ? o : at];
+        }
       }
     }
     return TensorList(std::move(grad));

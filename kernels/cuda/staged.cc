@@ -69,12 +69,12 @@ constexpr std::string_view kFusedLinearParamGradAdd = "fused_linear_param_grad_a
 constexpr std::string_view kLinearV2 = "linear_v2";
 constexpr std::string_view kFlashAttention = "flash_attention";
 constexpr std::string_view kFlashAttnGrad = "flash_attn_grad";
-constexpr std::string_view kCSoftmax = "c_softmax_with_cross_entropy";
 constexpr std::string_view kCSoftmaxGrad = "c_softmax_with_cross_entropy_grad";
+constexpr std::string_view kCSoftmaxMultiLabelGrad = "c_softmax_with_multi_label_cross_entropy_grad";
 // The ops whose exchange phases are staged (all of rules/ops/exchange_ops.h); the row
-// reductions themselves have device kernels.
+// reductions themselves have device kernels, the c_softmax ops staged ones (below).
 #define SPMD_STAGED_PHASE_OP_NAME(name) constexpr std::string_view k_##name = #name;
-SPMD_FOR_EACH_ROW_EXCHANGE_OP(SPMD_STAGED_PHASE_OP_NAME)
+SPMD_FOR_EACH_EXCHANGE_OP(SPMD_STAGED_PHASE_OP_NAME)
 #undef SPMD_STAGED_PHASE_OP_NAME
 
 }  // namespace
@@ -106,12 +106,22 @@ const CudaKernel ops::fused_linear_param_grad_add{&Staged<kFusedLinearParamGradA
 const CudaKernel ops::linear_v2{&Staged<kLinearV2>, HalfInputs::kNative};
 const CudaKernel ops::flash_attention{&Staged<kFlashAttention>, HalfInputs::kNative};
 const CudaKernel ops::flash_attn_grad{&Staged<kFlashAttnGrad>, HalfInputs::kNative};
-const CudaKernel ops::c_softmax_with_cross_entropy{&Staged<kCSoftmax>, HalfInputs::kNative};
+const CudaKernel ops::c_softmax_with_cross_entropy{&Staged<k_c_softmax_with_cross_entropy>, HalfInputs::kNative};
 const CudaKernel ops::c_softmax_with_cross_entropy_grad{&Staged<kCSoftmaxGrad>, HalfInputs::kNative};
+const CudaKernel ops::c_softmax_with_multi_label_cross_entropy{&Staged<k_c_softmax_with_multi_label_cross_entropy>,
+                                                                HalfInputs::kNative};
+const CudaKernel ops::c_softmax_with_multi_label_cross_entropy_grad{&Staged<kCSoftmaxMultiLabelGrad>,
+                                                                     HalfInputs::kNative};
 // The exchange phases: one line per phase, as every kernel, so that op_completeness_test
 // reads them (rules/ops/exchange_ops.h lists the ops).
-const CudaKernel ops::c_softmax_with_cross_entropy_stats{&StagedPhase<kCSoftmax, Phase::kStats>, HalfInputs::kNative};
-const CudaKernel ops::c_softmax_with_cross_entropy_finish{&StagedPhase<kCSoftmax, Phase::kFinish>, HalfInputs::kNative};
+const CudaKernel ops::c_softmax_with_cross_entropy_stats{&StagedPhase<k_c_softmax_with_cross_entropy, Phase::kStats>,
+                                                          HalfInputs::kNative};
+const CudaKernel ops::c_softmax_with_cross_entropy_finish{&StagedPhase<k_c_softmax_with_cross_entropy, Phase::kFinish>,
+                                                           HalfInputs::kNative};
+const CudaKernel ops::c_softmax_with_multi_label_cross_entropy_stats{
+    &StagedPhase<k_c_softmax_with_multi_label_cross_entropy, Phase::kStats>, HalfInputs::kNative};
+const CudaKernel ops::c_softmax_with_multi_label_cross_entropy_finish{
+    &StagedPhase<k_c_softmax_with_multi_label_cross_entropy, Phase::kFinish>, HalfInputs::kNative};
 const CudaKernel ops::softmax_stats{&StagedPhase<k_softmax, Phase::kStats>, HalfInputs::kNative};
 const CudaKernel ops::softmax_finish{&StagedPhase<k_softmax, Phase::kFinish>, HalfInputs::kNative};
 const CudaKernel ops::log_softmax_stats{&StagedPhase<k_log_softmax, Phase::kStats>, HalfInputs::kNative};

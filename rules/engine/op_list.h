@@ -143,6 +143,8 @@
   X(c_embedding_grad)       \
   X(c_softmax_with_cross_entropy) \
   X(c_softmax_with_cross_entropy_grad) \
+  X(c_softmax_with_multi_label_cross_entropy) \
+  X(c_softmax_with_multi_label_cross_entropy_grad) \
   /* normalisation backward (rules/ops/norm.cc) */ \
   X(layer_norm_grad)        \
   X(rms_norm_grad)          \

@@ -1,7 +1,8 @@
 // The softmax cross entropies: cross_entropy_with_softmax (its class axis exchanged with
 // use_softmax) and its grad (checked by their plans, rules/ops/loss_plan.h; the grad's class
 // axis may stay sharded, a piece told its first class), and Paddle's
-// vocabulary-parallel c_softmax_with_cross_entropy (its class axis exchanged) and its grad.
+// vocabulary-parallel c_softmax_with_cross_entropy and c_softmax_with_multi_label_cross_entropy
+// (their class axis exchanged) and their grads.
 #include <initializer_list>
 
 #include "rules/model/error.h"
@@ -71,6 +72,23 @@ VjpGraph CSoftmaxWithCrossEntropy(const RuleContext& c) {
   const Ref through_softmax =
       g.Add("softmax_grad", {Ref::Output(0), Ref::OutputGrad(0)}, MakeAttrs({{"axis", last}}));
   g.input_grads = {g.Add("add", {through_loss, through_softmax}), std::nullopt};
+  return g;
+}
+
+// c_softmax_with_multi_label_cross_entropy: its grad op (softmax, label, smooth_weight,
+// g_loss; local on a class piece) + softmax_grad(softmax, g_softmax) along the last dim; the
+// label gets none and smooth_weight is held constant (OpDecl::constant_inputs).
+VjpGraph CSoftmaxWithMultiLabelCrossEntropy(const RuleContext& c) {
+  VjpGraph g;
+  const int64_t last = static_cast<int64_t>(c.input_shapes[0].size()) - 1;
+  Attrs attrs;
+  for (const char* name : {"ignore_index", "ring_id", "rank", "nranks"}) attrs.Set(name, c.attrs.GetInt(name));
+  attrs.Set("sum_multi_label_loss", c.attrs.GetBool("sum_multi_label_loss"));
+  const Ref through_loss = g.Add("c_softmax_with_multi_label_cross_entropy_grad",
+                                 {Ref::Output(0), Ref::Input(1), Ref::Input(2), Ref::OutputGrad(1)}, attrs);
+  const Ref through_softmax =
+      g.Add("softmax_grad", {Ref::Output(0), Ref::OutputGrad(0)}, MakeAttrs({{"axis", last}}));
+  g.input_grads = {g.Add("add", {through_loss, through_softmax}), std::nullopt, std::nullopt};
   return g;
 }
 
@@ -160,6 +178,110 @@ OpDecl c_softmax_with_cross_entropy_grad() {
       })
       .Examples(FromSignatures({{{"abc", "ab1", "ab1"}},
                                 {{"ac", "a1", "a1"}, MakeAttrs({{"ignore_index", int64_t{1}}})}}));
+}
+
+namespace {
+
+// The multi-label ops' attrs: the c_softmax ones and sum_multi_label_loss.
+OpBuilder& MultiLabelAttrs(OpBuilder& op) {
+  return CSoftmaxAttrs(op).Attr("sum_multi_label_loss", AttrKind::kBool, true);
+}
+
+// logits (softmax) `..c`, label and smooth_weight `..k` (k a letter of its own), loss `..1`
+// summed or `..k`.
+struct MultiLabelLetters {
+  std::string logits, labels, loss;
+};
+MultiLabelLetters MultiLabel(const RuleContext& c, plan::MultiLabelInputs form) {
+  const plan::MultiLabelPlan p = plan::PlanCSoftmaxMultiLabel(c.input_shapes, c.attrs, form);
+  const int rank = static_cast<int>(c.input_shapes[0].size());
+  const std::string letters = notation::Letters(rank + 1);
+  const std::string lead = letters.substr(0, rank - 1);
+  const std::string k = letters.substr(rank, 1);
+  return {letters.substr(0, rank), lead + k, lead + (p.sum_loss ? "1" : k)};
+}
+
+// Labels drawn from the global class count (an example's ignore_index 1 makes some of them
+// ignored), weights real; the grad's softmax positive and loss_grad real.
+std::vector<InputValues> MultiLabelValues(const RuleContext& c, bool grad) {
+  std::vector<InputValues> kinds{{grad ? ValueKind::kPositive : ValueKind::kReal},
+                                 {ValueKind::kIndex, c.input_shapes[0].back()},
+                                 {ValueKind::kReal}};
+  if (grad) kinds.push_back({ValueKind::kReal});
+  return kinds;
+}
+
+// One example per palette (three and four operands make each example tens of thousands of
+// sweep cases): the summed loss with ignore_index 1 (some drawn labels ignored) where the
+// palette's second size is even (the divisible and size-1 palettes), the loss per label
+// where it is odd (the uneven one). `grad` appends loss_grad, of the loss's shape.
+ExampleBuilder MultiLabelExamples(bool grad) {
+  return [grad](const SizePalette& p) {
+    const bool summed = p[1] % 2 == 0;
+    const std::string loss = summed ? "a1" : "ak";
+    std::vector<std::string> operands{"ac", "ak", "ak"};
+    if (grad) operands.push_back(loss);
+    const Attrs attrs = summed ? MakeAttrs({{"ignore_index", int64_t{1}}})
+                               : MakeAttrs({{"sum_multi_label_loss", false}});
+    return FromSignatures({{operands, attrs}})(p);
+  };
+}
+
+}  // namespace
+
+// Paddle's c_softmax_with_multi_label_cross_entropy(logits, label, smooth_weight): the
+// vocabulary-parallel softmax cross entropy with k hard labels per row, each weighted.
+// logits `..c` (the class axis last), label (ids) and smooth_weight `..k` -> softmax `..c`,
+// loss `..1` (sum_multi_label_loss: the row's sum over its labels of weight * (log-sum-exp -
+// the label's logit), 0 for a label equal to ignore_index) or `..k` (each label's). The class
+// factor is exchanged as c_softmax_with_cross_entropy's: each piece summarises every row in
+// 2 + 2k numbers (max, sum of exp, and each label's logit and holder flag), gathered over the
+// class axis's mesh axes. k may be sharded: each rank then has its own labels' losses, and
+// their sum is partial(sum). ring_id, rank, nranks range-checked only.
+OpDecl c_softmax_with_multi_label_cross_entropy() {
+  return MultiLabelAttrs(
+             OpBuilder("c_softmax_with_multi_label_cross_entropy").Inputs({"logits", "label", "smooth_weight"}))
+      .Outputs({"softmax", "loss"})
+      .Tolerance(ToleranceClass::kCrossEntropy)
+      .Einsum([](const RuleContext& c) {
+        const MultiLabelLetters l = MultiLabel(c, plan::MultiLabelInputs::kForward);
+        EinsumSpec spec = notation::FromLetters({l.logits, l.labels, l.labels}, {l.logits, l.loss});
+        spec.output_reads = {{0}, {0, 1, 2}};  // softmax reads no label: a sharded k leaves it whole
+        return spec;
+      })
+      .ExchangeAlong(0, [](const RuleContext& c) { return static_cast<int>(c.input_shapes[0].size()) - 1; })
+      .Vjp(vjps::CSoftmaxWithMultiLabelCrossEntropy)
+      .ConstantInputs({2})
+      .Values([](const RuleContext& c) { return MultiLabelValues(c, false); })
+      // a piece holds classes [start, start + C)
+      .Localize({LocalField::kVocabStart}, [](const LocalContext& c) {
+        return c.attrs.WithLocal({.vocab_start = c.input_offsets[0].back()});
+      })
+      .Examples(MultiLabelExamples(/*grad=*/false));
+}
+
+// Paddle's c_softmax_with_multi_label_cross_entropy_grad(softmax, label, smooth_weight,
+// loss_grad): the logits' gradient, sum over the row's labels j not ignored of
+// weight_j * g_j * (softmax - onehot(label_j)), g_j the row's loss_grad (summed) or label j's.
+// softmax `..c`, label and smooth_weight `..k`, loss_grad `..1` or `..k` -> logits_grad `..c`.
+// Each element needs its own class and the row's labels, so the class axis may stay sharded
+// with no exchange (the localizer gives a piece its first class and the global shape); k is
+// summed over, so a sharded k gives logits_grad partial(sum).
+OpDecl c_softmax_with_multi_label_cross_entropy_grad() {
+  return MultiLabelAttrs(OpBuilder("c_softmax_with_multi_label_cross_entropy_grad")
+                             .Inputs({"softmax", "label", "smooth_weight", "loss_grad"}))
+      .Outputs({"logits_grad"})
+      .Tolerance(ToleranceClass::kPointwise)
+      .Einsum([](const RuleContext& c) {
+        const MultiLabelLetters l = MultiLabel(c, plan::MultiLabelInputs::kGrad);
+        return notation::FromLetters({l.logits, l.labels, l.labels, l.loss}, {l.logits});
+      })
+      .Values([](const RuleContext& c) { return MultiLabelValues(c, true); })
+      // classes [start, start + C) of the global softmax
+      .Localize({LocalField::kVocabStart, LocalField::kGlobalShape}, [](const LocalContext& c) {
+        return c.attrs.WithLocal({.vocab_start = c.input_offsets[0].back(), .global_shape = c.global_inputs[0]});
+      })
+      .Examples(MultiLabelExamples(/*grad=*/true));
 }
 
 namespace {

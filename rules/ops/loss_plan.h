@@ -10,8 +10,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <algorithm>
 #include <initializer_list>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "rules/model/attrs.h"
 #include "rules/model/error.h"
@@ -118,6 +121,62 @@ inline int64_t PlanCSoftmax(const Shapes& shapes, const Attrs& attrs, size_t ari
   int64_t rows = 1;
   for (int64_t d : row_shape) rows *= d;
   return rows;
+}
+
+// c_softmax_with_multi_label_cross_entropy (logits, label, smooth_weight[, gathered
+// statistics]) and its grad (softmax, label, smooth_weight, loss_grad): logits (softmax)
+// [..., C], label and smooth_weight [..., k] (k labels per row; logits' leading dims), loss
+// [..., 1] with sum_multi_label_loss (the labels' weighted losses summed), else [..., k].
+// The piece: its first class (localized vocab_start) and the global class count (localized
+// global_shape, read by the grad; the piece's own C on a whole axis).
+struct MultiLabelPlan {
+  int64_t rows = 0;     // the product of the leading dims
+  int64_t classes = 0;  // the piece's C
+  int64_t labels = 0;   // k
+  bool sum_loss = true;
+  Shape loss_shape;
+  int64_t start = 0;
+  int64_t global_classes = 0;
+};
+enum class MultiLabelInputs { kForward, kFinish, kGrad };
+inline MultiLabelPlan PlanCSoftmaxMultiLabel(const Shapes& shapes, const Attrs& attrs, MultiLabelInputs form) {
+  softmax_pieces::CheckPaddleCommAttrs(attrs);
+  CheckArity(shapes, form == MultiLabelInputs::kForward ? 3 : 4);
+  const Shape& x = shapes[0];
+  if (x.empty()) ThrowInvalid(shape::InputField(0, "shape"), "needs a class dim, got []");
+  MultiLabelPlan p;
+  p.sum_loss = attrs.GetBool("sum_multi_label_loss");
+  const Shape& label = shapes[1];
+  if (label.size() != x.size() || !std::equal(x.begin(), x.end() - 1, label.begin())) {
+    ThrowInvalid(shape::InputField(1, "shape"), "label must be [..., k] with the leading dims of " +
+                                                    shape::ShapeString(x) + ", got " + shape::ShapeString(label));
+  }
+  if (shapes[2] != label) {
+    ThrowInvalid(shape::InputField(2, "shape"), "smooth_weight must have label's shape " +
+                                                    shape::ShapeString(label) + ", got " +
+                                                    shape::ShapeString(shapes[2]));
+  }
+  p.classes = x.back();
+  p.labels = label.back();
+  p.loss_shape = x;
+  p.loss_shape.back() = p.sum_loss ? 1 : p.labels;
+  if (form == MultiLabelInputs::kGrad && shapes[3] != p.loss_shape) {
+    ThrowInvalid(shape::InputField(3, "shape"), "loss_grad must have shape " + shape::ShapeString(p.loss_shape) +
+                                                    ", got " + shape::ShapeString(shapes[3]));
+  }
+  p.rows = 1;
+  for (size_t d = 0; d + 1 < x.size(); ++d) p.rows *= x[d];
+  p.start = attrs.local().vocab_start.value_or(0);
+  if (p.start < 0) ThrowInvalid(LocalFieldName(LocalField::kVocabStart), "negative class offset");
+  const std::optional<std::vector<int64_t>>& global = attrs.local().global_shape;
+  if (global && global->size() != x.size()) {
+    ThrowInvalid(LocalFieldName(LocalField::kGlobalShape), "must have logits' rank");
+  }
+  p.global_classes = global ? global->back() : p.start + p.classes;
+  if (p.start + p.classes > p.global_classes) {
+    ThrowInvalid(LocalFieldName(LocalField::kVocabStart), "the piece lies outside the class axis");
+  }
+  return p;
 }
 
 // cross_entropy_with_softmax's exchange phases (logits, label[, gathered statistics]): the

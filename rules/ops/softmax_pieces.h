@@ -39,18 +39,32 @@ inline constexpr int64_t kStats = 4;
 // Summarises one row of a piece: `len` logits at x[0], x[stride], ...; the piece holds the
 // classes [start, start + len); `label` is the row's class, `ignored` when it is the
 // ignore_index (then no piece holds it).
+// The first two of them: the piece's max logit and sum of exp(logit - max), into stats[0]
+// and stats[1].
 template <typename T>
-void PieceStats(const T* x, int64_t len, int64_t stride, int64_t label, int64_t start, bool ignored,
-                T* stats) {
+void PieceMaxSum(const T* x, int64_t len, int64_t stride, T* stats) {
   T max = -std::numeric_limits<T>::infinity();
   for (int64_t j = 0; j < len; ++j) max = x[j * stride] > max ? x[j * stride] : max;
   T sum = 0;
   for (int64_t j = 0; j < len; ++j) sum += std::exp(x[j * stride] - max);
-  const bool holds = !ignored && label >= start && label - start < len;
   stats[0] = max;
   stats[1] = sum;
-  stats[2] = holds ? x[(label - start) * stride] : T(0);
-  stats[3] = holds ? T(1) : T(0);
+}
+
+// A label's pair: its logit where the piece holds it (else 0), and whether it does, into
+// pair[0] and pair[1].
+template <typename T>
+void PieceLabel(const T* x, int64_t len, int64_t stride, int64_t label, int64_t start, bool ignored, T* pair) {
+  const bool holds = !ignored && label >= start && label - start < len;
+  pair[0] = holds ? x[(label - start) * stride] : T(0);
+  pair[1] = holds ? T(1) : T(0);
+}
+
+template <typename T>
+void PieceStats(const T* x, int64_t len, int64_t stride, int64_t label, int64_t start, bool ignored,
+                T* stats) {
+  PieceMaxSum(x, len, stride, stats);
+  PieceLabel(x, len, stride, label, start, ignored, stats + 2);
 }
 
 // The whole row from its pieces' summaries (piece p's at stats[p * piece_stride]), combined
@@ -64,8 +78,10 @@ struct Row {
   int64_t holders;
 };
 
+// The row's max and sum alone (target and holders left 0), from the pieces' first two
+// numbers.
 template <typename T>
-Row<T> Combine(const T* stats, int64_t pieces, int64_t piece_stride) {
+Row<T> CombineMaxSum(const T* stats, int64_t pieces, int64_t piece_stride) {
   Row<T> row{-std::numeric_limits<T>::infinity(), T(0), T(0), 0};
   for (int64_t p = 0; p < pieces; ++p) {
     const T m = stats[p * piece_stride];
@@ -74,9 +90,27 @@ Row<T> Combine(const T* stats, int64_t pieces, int64_t piece_stride) {
   for (int64_t p = 0; p < pieces; ++p) {
     const T* s = stats + p * piece_stride;
     if (s[1] > T(0)) row.sum += s[1] * std::exp(s[0] - row.max);  // empty pieces add nothing
-    row.target += s[2];
-    row.holders += s[3] > T(0) ? 1 : 0;
   }
+  return row;
+}
+
+// One label's pair (PieceLabel) at offset `at` of every piece's numbers, combined into
+// row.target and row.holders.
+template <typename T>
+void CombineLabel(const T* stats, int64_t pieces, int64_t piece_stride, int64_t at, Row<T>& row) {
+  row.target = T(0);
+  row.holders = 0;
+  for (int64_t p = 0; p < pieces; ++p) {
+    const T* s = stats + p * piece_stride + at;
+    row.target += s[0];
+    row.holders += s[1] > T(0) ? 1 : 0;
+  }
+}
+
+template <typename T>
+Row<T> Combine(const T* stats, int64_t pieces, int64_t piece_stride) {
+  Row<T> row = CombineMaxSum(stats, pieces, piece_stride);
+  CombineLabel(stats, pieces, piece_stride, 2, row);
   return row;
 }
 
@@ -119,5 +153,13 @@ T SoftLoss(const Row<T>& row, T label_total) {
   if (!(row.sum > T(0))) return T(0);
   return label_total * (row.max + std::log(row.sum)) - row.target;
 }
+
+// ---- several hard labels per row (c_softmax_with_multi_label_cross_entropy) -----------------
+//
+// A row's summary of one piece with k labels: the piece's max and sum (PieceMaxSum), then
+// each label's pair (PieceLabel): 2 + 2k numbers. Combined, CombineMaxSum gives the row's
+// max and sum, CombineLabel at 2 + 2j label j's logit and holder count; label j's loss is
+// Loss(row, ignored) times its weight.
+inline constexpr int64_t MultiLabelStats(int64_t labels) { return 2 + 2 * labels; }
 
 }  // namespace spmd::softmax_pieces

@@ -364,7 +364,9 @@ OPS: List[PaddleOp] = (
        PaddleOp("add_n", ["add_n"], [_listed()]),
        PaddleOp("c_embedding", ["c_embedding"], [_a("start_index", "vocab_size"), _a("start_index")]),
        PaddleOp("c_softmax_with_cross_entropy", ["c_softmax_with_cross_entropy"],
-                [_a("ignore_index", "ring_id", "rank", "nranks"), _a("ignore_index", "rank", "nranks")])]
+                [_a("ignore_index", "ring_id", "rank", "nranks"), _a("ignore_index", "rank", "nranks")]),
+       PaddleOp("c_softmax_with_multi_label_cross_entropy", ["c_softmax_with_multi_label_cross_entropy"],
+                [_a("ignore_index", "sum_multi_label_loss", "rank", "nranks")])]
 )
 
 def _rope_refuses(req) -> str:
