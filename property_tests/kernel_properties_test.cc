@@ -119,6 +119,7 @@
 #include "rules/model/error.h"
 #include "rules/model/half.h"
 #include "rules/model/attrs.h"
+#include "rules/engine/phase.h"
 #include "rules/engine/registry.h"
 
 namespace spmd {
@@ -949,6 +950,118 @@ TEST(KernelNaN, CumExtremesKeepTheFirstNaN) {
       }
     }
   }
+}
+
+// cummax / cummin with the scanned axis cut into pieces (some empty), each piece's exchange
+// phases run (the reference's and the CPU kernel's) on values with ties and NaN (or int64
+// values), the pieces' summaries gathered in a shuffled order: every piece's outputs are the
+// whole scan's columns (values NaN-equal, indices exactly). It fails when a piece folds the
+// pieces before it out of position order (ties), lets a later NaN replace the first, or
+// reports a local index.
+TEST(KernelExchange, CumExtremePiecesGiveTheWholeScan) {
+  const bool ok = rc::check("cummax / cummin pieces == the whole scan", [] {
+    const std::string name = *rc::gen::element<std::string>("cummax", "cummin");
+    const DType dtype = *rc::gen::element(DType::kFloat64, DType::kFloat32, DType::kInt64);
+    const int64_t rows = *rc::gen::inRange<int64_t>(1, 4);
+    const int64_t len = *rc::gen::inRange<int64_t>(0, 11);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    std::vector<double> x(static_cast<size_t>(rows * len));
+    for (double& v : x) {
+      v = dtype == DType::kInt64 ? static_cast<double>(*rc::gen::inRange(-2, 3))
+                                 : *rc::gen::element(-1.0, 0.0, 2.0, 2.0, 0.5, nan);
+    }
+    const int pieces = *rc::gen::inRange(1, 6);
+    std::vector<int64_t> cuts{0, len};
+    for (int p = 1; p < pieces; ++p) cuts.push_back(*rc::gen::inRange<int64_t>(0, len + 1));
+    std::sort(cuts.begin(), cuts.end());
+    std::vector<int> order(static_cast<size_t>(pieces));
+    for (int p = 0; p < pieces; ++p) order[static_cast<size_t>(p)] = p;
+    const std::vector<int> keys = *rc::gen::container<std::vector<int>>(order.size(), rc::gen::arbitrary<int>());
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return keys[a] < keys[b]; });
+
+    Attrs given;
+    given.Set("axis", int64_t{1});
+    const Attrs attrs = FindOp(name)->NormalizeAttrs(given);
+    auto columns = [&](int64_t from, int64_t to) {
+      ref::Tensor t;
+      t.shape = {rows, to - from};
+      t.dtype = dtype == DType::kInt64 ? DType::kInt64 : DType::kFloat64;
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = from; c < to; ++c) t.data.push_back(x[static_cast<size_t>(r * len + c)]);
+      }
+      return t;
+    };
+    auto as_kernel = [&](const ref::Tensor& t) {
+      if (dtype == DType::kInt64) return KTensor::FromVector(t.shape, std::vector<int64_t>(t.data.begin(), t.data.end()));
+      if (dtype == DType::kFloat32) return KTensor::FromVector(t.shape, std::vector<float>(t.data.begin(), t.data.end()));
+      return KTensor::FromVector(t.shape, t.data);
+    };
+    auto kernel_values = [](const KTensor& t) {
+      std::vector<double> v(static_cast<size_t>(t.numel()));
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        v[static_cast<size_t>(i)] = t.dtype() == DType::kInt64   ? static_cast<double>(t.data<int64_t>()[i])
+                                    : t.dtype() == DType::kFloat32 ? t.data<float>()[i]
+                                                                   : t.data<double>()[i];
+      }
+      return v;
+    };
+    const ref::Tensors want = ref::FindReference(name)(ref::Tensors{columns(0, len)}, attrs);
+
+    std::vector<ref::Tensor> ref_stats(static_cast<size_t>(pieces));
+    std::vector<KTensor> kernel_stats;
+    for (int p = 0; p < pieces; ++p) {
+      const Attrs local = attrs.WithLocal({.offset = std::vector<int64_t>{0, cuts[p]}});
+      const ref::Tensor piece = columns(cuts[p], cuts[p + 1]);
+      ref_stats[static_cast<size_t>(p)] = ref::FindReference(KernelRef(name, Phase::kStats))({piece}, local)[0];
+      const KTensor kernel_piece = as_kernel(piece);
+      kernel_stats.push_back(RunCpuKernel(KernelRef(name, Phase::kStats), {kernel_piece}, local)[0]);
+    }
+    RC_ASSERT(kernel_stats[0].dtype() == (dtype == DType::kInt64 ? DType::kInt64 : DType::kFloat64));
+    // The shuffled gather order and its reverse: of two pieces before a third, each comes
+    // first in one of them.
+    std::vector<int> reversed(order.rbegin(), order.rend());
+    for (const std::vector<int>& gather_order : {order, reversed}) {
+      ref::Tensor ref_gathered;
+      ref_gathered.shape = {pieces, rows, 4};
+      ref_gathered.dtype = ref_stats[0].dtype;
+      std::vector<double> kernel_gathered;
+      for (int p : gather_order) {
+        const std::vector<double>& s = ref_stats[static_cast<size_t>(p)].data;
+        ref_gathered.data.insert(ref_gathered.data.end(), s.begin(), s.end());
+        const std::vector<double> k = kernel_values(kernel_stats[static_cast<size_t>(p)]);
+        kernel_gathered.insert(kernel_gathered.end(), k.begin(), k.end());
+      }
+      const KTensor kernel_gathered_tensor =
+          kernel_stats[0].dtype() == DType::kInt64
+              ? KTensor::FromVector({pieces, rows, 4}, std::vector<int64_t>(kernel_gathered.begin(), kernel_gathered.end()))
+              : KTensor::FromVector({pieces, rows, 4}, kernel_gathered);
+
+      for (int p = 0; p < pieces; ++p) {
+        const Attrs local = attrs.WithLocal({.offset = std::vector<int64_t>{0, cuts[p]}});
+        const ref::Tensor piece = columns(cuts[p], cuts[p + 1]);
+        const ref::Tensors ref_out = ref::FindReference(KernelRef(name, Phase::kFinish))({piece, ref_gathered}, local);
+        const KTensor kernel_piece = as_kernel(piece);
+        const KTensors kernel_out =
+            RunCpuKernel(KernelRef(name, Phase::kFinish), {kernel_piece, kernel_gathered_tensor}, local);
+        const std::vector<double> kernel_values_out = kernel_values(kernel_out[0]);
+        const std::vector<double> kernel_indices = kernel_values(kernel_out[1]);
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = cuts[p]; c < cuts[p + 1]; ++c) {
+            const size_t whole = static_cast<size_t>(r * len + c);
+            const size_t local_at = static_cast<size_t>(r * (cuts[p + 1] - cuts[p]) + c - cuts[p]);
+            const double v = want[0].data[whole];
+            for (const double got : {ref_out[0].data[local_at], kernel_values_out[local_at]}) {
+              RC_ASSERT(std::isnan(got) == std::isnan(v));
+              if (!std::isnan(v)) RC_ASSERT(got == v);
+            }
+            RC_ASSERT(ref_out[1].data[local_at] == want[1].data[whole]);
+            RC_ASSERT(kernel_indices[local_at] == want[1].data[whole]);
+          }
+        }
+      }
+    }
+  });
+  EXPECT_TRUE(ok);
 }
 
 TEST(KernelDtypes, IntegralInputsComputeInFloat64) {

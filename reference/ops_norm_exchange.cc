@@ -1,6 +1,6 @@
 // The exchange phases (OpDecl::exchange) of the row reductions whose reduced axis may stay
-// sharded: softmax, log_softmax, logsumexp, layer_norm, rms_norm, cumsum, layer_norm_grad and
-// rms_norm_grad. The stats phase summarises
+// sharded: softmax, log_softmax, logsumexp, layer_norm, rms_norm, cumsum, layer_norm_grad,
+// rms_norm_grad, and the scans cummax and cummin (rules/ops/scan_pieces.h). The stats phase summarises
 // every row of the local piece (rules/ops/norm_pieces.h), the checker all-gathers the
 // summaries over the axis's mesh axes, and the finish phase gives the piece's outputs from
 // the local inputs and the gathered [pieces, rows..., k]. The ops' own references
@@ -13,6 +13,8 @@
 #include "reference/reference.h"
 #include "reference/util.h"
 #include "rules/ops/norm_pieces.h"
+#include "rules/ops/reduction_plan.h"
+#include "rules/ops/scan_pieces.h"
 
 namespace spmd::reference::ops {
 namespace {
@@ -403,6 +405,82 @@ Tensors layer_norm_grad_finish(const Tensors& inputs, const Attrs& attrs) {
 Tensors rms_norm_grad_stats(const Tensors& inputs, const Attrs& attrs) { return NormGradStatsPhase(inputs, attrs, false); }
 Tensors rms_norm_grad_finish(const Tensors& inputs, const Attrs& attrs) {
   return NormGradFinishPhase(inputs, attrs, false);
+}
+
+namespace {
+
+// cummax / cummin on a piece: the op's checks, the view along its axis and the piece's first
+// position (plan::PlanCumExtremePiece).
+struct CumExtremePiece {
+  AxisPiece axis;
+  int64_t first = 0;
+};
+CumExtremePiece CheckCumExtremePiece(const Tensors& inputs, const Attrs& attrs, const char* name, size_t arity) {
+  const plan::CumExtremePiece p = plan::PlanCumExtremePiece(plan::ShapesOf(inputs), attrs, name, arity);
+  return {ViewPiece(inputs, p.op.axis), p.first};
+}
+
+// An int64 or bool x keeps its values exact: its summaries and outputs are int64 / its own
+// dtype (the float64 data of a reference tensor holds them).
+bool ExactValues(const Tensor& x) { return x.dtype == DType::kInt64 || x.dtype == DType::kBool; }
+
+// x -> every lane's {first position, length, extreme, where}, [x.shape without axis, 4].
+template <typename Beyond>
+Tensors CumExtremeStats(const Tensors& inputs, const Attrs& attrs, const char* name, Beyond beyond) {
+  const CumExtremePiece p = CheckCumExtremePiece(inputs, attrs, name, 1);
+  const AxisView& v = p.axis.view;
+  const Tensor& x = inputs[0];
+  const int64_t k = scan_pieces::kExtremeStats;
+  Tensor stats = internal::Zeros(SummaryShape(x.shape, p.axis.axis, k), ExactValues(x) ? DType::kInt64 : DType::kFloat64);
+  for (int64_t o = 0; o < v.outer; ++o) {
+    for (int64_t i = 0; i < v.inner; ++i) {
+      scan_pieces::ExtremeStats(x.data.data() + (v.len > 0 ? v.At(o, 0, i) : 0), v.len, v.inner, p.first, beyond,
+                                stats.data.data() + (o * v.inner + i) * k);
+    }
+  }
+  return {stats};
+}
+
+// x, gathered -> the piece's running extremes and their global positions, each lane's scan
+// started from the extreme of the pieces before it.
+template <typename Beyond>
+Tensors CumExtremeFinish(const Tensors& inputs, const Attrs& attrs, const char* name, Beyond beyond) {
+  const CumExtremePiece p = CheckCumExtremePiece(inputs, attrs, name, 2);
+  const AxisView& v = p.axis.view;
+  const Tensor& x = inputs[0];
+  const int64_t k = scan_pieces::kExtremeStats;
+  const int64_t pieces = GatheredPieces(inputs, p.axis.rows(), k);
+  Tensor out = internal::Zeros(x.shape, ExactValues(x) ? x.dtype : DType::kFloat64);
+  Tensor indices = internal::Zeros(x.shape, DType::kInt64);
+  for (int64_t o = 0; o < v.outer; ++o) {
+    for (int64_t i = 0; i < v.inner; ++i) {
+      const int64_t r = o * v.inner + i;
+      auto run = scan_pieces::ExtremeBefore<double>(inputs[1].data.data() + r * k, pieces, p.axis.rows() * k,
+                                                    p.first, beyond);
+      for (int64_t a = 0; a < v.len; ++a) {
+        const int64_t at = v.At(o, a, i);
+        scan_pieces::Step(run, x.data[at], p.first + a, beyond);
+        out.data[at] = run.best;
+        indices.data[at] = static_cast<double>(run.at);
+      }
+    }
+  }
+  return {out, indices};
+}
+
+}  // namespace
+
+Tensors cummax_stats(const Tensors& inputs, const Attrs& attrs) {
+  return CumExtremeStats(inputs, attrs, "cummax", scan_pieces::AtLeast{});
+}
+Tensors cummax_finish(const Tensors& inputs, const Attrs& attrs) {
+  return CumExtremeFinish(inputs, attrs, "cummax", scan_pieces::AtLeast{});
+}
+Tensors cummin_stats(const Tensors& inputs, const Attrs& attrs) {
+  return CumExtremeStats(inputs, attrs, "cummin", scan_pieces::AtMost{});
+}
+Tensors cummin_finish(const Tensors& inputs, const Attrs& attrs) {
+  return CumExtremeFinish(inputs, attrs, "cummin", scan_pieces::AtMost{});
 }
 
 }  // namespace spmd::reference::ops

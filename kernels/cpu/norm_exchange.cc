@@ -1,6 +1,8 @@
 // The exchange phases (OpDecl::exchange) of softmax, log_softmax, logsumexp, layer_norm,
-// rms_norm, cumsum, layer_norm_grad and rms_norm_grad, whose reduced axis may stay sharded: the stats phase summarises every row of the
-// local piece in the compute dtype and keeps the summary in float64 (rules/ops/norm_pieces.h),
+// rms_norm, cumsum, layer_norm_grad, rms_norm_grad, cummax and cummin, whose reduced or scanned
+// axis may stay sharded: the stats phase summarises every row of the local piece in the
+// compute dtype and keeps the summary in float64 (rules/ops/norm_pieces.h; the scans' in
+// int64 for an int64 or bool x, rules/ops/scan_pieces.h),
 // Dispatch all-gathers it over the axis's mesh axes, and the finish phase gives the piece's
 // outputs from the local inputs and the gathered float64 [pieces, rows..., k]. The same
 // checks, in the same order, as the float64 phases in reference/ops_norm_exchange.cc.
@@ -11,6 +13,8 @@
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/permute.h"
 #include "rules/ops/norm_pieces.h"
+#include "rules/ops/reduction_plan.h"
+#include "rules/ops/scan_pieces.h"
 
 namespace spmd::kernels::cpu {
 namespace {
@@ -31,13 +35,14 @@ int64_t RowStart(const AxisView& v, int64_t o, int64_t i) { return v.len > 0 ? A
 
 using norm_pieces::SummaryShape;
 
-// The gathered float64 summaries (the last input): [pieces, rows..., k]. Returns the pieces.
-int64_t GatheredPieces(const TensorArgs& inputs, int64_t rows, int64_t k) {
+// The gathered summaries (the last input, float64 unless `dtype` says otherwise): [pieces,
+// rows..., k]. Returns the pieces.
+int64_t GatheredPieces(const TensorArgs& inputs, int64_t rows, int64_t k, DType dtype = DType::kFloat64) {
   const size_t i = inputs.size() - 1;
   const Tensor& gathered = inputs[i];
-  if (gathered.dtype() != DType::kFloat64) {
-    ThrowInvalid(InputField(i, "dtype"), "the gathered statistics must be float64, got " +
-                                             std::string(ToString(gathered.dtype())));
+  if (gathered.dtype() != dtype) {
+    ThrowInvalid(InputField(i, "dtype"), "the gathered statistics must be " + std::string(ToString(dtype)) +
+                                             ", got " + std::string(ToString(gathered.dtype())));
   }
   return norm_pieces::GatheredPieces(gathered.shape(), gathered.numel(), i, rows, k);
 }
@@ -491,6 +496,99 @@ Tensors layer_norm_grad_finish(const TensorArgs& inputs, const Attrs& attrs) {
 Tensors rms_norm_grad_stats(const TensorArgs& inputs, const Attrs& attrs) { return NormGradStats<false>(inputs, attrs); }
 Tensors rms_norm_grad_finish(const TensorArgs& inputs, const Attrs& attrs) {
   return NormGradFinish<false>(inputs, attrs);
+}
+
+namespace {
+
+// cummax / cummin on a piece: the op's checks, the view along its axis and the piece's first
+// position (plan::PlanCumExtremePiece).
+struct CumExtremePiece {
+  AxisPiece axis;
+  int64_t first = 0;
+};
+CumExtremePiece CheckCumExtremePiece(const TensorArgs& inputs, const Attrs& attrs, const char* name, size_t arity) {
+  const plan::CumExtremePiece p = plan::PlanCumExtremePiece(plan::ShapesOf(inputs), attrs, name, arity);
+  return {ViewPiece(inputs, p.op.axis), p.first};
+}
+
+// The scans run in x's own dtype; an int64 or bool x's summaries are int64, so that every
+// value travels exactly, a float x's float64.
+DType ExtremeSummaryDType(DType x) { return x == DType::kInt64 || x == DType::kBool ? DType::kInt64 : DType::kFloat64; }
+
+// Runs fn on the summary tensor's data as its element type (const for a const tensor).
+template <typename TensorType, typename F>
+void WithSummaries(TensorType& stats, F&& fn) {
+  if (stats.dtype() == DType::kInt64) {
+    fn(stats.template data<int64_t>());
+  } else {
+    fn(stats.template data<double>());
+  }
+}
+
+template <typename Beyond>
+Tensors CumExtremeStats(const TensorArgs& inputs, const Attrs& attrs, const char* name, Beyond beyond) {
+  const CumExtremePiece p = CheckCumExtremePiece(inputs, attrs, name, 1);
+  const AxisView& v = p.axis.view;
+  const Tensor& x = inputs[0];
+  const int64_t k = scan_pieces::kExtremeStats;
+  Tensor stats = NewOutput(SummaryShape(x.shape(), p.axis.axis, k), ExtremeSummaryDType(x.dtype()));
+  internal::VisitData(x, [&](const auto* data) {
+    WithSummaries(stats, [&](auto* st) {
+      for (int64_t o = 0; o < v.outer; ++o) {
+        for (int64_t i = 0; i < v.inner; ++i) {
+          scan_pieces::ExtremeStats(data + RowStart(v, o, i), v.len, v.inner, p.first, beyond,
+                                    st + (o * v.inner + i) * k);
+        }
+      }
+    });
+  });
+  return TensorList(std::move(stats));
+}
+
+template <typename Beyond>
+Tensors CumExtremeFinish(const TensorArgs& inputs, const Attrs& attrs, const char* name, Beyond beyond) {
+  const CumExtremePiece p = CheckCumExtremePiece(inputs, attrs, name, 2);
+  const AxisView& v = p.axis.view;
+  const Tensor& x = inputs[0];
+  const int64_t k = scan_pieces::kExtremeStats;
+  const int64_t pieces = GatheredPieces(inputs, p.axis.rows(), k, ExtremeSummaryDType(x.dtype()));
+  Tensor out = NewOutput(x.shape(), x.dtype());
+  Tensor indices = NewOutput(x.shape(), DType::kInt64);
+  int64_t* idx = indices.data<int64_t>();
+  internal::VisitData(x, [&](const auto* data) {
+    using V = std::remove_cv_t<std::remove_pointer_t<decltype(data)>>;
+    V* o = out.data<V>();
+    WithSummaries(inputs[1], [&](const auto* gathered) {
+      for (int64_t r0 = 0; r0 < v.outer; ++r0) {
+        for (int64_t i = 0; i < v.inner; ++i) {
+          const int64_t r = r0 * v.inner + i;
+          auto run = scan_pieces::ExtremeBefore<V>(gathered + r * k, pieces, p.axis.rows() * k, p.first, beyond);
+          for (int64_t a = 0; a < v.len; ++a) {
+            const int64_t at = At(v, r0, a, i);
+            scan_pieces::Step(run, data[at], p.first + a, beyond);
+            o[at] = run.best;
+            idx[at] = run.at;
+          }
+        }
+      }
+    });
+  });
+  return TensorList(std::move(out), std::move(indices));
+}
+
+}  // namespace
+
+Tensors cummax_stats(const TensorArgs& inputs, const Attrs& attrs) {
+  return CumExtremeStats(inputs, attrs, "cummax", scan_pieces::AtLeast{});
+}
+Tensors cummax_finish(const TensorArgs& inputs, const Attrs& attrs) {
+  return CumExtremeFinish(inputs, attrs, "cummax", scan_pieces::AtLeast{});
+}
+Tensors cummin_stats(const TensorArgs& inputs, const Attrs& attrs) {
+  return CumExtremeStats(inputs, attrs, "cummin", scan_pieces::AtMost{});
+}
+Tensors cummin_finish(const TensorArgs& inputs, const Attrs& attrs) {
+  return CumExtremeFinish(inputs, attrs, "cummin", scan_pieces::AtMost{});
 }
 
 }  // namespace spmd::kernels::cpu

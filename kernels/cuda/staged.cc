@@ -144,5 +144,9 @@ const CudaKernel ops::cross_entropy_with_softmax_stats{&StagedPhase<k_cross_entr
                                                         HalfInputs::kNative};
 const CudaKernel ops::cross_entropy_with_softmax_finish{&StagedPhase<k_cross_entropy_with_softmax, Phase::kFinish>,
                                                          HalfInputs::kNative};
+const CudaKernel ops::cummax_stats{&StagedPhase<k_cummax, Phase::kStats>, HalfInputs::kNative};
+const CudaKernel ops::cummax_finish{&StagedPhase<k_cummax, Phase::kFinish>, HalfInputs::kNative};
+const CudaKernel ops::cummin_stats{&StagedPhase<k_cummin, Phase::kStats>, HalfInputs::kNative};
+const CudaKernel ops::cummin_finish{&StagedPhase<k_cummin, Phase::kFinish>, HalfInputs::kNative};
 
 }  // namespace spmd::kernels::cuda

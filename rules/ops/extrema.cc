@@ -88,10 +88,12 @@ OpBuilder Extreme(const char* name, ReduceOp reduce) {
 }
 
 // cummax / cummin: x `abc` scanned along the axis to out `abc` and indices `abc`. A running
-// extreme reads every element before it along the axis, so that axis is whole (forced
-// replicated); the other dims pass through. The indices hold no partial value, and an
-// extreme of addends is not the addends' extreme: a partial x is reduced first (the
-// default acceptance).
+// extreme reads every element before it along the axis, so the axis is exchanged (as
+// cumsum's): it may stay sharded, each piece sends every lane's extreme, where it was found
+// and its own first position and length (rules/ops/scan_pieces.h), and each piece restarts its
+// scan from the pieces before it; indices are global positions. The other dims pass through.
+// The indices hold no partial value, and an extreme of addends is not the addends' extreme:
+// a partial x is reduced first (the default acceptance).
 // Its VJP (Paddle's cummax_grad): each out's cotangent is added at the element its extreme
 // came from, a put_along_axis add of g into zeros at the forward's indices (0-d: g).
 VjpGraph CumExtremeVjp(const RuleContext& c) {
@@ -114,11 +116,13 @@ OpDecl CumExtreme(const char* name) {
       .Attr("axis", AttrKind::kInt, int64_t{-1})
       .Attr("dtype", AttrKind::kString, std::string("int64"))
       .Einsum([name](const RuleContext& c) {
-        const plan::CumExtremePlan p = plan::PlanCumExtreme(c.input_shapes, c.attrs, name);
+        (void)plan::PlanCumExtreme(c.input_shapes, c.attrs, name);
         const std::string letters = notation::Letters(static_cast<int>(c.input_shapes[0].size()));
-        const std::string scanned = p.axis >= 0 ? letters.substr(p.axis, 1) : "";
-        return notation::FromLetters({letters}, {letters, letters}, scanned);
+        return notation::FromLetters({letters}, {letters, letters});
       })
+      .ExchangeAlong(0, [name](const RuleContext& c) { return plan::PlanCumExtreme(c.input_shapes, c.attrs, name).axis; })
+      .Localize({LocalField::kOffset},
+                [](const LocalContext& c) { return c.attrs.WithLocal({.offset = c.input_offsets[0]}); })
       .Examples(FromSignatures({{{"abc"}, MakeAttrs({{"axis", int64_t{1}}})},
                                 {{"ab"}, MakeAttrs({{"axis", int64_t{0}}})},
                                 {{"a"}, Attrs()}}));

@@ -201,4 +201,22 @@ inline CumExtremePlan PlanCumExtreme(const Shapes& shapes, const Attrs& attrs, c
   return p;
 }
 
+// cummax / cummin on a piece (their exchange phases): the op's checks on x, `arity` inputs (x,
+// then the gathered summaries in the finish phase), and the piece's first position along the
+// axis (localized local.offset; 0 unsharded).
+struct CumExtremePiece {
+  CumExtremePlan op;
+  int64_t first = 0;
+};
+inline CumExtremePiece PlanCumExtremePiece(const Shapes& shapes, const Attrs& attrs, const char* name, size_t arity) {
+  CheckArity(shapes, arity);
+  CumExtremePiece p{PlanCumExtreme(Shapes(shapes.begin(), shapes.begin() + 1), attrs, name), 0};
+  if (attrs.local().offset.has_value() && p.op.axis >= 0) {
+    const std::vector<int64_t>& offset = *attrs.local().offset;
+    if (offset.size() != shapes[0].size()) ThrowInvalid(LocalFieldName(LocalField::kOffset), "must have x's rank");
+    p.first = offset[p.op.axis];
+  }
+  return p;
+}
+
 }  // namespace spmd::plan

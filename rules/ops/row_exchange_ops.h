@@ -7,4 +7,4 @@
 
 #define SPMD_FOR_EACH_ROW_EXCHANGE_OP(X) \
   X(softmax) X(log_softmax) X(softmax_grad) X(logsumexp) X(layer_norm) X(rms_norm) X(cumsum) \
-  X(cross_entropy_with_softmax) X(layer_norm_grad) X(rms_norm_grad)
+  X(cross_entropy_with_softmax) X(layer_norm_grad) X(rms_norm_grad) X(cummax) X(cummin)

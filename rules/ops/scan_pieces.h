@@ -48,6 +48,16 @@ void Step(Running<V>& r, V v, int64_t at, Beyond beyond) {
   }
 }
 
+// cummax's and cummin's `beyond`: v takes the place of best.
+struct AtLeast {
+  template <typename V>
+  bool operator()(V v, V best) const { return v >= best; }
+};
+struct AtMost {
+  template <typename V>
+  bool operator()(V v, V best) const { return v <= best; }
+};
+
 // Summarises one lane of a piece: `len` values at x[0], x[stride], ..., the piece starting at
 // global position `first`.
 template <typename V, typename S, typename Beyond>
