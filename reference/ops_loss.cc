@@ -2,6 +2,7 @@
 // vocabulary-parallel c_softmax_with_cross_entropy and c_softmax_with_multi_label_cross_entropy
 // with their phases and grads (docs/OPS.md
 // "Loss"; the grad under "Backward ops", the c_ ops under "Paddle's other registered ops").
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -276,8 +277,9 @@ int64_t LabelAt(const Tensor& label, int64_t at, int64_t ignore_index, bool& ign
 
 }  // namespace
 
-// The single-device op: softmax along the last dim; label j of a row costs weight_j * -log
-// p[label_j] (log-sum-exp minus its logit), 0 where it is ignore_index; summed over the row's
+// The single-device op: softmax along the last dim; label j of a row costs weight_j * (the
+// row's log-sum-exp minus its logit) = weight_j * -log p[label_j], 0 where it is ignore_index
+// (a p that underflows to 0 still gives a finite cost); summed over the row's
 // labels (sum_multi_label_loss) or one per label. Written directly, not from the phases.
 Tensors c_softmax_with_multi_label_cross_entropy(const Tensors& inputs, const Attrs& attrs) {
   const plan::MultiLabelPlan p = PlanMultiLabel(inputs, attrs, MultiLabelInputs::kForward);
@@ -286,13 +288,18 @@ Tensors c_softmax_with_multi_label_cross_entropy(const Tensors& inputs, const At
   Tensor softmax = SoftmaxAlong(inputs[0], view);
   Tensor loss = internal::Zeros(p.loss_shape);
   for (int64_t o = 0; o < p.rows; ++o) {
+    const double* x = inputs[0].data.data() + o * p.classes;
+    double max = -std::numeric_limits<double>::infinity(), sum = 0;
+    for (int64_t c = 0; c < p.classes; ++c) max = std::max(max, x[c]);
+    for (int64_t c = 0; c < p.classes; ++c) sum += std::exp(x[c] - max);
+    const double lse = max + std::log(sum);
     for (int64_t j = 0; j < p.labels; ++j) {
       const int64_t at = o * p.labels + j;
       bool ignored = false;
       const int64_t id = LabelAt(inputs[1], at, ignore_index, ignored);
       if (ignored) continue;
       if (id < 0 || id >= p.classes) plan::ThrowIdOutside(InputField(1, "data"), "label", id, p.classes);
-      loss.data[p.sum_loss ? o : at] += -std::log(softmax.data[view.At(o, id, 0)]) * inputs[2].data[at];
+      loss.data[p.sum_loss ? o : at] += (lse - x[id]) * inputs[2].data[at];
     }
   }
   return {softmax, loss};

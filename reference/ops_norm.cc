@@ -7,6 +7,7 @@
 
 #include "reference/reference.h"
 #include "reference/util.h"
+#include "rules/ops/norm_pieces.h"
 #include "rules/ops/norm_plan.h"
 
 namespace spmd::reference::ops {
@@ -150,8 +151,13 @@ Tensors instance_norm(const Tensors& inputs, const Attrs& attrs) {
 // Global statistics: the given mean and variance, passed through. Then out = (x - mean) inv
 // scale[c] + bias[c] with inv = 1/sqrt(variance + epsilon) (an absent scale or bias: 1, 0);
 // saved_mean and saved_variance are the mean and inv used.
-Tensors batch_norm(const Tensors& inputs, const Attrs& attrs) {
-  const plan::BatchNormPlan p = plan::PlanBatchNorm(plan::ShapesOf(inputs), attrs);
+namespace {
+
+// batch_norm's outputs from each channel's mean and variance: the batch's in training (then
+// mean_out and variance_out blend them into the running ones), the running ones with global
+// statistics.
+Tensors BatchNormOutputs(const Tensors& inputs, const plan::BatchNormPlan& p, const Attrs& attrs, Tensor mean,
+                         Tensor variance) {
   const double epsilon = attrs.GetFloat("epsilon");
   const double momentum = attrs.GetFloat("momentum");
   const Tensor& x = inputs[0];
@@ -160,15 +166,9 @@ Tensors batch_norm(const Tensors& inputs, const Attrs& attrs) {
   const Tensor& scale = inputs[3];
   const Tensor& bias = inputs[4];
   const auto n = static_cast<int64_t>(x.data.size());
-  Tensor mean = internal::Zeros(p.stats_shape), variance = internal::Zeros(p.stats_shape);
-  mean.data = running_mean.data;
-  variance.data = running_variance.data;
-  Tensor mean_out = mean, variance_out = variance;
+  Tensor mean_out = running_mean, variance_out = running_variance;
+  mean_out.dtype = variance_out.dtype = DType::kFloat64;
   if (!p.global_stats) {
-    std::fill(mean.data.begin(), mean.data.end(), 0.0);
-    std::fill(variance.data.begin(), variance.data.end(), 0.0);
-    TwoPassStatistics(x.data, [&p](int64_t i) { return p.ChannelOf(i); }, static_cast<double>(p.count()), mean.data,
-                      variance.data);
     for (int64_t c = 0; c < p.c; ++c) {
       mean_out.data[c] = momentum * running_mean.data[c] + (1 - momentum) * mean.data[c];
       variance_out.data[c] = momentum * running_variance.data[c] + (1 - momentum) * variance.data[c];
@@ -183,6 +183,51 @@ Tensors batch_norm(const Tensors& inputs, const Attrs& attrs) {
                   (p.has_bias ? bias.data[c] : 0.0);
   }
   return {out, mean_out, variance_out, mean, inv};
+}
+
+}  // namespace
+
+Tensors batch_norm(const Tensors& inputs, const Attrs& attrs) {
+  const plan::BatchNormPlan p = plan::PlanBatchNorm(plan::ShapesOf(inputs), attrs);
+  Tensor mean = internal::Zeros(p.stats_shape), variance = internal::Zeros(p.stats_shape);
+  if (p.global_stats) {
+    mean.data = inputs[1].data;
+    variance.data = inputs[2].data;
+  } else {
+    TwoPassStatistics(inputs[0].data, [&p](int64_t i) { return p.ChannelOf(i); }, static_cast<double>(p.count()),
+                      mean.data, variance.data);
+  }
+  return BatchNormOutputs(inputs, p, attrs, std::move(mean), std::move(variance));
+}
+
+// Phase::kStats (training, a piece of the batch): every channel's {count, mean, M2} over the
+// piece, [C, 3] (norm_pieces::ChannelMomentStats).
+Tensors batch_norm_stats(const Tensors& inputs, const Attrs& attrs) {
+  const plan::BatchNormPlan p = plan::PlanBatchNormPiece(plan::ShapesOf(inputs), attrs, 5);
+  Tensor stats = internal::Zeros({p.c, norm_pieces::kMomentStats});
+  norm_pieces::ChannelMomentStats(inputs[0].data.data(), static_cast<int64_t>(inputs[0].data.size()), p,
+                                  stats.data.data());
+  return {stats};
+}
+
+// Phase::kFinish: the batch's mean and population variance per channel from the gathered
+// [pieces, C, 3] (merged as layer_norm's, norm_pieces::CombineMoments), then the op's outputs.
+Tensors batch_norm_finish(const Tensors& inputs, const Attrs& attrs) {
+  const plan::BatchNormPlan p = plan::PlanBatchNormPiece(plan::ShapesOf(inputs), attrs, 6);
+  const Tensor& gathered = inputs[5];
+  const int64_t k = norm_pieces::kMomentStats;
+  const int64_t pieces = norm_pieces::GatheredPieces(gathered.shape, static_cast<int64_t>(gathered.data.size()), 5,
+                                                     p.c, k);
+  Tensor mean = internal::Zeros(p.stats_shape), variance = internal::Zeros(p.stats_shape);
+  for (int64_t c = 0; c < p.c; ++c) {
+    const norm_pieces::Moments m = norm_pieces::CombineMoments(gathered.data.data() + c * k, pieces, p.c * k);
+    if (m.count <= 0) {
+      ThrowInvalid(internal::InputField(0, "shape"), "batch statistics over an empty set of elements (every piece empty)");
+    }
+    mean.data[c] = m.mean;
+    variance.data[c] = m.m2 / m.count;
+  }
+  return BatchNormOutputs(inputs, p, attrs, std::move(mean), std::move(variance));
 }
 
 // x, scale, bias (not read), mean, variance, out_grad -> x_grad, scale_grad, bias_grad:

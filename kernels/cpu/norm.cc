@@ -14,6 +14,7 @@
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/vector_math.h"
+#include "rules/ops/norm_pieces.h"
 #include "rules/ops/norm_plan.h"
 
 namespace spmd::kernels::cpu {
@@ -215,12 +216,14 @@ namespace {
 
 // batch_norm in T. Training: the channels' sums in one sweep of x (channels first: a block
 // of `spatial` per (n, c); channels last: rows of C), then the squared deviations, the
-// running statistics blended with momentum. Global statistics: the given mean and variance.
-// Then out = (x - mean) inv scale[c] + bias[c], inv = 1/sqrt(variance + eps).
+// running statistics blended with momentum; or, in the exchange's finish phase, the batch's
+// moments merged from the gathered pieces (`batch`: [C, 3] merged moments, null otherwise).
+// Global statistics: the given mean and variance. Then out = (x - mean) inv scale[c] +
+// bias[c], inv = 1/sqrt(variance + eps).
 template <typename T>
 void BatchNormChannels(const T* x, const T* running_mean, const T* running_variance, const T* scale,
                        const T* bias, const plan::BatchNormPlan& p, T eps, T momentum, T* out, T* mean_out,
-                       T* variance_out, T* mean, T* inv) {
+                       T* variance_out, T* mean, T* inv, const norm_pieces::Moments* batch = nullptr) {
   const auto c_count = static_cast<size_t>(p.c);
   // Visits every element of x with its channel: f(flat index, channel).
   auto each = [&](auto&& f) {
@@ -244,17 +247,24 @@ void BatchNormChannels(const T* x, const T* running_mean, const T* running_varia
     std::copy(running_mean, running_mean + p.c, mean_out);
     std::copy(running_variance, running_variance + p.c, variance_out);
   } else {
-    const T count = static_cast<T>(static_cast<double>(p.count()));
-    std::fill(mean, mean + p.c, T(0));
-    each([&](int64_t i, int64_t c) { mean[c] += x[i]; });
-    for (int64_t c = 0; c < p.c; ++c) mean[c] /= count;
-    each([&](int64_t i, int64_t c) {
-      const T d = x[i] - mean[c];
-      variance[static_cast<size_t>(c)] += d * d;
-    });
+    if (batch != nullptr) {
+      for (int64_t c = 0; c < p.c; ++c) {
+        mean[c] = static_cast<T>(batch[c].mean);
+        variance[static_cast<size_t>(c)] = static_cast<T>(batch[c].m2 / batch[c].count);
+      }
+    } else {
+      const T count = static_cast<T>(static_cast<double>(p.count()));
+      std::fill(mean, mean + p.c, T(0));
+      each([&](int64_t i, int64_t c) { mean[c] += x[i]; });
+      for (int64_t c = 0; c < p.c; ++c) mean[c] /= count;
+      each([&](int64_t i, int64_t c) {
+        const T d = x[i] - mean[c];
+        variance[static_cast<size_t>(c)] += d * d;
+      });
+      for (int64_t c = 0; c < p.c; ++c) variance[static_cast<size_t>(c)] /= count;
+    }
     for (int64_t c = 0; c < p.c; ++c) {
-      T& v = variance[static_cast<size_t>(c)];
-      v /= count;
+      const T v = variance[static_cast<size_t>(c)];
       mean_out[c] = momentum * running_mean[c] + (T(1) - momentum) * mean[c];
       variance_out[c] = momentum * running_variance[c] + (T(1) - momentum) * v;
     }
@@ -271,8 +281,12 @@ void BatchNormChannels(const T* x, const T* running_mean, const T* running_varia
 
 // The compute dtype of x, mean, variance and the present parameters (an absent one's dtype
 // is not read).
-Tensors batch_norm(const TensorArgs& inputs, const Attrs& attrs) {
-  const plan::BatchNormPlan p = plan::PlanBatchNorm(plan::ShapesOf(inputs), attrs);
+namespace {
+
+// batch_norm on one device (batch null) or as its exchange's finish phase (batch: the merged
+// moments of every channel).
+Tensors BatchNorm(const TensorArgs& inputs, const Attrs& attrs, const plan::BatchNormPlan& p,
+                  const norm_pieces::Moments* batch) {
   std::vector<size_t> read{0, 1, 2};
   if (p.has_scale) read.push_back(3);
   if (p.has_bias) read.push_back(4);
@@ -292,10 +306,49 @@ Tensors batch_norm(const TensorArgs& inputs, const Attrs& attrs) {
     BatchNormChannels<T>(xv.data(), mv.data(), vv.data(), p.has_scale ? sv.data() : nullptr,
                          p.has_bias ? bv.data() : nullptr, p, static_cast<T>(attrs.GetFloat("epsilon")),
                          static_cast<T>(attrs.GetFloat("momentum")), out.data<T>(), mean_out.data<T>(),
-                         variance_out.data<T>(), saved_mean.data<T>(), saved_variance.data<T>());
+                         variance_out.data<T>(), saved_mean.data<T>(), saved_variance.data<T>(), batch);
     return TensorList(std::move(out), std::move(mean_out), std::move(variance_out), std::move(saved_mean),
                       std::move(saved_variance));
   });
+}
+
+}  // namespace
+
+Tensors batch_norm(const TensorArgs& inputs, const Attrs& attrs) {
+  return BatchNorm(inputs, attrs, plan::PlanBatchNorm(plan::ShapesOf(inputs), attrs), nullptr);
+}
+
+// Phase::kStats (training, a piece of the batch): every channel's {count, mean, M2} over the
+// piece in x's compute dtype, kept in float64, [C, 3].
+Tensors batch_norm_stats(const TensorArgs& inputs, const Attrs& attrs) {
+  const plan::BatchNormPlan p = plan::PlanBatchNormPiece(plan::ShapesOf(inputs), attrs, 5);
+  return DispatchFloat(internal::ComputeDType(inputs, {0}), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ValuesAs<T> xv(inputs[0]);
+    Tensor stats = NewOutput({p.c, norm_pieces::kMomentStats}, DType::kFloat64);
+    norm_pieces::ChannelMomentStats(xv.data(), inputs[0].numel(), p, stats.data<double>());
+    return TensorList(std::move(stats));
+  });
+}
+
+// Phase::kFinish: the op's outputs from the gathered float64 [pieces, C, 3], merged per channel.
+Tensors batch_norm_finish(const TensorArgs& inputs, const Attrs& attrs) {
+  const plan::BatchNormPlan p = plan::PlanBatchNormPiece(plan::ShapesOf(inputs), attrs, 6);
+  const Tensor& gathered = inputs[5];
+  if (gathered.dtype() != DType::kFloat64) {
+    ThrowInvalid(internal::InputField(5, "dtype"), "the gathered statistics must be float64, got " +
+                                                       std::string(ToString(gathered.dtype())));
+  }
+  const int64_t k = norm_pieces::kMomentStats;
+  const int64_t pieces = norm_pieces::GatheredPieces(gathered.shape(), gathered.numel(), 5, p.c, k);
+  std::vector<norm_pieces::Moments> batch(static_cast<size_t>(p.c));
+  for (int64_t c = 0; c < p.c; ++c) {
+    batch[static_cast<size_t>(c)] = norm_pieces::CombineMoments(gathered.data<double>() + c * k, pieces, p.c * k);
+    if (batch[static_cast<size_t>(c)].count <= 0) {
+      ThrowInvalid(internal::InputField(0, "shape"), "batch statistics over an empty set of elements (every piece empty)");
+    }
+  }
+  return BatchNorm(inputs, attrs, p, batch.data());
 }
 
 namespace {

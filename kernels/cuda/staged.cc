@@ -144,6 +144,8 @@ const CudaKernel ops::cross_entropy_with_softmax_stats{&StagedPhase<k_cross_entr
                                                         HalfInputs::kNative};
 const CudaKernel ops::cross_entropy_with_softmax_finish{&StagedPhase<k_cross_entropy_with_softmax, Phase::kFinish>,
                                                          HalfInputs::kNative};
+const CudaKernel ops::batch_norm_stats{&StagedPhase<k_batch_norm, Phase::kStats>, HalfInputs::kNative};
+const CudaKernel ops::batch_norm_finish{&StagedPhase<k_batch_norm, Phase::kFinish>, HalfInputs::kNative};
 const CudaKernel ops::cummax_stats{&StagedPhase<k_cummax, Phase::kStats>, HalfInputs::kNative};
 const CudaKernel ops::cummax_finish{&StagedPhase<k_cummax, Phase::kFinish>, HalfInputs::kNative};
 const CudaKernel ops::cummin_stats{&StagedPhase<k_cummin, Phase::kStats>, HalfInputs::kNative};

@@ -7,4 +7,5 @@
 #include "rules/ops/row_exchange_ops.h"
 
 #define SPMD_FOR_EACH_EXCHANGE_OP(X) \
-  X(c_softmax_with_cross_entropy) X(c_softmax_with_multi_label_cross_entropy) SPMD_FOR_EACH_ROW_EXCHANGE_OP(X)
+  X(c_softmax_with_cross_entropy) X(c_softmax_with_multi_label_cross_entropy) X(batch_norm) \
+  SPMD_FOR_EACH_ROW_EXCHANGE_OP(X)

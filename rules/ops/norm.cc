@@ -401,14 +401,16 @@ EinsumSpec GroupNormalization(const RuleContext& c, bool instance) {
 // absent: no letters) -> out as x, mean_out, variance_out, saved_mean, saved_variance `c`.
 // The channels c may stay sharded in both modes (every statistic is one channel's; the
 // parameters follow c). Training reads each channel's statistics across the batch and every
-// spatial position: a and the spatial factors are forced replicated (no exchange yet).
-// Global statistics make the op elementwise per channel: every dim may stay sharded.
+// spatial position: the batch a is exchanged (each piece sends every channel's count, mean
+// and M2, merged as layer_norm's; Paddle's SyncBatchNorm), the spatial factors are forced
+// replicated. Global statistics make the op elementwise per channel: every dim may stay
+// sharded.
 // Partial inputs are reduced (out is not linear in any of them).
 EinsumSpec BatchNormalization(const RuleContext& c) {
   const plan::BatchNormPlan p = plan::PlanBatchNorm(c.input_shapes, c.attrs);
   std::string spatial;
   const std::string x = ChannelNormLetters(p, c.input_shapes[0].size(), spatial);
-  const std::string forced = p.global_stats ? "" : "a" + spatial;
+  const std::string forced = p.global_stats ? "" : spatial;
   const std::string scale = p.has_scale ? "c" : "", bias = p.has_bias ? "c" : "";
   EinsumSpec spec = notation::FromLetters({x, "c", "c", scale, bias}, {x, "c", "c", "c", "c"}, forced);
   // What each output reads: with global statistics the four statistics outputs are mean or
@@ -515,6 +517,8 @@ OpDecl batch_norm() {
       .Attr("use_global_stats", AttrKind::kBool, false)
       .Attr("trainable_statistics", AttrKind::kBool, false)
       .Einsum(BatchNormalization)
+      // training: the batch dim is exchanged (no piece offset needed: moments merge in any order)
+      .ExchangeAlong(0, [](const RuleContext& c) { return plan::PlanBatchNorm(c.input_shapes, c.attrs).global_stats ? -1 : 0; })
       .Values([](const RuleContext&) {  // a variance is >= 0
         return std::vector<InputValues>{{}, {}, {ValueKind::kPositive}, {}, {}};
       })

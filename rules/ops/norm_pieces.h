@@ -272,6 +272,27 @@ inline Moments CombineMoments(const double* stats, int64_t pieces, int64_t piece
   return all;
 }
 
+// batch_norm on a piece of the batch: every channel's {count, mean, M2} over the piece's
+// elements of that channel (x laid out as `layout`, `numel` elements; two passes), as
+// [C, 3] at `stats`.
+template <typename T>
+void ChannelMomentStats(const T* x, int64_t numel, const plan::ChannelLayout& layout, double* stats) {
+  const auto channels = static_cast<size_t>(layout.c);
+  const int64_t count = layout.c > 0 ? numel / layout.c : 0;
+  std::vector<T> mean(channels, T(0)), m2(channels, T(0));
+  for (int64_t i = 0; i < numel; ++i) mean[static_cast<size_t>(layout.ChannelOf(i))] += x[i];
+  for (T& m : mean) m = count > 0 ? m / static_cast<T>(static_cast<double>(count)) : T(0);
+  for (int64_t i = 0; i < numel; ++i) {
+    const auto c = static_cast<size_t>(layout.ChannelOf(i));
+    m2[c] += (x[i] - mean[c]) * (x[i] - mean[c]);
+  }
+  for (size_t c = 0; c < channels; ++c) {
+    stats[c * kMomentStats] = static_cast<double>(count);
+    stats[c * kMomentStats + 1] = static_cast<double>(mean[c]);
+    stats[c * kMomentStats + 2] = static_cast<double>(m2[c]);
+  }
+}
+
 // ---- layer_norm_grad / rms_norm_grad: the piece's parts of the row sums of dxhat and dxhat xhat
 
 // layer_norm_grad / rms_norm_grad on a piece: the op's own checks on its inputs (all but

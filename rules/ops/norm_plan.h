@@ -242,11 +242,13 @@ struct BatchNormPlan : ChannelLayout {
   int64_t count() const { return n * spatial; }
 };
 
-inline BatchNormPlan PlanBatchNorm(const Shapes& shapes, const Attrs& attrs) {
+namespace detail {
+// batch_norm's checks on its five inputs and attrs, without the training one on the element
+// count (a piece of the batch may be empty; PlanBatchNorm and PlanBatchNormPiece add theirs).
+inline BatchNormPlan ReadBatchNorm(const Shapes& shapes, const Attrs& attrs) {
   CheckNormEpsilon(attrs);
   const double momentum = attrs.GetFloat("momentum");
   if (!std::isfinite(momentum)) ThrowInvalid("attrs.momentum", "must be finite, got " + std::to_string(momentum));
-  CheckArity(shapes, 5);
   const Shape& x = shapes[0];
   BatchNormPlan p;
   static_cast<ChannelLayout&>(p) = detail::ReadChannelLayout(x, &attrs.GetString("data_format"));
@@ -265,11 +267,30 @@ inline BatchNormPlan PlanBatchNorm(const Shapes& shapes, const Attrs& attrs) {
   }
   p.has_scale = !shapes[3].empty();
   p.has_bias = !shapes[4].empty();
+  return p;
+}
+}  // namespace detail
+
+inline BatchNormPlan PlanBatchNorm(const Shapes& shapes, const Attrs& attrs) {
+  CheckArity(shapes, 5);
+  BatchNormPlan p = detail::ReadBatchNorm(shapes, attrs);
   // Training normalises each channel over N and the spatial positions: none is refused (a
   // shard of unevenly split channels may hold no channel: empty outputs).
   if (!p.global_stats && p.count() == 0) {
     ThrowInvalid(shape::InputField(0, "shape"),
-                 "batch statistics over an empty set of elements of " + shape::ShapeString(x));
+                 "batch statistics over an empty set of elements of " + shape::ShapeString(shapes[0]));
+  }
+  return p;
+}
+
+// batch_norm's exchange phases on a piece of the batch (training only: with global
+// statistics nothing is exchanged): the op's checks on its five inputs (the gathered
+// statistics follow them in the finish phase, `arity` 6); the piece may hold no element.
+inline BatchNormPlan PlanBatchNormPiece(const Shapes& shapes, const Attrs& attrs, size_t arity) {
+  CheckArity(shapes, arity);
+  BatchNormPlan p = detail::ReadBatchNorm(Shapes(shapes.begin(), shapes.begin() + 5), attrs);
+  if (p.global_stats) {
+    ThrowInvalid("attrs.use_global_stats", "batch_norm's exchange phases run with batch statistics only");
   }
   return p;
 }
