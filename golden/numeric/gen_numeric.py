@@ -3281,8 +3281,12 @@ def gen_moe_gate_dispatch():
     # Equal scores go to the lower expert: token 0 ties 0.3 on experts 0, 1 and 3.
     g3 = np.array([[0.3, 0.3, 0.1, 0.3], [0.25, 0.25, 0.25, 0.25]])
     run("ties_lowest_expert", v(2, 3), g3, None, 3, 2)
-    gn = np.array([[0.2, np.nan, 0.9], [0.6, 0.5, 0.4]])
-    run("nan_score_first", v(2, 2), gn, None, 2, 2)
+    # A NaN score comes first: token 1 picks experts 1 (NaN) and 2, not 2 and 0. Both its
+    # routes are dropped (token 0 fills the one slot of experts 1 and 2), so no NaN weight
+    # reaches the golden (goldens hold no NaN).
+    gn = np.array([[0.1, 0.8, 0.2], [0.2, np.nan, 0.9]])
+    assert moe_gate_dispatch_np(v(2, 2), gn, None, 2, 1)[4].array[1].tolist() == [1, 2]
+    run("nan_score_first", v(2, 2), gn, None, 2, 1)
     run("capacity_zero", x, gate, bias, 2, 0)
     run("no_tokens", np.zeros((0, 3)), np.zeros((0, 4)), bias, 2, 3)
     run("no_hidden", np.zeros((6, 0)), gate, bias, 2, 2)
