@@ -228,9 +228,9 @@ Tensors moe_gate_dispatch(const Tensors& inputs, const Attrs& attrs) {
   CheckArity(inputs, 3);
   const Tensor& x = inputs[0];
   const Tensor& gate = inputs[1];
-  const Tensor& bias = inputs[2];
+  const std::vector<double>& bias = inputs[2].data;  // read only when given
   const indexing_plan::MoeGateDispatchPlan plan =
-      indexing_plan::PlanMoeGateDispatch(x.shape, gate.shape, bias.shape, attrs);
+      indexing_plan::PlanMoeGateDispatch(x.shape, gate.shape, inputs[2].shape, attrs);
   const int64_t S = plan.tokens, H = plan.hidden, E = plan.experts, K = plan.k, C = plan.capacity;
   Tensor y = internal::Zeros(plan.outs[0], x.dtype);
   Tensor weights = internal::Zeros(plan.outs[1], IsFloating(gate.dtype) ? gate.dtype : DType::kFloat64);
@@ -238,7 +238,7 @@ Tensors moe_gate_dispatch(const Tensors& inputs, const Attrs& attrs) {
   Tensor offsets = internal::Zeros(plan.outs[3], DType::kInt64);
   Tensor experts = internal::Zeros(plan.outs[4], DType::kInt64);
   auto score = [&](int64_t s, int64_t e) {
-    return gate.data[static_cast<size_t>(s * E + e)] + (plan.has_bias ? bias.data[static_cast<size_t>(e)] : 0.0);
+    return gate.data[static_cast<size_t>(s * E + e)] + (plan.has_bias ? bias[static_cast<size_t>(e)] : 0.0);
   };
   auto better = [](double a, double b) {
     if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && !std::isnan(b);

@@ -272,9 +272,8 @@ Tensors moe_gate_dispatch(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 3);
   const Tensor& x = inputs[0];
   const Tensor& gate = inputs[1];
-  const Tensor& bias = inputs[2];
   const indexing_plan::MoeGateDispatchPlan plan =
-      indexing_plan::PlanMoeGateDispatch(x.shape(), gate.shape(), bias.shape(), attrs);
+      indexing_plan::PlanMoeGateDispatch(x.shape(), gate.shape(), inputs[2].shape(), attrs);
   const int64_t tokens = plan.tokens, experts = plan.experts, k = plan.k, capacity = plan.capacity;
   Tensor y = NewOutput(plan.outs[0], x.dtype(), /*zero=*/true);
   const DType weight_dtype = IsFloating(gate.dtype()) ? gate.dtype() : DType::kFloat64;
@@ -287,7 +286,7 @@ Tensors moe_gate_dispatch(const TensorArgs& inputs, const Attrs& attrs) {
     internal::ValuesAs<double> g(gate);
     std::vector<double> b(static_cast<size_t>(experts), 0.0);
     if (plan.has_bias) {
-      internal::ValuesAs<double> bv(bias);
+      internal::ValuesAs<double> bv(inputs[2]);
       std::copy(bv.data(), bv.data() + experts, b.begin());
     }
     std::vector<double> score(static_cast<size_t>(experts));
