@@ -1,5 +1,5 @@
 // Indexing ops (docs/OPS.md "Paddle's other registered ops"): one_hot, roll,
-// index_select, gather, take_along_axis, moe_combine. Plain loops over multi-indices: each output element is computed
+// index_select, gather, take_along_axis, moe_combine, moe_gate_dispatch. Plain loops over multi-indices: each output element is computed
 // from the definition, never by copying rows.
 #include <cmath>
 #include <string>
@@ -216,6 +216,64 @@ Tensors moe_combine(const Tensors& inputs, const Attrs&) {
     }
   }
   return {y};
+}
+
+// Paddle's MoE dispatch, from its definition (docs/OPS.md). Each token's k experts: k times
+// the best expert not yet taken by score gate_logits + corr_bias, a NaN score above every
+// number, equal scores to the lower expert. Then the routes queue: choice j = 0 of every
+// token in token order, then j = 1, ...; a route whose expert already holds `capacity`
+// tokens is dropped (scatter_index 0, combine_weight 0), a kept one copies x's row into the
+// expert's next slot. expert_offset counts every route, dropped ones too, cumulatively.
+Tensors moe_gate_dispatch(const Tensors& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 3);
+  const Tensor& x = inputs[0];
+  const Tensor& gate = inputs[1];
+  const std::vector<double>& bias = inputs[2].data;  // read only when given
+  const indexing_plan::MoeGateDispatchPlan plan =
+      indexing_plan::PlanMoeGateDispatch(x.shape, gate.shape, inputs[2].shape, attrs);
+  const int64_t S = plan.tokens, H = plan.hidden, E = plan.experts, K = plan.k, C = plan.capacity;
+  Tensor y = internal::Zeros(plan.outs[0], x.dtype);
+  Tensor weights = internal::Zeros(plan.outs[1], IsFloating(gate.dtype) ? gate.dtype : DType::kFloat64);
+  Tensor slots = internal::Zeros(plan.outs[2], DType::kInt64);
+  Tensor offsets = internal::Zeros(plan.outs[3], DType::kInt64);
+  Tensor experts = internal::Zeros(plan.outs[4], DType::kInt64);
+  auto score = [&](int64_t s, int64_t e) {
+    return gate.data[static_cast<size_t>(s * E + e)] + (plan.has_bias ? bias[static_cast<size_t>(e)] : 0.0);
+  };
+  auto better = [](double a, double b) {
+    if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && !std::isnan(b);
+    return a > b;
+  };
+  for (int64_t s = 0; s < S; ++s) {
+    std::vector<bool> taken(static_cast<size_t>(E), false);
+    for (int64_t j = 0; j < K; ++j) {
+      int64_t best = -1;
+      for (int64_t e = 0; e < E; ++e) {
+        if (!taken[static_cast<size_t>(e)] && (best < 0 || better(score(s, e), score(s, best)))) best = e;
+      }
+      taken[static_cast<size_t>(best)] = true;
+      experts.data[static_cast<size_t>(s * K + j)] = static_cast<double>(best);
+    }
+  }
+  std::vector<int64_t> queued(static_cast<size_t>(E), 0);
+  for (int64_t j = 0; j < K; ++j) {
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t e = static_cast<int64_t>(experts.data[static_cast<size_t>(s * K + j)]);
+      const int64_t position = queued[static_cast<size_t>(e)]++;
+      if (position >= C) continue;  // dropped: scatter_index and combine_weight stay 0
+      slots.data[static_cast<size_t>(j * S + s)] = static_cast<double>(e * C + position);
+      weights.data[static_cast<size_t>(s * K + j)] = gate.data[static_cast<size_t>(s * E + e)];
+      for (int64_t h = 0; h < H; ++h) {
+        y.data[static_cast<size_t>((e * C + position) * H + h)] = x.data[static_cast<size_t>(s * H + h)];
+      }
+    }
+  }
+  int64_t total = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    total += queued[static_cast<size_t>(e)];
+    offsets.data[static_cast<size_t>(e)] = static_cast<double>(total);
+  }
+  return {y, weights, slots, offsets, experts};
 }
 
 }  // namespace spmd::reference::ops

@@ -74,6 +74,7 @@ DEFAULTS = {
     "put_along_axis": {"axis": 0, "reduce": "assign", "include_self": True},
     "index_put": {"accumulate": False},
     "moe_combine": {},
+    "moe_gate_dispatch": {"k": REQUIRED, "capacity": REQUIRED, "use_pad": True},
     "bernoulli": {"seed": 0}, "poisson": {"seed": 0},
     "pad": {"paddings": REQUIRED, "pad_value": 0.0}, "swiglu": {},
     # more of Paddle's registered rules

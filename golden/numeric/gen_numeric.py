@@ -3210,6 +3210,103 @@ def gen_moe_combine():
     error("moe_combine", "index_shape", {}, [x, w, T(np.zeros((4, 3)), "int64")], "inputs[2].shape")
 
 
+family("indexing", ["moe_gate_dispatch"])
+RNG35 = np.random.default_rng(20261229)
+
+
+def moe_gate_dispatch_np(x, gate, bias, k, capacity):
+    """Paddle's moe_gate_dispatch from its definition: each token's k experts by
+    gate + bias (NaN above every number, equal scores to the lower expert), the routes
+    queued first choices (in token order) before second choices, the first `capacity` of
+    each expert's queue copied into y; a dropped route has scatter_index 0 and weight 0;
+    expert_offset counts every route cumulatively."""
+    s, h = x.shape
+    e = gate.shape[1]
+    score = gate + (bias if bias is not None else 0.0)
+    ids = np.zeros((s, k), dtype=np.int64)
+    for t in range(s):
+        left = list(range(e))
+        for j in range(k):
+            best = left[0]
+            for c in left[1:]:
+                a, b = score[t, c], score[t, best]
+                if (np.isnan(a) and not np.isnan(b)) or (not np.isnan(a) and not np.isnan(b) and a > b):
+                    best = c
+            ids[t, j] = best
+            left.remove(best)
+    y = np.zeros((e, capacity, h))
+    weights = np.zeros((s, k))
+    slots = np.zeros((k, s), dtype=np.int64)
+    queued = np.zeros(e, dtype=np.int64)
+    for j in range(k):
+        for t in range(s):
+            ex = ids[t, j]
+            place = queued[ex]
+            queued[ex] += 1
+            if place < capacity:
+                y[ex, place] = x[t]
+                slots[j, t] = ex * capacity + place
+                weights[t, j] = gate[t, ex]
+    return [y, weights, T(slots, "int64"), T(np.cumsum(queued), "int64"), T(ids, "int64")]
+
+
+def gen_moe_gate_dispatch():
+    """Paddle's moe_gate_dispatch(x, gate_logits, corr_bias; k, capacity, use_pad) (its
+    kernel is GPU-only: the values come from moe_gate_dispatch_np, never from Paddle).
+    corr_bias absent is a 0-d tensor."""
+    def v(*shape):
+        return np.round(RNG35.uniform(-3, 3, size=shape), 2)
+
+    def probs(*shape):
+        return np.round(RNG35.uniform(0.01, 0.99, size=shape), 3)
+
+    none = np.zeros(())
+
+    def run(name, x, gate, bias, k, capacity):
+        attrs = {"k": k, "capacity": capacity}
+        case("moe_gate_dispatch", name, attrs, [x, gate, none if bias is None else bias],
+             moe_gate_dispatch_np(x, gate, bias, k, capacity))
+
+    x, gate, bias = v(6, 3), probs(6, 4), np.round(RNG35.uniform(-0.3, 0.3, size=4), 2)
+    # 12 routes into 4 experts of 2 slots: some are dropped (checked below).
+    assert (np.cumsum(moe_gate_dispatch_np(x, gate, bias, 2, 2)[3].array) > np.arange(1, 5) * 2).any()
+    run("top2_drops", x, gate, bias, 2, 2)
+    run("top2_no_drops", x, gate, bias, 2, 6)
+    run("top1_no_bias_drops", x, gate, None, 1, 1)
+    run("top1_no_bias_no_drops", x, gate, None, 1, 6)
+    # The bias moves token 0's first choice from expert 0 to expert 2.
+    g2 = np.array([[0.5, 0.1, 0.4], [0.2, 0.7, 0.1], [0.3, 0.3, 0.4]])
+    b2 = np.array([0.0, 0.0, 0.2])
+    assert moe_gate_dispatch_np(v(3, 2), g2, None, 1, 3)[4].array[0, 0] == 0
+    assert moe_gate_dispatch_np(v(3, 2), g2, b2, 1, 3)[4].array[0, 0] == 2
+    run("bias_changes_selection", v(3, 2), g2, b2, 2, 2)
+    # Equal scores go to the lower expert: token 0 ties 0.3 on experts 0, 1 and 3.
+    g3 = np.array([[0.3, 0.3, 0.1, 0.3], [0.25, 0.25, 0.25, 0.25]])
+    run("ties_lowest_expert", v(2, 3), g3, None, 3, 2)
+    # A NaN score comes first: token 1 picks experts 1 (NaN) and 2, not 2 and 0. Both its
+    # routes are dropped (token 0 fills the one slot of experts 1 and 2), so no NaN weight
+    # reaches the golden (goldens hold no NaN).
+    gn = np.array([[0.1, 0.8, 0.2], [0.2, np.nan, 0.9]])
+    assert moe_gate_dispatch_np(v(2, 2), gn, None, 2, 1)[4].array[1].tolist() == [1, 2]
+    run("nan_score_first", v(2, 2), gn, None, 2, 1)
+    run("capacity_zero", x, gate, bias, 2, 0)
+    run("no_tokens", np.zeros((0, 3)), np.zeros((0, 4)), bias, 2, 3)
+    run("no_hidden", np.zeros((6, 0)), gate, bias, 2, 2)
+    attrs = {"k": 2, "capacity": 2}
+    error("moe_gate_dispatch", "x_rank", attrs, [v(6), gate, bias], "inputs[0].shape")
+    error("moe_gate_dispatch", "gate_rank", attrs, [x, v(6), bias], "inputs[1].shape")
+    error("moe_gate_dispatch", "gate_tokens", attrs, [x, probs(5, 4), bias], "inputs[1].shape")
+    error("moe_gate_dispatch", "bias_size", attrs, [x, gate, v(3)], "inputs[2].shape")
+    error("moe_gate_dispatch", "bias_rank", attrs, [x, gate, v(1, 4)], "inputs[2].shape")
+    error("moe_gate_dispatch", "k_zero", {"k": 0, "capacity": 2}, [x, gate, bias], "attrs.k")
+    error("moe_gate_dispatch", "k_above_experts", {"k": 5, "capacity": 2}, [x, gate, bias], "attrs.k")
+    error("moe_gate_dispatch", "capacity_negative", {"k": 2, "capacity": -1}, [x, gate, bias], "attrs.capacity")
+    error("moe_gate_dispatch", "capacity_overflow", {"k": 2, "capacity": 2 ** 51}, [x, gate, bias],
+          "attrs.capacity")
+    error("moe_gate_dispatch", "use_pad_false", {"k": 2, "capacity": 2, "use_pad": False}, [x, gate, bias],
+          "attrs.use_pad", "Unsupported")
+
+
 family("norm", ["batch_norm"])
 RNG32 = np.random.default_rng(20261226)
 
@@ -3945,6 +4042,7 @@ def main():
     gen_moe_combine()  # RNG34
     gen_roi_align()  # RNG31
     gen_batch_norm()  # RNG32
+    gen_moe_gate_dispatch()  # RNG35
     gen_c_softmax_multi_label()  # RNG36
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")

@@ -1,10 +1,12 @@
 // Indexing ops (docs/OPS.md "Paddle's other registered ops"): one_hot, roll,
 // index_select, gather. roll, index_select and gather only move values: they work on
 // bytes, take any dtype and keep x's; copies are whole inner blocks (memcpy). one_hot
-// writes float32, as Paddle's; moe_combine computes in its floating inputs' dtype.
+// writes float32, as Paddle's; moe_combine computes in its floating inputs' dtype;
+// moe_gate_dispatch copies x's rows as bytes (any dtype) and gate_logits' values.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -260,6 +262,74 @@ Tensors moe_combine(const TensorArgs& inputs, const Attrs&) {
     }
     return Tensors{std::move(y)};
   });
+}
+
+// Each token's experts by a partial sort of its scores (gate_logits + corr_bias, as
+// doubles) under the total order of the sort kernels (greater first, NaN first, then the
+// lower expert); then one pass over the routes, choice-major, gives each its place in its
+// expert's queue: the first `capacity` copy x's row (bytes) into their slot.
+Tensors moe_gate_dispatch(const TensorArgs& inputs, const Attrs& attrs) {
+  CheckArity(inputs, 3);
+  const Tensor& x = inputs[0];
+  const Tensor& gate = inputs[1];
+  const indexing_plan::MoeGateDispatchPlan plan =
+      indexing_plan::PlanMoeGateDispatch(x.shape(), gate.shape(), inputs[2].shape(), attrs);
+  const int64_t tokens = plan.tokens, experts = plan.experts, k = plan.k, capacity = plan.capacity;
+  Tensor y = NewOutput(plan.outs[0], x.dtype(), /*zero=*/true);
+  const DType weight_dtype = IsFloating(gate.dtype()) ? gate.dtype() : DType::kFloat64;
+  Tensor weights = NewOutput(plan.outs[1], weight_dtype, /*zero=*/true);
+  Tensor scatter = NewOutput(plan.outs[2], DType::kInt64, /*zero=*/true);
+  Tensor offset = NewOutput(plan.outs[3], DType::kInt64);
+  Tensor expert_id = NewOutput(plan.outs[4], DType::kInt64);
+  int64_t* ids = expert_id.data<int64_t>();
+  {
+    internal::ValuesAs<double> g(gate);
+    std::vector<double> b(static_cast<size_t>(experts), 0.0);
+    if (plan.has_bias) {
+      internal::ValuesAs<double> bv(inputs[2]);
+      std::copy(bv.data(), bv.data() + experts, b.begin());
+    }
+    std::vector<double> score(static_cast<size_t>(experts));
+    std::vector<int64_t> order(static_cast<size_t>(experts));
+    const auto first = [&](int64_t a, int64_t c) {
+      const bool a_nan = std::isnan(score[a]), c_nan = std::isnan(score[c]);
+      if (a_nan != c_nan) return a_nan;
+      if (!a_nan && score[a] != score[c]) return score[a] > score[c];
+      return a < c;
+    };
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t e = 0; e < experts; ++e) score[e] = g[t * experts + e] + b[e];
+      std::iota(order.begin(), order.end(), int64_t{0});
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), first);
+      std::copy(order.begin(), order.begin() + k, ids + t * k);
+    }
+  }
+  std::vector<int64_t> filled(static_cast<size_t>(experts), 0);
+  const size_t row = static_cast<size_t>(plan.hidden) * x.element_size();
+  const std::byte* src = static_cast<const std::byte*>(x.bytes());
+  std::byte* dst = static_cast<std::byte*>(y.bytes());
+  int64_t* slot = scatter.data<int64_t>();
+  std::vector<bool> kept(static_cast<size_t>(tokens * k), false);
+  for (int64_t j = 0; j < k; ++j) {
+    for (int64_t t = 0; t < tokens; ++t) {
+      const int64_t e = ids[t * k + j];
+      const int64_t place = filled[e]++;
+      if (place >= capacity) continue;
+      kept[static_cast<size_t>(t * k + j)] = true;
+      slot[j * tokens + t] = e * capacity + place;
+      if (row > 0) std::memcpy(dst + static_cast<size_t>(e * capacity + place) * row, src + static_cast<size_t>(t) * row, row);
+    }
+  }
+  std::partial_sum(filled.begin(), filled.end(), offset.data<int64_t>());
+  internal::DispatchFloat(weight_dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    internal::ValuesAs<T> g(gate);
+    T* w = weights.data<T>();
+    for (int64_t r = 0; r < tokens * k; ++r) {
+      if (kept[static_cast<size_t>(r)]) w[r] = g[(r / k) * experts + ids[r]];
+    }
+  });
+  return {std::move(y), std::move(weights), std::move(scatter), std::move(offset), std::move(expert_id)};
 }
 
 }  // namespace spmd::kernels::cpu

@@ -62,6 +62,7 @@ constexpr std::string_view kTakeAlongAxis = "take_along_axis";
 constexpr std::string_view kPutAlongAxis = "put_along_axis";
 constexpr std::string_view kIndexPut = "index_put";
 constexpr std::string_view kMoeCombine = "moe_combine";
+constexpr std::string_view kMoeGateDispatch = "moe_gate_dispatch";
 constexpr std::string_view kBernoulli = "bernoulli";
 constexpr std::string_view kPoisson = "poisson";
 constexpr std::string_view kFusedGemmEpilogue = "fused_gemm_epilogue";
@@ -99,6 +100,7 @@ const CudaKernel ops::take_along_axis{&Staged<kTakeAlongAxis>, HalfInputs::kNati
 const CudaKernel ops::put_along_axis{&Staged<kPutAlongAxis>, HalfInputs::kNative};
 const CudaKernel ops::index_put{&Staged<kIndexPut>, HalfInputs::kNative};
 const CudaKernel ops::moe_combine{&Staged<kMoeCombine>, HalfInputs::kNative};
+const CudaKernel ops::moe_gate_dispatch{&Staged<kMoeGateDispatch>, HalfInputs::kNative};
 const CudaKernel ops::bernoulli{&Staged<kBernoulli>, HalfInputs::kNative};
 const CudaKernel ops::poisson{&Staged<kPoisson>, HalfInputs::kNative};
 const CudaKernel ops::fused_gemm_epilogue{&Staged<kFusedGemmEpilogue>, HalfInputs::kNative};

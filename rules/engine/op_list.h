@@ -113,6 +113,7 @@
   X(put_along_axis)         \
   X(index_put)              \
   X(moe_combine)            \
+  X(moe_gate_dispatch)      \
   X(pad)                    \
   X(swiglu)                 \
   /* more of Paddle's registered rules */ \

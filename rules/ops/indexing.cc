@@ -1,5 +1,5 @@
 // Indexing ops with Paddle's names, attrs and argument orders: one_hot, roll,
-// index_select, gather, take_along_axis, moe_combine. Notations (SEMANTICS.md §4) with the dims an op reads across
+// index_select, gather, take_along_axis, moe_combine, moe_gate_dispatch. Notations (SEMANTICS.md §4) with the dims an op reads across
 // forced replicated, and localizers where a shard needs its global offset.
 #include <algorithm>
 #include <cstdint>
@@ -118,6 +118,51 @@ VjpGraph MoeCombine(const RuleContext& c) {
   const Ref w_grad = g.Add("sum", {g.Add("multiply", {rows, grad})},
                            MakeAttrs({{"axis", Ints{2}}, {"keep_dim", false}, {"reduce_all", false}}));
   g.input_grads = {x_grad, w_grad, std::nullopt};
+  return g;
+}
+
+// moe_gate_dispatch: y is a gather of x's rows into the kept slots (linear in x), and
+// combine_weights[s, j] is gate_logits[s, expert_id[s, j]] where the route (s, j) is kept,
+// else 0; the selection and the slots are piecewise constant. Which routes are kept is
+// asked of the op itself, so the capacity order is written once: token numbers 1..S
+// ([S, 1], from expert_id's shape) dispatched with the same gate, bias and attrs put s + 1
+// in each slot token s holds; route (s, j) is kept when expert expert_id[s, j]'s slots hold
+// s + 1 (a token reaches an expert at most once). x's gradient sums, over its kept routes,
+// y's cotangent at the route's slot (scatter_index, transposed to [S, k]); gate_logits'
+// gradient puts combine_weights' cotangent of each kept route at its expert. corr_bias only
+// moves the selection: none. The integer outputs take none. A capacity of 0 keeps nothing.
+VjpGraph MoeGateDispatch(const RuleContext& c) {
+  VjpGraph g;
+  const indexing_plan::MoeGateDispatchPlan plan =
+      indexing_plan::PlanMoeGateDispatch(c.input_shapes[0], c.input_shapes[1], c.input_shapes[2], c.attrs);
+  const int64_t s = plan.tokens, k = plan.k, e = plan.experts, cap = plan.capacity, h = plan.hidden;
+  if (cap == 0) {
+    g.input_grads = {Zeros(g, Ref::Input(0)), Zeros(g, Ref::Input(1)), std::nullopt};
+    return g;
+  }
+  const Ref expert_id = Ref::Output(4);
+  const Ref first = g.Add("slice", {expert_id}, MakeAttrs({{"axes", Ints{1}}, {"starts", Ints{0}}, {"ends", Ints{1}}}));
+  const Ref ones = Filled(g, g.Add("cast", {first}, MakeAttrs({{"dtype", std::string("float64")}})), 1);
+  const Ref numbers = g.Add("cumsum", {ones}, MakeAttrs({{"axis", int64_t{0}}}));  // [S, 1]: s + 1
+  const Ref held = Reshape(g, g.Add("moe_gate_dispatch", {numbers, Ref::Input(1), Ref::Input(2)}, c.attrs),
+                           {e, cap, 1}, {e, cap});
+  const Ref expert_rows = Reshape(g, g.Add("index_select", {held, Reshape(g, expert_id, {s, k}, {s * k})},
+                                           MakeAttrs({{"axis", int64_t{0}}})),
+                                  {s * k, cap}, {s, k, cap});
+  const Ref distance = g.Add("abs", {g.Add("subtract", {expert_rows, Reshape(g, numbers, {s, 1}, {s, 1, 1})})});
+  const Ref hit = g.Add("less_than", {distance, Filled(g, distance, 0.5)});
+  const Ref kept = g.Add("any", {hit}, MakeAttrs({{"axis", Ints{2}}, {"keep_dim", false}}));  // [S, k]
+  const Ref slots = Reshape(g, g.Add("transpose", {Ref::Output(2)}, MakeAttrs({{"perm", Ints{1, 0}}})), {s, k},
+                            {s * k});
+  const Ref routed = Reshape(g, g.Add("index_select", {Reshape(g, Ref::OutputGrad(0), {e, cap, h}, {e * cap, h}), slots},
+                                      MakeAttrs({{"axis", int64_t{0}}})),
+                             {s * k, h}, {s, k, h});
+  const Ref kept_rows = ExpandTo(g, Reshape(g, kept, {s, k}, {s, k, 1}), {s, k, 1}, {s, k, h});
+  const Ref x_grad = g.Add("sum", {Keep(g, kept_rows, routed)},
+                           MakeAttrs({{"axis", Ints{1}}, {"keep_dim", false}, {"reduce_all", false}}));
+  const Ref gate_grad = g.Add("put_along_axis", {Zeros(g, Ref::Input(1)), expert_id, Keep(g, kept, Ref::OutputGrad(1))},
+                              MakeAttrs({{"axis", int64_t{1}}, {"reduce", std::string("add")}}));
+  g.input_grads = {x_grad, gate_grad, std::nullopt};
   return g;
 }
 
@@ -326,6 +371,51 @@ OpDecl moe_combine() {
         // An empty x admits only an empty routing.
         return std::vector<Example>{{{{p[1], p[2]}, {p[0], Ids(p[1], 2)}, {p[0], Ids(p[1], 2)}}, Attrs()},
                                     {{{p[2], p[0]}, {p[1], Ids(p[2], p[0])}, {p[1], Ids(p[2], p[0])}}, Attrs()}};
+      });
+}
+
+// moe_gate_dispatch(x, gate_logits, corr_bias; k, capacity, use_pad): Paddle's MoE
+// dispatch (docs/OPS.md). Each token picks its k experts by gate_logits + corr_bias; the
+// routes queue per expert, all first choices in token order before all second choices, and
+// the first `capacity` of each queue copy x's row into y [experts, capacity, hidden]. The
+// token order and the top-k read whole rows and columns, so s and e are forced replicated
+// (Paddle's rule keeps s sharded: unsound, golden/claims); hidden passes from x to y. y is
+// linear in x (a gather into zeroed slots): a partial(sum) x stays partial in y only, the
+// other outputs never read x (output_reads); partial gate_logits and corr_bias are reduced.
+OpDecl moe_gate_dispatch() {
+  return OpBuilder("moe_gate_dispatch").Inputs({"x", "gate_logits", "corr_bias"})
+      .Outputs({"y", "combine_weights", "scatter_index", "expert_offset", "expert_id"})
+      .Tolerance(ToleranceClass::kExact)
+      .Vjp(vjps::MoeGateDispatch)
+      .Attr("k", AttrKind::kInt, std::nullopt)
+      .Attr("capacity", AttrKind::kInt, std::nullopt)
+      .Attr("use_pad", AttrKind::kBool, true)
+      .Einsum([](const RuleContext& c) {
+        const indexing_plan::MoeGateDispatchPlan plan =
+            indexing_plan::PlanMoeGateDispatch(c.input_shapes[0], c.input_shapes[1], c.input_shapes[2], c.attrs);
+        EinsumSpec spec = notation::FromLetters({"sh", "se", plan.has_bias ? "e" : ""}, {}, "se");
+        const FactorId s = 0, h = 1, e = 2;
+        const FactorId slot = spec.AddFactor(plan.capacity), pick = spec.AddFactor(plan.k);
+        spec.forced_replicated.push_back(slot);
+        spec.forced_replicated.push_back(pick);
+        spec.outputs = {{e, slot, h}, {s, pick}, {pick, s}, {e}, {s, pick}};
+        spec.output_reads = {{0, 1, 2}, {1, 2}, {1, 2}, {1, 2}, {1, 2}};
+        spec.accept = PartialAcceptance::kLinearFirst;
+        return spec;
+      })
+      .Values([](const RuleContext&) {
+        // Paddle's gate_logits are probabilities; a bias of the same size moves the
+        // selection without deciding it. Distinct values: no ties in the top-k.
+        return std::vector<InputValues>{{}, {ValueKind::kProbability}, {ValueKind::kUnit}};
+      })
+      .Examples([](const SizePalette& p) {
+        // Two routes per token into capacity for half the tokens (drops where an expert is
+        // popular), with the bias; one route per token into room for every token, no bias.
+        const int64_t experts = std::max<int64_t>(p[2], 1);
+        return std::vector<Example>{
+            {{{p[0], p[1]}, {p[0], experts}, {experts}},
+             MakeAttrs({{"k", std::min<int64_t>(2, experts)}, {"capacity", std::max<int64_t>(p[0] / 2, 1)}})},
+            {{{p[1], p[0]}, {p[1], experts}, {}}, MakeAttrs({{"k", int64_t{1}}, {"capacity", p[1]}})}};
       });
 }
 

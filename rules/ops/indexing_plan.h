@@ -1,6 +1,6 @@
 // The indexing and scatter ops' plans (docs/OPS.md "Paddle's other registered ops"):
 // one_hot, roll, pad, swiglu, index_select, gather, take_along_axis, put_along_axis, gather_nd,
-// scatter, scatter_nd_add, index_put, moe_combine.
+// scatter, scatter_nd_add, index_put, moe_combine, moe_gate_dispatch.
 // Written once for their rules (rules/ops/indexing.cc, rules/ops/scatter.cc), float64
 // references (reference/ops_indexing.cc, ops_scatter.cc), CPU kernels
 // (kernels/cpu/indexing.cc, scatter.cc) and CUDA kernels (kernels/cuda/indexing.cu,
@@ -256,6 +256,55 @@ inline MoeCombinePlan PlanMoeCombine(const Dims& x, const Dims& weights, const D
   p.tokens = weights[0];
   p.k = weights[1];
   p.out = {p.tokens, p.hidden};
+  return p;
+}
+
+// ---- moe_gate_dispatch ----
+
+// x [tokens, hidden], gate_logits [tokens, experts] (Paddle passes probabilities), corr_bias
+// [experts] or 0-d (absent); attrs k (1 <= k <= experts), capacity (>= 0), use_pad (only
+// true). Outputs y [experts, capacity, hidden], combine_weights [tokens, k], scatter_index
+// [k, tokens], expert_offset [experts], expert_id [tokens, k]. The routing itself (which
+// experts, which slots) depends on the values and is each backend's own loop.
+struct MoeGateDispatchPlan {
+  int64_t tokens = 0, hidden = 0, experts = 0, k = 0, capacity = 0;
+  bool has_bias = false;
+  std::vector<Dims> outs;  // y, combine_weights, scatter_index, expert_offset, expert_id
+};
+
+inline MoeGateDispatchPlan PlanMoeGateDispatch(const Dims& x, const Dims& gate, const Dims& bias,
+                                               const Attrs& attrs) {
+  if (x.size() != 2) {
+    ThrowInvalid(shape::InputField(0, "shape"), "x must be [tokens, hidden], got " + shape::ShapeString(x));
+  }
+  if (gate.size() != 2 || gate[0] != x[0]) {
+    ThrowInvalid(shape::InputField(1, "shape"), "gate_logits must be [" + std::to_string(x[0]) +
+                                                    ", experts] (x's tokens), got " + shape::ShapeString(gate));
+  }
+  MoeGateDispatchPlan p;
+  p.tokens = x[0];
+  p.hidden = x[1];
+  p.experts = gate[1];
+  p.has_bias = !bias.empty();
+  if (p.has_bias && bias != Dims{p.experts}) {
+    ThrowInvalid(shape::InputField(2, "shape"), "corr_bias must be [" + std::to_string(p.experts) +
+                                                    "] or 0-d (absent), got " + shape::ShapeString(bias));
+  }
+  if (!attrs.GetBool("use_pad")) {
+    ThrowUnsupported("attrs.use_pad", "only use_pad true (y padded to [experts, capacity, hidden]) is supported");
+  }
+  p.k = attrs.GetInt("k");
+  if (p.k < 1 || p.k > p.experts) {
+    ThrowInvalid("attrs.k", "k " + std::to_string(p.k) + " outside [1, " + std::to_string(p.experts) + "] (experts)");
+  }
+  p.capacity = attrs.GetInt("capacity");
+  // A slot id e * capacity + c must stay an exact int64 (and a double's integer).
+  constexpr int64_t kMaxSlots = int64_t{1} << 52;
+  if (p.capacity < 0 || (p.capacity > 0 && p.experts > kMaxSlots / p.capacity)) {
+    ThrowInvalid("attrs.capacity", "capacity " + std::to_string(p.capacity) + " outside [0, 2^52 / " +
+                                       std::to_string(p.experts) + "] (experts * capacity slots)");
+  }
+  p.outs = {{p.experts, p.capacity, p.hidden}, {p.tokens, p.k}, {p.k, p.tokens}, {p.experts}, {p.tokens, p.k}};
   return p;
 }
 

@@ -226,6 +226,30 @@ _batch_norm_args.attr_names = ("is_test", "momentum", "epsilon", "data_format", 
 _batch_norm_args.adapt = lambda n_inputs, ins, outs, attrs: (ins, outs[:5])
 
 
+def _moe_gate_dispatch_args(specs, attrs):
+    """Paddle's rule: (x, gate_logits, k, capacity, use_pad); it takes no corr_bias (its
+    kernel reads the whole bias). The bias's rank is kept for the adapter below (called
+    right after, in the same run_framework)."""
+    shape = specs[2].shape() if callable(specs[2].shape) else specs[2].shape
+    _moe_gate_dispatch_args.bias_rank = len(list(shape))
+    return list(specs[:2]) + [attrs["k"], attrs["capacity"], attrs["use_pad"]]
+
+
+def _moe_gate_dispatch_adapt(n_inputs, ins, outs, attrs):
+    """Paddle lays out x and gate_logits only: corr_bias is judged replicated (its kernel
+    reads every expert's bias), or unset (0-d) when absent."""
+    from paddle.distributed.auto_parallel.static.dist_attribute import TensorDistAttr
+    bias = TensorDistAttr()
+    bias.process_mesh = ins[0].process_mesh
+    bias.dims_mapping = [-1] * _moe_gate_dispatch_args.bias_rank
+    return list(ins[:2]) + [bias], outs
+
+
+_moe_gate_dispatch_args.attr_names = ("k", "capacity", "use_pad")
+_moe_gate_dispatch_args.bias_rank = 0
+_moe_gate_dispatch_args.adapt = _moe_gate_dispatch_adapt
+
+
 def _linear_v2_args(specs, attrs):
     """Paddle's rule: (x, weight, bias, transpose_weight); it answers a second, unset output
     that spmdkit's op has not (transpose_weight true: _linear_v2_refuses)."""
@@ -355,6 +379,7 @@ OPS: List[PaddleOp] = (
        PaddleOp("put_along_axis", ["put_along_axis"], [_put_along_axis_args]),
        PaddleOp("index_put", ["index_put"], [_index_put_args]),
        PaddleOp("moe_combine", ["moe_combine"], [_a()]),
+       PaddleOp("moe_gate_dispatch", ["moe_gate_dispatch"], [_moe_gate_dispatch_args]),
        PaddleOp("fused_gemm_epilogue", ["fused_gemm_epilogue"],
                 [_a("trans_x", "trans_y"), _a("trans_x", "trans_y", "activation")]),
        PaddleOp("fused_linear_param_grad_add", ["fused_linear_param_grad_add"],
