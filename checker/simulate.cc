@@ -504,28 +504,12 @@ Outcome CheckClaimOnce(const Case& c, const std::vector<DistAttr>& required,
 
 namespace {
 
-// The key of a (required, claimed) pair in SimulationCache::claims, written into `key`:
-// every dim's axis list and every partial (axis, op), each list after its length, so that
-// distinct pairs get distinct keys.
+// The key of a (required, claimed) pair in SimulationCache::claims, written into `key`
+// (AppendKey of the two lists: distinct pairs get distinct keys).
 void ClaimKey(const std::vector<DistAttr>& required, const std::vector<DistAttr>& claimed, std::string& key) {
   key.clear();
-  auto put = [&](int32_t value) { key.append(reinterpret_cast<const char*>(&value), sizeof value); };
-  auto add = [&](const DistAttr& attr) {
-    put(static_cast<int32_t>(attr.dims.size()));
-    for (const AxisList& axes : attr.dims) {
-      put(static_cast<int32_t>(axes.size()));
-      for (int a : axes) put(a);
-    }
-    put(static_cast<int32_t>(attr.partial.size()));
-    for (const auto& [axis, op] : attr.partial) {
-      put(axis);
-      put(static_cast<int32_t>(op));
-    }
-  };
-  put(static_cast<int32_t>(required.size()));
-  for (const DistAttr& attr : required) add(attr);
-  put(static_cast<int32_t>(claimed.size()));
-  for (const DistAttr& attr : claimed) add(attr);
+  AppendKey(key, required);
+  AppendKey(key, claimed);
 }
 
 // Binds the cache to c's family, or throws when c belongs to another.

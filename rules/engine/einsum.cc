@@ -534,8 +534,8 @@ class BoundMemo {
   int64_t Get(const Context& cx, size_t i, const DistAttr& given, const DistAttr& required) {
     if (i >= per_input_.size()) per_input_.resize(i + 1);
     key_.clear();
-    AppendKey(given);
-    AppendKey(required);
+    AppendKey(key_, given);
+    AppendKey(key_, required);
     auto& known = per_input_[i];
     if (auto it = known.find(key_); it != known.end()) return it->second;
     const int64_t bytes = Compute(cx, i, given, required);
@@ -544,20 +544,7 @@ class BoundMemo {
   }
 
  private:
-  // Every field length-first, so that distinct pairs get distinct keys.
-  void Append(int32_t value) { key_.append(reinterpret_cast<const char*>(&value), sizeof value); }
-  void AppendKey(const DistAttr& attr) {
-    Append(static_cast<int32_t>(attr.dims.size()));
-    for (const AxisList& axes : attr.dims) {
-      Append(static_cast<int32_t>(axes.size()));
-      for (int axis : axes) Append(axis);
-    }
-    Append(static_cast<int32_t>(attr.partial.size()));
-    for (const auto& [axis, op] : attr.partial) {
-      Append(axis);
-      Append(static_cast<int32_t>(op));
-    }
-  }
+  // AppendKey: distinct pairs get distinct keys.
   static int64_t Compute(const Context& cx, size_t i, const DistAttr& given, const DistAttr& required) {
     try {
       if (!given.partial.empty() && given.partial == required.partial) {
