@@ -504,23 +504,12 @@ Outcome CheckClaimOnce(const Case& c, const std::vector<DistAttr>& required,
 
 namespace {
 
-// The key of a (required, claimed) pair in SimulationCache::claims: every dim's axis list
-// and every partial (axis, op), with separators, so that distinct pairs get distinct keys.
-std::string ClaimKey(const std::vector<DistAttr>& required, const std::vector<DistAttr>& claimed) {
-  std::string key;
-  auto add = [&](const DistAttr& attr) {
-    for (const AxisList& axes : attr.dims) {
-      for (int a : axes) key += std::to_string(a) + ",";
-      key += ";";
-    }
-    key += "p";
-    for (const auto& [axis, op] : attr.partial) key += std::to_string(axis) + ":" + std::to_string(static_cast<int>(op)) + ",";
-    key += "|";
-  };
-  for (const DistAttr& attr : required) add(attr);
-  key += "->";
-  for (const DistAttr& attr : claimed) add(attr);
-  return key;
+// The key of a (required, claimed) pair in SimulationCache::claims, written into `key`
+// (AppendKey of the two lists: distinct pairs get distinct keys).
+void ClaimKey(const std::vector<DistAttr>& required, const std::vector<DistAttr>& claimed, std::string& key) {
+  key.clear();
+  AppendKey(key, required);
+  AppendKey(key, claimed);
 }
 
 // Binds the cache to c's family, or throws when c belongs to another.
@@ -546,19 +535,25 @@ Outcome CheckClaimUncached(const Case& c, const std::vector<DistAttr>& required,
 
 }  // namespace
 
+// CheckClaim through a bound cache: the outcome is the cache's.
+const Outcome& CheckClaimCached(const Case& c, const std::vector<DistAttr>& required,
+                                const std::vector<DistAttr>& claimed) {
+  SimulationCache& cache = *c.cache;
+  ClaimKey(required, claimed, cache.key);
+  if (auto it = cache.claims.find(cache.key); it != cache.claims.end()) {
+    ++cache.reused;
+    return it->second;
+  }
+  Outcome outcome = CheckClaimUncached(c, required, claimed);
+  ++cache.simulated;
+  return cache.claims.emplace(cache.key, std::move(outcome)).first->second;
+}
+
 Outcome CheckClaim(const Case& c, const std::vector<DistAttr>& required,
                    const std::vector<DistAttr>& claimed) {
   if (c.cache == nullptr) return CheckClaimUncached(c, required, claimed);
   BindCache(*c.cache, c);
-  const std::string key = ClaimKey(required, claimed);
-  if (auto it = c.cache->claims.find(key); it != c.cache->claims.end()) {
-    ++c.cache->reused;
-    return it->second;
-  }
-  Outcome outcome = CheckClaimUncached(c, required, claimed);
-  ++c.cache->simulated;
-  c.cache->claims.emplace(key, outcome);
-  return outcome;
+  return CheckClaimCached(c, required, claimed);
 }
 
 namespace {
@@ -592,7 +587,26 @@ Outcome CheckClaimUncached(const Case& c, const std::vector<DistAttr>& required,
 
 }  // namespace
 
+const Outcome& CheckForwardCached(const Case& c) {
+  if (c.cache == nullptr) throw std::logic_error("CheckForwardCached: the case has no cache");
+  SimulationCache& cache = *c.cache;
+  BindCache(cache, c);
+  if (!cache.forward) cache.forward.emplace(*c.op, c.mesh, c.shapes, c.attrs);
+  cache.dists.clear();
+  for (const DistAttr& input : c.inputs) cache.dists.push_back(&input);
+  InferResult rule;
+  try {
+    rule = cache.forward->Infer(cache.dists);
+  } catch (const SpmdError& e) {
+    cache.refused = Outcome{};
+    cache.refused.note = std::string("the rule refuses: ") + e.what();
+    return cache.refused;
+  }
+  return CheckClaimCached(c, rule.inputs, rule.outputs);
+}
+
 Outcome CheckForward(const Case& c) {
+  if (c.cache != nullptr) return CheckForwardCached(c);
   std::vector<TensorArg> args;
   for (size_t i = 0; i < c.shapes.size(); ++i) args.push_back({c.shapes[i], c.inputs[i]});
   InferResult rule;

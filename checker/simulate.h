@@ -13,6 +13,7 @@
 #include <random>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "reference/reference.h"
@@ -92,7 +93,13 @@ struct SimulationCache {
     std::mt19937_64 rng;               // the generator after the draw
   };
   std::deque<Draw> draws;  // (a deque: a reference to a draw stays valid as more come)
-  std::map<std::string, Outcome> claims;  // encoded (required, claimed) -> outcome
+  std::unordered_map<std::string, Outcome> claims;  // encoded (required, claimed) -> outcome
+  // The rule prepared for the family (PreparedForward: the same answers as InferForward),
+  // made by the first forward case.
+  std::optional<PreparedForward> forward;
+  std::string key;                         // the key being looked up (no allocation per case)
+  std::vector<const DistAttr*> dists;      // the case's input dist attrs, by address
+  Outcome refused;                         // the outcome of a case the rule refuses
   int64_t simulated = 0;  // claims checked by simulation
   int64_t reused = 0;     // claims answered from `claims`
   // The family (set by the first case).
@@ -107,6 +114,9 @@ struct SimulationCache {
 
 // Infers the rule forward and checks it (throws as CheckClaim does).
 Outcome CheckForward(const Case& c);
+// CheckForward for a case with a cache (c.cache set; std::logic_error otherwise), without
+// copying: the outcome is held by the cache, and valid until its next use.
+const Outcome& CheckForwardCached(const Case& c);
 
 // Checks a claim as if a rule had made it: the inputs hold `required`, the outputs are
 // claimed to be `claimed`. Throws SpmdError for a case over kMaxSimulatedElements. A case

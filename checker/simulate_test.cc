@@ -3,7 +3,9 @@
 // the rule refusing makes a case not applicable.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <stdexcept>
+#include <string>
 
 #include "checker/simulate.h"
 #include "checker/sweep.h"
@@ -141,6 +143,106 @@ TEST(SimulationCache, AReusedOutcomeIsTheOutcomeOfTheSameComputation) {
   EXPECT_GT(checked, 1000);
   EXPECT_GT(reused, 100);         // the sample does share pairs
   EXPECT_GT(other_unsound, 100);  // and the other claims are often wrong
+}
+
+// What one inference gives: the answer, or the error's type and text.
+struct Answer {
+  std::optional<InferResult> result;
+  std::string error;
+  std::string Text() const {
+    if (!result) return "refused: " + error;
+    std::string text;
+    for (const DistAttr& attr : result->inputs) text += ToString(attr) + " ";
+    text += "->";
+    for (const DistAttr& attr : result->outputs) text += " " + ToString(attr);
+    return text;
+  }
+};
+
+template <typename Fn>
+Answer AnswerOf(Fn&& infer) {
+  Answer answer;
+  try {
+    answer.result = infer();
+  } catch (const SpmdError& e) {
+    answer.error = std::string(ToString(e.type())) + " " + e.what();
+  }
+  return answer;
+}
+
+// The sweep's families infer through PreparedForward, one per family, which keeps the
+// planner bounds its pricing computed across the family's cases. Every op, every example
+// of the three palettes, on 2x2 and 2x2x2: a strided sample of the sweep's input
+// combinations, then dist attrs the rule refuses (an axis off the mesh, a dim too many),
+// each answered by one PreparedForward per family in turn and by InferForward alone: the
+// same answer or the same error. A prepared inference that kept a bound under a key
+// missing the given layout, or reused another family's, answers contested cases
+// differently.
+TEST(PreparedForward, GivesWhatInferForwardGives) {
+  int64_t answered = 0, refused = 0, moved = 0;
+  for (const std::vector<int64_t>& mesh_shape : std::vector<std::vector<int64_t>>{{2, 2}, {2, 2, 2}}) {
+    const Mesh mesh(mesh_shape);
+    for (const OpDecl& op : AllOps()) {
+      for (const SizePalette& palette : DefaultPalettes()) {
+        for (const Example& example : op.examples(palette)) {
+          SCOPED_TRACE(op.name + " on " + ToString(mesh));
+          std::vector<ReduceOp> partial_ops;
+          try {
+            partial_ops = PartialInputOps(op, example, op.NormalizeAttrs(example.attrs));
+          } catch (const SpmdError&) {
+            partial_ops = {ReduceOp::kSum};  // the rule refuses these attrs: so must the prepared one
+          }
+          std::vector<std::vector<DistAttr>> choices;
+          int64_t total = 1;
+          for (const Shape& shape : example.shapes) {
+            choices.push_back(EnumerateDistAttrs(static_cast<int>(shape.size()), mesh.ndim(), partial_ops));
+            total *= static_cast<int64_t>(choices.back().size());
+          }
+          std::vector<std::vector<DistAttr>> requests;
+          const int64_t step = std::max<int64_t>(1, total / 40);
+          for (int64_t k = 0; k < total; k += step) {
+            std::vector<DistAttr> inputs(choices.size());
+            int64_t rest = k;
+            for (int i = static_cast<int>(choices.size()) - 1; i >= 0; --i) {
+              inputs[i] = choices[i][rest % choices[i].size()];
+              rest /= static_cast<int64_t>(choices[i].size());
+            }
+            requests.push_back(std::move(inputs));
+          }
+          if (!requests.empty() && !requests[0].empty()) {
+            std::vector<DistAttr> off_mesh = requests.back();
+            off_mesh[0].partial[mesh.ndim()] = ReduceOp::kSum;
+            std::vector<DistAttr> extra_dim = requests.back();
+            extra_dim.back().dims.push_back({});
+            requests.push_back(off_mesh);
+            requests.push_back(extra_dim);
+          }
+          PreparedForward prepared(op, mesh, example.shapes, example.attrs);
+          for (const std::vector<DistAttr>& inputs : requests) {
+            std::vector<TensorArg> args;
+            std::vector<const DistAttr*> dists;
+            for (size_t i = 0; i < inputs.size(); ++i) {
+              args.push_back({example.shapes[i], inputs[i]});
+              dists.push_back(&inputs[i]);
+            }
+            const Answer alone = AnswerOf([&] { return InferForward(op, mesh, args, example.attrs); });
+            const Answer kept = AnswerOf([&] { return prepared.Infer(dists); });
+            ASSERT_EQ(kept.Text(), alone.Text());
+            ASSERT_EQ(kept.result, alone.result);
+            if (!alone.result) {
+              ++refused;
+              continue;
+            }
+            ++answered;
+            moved += alone.result->inputs != inputs;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(answered, 50000);
+  EXPECT_GT(refused, 1000);
+  EXPECT_GT(moved, 10000);  // many answers reshard, so their choice was priced
 }
 
 TEST(SimulationCache, ACaseOfAnotherFamilyIsRefused) {

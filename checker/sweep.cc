@@ -143,7 +143,7 @@ SweepRow SweepExhaustive(const OpDecl& op, const std::vector<int64_t>& mesh_shap
       Case c{&op, mesh, example.shapes, {}, example.attrs, ++seed, options.reference, &cache};
       ForEachCombination(choices, options.max_combinations, [&](const std::vector<DistAttr>& inputs) {
         c.inputs = inputs;
-        Record(options, row, c, CheckForward(c), "forward");
+        Record(options, row, c, CheckForwardCached(c), "forward");
       });
       if (options.reverse) SweepReverse(op, mesh, example, normalized, options, c, row);
       row.simulated += cache.simulated;

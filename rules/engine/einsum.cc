@@ -4,7 +4,10 @@
 #include <deque>
 #include <functional>
 #include <limits>
+#include <memory>
+#include <string>
 #include <stdexcept>
+#include <unordered_map>
 #include <utility>
 
 #include "rules/model/error.h"
@@ -519,44 +522,63 @@ InferResult Finish(const Context& cx, const Inputs& inputs, FactorMap map) {
 // lower bound gives them (ReshardLowerBound: exact for gathers and all-to-alls; the
 // planner's own search takes milliseconds, too slow for a rule the sweep answers millions
 // of times).
-// Per input, the required layouts already priced (choices often require the same one).
-// Price stops adding once it reaches `limit` (the best price so far: a choice that reaches
-// it cannot replace the best, so its remaining inputs need no pricing).
-using PriceMemo = std::vector<std::vector<std::pair<DistAttr, int64_t>>>;
+// The bounds already computed, per input: (given, required) -> bytes, or kUnpriceable
+// where the planner refuses the pair. Choices often require the same layout, so one
+// inference keeps its own; a prepared inference (PreparedEinsumForward) keeps them for
+// every inference it answers (its mesh and input shapes are fixed, and the bound is a
+// function of the mesh, the shape and the two dist attrs alone).
+class BoundMemo {
+ public:
+  static constexpr int64_t kUnpriceable = -1;
 
+  int64_t Get(const Context& cx, size_t i, const DistAttr& given, const DistAttr& required) {
+    if (i >= per_input_.size()) per_input_.resize(i + 1);
+    key_.clear();
+    AppendKey(key_, given);
+    AppendKey(key_, required);
+    auto& known = per_input_[i];
+    if (auto it = known.find(key_); it != known.end()) return it->second;
+    const int64_t bytes = Compute(cx, i, given, required);
+    known.emplace(key_, bytes);
+    return bytes;
+  }
+
+ private:
+  // AppendKey: distinct pairs get distinct keys.
+  static int64_t Compute(const Context& cx, size_t i, const DistAttr& given, const DistAttr& required) {
+    try {
+      if (!given.partial.empty() && given.partial == required.partial) {
+        // Partial to partial has no derived bound (0): with the same partial map kept,
+        // each addend moves its dims as a whole tensor would, so that move is the price.
+        DistAttr from = given, to = required;
+        from.partial.clear();
+        to.partial.clear();
+        return ReshardLowerBound(cx.mesh, from, cx.mesh, to, cx.InputShape(i), DType::kFloat32);
+      }
+      return ReshardLowerBound(cx.mesh, given, cx.mesh, required, cx.InputShape(i), DType::kFloat32);
+    } catch (const SpmdError&) {
+      return kUnpriceable;  // a partial map the planner refuses
+    }
+  }
+
+  std::vector<std::unordered_map<std::string, int64_t>> per_input_;
+  std::string key_;  // the key being looked up (kept: no allocation per lookup)
+};
+
+// Price stops adding once it reaches `limit` (the best price so far: a choice that reaches
+// it cannot replace the best, so its remaining inputs need no pricing). -1: not priceable
+// (no comparison).
 template <typename Inputs>
-int64_t Price(const Context& cx, const Inputs& inputs, const InferResult& answer, PriceMemo& memo,
+int64_t Price(const Context& cx, const Inputs& inputs, const InferResult& answer, BoundMemo& memo,
               int64_t limit = std::numeric_limits<int64_t>::max()) {
   int64_t bytes = 0;
-  memo.resize(inputs.size());
-  try {
-    for (size_t i = 0; i < inputs.size() && bytes < limit; ++i) {
-      if (cx.unread[i]) continue;
-      const DistAttr& required = answer.inputs[i];
-      if (required == In(inputs, i)) continue;  // nothing moves
-      int64_t b = -1;
-      for (const auto& [attr, priced] : memo[i]) {
-        if (attr == required) b = priced;
-      }
-      if (b < 0) {
-        const DistAttr& given = In(inputs, i);
-        if (!given.partial.empty() && given.partial == required.partial) {
-          // Partial to partial has no derived bound (0): with the same partial map kept,
-          // each addend moves its dims as a whole tensor would, so that move is the price.
-          DistAttr from = given, to = required;
-          from.partial.clear();
-          to.partial.clear();
-          b = ReshardLowerBound(cx.mesh, from, cx.mesh, to, cx.InputShape(i), DType::kFloat32);
-        } else {
-          b = ReshardLowerBound(cx.mesh, given, cx.mesh, required, cx.InputShape(i),
-                                DType::kFloat32);
-        }
-        memo[i].emplace_back(required, b);
-      }
-      bytes = SaturatingAdd(bytes, b);
-    }
-  } catch (const SpmdError&) {
-    return -1;  // not priceable (a partial map the planner refuses): no comparison
+  for (size_t i = 0; i < inputs.size() && bytes < limit; ++i) {
+    if (cx.unread[i]) continue;
+    const DistAttr& required = answer.inputs[i];
+    if (required == In(inputs, i)) continue;  // nothing moves
+    const int64_t b = memo.Get(cx, i, In(inputs, i), required);
+    if (b == BoundMemo::kUnpriceable) return -1;
+    bytes = SaturatingAdd(bytes, b);
   }
   return bytes;
 }
@@ -567,7 +589,7 @@ constexpr int kMaxPricedChoices = 64;
 // Steps 1-3: the claims, and among contested ones the cheapest choice. Returns the answer
 // and the factor map it was read from.
 template <typename Inputs>
-std::pair<InferResult, FactorMap> ChooseClaims(const Context& cx, const Inputs& inputs) {
+std::pair<InferResult, FactorMap> ChooseClaims(const Context& cx, const Inputs& inputs, BoundMemo& memo) {
   const EinsumSpec& spec = cx.spec;
   const Mesh& mesh = cx.mesh;
   // Steps 1-2: the claims. A forced-replicated factor claims nothing (it ends replicated,
@@ -662,7 +684,6 @@ std::pair<InferResult, FactorMap> ChooseClaims(const Context& cx, const Inputs& 
     if (contested_factor[f]) choices *= static_cast<int64_t>(options[f].size()) + 1;
     if (choices > kMaxPricedChoices) return {std::move(best), std::move(best_map)};
   }
-  PriceMemo memo;
   int64_t best_price = Price(cx, inputs, best, memo);
   if (best_price <= 0) return {std::move(best), std::move(best_map)};  // unpriceable, or nothing moves: nothing is cheaper
   std::vector<int> pick(order.size(), 0);  // per factor of `order`: 0 none, k list k-1
@@ -724,7 +745,8 @@ std::pair<InferResult, FactorMap> ChooseClaims(const Context& cx, const Inputs& 
 // and in every output but the whole ones, so no output turns partial); the
 // cheapest answer by the planner's bound wins, the current one on ties. Axes in mesh order; at most 64 candidates.
 template <typename Inputs>
-InferResult GiveIdleAxes(const Context& cx, const Inputs& inputs, InferResult best, FactorMap map) {
+InferResult GiveIdleAxes(const Context& cx, const Inputs& inputs, InferResult best, FactorMap map,
+                         BoundMemo& memo) {
   const EinsumSpec& spec = cx.spec;
   const Mesh& mesh = cx.mesh;
   std::vector<bool> used(mesh.ndim(), false);
@@ -746,7 +768,6 @@ InferResult GiveIdleAxes(const Context& cx, const Inputs& inputs, InferResult be
     if (!used[a] && mesh.axis_size(a) > 1) idle.push_back(a);
   }
   if (idle.empty()) return best;
-  PriceMemo memo;
   int64_t best_price = Price(cx, inputs, best, memo);
   if (best_price <= 0) return best;  // unpriceable, or nothing moves
   std::vector<bool> is_tied(spec.num_factors(), false);
@@ -789,11 +810,17 @@ InferResult GiveIdleAxes(const Context& cx, const Inputs& inputs, InferResult be
 }
 
 template <typename Inputs>
+InferResult EinsumForward(const Context& cx, const Inputs& inputs, BoundMemo& memo) {
+  auto [best, map] = ChooseClaims(cx, inputs, memo);
+  if (!cx.sized) return std::move(best);
+  return GiveIdleAxes(cx, inputs, std::move(best), std::move(map), memo);
+}
+
+template <typename Inputs>
 InferResult EinsumForward(const EinsumSpec& spec, const Mesh& mesh, const Inputs& inputs) {
   const Context cx(spec, mesh, inputs.size());
-  auto [best, map] = ChooseClaims(cx, inputs);
-  if (!cx.sized) return std::move(best);
-  return GiveIdleAxes(cx, inputs, std::move(best), std::move(map));
+  BoundMemo memo;
+  return EinsumForward(cx, inputs, memo);
 }
 
 }  // namespace
@@ -806,6 +833,32 @@ InferResult InferEinsumForward(const EinsumSpec& spec, const Mesh& mesh,
 InferResult InferEinsumForward(const EinsumSpec& spec, const Mesh& mesh,
                                const std::vector<const DistAttr*>& inputs) {
   return EinsumForward(spec, mesh, inputs);
+}
+
+// The spec and mesh are held here, and the context refers to them (the state is not moved:
+// the plan holds it by pointer).
+struct PreparedEinsumForward::State {
+  State(EinsumSpec s, Mesh m, size_t n) : spec(std::move(s)), mesh(std::move(m)), num_inputs(n), cx(spec, mesh, n) {}
+  const EinsumSpec spec;
+  const Mesh mesh;
+  const size_t num_inputs;
+  const Context cx;
+  BoundMemo memo;
+};
+
+PreparedEinsumForward::PreparedEinsumForward(EinsumSpec spec, Mesh mesh, size_t num_inputs)
+    : state_(std::make_unique<State>(std::move(spec), std::move(mesh), num_inputs)) {}
+PreparedEinsumForward::~PreparedEinsumForward() = default;
+PreparedEinsumForward::PreparedEinsumForward(PreparedEinsumForward&&) noexcept = default;
+PreparedEinsumForward& PreparedEinsumForward::operator=(PreparedEinsumForward&&) noexcept = default;
+
+const EinsumSpec& PreparedEinsumForward::spec() const { return state_->spec; }
+
+InferResult PreparedEinsumForward::Infer(const std::vector<const DistAttr*>& inputs) {
+  // The context is sized for the prepared number of inputs; another count is answered as
+  // InferEinsumForward answers it.
+  if (inputs.size() != state_->num_inputs) return EinsumForward(state_->spec, state_->mesh, inputs);
+  return EinsumForward(state_->cx, inputs, state_->memo);
 }
 
 InferResult InferEinsumReverse(const EinsumSpec& spec, const Mesh& mesh,

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -119,6 +120,28 @@ InferResult InferEinsumForward(const EinsumSpec& spec, const Mesh& mesh,
 // The same on the caller's dist attrs by address (nothing is copied).
 InferResult InferEinsumForward(const EinsumSpec& spec, const Mesh& mesh,
                                const std::vector<const DistAttr*>& inputs);
+
+// Forward inference prepared for many input dist attrs on one bound spec and one mesh
+// (the checker asks millions of them, a family's cases differing only in their dist
+// attrs): what does not depend on the dist attrs (each factor's canonical id, the forced
+// replicated and exchanged factors, the inputs' shapes) is computed once, and every bound
+// the pricing computes is kept for the inferences after (it depends on the mesh, the
+// input's shape and the two dist attrs alone). Infer gives what InferEinsumForward gives
+// for the same spec, mesh and inputs. Not safe to use from two threads at once.
+class PreparedEinsumForward {
+ public:
+  PreparedEinsumForward(EinsumSpec spec, Mesh mesh, size_t num_inputs);
+  ~PreparedEinsumForward();
+  PreparedEinsumForward(PreparedEinsumForward&&) noexcept;
+  PreparedEinsumForward& operator=(PreparedEinsumForward&&) noexcept;
+
+  InferResult Infer(const std::vector<const DistAttr*>& inputs);
+  const EinsumSpec& spec() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // Reverse inference from the outputs' dist attrs (their partial maps are ignored).
 // Throws SpmdError(kConflict, "outputs[i].dims_mapping") when the outputs disagree.

@@ -193,13 +193,11 @@ std::vector<Shape> CheckedOutputShapes(std::vector<Shape> shapes) {
   return shapes;
 }
 
-ForwardInference RunForward(const OpDecl& op, const Mesh& mesh,
-                            const std::vector<TensorArg>& inputs, const Attrs& attrs) {
+// Arity, each input's shape and dist attr, in input order. The fast checks build no field
+// names; a failing input goes through the naming checks, which throw (shape first, then
+// dist attr).
+void CheckForwardInputs(const OpDecl& op, const Mesh& mesh, const std::vector<TensorArg>& inputs) {
   CheckArity(op, inputs.size());
-  // The fast checks build no field names; a failing input goes through the naming checks,
-  // which throw exactly as before (shape first, then dist attr).
-  std::vector<Shape> shapes;
-  shapes.reserve(inputs.size());
   const int mesh_ndim = mesh.ndim();
   for (size_t i = 0; i < inputs.size(); ++i) {
     const int rank = static_cast<int>(inputs[i].shape.size());
@@ -207,39 +205,78 @@ ForwardInference RunForward(const OpDecl& op, const Mesh& mesh,
     if (!IsValid(inputs[i].dist, mesh_ndim, rank)) {
       Validate(inputs[i].dist, mesh, rank, InputField(i));
     }
-    shapes.push_back(inputs[i].shape);
   }
-  ForwardInference forward;
-  forward.normalized = op.NormalizeAttrs(attrs);
-  RuleContext context{shapes, forward.normalized};
-  // The dist attrs are copied only for a declaration's own hooks, which take a vector.
-  auto copied_dists = [&] {
-    std::vector<DistAttr> dists;
-    dists.reserve(inputs.size());
-    for (const TensorArg& input : inputs) dists.push_back(input.dist);
-    return dists;
-  };
+}
+
+// What a forward inference builds before it reads a dist attr: the normalised attrs, the
+// rule (a DimTrans spec, or a bound einsum spec) and the checked output shapes.
+struct ForwardRule {
+  Attrs normalized;
+  std::optional<DimTransSpec> dimtrans;
+  std::optional<EinsumSpec> einsum;
+  std::vector<Shape> output_shapes;
+};
+
+ForwardRule BuildForwardRule(const OpDecl& op, const std::vector<Shape>& shapes, const Attrs& attrs) {
+  ForwardRule rule;
+  rule.normalized = op.NormalizeAttrs(attrs);
+  const RuleContext context{shapes, rule.normalized};
   if (op.dimtrans) {
-    const DimTransSpec spec = op.dimtrans(context);  // validates shapes and attrs first
-    forward.output_shapes = CheckedOutputShapes({spec.output_shape});
-    if (op.dist_check) op.dist_check(context, copied_dists());
-    forward.rule = InferDimTransForward(spec, mesh, inputs[0].dist);
-    return forward;
+    rule.dimtrans = op.dimtrans(context);  // validates shapes and attrs first
+    rule.output_shapes = CheckedOutputShapes({rule.dimtrans->output_shape});
+    return rule;
   }
-  EinsumSpec spec = op.einsum(context);
-  BindFactorSizes(spec, shapes);
-  forward.output_shapes = CheckedOutputShapes(EinsumOutputShapes(spec));
-  if (op.dist_check || op.forward_override) {
-    const std::vector<DistAttr> dists = copied_dists();
-    if (op.dist_check) op.dist_check(context, dists);
-    forward.rule = op.forward_override ? op.forward_override(context, mesh, dists)
-                                       : InferEinsumForward(spec, mesh, dists);
-    return forward;
+  rule.einsum = op.einsum(context);
+  BindFactorSizes(*rule.einsum, shapes);
+  rule.output_shapes = CheckedOutputShapes(EinsumOutputShapes(*rule.einsum));
+  return rule;
+}
+
+// The dist attrs are copied only for a declaration's own hooks, which take a vector.
+std::vector<DistAttr> CopiedDists(const std::vector<const DistAttr*>& dists) {
+  std::vector<DistAttr> copied;
+  copied.reserve(dists.size());
+  for (const DistAttr* dist : dists) copied.push_back(*dist);
+  return copied;
+}
+
+// The rest of a forward inference, on valid inputs and their built rule: the op's own
+// check of the dist attrs, then the rule (the op's own forward, or the engine's; `prepared`
+// when given answers for the einsum engine on these shapes and mesh).
+InferResult RunForwardRule(const OpDecl& op, const Mesh& mesh, const std::vector<Shape>& shapes,
+                           const ForwardRule& rule, const std::vector<const DistAttr*>& dists,
+                           PreparedEinsumForward* prepared) {
+  const RuleContext context{shapes, rule.normalized};
+  if (rule.dimtrans) {
+    if (op.dist_check) op.dist_check(context, CopiedDists(dists));
+    return InferDimTransForward(*rule.dimtrans, mesh, *dists[0]);
   }
+  if (op.forward_override) {
+    const std::vector<DistAttr> copied = CopiedDists(dists);
+    if (op.dist_check) op.dist_check(context, copied);
+    return op.forward_override(context, mesh, copied);
+  }
+  if (op.dist_check) op.dist_check(context, CopiedDists(dists));
+  if (prepared != nullptr) return prepared->Infer(dists);
+  return InferEinsumForward(*rule.einsum, mesh, dists);
+}
+
+ForwardInference RunForward(const OpDecl& op, const Mesh& mesh,
+                            const std::vector<TensorArg>& inputs, const Attrs& attrs) {
+  CheckForwardInputs(op, mesh, inputs);
+  std::vector<Shape> shapes;
+  shapes.reserve(inputs.size());
   std::vector<const DistAttr*> dists;
   dists.reserve(inputs.size());
-  for (const TensorArg& input : inputs) dists.push_back(&input.dist);
-  forward.rule = InferEinsumForward(spec, mesh, dists);
+  for (const TensorArg& input : inputs) {
+    shapes.push_back(input.shape);
+    dists.push_back(&input.dist);
+  }
+  ForwardRule rule = BuildForwardRule(op, shapes, attrs);
+  ForwardInference forward;
+  forward.rule = RunForwardRule(op, mesh, shapes, rule, dists, nullptr);
+  forward.normalized = std::move(rule.normalized);
+  forward.output_shapes = std::move(rule.output_shapes);
   return forward;
 }
 
@@ -259,6 +296,57 @@ std::vector<Shape> InferOutputShapes(const OpDecl& op, const std::vector<Shape>&
 InferResult InferForward(const OpDecl& op, const Mesh& mesh, const std::vector<TensorArg>& inputs,
                          const Attrs& attrs) {
   return std::move(RunForward(op, mesh, inputs, attrs).rule);
+}
+
+struct PreparedForward::State {
+  const OpDecl* op = nullptr;
+  Mesh mesh;
+  std::vector<Shape> shapes;
+  Attrs attrs;
+  // The rule built once (none when building it threw: every inference then runs whole and
+  // throws as InferForward does).
+  std::optional<ForwardRule> rule;
+  std::optional<PreparedEinsumForward> einsum;  // the engine's, when the op has no own forward
+};
+
+PreparedForward::PreparedForward(const OpDecl& op, const Mesh& mesh, std::vector<Shape> shapes, Attrs attrs)
+    : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.op = &op;
+  s.mesh = mesh;
+  s.shapes = std::move(shapes);
+  s.attrs = std::move(attrs);
+  bool shapes_ok = op.variadic_inputs ? !s.shapes.empty() : s.shapes.size() == op.inputs.size();
+  for (const Shape& shape : s.shapes) shapes_ok = shapes_ok && ShapeOk(shape);
+  if (!shapes_ok) return;
+  try {
+    s.rule = BuildForwardRule(op, s.shapes, s.attrs);
+  } catch (...) {
+    return;  // thrown again, by the whole inference, for each request
+  }
+  if (s.rule->einsum && !op.forward_override) s.einsum.emplace(*s.rule->einsum, mesh, s.shapes.size());
+}
+
+PreparedForward::~PreparedForward() = default;
+PreparedForward::PreparedForward(PreparedForward&&) noexcept = default;
+PreparedForward& PreparedForward::operator=(PreparedForward&&) noexcept = default;
+
+InferResult PreparedForward::Infer(const std::vector<const DistAttr*>& dists) {
+  State& s = *state_;
+  if (dists.size() != s.shapes.size()) {
+    throw std::logic_error("PreparedForward of " + s.op->name + ": " + std::to_string(dists.size()) +
+                           " dist attrs for " + std::to_string(s.shapes.size()) + " shapes");
+  }
+  bool valid = s.rule.has_value();
+  for (size_t i = 0; valid && i < dists.size(); ++i) {
+    valid = IsValid(*dists[i], s.mesh.ndim(), static_cast<int>(s.shapes[i].size()));
+  }
+  if (!valid) {  // InferForward's own error, named as it names it
+    std::vector<TensorArg> inputs;
+    for (size_t i = 0; i < dists.size(); ++i) inputs.push_back({s.shapes[i], *dists[i]});
+    return InferForward(*s.op, s.mesh, inputs, s.attrs);
+  }
+  return RunForwardRule(*s.op, s.mesh, s.shapes, *s.rule, dists, s.einsum ? &*s.einsum : nullptr);
 }
 
 ForwardInference InferForwardWithShapes(const OpDecl& op, const Mesh& mesh,

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -290,6 +291,28 @@ struct TensorArg {
 // normalises attrs, builds the rule and runs it. Throws SpmdError naming the field.
 InferResult InferForward(const OpDecl& op, const Mesh& mesh, const std::vector<TensorArg>& inputs,
                          const Attrs& attrs);
+
+// InferForward for many dist attrs of the same inputs (the checker's families: one op,
+// mesh, input shapes and attrs, every combination of input dist attrs): the arity and
+// shape checks, the normalised attrs, the rule built for the shapes (DimTrans or einsum
+// spec) and the engine's context are made once, and the engine keeps the bounds its
+// pricing computed (PreparedEinsumForward). Infer(dists) gives what InferForward gives for
+// {shapes[i], *dists[i]} and the attrs: the same answer, or the same error (a request
+// InferForward refuses runs through InferForward). One dist attr per shape
+// (std::logic_error otherwise). Not safe to use from two threads at once.
+class PreparedForward {
+ public:
+  PreparedForward(const OpDecl& op, const Mesh& mesh, std::vector<Shape> shapes, Attrs attrs);
+  ~PreparedForward();
+  PreparedForward(PreparedForward&&) noexcept;
+  PreparedForward& operator=(PreparedForward&&) noexcept;
+
+  InferResult Infer(const std::vector<const DistAttr*>& dists);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // InferForward plus what it computes on the way: the normalised attrs and the global
 // output shapes (as InferOutputShapes gives them). Dispatch needs all three; one call

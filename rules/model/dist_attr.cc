@@ -240,6 +240,40 @@ int DistAttr::DimOfAxis(int axis) const {
   return -1;
 }
 
+namespace {
+
+// One number of a key: a byte below 255, or 255 and then the number in four bytes.
+void PutKeyNumber(std::string& key, int64_t value) {
+  if (value >= 0 && value < 255) {
+    key.push_back(static_cast<char>(value));
+    return;
+  }
+  key.push_back(static_cast<char>(255));
+  const auto wide = static_cast<int32_t>(value);
+  key.append(reinterpret_cast<const char*>(&wide), sizeof wide);
+}
+
+}  // namespace
+
+void AppendKey(std::string& key, const std::vector<DistAttr>& attrs) {
+  PutKeyNumber(key, static_cast<int64_t>(attrs.size()));
+  for (const DistAttr& attr : attrs) AppendKey(key, attr);
+}
+
+void AppendKey(std::string& key, const DistAttr& attr) {
+  auto put = [&](int64_t value) { PutKeyNumber(key, value); };
+  put(static_cast<int64_t>(attr.dims.size()));
+  for (const AxisList& axes : attr.dims) {
+    put(static_cast<int64_t>(axes.size()));
+    for (int axis : axes) put(axis);
+  }
+  put(static_cast<int64_t>(attr.partial.size()));
+  for (const auto& [axis, op] : attr.partial) {
+    put(axis);
+    put(static_cast<int64_t>(op));
+  }
+}
+
 bool IsValid(const DistAttr& attr, int mesh_ndim, int rank) {
   if (attr.rank() != rank || mesh_ndim < 0 || mesh_ndim > 64) return false;
   // The same range and uniqueness checks as PlacementsOf, on a bit mask, building nothing.

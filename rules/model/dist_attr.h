@@ -51,6 +51,14 @@ void Validate(const DistAttr& attr, const Mesh& mesh, int rank, const std::strin
 // text: callers on a hot path check this first and name the field only on failure.
 bool IsValid(const DistAttr& attr, int mesh_ndim, int rank);
 
+// Appends an encoding of `attr` to `key` (each list after its length, each number in one
+// byte below 255 and in five otherwise): distinct dist attrs give distinct encodings, and
+// so do distinct sequences of them appended one after another. For the keys of maps on a
+// hot path (a kept `key` is cleared and refilled without allocating).
+void AppendKey(std::string& key, const DistAttr& attr);
+// The same for a list: its length, then each dist attr's encoding.
+void AppendKey(std::string& key, const std::vector<DistAttr>& attrs);
+
 // ---- Placements: one per mesh axis ------------------------------------------------------
 
 struct Placement {

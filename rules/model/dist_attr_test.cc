@@ -4,6 +4,8 @@
 #include <rapidcheck/gtest.h>
 
 #include <functional>
+#include <map>
+#include <string>
 
 #include "rules/model/error.h"
 #include "rules/model/model_test_util.h"
@@ -22,6 +24,65 @@ const std::vector<ReduceOp> kAllReduceOps = {ReduceOp::kSum, ReduceOp::kAvg, Red
 
 DistAttr GenDistAttr(int mesh_ndim, int rank) {
   return testing::GenDistAttr(mesh_ndim, rank, kAllReduceOps);
+}
+
+// Every dist attr of rank 0 to 3 on three axes (each axis R, S(d) or P(sum / max), both
+// orders of a co-shard of two), and some beyond any mesh (axis 300, 70000, -1).
+std::vector<DistAttr> ManyDistAttrs() {
+  std::vector<DistAttr> attrs;
+  for (int rank = 0; rank <= 3; ++rank) {
+    const int options = 1 + rank + 2;
+    for (int code = 0; code < options * options * options; ++code) {
+      DistAttr attr = DistAttr::Replicated(rank);
+      for (int axis = 0, rest = code; axis < 3; ++axis, rest /= options) {
+        const int choice = rest % options;
+        if (choice >= 1 && choice <= rank) attr.dims[choice - 1].push_back(axis);
+        if (choice == rank + 1) attr.partial[axis] = ReduceOp::kSum;
+        if (choice == rank + 2) attr.partial[axis] = ReduceOp::kMax;
+      }
+      attrs.push_back(attr);
+      for (int d = 0; d < rank; ++d) {
+        if (attr.dims[d].size() != 2) continue;
+        DistAttr swapped = attr;
+        std::swap(swapped.dims[d][0], swapped.dims[d][1]);
+        attrs.push_back(swapped);
+      }
+    }
+  }
+  for (int axis : {300, 70000, -1, 255, 254}) {
+    attrs.push_back(DistAttr{{{axis}}, {}});
+    attrs.push_back(DistAttr{{{}}, {{axis, ReduceOp::kSum}}});
+  }
+  return attrs;
+}
+
+TEST(DistAttrTest, KeysOfDistinctDistAttrsAreDistinct) {
+  const std::vector<DistAttr> attrs = ManyDistAttrs();
+  std::map<std::string, DistAttr> seen;
+  for (const DistAttr& attr : attrs) {
+    std::string key;
+    AppendKey(key, attr);
+    auto [it, fresh] = seen.emplace(key, attr);
+    EXPECT_TRUE(fresh || it->second == attr) << ToString(attr) << " and " << ToString(it->second);
+  }
+  EXPECT_GT(seen.size(), 500u);
+  // Lists one after another (a rule's inputs, then its outputs): distinct pairs of lists of
+  // 0 to 2 dist attrs, distinct keys.
+  std::vector<std::vector<DistAttr>> lists = {{}};
+  for (size_t a = 0; a < 12; ++a) {
+    lists.push_back({attrs[a * 37 % attrs.size()]});
+    for (size_t b = 0; b < 12; ++b) lists.push_back({attrs[a * 37 % attrs.size()], attrs[b * 53 % attrs.size()]});
+  }
+  std::map<std::string, std::pair<size_t, size_t>> pairs;
+  for (size_t x = 0; x < lists.size(); ++x) {
+    for (size_t y = 0; y < lists.size(); ++y) {
+      std::string key;
+      AppendKey(key, lists[x]);
+      AppendKey(key, lists[y]);
+      auto [it, fresh] = pairs.emplace(key, std::pair{x, y});
+      EXPECT_TRUE(fresh || (lists[it->second.first] == lists[x] && lists[it->second.second] == lists[y]));
+    }
+  }
 }
 
 TEST(DistAttrTest, ReduceOpNames) {

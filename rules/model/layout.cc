@@ -8,12 +8,6 @@
 namespace spmd {
 namespace {
 
-// Returns min(index * chunk, size) without forming a product larger than `size`.
-int64_t ClampedStart(int64_t index, int64_t chunk, int64_t size) {
-  if (chunk == 0 || index > size / chunk) return size;
-  return std::min(index * chunk, size);
-}
-
 void CheckCoord(const Mesh& mesh, const std::vector<int64_t>& coord) {
   if (static_cast<int>(coord.size()) != mesh.ndim()) {
     ThrowInvalid("coord", "has " + std::to_string(coord.size()) + " entries for a mesh of " +
@@ -49,25 +43,20 @@ Range ChunkOf(int64_t size, int64_t parts, int64_t index) {
     ThrowInvalid("index", std::to_string(index) + " is not in [0, " + std::to_string(parts) +
                               ")");
   }
-  const int64_t chunk = size == 0 ? 0 : (size - 1) / parts + 1;  // ceil, overflow-free
-  return Range{ClampedStart(index, chunk, size), ClampedStart(index + 1, chunk, size)};
+  return ChunkOfUnchecked(size, parts, index);
 }
 
 Range DimRangeAt(int64_t dim_size, const AxisList& axes, const Mesh& mesh,
                  const std::vector<int64_t>& coord) {
   CheckCoord(mesh, coord);
   if (dim_size < 0) ThrowInvalid("dim_size", std::to_string(dim_size) + " is negative");
-  Range range{0, dim_size};
   for (int axis : axes) {
     if (axis < 0 || axis >= mesh.ndim()) {
       ThrowInvalid("axes", "mesh axis " + std::to_string(axis) + " is not in [0, " +
                                std::to_string(mesh.ndim()) + ")");
     }
-    // Each axis splits the chunk the previous (more major) axes left.
-    const Range chunk = ChunkOf(range.size(), mesh.axis_size(axis), coord[axis]);
-    range = Range{range.begin + chunk.begin, range.begin + chunk.end};
   }
-  return range;
+  return DimRangeAtUnchecked(dim_size, axes, mesh, coord);
 }
 
 std::vector<int64_t> LocalShape(const std::vector<int64_t>& global_shape, const DistAttr& attr,

@@ -4,6 +4,7 @@
 // Co-shard applies this at each level to the parent chunk. Empty chunks are normal.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -27,6 +28,26 @@ Range ChunkOf(int64_t size, int64_t parts, int64_t index);
 // the dim's axis list applied major to minor.
 Range DimRangeAt(int64_t dim_size, const AxisList& axes, const Mesh& mesh,
                  const std::vector<int64_t>& coord);
+
+// ChunkOf and DimRangeAt without their checks, for a caller that has made them (parts >= 1,
+// 0 <= index < parts, sizes >= 0; every axis in [0, mesh.ndim()) and `coord` a coordinate
+// of `mesh`), once for many calls: the same ranges.
+inline Range ChunkOfUnchecked(int64_t size, int64_t parts, int64_t index) {
+  const int64_t chunk = size == 0 ? 0 : (size - 1) / parts + 1;  // ceil, overflow-free
+  // min(i * chunk, size) without forming a product larger than `size`.
+  auto start = [&](int64_t i) { return chunk == 0 || i > size / chunk ? size : std::min(i * chunk, size); };
+  return Range{start(index), start(index + 1)};
+}
+inline Range DimRangeAtUnchecked(int64_t dim_size, const AxisList& axes, const Mesh& mesh,
+                                 const std::vector<int64_t>& coord) {
+  Range range{0, dim_size};
+  for (int axis : axes) {
+    // Each axis splits the chunk the previous (more major) axes left.
+    const Range chunk = ChunkOfUnchecked(range.size(), mesh.axis_size(axis), coord[axis]);
+    range = Range{range.begin + chunk.begin, range.begin + chunk.end};
+  }
+  return range;
+}
 
 // A box: one global range per dim (a rank's shard, a piece in transit, an intersection).
 using Box = std::vector<Range>;

@@ -260,13 +260,29 @@ int64_t ReshardLowerBound(const Mesh& from_mesh, const DistAttr& from, const Mes
       }
     }
     // Per target rank, its box and the source box of the same process (if it has one), one
-    // dim at a time: no boxes are built.
+    // dim at a time: no boxes are built. With every size >= 0 and every axis of both dist
+    // attrs on its mesh, DimRangeAt's checks (which throw otherwise) pass for every rank's
+    // coordinate, and the ranges are computed without them.
+    bool checked = true;
+    for (int64_t size : shape) checked = checked && size >= 0;
+    for (const auto& [attr, mesh] : {std::pair{&to, &to_mesh}, std::pair{&from, &from_mesh}}) {
+      for (const AxisList& axes : attr->dims) {
+        for (int axis : axes) checked = checked && axis >= 0 && axis < mesh->ndim();
+      }
+    }
+    auto range_at = [checked](int64_t size, const AxisList& axes, const Mesh& mesh,
+                              const std::vector<int64_t>& at) {
+      return checked ? DimRangeAtUnchecked(size, axes, mesh, at) : DimRangeAt(size, axes, mesh, at);
+    };
     Box target(shape.size()), source(shape.size());
     std::vector<int64_t> coord(to_mesh.ndim(), 0);
     std::optional<std::vector<int64_t>> other_coord;
     __int128 target_total = 0;
-    std::set<std::pair<std::vector<int64_t>, std::vector<int64_t>>> pairs;  // partial source
-    __int128 held_and_needed = 0;
+    // A partial source: each rank's (source box, target box), as begin, end per dim of the
+    // one then of the other, and the elements it both holds and needs.
+    const size_t key_size = 4 * shape.size();
+    std::vector<int64_t> pair_keys;
+    std::vector<__int128> pair_held;
     for (int64_t k = 0; k < to_mesh.size(); ++k) {
       const std::vector<int64_t>* own = &coord;
       if (!same_mesh) {
@@ -275,10 +291,10 @@ int64_t ReshardLowerBound(const Mesh& from_mesh, const DistAttr& from, const Mes
       }
       __int128 target_volume = 1, held = 1;
       for (size_t d = 0; d < shape.size(); ++d) {
-        target[d] = DimRangeAt(shape[d], to.dims[d], to_mesh, coord);
+        target[d] = range_at(shape[d], to.dims[d], to_mesh, coord);
         target_volume *= target[d].size();
         if (own) {
-          source[d] = DimRangeAt(shape[d], from.dims[d], from_mesh, *own);
+          source[d] = range_at(shape[d], from.dims[d], from_mesh, *own);
           const int64_t begin = std::max(target[d].begin, source[d].begin);
           held *= std::max<int64_t>(0, std::min(target[d].end, source[d].end) - begin);
         }
@@ -289,16 +305,28 @@ int64_t ReshardLowerBound(const Mesh& from_mesh, const DistAttr& from, const Mes
       // it when it holds only an addend).
       bound = std::max(bound, (target_volume - (addends == 1 ? held : 0)) * s);
       if (addends > 1 && own) {
-        std::vector<int64_t> a, b;
-        for (size_t d = 0; d < shape.size(); ++d) {
-          a.insert(a.end(), {source[d].begin, source[d].end});
-          b.insert(b.end(), {target[d].begin, target[d].end});
-        }
-        if (pairs.emplace(std::move(a), std::move(b)).second) held_and_needed += held;
+        for (size_t d = 0; d < shape.size(); ++d) pair_keys.insert(pair_keys.end(), {source[d].begin, source[d].end});
+        for (size_t d = 0; d < shape.size(); ++d) pair_keys.insert(pair_keys.end(), {target[d].begin, target[d].end});
+        pair_held.push_back(held);
       }
       for (int a = to_mesh.ndim() - 1; a >= 0; --a) {  // row-major, as process_ids
         if (++coord[a] < to_mesh.axis_size(a)) break;
         coord[a] = 0;
+      }
+    }
+    // The elements held and needed, over the distinct (source box, target box) pairs (one
+    // pair's count is a function of its boxes): sorted, each pair counted at its first.
+    __int128 held_and_needed = 0;
+    if (!pair_held.empty()) {
+      std::vector<size_t> order(pair_held.size());
+      for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+      auto key = [&](size_t k) { return pair_keys.begin() + static_cast<std::ptrdiff_t>(k * key_size); };
+      auto less = [&](size_t x, size_t y) {
+        return std::lexicographical_compare(key(x), key(x) + key_size, key(y), key(y) + key_size);
+      };
+      std::sort(order.begin(), order.end(), less);
+      for (size_t k = 0; k < order.size(); ++k) {
+        if (k == 0 || less(order[k - 1], order[k])) held_and_needed += pair_held[order[k]];
       }
     }
     if (addends > 1) {

@@ -452,18 +452,7 @@ class PlanKeyWriter {
       key_ += name;
     }
   }
-  void Attr(const DistAttr& a) {
-    Int(static_cast<int64_t>(a.dims.size()));
-    for (const AxisList& axes : a.dims) {
-      Int(static_cast<int64_t>(axes.size()));
-      for (int axis : axes) Int(axis);
-    }
-    Int(static_cast<int64_t>(a.partial.size()));
-    for (const auto& [axis, op] : a.partial) {
-      Int(axis);
-      Int(static_cast<int64_t>(op));
-    }
-  }
+  void Attr(const DistAttr& a) { AppendKey(key_, a); }  // self-delimiting, as the fixed-width Int
   std::string Take() { return std::move(key_); }
 
  private:
