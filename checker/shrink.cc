@@ -34,7 +34,8 @@ int64_t AxisProduct(const AxisList& axes, const Mesh& mesh) {
 
 // The structure of a size's layouts: for each axis list and each rank, the positions of its
 // chunk's begin and end among the sorted distinct boundaries, then each piece between
-// consecutive boundaries as 1 (one element) or 2 (more).
+// consecutive boundaries as 1, 2 or 3 (more) elements: three, not two, so that an
+// exclusive scan (cumsum's exclusive) keeps an element reading two others in a piece.
 std::vector<int64_t> Structure(int64_t size, const std::vector<AxisList>& lists, const Mesh& mesh,
                                const std::vector<std::vector<int64_t>>& coords) {
   std::vector<Range> ranges;
@@ -56,7 +57,7 @@ std::vector<int64_t> Structure(int64_t size, const std::vector<AxisList>& lists,
     out.push_back(at(r.end));
   }
   out.push_back(-1);
-  for (size_t k = 0; k + 1 < bounds.size(); ++k) out.push_back(std::min<int64_t>(bounds[k + 1] - bounds[k], 2));
+  for (size_t k = 0; k + 1 < bounds.size(); ++k) out.push_back(std::min<int64_t>(bounds[k + 1] - bounds[k], 3));
   return out;
 }
 
@@ -64,7 +65,7 @@ std::vector<int64_t> Structure(int64_t size, const std::vector<AxisList>& lists,
 // axis product), or `size` itself.
 int64_t SmallestLike(int64_t size, const std::vector<AxisList>& lists, const Mesh& mesh,
                      const std::vector<std::vector<int64_t>>& coords) {
-  if (size <= 2) return size;
+  if (size <= 3) return size;
   int64_t lcm = 1;
   for (const AxisList& axes : lists) lcm = std::lcm(lcm, AxisProduct(axes, mesh));
   const std::vector<int64_t> want = Structure(size, lists, mesh, coords);

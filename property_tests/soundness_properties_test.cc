@@ -41,6 +41,8 @@ const std::map<std::string, double>& RefusingOps() {
       {"argmin", 0.45},                      // 0.315: as argmax
       {"c_softmax_with_cross_entropy", 0.25},       // 0.113: no label below 0 classes
       {"c_softmax_with_cross_entropy_grad", 0.25},  // 0.126: no label below 0 classes
+      {"c_softmax_with_multi_label_cross_entropy", 0.30},       // 0.133: no label below 0 classes
+      {"c_softmax_with_multi_label_cross_entropy_grad", 0.30},  // 0.125: as the forward
       {"cross_entropy_with_softmax", 0.25},  // 0.101: no label below 0 classes
       {"cross_entropy_with_softmax_grad", 0.30},  // 0.137: no label below 0 classes
       {"expand_as", 0.20},                   // 0.054: partial kinds mixed over two inputs
