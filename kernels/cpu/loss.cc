@@ -41,6 +41,15 @@ using rows::ViewFromAxisAttr;
 namespace {
 
 
+// Every label not ignored must name one of `classes` classes.
+void CheckLabels(const Ids& ids, int64_t count, int64_t ignore_index, int64_t classes, const std::string& field) {
+  for (int64_t at = 0; at < count; ++at) {
+    if (ids[at] != ignore_index && (ids[at] < 0 || ids[at] >= classes)) {
+      plan::ThrowIdOutside(field, "label", ids[at], classes);
+    }
+  }
+}
+
 // The checks of c_softmax_with_cross_entropy and its phases (as the reference's): the
 // attrs, logits [..., C], label [..., 1]. Returns the rows.
 int64_t CheckCSoftmax(const TensorArgs& inputs, const Attrs& attrs, size_t arity) {
@@ -103,13 +112,7 @@ Tensors c_softmax_with_cross_entropy(const TensorArgs& inputs, const Attrs& attr
   const int64_t ignore_index = attrs.GetInt("ignore_index");
   const std::string label_field = InputField(1, "data");
   const Ids ids(inputs[1], label_field);
-  const int64_t classes = inputs[0].shape().back();
-  for (int64_t o = 0; o < rows; ++o) {
-    const int64_t id = ids[o];
-    if (id != ignore_index && (id < 0 || id >= classes)) {
-      ThrowInvalid(label_field, "label " + std::to_string(id) + " outside [0, " + std::to_string(classes) + ")");
-    }
-  }
+  CheckLabels(ids, rows, ignore_index, inputs[0].shape().back(), label_field);
   return DispatchFloat(ComputeDType(inputs, {0}), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const Tensor stats = PieceStatistics<T>(inputs[0], ids, rows, 0, ignore_index);
@@ -162,12 +165,7 @@ Tensors c_softmax_with_cross_entropy_grad(const TensorArgs& inputs, const Attrs&
   const int64_t ignore_index = attrs.GetInt("ignore_index");
   const std::string label_field = InputField(1, "data");
   const Ids ids(inputs[1], label_field);
-  for (int64_t o = 0; o < rows; ++o) {
-    if (ids[o] != ignore_index && (ids[o] < 0 || ids[o] >= classes)) {
-      ThrowInvalid(label_field,
-                   "label " + std::to_string(ids[o]) + " outside [0, " + std::to_string(classes) + ")");
-    }
-  }
+  CheckLabels(ids, rows, ignore_index, classes, label_field);
   return DispatchFloat(ComputeDType(inputs, {0, 2}), [&](auto tag) {
     using T = typename decltype(tag)::type;
     ValuesAs<T> p(inputs[0]);
@@ -190,15 +188,6 @@ Tensors c_softmax_with_cross_entropy_grad(const TensorArgs& inputs, const Attrs&
 namespace {
 
 using plan::MultiLabelInputs;
-
-// Every label not ignored must name one of `classes` classes.
-void CheckLabels(const Ids& ids, int64_t count, int64_t ignore_index, int64_t classes, const std::string& field) {
-  for (int64_t at = 0; at < count; ++at) {
-    if (ids[at] != ignore_index && (ids[at] < 0 || ids[at] >= classes)) {
-      plan::ThrowIdOutside(field, "label", ids[at], classes);
-    }
-  }
-}
 
 // Every row's 2 + 2k numbers (softmax_pieces::PieceMaxSum, then PieceLabel for each label)
 // of the piece starting at p.start, computed in T and kept in float64 (as PieceStatistics).
