@@ -144,6 +144,12 @@ std::optional<std::vector<int64_t>> Mesh::CoordinateOf(int64_t process_id) const
   return coord;
 }
 
+bool Mesh::Contains(int64_t process_id) const {
+  const auto it = std::lower_bound(d().id_index.begin(), d().id_index.end(),
+                                   std::pair<int64_t, int64_t>{process_id, 0});
+  return it != d().id_index.end() && it->first == process_id;
+}
+
 int64_t Mesh::ProcessIdAt(const std::vector<int64_t>& coord) const {
   CheckCoordArity(coord, d().shape);
   int64_t linear = 0;

@@ -41,6 +41,8 @@ class Mesh {
   // Returns the coordinate (one entry per axis) of `process_id`, or nothing if it is not
   // in the mesh. O(log n): planners call it once per rank.
   std::optional<std::vector<int64_t>> CoordinateOf(int64_t process_id) const;
+  // Whether `process_id` is in the mesh (CoordinateOf(...).has_value(), allocating nothing).
+  bool Contains(int64_t process_id) const;
   // Returns the process id at `coord` (one entry per axis, each in range).
   int64_t ProcessIdAt(const std::vector<int64_t>& coord) const;
   // Returns the process ids of the group that varies `axes` (in the given order, major to

@@ -247,7 +247,7 @@ void Communicator::AllGather(const void* send, void* recv, std::span<const int64
                {counts.begin(), counts.end()}, {}};
   call.send = send;
   call.recv = recv;
-  Enqueue(std::move(call));
+  Enqueue(call);
 }
 
 void Communicator::ReduceScatter(const void* send, void* recv, std::span<const int64_t> counts,
@@ -260,7 +260,7 @@ void Communicator::ReduceScatter(const void* send, void* recv, std::span<const i
                {counts.begin(), counts.end()}, {}};
   call.send = send;
   call.recv = recv;
-  Enqueue(std::move(call));
+  Enqueue(call);
 }
 
 void Communicator::AllReduce(const void* send, void* recv, int64_t count, DType dtype,
@@ -272,7 +272,7 @@ void Communicator::AllReduce(const void* send, void* recv, int64_t count, DType 
   call.desc = {Collective::kAllReduce, dtype, op, -1, group, {count}, {}};
   call.send = send;
   call.recv = recv;
-  Enqueue(std::move(call));
+  Enqueue(call);
 }
 
 void Communicator::AllToAll(const void* send, std::span<const int64_t> send_counts, void* recv,
@@ -293,7 +293,7 @@ void Communicator::AllToAll(const void* send, std::span<const int64_t> send_coun
                {recv_counts.begin(), recv_counts.end()}};
   call.send = send;
   call.recv = recv;
-  Enqueue(std::move(call));
+  Enqueue(call);
 }
 
 void Communicator::Broadcast(void* buffer, int64_t count, DType dtype, int64_t root,
@@ -308,7 +308,7 @@ void Communicator::Broadcast(void* buffer, int64_t count, DType dtype, int64_t r
   call.desc = {Collective::kBroadcast, dtype, ReduceOp::kSum, root, group, {count}, {}};
   call.send = buffer;
   call.recv = buffer;
-  Enqueue(std::move(call));
+  Enqueue(call);
 }
 
 void Communicator::Send(const void* buffer, int64_t count, DType dtype, int64_t peer) {
@@ -316,10 +316,7 @@ void Communicator::Send(const void* buffer, int64_t count, DType dtype, int64_t 
   if (peer < 0 || peer >= world_size_ || peer == rank_) {
     ThrowInvalid("send.peer", "peer " + std::to_string(peer) + " is not another rank");
   }
-  Call call;
-  call.desc = {Collective::kSend, dtype, ReduceOp::kSum, peer, {rank_, peer}, {count}, {}};
-  call.send = buffer;
-  Enqueue(std::move(call));
+  Enqueue(P2pCall(Collective::kSend, dtype, peer, count, buffer, nullptr));
 }
 
 void Communicator::Recv(void* buffer, int64_t count, DType dtype, int64_t peer) {
@@ -327,10 +324,24 @@ void Communicator::Recv(void* buffer, int64_t count, DType dtype, int64_t peer) 
   if (peer < 0 || peer >= world_size_ || peer == rank_) {
     ThrowInvalid("recv.peer", "peer " + std::to_string(peer) + " is not another rank");
   }
-  Call call;
-  call.desc = {Collective::kRecv, dtype, ReduceOp::kSum, peer, {rank_, peer}, {count}, {}};
-  call.recv = buffer;
-  Enqueue(std::move(call));
+  Enqueue(P2pCall(Collective::kRecv, dtype, peer, count, nullptr, buffer));
+}
+
+Communicator::Call& Communicator::P2pCall(Collective kind, DType dtype, int64_t peer, int64_t count,
+                                          const void* send, void* recv) {
+  Call& call = p2p_call_;  // its vectors keep their capacity: a warm message allocates nothing
+  call.desc.kind = kind;
+  call.desc.dtype = dtype;
+  call.desc.op = ReduceOp::kSum;
+  call.desc.root = peer;
+  call.desc.group.assign({rank_, peer});
+  call.desc.counts.assign(1, count);
+  call.desc.recv_counts.clear();
+  call.position = 0;
+  call.send = send;
+  call.recv = recv;
+  call.box.reset();
+  return call;
 }
 
 void Communicator::SendBox(const void* base, const BufferBox& box, DType dtype, int64_t peer) {
@@ -342,7 +353,7 @@ void Communicator::SendBox(const void* base, const BufferBox& box, DType dtype, 
   call.desc = {Collective::kSend, dtype, ReduceOp::kSum, peer, {rank_, peer}, {box.volume()}, {}};
   call.send = base;
   call.box = box;
-  Enqueue(std::move(call));
+  Enqueue(call);
 }
 
 void Communicator::RecvBox(void* base, const BufferBox& box, DType dtype, int64_t peer) {
@@ -354,14 +365,14 @@ void Communicator::RecvBox(void* base, const BufferBox& box, DType dtype, int64_
   call.desc = {Collective::kRecv, dtype, ReduceOp::kSum, peer, {rank_, peer}, {box.volume()}, {}};
   call.recv = base;
   call.box = box;
-  Enqueue(std::move(call));
+  Enqueue(call);
 }
 
 void Communicator::Barrier(const Group& group) {
   Call call;
   call.position = CheckGroup(group, rank_, world_size_, "barrier");
   call.desc = {Collective::kBarrier, DType::kFloat64, ReduceOp::kSum, -1, group, {}, {}};
-  Enqueue(std::move(call));
+  Enqueue(call);
 }
 
 namespace {
@@ -417,7 +428,7 @@ void Communicator::Synchronize() {
   if (recorder_) recorder_->CompletedPointToPoint();
 }
 
-void Communicator::Enqueue(Call call) {
+void Communicator::Enqueue(Call& call) {
   call.step = ++step_;
   last_call_ = call.desc;
   CommCounters::PerKind& k = counters_.per_kind[static_cast<int>(call.desc.kind)];

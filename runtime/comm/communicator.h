@@ -292,7 +292,10 @@ class Communicator {
   std::string Describe(const Call& call) const;
 
  private:
-  void Enqueue(Call call);
+  void Enqueue(Call& call);
+  // The call of a Send / Recv of `count` elements with `peer`, built in p2p_call_.
+  Call& P2pCall(Collective kind, DType dtype, int64_t peer, int64_t count, const void* send,
+                     void* recv);
 
   int64_t rank_;
   int64_t world_size_;
@@ -303,6 +306,7 @@ class Communicator {
   int64_t step_ = 0;
   std::optional<CollectiveDesc> last_call_;
   std::unique_ptr<FlightRecorder> recorder_;
+  Call p2p_call_;  // P2pCall's, reused
 };
 
 // The message of a rank that failed with `what` after its last call, e.g.

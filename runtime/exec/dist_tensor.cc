@@ -211,7 +211,7 @@ DistTensor DistTensor::ReshardBuffer(std::optional<Tensor> local, const Mesh& to
                              ", the communicator to rank " + std::to_string(comm.rank()));
   }
   Validate(to, to_mesh, static_cast<int>(shape_.size()), "to");
-  const bool in_to = to_mesh.CoordinateOf(process_id_).has_value();
+  const bool in_to = to_mesh.Contains(process_id_);
   if (report != nullptr) *report = ReshardReport{};
   if (!coord_ && !in_to) return DistTensor(shape_, dtype_, to_mesh, to, process_id_, std::nullopt);
   if (to_mesh == mesh_ && to == attr_) {

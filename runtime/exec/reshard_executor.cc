@@ -62,9 +62,37 @@ GroupInfo GroupAt(const Mesh& mesh, const std::vector<int64_t>& coord, const Axi
   return g;
 }
 
+// The element offset of `box` (local coordinates `at`, sizes `extent`) in a row-major
+// array of `shape` when the box is one contiguous run (leading dims of extent 1, then any,
+// then whole dims); nothing otherwise.
+std::optional<int64_t> ContiguousOffset(const Shape& shape, const Shape& at, const Shape& extent) {
+  const size_t rank = shape.size();
+  size_t k = 0;
+  while (k < rank && extent[k] == 1) ++k;
+  for (size_t d = k + 1; d < rank; ++d) {
+    if (extent[d] != shape[d]) return std::nullopt;
+  }
+  int64_t offset = 0;
+  for (size_t d = 0; d < rank; ++d) offset = offset * shape[d] + at[d];
+  return offset;
+}
+
 // ---- what a step needs on one rank -----------------------------------------------------------
 
 }  // namespace
+
+// One point-to-point message of a step on this rank: `volume` elements to or from `peer`,
+// the box at `at` of sizes `extent` in this rank's buffer (local coordinates), which is one
+// contiguous run starting at element `run`, or strided (run < 0: packed into / unpacked
+// from the staging buffer at element `staged`). `to`: where a kept part lands in the new
+// buffer.
+struct Piece {
+  int64_t peer = -1;
+  int64_t volume = 0;
+  int64_t run = -1;
+  int64_t staged = 0;
+  Shape at, extent, to;
+};
 
 // Everything a step needs on one rank that follows from the step, the global shape and the
 // rank alone: coordinates, the group, the members' chunk sizes, this rank's boxes and its
@@ -79,8 +107,13 @@ struct StepPrep {
   std::vector<int64_t> sizes, counts;             // all_gather, reduce_scatter
   std::vector<Range> chunks;                      // reduce_scatter (relative to this rank's box)
   Box before, after;                              // this rank's boxes
-  std::vector<Box> send_boxes, recv_boxes;        // all_to_all
-  std::vector<Transfer> sends, recvs;             // send_recv: the pieces this rank moves
+  // send_recv and all_to_all: this rank's messages in posting order, where each lies in its
+  // buffer, the elements of the strided ones (staged), and the part it keeps.
+  std::vector<Piece> send_pieces, recv_pieces;
+  int64_t send_staged = 0, recv_staged = 0;
+  std::optional<Piece> kept;  // peer unused; `at` in the old buffer, `to` in the new
+  Shape after_shape;          // SizesOf(after)
+  Shape origin;               // rank zeros (a staged piece's place in its staging buffer)
 };
 
 struct RankPrep {
@@ -89,20 +122,55 @@ struct RankPrep {
 
 namespace {
 
+// Appends the message of `box` (global coordinates) to or from `peer` to `pieces`, placed in
+// a buffer holding `mine`; a strided one takes the next `volume` elements of `staged`.
+void AddPiece(const Box& box, int64_t peer, const Box& mine, std::vector<Piece>& pieces, int64_t& staged) {
+  Piece m;
+  m.peer = peer;
+  m.volume = Volume(box);
+  m.at = BeginsOf(RelativeTo(box, mine));
+  m.extent = SizesOf(box);
+  if (const std::optional<int64_t> run = ContiguousOffset(SizesOf(mine), m.at, m.extent)) {
+    m.run = *run;
+  } else {
+    m.staged = staged;
+    staged += m.volume;
+  }
+  pieces.push_back(std::move(m));
+}
+
+// The part of `before` that is also in `after` (both this rank's boxes), if any.
+std::optional<Piece> KeptPart(const Box& before, const Box& after) {
+  const Box kept = Intersect(before, after);
+  if (Volume(kept) == 0) return std::nullopt;
+  Piece k;
+  k.volume = Volume(kept);
+  k.at = BeginsOf(RelativeTo(kept, before));
+  k.to = BeginsOf(RelativeTo(kept, after));
+  k.extent = SizesOf(kept);
+  return k;
+}
+
 StepPrep Prepare(const ReshardStep& step, const Shape& shape, int64_t me) {
   StepPrep p;
+  p.origin.assign(shape.size(), 0);
   p.coord = step.mesh.CoordinateOf(me);
   if (step.kind() == StepKind::kSendRecv) {
     p.to_coord = step.to_mesh.CoordinateOf(me);
     if (p.coord) p.before = BoxAt(shape, step.before, step.mesh, *p.coord);
     if (p.to_coord) p.after = BoxAt(shape, step.after, step.to_mesh, *p.to_coord);
-    if (p.coord || p.to_coord) {
-      for (Transfer& t : SendRecvTransfers(step, shape)) {
-        if (t.from_process == me) p.sends.push_back(t);
-        if (t.to_process == me) p.recvs.push_back(std::move(t));
+    if (p.coord) p.local_shape = LocalShape(shape, step.before, step.mesh, *p.coord);
+    p.after_shape = SizesOf(p.after);
+    if (p.coord || p.to_coord) {  // the pieces this rank moves, in SendRecvTransfers' order
+      const std::vector<Transfer> transfers = SendRecvTransfers(step, shape);
+      for (const Transfer& t : transfers) {
+        if (t.from_process == me) AddPiece(t.box, t.to_process, p.before, p.send_pieces, p.send_staged);
+      }
+      for (const Transfer& t : transfers) {
+        if (t.to_process == me) AddPiece(t.box, t.from_process, p.after, p.recv_pieces, p.recv_staged);
       }
     }
-    if (p.coord) p.local_shape = LocalShape(shape, step.before, step.mesh, *p.coord);
+    if (p.coord && p.to_coord) p.kept = KeptPart(p.before, p.after);
     return p;
   }
   if (!p.coord) return p;
@@ -131,12 +199,23 @@ StepPrep Prepare(const ReshardStep& step, const Shape& shape, int64_t me) {
             p.chunks[q] = Range{r.begin - base, r.end - base};
           }
         } else if constexpr (std::is_same_v<S, AllToAll>) {
-          p.send_boxes.resize(n);
-          p.recv_boxes.resize(n);
+          std::vector<Box> send_boxes(n), recv_boxes(n);
           for (int64_t q = 0; q < n; ++q) {
-            p.send_boxes[q] = Intersect(p.before, BoxAt(shape, step.after, step.mesh, p.group.coords[q]));
-            p.recv_boxes[q] = Intersect(BoxAt(shape, step.before, step.mesh, p.group.coords[q]), p.after);
+            send_boxes[q] = Intersect(p.before, BoxAt(shape, step.after, step.mesh, p.group.coords[q]));
+            recv_boxes[q] = Intersect(BoxAt(shape, step.before, step.mesh, p.group.coords[q]), p.after);
           }
+          const int64_t at = p.group.position;
+          for (int64_t k = 1; k < n; ++k) {
+            const int64_t to = (at + k) % n, from = (at + n - k) % n;
+            if (Volume(send_boxes[to]) > 0) {
+              AddPiece(send_boxes[to], p.group.ids[to], p.before, p.send_pieces, p.send_staged);
+            }
+            if (Volume(recv_boxes[from]) > 0) {
+              AddPiece(recv_boxes[from], p.group.ids[from], p.after, p.recv_pieces, p.recv_staged);
+            }
+          }
+          p.after_shape = SizesOf(p.after);
+          p.kept = KeptPart(p.before, p.after);
         }
       },
       step.action);
@@ -246,142 +325,83 @@ Tensor Run(const StepContext& c, const AllReduce& s, Tensor local, const StepPre
   return local;  // stream-ordered, no wait
 }
 
-// The element offset of `box` (local coordinates `at`, sizes `extent`) in a row-major
-// array of `shape` when the box is one contiguous run (leading dims of extent 1, then any,
-// then whole dims); nothing otherwise.
-std::optional<int64_t> ContiguousOffset(const Shape& shape, const Shape& at, const Shape& extent) {
-  const size_t rank = shape.size();
-  size_t k = 0;
-  while (k < rank && extent[k] == 1) ++k;
-  for (size_t d = k + 1; d < rank; ++d) {
-    if (extent[d] != shape[d]) return std::nullopt;
-  }
-  int64_t offset = 0;
-  for (size_t d = 0; d < rank; ++d) offset = offset * shape[d] + at[d];
-  return offset;
-}
 
-// One point-to-point message of a step: the elements of `box` (global coordinates) to or
-// from `peer`.
-struct Message {
-  const Box* box;
-  int64_t peer;
-};
-
-// The staging buffers of one exchange, kept until Synchronize (freed in stream order after
-// it), and where each strided piece received waits to be unpacked.
+// The staging buffers of one exchange (only where a strided piece needs one), kept until
+// Synchronize (freed in stream order after it).
 struct Exchange {
-  Tensor send_stage, recv_stage;
-  std::vector<std::pair<int64_t, const Box*>> unpack;  // element offset in recv_stage, box
+  std::optional<Tensor> send_stage, recv_stage;
 };
 
-// Posts the sends (from `src`, whose box is `src_box`) and the receives (into `dst`, box
-// `dst_box`) of a point-to-point step, in the order given. A piece that is one contiguous
-// run of its buffer is sent from (received into) its place; a strided one is packed into a
-// staging buffer with the Backend's CopyBox first (received into one, and unpacked by
-// Unpack after Synchronize): every message is one contiguous run. Strided pieces travelled
-// as subarray datatypes (SendBox / RecvBox) before: Open MPI moves those through its
-// copy-in/copy-out pipeline, which took up to 2x a pack + contiguous send at 64 MiB on 2
-// ranks and 1.6-1.8x at 1 MiB on 4 (docs/BENCHMARKS.md).
-Exchange Post(const StepContext& c, const Tensor* src, const Box& src_box, const std::vector<Message>& sends,
-              Tensor* dst, const Box& dst_box, const std::vector<Message>& recvs) {
+// Posts the sends (from `src`) and the receives (into `dst`) of a point-to-point step,
+// in the order of its pieces (StepPrep). A piece that is one contiguous run of its buffer
+// is sent from (received into) its place; a strided one is packed into a staging buffer
+// with the Backend's CopyBox first (received into one, and unpacked by Unpack after
+// Synchronize): every message is one contiguous run. Strided pieces travelled as subarray
+// datatypes (SendBox / RecvBox) before: Open MPI moves those through its copy-in/copy-out
+// pipeline, which took up to 2x a pack + contiguous send at 64 MiB on 2 ranks and 1.6-1.8x
+// at 1 MiB on 4 (docs/BENCHMARKS.md). Where each piece lies was worked out in Prepare, so
+// a warm call allocates only the staging buffers it needs.
+Exchange Post(const StepContext& c, const StepPrep& p, const Tensor* src, Tensor* dst) {
   const int64_t e = static_cast<int64_t>(c.e);
-  auto run_in = [](const Tensor& t, const Box& mine, const Box& box) {
-    return ContiguousOffset(t.shape(), BeginsOf(RelativeTo(box, mine)), SizesOf(box));
-  };
-  int64_t send_staged = 0, recv_staged = 0;
-  for (const Message& m : sends) {
-    if (!run_in(*src, src_box, *m.box)) send_staged += Volume(*m.box);
-  }
-  for (const Message& m : recvs) {
-    if (!run_in(*dst, dst_box, *m.box)) recv_staged += Volume(*m.box);
-  }
-  Exchange x{c.New({send_staged}), c.New({recv_staged}), {}};
-  int64_t staged = 0;
-  for (const Message& m : sends) {
-    const int64_t volume = Volume(*m.box);
-    if (const std::optional<int64_t> run = run_in(*src, src_box, *m.box)) {
-      c.comm.Send(src->bytes() + *run * e, volume, c.dtype, m.peer);
+  Exchange x;
+  if (p.send_staged > 0) x.send_stage = c.New({p.send_staged});
+  if (p.recv_staged > 0) x.recv_stage = c.New({p.recv_staged});
+  for (const Piece& m : p.send_pieces) {
+    if (m.run >= 0) {
+      c.comm.Send(src->bytes() + m.run * e, m.volume, c.dtype, m.peer);
       continue;
     }
-    const Shape extent = SizesOf(*m.box);
-    std::byte* piece = x.send_stage.bytes() + staged * e;
-    c.Copy(src->bytes(), src->shape(), BeginsOf(RelativeTo(*m.box, src_box)), piece, extent,
-           Shape(extent.size(), 0), extent);
-    c.comm.Send(piece, volume, c.dtype, m.peer);
-    staged += volume;
+    std::byte* piece = x.send_stage->bytes() + m.staged * e;
+    c.Copy(src->bytes(), src->shape(), m.at, piece, m.extent, p.origin, m.extent);
+    c.comm.Send(piece, m.volume, c.dtype, m.peer);
   }
-  staged = 0;
-  for (const Message& m : recvs) {
-    const int64_t volume = Volume(*m.box);
-    if (const std::optional<int64_t> run = run_in(*dst, dst_box, *m.box)) {
-      c.comm.Recv(dst->bytes() + *run * e, volume, c.dtype, m.peer);
-      continue;
-    }
-    x.unpack.emplace_back(staged, m.box);
-    c.comm.Recv(x.recv_stage.bytes() + staged * e, volume, c.dtype, m.peer);
-    staged += volume;
+  for (const Piece& m : p.recv_pieces) {
+    std::byte* into = m.run >= 0 ? dst->bytes() + m.run * e : x.recv_stage->bytes() + m.staged * e;
+    c.comm.Recv(into, m.volume, c.dtype, m.peer);
   }
   return x;
 }
 
+// While the messages travel: the part this rank keeps, from its old buffer to its new one.
+void CopyKept(const StepContext& c, const StepPrep& p, const Tensor& src, Tensor& dst) {
+  if (!p.kept) return;
+  c.Copy(src.bytes(), src.shape(), p.kept->at, dst.bytes(), dst.shape(), p.kept->to, p.kept->extent);
+}
+
 // After Synchronize: each strided piece received into the staging buffer to its place.
-void Unpack(const StepContext& c, const Exchange& x, Tensor& dst, const Box& dst_box) {
+void Unpack(const StepContext& c, const StepPrep& p, const Exchange& x, Tensor& dst) {
   const int64_t e = static_cast<int64_t>(c.e);
-  for (const auto& [at, box] : x.unpack) {
-    const Shape extent = SizesOf(*box);
-    c.Copy(x.recv_stage.bytes() + at * e, extent, Shape(extent.size(), 0), dst.bytes(), dst.shape(),
-           BeginsOf(RelativeTo(*box, dst_box)), extent);
+  for (const Piece& m : p.recv_pieces) {
+    if (m.run >= 0) continue;
+    c.Copy(x.recv_stage->bytes() + m.staged * e, m.extent, p.origin, dst.bytes(), dst.shape(), m.at,
+           m.extent);
   }
 }
 
+// Each part goes to its member as one contiguous message (Post), in shifted order (to
+// position + k, from position - k: Prepare) so that the members do not all start with the
+// same peer. (Every member takes this path: a choice between this and the all_to_all
+// collective made from a rank's own boxes could differ between members.)
 Tensor Run(const StepContext& c, const AllToAll&, Tensor local, const StepPrep& p) {
-  const GroupInfo& g = p.group;
-  const int64_t n = static_cast<int64_t>(g.ids.size());
-  Tensor out = c.New(SizesOf(p.after));
-  // Each part goes to its member as one contiguous message (Post), in shifted order (to
-  // position + k, from position - k) so that the members do not all start with the same
-  // peer. (Every member takes this path: a choice between this and the all_to_all
-  // collective made from a rank's own boxes could differ between members.)
-  std::vector<Message> sends, recvs;
-  for (int64_t k = 1; k < n; ++k) {
-    const int64_t to = (g.position + k) % n, from = (g.position + n - k) % n;
-    if (Volume(p.send_boxes[to]) > 0) sends.push_back({&p.send_boxes[to], g.ids[to]});
-    if (Volume(p.recv_boxes[from]) > 0) recvs.push_back({&p.recv_boxes[from], g.ids[from]});
-  }
-  const Exchange x = Post(c, &local, p.before, sends, &out, p.after, recvs);
-  const Box kept = Intersect(p.before, p.after);  // the own part, while the others travel
-  if (Volume(kept) > 0) {
-    c.Copy(local.bytes(), local.shape(), BeginsOf(RelativeTo(kept, p.before)), out.bytes(),
-           out.shape(), BeginsOf(RelativeTo(kept, p.after)), SizesOf(kept));
-  }
+  Tensor out = c.New(p.after_shape);
+  const Exchange x = Post(c, p, &local, &out);
+  CopyKept(c, p, local, out);
   c.comm.Synchronize();  // point to point: complete only at Synchronize
-  Unpack(c, x, out, p.after);
+  Unpack(c, p, x, out);
   return out;
 }
 
+// Exactly SendRecvTransfers' pieces, each one contiguous message (Post); both buffers stay
+// untouched until Synchronize.
 std::optional<Tensor> RunSendRecv(const StepContext& c, std::optional<Tensor> local,
                                   const StepPrep& p) {
   if (!p.coord && !p.to_coord) return std::nullopt;
   std::optional<Tensor> out;
-  if (p.to_coord) out = c.New(SizesOf(p.after));
-  // Exactly SendRecvTransfers' pieces, each one contiguous message (Post); both buffers
-  // stay untouched until Synchronize.
-  std::vector<Message> sends, recvs;
-  sends.reserve(p.sends.size());
-  recvs.reserve(p.recvs.size());
-  for (const Transfer& t : p.sends) sends.push_back({&t.box, t.to_process});
-  for (const Transfer& t : p.recvs) recvs.push_back({&t.box, t.from_process});
-  const Exchange x = Post(c, local ? &*local : nullptr, p.before, sends, out ? &*out : nullptr, p.after, recvs);
-  if (out && p.coord) {  // what this rank already holds
-    const Box kept = Intersect(p.before, p.after);
-    if (Volume(kept) > 0) {
-      c.Copy(local->bytes(), local->shape(), BeginsOf(RelativeTo(kept, p.before)), out->bytes(),
-             out->shape(), BeginsOf(RelativeTo(kept, p.after)), SizesOf(kept));
-    }
-  }
+  if (p.to_coord) out = c.New(p.after_shape);
+  const Exchange x = Post(c, p, local ? &*local : nullptr, out ? &*out : nullptr);
+  if (out && local) CopyKept(c, p, *local, *out);
   c.comm.Synchronize();  // point to point: complete only at Synchronize
-  if (out) Unpack(c, x, *out, p.after);
+  if (out) Unpack(c, p, x, *out);
   return out;
 }
 
@@ -437,7 +457,7 @@ Tensor Run(const StepContext& c, const Rescale& s, Tensor local, const StepPrep&
 // Built without text formatting: a warm Reshard pays for this key and one lookup.
 class PlanKeyWriter {
  public:
-  PlanKeyWriter() { key_.reserve(256); }  // one allocation for a typical request
+  explicit PlanKeyWriter(std::string& key) : key_(key) { key_.clear(); }
   void Int(int64_t v) { key_.append(reinterpret_cast<const char*>(&v), sizeof v); }
   void Ints(const std::vector<int64_t>& v) {
     Int(static_cast<int64_t>(v.size()));
@@ -453,22 +473,24 @@ class PlanKeyWriter {
     }
   }
   void Attr(const DistAttr& a) { AppendKey(key_, a); }  // self-delimiting, as the fixed-width Int
-  std::string Take() { return std::move(key_); }
 
  private:
-  std::string key_;
+  std::string& key_;
 };
 
-std::string PlanKey(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_mesh,
-                    const DistAttr& to, const Shape& shape, DType dtype) {
-  PlanKeyWriter w;
+// The key of a request, written into one buffer per thread (a warm lookup allocates
+// nothing); valid until the thread's next PlanKey.
+const std::string& PlanKey(const Mesh& from_mesh, const DistAttr& from, const Mesh& to_mesh,
+                           const DistAttr& to, const Shape& shape, DType dtype) {
+  thread_local std::string key;
+  PlanKeyWriter w(key);
   w.Mesh(from_mesh);
   w.Attr(from);
   w.Mesh(to_mesh);
   w.Attr(to);
   w.Ints(shape);
   w.Int(static_cast<int64_t>(dtype));
-  return w.Take();
+  return key;
 }
 
 }  // namespace
@@ -523,7 +545,7 @@ std::optional<kernels::Tensor> RunPlan(const ReshardPlan& plan, const RankPrep* 
                                        std::optional<kernels::Tensor> local, Communicator& comm,
                                        ReshardReport* report) {
   const int64_t me = comm.rank();
-  const bool in_from = plan.from_mesh.CoordinateOf(me).has_value();
+  const bool in_from = plan.from_mesh.Contains(me);
   if (in_from && !local) ThrowInvalid("local", "a rank of the source mesh holds no buffer");
   if (!in_from) local.reset();
   if (report != nullptr) *report = ReshardReport{};
@@ -556,7 +578,7 @@ std::optional<kernels::Tensor> RunPlan(const ReshardPlan& plan, const RankPrep* 
       report->steps.push_back(r);
     }
   }
-  if (!plan.to_mesh.CoordinateOf(me)) return std::nullopt;
+  if (!plan.to_mesh.Contains(me)) return std::nullopt;
   return local;
 }
 
@@ -601,7 +623,7 @@ std::shared_ptr<const PreparedPlan> CachedPreparedPlan(const Mesh& from_mesh, co
                                                       const Shape& shape, DType dtype) {
   static std::mutex mu;
   static std::unordered_map<std::string, std::shared_ptr<const PreparedPlan>> cache;
-  const std::string key = PlanKey(from_mesh, from, to_mesh, to, shape, dtype);
+  const std::string& key = PlanKey(from_mesh, from, to_mesh, to, shape, dtype);
   {
     std::lock_guard<std::mutex> lock(mu);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
