@@ -1,7 +1,10 @@
 #include "kernels/allocator.h"
 
+#include <sys/mman.h>
+
 #include <bit>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -25,15 +28,21 @@ size_t LimitFromEnvironment() {
   return limit;
 }
 
+bool HugePagesFromEnvironment() {
+  const char* env = std::getenv("SPMD_HOST_HUGE_PAGES");
+  return env == nullptr || std::strcmp(env, "0") != 0;
+}
+
 CachingHostAllocator* TheHostAllocator() {
   // Never destroyed: tensors in other static objects may be freed after it would be.
-  static CachingHostAllocator* allocator = new CachingHostAllocator(LimitFromEnvironment());
+  static CachingHostAllocator* allocator =
+      new CachingHostAllocator(LimitFromEnvironment(), HugePagesFromEnvironment());
   return allocator;
 }
 
 }  // namespace
 
-CachingHostAllocator::CachingHostAllocator(size_t limit_bytes) {
+CachingHostAllocator::CachingHostAllocator(size_t limit_bytes, bool huge_pages) : huge_pages_(huge_pages) {
   stats_.limit_bytes = limit_bytes;
   // Room for the lists up front, so that a free never needs memory for its list entry
   // (a small list holds at most limit / class size entries; capped to keep this cheap).
@@ -72,8 +81,12 @@ void* CachingHostAllocator::Allocate(size_t nbytes, Stream) {
     }
     ++stats_.misses;
   }
-  void* p = std::aligned_alloc(kTensorAlignment, block);
+  const bool huge = huge_pages_ && block >= kHugeFrom;
+  void* p = std::aligned_alloc(huge ? kHugeFrom : kTensorAlignment, block);
   if (p == nullptr) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+  if (huge) madvise(p, block, MADV_HUGEPAGE);  // advice: an error leaves ordinary pages
+#endif
   return p;
 }
 

@@ -55,9 +55,15 @@ struct HostCacheStats {
 // The buffers held for reuse never exceed `limit_bytes` in all; past that a freed buffer
 // goes back to the system; limit 0 turns the cache off (every call is aligned_alloc /
 // free). Thread-safe (one mutex: host tensors are made and freed by the rank threads).
+// With `huge_pages`, a block of kHugeFrom bytes or more is aligned to kHugeFrom and
+// advised to the kernel as transparent-huge-page memory (madvise MADV_HUGEPAGE, what
+// Linux's default THP mode "madvise" waits for): a copy between ranks through shared
+// memory (Open MPI's CMA single copy) pins and walks 512x fewer pages, and a 16 MiB
+// send_recv on 4 ranks took half the time (docs/BENCHMARKS.md). Advice only: where the
+// kernel has no huge pages the block is an ordinary one.
 class CachingHostAllocator final : public Allocator {
  public:
-  explicit CachingHostAllocator(size_t limit_bytes);
+  explicit CachingHostAllocator(size_t limit_bytes, bool huge_pages = false);
   ~CachingHostAllocator() override;  // frees what it holds
   CachingHostAllocator(const CachingHostAllocator&) = delete;
   CachingHostAllocator& operator=(const CachingHostAllocator&) = delete;
@@ -74,16 +80,20 @@ class CachingHostAllocator final : public Allocator {
   static size_t BlockBytes(size_t nbytes);
   static constexpr size_t kSmallClasses = 11;  // 64 B .. 64 KiB
   static constexpr size_t kLargeFrom = size_t{64} << 10;
+  static constexpr size_t kHugeFrom = size_t{2} << 20;  // one x86-64 huge page
+  bool huge_pages() const { return huge_pages_; }
 
  private:
   mutable std::mutex mutex_;
   std::vector<void*> small_[kSmallClasses];
   std::map<size_t, std::vector<void*>> large_;
   HostCacheStats stats_;
+  bool huge_pages_ = false;
 };
 
 // The host allocator shared by every host tensor: a CachingHostAllocator bounded by
-// SPMD_HOST_CACHE_MB MiB (default 512; 0 turns the cache off).
+// SPMD_HOST_CACHE_MB MiB (default 512; 0 turns the cache off), with huge pages for large
+// blocks unless SPMD_HOST_HUGE_PAGES=0.
 Allocator& HostAllocator();
 // Its statistics (for benchmarks and tests).
 HostCacheStats HostAllocatorStats();

@@ -55,6 +55,37 @@ TEST(CachingHostAllocator, BlocksAreAlignedAndWholeForEverySize) {
   }
 }
 
+// With huge pages, a block of kHugeFrom bytes or more starts on a huge-page boundary (the
+// kernel can back it with whole huge pages), smaller ones keep the tensor alignment, and
+// both are reused as before.
+TEST(CachingHostAllocator, LargeBlocksStartOnAHugePageWhenAsked) {
+  constexpr size_t kHuge = CachingHostAllocator::kHugeFrom;
+  CachingHostAllocator a(size_t{64} << 20, /*huge_pages=*/true);
+  for (const size_t n : {kHuge - 4096, kHuge - 1, kHuge, kHuge + 1, 3 * kHuge + 12345}) {
+    void* p = a.Allocate(n, Stream{});
+    const size_t block = CachingHostAllocator::BlockBytes(n);
+    const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+    if (block >= kHuge) {
+      ASSERT_EQ(at % kHuge, 0u) << n;
+    } else {
+      ASSERT_EQ(at % kTensorAlignment, 0u) << n;
+    }
+    std::memset(p, 0x5a, block);  // the whole block is ours
+    a.Deallocate(p, n, Stream{});
+    void* again = a.Allocate(n, Stream{});
+    EXPECT_EQ(again, p) << n;
+    a.Deallocate(again, n, Stream{});
+  }
+}
+
+// The shared allocator takes huge pages for large blocks unless SPMD_HOST_HUGE_PAGES=0.
+TEST(HostAllocator, LargeTensorsStartOnAHugePageByDefault) {
+  const char* env = std::getenv("SPMD_HOST_HUGE_PAGES");
+  if (env != nullptr && std::string(env) == "0") GTEST_SKIP() << "SPMD_HOST_HUGE_PAGES=0";
+  const Tensor t = Tensor::Uninitialized({int64_t{1} << 20}, DType::kFloat32);  // 4 MiB
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t.bytes()) % CachingHostAllocator::kHugeFrom, 0u);
+}
+
 // Random allocate / free sequences under small limits: the cache never holds more than
 // its limit, and its count and bytes are those of the buffers freed and not handed out.
 TEST(CachingHostAllocator, CachedBytesStayWithinTheLimit) {
