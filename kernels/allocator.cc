@@ -40,6 +40,26 @@ CachingHostAllocator* TheHostAllocator() {
   return allocator;
 }
 
+// A block of `block` bytes (a multiple of 4 KiB) on a kHugeFrom boundary, mapped fresh
+// and advised as huge pages before anything touches it (advice given to pages already
+// faulted in as 4 KiB ones, as heap memory that malloc recycles, changes nothing until
+// the kernel's background collapse). nullptr when the system has no memory for it.
+void* MapHuge(size_t block) {
+  constexpr size_t kHuge = CachingHostAllocator::kHugeFrom;
+  const size_t span = block + kHuge;
+  void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + kHuge - 1) & ~uintptr_t{kHuge - 1};
+  const size_t head = aligned - start, tail = span - head - block;
+  if (head > 0) munmap(raw, head);
+  if (tail > 0) munmap(reinterpret_cast<void*>(aligned + block), tail);
+#ifdef MADV_HUGEPAGE
+  madvise(reinterpret_cast<void*>(aligned), block, MADV_HUGEPAGE);  // advice: an error leaves 4 KiB pages
+#endif
+  return reinterpret_cast<void*>(aligned);
+}
+
 }  // namespace
 
 CachingHostAllocator::CachingHostAllocator(size_t limit_bytes, bool huge_pages) : huge_pages_(huge_pages) {
@@ -81,12 +101,8 @@ void* CachingHostAllocator::Allocate(size_t nbytes, Stream) {
     }
     ++stats_.misses;
   }
-  const bool huge = huge_pages_ && block >= kHugeFrom;
-  void* p = std::aligned_alloc(huge ? kHugeFrom : kTensorAlignment, block);
+  void* p = Huge(block) ? MapHuge(block) : std::aligned_alloc(kTensorAlignment, block);
   if (p == nullptr) throw std::bad_alloc();
-#ifdef MADV_HUGEPAGE
-  if (huge) madvise(p, block, MADV_HUGEPAGE);  // advice: an error leaves ordinary pages
-#endif
   return p;
 }
 
@@ -107,7 +123,15 @@ void CachingHostAllocator::Deallocate(void* p, size_t nbytes, Stream) noexcept {
     }
     ++stats_.releases;
   }
-  std::free(p);
+  Release(p, block);
+}
+
+void CachingHostAllocator::Release(void* p, size_t block) const noexcept {
+  if (Huge(block)) {
+    munmap(p, block);
+  } else {
+    std::free(p);
+  }
 }
 
 HostCacheStats CachingHostAllocator::Stats() const {
@@ -122,7 +146,7 @@ void CachingHostAllocator::Trim() noexcept {
     list.clear();
   }
   for (auto& [block, list] : large_) {
-    for (void* p : list) std::free(p);
+    for (void* p : list) Release(p, block);
   }
   large_.clear();
   stats_.cached_bytes = 0;

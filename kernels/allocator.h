@@ -55,12 +55,13 @@ struct HostCacheStats {
 // The buffers held for reuse never exceed `limit_bytes` in all; past that a freed buffer
 // goes back to the system; limit 0 turns the cache off (every call is aligned_alloc /
 // free). Thread-safe (one mutex: host tensors are made and freed by the rank threads).
-// With `huge_pages`, a block of kHugeFrom bytes or more is aligned to kHugeFrom and
-// advised to the kernel as transparent-huge-page memory (madvise MADV_HUGEPAGE, what
-// Linux's default THP mode "madvise" waits for): a copy between ranks through shared
-// memory (Open MPI's CMA single copy) pins and walks 512x fewer pages, and a 16 MiB
-// send_recv on 4 ranks took half the time (docs/BENCHMARKS.md). Advice only: where the
-// kernel has no huge pages the block is an ordinary one.
+// With `huge_pages`, a block of kHugeFrom bytes or more is mapped on its own (mmap),
+// aligned to kHugeFrom and advised to the kernel as transparent-huge-page memory before
+// its first touch (madvise MADV_HUGEPAGE, what Linux's default THP mode "madvise" waits
+// for): a copy between ranks through shared memory (Open MPI's CMA single copy) pins and
+// walks 512x fewer pages; most 64 MiB reshards took half the time or less
+// (docs/BENCHMARKS.md). Advice only: where the kernel has no huge pages the block is an
+// ordinary one.
 class CachingHostAllocator final : public Allocator {
  public:
   explicit CachingHostAllocator(size_t limit_bytes, bool huge_pages = false);
@@ -89,6 +90,10 @@ class CachingHostAllocator final : public Allocator {
   std::map<size_t, std::vector<void*>> large_;
   HostCacheStats stats_;
   bool huge_pages_ = false;
+
+  // Whether a block of `block` bytes is mapped as huge pages (and unmapped, not freed).
+  bool Huge(size_t block) const { return huge_pages_ && block >= kHugeFrom; }
+  void Release(void* p, size_t block) const noexcept;  // back to the system
 };
 
 // The host allocator shared by every host tensor: a CachingHostAllocator bounded by
