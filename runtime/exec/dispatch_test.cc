@@ -242,7 +242,7 @@ TEST(Dispatch, DataDependentSizesThatDifferBetweenRanksAreAnErrorOnEveryRank) {
       2,
       [&](Communicator& comm) {
         const std::vector<double> values = comm.rank() == 0 ? std::vector<double>{1, 0, 2, 0}
-                                                            : std::vector<double>{1, 1, 2, 0};
+                                                            : std::vector<double>{1, 1, 1, 0};
         const DistTensor dx = DistTensor::FromLocal(Tensor::FromVector<double>({4}, values), {4}, DType::kFloat64,
                                                     mesh, Parse("[R]", 1), comm.rank());
         try {
