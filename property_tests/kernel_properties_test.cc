@@ -1171,6 +1171,15 @@ TEST(KernelDtypes, IntegralInputsComputeInFloat64) {
   }
   const Attrs to_float = FindOp("cast")->NormalizeAttrs(Attrs().With("dtype", std::string("float32")));
   EXPECT_EQ(Verdict("cast", {x}, to_float, DType::kFloat32), "");
+  // The ops that count zeros and repeats take int64 and bool x as they are (repeats in both).
+  ref::Tensor repeats = x;
+  repeats.data = {3, 0, -2, 3, 0, 3};
+  const Attrs every = FindOp("unique")->NormalizeAttrs(
+      Attrs().With("return_index", true).With("return_inverse", true).With("return_counts", true));
+  for (const ref::Tensor& t : {repeats, flags}) {
+    EXPECT_EQ(Verdict("nonzero", {t}, Attrs(), DType::kFloat64), "") << ToString(t.dtype);
+    EXPECT_EQ(Verdict("unique", {t}, every, DType::kFloat64), "") << ToString(t.dtype);
+  }
 }
 
 // ---- bfloat16 and float16 --------------------------------------------------------------------

@@ -158,6 +158,27 @@ decltype(auto) DispatchFloat(DType dtype, F&& fn) {
   return fn(Tag<double>{});
 }
 
+// Whether v is NaN (never, for an integral or bool T).
+template <typename T>
+bool IsNan(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::isnan(v);
+  } else {
+    return false;
+  }
+}
+
+// The sorting ops' total order (argsort, topk, unique): whether value a (at position ia)
+// comes before value b (at ib), ascending (descending: reversed) with NaN above every
+// number, then by position.
+template <typename T>
+bool SortsBefore(T a, int64_t ia, T b, int64_t ib, bool descending) {
+  const bool a_nan = IsNan(a), b_nan = IsNan(b);
+  if (a_nan != b_nan) return descending ? a_nan : b_nan;
+  if (!a_nan && a != b) return descending ? b < a : a < b;
+  return ia < ib;
+}
+
 // Calls fn(const T* data) with the tensor's own element type.
 template <typename F>
 decltype(auto) VisitData(const Tensor& t, F&& fn) {

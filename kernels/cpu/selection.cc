@@ -18,15 +18,8 @@ namespace {
 
 using internal::CheckArity;
 using internal::NewOutput;
-
-template <typename T>
-bool IsNan(T v) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return std::isnan(v);
-  } else {
-    return false;
-  }
-}
+using internal::IsNan;
+using internal::SortsBefore;
 
 // One value for unique: equal, or both NaN.
 template <typename T>
@@ -71,13 +64,8 @@ Tensors unique(const TensorArgs& inputs, const Attrs& attrs) {
   std::vector<int64_t> sizes;                             // per value, how often
   internal::VisitData(x, [&](const auto* src) {
     using T = std::remove_cv_t<std::remove_pointer_t<decltype(src)>>;
-    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-      const T va = src[a], vb = src[b];
-      const bool na = IsNan(va), nb = IsNan(vb);
-      if (na != nb) return nb;
-      if (!na && va != vb) return va < vb;
-      return a < b;
-    });
+    std::sort(order.begin(), order.end(),
+              [&](int64_t a, int64_t b) { return SortsBefore<T>(src[a], a, src[b], b, false); });
     for (int64_t k = 0; k < n; ++k) {
       const int64_t at = order[static_cast<size_t>(k)];
       if (k == 0 || !Same(src[at], src[firsts.back()])) {
