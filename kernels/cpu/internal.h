@@ -17,6 +17,7 @@
 #include "kernels/tensor.h"
 #include "rules/model/error.h"
 #include "rules/model/attrs.h"
+#include "rules/model/is_nan.h"
 #include "rules/engine/shape_util.h"
 
 namespace spmd::kernels::cpu::internal {
@@ -156,16 +157,6 @@ template <typename F>
 decltype(auto) DispatchFloat(DType dtype, F&& fn) {
   if (dtype == DType::kFloat32) return fn(Tag<float>{});
   return fn(Tag<double>{});
-}
-
-// Whether v is NaN (never, for an integral or bool T).
-template <typename T>
-bool IsNan(T v) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return std::isnan(v);
-  } else {
-    return false;
-  }
 }
 
 // The sorting ops' total order (argsort, topk, unique): whether value a (at position ia)

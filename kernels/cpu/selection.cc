@@ -18,7 +18,6 @@ namespace {
 
 using internal::CheckArity;
 using internal::NewOutput;
-using internal::IsNan;
 using internal::SortsBefore;
 
 // One value for unique: equal, or both NaN.
