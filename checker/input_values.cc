@@ -43,6 +43,11 @@ reference::Tensor MakeInputValues(const Shape& shape, InputValues values, std::m
         v = static_cast<double>(randint(0, std::max<int64_t>(values.bound, 1) - 1));
         break;
       case ValueKind::kCounts: v = static_cast<double>(randint(0, std::max<int64_t>(values.bound, 0))); break;
+      case ValueKind::kSmallInt: {
+        const int64_t b = std::max<int64_t>(values.bound, 0);
+        v = static_cast<double>(randint(-b, b));
+        break;
+      }
     }
   }
   if (values.kind == ValueKind::kIndex && values.hit_end > values.hit_begin && n > 0) {

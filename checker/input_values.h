@@ -14,7 +14,8 @@ namespace spmd::checker {
 // (0.1, 2), non-zeros with |v| in (0.5, 2) and random signs, near-ones with |ln|v|| in
 // (0.01, 0.06) and random signs); bool tensors hold 0/1 (1 with probability values.ones) and
 // int64 tensors indices in [0, max(bound, 1)), one of
-// them in [hit_begin, hit_end) when that range is not empty. Float values come as float64.
+// them in [hit_begin, hit_end) when that range is not empty; kSmallInt gives integers in
+// [-bound, bound] (repeats and zeros common) in a float dtype. Float values come as float64.
 reference::Tensor MakeInputValues(const Shape& shape, InputValues values, std::mt19937_64& rng);
 
 }  // namespace spmd::checker

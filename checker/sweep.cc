@@ -96,6 +96,11 @@ void SweepReverse(const OpDecl& op, const Mesh& mesh, const Example& example, co
   } catch (const SpmdError&) {
     return;
   }
+  // A data-dependent dim (nonzero's count) takes a size of 1 in the request: the reverse
+  // accepts any size there (ShapeFits), and its answer reads only the ranks and static dims.
+  for (Shape& shape : out_shapes) {
+    for (int64_t& size : shape) size = size == kDataDependentDim ? 1 : size;
+  }
   std::vector<std::vector<DistAttr>> out_choices;
   for (size_t o = 0; o < out_shapes.size(); ++o) {
     // Output 0 takes every sharding; the others stay replicated (the product grows fast).

@@ -142,6 +142,11 @@ inline ref::Tensors MakeInputs(const OpDecl& op, const std::vector<Shape>& shape
         case ValueKind::kCounts:
           v = kind.bound > 0 ? static_cast<double>(rng() % static_cast<uint64_t>(kind.bound + 1)) : 0.0;
           break;
+        case ValueKind::kSmallInt:
+          v = kind.bound > 0 ? static_cast<double>(static_cast<int64_t>(rng() % static_cast<uint64_t>(2 * kind.bound + 1)) -
+                                                   kind.bound)
+                             : 0.0;
+          break;
       }
       // Ids stay whole numbers of their own dtype (int64 below): a float16 run must not
       // round an id of 2^20 to infinity.

@@ -291,6 +291,11 @@ ref::Tensors MakeInputs(const OpDecl& op, const std::vector<Shape>& shapes, cons
         case ValueKind::kCounts:
           v = kind.bound > 0 ? static_cast<double>(rng() % static_cast<uint64_t>(kind.bound + 1)) : 0.0;
           break;
+        case ValueKind::kSmallInt:
+          v = kind.bound > 0 ? static_cast<double>(static_cast<int64_t>(rng() % static_cast<uint64_t>(2 * kind.bound + 1)) -
+                                                   kind.bound)
+                             : 0.0;
+          break;
       }
       v = prop::RoundToDType(v, t.dtype);  // the run's values, exactly
     }
@@ -954,6 +959,60 @@ TEST(KernelNaN, CumExtremesKeepTheFirstNaN) {
   }
 }
 
+// unique and nonzero with NaN and signed zeros (the numeric goldens hold no NaN): NaNs are
+// one value sorted last, -0 and 0 one value with the first met kept, NaN is nonzero; the
+// reference's answer written out, then the CPU kernel's (float64 and float32) against it.
+TEST(KernelNaN, UniqueAndNonzeroOnNaNAndSignedZeros) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> x = {nan, 0.0, 2.0, -0.0, nan, -1.0, 2.0, 0.0};
+  ref::Tensor rx;
+  rx.shape = {2, 4};
+  rx.data = x;
+  const Attrs every = FindOp("unique")->NormalizeAttrs(
+      Attrs().With("return_index", true).With("return_inverse", true).With("return_counts", true));
+  const ref::Tensors want = ref::FindReference("unique")(ref::Tensors{rx}, every);
+  ASSERT_EQ(want.size(), 4u);
+  ASSERT_EQ(want[0].shape, (Shape{4}));
+  EXPECT_EQ(want[0].data[0], -1.0);
+  EXPECT_EQ(want[0].data[1], 0.0);
+  EXPECT_FALSE(std::signbit(want[0].data[1]));  // x[1] = +0 is met before x[3] = -0
+  EXPECT_EQ(want[0].data[2], 2.0);
+  EXPECT_TRUE(std::isnan(want[0].data[3]));
+  EXPECT_EQ(want[1].data, (std::vector<double>{5, 1, 2, 0}));
+  EXPECT_EQ(want[2].data, (std::vector<double>{3, 1, 2, 1, 3, 0, 2, 1}));
+  EXPECT_EQ(want[3].data, (std::vector<double>{1, 3, 2, 2}));
+  const ref::Tensors want_nz = ref::FindReference("nonzero")(ref::Tensors{rx}, Attrs());
+  EXPECT_EQ(want_nz[0].shape, (Shape{5, 2}));
+  EXPECT_EQ(want_nz[0].data, (std::vector<double>{0, 0, 0, 2, 1, 0, 1, 1, 1, 2}));
+  for (DType dtype : {DType::kFloat64, DType::kFloat32}) {
+    SCOPED_TRACE(ToString(dtype));
+    const KTensor kx = dtype == DType::kFloat64 ? KTensor::FromVector({2, 4}, x)
+                                                : KTensor::FromVector({2, 4}, std::vector<float>(x.begin(), x.end()));
+    const KTensors got = RunCpuKernel("unique", {kx}, every);
+    ASSERT_EQ(got.size(), 4u);
+    ASSERT_EQ(got[0].shape(), (Shape{4}));
+    for (int k = 0; k < 4; ++k) {
+      const double v = dtype == DType::kFloat64 ? got[0].data<double>()[k] : got[0].data<float>()[k];
+      EXPECT_EQ(std::isnan(v), std::isnan(want[0].data[k])) << k;
+      if (!std::isnan(v)) {
+        EXPECT_EQ(v, want[0].data[k]) << k;
+        EXPECT_EQ(std::signbit(v), std::signbit(want[0].data[k])) << k;
+      }
+    }
+    for (size_t o = 1; o < 4; ++o) {
+      ASSERT_EQ(got[o].shape(), want[o].shape) << o;
+      for (int64_t i = 0; i < got[o].numel(); ++i) {
+        EXPECT_EQ(static_cast<double>(got[o].data<int64_t>()[i]), want[o].data[static_cast<size_t>(i)]) << o << " " << i;
+      }
+    }
+    const KTensors nz = RunCpuKernel("nonzero", {kx}, Attrs());
+    ASSERT_EQ(nz[0].shape(), want_nz[0].shape);
+    for (int64_t i = 0; i < nz[0].numel(); ++i) {
+      EXPECT_EQ(static_cast<double>(nz[0].data<int64_t>()[i]), want_nz[0].data[static_cast<size_t>(i)]) << i;
+    }
+  }
+}
+
 // cummax / cummin with the scanned axis cut into pieces (some empty), each piece's exchange
 // phases run (the reference's and the CPU kernel's) on values with ties and NaN (or int64
 // values), the pieces' summaries gathered in a shuffled order: every piece's outputs are the
@@ -1112,6 +1171,15 @@ TEST(KernelDtypes, IntegralInputsComputeInFloat64) {
   }
   const Attrs to_float = FindOp("cast")->NormalizeAttrs(Attrs().With("dtype", std::string("float32")));
   EXPECT_EQ(Verdict("cast", {x}, to_float, DType::kFloat32), "");
+  // The ops that count zeros and repeats take int64 and bool x as they are (repeats in both).
+  ref::Tensor repeats = x;
+  repeats.data = {3, 0, -2, 3, 0, 3};
+  const Attrs every = FindOp("unique")->NormalizeAttrs(
+      Attrs().With("return_index", true).With("return_inverse", true).With("return_counts", true));
+  for (const ref::Tensor& t : {repeats, flags}) {
+    EXPECT_EQ(Verdict("nonzero", {t}, Attrs(), DType::kFloat64), "") << ToString(t.dtype);
+    EXPECT_EQ(Verdict("unique", {t}, every, DType::kFloat64), "") << ToString(t.dtype);
+  }
 }
 
 // ---- bfloat16 and float16 --------------------------------------------------------------------

@@ -570,14 +570,15 @@ struct OpValues {
   ref::Tensors inputs;
   ref::Tensors expected;
   Attrs normalized;
+  std::vector<InputValues> kinds;  // per input
 };
 
 OpValues MakeOpValues(const OpCase& c) {
   OpValues v;
   v.normalized = c.op->NormalizeAttrs(c.attrs);
-  const std::vector<InputValues> kinds = c.op->InputValueKinds(RuleContext{c.shapes, v.normalized});
+  v.kinds = c.op->InputValueKinds(RuleContext{c.shapes, v.normalized});
   std::mt19937_64 rng(c.seed);
-  for (size_t i = 0; i < c.shapes.size(); ++i) v.inputs.push_back(MakeInput(c.shapes[i], kinds[i], c.float_dtype, rng));
+  for (size_t i = 0; i < c.shapes.size(); ++i) v.inputs.push_back(MakeInput(c.shapes[i], v.kinds[i], c.float_dtype, rng));
   v.expected = ref::FindReference(c.op->name)(v.inputs, v.normalized);
   return v;
 }
@@ -602,7 +603,19 @@ std::string RunOpCase(const OpCase& c, const OpValues& v, const InferResult& rul
     bool sum_like = true;
     for (const auto& [axis, op] : attr.partial) sum_like = sum_like && (op == ReduceOp::kSum || op == ReduceOp::kAvg);
     if (real_addends && sum_like) {
-      const auto parts = SplitPartial(t.data, attr.partial, c.mesh, false, t.dtype, rng);
+      // Small integers (nonzero's and unique's x) get integer addends (avg: copies, as int64's),
+      // so the reduced input is exactly the global one: an op that tests values for equality
+      // or zero sees the reference's values, not a rounding of them (1 + 2^-52 is a value of
+      // its own).
+      std::vector<std::vector<double>> parts;
+      if (i < v.kinds.size() && v.kinds[i].kind == ValueKind::kSmallInt) {
+        SplitOptions exact;
+        exact.integer = true;
+        exact.avg_copies = true;
+        parts = spmd::SplitPartial(t.data, attr.partial, c.mesh, exact, rng);
+      } else {
+        parts = SplitPartial(t.data, attr.partial, c.mesh, false, t.dtype, rng);
+      }
       inputs.push_back(FromAddends(t.shape, t.dtype, parts, c.mesh, attr, me));
     } else {
       inputs.push_back(DistTensor::ShardTensor(MakeTensor(t.shape, t.dtype, t.data), c.mesh, attr, me));

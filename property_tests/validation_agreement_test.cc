@@ -299,7 +299,7 @@ TEST(ValidationAgreement, PlannedOpsUnderMutation) {
   for (const char* name : {"reshape", "flatten", "squeeze", "unsqueeze", "transpose", "split", "split_with_num",
                            "unbind", "concat", "stack", "slice", "tile", "expand", "expand_as", "triu", "tril",
                            "tril_triu", "one_hot", "roll", "pad", "swiglu", "index_select", "gather",
-                           "gather_nd", "scatter", "scatter_nd_add", "argsort", "topk", "dropout",
+                           "gather_nd", "scatter", "scatter_nd_add", "argsort", "topk", "nonzero", "unique", "dropout",
                            "fused_dropout_add", "sum", "mean", "softmax_grad", "layer_norm", "rms_norm",
                            "layer_norm_grad", "rms_norm_grad", "lookup_table_v2", "embedding_grad",
                            "c_embedding", "c_embedding_grad", "cross_entropy_with_softmax",

@@ -79,6 +79,9 @@ DEFAULTS = {
     "pad": {"paddings": REQUIRED, "pad_value": 0.0}, "swiglu": {},
     # more of Paddle's registered rules
     "argsort": {"axis": -1, "descending": False, "stable": False},
+    "nonzero": {},
+    "unique": {"return_index": False, "return_inverse": False, "return_counts": False, "axis": [],
+               "dtype": "int64"},
     "topk": {"k": 1, "axis": -1, "largest": True, "sorted": True},
     "gather_nd": {}, "scatter": {"overwrite": True}, "scatter_nd_add": {},
     "fused_rotary_position_embedding": {"use_neox_rotary_style": True, "time_major": False,

@@ -3935,6 +3935,81 @@ def np_multi_label_ce_grad(p, label, w, g, ignore_index=-100, sum_loss=True, sta
     return flat_out.reshape(p.shape)
 
 
+family("selection", ["nonzero", "unique"])
+
+RNG37 = np.random.default_rng(20261231)
+
+
+def np_nonzero(x):
+    """The [count, rank] int64 coordinates of x's nonzero elements in row-major order (NaN is
+    nonzero, -0 is zero)."""
+    x = np.asarray(x)
+    return T(np.argwhere(x != 0).reshape(-1, x.ndim), "int64")
+
+
+def py_unique(x, dtype="float64", index=False, inverse=False, counts=False):
+    """unique over the flattened x by its definition (docs/OPS.md), in plain Python: the sorted
+    distinct values (NaNs one value, above every number; -0 and 0 one value, the first met
+    kept), the first position of each, the position in out of each element, the counts. An
+    output whose flag is false is unset: 0-d int64 zero."""
+    flat = [float(v) for v in np.asarray(x, dtype=np.float64).reshape(-1)]
+
+    def same(a, b):
+        return a == b or (math.isnan(a) and math.isnan(b))
+
+    firsts = [i for i, v in enumerate(flat) if not any(same(flat[j], v) for j in range(i))]
+    firsts.sort(key=lambda i: (1, 0.0) if math.isnan(flat[i]) else (0, flat[i]))
+    out = np.array([flat[i] for i in firsts])
+    inv = np.array([next(k for k, i in enumerate(firsts) if same(flat[i], v)) for v in flat], dtype=np.int64)
+    cnt = np.array([sum(same(flat[i], v) for v in flat) for i in firsts], dtype=np.int64)
+    unset = T(np.array(0), "int64")
+    return [T(out, dtype), T(np.array(firsts, dtype=np.int64), "int64") if index else unset,
+            T(inv, "int64") if inverse else unset, T(cnt, "int64") if counts else unset]
+
+
+def gen_selection():
+    def small(*shape):
+        return RNG37.integers(-2, 3, size=shape).astype(np.float64)
+
+    x = small(3, 4)
+    x3 = small(2, 3, 2)
+    case("nonzero", "2d", {}, [x], [np_nonzero(x)])
+    case("nonzero", "3d", {}, [x3], [np_nonzero(x3)])
+    x1 = small(6)
+    case("nonzero", "1d_float32", {}, [T(x1, "float32")], [np_nonzero(x1)])
+    special = np.array([0.0, np.nan, -0.0, np.inf, -np.inf, 0.0])
+    case("nonzero", "nan_and_signed_zero", {}, [special], [T(np.array([[1], [3], [4]]), "int64")])
+    case("nonzero", "all_zero", {}, [np.zeros((2, 3))], [T(np.zeros((0, 2)), "int64")])
+    case("nonzero", "empty_dim", {}, [np.zeros((0, 3))], [T(np.zeros((0, 2)), "int64")])
+    ids = RNG37.integers(0, 3, size=(2, 3))
+    case("nonzero", "int64", {}, [T(ids, "int64")], [np_nonzero(ids)])
+    mask = RNG37.integers(0, 2, size=(4,))
+    case("nonzero", "bool", {}, [T(mask, "bool")], [np_nonzero(mask)])
+    error("nonzero", "0d", {}, [np.array(1.0)], "inputs[0].shape")
+    error("nonzero", "two_inputs", {}, [x, x], "inputs")
+
+    every = {"return_index": True, "return_inverse": True, "return_counts": True}
+    case("unique", "2d_every_output", every, [x], py_unique(x, index=True, inverse=True, counts=True))
+    case("unique", "2d_out_only", {}, [x], py_unique(x))
+    case("unique", "3d_inverse", {"return_inverse": True}, [x3], py_unique(x3, inverse=True))
+    case("unique", "3d_index_counts", {"return_index": True, "return_counts": True}, [x3],
+         py_unique(x3, index=True, counts=True))
+    signed = np.array([1.0, -0.0, 0.0, np.inf, -2.0, 1.0, -np.inf, np.inf])
+    case("unique", "signed_zero_and_infinities", every, [signed],
+         py_unique(signed, index=True, inverse=True, counts=True))
+    case("unique", "0d", every, [np.array(2.5)], py_unique(np.array(2.5), index=True, inverse=True, counts=True))
+    case("unique", "empty", every, [np.zeros((0, 3))], py_unique(np.zeros((0, 3)), index=True, inverse=True, counts=True))
+    ids = RNG37.integers(0, 4, size=(3, 3))
+    case("unique", "int64", every, [T(ids, "int64")], py_unique(ids, "int64", index=True, inverse=True, counts=True))
+    mask = RNG37.integers(0, 2, size=(5,))
+    case("unique", "bool", every, [T(mask, "bool")], py_unique(mask, "bool", index=True, inverse=True, counts=True))
+    f32 = small(7)
+    case("unique", "float32", every, [T(f32, "float32")], py_unique(f32, "float32", index=True, inverse=True, counts=True))
+    error("unique", "axis_given", {"axis": [0]}, [x], "attrs.axis", "Unsupported")
+    error("unique", "dtype_int32", {"dtype": "int32"}, [x], "attrs.dtype")
+    error("unique", "two_inputs", {}, [x, x], "inputs")
+
+
 def gen_c_softmax_multi_label():
     op = "c_softmax_with_multi_label_cross_entropy"
 
@@ -4044,6 +4119,7 @@ def main():
     gen_batch_norm()  # RNG32
     gen_moe_gate_dispatch()  # RNG35
     gen_c_softmax_multi_label()  # RNG36
+    gen_selection()  # RNG37
     for name, lines in sorted(FAMILIES.items()):
         path = os.path.join(HERE, name + ".jsonl")
         with open(path, "w") as f:

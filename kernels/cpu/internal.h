@@ -17,6 +17,7 @@
 #include "kernels/tensor.h"
 #include "rules/model/error.h"
 #include "rules/model/attrs.h"
+#include "rules/model/is_nan.h"
 #include "rules/engine/shape_util.h"
 
 namespace spmd::kernels::cpu::internal {
@@ -156,6 +157,17 @@ template <typename F>
 decltype(auto) DispatchFloat(DType dtype, F&& fn) {
   if (dtype == DType::kFloat32) return fn(Tag<float>{});
   return fn(Tag<double>{});
+}
+
+// The sorting ops' total order (argsort, topk, unique): whether value a (at position ia)
+// comes before value b (at ib), ascending (descending: reversed) with NaN above every
+// number, then by position.
+template <typename T>
+bool SortsBefore(T a, int64_t ia, T b, int64_t ib, bool descending) {
+  const bool a_nan = IsNan(a), b_nan = IsNan(b);
+  if (a_nan != b_nan) return descending ? a_nan : b_nan;
+  if (!a_nan && a != b) return descending ? b < a : a < b;
+  return ia < ib;
 }
 
 // Calls fn(const T* data) with the tensor's own element type.

@@ -18,25 +18,7 @@ namespace {
 
 using internal::CheckArity;
 using internal::NewOutput;
-
-template <typename T>
-bool IsNan(T v) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return std::isnan(v);
-  } else {
-    return false;
-  }
-}
-
-// Whether value a (at position ia) comes before value b (at ib): ascending (descending:
-// reversed) with NaN above every number, then by position.
-template <typename T>
-bool Before(T a, int64_t ia, T b, int64_t ib, bool descending) {
-  const bool a_nan = IsNan(a), b_nan = IsNan(b);
-  if (a_nan != b_nan) return descending ? a_nan : b_nan;
-  if (!a_nan && a != b) return descending ? b < a : a < b;
-  return ia < ib;
-}
+using internal::SortsBefore;
 
 // Per line of x along `axis`, the first `k` positions in sorted order into out (x's
 // dtype) and indices (int64).
@@ -53,7 +35,7 @@ Tensors SortAlong(const Tensor& x, int64_t axis, int64_t k, bool descending) {
     int64_t* idx = indices.data<int64_t>();
     std::vector<int64_t> order(static_cast<size_t>(v.len));
     std::vector<T> line(static_cast<size_t>(v.len));
-    const auto less = [&](int64_t a, int64_t b) { return Before(line[a], a, line[b], b, descending); };
+    const auto less = [&](int64_t a, int64_t b) { return SortsBefore(line[a], a, line[b], b, descending); };
     for (int64_t o = 0; o < v.outer; ++o) {
       for (int64_t i = 0; i < v.inner; ++i) {
         for (int64_t a = 0; a < v.len; ++a) line[a] = src[(o * v.len + a) * v.inner + i];

@@ -71,6 +71,8 @@ constexpr std::string_view kLinearV2 = "linear_v2";
 constexpr std::string_view kFlashAttention = "flash_attention";
 constexpr std::string_view kFlashAttnGrad = "flash_attn_grad";
 constexpr std::string_view kCSoftmaxGrad = "c_softmax_with_cross_entropy_grad";
+constexpr std::string_view kNonzero = "nonzero";
+constexpr std::string_view kUnique = "unique";
 constexpr std::string_view kCSoftmaxMultiLabelGrad = "c_softmax_with_multi_label_cross_entropy_grad";
 // The ops whose exchange phases are staged (all of rules/ops/exchange_ops.h); the row
 // reductions themselves have device kernels, the c_softmax ops staged ones (below).
@@ -92,6 +94,10 @@ const CudaKernel ops::roi_align{&Staged<kRoiAlign>, HalfInputs::kNative};
 const CudaKernel ops::roi_align_grad{&Staged<kRoiAlignGrad>, HalfInputs::kNative};
 const CudaKernel ops::cummax{&Staged<kCummax>, HalfInputs::kNative};
 const CudaKernel ops::cummin{&Staged<kCummin>, HalfInputs::kNative};
+// Outputs sized by x's values: the host run learns the count, which a device kernel would
+// have to read back before it could allocate (docs/GPU.md "Host-staged ops").
+const CudaKernel ops::nonzero{&Staged<kNonzero>, HalfInputs::kNative};
+const CudaKernel ops::unique{&Staged<kUnique>, HalfInputs::kNative};
 const CudaKernel ops::label_smooth{&Staged<kLabelSmooth>, HalfInputs::kNative};
 const CudaKernel ops::group_norm{&Staged<kGroupNorm>, HalfInputs::kNative};
 const CudaKernel ops::instance_norm{&Staged<kInstanceNorm>, HalfInputs::kNative};

@@ -46,6 +46,11 @@ inline Tensors MakeInputs(const OpDecl& op, const std::vector<Shape>& shapes, co
         case ValueKind::kCounts:
           v = kind.bound > 0 ? static_cast<double>(rng() % static_cast<uint64_t>(kind.bound + 1)) : 0.0;
           break;
+        case ValueKind::kSmallInt:
+          v = kind.bound > 0 ? static_cast<double>(static_cast<int64_t>(rng() % static_cast<uint64_t>(2 * kind.bound + 1)) -
+                                                   kind.bound)
+                             : 0.0;
+          break;
       }
     }
     ArrangeInputValues(kind, shapes[i], values);

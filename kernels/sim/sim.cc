@@ -28,6 +28,8 @@
 #include "kernels/backend_checks.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/kernels.h"
+#include "rules/engine/op_decl.h"
+#include "rules/engine/registry.h"
 
 namespace spmd::kernels::sim {
 namespace {
@@ -677,6 +679,24 @@ Tensors RunOnCopies(const KernelRef& kernel, const std::vector<InputView>& views
   return RunCpuKernel(kernel, host, attrs);
 }
 
+// Whether `kernel`'s outputs have a data-dependent dim for these inputs and attrs (nonzero's
+// count, unique's: SEMANTICS.md §3.1). Zero stand-ins would give other shapes than the data,
+// so such a kernel runs staged on the real data, as its CUDA entry does.
+bool HasDataDependentOutputs(const KernelRef& kernel, const TensorArgs& inputs, const Attrs& attrs) {
+  if (kernel.phase) return false;
+  const OpDecl* op = FindOp(kernel.op);
+  if (op == nullptr) return false;
+  std::vector<Shape> shapes;
+  for (const Tensor& t : inputs) shapes.push_back(t.shape());
+  try {
+    for (const Shape& shape : InferOutputShapes(*op, shapes, attrs)) {
+      if (HasDataDependentDim(shape)) return true;
+    }
+  } catch (const std::exception&) {  // a request the declaration refuses: the kernel says why
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string_view ToString(Hazard hazard) {
@@ -720,13 +740,16 @@ Tensors SimBackend::RunKernel(const KernelRef& kernel, const TensorArgs& inputs,
     views.push_back({inputs[i].bytes(), inputs[i].shape(), inputs[i].dtype()});
     ranges.push_back({inputs[i].bytes(), inputs[i].nbytes(), false, "inputs[" + std::to_string(i) + "]"});
   }
-  // The outputs' shapes and dtypes, from the CPU kernel on zero-filled stand-ins.
+  // The outputs' shapes and dtypes, from the CPU kernel on zero-filled stand-ins (none for an
+  // output whose size the data decides: staged below).
   std::optional<Tensors> shapes;
-  try {
-    Tensors stand_ins;
-    for (const Tensor& t : inputs) stand_ins.emplace_back(t.shape(), t.dtype());
-    shapes = RunCpuKernel(kernel, stand_ins, attrs);
-  } catch (const SpmdError&) {
+  if (!HasDataDependentOutputs(kernel, inputs, attrs)) {
+    try {
+      Tensors stand_ins;
+      for (const Tensor& t : inputs) stand_ins.emplace_back(t.shape(), t.dtype());
+      shapes = RunCpuKernel(kernel, stand_ins, attrs);
+    } catch (const SpmdError&) {
+    }
   }
   Runtime& rt = Runtime::Get();
   Allocator& allocator = AllocatorFor(device);

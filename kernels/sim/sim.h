@@ -80,8 +80,9 @@ class OutOfMemory : public std::bad_alloc {
 // HazardError kUseAfterFree for a freed one), then enqueues the work on `stream` (Stream{}:
 // the default stream of the buffer's device) and returns. RunKernel finds the outputs'
 // shapes by running the CPU kernel on zero-filled host stand-ins of the inputs (an op the
-// stand-ins cannot take, such as one refusing zeros, waits for its stream and runs on the
-// real data instead, throwing its error directly), then enqueues the CPU kernel on the
+// stand-ins cannot take, such as one refusing zeros, and an op whose output size the data
+// decides, nonzero and unique, wait for their stream and run on the real data instead,
+// throwing their error directly), then enqueues the CPU kernel on the
 // worker over copies of the device buffers. Synchronize(Stream{}) waits for every stream
 // of every sim device.
 class SimBackend final : public Backend {

@@ -172,6 +172,7 @@ std::string EinsumSpec::ToString() const {
   s += "->";
   for (size_t i = 0; i < outputs.size(); ++i) s += (i ? "," : "") + NotationString(outputs[i]);
   if (!forced_replicated.empty()) s += " R(" + NotationString(forced_replicated) + ")";
+  if (!data_dependent.empty()) s += " D(" + NotationString(data_dependent) + ")";
   if (!exchanged.empty()) s += " X(" + NotationString(exchanged) + ")";
   if (!tied.empty()) {  // T(g=h): g follows h
     s += " T(";
@@ -244,10 +245,44 @@ void BindFactorSizes(EinsumSpec& spec, const std::vector<std::vector<int64_t>>& 
       known = s;
     }
   }
+  for (FactorId f : spec.data_dependent) {
+    check_id(f);
+    const auto bug = [&](const std::string& why) {
+      throw std::logic_error("einsum spec " + spec.ToString() + ": data-dependent factor '" +
+                             EinsumSpec::FactorName(f) + "' " + why);
+    };
+    if (f == kBroadcastDim) bug("is a broadcast dim");
+    for (const Notation& notation : spec.inputs) {
+      if (Contains(notation, f)) bug("appears in an input (its size would be known before the run)");
+    }
+    if (spec.factor_sizes[f] != EinsumSpec::kDataDependentSize) bug("has a size");
+    if (!Contains(spec.forced_replicated, f)) bug("is not forced replicated (it would be sharded)");
+    if (Contains(spec.exchanged, f)) bug("is exchanged");
+    for (const auto& [follower, leader] : spec.tied) {
+      if (follower == f || leader == f) bug("is tied");
+    }
+    for (size_t o = 0; o < spec.outputs.size(); ++o) {
+      if (!Contains(spec.outputs[o], f)) continue;
+      // An output holding it is never partial: every input factor it lacks is whole, no
+      // partial input is kept, nothing is accumulated into it.
+      if (spec.accept != PartialAcceptance::kNone) bug("is in output " + std::to_string(o) + ", which a kept partial input would make partial");
+      for (const auto& [i, out] : spec.accumulated) {
+        if (out == static_cast<int>(o)) bug("is in output " + std::to_string(o) + ", which accumulates an input");
+      }
+      for (const Notation& notation : spec.inputs) {
+        for (FactorId g : notation) {
+          if (g != kBroadcastDim && !Contains(spec.outputs[o], g) && !Contains(spec.forced_replicated, g)) {
+            bug("is in output " + std::to_string(o) + ", which a sharded factor '" + EinsumSpec::FactorName(g) +
+                "' missing from it would make partial");
+          }
+        }
+      }
+    }
+  }
   for (const Notation& notation : spec.outputs) {
     for (FactorId f : notation) {
       check_id(f);
-      if (f != kBroadcastDim && spec.factor_sizes[f] < 0) {
+      if (f != kBroadcastDim && spec.factor_sizes[f] < 0 && !Contains(spec.data_dependent, f)) {
         throw std::logic_error("einsum spec " + spec.ToString() + ": output factor '" +
                                EinsumSpec::FactorName(f) + "' has no size");
       }
@@ -347,7 +382,10 @@ struct Context {
     for (int i : s.unread_inputs) {
       if (i >= 0 && static_cast<size_t>(i) < num_inputs) unread[i] = true;
     }
-    for (int64_t size : s.factor_sizes) sized = sized && size >= 0;
+    // A data-dependent factor is in outputs only; the pricing reads input sizes.
+    for (FactorId f = 0; f < s.num_factors(); ++f) {
+      sized = sized && (s.factor_sizes[f] >= 0 || Contains(s.data_dependent, f));
+    }
     if (!sized) return;
     shapes.resize(num_inputs);
     numels.assign(num_inputs, 1);

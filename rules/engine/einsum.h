@@ -70,6 +70,12 @@ struct EinsumSpec {
   // (fused_linear_param_grad_add's dbias_out reads dout and dbias, not x: a sharded k of x
   // leaves it whole, not partial).
   std::vector<std::vector<int>> output_reads;
+  // Factors whose size only the op's run decides (nonzero's count of nonzero elements,
+  // unique's number of distinct values): SEMANTICS.md §3.1. They appear
+  // in outputs only, are forced replicated, and keep kDataDependentSize as their size after
+  // binding; an output holding one is never sharded on it and never partial (BindFactorSizes
+  // refuses a spec that could make it so, a declaration bug).
+  std::vector<FactorId> data_dependent;
   // Inputs the op adds into an output, (input, output): output = input + the rest, every
   // factor of the input in the output's notation. The input is required partial(sum)
   // exactly where that output is partial (R -> P, S -> P: local steps), so that the addends
@@ -81,6 +87,8 @@ struct EinsumSpec {
 
   // A factor size that BindFactorSizes takes from the first input dim of the factor.
   static constexpr int64_t kUnsized = -1;
+  // The size of a data-dependent factor, bound or not, and of its dims in output shapes.
+  static constexpr int64_t kDataDependentSize = -1;
 
   // Adds a factor of `size` (kUnsized: taken from the inputs) and returns its id.
   FactorId AddFactor(int64_t size = kUnsized);
@@ -107,11 +115,14 @@ struct InferResult {
 // Binds the notation to the input shapes: one factor id per dim, every factor has one size
 // over all inputs (an unsized factor takes its first input dim's size), broadcast dims
 // have size 1. Throws SpmdError(kInvalidArgument, "inputs[i].shape") on a mismatch, and
-// std::logic_error for a declaration bug (a bad id, or an output factor left unsized).
+// std::logic_error for a declaration bug (a bad id, an output factor left unsized, a
+// data-dependent factor that appears in an input or is not forced replicated, or an output
+// holding one that could be partial: an input factor missing from it not forced replicated,
+// a partial input kept, an accumulated input).
 void BindFactorSizes(EinsumSpec& spec, const std::vector<std::vector<int64_t>>& shapes);
 
 // The output shapes of a bound spec: each output dim has its factor's size (1 for a
-// broadcast dim).
+// broadcast dim, EinsumSpec::kDataDependentSize for a data-dependent factor).
 std::vector<std::vector<int64_t>> EinsumOutputShapes(const EinsumSpec& spec);
 
 // Forward inference. Assumes the inputs are valid dist attrs of the notation's ranks.

@@ -1,5 +1,7 @@
 // Factor ids and declared output shapes: no limit on the number of factors, every output
 // shape known from the declaration, one readable printer.
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -359,6 +361,88 @@ TEST(EinsumChoices, AnOutputIsPartialOnlyOverFactorsOfTheInputsItReads) {
   spec.output_reads.clear();
   r = InferEinsumForward(spec, Mesh({2, 2}), {Dims({{1}, {0}}), Dims({{1}, {}})});
   EXPECT_EQ(r.outputs[1], Dims({{}}, {{0, ReduceOp::kSum}, {1, ReduceOp::kSum}}));
+}
+
+// Data-dependent dims (SEMANTICS.md §3.1): the declaration gives kDataDependentDim where only
+// the run knows the size, and the reverse takes any size there.
+TEST(DataDependentDims, OutputShapesMarkTheDimsTheRunDecides) {
+  const OpDecl& nonzero = *FindOp("nonzero");
+  EXPECT_EQ(InferOutputShapes(nonzero, {{3, 4, 5}}, nonzero.NormalizeAttrs({})),
+            (std::vector<Shape>{{kDataDependentDim, 3}}));
+  const OpDecl& unique = *FindOp("unique");
+  EXPECT_EQ(InferOutputShapes(unique, {{3, 4}}, unique.NormalizeAttrs(Attrs().With("return_inverse", true))),
+            (std::vector<Shape>{{kDataDependentDim}, {}, {12}, {}}));
+  EXPECT_TRUE(ShapeFits({kDataDependentDim, 3}, {0, 3}));
+  EXPECT_TRUE(ShapeFits({kDataDependentDim, 3}, {60, 3}));
+  EXPECT_FALSE(ShapeFits({kDataDependentDim, 3}, {6, 2}));
+  EXPECT_FALSE(ShapeFits({kDataDependentDim, 3}, {6}));
+  EXPECT_FALSE(ShapeFits({4, 3}, {5, 3}));
+  const Mesh mesh({2});
+  for (int64_t count : {0, 1, 7}) {
+    const InferResult r = InferReverse(nonzero, mesh, {{3, 4}}, {{{count, 2}, DistAttr::Replicated(2)}}, {});
+    EXPECT_EQ(r.inputs[0], DistAttr::Replicated(2));
+  }
+  try {
+    InferReverse(nonzero, mesh, {{3, 4}}, {{{5, 3}, DistAttr::Replicated(2)}}, {});
+    ADD_FAILURE() << "no error";
+  } catch (const SpmdError& e) {
+    EXPECT_EQ(e.field(), "outputs[0].shape");
+  }
+  const std::optional<EinsumSpec> spec = BuildEinsumSpec(nonzero, {{3, 4}}, nonzero.NormalizeAttrs({}));
+  ASSERT_TRUE(spec.has_value());
+  EXPECT_EQ(spec->ToString(), "ab->cd R(abcd) D(c) [sum]");
+}
+
+// A spec that could shard a data-dependent dim or make its output partial is a declaration
+// bug, refused where the rule is built.
+TEST(DataDependentDims, SpecsThatCouldShardOrPartialThemAreRefused) {
+  const auto bound = [](EinsumSpec spec) { BindFactorSizes(spec, {{4, 6}}); };
+  const auto base = [] {
+    EinsumSpec spec = notation::FromLetters({"ab"}, {}, "ab");
+    const FactorId n = spec.AddFactor(EinsumSpec::kDataDependentSize);
+    spec.forced_replicated.push_back(n);
+    spec.data_dependent.push_back(n);
+    spec.outputs = {{n}};
+    return spec;
+  };
+  EXPECT_NO_THROW(bound(base()));
+  {  // not forced replicated: the engine could shard it
+    EinsumSpec spec = base();
+    spec.forced_replicated.pop_back();
+    EXPECT_THROW(bound(spec), std::logic_error);
+  }
+  {  // in an input: its size would be the input's
+    EinsumSpec spec = base();
+    spec.inputs[0][1] = spec.data_dependent[0];
+    EXPECT_THROW(bound(spec), std::logic_error);
+  }
+  {  // x's dim b may be sharded and is missing from the output: it would be partial
+    EinsumSpec spec = base();
+    spec.forced_replicated = {0, spec.data_dependent[0]};
+    EXPECT_THROW(bound(spec), std::logic_error);
+  }
+  {  // a kept partial input would make it partial
+    EinsumSpec spec = base();
+    spec.accept = PartialAcceptance::kAnyOp;
+    EXPECT_THROW(bound(spec), std::logic_error);
+  }
+  {  // a size given
+    EinsumSpec spec = base();
+    spec.factor_sizes[static_cast<size_t>(spec.data_dependent[0])] = 3;
+    EXPECT_THROW(bound(spec), std::logic_error);
+  }
+  // Declared as an op, the sharded data-dependent dim fails every request.
+  const OpDecl bad = OpBuilder("bad_count").Inputs({"x"}).Outputs({"out"})
+                         .Tolerance(ToleranceClass::kExact)
+                         .Einsum([](const RuleContext&) {
+                           EinsumSpec spec = notation::FromLetters({"ab"}, {"a"});
+                           const FactorId n = spec.AddFactor(EinsumSpec::kDataDependentSize);
+                           spec.data_dependent.push_back(n);
+                           spec.outputs[0].push_back(n);
+                           return spec;
+                         });
+  EXPECT_THROW(InferForward(bad, Mesh({2}), {{{4, 6}, DistAttr::Replicated(2)}}, {}), std::logic_error);
+  EXPECT_THROW(InferOutputShapes(bad, {{4, 6}}, {}), std::logic_error);
 }
 
 }  // namespace

@@ -185,12 +185,39 @@ std::optional<EinsumSpec> BuildEinsumSpec(const OpDecl& op, const std::vector<Sh
 namespace {
 
 // The output shapes of a built rule, each checked as an input shape is (sizes >= 0, at
-// most 2^62 elements), so that whatever the rule accepts has outputs a kernel can hold.
-std::vector<Shape> CheckedOutputShapes(std::vector<Shape> shapes) {
+// most 2^62 elements), so that whatever the rule accepts has outputs a kernel can hold. A
+// data-dependent dim of `spec` (kDataDependentDim) is checked as 0.
+std::vector<Shape> CheckedOutputShapes(std::vector<Shape> shapes, const EinsumSpec* spec = nullptr) {
   for (size_t o = 0; o < shapes.size(); ++o) {
+    if (spec != nullptr && !spec->data_dependent.empty() && HasDataDependentDim(shapes[o])) {
+      Shape statics = shapes[o];
+      for (size_t d = 0; d < statics.size(); ++d) {
+        if (Contains(spec->data_dependent, spec->outputs[o][d])) statics[d] = 0;
+      }
+      if (!ShapeOk(statics)) CheckShape(statics, OutputField(o));
+      continue;
+    }
     if (!ShapeOk(shapes[o])) CheckShape(shapes[o], OutputField(o));
   }
   return shapes;
+}
+
+// The guard of the data-dependent dims on a rule's answer (BindFactorSizes refuses the specs
+// that could break it; this holds the engine to it): an output holding one is not sharded
+// on it and not partial. A breach is a declaration or engine bug: std::logic_error.
+void CheckDataDependentOutputs(const std::string& op, const EinsumSpec& spec, const InferResult& answer) {
+  for (size_t o = 0; o < spec.outputs.size() && o < answer.outputs.size(); ++o) {
+    const Notation& out = spec.outputs[o];
+    for (size_t d = 0; d < out.size(); ++d) {
+      if (!Contains(spec.data_dependent, out[d])) continue;
+      if (!answer.outputs[o].partial.empty() ||
+          (d < answer.outputs[o].dims.size() && !answer.outputs[o].dims[d].empty())) {
+        throw std::logic_error(op + ": the rule answers output " + std::to_string(o) + " as " +
+                               ToString(answer.outputs[o]) + ", sharded or partial on data-dependent dim " +
+                               std::to_string(d));
+      }
+    }
+  }
 }
 
 // Arity, each input's shape and dist attr, in input order. The fast checks build no field
@@ -228,7 +255,7 @@ ForwardRule BuildForwardRule(const OpDecl& op, const std::vector<Shape>& shapes,
   }
   rule.einsum = op.einsum(context);
   BindFactorSizes(*rule.einsum, shapes);
-  rule.output_shapes = CheckedOutputShapes(EinsumOutputShapes(*rule.einsum));
+  rule.output_shapes = CheckedOutputShapes(EinsumOutputShapes(*rule.einsum), &*rule.einsum);
   return rule;
 }
 
@@ -257,8 +284,9 @@ InferResult RunForwardRule(const OpDecl& op, const Mesh& mesh, const std::vector
     return op.forward_override(context, mesh, copied);
   }
   if (op.dist_check) op.dist_check(context, CopiedDists(dists));
-  if (prepared != nullptr) return prepared->Infer(dists);
-  return InferEinsumForward(*rule.einsum, mesh, dists);
+  InferResult answer = prepared != nullptr ? prepared->Infer(dists) : InferEinsumForward(*rule.einsum, mesh, dists);
+  if (!rule.einsum->data_dependent.empty()) CheckDataDependentOutputs(op.name, *rule.einsum, answer);
+  return answer;
 }
 
 ForwardInference RunForward(const OpDecl& op, const Mesh& mesh,
@@ -290,7 +318,7 @@ std::vector<Shape> InferOutputShapes(const OpDecl& op, const std::vector<Shape>&
   if (op.dimtrans) return CheckedOutputShapes({op.dimtrans(context).output_shape});
   EinsumSpec spec = op.einsum(context);
   BindFactorSizes(spec, input_shapes);
-  return CheckedOutputShapes(EinsumOutputShapes(spec));
+  return CheckedOutputShapes(EinsumOutputShapes(spec), &spec);
 }
 
 InferResult InferForward(const OpDecl& op, const Mesh& mesh, const std::vector<TensorArg>& inputs,
@@ -377,7 +405,7 @@ InferResult InferReverse(const OpDecl& op, const Mesh& mesh,
     spec = op.einsum(context);
     BindFactorSizes(*spec, input_shapes);
     for (const Notation& notation : spec->outputs) ranks.push_back(notation.size());
-    expected = CheckedOutputShapes(EinsumOutputShapes(*spec));
+    expected = CheckedOutputShapes(EinsumOutputShapes(*spec), &*spec);
   }
   if (outputs.size() != ranks.size()) {
     ThrowInvalid("outputs", op.name + " has " + std::to_string(ranks.size()) +
@@ -390,7 +418,7 @@ InferResult InferReverse(const OpDecl& op, const Mesh& mesh,
       ThrowInvalid(OutputField(o) + ".shape", "rank " + std::to_string(outputs[o].shape.size()) +
                                                   ", the rule gives rank " + std::to_string(ranks[o]));
     }
-    if (outputs[o].shape != expected[o]) {
+    if (!ShapeFits(expected[o], outputs[o].shape)) {
       ThrowInvalid(OutputField(o) + ".shape",
                    ShapeText(outputs[o].shape) + ", but these inputs give " + op.name +
                        " an output of shape " + ShapeText(expected[o]));

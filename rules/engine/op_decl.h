@@ -29,6 +29,29 @@ namespace spmd {
 
 using Shape = std::vector<int64_t>;
 
+// An output dim whose size only the op's run decides (nonzero's count, unique's number of
+// distinct values: EinsumSpec::data_dependent; SEMANTICS.md §3.1). The
+// declaration gives this in place of the size; the rest of the shape is static.
+inline constexpr int64_t kDataDependentDim = EinsumSpec::kDataDependentSize;
+
+// Whether `shape` (an output shape the declaration gave) has a data-dependent dim.
+inline bool HasDataDependentDim(const Shape& shape) {
+  for (int64_t s : shape) {
+    if (s == kDataDependentDim) return true;
+  }
+  return false;
+}
+
+// Whether `actual` (what a run gave) is a shape `declared` allows: the same rank, every
+// static dim equal, any size >= 0 at a data-dependent dim.
+inline bool ShapeFits(const Shape& declared, const Shape& actual) {
+  if (declared.size() != actual.size()) return false;
+  for (size_t d = 0; d < declared.size(); ++d) {
+    if (declared[d] == kDataDependentDim ? actual[d] < 0 : declared[d] != actual[d]) return false;
+  }
+  return true;
+}
+
 struct AttrSpec {
   std::string name;
   AttrKind kind = AttrKind::kInt;
@@ -60,10 +83,12 @@ enum class ValueKind {
               // boxes (drawn as kPositive, then each row's pairs ordered: ArrangeInputValues)
   kCounts,    // integers >= 0 summing to `bound`: roi_align's rois per image (drawn as kIndex
               // below bound + 1, then turned into the gaps between sorted cuts: ArrangeInputValues)
+  kSmallInt,  // integers in [-bound, bound] in a floating dtype (not distinct): zeros and repeats
+              // common, for the ops whose output counts them (nonzero, unique)
 };
 struct InputValues {
   ValueKind kind = ValueKind::kReal;
-  int64_t bound = 0;  // kIndex: one past the largest value
+  int64_t bound = 0;  // kIndex: one past the largest value; kSmallInt: the largest magnitude
   double ones = 0.5;  // kBool: the probability of a 1
   // kIndex, when hit_end > hit_begin: one element (a random one) is drawn from
   // [hit_begin, hit_end) instead, so an op whose output is zero for ids outside a range
@@ -326,17 +351,19 @@ ForwardInference InferForwardWithShapes(const OpDecl& op, const Mesh& mesh,
                                         const std::vector<TensorArg>& inputs,
                                         const Attrs& attrs);
 
-// Reverse inference: `input_shapes` and the outputs' shapes and dist attrs.
+// Reverse inference: `input_shapes` and the outputs' shapes and dist attrs. Each output's
+// shape must fit what the inputs give (ShapeFits: any size at a data-dependent dim).
 InferResult InferReverse(const OpDecl& op, const Mesh& mesh,
                          const std::vector<Shape>& input_shapes,
                          const std::vector<TensorArg>& outputs, const Attrs& attrs);
 
 // Returns the global shape of every output for these input shapes and normalised attrs:
-// the einsum spec's factor sizes, or the DimTrans output shape. Validates as InferForward
-// does (arity, input shapes, attrs) and checks every output shape (sizes >= 0, at most
-// 2^62 elements; SpmdError(kInvalidArgument, "outputs[o].shape")). Every caller that
-// needs output shapes before a kernel runs (Dispatch, the checker, the generators) uses
-// this one.
+// the einsum spec's factor sizes, or the DimTrans output shape; kDataDependentDim at a
+// data-dependent dim (EinsumSpec::data_dependent), whose size the run gives (ShapeFits
+// compares). Validates as InferForward does (arity, input shapes, attrs) and checks every
+// output shape (sizes >= 0 but at data-dependent dims, at most 2^62 elements;
+// SpmdError(kInvalidArgument, "outputs[o].shape")). Every caller that needs output shapes
+// before a kernel runs (Dispatch, the checker, the generators) uses this one.
 std::vector<Shape> InferOutputShapes(const OpDecl& op, const std::vector<Shape>& input_shapes,
                                      const Attrs& normalized_attrs);
 

@@ -154,6 +154,9 @@
   X(block_attention_grad)   \
   /* optimizer steps */     \
   X(adamw)                  \
+  /* outputs sized by values (rules/ops/selection.cc) */ \
+  X(nonzero)                \
+  X(unique)                 \
   /* the unary math family (rules/engine/unary_math_list.h) */ \
   SPMD_FOR_EACH_UNARY_MATH_OP(X) \
   /* the binary math family (rules/engine/binary_math_list.h) */ \

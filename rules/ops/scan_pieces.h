@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "rules/model/is_nan.h"
+
 namespace spmd::scan_pieces {
 
 // A lane's summary of one piece: its first position along the axis, its length, its extreme
@@ -17,15 +19,6 @@ namespace spmd::scan_pieces {
 // where that was found. The summary's element type S is float64, or int64 for an int64 or
 // bool x, so that every value travels exactly.
 inline constexpr int64_t kExtremeStats = 4;
-
-template <typename V>
-bool IsNan(V v) {
-  if constexpr (std::is_floating_point_v<V>) {
-    return std::isnan(v);
-  } else {
-    return false;
-  }
-}
 
 // A running extreme: the value so far, the global position it came from, and whether any
 // element was seen.

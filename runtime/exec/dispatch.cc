@@ -74,6 +74,60 @@ Tensors RunExchange(const OpDecl& op, const RuleContext& context, const Mesh& me
   return backend.RunKernel(KernelRef(op.name, Phase::kFinish), kernels::TensorArgs(std::move(finish_inputs)), attrs);
 }
 
+// The sizes this rank's kernel gave at the data-dependent dims of its outputs (in output,
+// then dim order), gathered from every rank of the mesh and compared: the outputs holding
+// them are replicated and every rank ran the same kernel on the same replicated inputs, so
+// the sizes agree unless those inputs differ between ranks (a caller's replicated tensor
+// that is not the same everywhere, or a reduction that rounds differently per rank). Every
+// rank sees the same gathered list, so all of them throw alike (none waits for another):
+// InvalidArgument ("outputs[o].shape") naming the two ranks and their sizes.
+void AgreeOnDataDependentSizes(const OpDecl& op, const std::vector<Shape>& declared, const Tensors& results,
+                               const Mesh& mesh, const std::vector<int64_t>& coord, Communicator& comm) {
+  std::vector<int64_t> mine;
+  std::vector<std::pair<size_t, size_t>> where;  // (output, dim) of each entry
+  for (size_t o = 0; o < declared.size(); ++o) {
+    for (size_t d = 0; d < declared[o].size(); ++d) {
+      if (declared[o][d] != kDataDependentDim) continue;
+      mine.push_back(results[o].shape()[d]);
+      where.push_back({o, d});
+    }
+  }
+  std::vector<int> all_axes;
+  for (int a = 0; a < mesh.ndim(); ++a) all_axes.push_back(a);
+  const std::vector<int64_t> group = mesh.GroupOf(coord, all_axes);
+  if (mine.empty() || group.size() < 2) return;
+  const auto n = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> gathered(mine.size() * group.size());
+  const std::vector<int64_t> counts(group.size(), n);
+  if (comm.device() == kernels::Device::Host()) {
+    comm.AllGather(mine.data(), gathered.data(), counts, DType::kInt64, group);
+    comm.Synchronize();
+  } else {  // a device communicator takes device buffers: stage the few sizes through them
+    kernels::Backend& backend = kernels::BackendFor(comm.device());
+    kernels::Allocator& allocator = backend.AllocatorFor(comm.device());
+    Tensor send = Tensor::Uninitialized({n}, DType::kInt64, allocator, comm.stream());
+    Tensor recv = Tensor::Uninitialized({static_cast<int64_t>(gathered.size())}, DType::kInt64, allocator,
+                                        comm.stream());
+    backend.CopyFromHost(send.bytes(), mine.data(), send.nbytes(), comm.stream());
+    comm.AllGather(send.bytes(), recv.bytes(), counts, DType::kInt64, group);
+    comm.Synchronize();
+    backend.CopyToHost(gathered.data(), recv.bytes(), recv.nbytes(), comm.stream());
+    backend.Synchronize(comm.stream());
+  }
+  for (size_t member = 1; member < group.size(); ++member) {
+    for (size_t k = 0; k < mine.size(); ++k) {
+      const int64_t first = gathered[k];
+      const int64_t other = gathered[member * mine.size() + k];
+      if (first == other) continue;
+      ThrowInvalid(Field("outputs", where[k].first) + ".shape",
+                   op.name + "'s data-dependent dim " + std::to_string(where[k].second) + " has size " +
+                       std::to_string(first) + " on rank " + std::to_string(group[0]) + " and " +
+                       std::to_string(other) + " on rank " + std::to_string(group[member]) +
+                       ": its replicated inputs differ between the ranks");
+    }
+  }
+}
+
 // Dispatch on the caller's tensors, by pointer (none is copied).
 std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const DistTensor*>& inputs,
                                    const Attrs& attrs, Communicator& comm, DispatchReport* report) {
@@ -178,19 +232,38 @@ std::vector<DistTensor> DispatchOn(const OpDecl& op, const std::vector<const Dis
     throw std::logic_error(op.name + ": the kernel gave " + std::to_string(results.size()) +
                            " outputs, the declaration " + std::to_string(global_out.size()));
   }
+  // A data-dependent dim (nonzero's count) takes the size the kernel gave: its output is
+  // replicated (the rule never shards or makes partial such an output), so the local shape
+  // is the global one; the static dims must be the declaration's, and every rank's sizes
+  // must agree.
+  std::vector<Shape> run_shapes;
+  for (size_t o = 0; o < results.size(); ++o) {
+    if (!HasDataDependentDim(global_out[o])) continue;
+    if (run_shapes.empty()) run_shapes = global_out;
+    if (!ShapeFits(global_out[o], results[o].shape())) {
+      throw std::logic_error(op.name + ": output " + std::to_string(o) + " on rank " + std::to_string(me) +
+                             " has shape " + kernels::ShapeToString(results[o].shape()) + ", the declaration gives " +
+                             kernels::ShapeToString(global_out[o]) + " (" + std::to_string(kDataDependentDim) +
+                             ": data-dependent)");
+    }
+    run_shapes[o] = results[o].shape();
+  }
+  if (!run_shapes.empty()) AgreeOnDataDependentSizes(op, global_out, results, mesh, *coord, comm);
+  const std::vector<Shape>& global_shapes = run_shapes.empty() ? global_out : run_shapes;
   std::vector<DistTensor> out;
   out.reserve(results.size());
   for (size_t o = 0; o < results.size(); ++o) {
-    const Shape want = LocalShape(global_out[o], rule.outputs[o], mesh, *coord);
+    const Shape& global = global_shapes[o];
+    const Shape want = LocalShape(global, rule.outputs[o], mesh, *coord);
     if (results[o].shape() != want) {
       throw std::logic_error(op.name + ": output " + std::to_string(o) + " on rank " +
                              std::to_string(me) + " has local shape " +
                              kernels::ShapeToString(results[o].shape()) + ", the layout gives " +
                              kernels::ShapeToString(want) + " (global " +
-                             kernels::ShapeToString(global_out[o]) + ")");
+                             kernels::ShapeToString(global) + ")");
     }
     // The rule's layout (valid on the mesh) and the shape just checked: nothing to check again.
-    out.push_back(DistTensor::FromCheckedLocal(std::move(results[o]), global_out[o], mesh, rule.outputs[o], me,
+    out.push_back(DistTensor::FromCheckedLocal(std::move(results[o]), global, mesh, rule.outputs[o], me,
                                                *coord));
   }
   return out;

@@ -20,13 +20,20 @@
 // Global output shapes (needed by localizers before the kernel runs, and by the result)
 // come from the declaration, InferOutputShapes (rules/engine/op_decl.h): an einsum factor's size
 // or the DimTrans output shape (Dispatch takes them, with the rule and the normalised
-// attrs, from one InferForwardWithShapes call). No kernel runs to learn them. Every
-// kernel output is checked against the layout: its local shape must be
-// LocalShape(global shape, output dist attr, mesh, coord), else std::logic_error.
+// attrs, from one InferForwardWithShapes call). No kernel runs to learn them, except a
+// data-dependent dim (kDataDependentDim: nonzero's count, unique's number of distinct
+// values), whose size is what the kernel gave: such an output is replicated (the rule never
+// shards or makes partial a data-dependent dim), so its local shape is its global shape. Its
+// static dims must be the declaration's (else std::logic_error), and the ranks of the mesh
+// all-gather their sizes and compare them: a rank whose size differs (the replicated inputs
+// differ between ranks) makes every rank throw InvalidArgument ("outputs[o].shape"). A
+// localizer sees kDataDependentDim at such a dim. Every kernel output is checked against the
+// layout: its local shape must be LocalShape(global shape, output dist attr, mesh, coord),
+// else std::logic_error.
 //
 // Ranks outside the mesh do nothing: they get outputs without a buffer, with the inferred
 // dist attrs and the declared global shapes (dtype: that of the first floating input,
-// else float64).
+// else float64); they never learn a data-dependent size, which stays kDataDependentDim.
 #pragma once
 
 #include <cstddef>

@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <numeric>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/kernels.h"
@@ -197,6 +199,68 @@ TEST(Dispatch, RanksOutsideTheMeshGetMetadataOnly) {
         ASSERT_EQ(parts.size(), 2u);
         // The declaration gives every output shape, on ranks outside the mesh too.
         EXPECT_EQ(parts[0].shape(), (Shape{2, 3}));
+      },
+      Quick());
+}
+
+// nonzero's count is a data-dependent dim (SEMANTICS.md §3.1): the sharded x is gathered,
+// the kernel's count is the output's, on every rank, and a rank outside the mesh keeps
+// kDataDependentDim.
+TEST(Dispatch, NonzeroTakesItsCountFromTheKernel) {
+  const Mesh mesh({2}, {0, 1});
+  const Tensor x = Tensor::FromVector<double>({3, 4}, {0, 1, 0, -2, 0, 0, 3, 0, 0.5, 0, 0, 0});
+  const Tensor want = kernels::RunCpuKernel("nonzero", {x}, Attrs())[0];
+  ASSERT_EQ(want.shape(), (Shape{4, 2}));
+  RunRanks(
+      3,
+      [&](Communicator& comm) {
+        const DistTensor dx = DistTensor::ShardTensor(x, mesh, Parse("[S(0)]", 2), comm.rank());
+        DispatchReport report;
+        const std::vector<DistTensor> out = Dispatch("nonzero", {dx}, Attrs(), comm, &report);
+        ASSERT_EQ(out.size(), 1u);
+        EXPECT_EQ(out[0].dist_attr(), Parse("[R]", 2));
+        if (comm.rank() == 2) {
+          EXPECT_FALSE(out[0].has_local());
+          EXPECT_EQ(out[0].shape(), (Shape{kDataDependentDim, 2}));
+          return;
+        }
+        EXPECT_TRUE(report.resharded[0]);
+        EXPECT_EQ(out[0].shape(), (Shape{4, 2}));
+        const std::optional<Tensor> global = out[0].ToGlobal(comm);
+        ASSERT_TRUE(global.has_value());
+        ASSERT_EQ(global->shape(), want.shape());
+        for (int64_t i = 0; i < want.numel(); ++i) EXPECT_EQ(global->data<int64_t>()[i], want.data<int64_t>()[i]);
+      },
+      Quick());
+}
+
+// Ranks holding different values under a replicated layout (a caller's error) get
+// different counts: every rank throws the same typed error instead of a silent mismatch.
+TEST(Dispatch, DataDependentSizesThatDifferBetweenRanksAreAnErrorOnEveryRank) {
+  const Mesh mesh({2});
+  RunRanks(
+      2,
+      [&](Communicator& comm) {
+        const std::vector<double> values = comm.rank() == 0 ? std::vector<double>{1, 0, 2, 0}
+                                                            : std::vector<double>{1, 1, 1, 0};
+        const DistTensor dx = DistTensor::FromLocal(Tensor::FromVector<double>({4}, values), {4}, DType::kFloat64,
+                                                    mesh, Parse("[R]", 1), comm.rank());
+        try {
+          Dispatch("unique", {dx}, Attrs().With("return_counts", true), comm);
+          ADD_FAILURE() << "no error";
+        } catch (const SpmdError& e) {
+          EXPECT_EQ(e.type(), ErrorType::kInvalidArgument);
+          EXPECT_EQ(e.field(), "outputs[0].shape");
+          EXPECT_NE(std::string(e.what()).find("differ between the ranks"), std::string::npos) << e.what();
+        }
+        // The same values everywhere agree (the check passes and the shapes are the run's).
+        const DistTensor same = DistTensor::FromLocal(Tensor::FromVector<double>({4}, {1, 0, 2, 0}), {4},
+                                                      DType::kFloat64, mesh, Parse("[R]", 1), comm.rank());
+        const std::vector<DistTensor> out = Dispatch("unique", {same}, Attrs().With("return_counts", true), comm);
+        ASSERT_EQ(out.size(), 4u);
+        EXPECT_EQ(out[0].shape(), (Shape{3}));
+        EXPECT_EQ(out[1].shape(), (Shape{}));
+        EXPECT_EQ(out[3].shape(), (Shape{3}));
       },
       Quick());
 }

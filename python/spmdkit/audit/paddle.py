@@ -81,6 +81,18 @@ def _cum_extreme_args(specs, attrs):
 _cum_extreme_args.attr_names = ("axis", "dtype")
 
 
+def _unique_args(specs, attrs):
+    """Paddle's unique rule: (x, return_index, return_inverse, return_counts, axis, dtype),
+    dtype as Paddle's DataType. It answers unset outputs (a flag false) with an empty dist
+    attr, as spmdkit's 0-d unset ones."""
+    from paddle.base.framework import convert_np_dtype_to_dtype_
+    return list(specs) + [attrs["return_index"], attrs["return_inverse"], attrs["return_counts"],
+                          list(attrs["axis"]), convert_np_dtype_to_dtype_(attrs["dtype"])]
+
+
+_unique_args.attr_names = ("return_index", "return_inverse", "return_counts", "axis", "dtype")
+
+
 def _label_smooth_args(specs, attrs):
     """Paddle's rule: (label, prior_dist, epsilon); an absent prior_dist as an empty spec
     (Paddle's own tests pass DistTensorSpec())."""
@@ -391,7 +403,9 @@ OPS: List[PaddleOp] = (
        PaddleOp("c_softmax_with_cross_entropy", ["c_softmax_with_cross_entropy"],
                 [_a("ignore_index", "ring_id", "rank", "nranks"), _a("ignore_index", "rank", "nranks")]),
        PaddleOp("c_softmax_with_multi_label_cross_entropy", ["c_softmax_with_multi_label_cross_entropy"],
-                [_a("ignore_index", "sum_multi_label_loss", "rank", "nranks")])]
+                [_a("ignore_index", "sum_multi_label_loss", "rank", "nranks")]),
+       PaddleOp("nonzero", ["nonzero"], [_a()]),
+       PaddleOp("unique", ["unique"], [_unique_args])]
 )
 
 def _rope_refuses(req) -> str:
