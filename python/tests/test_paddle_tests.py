@@ -165,3 +165,15 @@ def test_summary_and_report(run):
     assert "| split | 0 | 0 | 0 | 1 | 0 |" in text
     assert "split (spmdkit refuses" in text
     assert "agreement: 83.3% of 6 judged calls over 5 ops" in text
+
+
+def test_a_mesh_axis_on_two_dims_is_not_judged():
+    # Paddle's nonzero rule test passes x [16, 16, 16] with dims mapping [1, 1, 1]: a layout
+    # Paddle's TensorDistAttr refuses, so it is not expressible, not a disagreement.
+    tensor = {"mesh": [2, 2], "shape": [16, 16, 16], "dims_mapping": [1, 1, 1], "partial": {}}
+    call = {"rule": "nonzero", "direction": "infer_forward", "args": [{"tensor": tensor}],
+            "answer": {"inputs": [], "outputs": []}}
+    with pytest.raises(pt.NotJudged, match="a mesh axis shards two dims"):
+        pt.translate(call)
+    tensor["dims_mapping"] = [1, -1, -1]
+    assert pt.translate(call).op == "nonzero"

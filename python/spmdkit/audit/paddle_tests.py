@@ -380,8 +380,12 @@ def translate(call: dict, file: str = "") -> Case:
         if len(t["dims_mapping"]) != len(t["shape"]):
             raise NotJudged(f"input {i}: a dims mapping of {len(t['dims_mapping'])} entries on a "
                             f"rank-{len(t['shape'])} shape")
-        used = {a for m in t["dims_mapping"] for a in (m if isinstance(m, list) else [m]) if a >= 0}
-        if used & {int(a) for a in t["partial"]}:
+        axes = [a for m in t["dims_mapping"] for a in (m if isinstance(m, list) else [m]) if a >= 0]
+        if len(axes) != len(set(axes)):
+            # Paddle's own TensorDistAttr::verify_dims_mapping refuses this layout; a rule that
+            # replicates everything (nonzero's) answers it without looking.
+            raise NotJudged(f"input {i}: a mesh axis shards two dims, dims mapping {t['dims_mapping']}")
+        if set(axes) & {int(a) for a in t["partial"]}:
             raise NotJudged(f"input {i}: a mesh axis both shards a dim and is partial")
         if any(d < 0 for d in t["shape"]):
             raise NotJudged(f"input {i}: a dynamic (-1) dim in shape {t['shape']}")
