@@ -4049,6 +4049,10 @@ def gen_selection():
     x3b = small(2, 2, 5)
     case("unique", "3d_axis_minus1", dict(every, axis=[-1]), [x3b],
          py_unique_axis(x3b, 2, index=True, inverse=True, counts=True))
+    # numpy's slice order for axis 2 (DECISIONS.md: Paddle's kernel compares these the other way).
+    order = np.stack([np.array([[0.0, 1.0], [0.0, 0.0]]), np.array([[0.0, 0.0], [1.0, 0.0]])], axis=2)
+    case("unique", "axis2_slice_order", {"axis": [2], "return_inverse": True}, [order],
+         py_unique_axis(order, 2, inverse=True))
     # NaN rows are one slice, -0 and 0 one value (the first row met kept in out).
     specials = np.array([[np.nan, 1.0], [-0.0, 2.0], [np.nan, 1.0], [0.0, 2.0], [0.0, np.nan], [0.0, 1.0]])
     case("unique", "axis0_nan_and_signed_zero", dict(every, axis=[0]), [specials],
