@@ -1061,7 +1061,7 @@ TEST(KernelNaN, UniqueAlongAnAxisOnNaNAndSignedZeros) {
   for (const Form& form : {Form{{6, 2}, {4, 2}, &x, &want[0].data, 0}, Form{{6, 2}, {4, 2}, &x, &want[0].data, -2},
                            Form{{2, 6}, {2, 4}, &xt, &out_t, 1}}) {
     for (DType dtype : {DType::kFloat64, DType::kFloat32}) {
-      SCOPED_TRACE(ToString(dtype) + " axis " + std::to_string(form.axis));
+      SCOPED_TRACE(std::string(ToString(dtype)) + " axis " + std::to_string(form.axis));
       const std::vector<double>& d = *form.data;
       const KTensor kx = dtype == DType::kFloat64 ? KTensor::FromVector(form.shape, d)
                                                   : KTensor::FromVector(form.shape, std::vector<float>(d.begin(), d.end()));
