@@ -108,6 +108,8 @@ OpDecl unique() {
            {{"ab"}, MakeAttrs({{"axis", Ints{0}}, {"return_index", true}, {"return_inverse", true},
                                {"return_counts", true}})},
            {{"abc"}, MakeAttrs({{"axis", Ints{-1}}, {"return_inverse", true}})},
+           // A middle axis: each slice's elements lie apart in x (dims before and after it).
+           {{"abc"}, MakeAttrs({{"axis", Ints{1}}, {"return_index", true}, {"return_counts", true}})},
            // One-element slices of small integers: the slices repeat.
            {{"1a"}, MakeAttrs({{"axis", Ints{1}}, {"return_index", true}, {"return_counts", true}})}}));
 }
