@@ -1013,6 +1013,80 @@ TEST(KernelNaN, UniqueAndNonzeroOnNaNAndSignedZeros) {
   }
 }
 
+// unique along an axis with NaN and signed zeros: rows are one slice when every element is
+// one value (NaNs one value, -0 and 0 one value), sorted by their first differing element
+// with NaN last; the reference's answer written out, then the CPU kernel's (float64 and
+// float32, axis 0 and its negative spelling, and the transposed x along axis 1) against it.
+TEST(KernelNaN, UniqueAlongAnAxisOnNaNAndSignedZeros) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // Rows: [nan 1] [-0 2] [nan 1] [0 2] [0 nan] [0 1].
+  const std::vector<double> x = {nan, 1.0, -0.0, 2.0, nan, 1.0, 0.0, 2.0, 0.0, nan, 0.0, 1.0};
+  ref::Tensor rx;
+  rx.shape = {6, 2};
+  rx.data = x;
+  const auto along = [](int64_t axis) {
+    return FindOp("unique")->NormalizeAttrs(Attrs()
+                                                .With("return_index", true)
+                                                .With("return_inverse", true)
+                                                .With("return_counts", true)
+                                                .With("axis", std::vector<int64_t>{axis}));
+  };
+  const ref::Tensors want = ref::FindReference("unique")(ref::Tensors{rx}, along(0));
+  ASSERT_EQ(want.size(), 4u);
+  ASSERT_EQ(want[0].shape, (Shape{4, 2}));
+  EXPECT_EQ(want[0].data[0], 0.0);
+  EXPECT_EQ(want[0].data[1], 1.0);
+  EXPECT_TRUE(std::signbit(want[0].data[2]));  // row 1 (-0) is met before row 3 (+0)
+  EXPECT_EQ(want[0].data[3], 2.0);
+  EXPECT_TRUE(std::isnan(want[0].data[5]));
+  EXPECT_TRUE(std::isnan(want[0].data[6]));
+  EXPECT_EQ(want[1].data, (std::vector<double>{5, 1, 4, 0}));
+  EXPECT_EQ(want[2].data, (std::vector<double>{3, 1, 3, 1, 2, 0}));
+  EXPECT_EQ(want[3].data, (std::vector<double>{1, 2, 1, 2}));
+  // x transposed: [2, 6], its columns the rows above; out is want[0] transposed.
+  std::vector<double> xt(12);
+  for (int r = 0; r < 6; ++r) {
+    for (int c = 0; c < 2; ++c) xt[static_cast<size_t>(c * 6 + r)] = x[static_cast<size_t>(r * 2 + c)];
+  }
+  std::vector<double> out_t(8);
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < 2; ++c) out_t[static_cast<size_t>(c * 4 + r)] = want[0].data[static_cast<size_t>(r * 2 + c)];
+  }
+  struct Form {
+    Shape shape, out_shape;
+    const std::vector<double>* data;
+    const std::vector<double>* out;
+    int64_t axis;
+  };
+  for (const Form& form : {Form{{6, 2}, {4, 2}, &x, &want[0].data, 0}, Form{{6, 2}, {4, 2}, &x, &want[0].data, -2},
+                           Form{{2, 6}, {2, 4}, &xt, &out_t, 1}}) {
+    for (DType dtype : {DType::kFloat64, DType::kFloat32}) {
+      SCOPED_TRACE(std::string(ToString(dtype)) + " axis " + std::to_string(form.axis));
+      const std::vector<double>& d = *form.data;
+      const KTensor kx = dtype == DType::kFloat64 ? KTensor::FromVector(form.shape, d)
+                                                  : KTensor::FromVector(form.shape, std::vector<float>(d.begin(), d.end()));
+      const KTensors got = RunCpuKernel("unique", {kx}, along(form.axis));
+      ASSERT_EQ(got.size(), 4u);
+      ASSERT_EQ(got[0].shape(), form.out_shape);
+      for (size_t k = 0; k < form.out->size(); ++k) {
+        const double v = dtype == DType::kFloat64 ? got[0].data<double>()[k] : got[0].data<float>()[k];
+        const double w = (*form.out)[k];
+        EXPECT_EQ(std::isnan(v), std::isnan(w)) << k;
+        if (!std::isnan(v)) {
+          EXPECT_EQ(v, w) << k;
+          EXPECT_EQ(std::signbit(v), std::signbit(w)) << k;
+        }
+      }
+      for (size_t o = 1; o < 4; ++o) {
+        ASSERT_EQ(got[o].shape(), want[o].shape) << o;
+        for (int64_t i = 0; i < got[o].numel(); ++i) {
+          EXPECT_EQ(static_cast<double>(got[o].data<int64_t>()[i]), want[o].data[static_cast<size_t>(i)]) << o << " " << i;
+        }
+      }
+    }
+  }
+}
+
 // cummax / cummin with the scanned axis cut into pieces (some empty), each piece's exchange
 // phases run (the reference's and the CPU kernel's) on values with ties and NaN (or int64
 // values), the pieces' summaries gathered in a shuffled order: every piece's outputs are the

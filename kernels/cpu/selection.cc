@@ -1,8 +1,9 @@
 // Ops whose output length depends on x's values (docs/OPS.md "Outputs sized by values"):
 // nonzero, unique. Any dtype (float32, float64, int64, bool; 2-byte floats widened by
 // RunCpuKernel): values are compared in their own type. nonzero scans x once; unique sorts
-// the positions by (value, position) with NaN above every number, so the positions of one
-// value are adjacent and its first occurrence leads: the references' answer exactly.
+// the slices' positions along the axis (flattened: the elements') by (slice, position), a
+// slice ordered by its first element that differs, NaN above every number, so the positions
+// of one slice are adjacent and its first occurrence leads: the references' answer exactly.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -55,32 +56,56 @@ Tensors unique(const TensorArgs& inputs, const Attrs& attrs) {
   CheckArity(inputs, 1);
   const Tensor& x = inputs[0];
   const selection_plan::UniquePlan plan = selection_plan::PlanUnique(x.shape(), attrs);
-  const int64_t n = plan.numel;
+  const int64_t n = plan.slices, inner = plan.inner, stride = plan.slices * plan.inner;
   std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), int64_t{0});
-  std::vector<int64_t> group_of(static_cast<size_t>(n));  // position -> its value's index in out
-  std::vector<int64_t> firsts;                            // per value, its first position
-  std::vector<int64_t> sizes;                             // per value, how often
+  std::vector<int64_t> group_of(static_cast<size_t>(n));  // slice -> its index in out
+  std::vector<int64_t> firsts;                            // per distinct slice, its first position
+  std::vector<int64_t> sizes;                             // per distinct slice, how often
   internal::VisitData(x, [&](const auto* src) {
     using T = std::remove_cv_t<std::remove_pointer_t<decltype(src)>>;
-    std::sort(order.begin(), order.end(),
-              [&](int64_t a, int64_t b) { return SortsBefore<T>(src[a], a, src[b], b, false); });
+    // Slice a's e-th element (row-major in the slice), e = o * inner + j.
+    const auto at = [&](int64_t a, int64_t o, int64_t j) { return src[o * stride + a * inner + j]; };
+    // The first element where slices a and b differ, or -1 when none does.
+    const auto differ = [&](int64_t a, int64_t b) -> std::pair<int64_t, int64_t> {
+      for (int64_t o = 0; o < plan.outer; ++o) {
+        for (int64_t j = 0; j < inner; ++j) {
+          if (!Same(at(a, o, j), at(b, o, j))) return {o, j};
+        }
+      }
+      return {-1, -1};
+    };
+    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      const auto [o, j] = differ(a, b);
+      if (o < 0) return a < b;
+      return SortsBefore<T>(at(a, o, j), a, at(b, o, j), b, false);
+    });
     for (int64_t k = 0; k < n; ++k) {
-      const int64_t at = order[static_cast<size_t>(k)];
-      if (k == 0 || !Same(src[at], src[firsts.back()])) {
-        firsts.push_back(at);
+      const int64_t slice = order[static_cast<size_t>(k)];
+      if (k == 0 || differ(slice, firsts.back()).first >= 0) {
+        firsts.push_back(slice);
         sizes.push_back(0);
       }
       ++sizes.back();
-      group_of[static_cast<size_t>(at)] = static_cast<int64_t>(firsts.size()) - 1;
+      group_of[static_cast<size_t>(slice)] = static_cast<int64_t>(firsts.size()) - 1;
     }
   });
   const auto count = static_cast<int64_t>(firsts.size());
-  Tensor out = NewOutput({count}, x.dtype());
+  Shape out_shape{count};
+  if (plan.axis >= 0) {
+    out_shape = x.shape();
+    out_shape[static_cast<size_t>(plan.axis)] = count;
+  }
+  Tensor out = NewOutput(out_shape, x.dtype());
   internal::VisitData(x, [&](const auto* src) {
     using T = std::remove_cv_t<std::remove_pointer_t<decltype(src)>>;
     T* dst = out.data<T>();
-    for (int64_t k = 0; k < count; ++k) dst[k] = src[firsts[static_cast<size_t>(k)]];
+    for (int64_t o = 0; o < plan.outer; ++o) {
+      for (int64_t k = 0; k < count; ++k) {
+        std::copy_n(src + o * stride + firsts[static_cast<size_t>(k)] * inner, inner,
+                    dst + (o * count + k) * inner);
+      }
+    }
   });
   const auto int64s = [](const Shape& shape, const std::vector<int64_t>& values) {
     Tensor t = NewOutput(shape, DType::kInt64);

@@ -16,6 +16,7 @@
 namespace spmd::declare {
 namespace {
 
+using notation::Ints;
 using notation::Letters;
 using notation::MakeAttrs;
 
@@ -59,12 +60,14 @@ OpDecl nonzero() {
 }
 
 // unique(x, return_index, return_inverse, return_counts, axis, dtype) -> out (x's sorted
-// distinct values, x flattened), indices (int64: the first position of each in flattened x),
-// inverse (int64 [numel]: the position in out of each element of x), counts (int64: how often
-// each occurs). An output whose flag is false is unset: 0-d, as flash_attention's softmax
-// (DECISIONS.md). NaNs sort above every number and are one value; -0 and 0 are one value, out
-// holding the first one met. axis must be empty (Unsupported attrs.axis otherwise), dtype
-// "int64". `ab->{n},{n},{m},{n} R(a, b, n, m) D(n)`, n data-dependent, m = numel.
+// distinct values, x flattened; along an axis, its distinct slices), indices (int64: the
+// first position of each in flattened x, or along the axis), inverse (int64: the position in
+// out of each element of x, or of each slice), counts (int64: how often each occurs). An
+// output whose flag is false is unset: 0-d, as flash_attention's softmax (DECISIONS.md).
+// NaNs sort above every number and are one value; -0 and 0 are one value, out holding the
+// first one met; slices compare element by element. axis [] or one axis (InvalidArgument
+// attrs.axis otherwise), dtype "int64". Flattened: `ab->{n},{n},{m},{n} R(a, b, n, m) D(n)`,
+// n data-dependent, m = numel; along axis 1: `abc->{anc},{n},{b},{n} R(a, b, c, n) D(n)`.
 OpDecl unique() {
   return OpBuilder("unique").Inputs({"x"}).Outputs({"out", "indices", "inverse", "counts"})
       .Tolerance(ToleranceClass::kExact)
@@ -77,11 +80,19 @@ OpDecl unique() {
         const selection_plan::UniquePlan plan = selection_plan::PlanUnique(c.input_shapes[0], c.attrs);
         EinsumSpec spec = WholeInput(c.input_shapes[0]);
         const FactorId count = AddDataDependent(spec);
-        const FactorId elements = spec.AddFactor(plan.numel);
-        spec.forced_replicated.push_back(elements);
-        spec.outputs = {{count},
+        Notation out{count};
+        FactorId slices = 0;
+        if (plan.axis < 0) {
+          slices = spec.AddFactor(plan.numel);
+          spec.forced_replicated.push_back(slices);
+        } else {  // x's dims, the axis's replaced by the count; inverse runs along x's axis
+          out = spec.inputs[0];
+          slices = out[static_cast<size_t>(plan.axis)];
+          out[static_cast<size_t>(plan.axis)] = count;
+        }
+        spec.outputs = {out,
                         plan.return_index ? Notation{count} : Notation{},
-                        plan.return_inverse ? Notation{elements} : Notation{},
+                        plan.return_inverse ? Notation{slices} : Notation{},
                         plan.return_counts ? Notation{count} : Notation{}};
         for (int o : {1, 2, 3}) {
           if (spec.outputs[static_cast<size_t>(o)].empty()) spec.whole_outputs.push_back(o);
@@ -93,7 +104,14 @@ OpDecl unique() {
           {{{"ab"}, MakeAttrs({{"return_index", true}, {"return_inverse", true}, {"return_counts", true}})},
            {{"abc"}, MakeAttrs({{"return_inverse", true}})},
            {{"a"}, MakeAttrs({{"return_counts", true}})},
-           {{"ab"}, {}}}));
+           {{"ab"}, {}},
+           {{"ab"}, MakeAttrs({{"axis", Ints{0}}, {"return_index", true}, {"return_inverse", true},
+                               {"return_counts", true}})},
+           {{"abc"}, MakeAttrs({{"axis", Ints{-1}}, {"return_inverse", true}})},
+           // A middle axis: each slice's elements lie apart in x (dims before and after it).
+           {{"abc"}, MakeAttrs({{"axis", Ints{1}}, {"return_index", true}, {"return_counts", true}})},
+           // One-element slices of small integers: the slices repeat.
+           {{"1a"}, MakeAttrs({{"axis", Ints{1}}, {"return_index", true}, {"return_counts", true}})}}));
 }
 
 }  // namespace spmd::declare

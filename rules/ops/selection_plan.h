@@ -7,7 +7,8 @@
 // dims"). Header-only; no value arithmetic.
 //
 // Example: nonzero x [3, 4] -> out [?, 2] int64; unique x [3, 4] with return_inverse ->
-// out [?], indices [] (unset), inverse [12], counts [] (unset).
+// out [?], indices [] (unset), inverse [12], counts [] (unset); with axis [1] as well ->
+// out [3, ?], inverse [4].
 #pragma once
 
 #include <cstdint>
@@ -52,22 +53,34 @@ inline NonzeroPlan PlanNonzero(const Dims& x) {
 
 // ---- unique ----
 
+// x is read as `slices` slices of `outer` x `inner` elements: slice i's elements, in row-major
+// order of the slice, are x[o * slices * inner + i * inner + j] for o < outer, j < inner.
+// Flattened (axis []): every element is a slice (outer = inner = 1, slices = numel). Along
+// axis a: slices = x.shape[a], outer the product of the dims before a, inner of those after.
+// Slices are one when every element is (equal, or both NaN; -0 and 0 equal) and sorted
+// lexicographically, element by element, NaN above every number.
 struct UniquePlan {
-  int64_t numel = 0;  // x flattened (a 0-d x is one element)
+  int64_t numel = 0;   // x's elements (a 0-d x is one)
+  int64_t axis = -1;   // the normalised axis; -1: flattened
+  int64_t outer = 1;
+  int64_t slices = 0;  // the length of inverse
+  int64_t inner = 1;
   bool return_index = false;
   bool return_inverse = false;
   bool return_counts = false;
-  // out [count], indices [count] or unset [], inverse [numel] or unset [], counts [count] or
-  // unset []; count = kDataDependent.
+  // out [count] (flattened) or x's shape with dim axis = count, indices [count] or unset [],
+  // inverse [slices] or unset [], counts [count] or unset []; count = kDataDependent.
   std::vector<Dims> outputs;
 };
 
-// axis empty only (unique over the flattened x): a given axis is Unsupported ("attrs.axis");
-// dtype "int64" only (the index type, as argmax): InvalidArgument ("attrs.dtype").
+// axis: [] (x flattened) or one axis in [-rank, rank) (negative counts from the end); two or
+// more axes, or one out of range (a 0-d x has none), InvalidArgument ("attrs.axis"). dtype
+// "int64" only (the index type, as argmax): InvalidArgument ("attrs.dtype").
 inline UniquePlan PlanUnique(const Dims& x, const Attrs& attrs) {
   const std::vector<int64_t>& axis = attrs.GetInts("axis");
-  if (!axis.empty()) {
-    ThrowUnsupported("attrs.axis", "unique along an axis is not provided; only the flattened x (axis [])");
+  const auto rank = static_cast<int64_t>(x.size());
+  if (axis.size() > 1) {
+    ThrowInvalid("attrs.axis", "unique takes at most one axis, got " + std::to_string(axis.size()));
   }
   const std::string& dtype = attrs.GetString("dtype");
   if (dtype != "int64") ThrowInvalid("attrs.dtype", "unique outputs int64 indices, got '" + dtype + "'");
@@ -76,9 +89,20 @@ inline UniquePlan PlanUnique(const Dims& x, const Attrs& attrs) {
   p.return_index = attrs.GetBool("return_index");
   p.return_inverse = attrs.GetBool("return_inverse");
   p.return_counts = attrs.GetBool("return_counts");
-  p.outputs = {{kDataDependent},
+  Dims out{kDataDependent};
+  p.slices = p.numel;
+  if (!axis.empty()) {
+    p.axis = shape::NormalizeAxis(axis[0], rank, "attrs.axis");
+    const auto a = static_cast<size_t>(p.axis);
+    p.slices = x[a];
+    for (size_t d = 0; d < a; ++d) p.outer *= x[d];
+    for (size_t d = a + 1; d < x.size(); ++d) p.inner *= x[d];
+    out = x;
+    out[a] = kDataDependent;
+  }
+  p.outputs = {out,
                p.return_index ? Dims{kDataDependent} : Dims{},
-               p.return_inverse ? Dims{p.numel} : Dims{},
+               p.return_inverse ? Dims{p.slices} : Dims{},
                p.return_counts ? Dims{kDataDependent} : Dims{}};
   return p;
 }
