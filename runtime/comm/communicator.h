@@ -295,7 +295,7 @@ class Communicator {
   void Enqueue(Call& call);
   // The call of a Send / Recv of `count` elements with `peer`, built in p2p_call_.
   Call& P2pCall(Collective kind, DType dtype, int64_t peer, int64_t count, const void* send,
-                     void* recv);
+                void* recv);
 
   int64_t rank_;
   int64_t world_size_;
