@@ -7,12 +7,12 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <string>
 
 #include "kernels/device.h"
 #include "kernels/tensor.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/comm/host_values.h"
 #include "runtime/exec/dist_tensor.h"
 
 namespace spmd::train {
@@ -43,18 +43,10 @@ kernels::Tensor ToHostTensor(const kernels::Tensor& t);
 // Element `i` of a float64 or float32 tensor as a double, read on the host (ToHostTensor).
 double ReadScalar(const kernels::Tensor& t, int64_t i = 0);
 
-// Collectives on small host arrays of int64 (the control plane: agreement on errors,
-// manifests, nonces) through `comm`, whatever its device: on a device communicator the
-// values go up to a buffer of its device (OnDevice, on its stream), the call runs there,
-// and the result comes back through ToHostTensor. On the host: the call itself.
-void HostAllReduce(int64_t* values, int64_t count, ReduceOp op, const runtime::Group& group,
-                   runtime::Communicator& comm);
-// The same for float64 values (a round's flags and weights, train/join.h).
-void HostAllReduce(double* values, int64_t count, ReduceOp op, const runtime::Group& group,
-                   runtime::Communicator& comm);
-void HostBroadcast(int64_t* values, int64_t count, int64_t root, const runtime::Group& group,
-                   runtime::Communicator& comm);
-void HostAllGather(const int64_t* send, int64_t* recv, std::span<const int64_t> counts,
-                   const runtime::Group& group, runtime::Communicator& comm);
+// Collectives on small host arrays (the control plane: agreement on errors, manifests,
+// nonces) through a communicator of any device: runtime/comm/host_values.h.
+using runtime::HostAllGather;
+using runtime::HostAllReduce;
+using runtime::HostBroadcast;
 
 }  // namespace spmd::train

@@ -13,6 +13,7 @@
 #include "rules/model/layout.h"
 #include "rules/engine/phase.h"
 #include "rules/engine/registry.h"
+#include "runtime/comm/host_values.h"
 #include "runtime/exec/rule_cache.h"
 
 namespace spmd::runtime {
@@ -96,24 +97,9 @@ void AgreeOnDataDependentSizes(const OpDecl& op, const std::vector<Shape>& decla
   for (int a = 0; a < mesh.ndim(); ++a) all_axes.push_back(a);
   const std::vector<int64_t> group = mesh.GroupOf(coord, all_axes);
   if (mine.empty() || group.size() < 2) return;
-  const auto n = static_cast<int64_t>(mine.size());
   std::vector<int64_t> gathered(mine.size() * group.size());
-  const std::vector<int64_t> counts(group.size(), n);
-  if (comm.device() == kernels::Device::Host()) {
-    comm.AllGather(mine.data(), gathered.data(), counts, DType::kInt64, group);
-    comm.Synchronize();
-  } else {  // a device communicator takes device buffers: stage the few sizes through them
-    kernels::Backend& backend = kernels::BackendFor(comm.device());
-    kernels::Allocator& allocator = backend.AllocatorFor(comm.device());
-    Tensor send = Tensor::Uninitialized({n}, DType::kInt64, allocator, comm.stream());
-    Tensor recv = Tensor::Uninitialized({static_cast<int64_t>(gathered.size())}, DType::kInt64, allocator,
-                                        comm.stream());
-    backend.CopyFromHost(send.bytes(), mine.data(), send.nbytes(), comm.stream());
-    comm.AllGather(send.bytes(), recv.bytes(), counts, DType::kInt64, group);
-    comm.Synchronize();
-    backend.CopyToHost(gathered.data(), recv.bytes(), recv.nbytes(), comm.stream());
-    backend.Synchronize(comm.stream());
-  }
+  const std::vector<int64_t> counts(group.size(), static_cast<int64_t>(mine.size()));
+  HostAllGather(mine.data(), gathered.data(), counts, group, comm);
   for (size_t member = 1; member < group.size(); ++member) {
     for (size_t k = 0; k < mine.size(); ++k) {
       const int64_t first = gathered[k];

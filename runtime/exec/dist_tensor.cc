@@ -10,6 +10,7 @@
 #include "kernels/backend.h"
 #include "rules/model/error.h"
 #include "rules/model/layout.h"
+#include "runtime/comm/host_values.h"
 
 namespace spmd::runtime {
 namespace {
@@ -94,17 +95,7 @@ DistTensor DistTensor::ShardTensorFrom(const Tensor* global, int64_t root, const
     ThrowInvalid("global", "is on " + kernels::ToString(global->device()) + ", the communicator's buffers on " +
                                kernels::ToString(device));
   }
-  if (device.is_host()) {
-    comm.Broadcast(header.data(), static_cast<int64_t>(header.size()), DType::kInt64, root, group);
-  } else {  // through a buffer of the communicator's device, by the backend's copies
-    const size_t nbytes = header.size() * sizeof(int64_t);
-    Tensor staged = Tensor::Uninitialized({static_cast<int64_t>(header.size())}, DType::kInt64,
-                                          backend.AllocatorFor(device), comm.stream());
-    backend.CopyFromHost(staged.bytes(), header.data(), nbytes, comm.stream());
-    comm.Broadcast(staged.bytes(), staged.numel(), DType::kInt64, root, group);
-    backend.CopyToHost(header.data(), staged.bytes(), nbytes, comm.stream());  // after the broadcast
-    backend.Synchronize(comm.stream());  // the header is on the host
-  }
+  HostBroadcast(header.data(), static_cast<int64_t>(header.size()), root, group, comm);
   comm.Synchronize();
   const auto dtype = static_cast<DType>(header[0]);
   const Shape shape(header.begin() + 2, header.begin() + 2 + header[1]);
