@@ -185,39 +185,20 @@ std::optional<EinsumSpec> BuildEinsumSpec(const OpDecl& op, const std::vector<Sh
 namespace {
 
 // The output shapes of a built rule, each checked as an input shape is (sizes >= 0, at
-// most 2^62 elements), so that whatever the rule accepts has outputs a kernel can hold. A
-// data-dependent dim of `spec` (kDataDependentDim) is checked as 0.
-std::vector<Shape> CheckedOutputShapes(std::vector<Shape> shapes, const EinsumSpec* spec = nullptr) {
+// most 2^62 elements), so that whatever the rule accepts has outputs a kernel can hold. With
+// `data_dependent` (the spec has such factors), a kDataDependentDim is checked as 0: after
+// BindFactorSizes every other factor has a size >= 0.
+std::vector<Shape> CheckedOutputShapes(std::vector<Shape> shapes, bool data_dependent = false) {
   for (size_t o = 0; o < shapes.size(); ++o) {
-    if (spec != nullptr && !spec->data_dependent.empty() && HasDataDependentDim(shapes[o])) {
-      Shape statics = shapes[o];
-      for (size_t d = 0; d < statics.size(); ++d) {
-        if (Contains(spec->data_dependent, spec->outputs[o][d])) statics[d] = 0;
-      }
-      if (!ShapeOk(statics)) CheckShape(statics, OutputField(o));
+    if (!data_dependent) {
+      if (!ShapeOk(shapes[o])) CheckShape(shapes[o], OutputField(o));
       continue;
     }
-    if (!ShapeOk(shapes[o])) CheckShape(shapes[o], OutputField(o));
+    Shape statics = shapes[o];
+    std::replace(statics.begin(), statics.end(), kDataDependentDim, int64_t{0});
+    if (!ShapeOk(statics)) CheckShape(statics, OutputField(o));
   }
   return shapes;
-}
-
-// The guard of the data-dependent dims on a rule's answer (BindFactorSizes refuses the specs
-// that could break it; this holds the engine to it): an output holding one is not sharded
-// on it and not partial. A breach is a declaration or engine bug: std::logic_error.
-void CheckDataDependentOutputs(const std::string& op, const EinsumSpec& spec, const InferResult& answer) {
-  for (size_t o = 0; o < spec.outputs.size() && o < answer.outputs.size(); ++o) {
-    const Notation& out = spec.outputs[o];
-    for (size_t d = 0; d < out.size(); ++d) {
-      if (!Contains(spec.data_dependent, out[d])) continue;
-      if (!answer.outputs[o].partial.empty() ||
-          (d < answer.outputs[o].dims.size() && !answer.outputs[o].dims[d].empty())) {
-        throw std::logic_error(op + ": the rule answers output " + std::to_string(o) + " as " +
-                               ToString(answer.outputs[o]) + ", sharded or partial on data-dependent dim " +
-                               std::to_string(d));
-      }
-    }
-  }
 }
 
 // Arity, each input's shape and dist attr, in input order. The fast checks build no field
@@ -255,7 +236,7 @@ ForwardRule BuildForwardRule(const OpDecl& op, const std::vector<Shape>& shapes,
   }
   rule.einsum = op.einsum(context);
   BindFactorSizes(*rule.einsum, shapes);
-  rule.output_shapes = CheckedOutputShapes(EinsumOutputShapes(*rule.einsum), &*rule.einsum);
+  rule.output_shapes = CheckedOutputShapes(EinsumOutputShapes(*rule.einsum), !rule.einsum->data_dependent.empty());
   return rule;
 }
 
@@ -284,9 +265,8 @@ InferResult RunForwardRule(const OpDecl& op, const Mesh& mesh, const std::vector
     return op.forward_override(context, mesh, copied);
   }
   if (op.dist_check) op.dist_check(context, CopiedDists(dists));
-  InferResult answer = prepared != nullptr ? prepared->Infer(dists) : InferEinsumForward(*rule.einsum, mesh, dists);
-  if (!rule.einsum->data_dependent.empty()) CheckDataDependentOutputs(op.name, *rule.einsum, answer);
-  return answer;
+  if (prepared != nullptr) return prepared->Infer(dists);
+  return InferEinsumForward(*rule.einsum, mesh, dists);
 }
 
 ForwardInference RunForward(const OpDecl& op, const Mesh& mesh,
@@ -318,7 +298,7 @@ std::vector<Shape> InferOutputShapes(const OpDecl& op, const std::vector<Shape>&
   if (op.dimtrans) return CheckedOutputShapes({op.dimtrans(context).output_shape});
   EinsumSpec spec = op.einsum(context);
   BindFactorSizes(spec, input_shapes);
-  return CheckedOutputShapes(EinsumOutputShapes(spec), &spec);
+  return CheckedOutputShapes(EinsumOutputShapes(spec), !spec.data_dependent.empty());
 }
 
 InferResult InferForward(const OpDecl& op, const Mesh& mesh, const std::vector<TensorArg>& inputs,
@@ -405,7 +385,7 @@ InferResult InferReverse(const OpDecl& op, const Mesh& mesh,
     spec = op.einsum(context);
     BindFactorSizes(*spec, input_shapes);
     for (const Notation& notation : spec->outputs) ranks.push_back(notation.size());
-    expected = CheckedOutputShapes(EinsumOutputShapes(*spec), &*spec);
+    expected = CheckedOutputShapes(EinsumOutputShapes(*spec), !spec->data_dependent.empty());
   }
   if (outputs.size() != ranks.size()) {
     ThrowInvalid("outputs", op.name + " has " + std::to_string(ranks.size()) +
