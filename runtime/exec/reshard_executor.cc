@@ -84,14 +84,19 @@ std::optional<int64_t> ContiguousOffset(const Shape& shape, const Shape& at, con
 // One point-to-point message of a step on this rank: `volume` elements to or from `peer`,
 // the box at `at` of sizes `extent` in this rank's buffer (local coordinates), which is one
 // contiguous run starting at element `run`, or strided (run < 0: packed into / unpacked
-// from the staging buffer at element `staged`). `to`: where a kept part lands in the new
-// buffer.
+// from the staging buffer at element `staged`).
 struct Piece {
   int64_t peer = -1;
   int64_t volume = 0;
   int64_t run = -1;
   int64_t staged = 0;
-  Shape at, extent, to;
+  Shape at, extent;
+};
+
+// The part of a rank's old box that is also in its new one: at `at` in the old buffer, at
+// `to` in the new one, of sizes `extent`.
+struct Kept {
+  Shape at, to, extent;
 };
 
 // Everything a step needs on one rank that follows from the step, the global shape and the
@@ -111,7 +116,7 @@ struct StepPrep {
   // buffer, the elements of the strided ones (staged), and the part it keeps.
   std::vector<Piece> send_pieces, recv_pieces;
   int64_t send_staged = 0, recv_staged = 0;
-  std::optional<Piece> kept;  // peer unused; `at` in the old buffer, `to` in the new
+  std::optional<Kept> kept;
   Shape after_shape;          // SizesOf(after)
   Shape origin;               // rank zeros (a staged piece's place in its staging buffer)
 };
@@ -140,15 +145,10 @@ void AddPiece(const Box& box, int64_t peer, const Box& mine, std::vector<Piece>&
 }
 
 // The part of `before` that is also in `after` (both this rank's boxes), if any.
-std::optional<Piece> KeptPart(const Box& before, const Box& after) {
+std::optional<Kept> KeptPart(const Box& before, const Box& after) {
   const Box kept = Intersect(before, after);
   if (Volume(kept) == 0) return std::nullopt;
-  Piece k;
-  k.volume = Volume(kept);
-  k.at = BeginsOf(RelativeTo(kept, before));
-  k.to = BeginsOf(RelativeTo(kept, after));
-  k.extent = SizesOf(kept);
-  return k;
+  return Kept{BeginsOf(RelativeTo(kept, before)), BeginsOf(RelativeTo(kept, after)), SizesOf(kept)};
 }
 
 StepPrep Prepare(const ReshardStep& step, const Shape& shape, int64_t me) {
